@@ -1,0 +1,348 @@
+package io.lmcache.server.config;
+
+import com.fasterxml.jackson.core.JacksonException;
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.dataformat.toml.TomlMapper;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.ParameterException;
+
+/**
+ * Turns the command line, the optional TOML config file and the environment into one validated
+ * {@link ServerConfig}, or into an exit (help, version, or a one-line error with code 2).
+ */
+public final class ConfigLoader {
+    public static final String ENV_CONFIG_FILE = "LMCACHE_MP_CONFIG";
+    public static final String ENV_ADMIN_TOKEN = "LMCACHE_HTTP_ADMIN_TOKEN";
+    public static final int EXIT_USAGE = 2;
+
+    private static final long MIB = 1L << 20;
+    private static final long GIB = 1L << 30;
+    /** Pool memory is carved into 2 MiB pages; sizes are rounded to it. */
+    public static final long PAGE_BYTES = 2 * MIB;
+    private static final long MIN_POOL_BYTES = 4 * MIB;
+    private static final long AUTO_REGION_MIN_BYTES = 64 * MIB;
+    private static final long AUTO_REGION_MAX_BYTES = GIB;
+    private static final long DEFAULT_DISCONNECT_GRACE_NS = TimeUnit.SECONDS.toNanos(60);
+
+    /** What {@link #load} decided. */
+    public sealed interface Outcome {
+        /** Start the server with this config; log the warnings first. */
+        record Run(ServerConfig config, List<String> warnings) implements Outcome {}
+
+        /** Print {@code text} (stdout when the code is 0, else stderr) and exit. */
+        record Exit(int code, String text) implements Outcome {}
+    }
+
+    private ConfigLoader() {}
+
+    public static Outcome load(String[] args, Map<String, String> env) {
+        List<String> warnings = new ArrayList<>();
+        ServerOptions options = new ServerOptions();
+        CommandLine commandLine = new CommandLine(options);
+        commandLine.setUsageHelpWidth(100);
+
+        String configFile = findConfigFile(args, env);
+        if (configFile != null) {
+            Map<String, String> fileValues;
+            try {
+                fileValues = readToml(Path.of(configFile));
+            } catch (ConfigException e) {
+                return usageError(e.getMessage());
+            }
+            Map<String, OptionSpec> byKey = optionsByKey(commandLine);
+            Map<String, String> known = new LinkedHashMap<>();
+            for (Map.Entry<String, String> entry : fileValues.entrySet()) {
+                String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
+                if (byKey.containsKey(key) && !key.equals("config_file")) {
+                    known.put(key, entry.getValue());
+                } else {
+                    warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
+                }
+            }
+            commandLine.setDefaultValueProvider(argSpec -> {
+                if (argSpec instanceof OptionSpec option) {
+                    return known.get(keyOf(option));
+                }
+                return null;
+            });
+        }
+
+        try {
+            commandLine.parseArgs(args);
+        } catch (ParameterException e) {
+            return usageError(firstLine(e.getMessage()));
+        }
+        if (commandLine.isUsageHelpRequested()) {
+            StringWriter out = new StringWriter();
+            commandLine.usage(new PrintWriter(out));
+            return new Outcome.Exit(0, out.toString());
+        }
+        if (commandLine.isVersionHelpRequested()) {
+            return new Outcome.Exit(0, String.join(System.lineSeparator(), new Versions().getVersion()) + System.lineSeparator());
+        }
+        try {
+            ServerConfig config = validate(options, env, configFile, warnings);
+            return new Outcome.Run(config, List.copyOf(warnings));
+        } catch (ConfigException e) {
+            return usageError(e.getMessage());
+        }
+    }
+
+    private static Outcome usageError(String message) {
+        return new Outcome.Exit(EXIT_USAGE, "lmcache-server: error: " + message + " (see --help)" + System.lineSeparator());
+    }
+
+    private static String firstLine(String message) {
+        int newline = message.indexOf('\n');
+        return (newline < 0 ? message : message.substring(0, newline)).strip();
+    }
+
+    private static String findConfigFile(String[] args, Map<String, String> env) {
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--config-file") && i + 1 < args.length) {
+                return args[i + 1];
+            }
+            if (args[i].startsWith("--config-file=")) {
+                return args[i].substring("--config-file=".length());
+            }
+        }
+        String fromEnv = env.get(ENV_CONFIG_FILE);
+        return fromEnv == null || fromEnv.isBlank() ? null : fromEnv;
+    }
+
+    private static Map<String, String> readToml(Path path) throws ConfigException {
+        if (!Files.isRegularFile(path)) {
+            throw new ConfigException("--config-file", "no such file: " + path);
+        }
+        Map<String, Object> raw;
+        try {
+            raw = new TomlMapper().readValue(path.toFile(), new TypeReference<Map<String, Object>>() {});
+        } catch (JacksonException e) {
+            throw new ConfigException("--config-file", "not valid TOML (" + path + "): " + firstLine(e.getOriginalMessage()));
+        } catch (IOException e) {
+            throw new ConfigException("--config-file", "cannot read " + path + ": " + e.getMessage());
+        }
+        Map<String, String> values = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> entry : raw.entrySet()) {
+            Object value = entry.getValue();
+            if (value instanceof Map<?, ?> || value instanceof List<?>) {
+                throw new ConfigException("--config-file", "key '" + entry.getKey() + "' must be a plain value, not a table or array");
+            }
+            values.put(entry.getKey(), String.valueOf(value));
+        }
+        return values;
+    }
+
+    private static Map<String, OptionSpec> optionsByKey(CommandLine commandLine) {
+        Map<String, OptionSpec> byKey = new LinkedHashMap<>();
+        for (OptionSpec option : commandLine.getCommandSpec().options()) {
+            if (!option.usageHelp() && !option.versionHelp()) {
+                byKey.put(keyOf(option), option);
+            }
+        }
+        return byKey;
+    }
+
+    private static String keyOf(OptionSpec option) {
+        return option.longestName().replaceFirst("^--", "").replace('-', '_');
+    }
+
+    // --- validation -------------------------------------------------------------------------
+
+    private static ServerConfig validate(ServerOptions o, Map<String, String> env, String configFile, List<String> warnings)
+            throws ConfigException {
+        String host = nonBlank("--host", o.host);
+        int port = intIn("--port", o.port, 1, 65535);
+        int chunkSize = intIn("--chunk-size", o.chunkSize, 1, 1 << 20);
+        int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
+        int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
+        int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
+        TransferMode transferMode = choice("--supported-transfer-mode", o.supportedTransferMode, TransferMode::parse);
+        DeviceMode device = choice("--device", o.device, DeviceMode::parse);
+        EvictionPolicy evictionPolicy = choice("--eviction-policy", o.evictionPolicy, EvictionPolicy::parse);
+        String hashAlgorithm = o.hashAlgorithm.strip().toLowerCase(Locale.ROOT);
+        if (!Set.of("blake3", "builtin", "sha256_cbor").contains(hashAlgorithm)) {
+            throw new ConfigException("--hash-algorithm", "must be one of blake3, builtin, sha256_cbor, got '" + o.hashAlgorithm + "'");
+        }
+
+        String shmName = o.shmName == null ? "lmcache_l1_pool_" + ProcessHandle.current().pid() : o.shmName.strip();
+        if (shmName.startsWith("/")) {
+            shmName = shmName.substring(1);
+        }
+        if (!shmName.matches("[A-Za-z0-9._-]{0,200}")) {
+            throw new ConfigException("--shm-name", "must be letters, digits, '.', '_' or '-' (a name in /dev/shm), got '" + o.shmName + "'");
+        }
+
+        if (o.l1SizeGb == null) {
+            throw new ConfigException("--l1-size-gb", "is required: the size of the host-memory pool in GiB, e.g. --l1-size-gb 20");
+        }
+        double l1SizeGb = finite("--l1-size-gb", o.l1SizeGb);
+        if (!(l1SizeGb > 0) || l1SizeGb > 64 * 1024) {
+            throw new ConfigException("--l1-size-gb", "must be > 0 and at most 65536, got " + o.l1SizeGb);
+        }
+        long l1SizeBytes = (long) (l1SizeGb * GIB) / PAGE_BYTES * PAGE_BYTES;
+        if (l1SizeBytes < MIN_POOL_BYTES) {
+            throw new ConfigException("--l1-size-gb", "must be at least 4 MiB (0.004), got " + o.l1SizeGb);
+        }
+        long regionBytes;
+        if (o.l1RegionSizeMb == null) {
+            long target = Math.clamp(l1SizeBytes / 16, AUTO_REGION_MIN_BYTES, AUTO_REGION_MAX_BYTES);
+            regionBytes = Math.min(l1SizeBytes, target / PAGE_BYTES * PAGE_BYTES);
+        } else {
+            long regionMb = intIn("--l1-region-size-mb", o.l1RegionSizeMb, 2, 1 << 20);
+            if (regionMb % 2 != 0) {
+                throw new ConfigException("--l1-region-size-mb", "must be a multiple of 2 (the page size), got " + regionMb);
+            }
+            regionBytes = regionMb * MIB;
+            if (regionBytes > l1SizeBytes) {
+                throw new ConfigException("--l1-region-size-mb", "must not exceed the pool (" + (l1SizeBytes / MIB) + " MiB), got " + regionMb);
+            }
+        }
+        long writeTtlNs = secondsAtLeast("--l1-write-ttl-seconds", o.l1WriteTtlSeconds, 1);
+        long readTtlNs = secondsAtLeast("--l1-read-ttl-seconds", o.l1ReadTtlSeconds, 1);
+
+        double watermark = fraction("--eviction-trigger-watermark", o.evictionTriggerWatermark);
+        double ratio = fraction("--eviction-ratio", o.evictionRatio);
+
+        double floorSeconds = finite("--test-liveness-floor-seconds", o.testLivenessFloorSeconds);
+        if (!(floorSeconds > 0) || floorSeconds > 30) {
+            throw new ConfigException("--test-liveness-floor-seconds", "must be in (0, 30], got " + o.testLivenessFloorSeconds);
+        }
+        long floorNs = toNanos(floorSeconds);
+        long reapNs = secondsAtLeast("--worker-reap-timeout-seconds", o.workerReapTimeoutSeconds, 0);
+        if (reapNs != 0 && reapNs < floorNs) {
+            throw new ConfigException("--worker-reap-timeout-seconds", "must be 0 (disabled) or at least " + fmt(floorSeconds) + ", got " + o.workerReapTimeoutSeconds);
+        }
+        long graceNs = secondsAtLeast("--worker-registration-grace-seconds", o.workerRegistrationGraceSeconds, 0);
+        if (graceNs < reapNs) {
+            throw new ConfigException("--worker-registration-grace-seconds", "must be at least --worker-reap-timeout-seconds (" + o.workerReapTimeoutSeconds + "), got " + o.workerRegistrationGraceSeconds);
+        }
+        long disconnectNs;
+        if (o.workerDisconnectGraceSeconds == null) {
+            disconnectNs = reapNs == 0 ? 0 : Math.min(DEFAULT_DISCONNECT_GRACE_NS, reapNs);
+        } else {
+            disconnectNs = secondsAtLeast("--worker-disconnect-grace-seconds", o.workerDisconnectGraceSeconds, 0);
+            if (disconnectNs != 0 && (disconnectNs < floorNs || disconnectNs > reapNs)) {
+                throw new ConfigException("--worker-disconnect-grace-seconds", "must be 0 (disabled) or between " + fmt(floorSeconds)
+                        + " and --worker-reap-timeout-seconds (" + o.workerReapTimeoutSeconds + "), got " + o.workerDisconnectGraceSeconds);
+            }
+        }
+        if (reapNs != 0 && reapNs < 3 * ServerConfig.CLIENT_HEARTBEAT_NS) {
+            warnings.add("--worker-reap-timeout-seconds " + o.workerReapTimeoutSeconds
+                    + " is under 3 x the client's 10 s heartbeat: a live worker that misses two pings can be reaped");
+        }
+
+        String httpHost = nonBlank("--http-host", o.httpHost);
+        int httpPort = intIn("--http-port", o.httpPort, 0, 65535);
+        int prometheusPort = o.prometheusPort == null ? 0 : intIn("--prometheus-port", o.prometheusPort, 1, 65535);
+        String token = o.httpAdminToken != null ? o.httpAdminToken : env.getOrDefault(ENV_ADMIN_TOKEN, "");
+        token = token.strip();
+        if (httpPort != 0 && httpPort == port) {
+            throw new ConfigException("--http-port", "must differ from --port (" + port + ")");
+        }
+        if (prometheusPort != 0 && (prometheusPort == port || prometheusPort == httpPort)) {
+            throw new ConfigException("--prometheus-port", "must differ from --port and --http-port, got " + prometheusPort);
+        }
+        String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
+
+        return new ServerConfig(host, port, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
+                l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
+                disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
+                configFile == null ? "" : configFile);
+    }
+
+    private interface Parser<T> {
+        T parse(String text);
+    }
+
+    private static <T> T choice(String flag, String text, Parser<T> parser) throws ConfigException {
+        try {
+            return parser.parse(text.strip());
+        } catch (IllegalArgumentException e) {
+            throw new ConfigException(flag, e.getMessage() + ", got '" + text + "'");
+        }
+    }
+
+    private static String nonBlank(String flag, String text) throws ConfigException {
+        if (text == null || text.isBlank()) {
+            throw new ConfigException(flag, "must not be empty");
+        }
+        return text.strip();
+    }
+
+    private static int intIn(String flag, String text, int min, int max) throws ConfigException {
+        long value;
+        try {
+            value = Long.parseLong(text.strip());
+        } catch (NumberFormatException e) {
+            throw new ConfigException(flag, "must be an integer in " + min + ".." + max + ", got '" + text + "'");
+        }
+        if (value < min || value > max) {
+            throw new ConfigException(flag, "must be in " + min + ".." + max + ", got " + value);
+        }
+        return (int) value;
+    }
+
+    private static double finite(String flag, String text) throws ConfigException {
+        double value;
+        try {
+            value = Double.parseDouble(text.strip());
+        } catch (NumberFormatException e) {
+            throw new ConfigException(flag, "must be a number, got '" + text + "'");
+        }
+        if (!Double.isFinite(value)) {
+            throw new ConfigException(flag, "must be a finite number, got '" + text + "'");
+        }
+        return value;
+    }
+
+    private static double fraction(String flag, String text) throws ConfigException {
+        double value = finite(flag, text);
+        if (!(value > 0) || value > 1) {
+            throw new ConfigException(flag, "must be in (0, 1], got " + text.strip());
+        }
+        return value;
+    }
+
+    private static long secondsAtLeast(String flag, String text, double minSeconds) throws ConfigException {
+        double value = finite(flag, text);
+        if (value < minSeconds || value > 365 * 24 * 3600.0) {
+            throw new ConfigException(flag, "must be a number of seconds, at least " + fmt(minSeconds) + " and at most one year, got " + text.strip());
+        }
+        return toNanos(value);
+    }
+
+    private static long toNanos(double seconds) {
+        return Math.round(seconds * 1e9);
+    }
+
+    private static String fmt(double seconds) {
+        return seconds == Math.rint(seconds) ? Long.toString((long) seconds) : Double.toString(seconds);
+    }
+
+    /** The flag names, for tests and docs. */
+    public static Set<String> flagNames() {
+        Set<String> names = new HashSet<>();
+        for (OptionSpec option : new CommandLine(new ServerOptions()).getCommandSpec().options()) {
+            if (!option.hidden()) {
+                names.add(option.longestName());
+            }
+        }
+        return names;
+    }
+}

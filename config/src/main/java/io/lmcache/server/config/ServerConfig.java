@@ -1,0 +1,96 @@
+package io.lmcache.server.config;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The validated, immutable configuration of one server process. Built only by {@link ConfigLoader}
+ * (command line, config file, environment), so every instance satisfies the rules there.
+ *
+ * @param shmName name of the L1 pool's segment in /dev/shm; empty = anonymous memory (no
+ *     engine-driven shared-memory path)
+ * @param workerDisconnectGraceNs 0 = disconnect reclaim off
+ * @param httpPort 0 = HTTP frontend off
+ * @param prometheusPort 0 = metrics only on the HTTP port
+ * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
+ */
+public record ServerConfig(
+        String host,
+        int port,
+        int chunkSize,
+        int maxWorkers,
+        int maxGpuWorkers,
+        int maxCpuWorkers,
+        TransferMode supportedTransferMode,
+        String shmName,
+        long l1SizeBytes,
+        long l1RegionSizeBytes,
+        long l1WriteTtlNs,
+        long l1ReadTtlNs,
+        EvictionPolicy evictionPolicy,
+        double evictionTriggerWatermark,
+        double evictionRatio,
+        long workerReapTimeoutNs,
+        long workerRegistrationGraceNs,
+        long workerDisconnectGraceNs,
+        String httpHost,
+        int httpPort,
+        String httpAdminToken,
+        int prometheusPort,
+        String instanceId,
+        String hashAlgorithm,
+        DeviceMode device,
+        String configFile) {
+
+    /** The client's heartbeat period; the reap timeout should be at least three of these. */
+    public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
+
+    public String zmqEndpoint() {
+        return "tcp://" + host + ":" + port;
+    }
+
+    public boolean livenessEnabled() {
+        return workerReapTimeoutNs > 0;
+    }
+
+    public boolean hasAdminToken() {
+        return !httpAdminToken.isEmpty();
+    }
+
+    /** Flag name → effective value, for `/config` and the start-up log; the admin token is redacted. */
+    public Map<String, Object> describe() {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("host", host);
+        out.put("port", port);
+        out.put("chunk_size", chunkSize);
+        out.put("max_workers", maxWorkers);
+        out.put("max_gpu_workers", maxGpuWorkers);
+        out.put("max_cpu_workers", maxCpuWorkers);
+        out.put("supported_transfer_mode", supportedTransferMode.flagValue());
+        out.put("shm_name", shmName);
+        out.put("l1_size_gb", l1SizeBytes / (double) (1L << 30));
+        out.put("l1_region_size_mb", l1RegionSizeBytes >> 20);
+        out.put("l1_write_ttl_seconds", seconds(l1WriteTtlNs));
+        out.put("l1_read_ttl_seconds", seconds(l1ReadTtlNs));
+        out.put("eviction_policy", evictionPolicy.flagValue());
+        out.put("eviction_trigger_watermark", evictionTriggerWatermark);
+        out.put("eviction_ratio", evictionRatio);
+        out.put("worker_reap_timeout_seconds", seconds(workerReapTimeoutNs));
+        out.put("worker_registration_grace_seconds", seconds(workerRegistrationGraceNs));
+        out.put("worker_disconnect_grace_seconds", seconds(workerDisconnectGraceNs));
+        out.put("http_host", httpHost);
+        out.put("http_port", httpPort);
+        out.put("http_admin_token", hasAdminToken() ? "<set>" : "");
+        out.put("prometheus_port", prometheusPort);
+        out.put("instance_id", instanceId);
+        out.put("hash_algorithm", hashAlgorithm);
+        out.put("device", device.flagValue());
+        out.put("config_file", configFile);
+        return out;
+    }
+
+    private static double seconds(long ns) {
+        return ns / 1e9;
+    }
+}

@@ -1,0 +1,183 @@
+package io.lmcache.server.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class ConfigLoaderTest {
+
+    private static ServerConfig run(Map<String, String> env, String... args) {
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args, env);
+        return assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome, () -> outcome.toString()).config();
+    }
+
+    private static ServerConfig run(String... args) {
+        return run(Map.of(), args);
+    }
+
+    private static ConfigLoader.Outcome.Exit exit(String... args) {
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args, Map.of());
+        return assertInstanceOf(ConfigLoader.Outcome.Exit.class, outcome, () -> outcome.toString());
+    }
+
+    @Test
+    void lmcacheDefaults() {
+        ServerConfig c = run("--l1-size-gb", "2");
+        assertEquals("localhost", c.host());
+        assertEquals(5555, c.port());
+        assertEquals(256, c.chunkSize());
+        assertEquals(1, c.maxWorkers());
+        assertEquals(1, c.maxGpuWorkers());
+        assertEquals(1, c.maxCpuWorkers());
+        assertEquals(EvictionPolicy.LRU, c.evictionPolicy());
+        assertEquals(0.8, c.evictionTriggerWatermark());
+        assertEquals(0.2, c.evictionRatio());
+        assertEquals(TimeUnit.SECONDS.toNanos(120), c.workerReapTimeoutNs());
+        assertEquals(TimeUnit.SECONDS.toNanos(3600), c.workerRegistrationGraceNs());
+        assertEquals(TimeUnit.SECONDS.toNanos(60), c.workerDisconnectGraceNs());
+        assertEquals(8080, c.httpPort());
+        assertEquals(TransferMode.AUTO, c.supportedTransferMode());
+        assertEquals(2L << 30, c.l1SizeBytes());
+        assertEquals(128L << 20, c.l1RegionSizeBytes(), "2 GiB / 16");
+        assertEquals(TimeUnit.SECONDS.toNanos(600), c.l1WriteTtlNs());
+        assertEquals(TimeUnit.SECONDS.toNanos(300), c.l1ReadTtlNs());
+        assertTrue(c.shmName().startsWith("lmcache_l1_pool_"), c.shmName());
+        assertEquals("tcp://localhost:5555", c.zmqEndpoint());
+    }
+
+    @Test
+    void workerPoolsInheritMaxWorkers() {
+        ServerConfig c = run("--l1-size-gb", "1", "--max-workers", "4", "--max-cpu-workers", "2");
+        assertEquals(4, c.maxGpuWorkers());
+        assertEquals(2, c.maxCpuWorkers());
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+        "--port|70000|--port: must be in 1..65535",
+        "--chunk-size|0|--chunk-size: must be in",
+        "--eviction-ratio|1.5|--eviction-ratio: must be in (0, 1]",
+        "--eviction-trigger-watermark|0|--eviction-trigger-watermark: must be in (0, 1]",
+        "--eviction-policy|FIFO|--eviction-policy: must be one of LRU, noop",
+        "--supported-transfer-mode|magic|--supported-transfer-mode: must be one of auto, lmcache_driven, engine_driven",
+        "--worker-reap-timeout-seconds|10|--worker-reap-timeout-seconds: must be 0 (disabled) or at least 30",
+        "--worker-reap-timeout-seconds|NaN|--worker-reap-timeout-seconds: must be a finite number",
+        "--worker-registration-grace-seconds|60|--worker-registration-grace-seconds: must be at least --worker-reap-timeout-seconds",
+        "--worker-disconnect-grace-seconds|10|--worker-disconnect-grace-seconds: must be 0 (disabled) or between 30",
+        "--worker-disconnect-grace-seconds|200|--worker-disconnect-grace-seconds: must be 0 (disabled) or between 30",
+        "--l1-region-size-mb|3|--l1-region-size-mb: must be a multiple of 2",
+        "--shm-name|a/b|--shm-name: must be letters",
+        "--max-workers|abc|--max-workers: must be an integer",
+        "--http-port|5555|--http-port: must differ from --port",
+    })
+    void badValuesExitTwoWithOneLineNamingTheFlag(String flag, String value, String expected) {
+        ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", flag, value);
+        assertEquals(2, exit.code());
+        assertTrue(exit.text().startsWith("lmcache-server: error: " + expected), exit.text());
+        assertEquals(1, exit.text().strip().lines().count(), "one line: " + exit.text());
+    }
+
+    @Test
+    void l1SizeIsRequired() {
+        ConfigLoader.Outcome.Exit exit = exit();
+        assertEquals(2, exit.code());
+        assertTrue(exit.text().contains("--l1-size-gb: is required"), exit.text());
+    }
+
+    @Test
+    void unknownFlagExitsTwo() {
+        ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", "--no-such-flag");
+        assertEquals(2, exit.code());
+        assertTrue(exit.text().contains("--no-such-flag"), exit.text());
+        assertEquals(1, exit.text().strip().lines().count());
+    }
+
+    @Test
+    void helpListsTheFlagsAndExitsZero() {
+        ConfigLoader.Outcome.Exit exit = exit("--help");
+        assertEquals(0, exit.code());
+        for (String flag : ConfigLoader.flagNames()) {
+            assertTrue(exit.text().contains(flag), "help mentions " + flag);
+        }
+        assertTrue(!exit.text().contains("--test-liveness-floor-seconds"), "the test-only flag stays hidden");
+    }
+
+    @Test
+    void versionExitsZero() {
+        ConfigLoader.Outcome.Exit exit = exit("--version");
+        assertEquals(0, exit.code());
+        assertTrue(exit.text().startsWith("lmcache-server "), exit.text());
+    }
+
+    @Test
+    void reapTimeoutZeroDisablesLivenessAndDisconnectReclaim() {
+        ServerConfig c = run("--l1-size-gb", "1", "--worker-reap-timeout-seconds", "0");
+        assertEquals(false, c.livenessEnabled());
+        assertEquals(0, c.workerDisconnectGraceNs());
+    }
+
+    @Test
+    void testFloorLowersTheMinimumAndWarnsAboutTheHeartbeat() {
+        ConfigLoader.Outcome outcome = ConfigLoader.load(new String[] {"--l1-size-gb", "1", "--test-liveness-floor-seconds", "1",
+            "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "4", "--worker-disconnect-grace-seconds", "1"}, Map.of());
+        ConfigLoader.Outcome.Run run = assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome);
+        assertEquals(TimeUnit.SECONDS.toNanos(2), run.config().workerReapTimeoutNs());
+        assertTrue(run.warnings().stream().anyMatch(w -> w.contains("3 x the client's 10 s heartbeat")), run.warnings().toString());
+    }
+
+    @Test
+    void configFileGivesDefaultsAndFlagsWin(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("server.toml");
+        Files.writeString(file, "l1_size_gb = 3\nchunk-size = 512\nport = 6000\nunknown_key = 1\n");
+        ConfigLoader.Outcome outcome = ConfigLoader.load(new String[] {"--config-file", file.toString(), "--port", "6001"}, Map.of());
+        ConfigLoader.Outcome.Run run = assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome);
+        assertEquals(3L << 30, run.config().l1SizeBytes());
+        assertEquals(512, run.config().chunkSize());
+        assertEquals(6001, run.config().port());
+        assertTrue(run.warnings().stream().anyMatch(w -> w.contains("unknown_key")));
+    }
+
+    @Test
+    void configFileFromTheEnvironment(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("env.toml");
+        Files.writeString(file, "l1_size_gb = 1\neviction_policy = \"noop\"\n");
+        ServerConfig c = run(Map.of(ConfigLoader.ENV_CONFIG_FILE, file.toString()));
+        assertEquals(EvictionPolicy.NOOP, c.evictionPolicy());
+    }
+
+    @Test
+    void badConfigFileExitsTwo(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("bad.toml");
+        Files.writeString(file, "l1_size_gb = = 3\n");
+        ConfigLoader.Outcome.Exit exit = exit("--config-file", file.toString());
+        assertEquals(2, exit.code());
+        assertTrue(exit.text().contains("--config-file: not valid TOML"), exit.text());
+        ConfigLoader.Outcome.Exit missing = exit("--config-file", dir.resolve("nope.toml").toString());
+        assertTrue(missing.text().contains("no such file"), missing.text());
+    }
+
+    @Test
+    void adminTokenFromTheEnvironmentIsRedactedInDescribe() {
+        ServerConfig c = run(Map.of(ConfigLoader.ENV_ADMIN_TOKEN, "s3cret"), "--l1-size-gb", "1");
+        assertEquals("s3cret", c.httpAdminToken());
+        assertEquals("<set>", c.describe().get("http_admin_token"));
+        assertTrue(!c.describe().toString().contains("s3cret"));
+    }
+
+    @Test
+    void regionSizeClampsForSmallAndLargePools() {
+        assertEquals(64L << 20, run("--l1-size-gb", "0.5").l1RegionSizeBytes());
+        assertEquals(1L << 30, run("--l1-size-gb", "200").l1RegionSizeBytes());
+        assertEquals(8L << 20, run("--l1-size-gb", "0.0078125").l1RegionSizeBytes(), "a pool smaller than 64 MiB is one region");
+    }
+}

@@ -1,0 +1,77 @@
+package io.lmcache.server.protocol;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+
+/**
+ * Prefix-chained chunk hashes over complete chunks (protocol doc §8.1):
+ * {@code h_i = SHA-256(h_(i-1) || tokens[i*C, (i+1)*C) as little-endian int32)}, truncated to
+ * 128 bits, starting from a fixed seed. A chunk's hash therefore names the whole prefix up to its
+ * end. Keys never leave the server, so the algorithm is ours; SHA-256 keeps collisions (which
+ * would hand one request another's KV) out of reach even for crafted inputs, and runs on the
+ * CPU's SHA extensions.
+ *
+ * <p>Not thread-safe: one hasher per thread.
+ */
+public final class ChunkHasher {
+    private static final VarHandle INT_LE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle LONG_BE = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+    private static final long SEED_HI;
+    private static final long SEED_LO;
+
+    static {
+        byte[] seed = sha256().digest("lmcache-server/chunk-hash/v1".getBytes(StandardCharsets.US_ASCII));
+        SEED_HI = (long) LONG_BE.get(seed, 0);
+        SEED_LO = (long) LONG_BE.get(seed, 8);
+    }
+
+    private final MessageDigest digest = sha256();
+    private final byte[] out = new byte[32];
+    private byte[] buffer = new byte[16];
+
+    /**
+     * Hashes the first {@code numChunks} complete chunks of {@code tokens} into {@code hashes}
+     * (two longs per chunk: high, low).
+     */
+    public void hashChunks(int[] tokens, int chunkSize, int numChunks, long[] hashes) {
+        if ((long) numChunks * chunkSize > tokens.length) {
+            throw new IllegalArgumentException(numChunks + " chunks of " + chunkSize + " exceed " + tokens.length + " tokens");
+        }
+        int bytes = 16 + 4 * chunkSize;
+        if (buffer.length < bytes) {
+            buffer = new byte[bytes];
+        }
+        long hi = SEED_HI;
+        long lo = SEED_LO;
+        for (int chunk = 0; chunk < numChunks; chunk++) {
+            LONG_BE.set(buffer, 0, hi);
+            LONG_BE.set(buffer, 8, lo);
+            int base = chunk * chunkSize;
+            for (int t = 0; t < chunkSize; t++) {
+                INT_LE.set(buffer, 16 + 4 * t, tokens[base + t]);
+            }
+            digest.update(buffer, 0, bytes);
+            try {
+                digest.digest(out, 0, out.length);
+            } catch (java.security.DigestException e) {
+                throw new IllegalStateException(e);
+            }
+            hi = (long) LONG_BE.get(out, 0);
+            lo = (long) LONG_BE.get(out, 8);
+            hashes[2 * chunk] = hi;
+            hashes[2 * chunk + 1] = lo;
+        }
+    }
+
+    private static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("every Java runtime has SHA-256", e);
+        }
+    }
+}

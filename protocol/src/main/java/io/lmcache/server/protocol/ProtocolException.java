@@ -1,0 +1,42 @@
+package io.lmcache.server.protocol;
+
+/**
+ * A request that cannot be decoded. {@link #reason()} is a stable label for counters; the message
+ * says what was wrong, for the log line.
+ */
+public final class ProtocolException extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    /** Counter labels; one per kind of bad input. */
+    public enum Reason {
+        MALFORMED_MSGPACK("malformed_msgpack"),
+        WRONG_TYPE("wrong_type"),
+        MISSING_FRAMES("missing_frames"),
+        OVERSIZED("oversized"),
+        BAD_EXTENSION("bad_extension"),
+        PICKLE_REJECTED("pickle_rejected"),
+        BAD_PICKLE("bad_pickle"),
+        BAD_VALUE("bad_value");
+
+        private final String label;
+
+        Reason(String label) {
+            this.label = label;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
+
+    private final Reason reason;
+
+    public ProtocolException(Reason reason, String message) {
+        super(message, null, false, false);
+        this.reason = reason;
+    }
+
+    public Reason reason() {
+        return reason;
+    }
+}

@@ -1,0 +1,149 @@
+package io.lmcache.server.protocol;
+
+import java.util.List;
+
+/** A decoded request: one record per operation of the catalogue (protocol doc §5). */
+public sealed interface Request {
+
+    Op op();
+
+    record GetChunkSize() implements Request {
+        public Op op() {
+            return Op.GET_CHUNK_SIZE;
+        }
+    }
+
+    record GetExperimental() implements Request {
+        public Op op() {
+            return Op.GET_EXPERIMENTAL;
+        }
+    }
+
+    record Noop() implements Request {
+        public Op op() {
+            return Op.NOOP;
+        }
+    }
+
+    /** @param untracked true for the scheduler's probe (instance_id None) */
+    record Ping(boolean untracked, long instanceId) implements Request {
+        public Op op() {
+            return Op.PING;
+        }
+    }
+
+    record RegisterKvCache(long instanceId, List<TensorWrapper> kvCaches, String modelName, int worldSize, String engineType,
+            LayoutHints layoutHints, List<EngineGroupInfo> engineGroups) implements Request {
+        public Op op() {
+            return Op.REGISTER_KV_CACHE;
+        }
+    }
+
+    record UnregisterKvCache(long instanceId) implements Request {
+        public Op op() {
+            return Op.UNREGISTER_KV_CACHE;
+        }
+    }
+
+    record Lookup(CacheKey key, int tpSize) implements Request {
+        public Op op() {
+            return Op.LOOKUP;
+        }
+    }
+
+    record QueryPrefetchStatus(String requestId) implements Request {
+        public Op op() {
+            return Op.QUERY_PREFETCH_STATUS;
+        }
+    }
+
+    record WaitPrefetchStatus(String requestId, double timeoutSeconds) implements Request {
+        public Op op() {
+            return Op.WAIT_PREFETCH_STATUS;
+        }
+    }
+
+    record QueryPrefetchLookupHits(String requestId) implements Request {
+        public Op op() {
+            return Op.QUERY_PREFETCH_LOOKUP_HITS;
+        }
+    }
+
+    record FreeLookupLocks(CacheKey key, int tpSize) implements Request {
+        public Op op() {
+            return Op.FREE_LOOKUP_LOCKS;
+        }
+    }
+
+    /** @param hasEndInfo whether the newer second argument (SessionEndInfo, ignored) was sent */
+    record EndSession(String requestId, boolean hasEndInfo) implements Request {
+        public Op op() {
+            return Op.END_SESSION;
+        }
+    }
+
+    /** @param blockIds one array of vLLM block ids per LMCache KV group, in token order */
+    record Store(CacheKey key, long instanceId, int[][] blockIds, byte[] eventHandle) implements Request {
+        public Op op() {
+            return Op.STORE;
+        }
+    }
+
+    record Retrieve(CacheKey key, long instanceId, int[][] blockIds, byte[] eventHandle, int skipFirstNTokens) implements Request {
+        public Op op() {
+            return Op.RETRIEVE;
+        }
+    }
+
+    record ReportBlockAllocation(long instanceId, String modelName, List<BlockAllocationRecord> records) implements Request {
+        public Op op() {
+            return Op.REPORT_BLOCK_ALLOCATION;
+        }
+    }
+
+    record Clear(boolean force) implements Request {
+        public Op op() {
+            return Op.CLEAR;
+        }
+    }
+
+    record RegisterEngineDrivenContext(EngineDrivenRegistration registration) implements Request {
+        public Op op() {
+            return Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT;
+        }
+    }
+
+    record UnregisterEngineDrivenContext(long instanceId) implements Request {
+        public Op op() {
+            return Op.UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT;
+        }
+    }
+
+    record PrepareStore(CacheKey key, long instanceId) implements Request {
+        public Op op() {
+            return Op.PREPARE_STORE;
+        }
+    }
+
+    /** @param data empty on the shared-memory path; anything else is the (unsupported) pickle path */
+    record CommitStore(CacheKey key, long instanceId, byte[] data) implements Request {
+        public Op op() {
+            return Op.COMMIT_STORE;
+        }
+    }
+
+    record PrepareRetrieve(CacheKey key, long instanceId) implements Request {
+        public Op op() {
+            return Op.PREPARE_RETRIEVE;
+        }
+    }
+
+    record CommitRetrieve(CacheKey key, long instanceId) implements Request {
+        public Op op() {
+            return Op.COMMIT_RETRIEVE;
+        }
+    }
+
+    /** A known operation of a feature this server does not provide (Q cache, CacheBlend, P2P, KV events). */
+    record Unsupported(Op op) implements Request {}
+}

@@ -1,0 +1,398 @@
+package io.lmcache.server.protocol;
+
+import io.lmcache.server.protocol.ProtocolException.Reason;
+import java.util.ArrayList;
+import java.util.List;
+import org.msgpack.core.ExtensionTypeHeader;
+import org.msgpack.value.ValueType;
+
+/**
+ * Decodes the payload frames of one request into its {@link Request} record. Arity is lenient, as
+ * the reference client versions differ: missing trailing frames take their defaults, extra frames
+ * are ignored (the caller counts them via {@link #maxPayloads}). Frames that a request cannot do
+ * without, or that hold the wrong type, raise {@link ProtocolException}.
+ *
+ * <p>Not thread-safe: one decoder per thread, reused.
+ */
+public final class RequestDecoder {
+    /** msgpack extension type of a pickled KV-tensor wrapper (protocol doc §3.2). */
+    public static final byte WRAPPER_EXT_TYPE = 1;
+    public static final int EVENT_HANDLE_BYTES = 64;
+
+    private static final Request.GetChunkSize GET_CHUNK_SIZE = new Request.GetChunkSize();
+    private static final Request.GetExperimental GET_EXPERIMENTAL = new Request.GetExperimental();
+    private static final Request.Noop NOOP = new Request.Noop();
+    private static final Request.Ping UNTRACKED_PING = new Request.Ping(true, 0);
+    private static final byte[] NO_EVENT = new byte[EVENT_HANDLE_BYTES];
+
+    private final MsgpackReader reader = new MsgpackReader();
+    private final MsgpackReader opReader = new MsgpackReader();
+
+    /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
+    public Op decodeOp(byte[] opFrame) throws ProtocolException {
+        MsgpackReader r = opReader.reset(opFrame);
+        ValueType type = r.nextType("op");
+        Op op;
+        if (type == ValueType.INTEGER) {
+            op = Op.fromId(r.readLong("op"));
+        } else if (type == ValueType.STRING) {
+            op = Op.fromName(r.readString("op"));
+        } else {
+            throw new ProtocolException(Reason.WRONG_TYPE, "op: expected an int or a str, got " + type.name().toLowerCase(java.util.Locale.ROOT));
+        }
+        r.expectEnd("op");
+        return op;
+    }
+
+    /** The most payload frames any client version sends for {@code op}; more are ignored. */
+    public static int maxPayloads(Op op) {
+        return switch (op) {
+            case GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP -> 0;
+            case PING, CLEAR, UNREGISTER_KV_CACHE, QUERY_PREFETCH_STATUS, QUERY_PREFETCH_LOOKUP_HITS,
+                    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> 1;
+            case LOOKUP, FREE_LOOKUP_LOCKS, END_SESSION, WAIT_PREFETCH_STATUS, PREPARE_STORE, PREPARE_RETRIEVE,
+                    COMMIT_RETRIEVE -> 2;
+            case REPORT_BLOCK_ALLOCATION, COMMIT_STORE -> 3;
+            case STORE -> 4;
+            case RETRIEVE -> 5;
+            case REGISTER_KV_CACHE -> 7;
+            default -> Integer.MAX_VALUE;
+        };
+    }
+
+    /**
+     * Decodes {@code frames[from..to)}, the payload frames of one request.
+     */
+    public Request decode(Op op, byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = new Payloads(frames, from, to);
+        Request request = switch (op) {
+            case GET_CHUNK_SIZE -> GET_CHUNK_SIZE;
+            case GET_EXPERIMENTAL -> GET_EXPERIMENTAL;
+            case NOOP -> NOOP;
+            case PING -> decodePing(p);
+            case REGISTER_KV_CACHE -> decodeRegister(p);
+            case UNREGISTER_KV_CACHE -> new Request.UnregisterKvCache(p.require(0, "instance_id").readLong("instance_id"));
+            case LOOKUP -> new Request.Lookup(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1));
+            case QUERY_PREFETCH_STATUS -> new Request.QueryPrefetchStatus(requestId(p));
+            case QUERY_PREFETCH_LOOKUP_HITS -> new Request.QueryPrefetchLookupHits(requestId(p));
+            case WAIT_PREFETCH_STATUS -> new Request.WaitPrefetchStatus(requestId(p), p.has(1) ? p.reader(1).readDouble("timeout") : 0.0);
+            case FREE_LOOKUP_LOCKS -> new Request.FreeLookupLocks(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1));
+            case END_SESSION -> {
+                String requestId = requestId(p);
+                if (p.has(1)) {
+                    p.reader(1).skipValue("end_info");
+                }
+                yield new Request.EndSession(requestId, p.has(1));
+            }
+            case STORE -> new Request.Store(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
+                    blockIds(p.require(2, "block_ids")), eventHandle(p, 3));
+            case RETRIEVE -> new Request.Retrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
+                    blockIds(p.require(2, "block_ids")), eventHandle(p, 3), p.optionalInt(4, "skip_first_n_tokens", 0));
+            case REPORT_BLOCK_ALLOCATION -> decodeBlockAllocation(p);
+            case CLEAR -> new Request.Clear(optionalBool(p, 0, "force"));
+            case REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> new Request.RegisterEngineDrivenContext(engineDriven(p.require(0, "payload")));
+            case UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT ->
+                    new Request.UnregisterEngineDrivenContext(p.require(0, "instance_id").readLong("instance_id"));
+            case PREPARE_STORE -> new Request.PrepareStore(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
+            case COMMIT_STORE -> new Request.CommitStore(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
+                    p.has(2) ? binaryOrNil(p.reader(2), "data") : new byte[0]);
+            case PREPARE_RETRIEVE -> new Request.PrepareRetrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
+            case COMMIT_RETRIEVE -> new Request.CommitRetrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
+            default -> new Request.Unsupported(op);
+        };
+        p.endAll();
+        return request;
+    }
+
+    // --- per-op decoders --------------------------------------------------------------------
+
+    private Request decodePing(Payloads p) throws ProtocolException {
+        if (!p.has(0)) {
+            return UNTRACKED_PING;
+        }
+        MsgpackReader r = p.reader(0);
+        if (r.tryReadNil("instance_id")) {
+            return UNTRACKED_PING;
+        }
+        long id = r.readLong("instance_id");
+        return new Request.Ping(false, id);
+    }
+
+    private Request decodeRegister(Payloads p) throws ProtocolException {
+        long instanceId = p.require(0, "instance_id").readLong("instance_id");
+        MsgpackReader r = p.require(1, "kv_cache");
+        int count = r.readArrayHeader("kv_cache");
+        List<TensorWrapper> wrappers = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            ExtensionTypeHeader header = r.readExtensionHeader("kv_cache[" + i + "]");
+            if (header.getType() != WRAPPER_EXT_TYPE) {
+                throw new ProtocolException(Reason.BAD_EXTENSION, "kv_cache[" + i + "]: msgpack extension type " + header.getType()
+                        + " is not the tensor-wrapper type 1");
+            }
+            wrappers.add(WrapperDecoder.decode(r.readPayload("kv_cache[" + i + "]", header.getLength())));
+        }
+        String modelName = p.has(2) ? p.reader(2).readString("model_name") : "";
+        int worldSize = p.optionalInt(3, "world_size", 1);
+        String engineType = p.has(4) ? p.reader(4).readString("engine_type") : "vllm";
+        LayoutHints hints = p.has(5) ? layoutHints(p.reader(5)) : LayoutHints.NONE;
+        List<EngineGroupInfo> groups = p.has(6) ? engineGroups(p.reader(6)) : List.of();
+        return new Request.RegisterKvCache(instanceId, List.copyOf(wrappers), modelName, worldSize, engineType, hints, groups);
+    }
+
+    private Request decodeBlockAllocation(Payloads p) throws ProtocolException {
+        long instanceId = p.has(0) ? p.reader(0).readLong("instance_id") : 0;
+        String modelName = p.has(1) ? p.reader(1).readString("model_name") : "";
+        List<BlockAllocationRecord> records = new ArrayList<>();
+        if (p.has(2)) {
+            MsgpackReader r = p.reader(2);
+            int count = r.readArrayHeader("records");
+            for (int i = 0; i < count; i++) {
+                int fields = r.readMapHeader("records[" + i + "]");
+                String reqId = "";
+                int[] blocks = new int[0];
+                int[] tokens = new int[0];
+                for (int f = 0; f < fields; f++) {
+                    switch (r.readString("records field")) {
+                        case "req_id" -> reqId = r.readString("req_id");
+                        case "new_block_ids" -> blocks = r.readIntArray("new_block_ids");
+                        case "new_token_ids" -> tokens = r.readIntArray("new_token_ids");
+                        default -> r.skipValue("records field");
+                    }
+                }
+                records.add(new BlockAllocationRecord(reqId, blocks, tokens));
+            }
+        }
+        return new Request.ReportBlockAllocation(instanceId, modelName, records);
+    }
+
+    private static boolean optionalBool(Payloads p, int index, String what) throws ProtocolException {
+        if (!p.has(index)) {
+            return false;
+        }
+        MsgpackReader r = p.reader(index);
+        return !r.tryReadNil(what) && r.readBool(what);
+    }
+
+    private String requestId(Payloads p) throws ProtocolException {
+        return p.require(0, "request_id").readString("request_id");
+    }
+
+    private static byte[] binaryOrNil(MsgpackReader r, String what) throws ProtocolException {
+        return r.tryReadNil(what) ? new byte[0] : r.readBinary(what);
+    }
+
+    private byte[] eventHandle(Payloads p, int index) throws ProtocolException {
+        if (!p.has(index)) {
+            return NO_EVENT;
+        }
+        MsgpackReader r = p.reader(index);
+        if (r.tryReadNil("event_ipc_handle")) {
+            return NO_EVENT;
+        }
+        return r.readBinary("event_ipc_handle");
+    }
+
+    /** {@code list[list[int]]}, one list per KV group; an older flat {@code list[int]} is one group. */
+    private static int[][] blockIds(MsgpackReader r) throws ProtocolException {
+        int groups = r.readArrayHeader("block_ids");
+        if (groups == 0) {
+            return new int[0][];
+        }
+        if (r.nextType("block_ids") == ValueType.INTEGER) {
+            int[] flat = new int[groups];
+            for (int i = 0; i < groups; i++) {
+                flat[i] = r.readInt("block_ids");
+            }
+            return new int[][] {flat};
+        }
+        int[][] out = new int[groups][];
+        for (int g = 0; g < groups; g++) {
+            out[g] = r.readIntArray("block_ids[" + g + "]");
+        }
+        return out;
+    }
+
+    /** An {@code IPCCacheServerKey} map: decoded by field name, unknown fields skipped, missing ones defaulted. */
+    private static CacheKey key(MsgpackReader r) throws ProtocolException {
+        int fields = r.readMapHeader("key");
+        String modelName = "";
+        int worldSize = 1;
+        int workerId = CacheKey.NO_WORKER;
+        int[] tokenIds = new int[0];
+        int start = 0;
+        int end = -1;
+        String requestId = "";
+        String cacheSalt = "";
+        int numKvReaders = 0;
+        for (int i = 0; i < fields; i++) {
+            String field = r.readString("key field name");
+            switch (field) {
+                case "model_name" -> modelName = r.readString("key.model_name");
+                case "world_size" -> worldSize = r.readInt("key.world_size");
+                case "worker_id" -> workerId = r.tryReadNil("key.worker_id") ? CacheKey.NO_WORKER : nonNegative(r.readInt("key.worker_id"), "key.worker_id");
+                case "token_ids" -> tokenIds = r.readIntArray("key.token_ids");
+                case "start" -> start = r.readInt("key.start");
+                case "end" -> end = r.readInt("key.end");
+                case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString("key.request_id");
+                case "cache_salt" -> cacheSalt = r.tryReadNil("key.cache_salt") ? "" : r.readString("key.cache_salt");
+                case "num_kv_readers" -> numKvReaders = r.tryReadNil("key.num_kv_readers") ? 0 : r.readInt("key.num_kv_readers");
+                default -> r.skipValue("key." + field);
+            }
+        }
+        r.expectEnd("key");
+        if (end < 0) {
+            end = tokenIds.length;
+        }
+        return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders);
+    }
+
+    private static int nonNegative(int value, String what) throws ProtocolException {
+        if (value < 0) {
+            throw new ProtocolException(Reason.BAD_VALUE, what + " must not be negative, got " + value);
+        }
+        return value;
+    }
+
+    private static LayoutHints layoutHints(MsgpackReader r) throws ProtocolException {
+        if (r.tryReadNil("layout_hints")) {
+            return LayoutHints.NONE;
+        }
+        int fields = r.readMapHeader("layout_hints");
+        String kvLayout = "";
+        int heads = 0;
+        int tokensPerBlock = 0;
+        int headDim = 0;
+        for (int i = 0; i < fields; i++) {
+            String field = r.readString("layout_hints field name");
+            if (r.tryReadNil("layout_hints." + field)) {
+                continue;
+            }
+            switch (field) {
+                case "kv_layout" -> kvLayout = r.readString("layout_hints.kv_layout");
+                case "num_kv_heads" -> heads = r.readInt("layout_hints.num_kv_heads");
+                case "tokens_per_block" -> tokensPerBlock = r.readInt("layout_hints.tokens_per_block");
+                case "head_dim" -> headDim = r.readInt("layout_hints.head_dim");
+                default -> r.skipValue("layout_hints." + field);
+            }
+        }
+        return new LayoutHints(kvLayout, heads, tokensPerBlock, headDim);
+    }
+
+    private static List<EngineGroupInfo> engineGroups(MsgpackReader r) throws ProtocolException {
+        if (r.tryReadNil("engine_group_infos")) {
+            return List.of();
+        }
+        int count = r.readArrayHeader("engine_group_infos");
+        List<EngineGroupInfo> groups = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            int fields = r.readMapHeader("engine_group_infos[" + i + "]");
+            int id = i;
+            int[] layers = new int[0];
+            int tokensPerBlock = 0;
+            boolean recurrent = false;
+            for (int f = 0; f < fields; f++) {
+                String field = r.readString("engine_group_infos field name");
+                if (r.tryReadNil("engine_group_infos." + field)) {
+                    continue;
+                }
+                switch (field) {
+                    case "engine_group_id" -> id = r.readInt("engine_group_id");
+                    case "layer_indices" -> layers = r.readIntArray("layer_indices");
+                    case "tokens_per_block" -> tokensPerBlock = r.readInt("tokens_per_block");
+                    case "recurrent_state" -> recurrent = r.readBool("recurrent_state");
+                    default -> r.skipValue("engine_group_infos." + field);
+                }
+            }
+            groups.add(new EngineGroupInfo(id, layers, tokensPerBlock, recurrent));
+        }
+        return List.copyOf(groups);
+    }
+
+    private static EngineDrivenRegistration engineDriven(MsgpackReader r) throws ProtocolException {
+        int fields = r.readMapHeader("payload");
+        long instanceId = 0;
+        boolean hasInstance = false;
+        String modelName = "";
+        int worldSize = 1;
+        int blockSize = 0;
+        int numLayers = 0;
+        int hidden = 0;
+        String dtype = "";
+        boolean useMla = false;
+        int slots = 0;
+        for (int i = 0; i < fields; i++) {
+            String field = r.readString("payload field name");
+            switch (field) {
+                case "instance_id" -> {
+                    instanceId = r.readLong("payload.instance_id");
+                    hasInstance = true;
+                }
+                case "model_name" -> modelName = r.readString("payload.model_name");
+                case "world_size" -> worldSize = r.readInt("payload.world_size");
+                case "block_size" -> blockSize = r.readInt("payload.block_size");
+                case "num_layers" -> numLayers = r.readInt("payload.num_layers");
+                case "hidden_dim_size" -> hidden = r.readInt("payload.hidden_dim_size");
+                case "dtype_str" -> dtype = r.readString("payload.dtype_str");
+                case "use_mla" -> useMla = r.readBool("payload.use_mla");
+                case "num_physical_slots" -> slots = r.tryReadNil("payload.num_physical_slots") ? 0 : r.readInt("payload.num_physical_slots");
+                default -> r.skipValue("payload." + field);
+            }
+        }
+        r.expectEnd("payload");
+        if (!hasInstance) {
+            throw new ProtocolException(Reason.MISSING_FRAMES, "payload: instance_id is missing");
+        }
+        return new EngineDrivenRegistration(instanceId, modelName, worldSize, blockSize, numLayers, hidden, dtype, useMla, slots);
+    }
+
+    /** The payload frames of one request, each read at most once, each checked to end after its value. */
+    private final class Payloads {
+        private final byte[][] frames;
+        private final int from;
+        private final int count;
+        private int open = -1;
+
+        Payloads(byte[][] frames, int from, int to) {
+            this.frames = frames;
+            this.from = from;
+            this.count = to - from;
+        }
+
+        boolean has(int index) throws ProtocolException {
+            return index < count;
+        }
+
+        MsgpackReader require(int index, String what) throws ProtocolException {
+            if (index >= count) {
+                throw new ProtocolException(Reason.MISSING_FRAMES, what + ": payload frame " + index + " is missing (got " + count + ")");
+            }
+            return reader(index);
+        }
+
+        /** Opens frame {@code index}; the previously opened frame must have been read to its end. */
+        MsgpackReader reader(int index) throws ProtocolException {
+            closeOpen();
+            open = index;
+            return reader.reset(frames[from + index]);
+        }
+
+        int optionalInt(int index, String what, int fallback) throws ProtocolException {
+            if (!has(index)) {
+                return fallback;
+            }
+            MsgpackReader r = reader(index);
+            return r.tryReadNil(what) ? fallback : r.readInt(what);
+        }
+
+        void endAll() throws ProtocolException {
+            closeOpen();
+        }
+
+        private void closeOpen() throws ProtocolException {
+            if (open >= 0) {
+                reader.expectEnd("payload frame " + open);
+                open = -1;
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+package io.lmcache.server.protocol;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.util.HexFormat;
+import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+
+/** Arity leniency, op forms, and every way a frame can be malformed. */
+class RequestDecoderTest {
+    private final RequestDecoder decoder = new RequestDecoder();
+
+    @Test
+    void opsArriveAsFrozenIdsOrStringNames() throws Exception {
+        assertEquals(Op.STORE, decoder.decodeOp(pack(p -> p.packInt(6))));
+        assertEquals(Op.POLL_KV_EVENTS, decoder.decodeOp(pack(p -> p.packString("poll_kv_events"))));
+        assertEquals(Op.POLL_KV_EVENTS, decoder.decodeOp(pack(p -> p.packInt(34))));
+        assertEquals(Op.NOOP, decoder.decodeOp(pack(p -> p.packString("noop"))));
+        assertNull(decoder.decodeOp(pack(p -> p.packInt(99))));
+        assertNull(decoder.decodeOp(pack(p -> p.packInt(0))));
+        assertNull(decoder.decodeOp(pack(p -> p.packString("no_such_op"))));
+        assertThrows(ProtocolException.class, () -> decoder.decodeOp(pack(p -> p.packBoolean(true))));
+        assertThrows(ProtocolException.class, () -> decoder.decodeOp(new byte[0]));
+    }
+
+    @Test
+    void frozenTableMatchesTheProtocolDoc() {
+        assertEquals(34, Op.values().length);
+        for (int id = 1; id <= 34; id++) {
+            assertEquals(id, Op.fromId(id).id());
+        }
+        assertEquals(Op.GET_CHUNK_SIZE, Op.fromId(21));
+        assertEquals(Op.PING, Op.fromId(22));
+        assertEquals(Op.GET_EXPERIMENTAL, Op.fromId(32));
+        assertEquals(Op.CB_REGISTER_ROPE, Op.fromName("cb_register_rope_v3"));
+    }
+
+    @Test
+    void missingTrailingFramesTakeDefaults() throws Exception {
+        byte[][] frames = {pack(p -> p.packString("req-1"))};
+        Request.EndSession end = assertInstanceOf(Request.EndSession.class, decoder.decode(Op.END_SESSION, frames, 0, 1));
+        assertEquals("req-1", end.requestId());
+        Request.Ping ping = assertInstanceOf(Request.Ping.class, decoder.decode(Op.PING, frames, 0, 0));
+        assertTrue(ping.untracked());
+        Request.Clear clear = assertInstanceOf(Request.Clear.class, decoder.decode(Op.CLEAR, frames, 0, 0));
+        assertEquals(false, clear.force());
+        byte[][] store = {key(), pack(p -> p.packLong(7)), pack(p -> p.packArrayHeader(1).packArrayHeader(2).packInt(3).packInt(4))};
+        Request.Store s = assertInstanceOf(Request.Store.class, decoder.decode(Op.STORE, store, 0, 3));
+        assertEquals(64, s.eventHandle().length);
+        assertArrayEquals(new int[] {3, 4}, s.blockIds()[0]);
+    }
+
+    @Test
+    void flatBlockIdListIsOneGroup() throws Exception {
+        byte[][] frames = {key(), pack(p -> p.packLong(7)), pack(p -> p.packArrayHeader(3).packInt(1).packInt(2).packInt(3)),
+            pack(p -> p.packBinaryHeader(64).writePayload(new byte[64])), pack(p -> p.packInt(16))};
+        Request.Retrieve r = assertInstanceOf(Request.Retrieve.class, decoder.decode(Op.RETRIEVE, frames, 0, 5));
+        assertEquals(1, r.blockIds().length);
+        assertArrayEquals(new int[] {1, 2, 3}, r.blockIds()[0]);
+        assertEquals(16, r.skipFirstNTokens());
+    }
+
+    @Test
+    void keyToleratesUnknownFieldsAndDefaultsMissingOnes() throws Exception {
+        byte[] key = pack(p -> {
+            p.packMapHeader(4);
+            p.packString("model_name").packString("m");
+            p.packString("future_field").packArrayHeader(2).packInt(1).packString("x");
+            p.packString("token_ids").packArrayHeader(3).packInt(1).packInt(2).packInt(3);
+            p.packString("worker_id").packNil();
+        });
+        Request.Lookup lookup = assertInstanceOf(Request.Lookup.class, decoder.decode(Op.LOOKUP, new byte[][] {key}, 0, 1));
+        assertEquals("m", lookup.key().modelName());
+        assertEquals(1, lookup.key().worldSize());
+        assertEquals(CacheKey.NO_WORKER, lookup.key().workerId());
+        assertEquals(3, lookup.key().end());
+        assertEquals("", lookup.key().cacheSalt());
+        assertEquals(1, lookup.tpSize());
+    }
+
+    @Test
+    void requiredFramesMissingIsAnError() {
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.STORE, new byte[][] {key()}, 0, 1));
+        assertEquals(ProtocolException.Reason.MISSING_FRAMES, e.reason());
+    }
+
+    @Test
+    void truncatedMsgpackIsMalformed() {
+        byte[] whole = key();
+        byte[] truncated = java.util.Arrays.copyOf(whole, whole.length / 2);
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.LOOKUP, new byte[][] {truncated}, 0, 1));
+        assertTrue(e.reason() == ProtocolException.Reason.MALFORMED_MSGPACK || e.reason() == ProtocolException.Reason.OVERSIZED, e.toString());
+    }
+
+    @Test
+    void wrongTypesAreRejected() {
+        byte[][] frames = {pack(p -> p.packString("not-an-int"))};
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.UNREGISTER_KV_CACHE, frames, 0, 1));
+        assertEquals(ProtocolException.Reason.WRONG_TYPE, e.reason());
+        byte[][] boolAsRequestId = {pack(p -> p.packBoolean(true))};
+        assertThrows(ProtocolException.class, () -> decoder.decode(Op.QUERY_PREFETCH_STATUS, boolAsRequestId, 0, 1));
+    }
+
+    @Test
+    void aFrameDeclaringA100MegabyteStringCostsNothing() {
+        // str32 header declaring 100 MB, followed by three bytes
+        byte[] frame = HexFormat.of().parseHex("db05f5e100616263");
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.QUERY_PREFETCH_STATUS, new byte[][] {frame}, 0, 1));
+        assertEquals(ProtocolException.Reason.OVERSIZED, e.reason());
+        // an array32 declaring 2^31-1 elements
+        byte[] array = HexFormat.of().parseHex("dd7fffffff01");
+        assertThrows(ProtocolException.class, () -> decoder.decode(Op.UNREGISTER_KV_CACHE, new byte[][] {array}, 0, 1));
+    }
+
+    @Test
+    void unknownExtensionTypeIsRejected() {
+        byte[][] frames = {pack(p -> p.packLong(1)), pack(p -> p.packArrayHeader(1).packExtensionTypeHeader((byte) 7, 3).writePayload(new byte[3]))};
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.REGISTER_KV_CACHE, frames, 0, 2));
+        assertEquals(ProtocolException.Reason.BAD_EXTENSION, e.reason());
+    }
+
+    @Test
+    void trailingBytesAfterAValueAreMalformed() {
+        byte[] frame = HexFormat.of().parseHex("a178c0");
+        ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.QUERY_PREFETCH_STATUS, new byte[][] {frame}, 0, 1));
+        assertEquals(ProtocolException.Reason.MALFORMED_MSGPACK, e.reason());
+    }
+
+    @Test
+    void randomFramesNeverEscapeAsAnythingButProtocolException() {
+        java.util.Random random = new java.util.Random(7);
+        for (Op op : Op.values()) {
+            for (int i = 0; i < 300; i++) {
+                byte[][] frames = new byte[random.nextInt(8)][];
+                for (int f = 0; f < frames.length; f++) {
+                    frames[f] = new byte[random.nextInt(40)];
+                    random.nextBytes(frames[f]);
+                }
+                try {
+                    decoder.decode(op, frames, 0, frames.length);
+                } catch (ProtocolException expected) {
+                    // fine: bad input is reported, never thrown as anything else
+                }
+            }
+        }
+    }
+
+    private static byte[] key() {
+        return pack(p -> {
+            p.packMapHeader(3);
+            p.packString("model_name").packString("m");
+            p.packString("token_ids").packArrayHeader(2).packInt(1).packInt(2);
+            p.packString("worker_id").packInt(0);
+        });
+    }
+
+    interface Writer {
+        void write(MessageBufferPacker packer) throws IOException;
+    }
+
+    static byte[] pack(Writer writer) {
+        try (MessageBufferPacker packer = MessagePack.newDefaultBufferPacker()) {
+            writer.write(packer);
+            return packer.toByteArray();
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+}

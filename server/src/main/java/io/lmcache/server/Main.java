@@ -1,0 +1,34 @@
+package io.lmcache.server;
+
+import io.lmcache.server.config.ConfigLoader;
+import io.lmcache.server.config.ServerConfig;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** {@code lmcache-server}: parse the command line, start the server, stop it on SIGTERM/SIGINT. */
+public final class Main {
+    private Main() {}
+
+    public static void main(String[] args) throws InterruptedException {
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args, System.getenv());
+        if (outcome instanceof ConfigLoader.Outcome.Exit(int code, String text)) {
+            (code == 0 ? System.out : System.err).print(text);
+            System.exit(code);
+            return;
+        }
+        ConfigLoader.Outcome.Run run = (ConfigLoader.Outcome.Run) outcome;
+        Logger log = LoggerFactory.getLogger(Main.class);
+        run.warnings().forEach(log::warn);
+        ServerConfig config = run.config();
+        LmcacheServer server;
+        try {
+            server = LmcacheServer.start(config);
+        } catch (RuntimeException e) {
+            log.error("start-up failed: {}", e.getMessage(), e);
+            System.exit(1);
+            return;
+        }
+        Runtime.getRuntime().addShutdownHook(new Thread(server::close, "lmcache-shutdown"));
+        server.awaitStopped();
+    }
+}

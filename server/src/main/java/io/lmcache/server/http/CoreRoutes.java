@@ -1,0 +1,27 @@
+package io.lmcache.server.http;
+
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/** {@code /}, {@code /healthcheck} and {@code /metrics}. */
+public final class CoreRoutes {
+    private static final String PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
+
+    private CoreRoutes() {}
+
+    public static void register(HttpApi api, HealthCheck health, PrometheusMeterRegistry registry) {
+        api.route("/", (method, exchange) -> HttpApi.Response.json(200, Map.of("status", "ok", "service", "LMCache HTTP API")));
+        api.route("/healthcheck", (method, exchange) -> {
+            String reason = health.unhealthyReason();
+            if (reason == null) {
+                return HttpApi.Response.json(200, Map.of("status", "healthy"));
+            }
+            Map<String, Object> body = new LinkedHashMap<>();
+            body.put("status", "unhealthy");
+            body.put("reason", reason);
+            return HttpApi.Response.json(503, body);
+        });
+        api.route("/metrics", (method, exchange) -> HttpApi.Response.text(200, PROMETHEUS_TEXT, registry.scrape()));
+    }
+}

@@ -1,0 +1,104 @@
+package io.lmcache.server.http;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The HTTP frontend on {@code --http-host:--http-port} (the JDK's built-in server; JSON through
+ * Jackson). Routes are registered by path; unknown paths get a JSON 404.
+ */
+public final class HttpApi implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(HttpApi.class);
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    /** A response: status, content type and body. */
+    public record Response(int status, String contentType, byte[] body) {
+        public static Response json(int status, Object value) {
+            try {
+                return new Response(status, "application/json", JSON.writeValueAsBytes(value));
+            } catch (IOException e) {
+                throw new IllegalStateException("JSON serialisation failed", e);
+            }
+        }
+
+        public static Response text(int status, String contentType, String body) {
+            return new Response(status, contentType, body.getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Handles one request; {@code method} is upper case. */
+    @FunctionalInterface
+    public interface Route {
+        Response handle(String method, HttpExchange exchange) throws Exception;
+    }
+
+    private final HttpServer server;
+    private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("lmcache-http-", 0).factory());
+    private final Map<String, Route> routes = new LinkedHashMap<>();
+
+    public HttpApi(String host, int port) throws IOException {
+        server = HttpServer.create(new InetSocketAddress(host, port), 64);
+        server.setExecutor(executor);
+        server.createContext("/", this::dispatch);
+    }
+
+    public HttpApi route(String path, Route route) {
+        routes.put(path, route);
+        return this;
+    }
+
+    public void start() {
+        server.start();
+        LOG.info("HTTP API listening on http://{}:{}", server.getAddress().getHostString(), server.getAddress().getPort());
+    }
+
+    public int port() {
+        return server.getAddress().getPort();
+    }
+
+    private void dispatch(HttpExchange exchange) throws IOException {
+        Response response;
+        String path = exchange.getRequestURI().getPath();
+        Route route = routes.get(path.length() > 1 && path.endsWith("/") ? path.substring(0, path.length() - 1) : path);
+        try {
+            if (route == null) {
+                response = Response.json(404, Map.of("error", "not found", "path", path));
+            } else {
+                response = route.handle(exchange.getRequestMethod().toUpperCase(java.util.Locale.ROOT), exchange);
+            }
+        } catch (Exception e) {
+            LOG.warn("HTTP {} {} failed", exchange.getRequestMethod(), path, e);
+            response = Response.json(500, Map.of("error", e.getClass().getSimpleName() + ": " + e.getMessage()));
+        }
+        try (exchange) {
+            exchange.getResponseHeaders().set("Content-Type", response.contentType());
+            exchange.sendResponseHeaders(response.status(), response.body().length == 0 ? -1 : response.body().length);
+            if (response.body().length > 0) {
+                try (OutputStream out = exchange.getResponseBody()) {
+                    out.write(response.body());
+                }
+            }
+        }
+    }
+
+    public static Response methodNotAllowed(String method) {
+        return Response.json(405, Map.of("error", "method " + method + " not allowed"));
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+        executor.shutdownNow();
+    }
+}

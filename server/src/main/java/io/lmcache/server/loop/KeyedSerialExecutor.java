@@ -1,0 +1,75 @@
+package io.lmcache.server.loop;
+
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.Executor;
+
+/**
+ * Runs tasks in FIFO order per key on a shared pool: tasks of one key never overlap and never
+ * reorder, tasks of different keys run in parallel up to the pool's size. This is how one
+ * worker's STOREs and RETRIEVEs stay in order while different workers transfer at once. A key's
+ * lane exists only while it has work, so dead peers leave nothing behind.
+ */
+public final class KeyedSerialExecutor<K> {
+    private final Executor pool;
+    private final Map<K, Lane> lanes = new HashMap<>();
+
+    public KeyedSerialExecutor(Executor pool) {
+        this.pool = pool;
+    }
+
+    public void execute(K key, Runnable task) {
+        Lane start = null;
+        synchronized (lanes) {
+            Lane lane = lanes.get(key);
+            if (lane == null) {
+                lane = new Lane(key);
+                lanes.put(key, lane);
+                start = lane;
+            }
+            lane.tasks.add(task);
+        }
+        if (start != null) {
+            try {
+                pool.execute(start);
+            } catch (RuntimeException e) {
+                synchronized (lanes) {
+                    lanes.remove(key);
+                }
+                throw e;
+            }
+        }
+    }
+
+    /** Keys with queued or running work. */
+    public int activeLanes() {
+        synchronized (lanes) {
+            return lanes.size();
+        }
+    }
+
+    private final class Lane implements Runnable {
+        private final K key;
+        private final ArrayDeque<Runnable> tasks = new ArrayDeque<>();
+
+        Lane(K key) {
+            this.key = key;
+        }
+
+        @Override
+        public void run() {
+            while (true) {
+                Runnable next;
+                synchronized (lanes) {
+                    next = tasks.poll();
+                    if (next == null) {
+                        lanes.remove(key);
+                        return;
+                    }
+                }
+                next.run();
+            }
+        }
+    }
+}

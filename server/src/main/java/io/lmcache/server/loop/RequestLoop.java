@@ -1,0 +1,276 @@
+package io.lmcache.server.loop;
+
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.ProtocolException;
+import io.lmcache.server.protocol.RequestDecoder;
+import java.util.Arrays;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
+
+/**
+ * The one thread that owns the ROUTER socket (ZeroMQ sockets are not thread-safe). Each turn of
+ * {@link #doWork()} sends the replies handlers have queued and receives a batch of requests; when
+ * there is nothing to do it spins briefly, then blocks in a receive on the ROUTER itself. Handler
+ * threads wake it with an empty message from an in-process DEALER connected to the same ROUTER:
+ * JeroMQ's multi-socket poller costs several times the round trip of a plain blocking receive.
+ * Shutdown is by flag and receive timeout, never by interrupting this thread.
+ */
+public final class RequestLoop implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(RequestLoop.class);
+    /** Far above the 10 frames of the largest request; beyond it frames are dropped (and counted as ignored). */
+    private static final int MAX_FRAMES = 64;
+    private static final int RECEIVE_BATCH = 256;
+    /** Busy-wait this long after the last work before blocking: covers a client's think time between requests. */
+    private static final long SPIN_NS = 50_000;
+    private static final long YIELD_NS = 500_000;
+    private static final int RECEIVE_TIMEOUT_MS = 100;
+    /** Stop reading new requests while this many are unanswered: ZeroMQ's queues then push back on clients. */
+    private static final int MAX_INFLIGHT = 16_384;
+    public static final long MAX_MESSAGE_BYTES = 256L << 20;
+
+    private final String endpoint;
+    private final Dispatcher dispatcher;
+    private final ReplyQueue replies;
+    private final RequestDecoder opDecoder = new RequestDecoder();
+    private final ZContext context = new ZContext(1);
+    private final ZMQ.Socket router;
+    private final ZMQ.Socket wakeSocket;
+    private final byte[] wakeIdentity;
+    private final CountDownLatch terminated = new CountDownLatch(1);
+    private volatile boolean accepting = true;
+    private volatile boolean running = true;
+    private volatile long drainDeadlineNs;
+    private volatile long lastTurnNs = System.nanoTime();
+    private Thread thread;
+
+    /** Binds the socket at once, so a port conflict fails start-up rather than the first request. */
+    public RequestLoop(String endpoint, Dispatcher dispatcher, ReplyQueue replies) {
+        this.endpoint = endpoint;
+        this.dispatcher = dispatcher;
+        this.replies = replies;
+        router = context.createSocket(SocketType.ROUTER);
+        router.setLinger(2000);
+        router.setMaxMsgSize(MAX_MESSAGE_BYTES);
+        router.setSndHWM(100_000);
+        router.setRcvHWM(10_000);
+        try {
+            router.bind(endpoint);
+        } catch (ZMQException e) {
+            context.close();
+            throw new IllegalStateException("cannot bind the ZeroMQ ROUTER to " + endpoint + ": " + e.getMessage(), e);
+        }
+        router.setReceiveTimeOut(RECEIVE_TIMEOUT_MS);
+        // the wake-up path: a DEALER with a reserved identity, connected in-process to this ROUTER
+        String wakeEndpoint = "inproc://lmcache-wake-" + System.identityHashCode(this);
+        router.bind(wakeEndpoint);
+        wakeIdentity = ("\u00ffwake-" + System.identityHashCode(this)).getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        wakeSocket = context.createSocket(SocketType.DEALER);
+        wakeSocket.setIdentity(wakeIdentity);
+        wakeSocket.setSndHWM(16);
+        wakeSocket.setLinger(0);
+        wakeSocket.connect(wakeEndpoint);
+        replies.setWaker(this::wake);
+    }
+
+    /** Any thread (serialized by the lock): one empty frame to the ROUTER; dropped if the socket is full. */
+    private void wake() {
+        synchronized (wakeSocket) {
+            wakeSocket.send(EMPTY, ZMQ.DONTWAIT);
+        }
+    }
+
+    private static final byte[] EMPTY = new byte[0];
+
+    public String endpoint() {
+        return endpoint;
+    }
+
+    public void start() {
+        thread = new Thread(this::run, "lmcache-request-loop");
+        thread.start();
+    }
+
+    /** When the loop last finished a turn; the health check uses it to tell a wedged loop. */
+    public long lastTurnNs() {
+        return lastTurnNs;
+    }
+
+    public boolean isRunning() {
+        return running && thread != null && thread.isAlive();
+    }
+
+    private void run() {
+        LOG.info("request loop listening on {}", endpoint);
+        long idleSinceNs = System.nanoTime();
+        try {
+            while (running) {
+                int work = doWork();
+                long nowNs = System.nanoTime();
+                lastTurnNs = nowNs;
+                if (!accepting && dispatcher.inflight() == 0 && replies.isEmpty()) {
+                    break;
+                }
+                if (!accepting && drainDeadlineNs - System.nanoTime() < 0) {
+                    LOG.warn("shutdown: {} request(s) still unanswered after the drain timeout", dispatcher.inflight());
+                    break;
+                }
+                if (work > 0) {
+                    idleSinceNs = nowNs;
+                } else if (nowNs - idleSinceNs < SPIN_NS) {
+                    Thread.onSpinWait();
+                } else if (nowNs - idleSinceNs < YIELD_NS) {
+                    Thread.yield();
+                } else {
+                    if (sleep()) {
+                        idleSinceNs = System.nanoTime();
+                    }
+                }
+            }
+        } catch (RuntimeException | Error e) {
+            LOG.error("request loop failed; no more requests will be served", e);
+        } finally {
+            running = false;
+            context.close();
+            terminated.countDown();
+            LOG.info("request loop stopped");
+        }
+    }
+
+    /** One turn: sends queued replies, then receives up to a batch of requests. Returns the work done. */
+    int doWork() {
+        int work = sendReplies();
+        if (accepting && dispatcher.inflight() < MAX_INFLIGHT) {
+            for (int i = 0; i < RECEIVE_BATCH; i++) {
+                if (!receiveOne()) {
+                    break;
+                }
+                work++;
+            }
+            work += sendReplies();
+        }
+        return work;
+    }
+
+    /** Blocks in a receive until a request or a wake-up arrives (or the timeout); true when one did. */
+    private boolean sleep() {
+        if (!replies.prepareToSleep()) {
+            return true;
+        }
+        byte[] first;
+        try {
+            first = router.recv(0);
+        } finally {
+            replies.awake();
+        }
+        if (first == null) {
+            return false;
+        }
+        handleMessage(first);
+        return true;
+    }
+
+    private int sendReplies() {
+        int sent = 0;
+        Outbound reply;
+        while ((reply = replies.poll()) != null) {
+            router.send(reply.identity(), ZMQ.SNDMORE);
+            router.send(reply.uid(), ZMQ.SNDMORE);
+            if (reply.payload() == null) {
+                router.send(reply.op(), 0);
+            } else {
+                router.send(reply.op(), ZMQ.SNDMORE);
+                router.send(reply.payload(), 0);
+            }
+            sent++;
+        }
+        return sent;
+    }
+
+    private boolean receiveOne() {
+        byte[] first = router.recv(ZMQ.DONTWAIT);
+        if (first == null) {
+            return false;
+        }
+        handleMessage(first);
+        return true;
+    }
+
+    private void handleMessage(byte[] first) {
+        byte[][] frames = new byte[8][];
+        frames[0] = first;
+        int count = 1;
+        int dropped = 0;
+        while (router.hasReceiveMore()) {
+            byte[] frame = router.recv(0);
+            if (count == MAX_FRAMES) {
+                dropped++;
+                continue;
+            }
+            if (count == frames.length) {
+                frames = Arrays.copyOf(frames, Math.min(MAX_FRAMES, count * 2));
+            }
+            frames[count++] = frame;
+        }
+        if (count == 2 && Arrays.equals(first, wakeIdentity)) {
+            return;
+        }
+        if (dropped > 0) {
+            LOG.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);
+        }
+        if (count < Inbound.FIRST_PAYLOAD) {
+            dispatcher.shortMessage(count);
+            return;
+        }
+        Op op;
+        try {
+            op = opDecoder.decodeOp(frames[2]);
+        } catch (ProtocolException e) {
+            dispatcher.unknownOp(frames[2], e.getMessage());
+            return;
+        }
+        if (op == null) {
+            dispatcher.unknownOp(frames[2], "not in the operation table");
+            return;
+        }
+        dispatcher.dispatch(new Inbound(frames, count, op, System.nanoTime()));
+    }
+
+    /**
+     * Graceful stop: no new requests are read, the ones in flight are answered (up to {@code drainTimeoutNs}),
+     * then the socket is closed, flushing what was sent.
+     */
+    public void shutdown(long drainTimeoutNs) throws InterruptedException {
+        drainDeadlineNs = System.nanoTime() + drainTimeoutNs;
+        accepting = false;
+        if (thread == null) {
+            running = false;
+            context.close();
+            return;
+        }
+        wake();
+        if (!terminated.await(drainTimeoutNs + TimeUnit.SECONDS.toNanos(3), TimeUnit.NANOSECONDS)) {
+            LOG.warn("request loop did not stop in time; forcing it");
+            running = false;
+            terminated.await(5, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Stops at once, without draining (tests that simulate a wedged loop). */
+    public void halt() throws InterruptedException {
+        running = false;
+        if (thread != null) {
+            terminated.await(5, TimeUnit.SECONDS);
+        }
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        shutdown(TimeUnit.SECONDS.toNanos(10));
+    }
+}

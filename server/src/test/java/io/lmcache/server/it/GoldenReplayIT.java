@@ -1,0 +1,93 @@
+package io.lmcache.server.it;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.protocol.testing.Golden;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Replays what LMCache's own client sent (testdata/golden) to the real server, one DEALER per
+ * captured connection, and compares every reply the client accepted byte for byte.
+ */
+@ExtendWith(ServerLogOnFailure.class)
+class GoldenReplayIT {
+    /** Operations whose replies need no stored data: they must match in every capture. */
+    private static final Set<String> NO_STORAGE_OPS = Set.of("get_chunk_size", "get_experimental", "noop", "ping",
+            "register_kv_cache", "unregister_kv_cache", "lookup", "end_session", "free_lookup_locks", "report_block_allocation", "clear");
+
+    private static ServerProcess server;
+
+    @BeforeAll
+    static void start() {
+        server = ServerProcess.start();
+    }
+
+    @AfterAll
+    static void stop() {
+        server.close();
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"handshake.jsonl", "extras.jsonl", "cpu_roundtrip.jsonl", "reregister.jsonl", "miss.jsonl",
+        "skip_first_n.jsonl", "concurrent.jsonl"})
+    void repliesMatchTheGoldenCapture(String file) {
+        int compared = replay(Golden.load(file), NO_STORAGE_OPS);
+        assertTrue(compared > 0, "compared no replies in " + file);
+    }
+
+    /** Sends every c2s message of {@code messages}; checks each s2c reply whose op is in {@code ops}. Returns how many. */
+    static int replay(List<Golden.Message> messages, Set<String> ops) {
+        Map<String, TestClient> clients = new HashMap<>();
+        Map<String, Map<String, TestClient.Reply>> early = new HashMap<>();
+        int compared = 0;
+        try {
+            for (Golden.Message m : messages) {
+                TestClient client = clients.computeIfAbsent(m.identityHex(), id -> new TestClient(server.endpoint()));
+                if (m.clientToServer()) {
+                    client.sendRaw(m.frames());
+                    continue;
+                }
+                String uid = HexFormat.of().formatHex(m.uid());
+                Map<String, TestClient.Reply> buffered = early.computeIfAbsent(m.identityHex(), id -> new HashMap<>());
+                TestClient.Reply reply = buffered.remove(uid);
+                while (reply == null) {
+                    TestClient.Reply next = client.receive(Duration.ofSeconds(10));
+                    assertNotNull(next, "no reply for " + m);
+                    String nextUid = HexFormat.of().formatHex(next.uid());
+                    if (nextUid.equals(uid)) {
+                        reply = next;
+                    } else {
+                        buffered.put(nextUid, next);
+                    }
+                }
+                assertArrayEquals(m.frames()[1], reply.op(), "op echo for " + m);
+                if (ops.contains(m.op())) {
+                    assertEquals(m.frames().length, reply.frames(), "frame count of " + m);
+                    if (m.frames().length > 2) {
+                        assertEquals(HexFormat.of().formatHex(m.frames()[2]), reply.payloadHex(), "payload of " + m);
+                    }
+                    compared++;
+                }
+            }
+        } finally {
+            clients.values().forEach(TestClient::close);
+        }
+        return compared;
+    }
+}

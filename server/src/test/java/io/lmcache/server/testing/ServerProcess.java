@@ -1,0 +1,195 @@
+package io.lmcache.server.testing;
+
+import static org.awaitility.Awaitility.await;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+
+/**
+ * The real server as a separate process ({@code java -jar server/target/lmcache-server.jar}), on
+ * free ports, with its log in a file. Tests start it with shortened timeouts and wait on its log
+ * or its sockets with Awaitility; {@link ServerLogOnFailure} prints the log when a test fails.
+ */
+public final class ServerProcess implements AutoCloseable {
+    private static final List<ServerProcess> LIVE = Collections.synchronizedList(new ArrayList<>());
+
+    private final Process process;
+    private final Path log;
+    private final int port;
+    private final int httpPort;
+
+    private ServerProcess(Process process, Path log, int port, int httpPort) {
+        this.process = process;
+        this.log = log;
+        this.port = port;
+        this.httpPort = httpPort;
+    }
+
+    /** Starts a server with {@code --l1-size-gb 0.25} on free ports unless the args say otherwise, and waits until it is ready. */
+    public static ServerProcess start(String... args) {
+        return start(Map.of(), args);
+    }
+
+    public static ServerProcess start(Map<String, String> env, String... args) {
+        ServerProcess server = launch(env, args);
+        server.awaitReady();
+        return server;
+    }
+
+    /** Starts without waiting for readiness (start-up timing and failure tests). */
+    public static ServerProcess launch(Map<String, String> env, String... args) {
+        List<String> argList = List.of(args);
+        int port = argList.contains("--port") ? Integer.parseInt(argList.get(argList.indexOf("--port") + 1)) : freePort();
+        int httpPort = argList.contains("--http-port") ? Integer.parseInt(argList.get(argList.indexOf("--http-port") + 1)) : freePort();
+        List<String> command = new ArrayList<>(List.of(javaBinary(), "--enable-native-access=ALL-UNNAMED",
+                "--sun-misc-unsafe-memory-access=allow", "-XX:+UseZGC", "-Xmx512m", "-jar", serverJar().toString()));
+        command.addAll(argList);
+        if (!argList.contains("--port")) {
+            command.addAll(List.of("--port", Integer.toString(port)));
+        }
+        if (!argList.contains("--http-port")) {
+            command.addAll(List.of("--http-port", Integer.toString(httpPort)));
+        }
+        if (!argList.contains("--host")) {
+            command.addAll(List.of("--host", "127.0.0.1"));
+        }
+        if (!argList.contains("--http-host")) {
+            command.addAll(List.of("--http-host", "127.0.0.1"));
+        }
+        if (!argList.contains("--l1-size-gb")) {
+            command.addAll(List.of("--l1-size-gb", "0.25"));
+        }
+        try {
+            Path log = Files.createTempFile("lmcache-server-", ".log");
+            ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+            builder.environment().putAll(env);
+            ServerProcess server = new ServerProcess(builder.start(), log, port, httpPort);
+            LIVE.add(server);
+            return server;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    public void awaitReady() {
+        await("server ready").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50)).until(() -> {
+            if (!process.isAlive()) {
+                throw new AssertionError("server exited with " + process.exitValue() + " before it was ready:\n" + log());
+            }
+            return log().contains("ready: ZeroMQ ROUTER");
+        });
+    }
+
+    public String endpoint() {
+        return "tcp://127.0.0.1:" + port;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    public int httpPort() {
+        return httpPort;
+    }
+
+    public String httpBase() {
+        return "http://127.0.0.1:" + httpPort;
+    }
+
+    public long pid() {
+        return process.pid();
+    }
+
+    public Process process() {
+        return process;
+    }
+
+    public String log() {
+        try {
+            return Files.readString(log);
+        } catch (IOException e) {
+            return "<cannot read " + log + ": " + e + ">";
+        }
+    }
+
+    public Path logFile() {
+        return log;
+    }
+
+    /** Lines of the log matching {@code regex}. */
+    public long countLog(String regex) {
+        Pattern pattern = Pattern.compile(regex);
+        return log().lines().filter(line -> pattern.matcher(line).find()).count();
+    }
+
+    public void awaitLog(String regex, Duration atMost) {
+        await("log line /" + regex + "/").atMost(atMost).pollInterval(Duration.ofMillis(50)).until(() -> countLog(regex) > 0);
+    }
+
+    public boolean isAlive() {
+        return process.isAlive();
+    }
+
+    /** SIGTERM, then waits for the exit; returns the exit code. */
+    public int terminate(Duration atMost) throws InterruptedException {
+        process.destroy();
+        if (!process.waitFor(atMost.toMillis(), TimeUnit.MILLISECONDS)) {
+            throw new AssertionError("server did not exit within " + atMost + " of SIGTERM:\n" + log());
+        }
+        return process.exitValue();
+    }
+
+    @Override
+    public void close() {
+        LIVE.remove(this);
+        if (process.isAlive()) {
+            process.destroy();
+            try {
+                if (!process.waitFor(15, TimeUnit.SECONDS)) {
+                    process.destroyForcibly().waitFor(5, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                process.destroyForcibly();
+            }
+        }
+    }
+
+    /** Servers started and not yet closed (for the failure-log extension). */
+    static List<ServerProcess> live() {
+        synchronized (LIVE) {
+            return List.copyOf(LIVE);
+        }
+    }
+
+    public static int freePort() {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            socket.setReuseAddress(true);
+            return socket.getLocalPort();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static String javaBinary() {
+        return System.getProperty("lmcache.test.java", Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    }
+
+    private static Path serverJar() {
+        Path jar = Path.of(System.getProperty("lmcache.server.jar", "server/target/lmcache-server.jar"));
+        if (!Files.isRegularFile(jar)) {
+            throw new IllegalStateException("server jar not found at " + jar.toAbsolutePath() + "; integration tests run after `mvn package`");
+        }
+        return jar;
+    }
+}

@@ -1,0 +1,1 @@
+"""Stub package (see lmcache/__init__.py)."""
