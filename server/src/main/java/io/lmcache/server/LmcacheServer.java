@@ -10,9 +10,14 @@ import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
+import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
+import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.RequestHandlers;
+import io.lmcache.server.storage.EvictionController;
+import io.lmcache.server.storage.L1Tier;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
@@ -28,6 +33,9 @@ public final class LmcacheServer implements AutoCloseable {
     private final ServerConfig config;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ReplyQueue replies = new ReplyQueue();
+    private final L1Tier l1;
+    private final LookupLeases leases;
+    private final PrefetchResults prefetchResults;
     private final Dispatcher dispatcher;
     private final RequestLoop loop;
     private final HttpApi http;
@@ -37,20 +45,27 @@ public final class LmcacheServer implements AutoCloseable {
     private LmcacheServer(ServerConfig config) {
         this.config = config;
         FailureReplies failures = new FailureReplies(config.chunkSize());
-        ManagementModule management = new ManagementModule(config.chunkSize());
-        LookupModule lookup = new LookupModule();
-        LmcacheDrivenTransferModule lmcacheDriven = new LmcacheDrivenTransferModule();
+        l1 = new L1Tier(config);
+        leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
+        prefetchResults = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
+        ManagementModule management = new ManagementModule(config.chunkSize(), l1.store());
+        LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
+        LmcacheDrivenTransferModule lmcacheDriven = new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(),
+                l1.pool().segment(), leases, metrics);
         RequestHandlers handlers = new RequestHandlers(management, lookup, lmcacheDriven, failures);
         dispatcher = new Dispatcher(handlers, replies, metrics, failures, config.maxCpuWorkers(), config.maxGpuWorkers());
-        http = config.httpPort() == 0 ? null : createHttp(config);
+        HttpApi createdHttp = null;
         try {
+            createdHttp = config.httpPort() == 0 ? null : createHttp(config);
             loop = new RequestLoop(config.zmqEndpoint(), dispatcher, replies);
         } catch (RuntimeException e) {
-            if (http != null) {
-                http.close();
+            if (createdHttp != null) {
+                createdHttp.close();
             }
+            l1.close();
             throw e;
         }
+        http = createdHttp;
     }
 
     private HttpApi createHttp(ServerConfig config) {
@@ -83,6 +98,8 @@ public final class LmcacheServer implements AutoCloseable {
         LOG.info("lmcache-server {} starting (instance {})", Versions.version(), config.instanceId());
         LOG.info("configuration: {}", config.describe());
         LmcacheServer server = new LmcacheServer(config);
+        List<EvictionController.Sweeper> sweepers = List.of(server.leases::sweep, server.prefetchResults::sweep);
+        server.l1.start(config, List.of(), sweepers);
         server.loop.start();
         if (server.http != null) {
             server.http.start();
@@ -123,6 +140,7 @@ public final class LmcacheServer implements AutoCloseable {
                 http.close();
             }
             dispatcher.close();
+            l1.close();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (Exception e) {

@@ -1,5 +1,8 @@
 package io.lmcache.server.protocol;
 
+import java.util.Arrays;
+import java.util.Objects;
+
 /**
  * One registered KV-cache tensor as the worker shared it (a pickled wrapper inside msgpack ext 1).
  * Shape and stride are in elements and describe the physical layout (the client makes views
@@ -34,18 +37,53 @@ public sealed interface TensorWrapper
 
     /** A CPU tensor in POSIX shared memory ({@code lmcache.v1.platform.cpu.shm.CpuShmTensorWrapper}). */
     record CpuShm(String shmName, long nbytes, DType dtype, long[] shape, long[] stride, long storageOffset, String deviceUuid)
-            implements TensorWrapper {}
+            implements TensorWrapper {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof CpuShm o && shmName.equals(o.shmName) && nbytes == o.nbytes && dtype == o.dtype
+                    && Arrays.equals(shape, o.shape) && Arrays.equals(stride, o.stride) && storageOffset == o.storageOffset
+                    && deviceUuid.equals(o.deviceUuid);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(shmName, nbytes, dtype, Arrays.hashCode(shape), storageOffset);
+        }
+    }
 
     /**
      * A CUDA tensor shared through PyTorch's storage IPC ({@code CudaIPCWrapper}; also the older
      * {@code custom_types.CudaIPCWrapper}).
      */
     record CudaIpc(CudaStorageHandle handle, DType dtype, long[] shape, long[] stride, long storageOffset, String deviceUuid)
-            implements TensorWrapper {}
+            implements TensorWrapper {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof CudaIpc o && handle.equals(o.handle) && dtype == o.dtype && Arrays.equals(shape, o.shape)
+                    && Arrays.equals(stride, o.stride) && storageOffset == o.storageOffset && deviceUuid.equals(o.deviceUuid);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(handle, dtype, Arrays.hashCode(shape), storageOffset);
+        }
+    }
 
     /** A CUDA tensor shared as a raw {@code cudaIpcMemHandle_t} of its allocation ({@code RawCudaIPCWrapper}). */
     record RawCudaIpc(byte[] memHandle, long allocOffset, long nbytes, DType dtype, long[] shape, long[] stride,
-            long storageOffset, String deviceUuid) implements TensorWrapper {}
+            long storageOffset, String deviceUuid) implements TensorWrapper {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof RawCudaIpc o && Arrays.equals(memHandle, o.memHandle) && allocOffset == o.allocOffset
+                    && nbytes == o.nbytes && dtype == o.dtype && Arrays.equals(shape, o.shape) && Arrays.equals(stride, o.stride)
+                    && storageOffset == o.storageOffset && deviceUuid.equals(o.deviceUuid);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(Arrays.hashCode(memHandle), allocOffset, nbytes, Arrays.hashCode(shape));
+        }
+    }
 
     /** A wrapper class this server knows but cannot serve (e.g. VMM / expandable segments); {@code reason} says why. */
     record Unsupported(String className, String reason) implements TensorWrapper {
@@ -85,5 +123,17 @@ public sealed interface TensorWrapper
      * @param eventHandle the producer's {@code cudaIpcEventHandle_t} (64 bytes) or empty
      */
     record CudaStorageHandle(int deviceIndex, byte[] memHandle, char segmentType, long storageSizeBytes,
-            long storageOffsetBytes, byte[] eventHandle, boolean eventSyncRequired) {}
+            long storageOffsetBytes, byte[] eventHandle, boolean eventSyncRequired) {
+        /** Equal when they name the same memory: the producer's event handle changes between shares and does not count. */
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof CudaStorageHandle o && Arrays.equals(memHandle, o.memHandle) && segmentType == o.segmentType
+                    && storageSizeBytes == o.storageSizeBytes && storageOffsetBytes == o.storageOffsetBytes;
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(Arrays.hashCode(memHandle), storageSizeBytes, storageOffsetBytes);
+        }
+    }
 }

@@ -162,6 +162,27 @@ class GoldenDecodeTest {
         assertTrue(request.engineGroups().isEmpty());
     }
 
+    /** A worker re-registers after a heartbeat recovery with the same wrappers: they must compare equal, so it is a no-op. */
+    @Test
+    void reRegisteredWrappersCompareEqual() throws Exception {
+        List<Request.RegisterKvCache> registers = Golden.load("reregister.jsonl").stream()
+                .filter(m -> m.clientToServer() && m.op().equals("register_kv_cache"))
+                .map(m -> {
+                    try {
+                        return (Request.RegisterKvCache) new RequestDecoder().decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+                    } catch (ProtocolException e) {
+                        throw new AssertionError(e);
+                    }
+                }).toList();
+        assertEquals(2, registers.size());
+        assertEquals(registers.get(0).kvCaches(), registers.get(1).kvCaches());
+        assertEquals(registers.get(0).kvCaches().hashCode(), registers.get(1).kvCaches().hashCode());
+        Golden.Message other = Golden.load("cpu_roundtrip.jsonl").getFirst();
+        Request.RegisterKvCache different = (Request.RegisterKvCache) new RequestDecoder()
+                .decode(Op.REGISTER_KV_CACHE, other.frames(), 2, other.frames().length);
+        assertFalse(registers.get(0).kvCaches().equals(different.kvCaches()));
+    }
+
     @Test
     void gpuWrappersDecodeToTheirFields() throws Exception {
         int cuda = 0;

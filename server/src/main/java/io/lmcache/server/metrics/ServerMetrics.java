@@ -23,6 +23,8 @@ public final class ServerMetrics {
     private final Counter unknownOps;
     private final Counter shortMessages;
     private final Counter ignoredFrames;
+    private final Counter lookupRequestedTokens;
+    private final Counter lookupHitTokens;
 
     public ServerMetrics() {
         for (Op op : Op.values()) {
@@ -45,6 +47,15 @@ public final class ServerMetrics {
                 .tag("reason", "fewer_than_3_frames").register(registry);
         ignoredFrames = Counter.builder("lmcache_mp.ignored_frames")
                 .description("payload frames beyond what the operation takes (ignored)").register(registry);
+        lookupRequestedTokens = Counter.builder("lmcache_mp.lookup_requested_tokens")
+                .description("tokens asked for by LOOKUP (whole chunks)").register(registry);
+        lookupHitTokens = Counter.builder("lmcache_mp.lookup_hit_tokens")
+                .description("tokens found by LOOKUP (leading whole chunks on every kv rank)").register(registry);
+    }
+
+    public void lookup(long requestedTokens, long hitTokens) {
+        lookupRequestedTokens.increment(requestedTokens);
+        lookupHitTokens.increment(hitTokens);
     }
 
     public MeterRegistry registry() {
@@ -81,6 +92,11 @@ public final class ServerMetrics {
 
     public void ignoredFrames(int count) {
         ignoredFrames.increment(count);
+    }
+
+    /** A counter for a rare event (failures): looked up by name and tags, created on first use. */
+    public void increment(String name, String description, String... tags) {
+        Counter.builder(name).description(description).tags(tags).register(registry).increment();
     }
 
     public double count(String name, String tagKey, String tagValue) {

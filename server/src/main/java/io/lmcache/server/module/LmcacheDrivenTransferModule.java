@@ -2,48 +2,371 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.TensorWrapper;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ChunkRange;
+import io.lmcache.server.transfer.HostKvTensors;
+import io.lmcache.server.transfer.InstanceContext;
+import io.lmcache.server.transfer.KvLayout;
+import io.lmcache.server.transfer.KvTensors;
+import io.lmcache.server.transfer.LayoutDetector;
+import io.lmcache.server.transfer.LayoutException;
+import io.lmcache.server.transfer.PiecePlanner;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.Objects;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** LMCache-driven transfers: the worker registers its KV tensors and the server copies (STORE, RETRIEVE). */
+/**
+ * LMCache-driven transfers: workers register their KV tensors, and the server itself copies the
+ * blocks of each chunk between those tensors and pool objects (STORE: into the pool; RETRIEVE: out
+ * of it, into other blocks). CPU workers share their tensors as POSIX shared memory and the copy
+ * is done before the reply, whose event handle is then 64 zero bytes.
+ */
 public final class LmcacheDrivenTransferModule {
     private static final Logger LOG = LoggerFactory.getLogger(LmcacheDrivenTransferModule.class);
+    private static final String FAILURES = "lmcache_mp.transfer_failures";
+    private static final String FAILURES_HELP = "STORE/RETRIEVE answered with false, by reason";
+    private static final byte[] NO_EVENT = new byte[64];
+    private static final Reply DONE = new Reply.Transfer(NO_EVENT, true);
 
-    private final Map<Long, Request.RegisterKvCache> instances = new ConcurrentHashMap<>();
+    private final int chunkSize;
+    private final ObjectStore store;
+    private final MemorySegment pool;
+    private final LookupLeases leases;
+    private final ServerMetrics metrics;
+    /** The leaf lock: guards the two maps, never held across mapping, copies or calls out. */
+    private final Object lock = new Object();
+    private final Map<Long, InstanceContext> instances = new HashMap<>();
+    private final Map<Long, String> failedRegistrations = new HashMap<>();
+
+    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics) {
+        this.chunkSize = chunkSize;
+        this.store = store;
+        this.pool = pool;
+        this.leases = leases;
+        this.metrics = metrics;
+    }
+
+    // --- registration --------------------------------------------------------------------------
 
     public Reply register(Request.RegisterKvCache request, PeerId peer) {
-        Request.RegisterKvCache previous = instances.putIfAbsent(request.instanceId(), request);
-        if (previous == null) {
-            LOG.info("registered instance {} ({} tensor(s), model {}, world size {}) from peer {}", request.instanceId(),
-                    request.kvCaches().size(), request.modelName(), request.worldSize(), peer);
-        } else {
-            LOG.debug("instance {} registered again: kept", request.instanceId());
+        long id = request.instanceId();
+        synchronized (lock) {
+            InstanceContext existing = instances.get(id);
+            if (existing != null && existing.wrappers().equals(request.kvCaches()) && existing.worldSize() == request.worldSize()
+                    && existing.modelName().equals(request.modelName())) {
+                LOG.debug("instance {} registered again with the same tensors: kept", id);
+                return Reply.NONE;
+            }
         }
+        InstanceContext context;
+        try {
+            context = createContext(request, peer);
+        } catch (LayoutException e) {
+            LOG.error("REGISTER of instance {} (model {}) from peer {} failed: {}; its STORE/RETRIEVE will answer false", id,
+                    request.modelName(), peer, e.getMessage());
+            metrics.increment("lmcache_mp.registration_failures", "registrations refused (layout, mapping)");
+            InstanceContext replaced;
+            synchronized (lock) {
+                failedRegistrations.put(id, e.getMessage());
+                replaced = instances.remove(id);
+            }
+            if (replaced != null) {
+                replaced.close();
+            }
+            return Reply.NONE;
+        }
+        InstanceContext replaced;
+        synchronized (lock) {
+            replaced = instances.put(id, context);
+            failedRegistrations.remove(id);
+        }
+        if (replaced != null) {
+            LOG.info("instance {} re-registered with different tensors: replaced", id);
+            replaced.close();
+        }
+        LOG.info("registered instance {} from peer {}: model {}, world size {}, {}", id, peer, request.modelName(),
+                request.worldSize(), context.layout().describe());
         return Reply.NONE;
     }
 
+    private InstanceContext createContext(Request.RegisterKvCache request, PeerId peer) throws LayoutException {
+        KvLayout layout = LayoutDetector.detect(request.kvCaches(), request.layoutHints(), request.engineGroups(), chunkSize);
+        long objectBytes = layout.objectBytes(chunkSize);
+        if (objectBytes > store.maxObjectBytes()) {
+            throw new LayoutException("a chunk object of this layout takes " + (objectBytes >> 20) + " MiB, more than an L1 region ("
+                    + (store.maxObjectBytes() >> 20) + " MiB): raise --l1-region-size-mb or lower --chunk-size");
+        }
+        if (request.worldSize() < 1) {
+            throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
+        }
+        KvTensors tensors = mapTensors(request.kvCaches());
+        return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, tensors, request.kvCaches(), peer);
+    }
+
+    private static KvTensors mapTensors(List<TensorWrapper> wrappers) throws LayoutException {
+        List<TensorWrapper.CpuShm> shm = new ArrayList<>();
+        for (TensorWrapper wrapper : wrappers) {
+            if (wrapper instanceof TensorWrapper.CpuShm cpu) {
+                shm.add(cpu);
+            } else {
+                throw new LayoutException(wrapper.getClass().getSimpleName() + " tensors need the CUDA path, which this server is not running"
+                        + " (no CUDA driver or --device host)");
+            }
+        }
+        return HostKvTensors.map(shm);
+    }
+
     public Reply unregister(Request.UnregisterKvCache request) {
-        if (instances.remove(request.instanceId()) == null) {
+        InstanceContext removed;
+        synchronized (lock) {
+            removed = instances.remove(request.instanceId());
+            failedRegistrations.remove(request.instanceId());
+        }
+        if (removed == null) {
             LOG.warn("UNREGISTER of unknown instance {}", request.instanceId());
         } else {
+            removed.close();
             LOG.info("unregistered instance {}", request.instanceId());
         }
         return Reply.NONE;
     }
 
+    // --- transfers -----------------------------------------------------------------------------
+
     public Reply store(Request.Store request, PeerId peer) {
-        return FailureReplies.transferFailed();
+        InstanceContext context = acquire(request.instanceId(), "store");
+        if (context == null) {
+            return FailureReplies.transferFailed();
+        }
+        try {
+            Plan plan = plan(context, request.key(), request.blockIds(), "store");
+            if (plan == null) {
+                return FailureReplies.transferFailed();
+            }
+            if (plan.range.count() == 0) {
+                return DONE;
+            }
+            KvLayout layout = context.layout();
+            long objectBytes = layout.objectBytes(chunkSize);
+            CacheKey key = request.key();
+            StoredObject[] reserved = new StoredObject[plan.range.count()];
+            boolean outOfMemory = false;
+            for (int j = 0; j < reserved.length; j++) {
+                int chunk = plan.range.firstChunk() + j;
+                StoredObject object = store.reserve(key.modelName(), key.cacheSalt(), key.workerId(), 0, plan.hashes[2 * chunk],
+                        plan.hashes[2 * chunk + 1], objectBytes, layout.format());
+                if (object == ObjectStore.NO_MEMORY) {
+                    // a later chunk without this one could never be a prefix hit: stop here
+                    outOfMemory = true;
+                    break;
+                }
+                reserved[j] = object == ObjectStore.EXISTS ? null : object;
+            }
+            HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, true);
+            try {
+                for (int j = 0; j < reserved.length; j++) {
+                    if (reserved[j] != null) {
+                        PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, 0, reserved[j].offset(), copy);
+                    }
+                }
+            } catch (RuntimeException | InternalError e) {
+                abortAll(reserved);
+                fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " failed while copying: " + e);
+                return FailureReplies.transferFailed();
+            }
+            // last chunk first, so the head of the prefix is the most recently used
+            for (int j = reserved.length - 1; j >= 0; j--) {
+                if (reserved[j] != null) {
+                    store.commit(reserved[j]);
+                }
+            }
+            if (outOfMemory) {
+                ObjectStore.Snapshot pool = store.snapshot();
+                fail("store", "no_memory", "STORE for instance " + request.instanceId() + ": no room in L1 for a " + (objectBytes >> 10)
+                        + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20) + " MiB ready in use, "
+                        + (pool.objects() - pool.evictable()) + " object(s) locked or being written); stored what fit");
+                metrics.increment("lmcache_mp.l1_allocation_failure", "chunks that found no room in L1", "during", "l1_store");
+                return FailureReplies.transferFailed();
+            }
+            return DONE;
+        } finally {
+            context.release();
+        }
     }
 
     public Reply retrieve(Request.Retrieve request, PeerId peer) {
-        return FailureReplies.transferFailed();
+        InstanceContext context = acquire(request.instanceId(), "retrieve");
+        CacheKey key = request.key();
+        if (context == null) {
+            return FailureReplies.transferFailed();
+        }
+        ChunkRange range = null;
+        try {
+            Plan plan = plan(context, key, request.blockIds(), "retrieve");
+            if (plan == null) {
+                return FailureReplies.transferFailed();
+            }
+            range = plan.range;
+            if (request.skipFirstNTokens() < 0) {
+                fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
+                return FailureReplies.transferFailed();
+            }
+            KvLayout layout = context.layout();
+            long objectBytes = layout.objectBytes(chunkSize);
+            StoredObject[] pinned = new StoredObject[range.count()];
+            for (int j = 0; j < pinned.length; j++) {
+                int chunk = range.firstChunk() + j;
+                pinned[j] = store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), 0, plan.hashes[2 * chunk],
+                        plan.hashes[2 * chunk + 1], layout.format(), objectBytes);
+                if (pinned[j] == null) {
+                    unpinAll(pinned, false);
+                    fail("retrieve", "not_found", null);
+                    metrics.increment("lmcache_mp.l1_read_failure", "reads of chunks that were not in L1", "during", "l1_retrieve",
+                            "reason", "not_found");
+                    return FailureReplies.transferFailed();
+                }
+            }
+            HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, false);
+            try {
+                for (int j = 0; j < pinned.length; j++) {
+                    int skipInChunk = Math.max(0, request.skipFirstNTokens() - j * chunkSize);
+                    PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, skipInChunk, pinned[j].offset(), copy);
+                }
+            } catch (RuntimeException | InternalError e) {
+                unpinAll(pinned, false);
+                fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " failed while copying: " + e);
+                return FailureReplies.transferFailed();
+            }
+            unpinAll(pinned, true);
+            return DONE;
+        } finally {
+            context.release();
+            if (range != null) {
+                // this worker's share of the lookup's read locks, also when the retrieve failed
+                leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
+            }
+        }
+    }
+
+    /** The validated shape of one transfer: its chunks, their hashes, and the block ids to use. */
+    private record Plan(ChunkRange range, long[] hashes, int[] blocks, int blocksPerChunk) {}
+
+    private Plan plan(InstanceContext context, CacheKey key, int[][] blockIds, String op) {
+        String[] why = new String[1];
+        ChunkRange range = ChunkRange.of(key, chunkSize, why);
+        if (range == null) {
+            fail(op, "bad_range", op.toUpperCase() + " for instance " + context.instanceId() + ": " + why[0]);
+            return null;
+        }
+        if (!key.hasWorker() || key.workerId() >= Math.max(key.worldSize(), 1)) {
+            fail(op, "bad_worker_id", op.toUpperCase() + " for instance " + context.instanceId() + ": worker_id " + key.workerId()
+                    + " is not a kv rank of world size " + key.worldSize());
+            return null;
+        }
+        if (blockIds.length != 1) {
+            fail(op, "bad_block_ids", op.toUpperCase() + " for instance " + context.instanceId() + ": " + blockIds.length
+                    + " KV-cache groups of block ids; this server serves one");
+            return null;
+        }
+        KvLayout layout = context.layout();
+        int blocksPerChunk = layout.blocksPerChunk(chunkSize);
+        int[] blocks = blockIds[0];
+        long needed = (long) range.count() * blocksPerChunk;
+        if (blocks.length < needed) {
+            fail(op, "bad_block_ids", op.toUpperCase() + " for instance " + context.instanceId() + ": " + blocks.length
+                    + " block ids for " + range.count() + " chunk(s) of " + blocksPerChunk + " blocks");
+            return null;
+        }
+        for (int i = 0; i < needed; i++) {
+            if (blocks[i] < 0 || blocks[i] >= layout.numBlocks()) {
+                fail(op, "bad_block_ids", op.toUpperCase() + " for instance " + context.instanceId() + ": block id " + blocks[i]
+                        + " is outside 0.." + (layout.numBlocks() - 1));
+                return null;
+            }
+        }
+        String dead = context.tensors().checkAlive();
+        if (dead != null) {
+            fail(op, "tensors_gone", op.toUpperCase() + " for instance " + context.instanceId() + ": " + dead);
+            return null;
+        }
+        return new Plan(range, ChunkHashes.of(key, chunkSize, range.endChunk()), blocks, blocksPerChunk);
+    }
+
+    private InstanceContext acquire(long instanceId, String op) {
+        InstanceContext context;
+        String failure;
+        synchronized (lock) {
+            context = instances.get(instanceId);
+            failure = failedRegistrations.get(instanceId);
+        }
+        if (context != null && context.acquire()) {
+            return context;
+        }
+        fail(op, failure != null ? "registration_failed" : "unknown_instance", op.toUpperCase() + " for instance " + instanceId
+                + (failure != null ? " whose registration failed: " + failure : " that is not registered"));
+        return null;
+    }
+
+    private void abortAll(StoredObject[] reserved) {
+        for (StoredObject object : reserved) {
+            if (object != null) {
+                store.abort(object);
+            }
+        }
+    }
+
+    private void unpinAll(StoredObject[] pinned, boolean read) {
+        for (int j = pinned.length - 1; j >= 0; j--) {
+            if (pinned[j] != null) {
+                store.unpin(pinned[j], read);
+            }
+        }
+    }
+
+    private void fail(String op, String reason, String message) {
+        metrics.increment(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+        if (message != null) {
+            LOG.warn("{}; answering false", message);
+        }
     }
 
     public int registeredInstances() {
-        return instances.size();
+        synchronized (lock) {
+            return instances.size();
+        }
+    }
+
+    /** Copies pieces between a worker's shared-memory tensors and the pool, in the direction given. */
+    private static final class HostCopy implements io.lmcache.server.transfer.PieceSink {
+        private final HostKvTensors tensors;
+        private final MemorySegment pool;
+        private final boolean toPool;
+
+        HostCopy(HostKvTensors tensors, MemorySegment pool, boolean toPool) {
+            this.tensors = Objects.requireNonNull(tensors);
+            this.pool = pool;
+            this.toPool = toPool;
+        }
+
+        @Override
+        public void piece(int tensor, long tensorOffset, long objectOffset, long length) {
+            if (toPool) {
+                MemorySegment.copy(tensors.tensor(tensor), tensorOffset, pool, objectOffset, length);
+            } else {
+                MemorySegment.copy(pool, objectOffset, tensors.tensor(tensor), tensorOffset, length);
+            }
+        }
     }
 }

@@ -1,25 +1,87 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ChunkRange;
+import java.util.ArrayList;
+import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
-/** Prefix lookups and their lifecycle: LOOKUP, QUERY_PREFETCH_STATUS, FREE_LOOKUP_LOCKS, END_SESSION. */
+/**
+ * Prefix lookups and their lifecycle. LOOKUP counts the leading chunks stored for every kv rank,
+ * read-locks them for the request's readers, keeps the count under the request id and answers at
+ * once; QUERY_PREFETCH_STATUS hands the count out once; FREE_LOOKUP_LOCKS and END_SESSION give back
+ * the locks vLLM will not use.
+ */
 public final class LookupModule {
+    private static final Logger LOG = LoggerFactory.getLogger(LookupModule.class);
     private static final Reply ZERO = new Reply.Int(0);
 
+    private final int chunkSize;
+    private final ObjectStore store;
+    private final LookupLeases leases;
+    private final PrefetchResults results;
+    private final ServerMetrics metrics;
+
+    public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics) {
+        this.chunkSize = chunkSize;
+        this.store = store;
+        this.leases = leases;
+        this.results = results;
+        this.metrics = metrics;
+    }
+
     public Reply lookup(Request.Lookup request) {
+        CacheKey key = request.key();
+        String[] why = new String[1];
+        ChunkRange range = ChunkRange.of(key, chunkSize, why);
+        int hits = 0;
+        if (range == null || key.worldSize() < 1) {
+            LOG.warn("LOOKUP {}: {}; reporting 0 hits", key.requestId(), range == null ? why[0] : "world_size " + key.worldSize());
+            metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
+        } else if (range.endChunk() > 0) {
+            long[] hashes = ChunkHashes.of(key, chunkSize, range.endChunk());
+            List<ObjectStore.ReadLock> locks = new ArrayList<>();
+            hits = store.lookupAndLock(key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, range.endChunk(),
+                    Math.max(0, key.numKvReaders()), locks);
+            leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
+            metrics.lookup((long) range.endChunk() * chunkSize, (long) hits * chunkSize);
+        }
+        results.put(key.requestId(), hits);
         return Reply.NONE;
     }
 
+    /** The hit count of the request's LOOKUP, once; 0 for an unknown (or already answered) request. */
     public Reply query(String requestId) {
-        return ZERO;
+        int hits = results.take(requestId);
+        return hits <= 0 ? ZERO : new Reply.Int(hits);
+    }
+
+    public Reply peekHits(String requestId) {
+        int hits = results.peek(requestId);
+        return hits <= 0 ? ZERO : new Reply.Int(hits);
     }
 
     public Reply freeLookupLocks(Request.FreeLookupLocks request) {
+        CacheKey key = request.key();
+        int from = Math.max(0, key.start()) / chunkSize;
+        int to = (Math.max(key.end(), key.start()) + chunkSize - 1) / chunkSize;
+        leases.free(key.requestId(), from, to);
         return Reply.NONE;
     }
 
     public Reply endSession(Request.EndSession request) {
+        leases.end(request.requestId());
         return Reply.NONE;
+    }
+
+    /** Active lookups whose count has not been queried yet (LMCache's active_prefetch_jobs). */
+    public int pendingResults() {
+        return results.size();
     }
 }

@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.storage.ObjectStore;
 import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -13,9 +14,11 @@ public final class ManagementModule {
     private static final Reply NO_EXPERIMENTS = new Reply.StrList(List.of());
 
     private final Reply chunkSize;
+    private final ObjectStore store;
 
-    public ManagementModule(int chunkSize) {
+    public ManagementModule(int chunkSize, ObjectStore store) {
         this.chunkSize = new Reply.Int(chunkSize);
+        this.store = store;
     }
 
     public Reply getChunkSize() {
@@ -35,8 +38,11 @@ public final class ManagementModule {
         return Reply.TRUE;
     }
 
+    /** Empties L1; objects in use stay unless forced (then they go as soon as their copy ends). */
     public Reply clear(Request.Clear clear) {
-        LOG.info("CLEAR (force={}): nothing is stored yet", clear.force());
+        ObjectStore.ClearResult result = store.clear(clear.force());
+        LOG.info("CLEAR (force={}): removed {} object(s), {} MiB{}", clear.force(), result.removed(), result.bytes() >> 20,
+                result.deferred() > 0 ? ", " + result.deferred() + " in use go when released" : "");
         return Reply.NONE;
     }
 

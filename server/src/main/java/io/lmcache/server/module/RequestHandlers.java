@@ -36,7 +36,7 @@ public final class RequestHandlers implements RequestHandler {
             case Request.Retrieve r -> lmcacheDriven.retrieve(r, peer);
             case Request.Lookup r -> lookup.lookup(r);
             case Request.QueryPrefetchStatus r -> lookup.query(r.requestId());
-            case Request.QueryPrefetchLookupHits r -> lookup.query(r.requestId());
+            case Request.QueryPrefetchLookupHits r -> lookup.peekHits(r.requestId());
             case Request.WaitPrefetchStatus r -> lookup.query(r.requestId());
             case Request.FreeLookupLocks r -> lookup.freeLookupLocks(r);
             case Request.EndSession r -> lookup.endSession(r);

@@ -5,11 +5,20 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder;
+import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.protocol.testing.Golden;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
@@ -49,6 +58,61 @@ class GoldenReplayIT {
     void repliesMatchTheGoldenCapture(String file) {
         int compared = replay(Golden.load(file), NO_STORAGE_OPS);
         assertTrue(compared > 0, "compared no replies in " + file);
+    }
+
+    /**
+     * The data-path captures, replayed whole on a fresh server: the shared-memory segments the
+     * captured REGISTERs name are recreated (with other contents), so every reply, STORE, QUERY
+     * and RETRIEVE included, must equal what the real client accepted.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"cpu_roundtrip.jsonl", "reregister.jsonl", "miss.jsonl", "skip_first_n.jsonl", "concurrent.jsonl"})
+    void dataPathCapturesReplayByteForByte(String file) throws Exception {
+        List<Golden.Message> messages = Golden.load(file);
+        List<Path> segments = createSegments(messages);
+        ServerProcess shared = server;
+        try (ServerProcess fresh = ServerProcess.start()) {
+            server = fresh;
+            Set<String> every = new java.util.HashSet<>();
+            messages.forEach(m -> every.add(m.op()));
+            int compared = replay(messages, every);
+            assertTrue(compared >= messages.size() / 2, "compared " + compared + " replies of " + file);
+        } finally {
+            server = shared;
+            for (Path segment : segments) {
+                Files.deleteIfExists(segment);
+            }
+        }
+    }
+
+    private static List<Path> createSegments(List<Golden.Message> messages) throws Exception {
+        List<Path> created = new ArrayList<>();
+        RequestDecoder decoder = new RequestDecoder();
+        java.util.Random random = new java.util.Random(3);
+        for (Golden.Message m : messages) {
+            if (!m.clientToServer() || !m.op().equals("register_kv_cache")) {
+                continue;
+            }
+            Request.RegisterKvCache register = (Request.RegisterKvCache) decoder.decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+            for (TensorWrapper wrapper : register.kvCaches()) {
+                TensorWrapper.CpuShm shm = (TensorWrapper.CpuShm) wrapper;
+                Path path = Path.of("/dev/shm", shm.shmName().substring(1));
+                if (!created.contains(path)) {
+                    writeRandom(path, shm.nbytes(), random);
+                    created.add(path);
+                }
+            }
+        }
+        return created;
+    }
+
+    private static void writeRandom(Path path, long bytes, java.util.Random random) throws IOException {
+        byte[] content = new byte[(int) bytes];
+        random.nextBytes(content);
+        try (RandomAccessFile file = new RandomAccessFile(path.toFile(), "rw")) {
+            file.setLength(0);
+            file.write(content);
+        }
     }
 
     /** Sends every c2s message of {@code messages}; checks each s2c reply whose op is in {@code ops}. Returns how many. */

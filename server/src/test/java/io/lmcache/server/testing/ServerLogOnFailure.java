@@ -1,6 +1,6 @@
 package io.lmcache.server.testing;
 
-import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.extension.AfterEachCallback;
@@ -8,33 +8,37 @@ import org.junit.jupiter.api.extension.BeforeEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
- * Prints the log of every running server when a test fails, and stops the servers the test
- * itself started (servers a class shares across its tests stay up).
+ * When a test fails, prints the log of every server it could have talked to (those running when it
+ * started and those it started, even if already stopped); after each test, stops the servers the
+ * test itself started (servers a class shares across its tests stay up).
  */
 public final class ServerLogOnFailure implements BeforeEachCallback, AfterEachCallback {
     private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(ServerLogOnFailure.class);
 
     @Override
     public void beforeEach(ExtensionContext context) {
-        context.getStore(NAMESPACE).put("before", new HashSet<>(ServerProcess.live()));
+        context.getStore(NAMESPACE).put("live", Set.copyOf(ServerProcess.live()));
+        context.getStore(NAMESPACE).put("started", ServerProcess.started().size());
     }
 
     @Override
     public void afterEach(ExtensionContext context) {
         @SuppressWarnings("unchecked")
-        Set<ServerProcess> before = context.getStore(NAMESPACE).get("before", Set.class);
-        List<ServerProcess> live = ServerProcess.live();
+        Set<ServerProcess> liveBefore = context.getStore(NAMESPACE).get("live", Set.class);
+        int startedBefore = context.getStore(NAMESPACE).get("started", Integer.class);
+        List<ServerProcess> started = ServerProcess.started();
+        List<ServerProcess> ours = started.subList(Math.min(startedBefore, started.size()), started.size());
         if (context.getExecutionException().isPresent()) {
-            for (ServerProcess server : live) {
+            Set<ServerProcess> relevant = new LinkedHashSet<>(liveBefore);
+            relevant.addAll(ours);
+            for (ServerProcess server : relevant) {
                 System.err.println("===== server log (pid " + server.pid() + ", " + server.logFile() + ") =====");
                 System.err.println(server.log());
                 System.err.println("===== end of server log =====");
             }
         }
-        for (ServerProcess server : live) {
-            if (before == null || !before.contains(server)) {
-                server.close();
-            }
+        for (ServerProcess server : ours) {
+            server.close();
         }
     }
 }

@@ -22,6 +22,7 @@ import java.util.regex.Pattern;
  */
 public final class ServerProcess implements AutoCloseable {
     private static final List<ServerProcess> LIVE = Collections.synchronizedList(new ArrayList<>());
+    private static final List<ServerProcess> STARTED = Collections.synchronizedList(new ArrayList<>());
 
     private final Process process;
     private final Path log;
@@ -75,6 +76,7 @@ public final class ServerProcess implements AutoCloseable {
             builder.environment().putAll(env);
             ServerProcess server = new ServerProcess(builder.start(), log, port, httpPort);
             LIVE.add(server);
+            STARTED.add(server);
             return server;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -162,6 +164,13 @@ public final class ServerProcess implements AutoCloseable {
                 Thread.currentThread().interrupt();
                 process.destroyForcibly();
             }
+        }
+    }
+
+    /** Every server started so far, closed or not (for the failure-log extension). */
+    static List<ServerProcess> started() {
+        synchronized (STARTED) {
+            return List.copyOf(STARTED);
         }
     }
 

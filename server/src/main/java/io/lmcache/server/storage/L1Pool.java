@@ -1,0 +1,287 @@
+package io.lmcache.server.storage;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.IntConsumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The L1 pool: one {@link MemorySegment} of {@code --l1-size-gb}, 64-bit offsets. Backed by a file
+ * in /dev/shm (so engine-driven workers can map it) that this process holds an exclusive lock on
+ * while it lives: a segment nobody locks is a dead server's and is removed at start; ours is
+ * removed at close. When /dev/shm is too small (or {@code --shm-name ""}), anonymous memory
+ * instead. Mapping costs nothing up front; a background thread prefaults (and, with a GPU, pins)
+ * the pool region by region, and each region becomes allocatable as soon as it is ready, so the
+ * server serves within moments of start at any size.
+ */
+public final class L1Pool implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(L1Pool.class);
+    static final Path SHM_DIR = Path.of("/dev/shm");
+    static final String DEFAULT_PREFIX = "lmcache_l1_pool_";
+    private static final long PAGE = 4096;
+
+    /** One step of getting a region ready (prefault is built in; a GPU backend adds pinning). */
+    public interface RegionStage {
+        String name();
+
+        void prepare(int region, MemorySegment slice) throws Exception;
+    }
+
+    private final MemorySegment segment;
+    private final Arena arena;
+    private final long bytes;
+    private final long regionBytes;
+    private final int regionCount;
+    private final Path shmPath;
+    private final FileChannel lockChannel;
+    private final FileLock fileLock;
+    private volatile int preparedRegions;
+    private volatile boolean closing;
+    private volatile String preparationError = "";
+    private Thread preparer;
+
+    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, FileChannel lockChannel, FileLock fileLock) {
+        this.segment = segment;
+        this.arena = arena;
+        this.bytes = bytes;
+        this.regionBytes = regionBytes;
+        this.regionCount = (int) ((bytes + regionBytes - 1) / regionBytes);
+        this.shmPath = shmPath;
+        this.lockChannel = lockChannel;
+        this.fileLock = fileLock;
+    }
+
+    /** Opens the pool: in /dev/shm under {@code shmName}, or anonymous when the name is empty or shm is too small. */
+    public static L1Pool open(String shmName, long bytes, long regionBytes) {
+        if (!shmName.isEmpty()) {
+            removeStaleSegments(shmName);
+            long usable = usableShmBytes();
+            if (usable >= bytes) {
+                try {
+                    return openShared(shmName, bytes, regionBytes);
+                } catch (IOException e) {
+                    LOG.warn("cannot create the L1 pool in /dev/shm/{} ({}); using anonymous memory: engine-driven shared-memory"
+                            + " transfers are unavailable", shmName, e.getMessage());
+                }
+            } else {
+                LOG.warn("/dev/shm has {} MiB free, the pool needs {} MiB: using anonymous memory instead; engine-driven"
+                        + " shared-memory transfers are unavailable (enlarge /dev/shm, e.g. --shm-size for containers)",
+                        usable >> 20, bytes >> 20);
+            }
+        }
+        return openAnonymous(bytes, regionBytes);
+    }
+
+    private static L1Pool openShared(String shmName, long bytes, long regionBytes) throws IOException {
+        Path path = SHM_DIR.resolve(shmName);
+        FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        FileLock lock;
+        try {
+            lock = channel.tryLock();
+            if (lock == null) {
+                throw new IOException("another process locked " + path + " as it was created");
+            }
+            // sparse: extending the file costs nothing until pages are touched
+            channel.write(ByteBuffer.wrap(new byte[1]), bytes - 1);
+            Arena arena = Arena.ofShared();
+            MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
+            LOG.info("L1 pool: {} MiB in /dev/shm/{} (regions of {} MiB)", bytes >> 20, shmName, regionBytes >> 20);
+            return new L1Pool(segment, arena, bytes, regionBytes, path, channel, lock);
+        } catch (IOException | RuntimeException e) {
+            channel.close();
+            Files.deleteIfExists(path);
+            throw e instanceof IOException io ? io : new IOException(e);
+        }
+    }
+
+    private static L1Pool openAnonymous(long bytes, long regionBytes) {
+        long address = Posix.mmapAnonymous(bytes);
+        if (address == 0) {
+            throw new IllegalStateException("cannot map " + (bytes >> 20) + " MiB of anonymous memory for the L1 pool");
+        }
+        Arena arena = Arena.ofShared();
+        MemorySegment segment = MemorySegment.ofAddress(address).reinterpret(bytes, arena, s -> Posix.munmap(address, bytes));
+        LOG.info("L1 pool: {} MiB of anonymous memory (regions of {} MiB)", bytes >> 20, regionBytes >> 20);
+        return new L1Pool(segment, arena, bytes, regionBytes, null, null, null);
+    }
+
+    private static long usableShmBytes() {
+        try {
+            return Files.getFileStore(SHM_DIR).getUsableSpace();
+        } catch (IOException e) {
+            return 0;
+        }
+    }
+
+    /**
+     * Removes our segment name if a dead server left it, and any default-named pool nobody holds.
+     * A segment that a running server locks is left alone (and, for our own name, is an error).
+     */
+    static void removeStaleSegments(String shmName) {
+        Path own = SHM_DIR.resolve(shmName);
+        if (Files.exists(own) && !removeIfUnlocked(own)) {
+            throw new IllegalStateException("/dev/shm/" + shmName + " is the L1 pool of another running server; pick another --shm-name");
+        }
+        try (DirectoryStream<Path> pools = Files.newDirectoryStream(SHM_DIR, DEFAULT_PREFIX + "*")) {
+            for (Path pool : pools) {
+                removeIfUnlocked(pool);
+            }
+        } catch (IOException e) {
+            LOG.debug("cannot scan /dev/shm for stale pools: {}", e.getMessage());
+        }
+    }
+
+    private static boolean removeIfUnlocked(Path path) {
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            FileLock lock;
+            try {
+                lock = channel.tryLock();
+            } catch (OverlappingFileLockException e) {
+                return false;
+            }
+            if (lock == null) {
+                return false;
+            }
+            try {
+                Files.deleteIfExists(path);
+                LOG.warn("removed stale L1 pool segment {} left by a server that is gone", path);
+            } finally {
+                lock.release();
+            }
+            return true;
+        } catch (IOException e) {
+            LOG.debug("cannot inspect {}: {}", path, e.getMessage());
+            return false;
+        }
+    }
+
+    /**
+     * Starts the background preparation: each region is prefaulted, then run through {@code stages}.
+     * Without stages (host memory only) every region is handed to {@code ready} at once, lowest
+     * first, and prefaulting just saves later page faults; with stages (pinning for DMA) a region
+     * is handed over when its last stage is done. Regions go in order, so the first is usable
+     * within moments either way.
+     */
+    public void startPreparation(List<RegionStage> stages, IntConsumer ready) {
+        if (stages.isEmpty()) {
+            // the allocator takes the most recently added region first: add the highest first
+            for (int region = regionCount - 1; region >= 0; region--) {
+                ready.accept(region);
+            }
+        }
+        IntConsumer afterStages = stages.isEmpty() ? region -> { } : ready;
+        preparer = new Thread(() -> prepareAll(stages, afterStages), "lmcache-pool-prepare");
+        preparer.setDaemon(true);
+        preparer.start();
+    }
+
+    private void prepareAll(List<RegionStage> stages, IntConsumer ready) {
+        long startNs = System.nanoTime();
+        int lastPercent = -1;
+        boolean populateWorks = true;
+        for (int region = 0; region < regionCount && !closing; region++) {
+            MemorySegment slice = slice(region);
+            try {
+                if (!(populateWorks && Posix.madvise(slice, Posix.MADV_POPULATE_WRITE))) {
+                    populateWorks = false;
+                    touchPages(slice);
+                }
+                for (RegionStage stage : stages) {
+                    stage.prepare(region, slice);
+                }
+            } catch (Throwable t) {
+                preparationError = "region " + region + ": " + t;
+                LOG.error("L1 pool preparation stopped at region {} of {}: {} — serving with the {} MiB that are ready", region,
+                        regionCount, t.toString(), (long) region * regionBytes >> 20);
+                return;
+            }
+            ready.accept(region);
+            preparedRegions = region + 1;
+            int percent = (int) (100L * preparedRegions / regionCount);
+            if (percent / 10 != lastPercent / 10 || preparedRegions == regionCount) {
+                lastPercent = percent;
+                LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms", percent, preparedRegions, regionCount,
+                        Math.min(bytes, (long) preparedRegions * regionBytes) >> 20,
+                        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
+            }
+        }
+    }
+
+    private static void touchPages(MemorySegment slice) {
+        for (long offset = 0; offset < slice.byteSize(); offset += PAGE) {
+            slice.set(java.lang.foreign.ValueLayout.JAVA_BYTE, offset, (byte) 0);
+        }
+    }
+
+    public MemorySegment segment() {
+        return segment;
+    }
+
+    public MemorySegment slice(int region) {
+        long offset = (long) region * regionBytes;
+        return segment.asSlice(offset, Math.min(regionBytes, bytes - offset));
+    }
+
+    public long bytes() {
+        return bytes;
+    }
+
+    public long regionBytes() {
+        return regionBytes;
+    }
+
+    public int regionCount() {
+        return regionCount;
+    }
+
+    public int preparedRegions() {
+        return preparedRegions;
+    }
+
+    public String preparationError() {
+        return preparationError;
+    }
+
+    /** The segment's name in /dev/shm (no leading slash), or "" for anonymous memory. */
+    public String shmName() {
+        return shmPath == null ? "" : shmPath.getFileName().toString();
+    }
+
+    public boolean isShared() {
+        return shmPath != null;
+    }
+
+    @Override
+    public void close() {
+        closing = true;
+        if (preparer != null) {
+            try {
+                preparer.join(TimeUnit.SECONDS.toMillis(30));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        arena.close();
+        if (shmPath != null) {
+            try {
+                Files.deleteIfExists(shmPath);
+                fileLock.release();
+                lockChannel.close();
+            } catch (IOException e) {
+                LOG.warn("cannot remove {}: {}", shmPath, e.getMessage());
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+package io.lmcache.server.storage;
+
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * Interns (model name, cache salt) pairs to small ints, counted by the objects that use them, so
+ * keys stay compact and a pair vanishes with its last object (salts can be per tenant and are not
+ * bounded). Guarded by the object store's lock, except {@link #peek}, which readers may call
+ * under the same lock too.
+ */
+final class NamespaceTable {
+    private record Name(String model, String salt) {}
+
+    private final Map<Name, Integer> ids = new HashMap<>();
+    private final Map<Integer, Name> names = new HashMap<>();
+    private final Map<Integer, int[]> refs = new HashMap<>();
+    private int next = 1;
+
+    /** The id of a pair, or 0 when no object of it exists (so nothing can hit). */
+    int peek(String model, String salt) {
+        Integer id = ids.get(new Name(model, salt));
+        return id == null ? 0 : id;
+    }
+
+    /** The id of a pair, created if needed; the caller then holds one reference. */
+    int acquire(String model, String salt) {
+        Name name = new Name(model, salt);
+        Integer id = ids.get(name);
+        if (id == null) {
+            id = next++;
+            if (next == Integer.MAX_VALUE) {
+                next = 1;
+            }
+            ids.put(name, id);
+            names.put(id, name);
+            refs.put(id, new int[1]);
+        }
+        refs.get(id)[0]++;
+        return id;
+    }
+
+    void release(int id) {
+        int[] count = refs.get(id);
+        if (count != null && --count[0] == 0) {
+            refs.remove(id);
+            ids.remove(names.remove(id));
+        }
+    }
+
+    String model(int id) {
+        Name name = names.get(id);
+        return name == null ? "" : name.model();
+    }
+
+    String salt(int id) {
+        Name name = names.get(id);
+        return name == null ? "" : name.salt();
+    }
+
+    int size() {
+        return ids.size();
+    }
+}

@@ -1,0 +1,76 @@
+package io.lmcache.server.storage;
+
+import java.util.concurrent.atomic.LongAdder;
+
+/** What the L1 tier counts; the metrics layer exports these under LMCache's names. */
+public final class StoreCounters {
+    /** Why an object left the pool. */
+    public enum EvictionReason {
+        /** The background controller, above the trigger watermark. */
+        WATERMARK("watermark"),
+        /** Inside an allocation that found the pool full. */
+        DEMAND("demand"),
+        /** CLEAR or /cache/clear. */
+        CLEAR("clear"),
+        /** A write lock left by a client that never finished, reclaimed at its TTL. */
+        EXPIRED_WRITE("expired_write"),
+        /** The writer gave up (copy failed, worker gone). */
+        ABORTED_WRITE("aborted_write");
+
+        private final String label;
+
+        EvictionReason(String label) {
+            this.label = label;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
+
+    public final LongAdder writeChunks = new LongAdder();
+    public final LongAdder writeBytes = new LongAdder();
+    public final LongAdder readChunks = new LongAdder();
+    public final LongAdder readBytes = new LongAdder();
+    public final LongAdder allocationFailures = new LongAdder();
+    public final LongAdder readLockExpiries = new LongAdder();
+    public final LongAdder writeLockExpiries = new LongAdder();
+    public final LongAdder formatMismatches = new LongAdder();
+    public final LongAdder evictionFailures = new LongAdder();
+    public final LongAdder evictionLoopTicks = new LongAdder();
+    public final LongAdder evictionLoopTriggered = new LongAdder();
+    private final LongAdder[] evictions = new LongAdder[EvictionReason.values().length];
+    private final LongAdder[] evictedBytes = new LongAdder[EvictionReason.values().length];
+
+    public StoreCounters() {
+        for (int i = 0; i < evictions.length; i++) {
+            evictions[i] = new LongAdder();
+            evictedBytes[i] = new LongAdder();
+        }
+    }
+
+    void evicted(EvictionReason reason, long bytes) {
+        evictions[reason.ordinal()].increment();
+        evictedBytes[reason.ordinal()].add(bytes);
+    }
+
+    public long evictions(EvictionReason reason) {
+        return evictions[reason.ordinal()].sum();
+    }
+
+    public long evictedBytes(EvictionReason reason) {
+        return evictedBytes[reason.ordinal()].sum();
+    }
+
+    /** Zeroes every counter (HTTP /metrics/reset). */
+    public void reset() {
+        for (LongAdder adder : new LongAdder[] {writeChunks, writeBytes, readChunks, readBytes, allocationFailures,
+            readLockExpiries, writeLockExpiries, formatMismatches, evictionFailures, evictionLoopTicks, evictionLoopTriggered}) {
+            adder.reset();
+        }
+        for (int i = 0; i < evictions.length; i++) {
+            evictions[i].reset();
+            evictedBytes[i].reset();
+        }
+    }
+}

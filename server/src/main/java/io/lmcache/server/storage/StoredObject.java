@@ -1,0 +1,74 @@
+package io.lmcache.server.storage;
+
+/**
+ * One object in the pool and its locks. All fields are guarded by the object store's lock; the
+ * bytes at {@code offset} are only touched by whoever holds the write lock (while WRITING) or a
+ * pin or read lock (while READY).
+ */
+public final class StoredObject {
+    enum State {
+        /** Reserved and being filled; invisible to lookups; write lock with a deadline. */
+        WRITING,
+        /** Published: readable, evictable when unlocked. */
+        READY,
+        /** Gone (evicted, cleared, aborted); the memory is back in the allocator. */
+        FREED
+    }
+
+    final ObjectKey key;
+    final long offset;
+    final long bytes;
+    final int format;
+    final long createdNs;
+    State state = State.WRITING;
+    long writeDeadlineNs;
+    /** Lookup read locks (expire at {@link #readDeadlineNs}). */
+    int readers;
+    long readDeadlineNs;
+    /** Bumped when expired read locks are reclaimed, so stale releases are ignored. */
+    int readEpoch;
+    /** In-flight copies out of the object; never expire (a copy is bounded by the request). */
+    int pins;
+    StoredObject lruPrev;
+    StoredObject lruNext;
+    boolean inLru;
+    StoredObject regionPrev;
+    StoredObject regionNext;
+    /** Removed by a forced clear while locked: freed when the last lock goes, never published. */
+    boolean doomed;
+
+    StoredObject(ObjectKey key, long offset, long bytes, int format, long nowNs) {
+        this.key = key;
+        this.offset = offset;
+        this.bytes = bytes;
+        this.format = format;
+        this.createdNs = nowNs;
+    }
+
+    public ObjectKey key() {
+        return key;
+    }
+
+    /** Byte offset of the object in the pool. */
+    public long offset() {
+        return offset;
+    }
+
+    public long bytes() {
+        return bytes;
+    }
+
+    /** The layout the bytes are in (see {@code ObjectFormat}); readers of another layout treat it as a miss. */
+    public int format() {
+        return format;
+    }
+
+    boolean isLocked() {
+        return state != State.READY || readers > 0 || pins > 0;
+    }
+
+    @Override
+    public String toString() {
+        return "StoredObject[" + key + " @" + offset + "+" + bytes + " " + state + " readers=" + readers + " pins=" + pins + "]";
+    }
+}

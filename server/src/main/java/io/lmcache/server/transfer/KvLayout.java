@@ -1,0 +1,103 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.protocol.DType;
+
+/**
+ * How a worker's paged KV cache sits in memory, reduced to what copying needs. A "piece" is one
+ * block of one layer and one plane (K, V, or the single plane of MLA/fused layouts); it is always
+ * contiguous, {@code subBlocks} runs of {@code blockSize} token rows of {@code rowBytes} each
+ * (HND: one run per head; NHD: one run of all heads).
+ *
+ * <p>A stored chunk object holds its pieces in the order {@code [plane][layer][block][piece]}; for
+ * NHD layouts that is LMCache's {@code KV_2LTD} (token-major, K then V), the same bytes the
+ * engine-driven path exchanges. The object's {@link #format()} says which order it is in, so a
+ * reader in another layout treats it as a miss instead of misreading it.
+ *
+ * @param tensorBaseBytes per registered tensor, the byte offset of the view in its storage
+ */
+public record KvLayout(
+        Kind kind,
+        boolean hnd,
+        int numLayers,
+        int numBlocks,
+        int blockSize,
+        int numHeads,
+        int headSize,
+        int planes,
+        DType dtype,
+        long pieceBytes,
+        int subBlocks,
+        long rowBytes,
+        long blockStrideBytes,
+        long planeStrideBytes,
+        long layerStrideBytes,
+        long[] tensorBaseBytes) {
+
+    /** The vLLM layouts of protocol doc §6.4. */
+    public enum Kind {
+        FLASH_ATTENTION("FlashAttention [2, nb, bs, nh, hs]"),
+        FLASH_INFER("FlashInfer [nb, 2, bs, nh, hs]"),
+        FUSED("fused K/V [nb, bs, nh, 2*hs]"),
+        MLA("MLA [nb, bs, hs]"),
+        CROSS_LAYER("cross-layer [nb, nl, 2, bs, nh, hs]");
+
+        private final String description;
+
+        Kind(String description) {
+            this.description = description;
+        }
+
+        public String description() {
+            return description;
+        }
+    }
+
+    /** Object formats; HND ones also carry the block size, since the bytes are tiled by it. */
+    public static final int FORMAT_TOKEN_MAJOR_KV = 1;
+    public static final int FORMAT_TOKEN_MAJOR_SINGLE = 2;
+    public static final int FORMAT_HEAD_MAJOR_KV = 3;
+    public static final int FORMAT_HEAD_MAJOR_SINGLE = 4;
+
+    public boolean crossLayer() {
+        return kind == Kind.CROSS_LAYER;
+    }
+
+    public int tensorCount() {
+        return tensorBaseBytes.length;
+    }
+
+    public int blocksPerChunk(int chunkSize) {
+        return chunkSize / blockSize;
+    }
+
+    public long objectBytes(int chunkSize) {
+        return (long) planes * numLayers * blocksPerChunk(chunkSize) * pieceBytes;
+    }
+
+    /** Bytes of KV per token per worker (LMCache's {@code cache_size_per_token}). */
+    public long bytesPerToken() {
+        return (long) planes * numLayers * pieceBytes / blockSize;
+    }
+
+    public int format() {
+        if (!hnd || subBlocks == 1) {
+            return planes == 2 ? FORMAT_TOKEN_MAJOR_KV : FORMAT_TOKEN_MAJOR_SINGLE;
+        }
+        return (planes == 2 ? FORMAT_HEAD_MAJOR_KV : FORMAT_HEAD_MAJOR_SINGLE) | (blockSize << 8);
+    }
+
+    public int tensorIndex(int layer) {
+        return crossLayer() ? 0 : layer;
+    }
+
+    /** Byte offset of the piece (layer, plane, block) in its tensor's storage. */
+    public long pieceOffset(int layer, int plane, int block) {
+        return tensorBaseBytes[tensorIndex(layer)] + (crossLayer() ? layer * layerStrideBytes : 0) + plane * planeStrideBytes
+                + block * blockStrideBytes;
+    }
+
+    public String describe() {
+        return kind.description() + (hnd ? " HND" : "") + ": " + numLayers + " layers, " + numBlocks + " blocks of " + blockSize
+                + " tokens, " + numHeads + " heads x " + headSize + ", " + dtype.torchName() + ", " + pieceBytes + " B per block piece";
+    }
+}

@@ -1,0 +1,58 @@
+package io.lmcache.server.transfer;
+
+/**
+ * Plans the copies of one chunk between a worker's paged KV tensors and a pool object: for every
+ * plane and layer, the chunk's blocks in token order, with runs of consecutive, adjacent blocks
+ * merged into one range (FlashAttention and MLA keep a layer's blocks back to back), and the
+ * tokens before {@code skipTokens} left out (whole blocks, then whole rows of a partly skipped
+ * block). The same plan serves both directions; only the executor decides which way bytes flow.
+ */
+public final class PiecePlanner {
+    private PiecePlanner() {}
+
+    /**
+     * @param blockIds the request's block ids for this group; the chunk uses {@code [firstId, firstId + B)}
+     * @param skipTokens tokens at the start of the chunk that must not be copied (RETRIEVE's skip)
+     * @param objectBase the object's byte offset in the pool
+     */
+    public static void chunk(KvLayout layout, int[] blockIds, int firstId, int blocksPerChunk, int skipTokens, long objectBase,
+            PieceSink sink) {
+        int blockSize = layout.blockSize();
+        int skippedBlocks = Math.min(blocksPerChunk, skipTokens / blockSize);
+        int partialRows = skippedBlocks < blocksPerChunk ? skipTokens % blockSize : 0;
+        boolean adjacent = layout.blockStrideBytes() == layout.pieceBytes();
+        long piece = layout.pieceBytes();
+        for (int plane = 0; plane < layout.planes(); plane++) {
+            for (int layer = 0; layer < layout.numLayers(); layer++) {
+                int tensor = layout.tensorIndex(layer);
+                long objectRow = objectBase + ((long) plane * layout.numLayers() + layer) * blocksPerChunk * piece;
+                int k = skippedBlocks;
+                if (partialRows > 0) {
+                    partialBlock(layout, tensor, layout.pieceOffset(layer, plane, blockIds[firstId + k]), objectRow + k * piece,
+                            partialRows, sink);
+                    k++;
+                }
+                while (k < blocksPerChunk) {
+                    int runStart = k;
+                    int block = blockIds[firstId + k];
+                    k++;
+                    while (adjacent && k < blocksPerChunk && blockIds[firstId + k] == block + (k - runStart)) {
+                        k++;
+                    }
+                    sink.piece(tensor, layout.pieceOffset(layer, plane, block), objectRow + runStart * piece, (k - runStart) * piece);
+                }
+            }
+        }
+    }
+
+    /** Rows {@code [fromRow, blockSize)} of every sub-block (head, for HND) of one piece. */
+    private static void partialBlock(KvLayout layout, int tensor, long tensorOffset, long objectOffset, int fromRow, PieceSink sink) {
+        long subBlockBytes = layout.blockSize() * layout.rowBytes();
+        long skip = fromRow * layout.rowBytes();
+        long length = subBlockBytes - skip;
+        for (int sub = 0; sub < layout.subBlocks(); sub++) {
+            long within = sub * subBlockBytes + skip;
+            sink.piece(tensor, tensorOffset + within, objectOffset + within, length);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+package io.lmcache.server.storage;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+class ObjectStoreTest {
+    private static final long MIB = 1 << 20;
+    private static final long WRITE_TTL_NS = TimeUnit.SECONDS.toNanos(600);
+    private static final long READ_TTL_NS = TimeUnit.SECONDS.toNanos(300);
+
+    private final AtomicLong nowNs = new AtomicLong(1_000_000_000L);
+
+    private ObjectStore store(long pool, long region, EvictionPolicy policy) {
+        SlabAllocator allocator = new SlabAllocator(pool, region);
+        ObjectStore store = new ObjectStore(allocator, pool, policy, WRITE_TTL_NS, READ_TTL_NS, nowNs::get, new StoreCounters());
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            store.addReadyRegion(r);
+        }
+        return store;
+    }
+
+    private static StoredObject put(ObjectStore store, long hash, long bytes) {
+        StoredObject object = store.reserve("m", "", 0, 0, hash, hash, bytes, 1);
+        assertTrue(object.offset() >= 0, "reserved " + hash);
+        assertTrue(store.commit(object));
+        return object;
+    }
+
+    private static boolean present(ObjectStore store, long hash, long bytes) {
+        StoredObject object = store.pinReady("m", "", 0, 0, hash, hash, 1, bytes);
+        if (object == null) {
+            return false;
+        }
+        store.unpin(object, false);
+        return true;
+    }
+
+    @Test
+    void reserveCommitPinAndExisting() {
+        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicy.LRU);
+        StoredObject object = store.reserve("m", "", 0, 0, 1, 1, MIB, 1);
+        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 1, MIB), "a WRITING object is invisible");
+        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 1), "and cannot be reserved twice");
+        assertTrue(store.commit(object));
+        assertTrue(present(store, 1, MIB));
+        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 1));
+        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 2, MIB), "another layout's reader gets a miss");
+        assertEquals(1, store.counters().formatMismatches.sum());
+        assertNull(store.pinReady("m", "salt", 0, 0, 1, 1, 1, MIB), "the cache salt isolates");
+        assertNull(store.pinReady("m", "", 1, 0, 1, 1, 1, MIB), "another kv rank");
+        store.checkInvariants();
+    }
+
+    @Test
+    void lruByBytesEvictsTailChunksOfAPrefixFirst() {
+        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicy.LRU);
+        // a 4-chunk prefix committed last chunk first, as the transfer module does
+        List<StoredObject> reserved = new ArrayList<>();
+        for (long chunk = 0; chunk < 4; chunk++) {
+            reserved.add(store.reserve("m", "", 0, 0, chunk, chunk, 2 * MIB, 1));
+        }
+        for (int i = reserved.size() - 1; i >= 0; i--) {
+            store.commit(reserved.get(i));
+        }
+        StoredObject fifth = store.reserve("m", "", 0, 0, 9, 9, 2 * MIB, 1);
+        assertTrue(fifth.offset() >= 0, "a full pool evicts on demand");
+        store.commit(fifth);
+        assertFalse(present(store, 3, 2 * MIB), "the tail chunk went first");
+        assertTrue(present(store, 0, 2 * MIB) && present(store, 1, 2 * MIB) && present(store, 2, 2 * MIB));
+        assertEquals(1, store.counters().evictions(EvictionReason.DEMAND));
+        store.checkInvariants();
+    }
+
+    @Test
+    void lockedAndPinnedObjectsAreNeverVictims() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        put(store, 1, 2 * MIB);
+        put(store, 2, 2 * MIB);
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
+        assertEquals(1, store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 1, locks));
+        StoredObject pinned = store.pinReady("m", "", 0, 0, 2, 2, 1, 2 * MIB);
+        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1), "everything is locked");
+        assertEquals(1, store.counters().allocationFailures.sum());
+        store.unpin(pinned, true);
+        assertTrue(store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1).offset() >= 0, "the unpinned one went");
+        assertTrue(present(store, 1, 2 * MIB), "the read-locked one survived");
+        store.checkInvariants();
+    }
+
+    @Test
+    void expiredReadLocksAreReclaimedAndStaleReleasesIgnored() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        put(store, 1, 2 * MIB);
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
+        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 2, locks);
+        assertEquals(1, store.snapshot().readLocked());
+        nowNs.addAndGet(READ_TTL_NS + 1);
+        assertEquals(1, store.sweepExpired());
+        assertEquals(0, store.snapshot().readLocked());
+        assertEquals(1, store.counters().readLockExpiries.sum());
+        // a new lock after the expiry; the old lease's release must not take it
+        List<ObjectStore.ReadLock> fresh = new ArrayList<>();
+        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 1, fresh);
+        store.releaseRead(locks.getFirst(), 2);
+        assertEquals(1, store.snapshot().readLocked(), "a stale release does nothing");
+        store.releaseRead(fresh.getFirst(), 1);
+        assertEquals(0, store.snapshot().readLocked());
+        store.checkInvariants();
+    }
+
+    @Test
+    void anAbandonedWriteIsReclaimedAtItsTtl() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        StoredObject abandoned = store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1);
+        nowNs.addAndGet(WRITE_TTL_NS - 1);
+        assertEquals(0, store.sweepExpired());
+        nowNs.addAndGet(2);
+        assertEquals(1, store.sweepExpired());
+        assertEquals(1, store.counters().writeLockExpiries.sum());
+        assertEquals(0, store.snapshot().usedBytes());
+        assertFalse(store.commit(abandoned), "a late commit finds its object gone");
+        assertTrue(store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1).offset() >= 0, "the key can be stored again");
+        store.checkInvariants();
+    }
+
+    @Test
+    void aFullPoolOfAnotherSizeClassGivesUpAWholeRegion() {
+        ObjectStore store = store(8 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        for (long h = 0; h < 8; h++) {
+            put(store, h, MIB);
+        }
+        // 3 MiB objects need a region of their own class: the least recently used region is drained
+        StoredObject big = store.reserve("m", "", 0, 0, 100, 100, 3 * MIB, 1);
+        assertTrue(big.offset() >= 0, "no failure from fragmentation while objects are evictable");
+        store.commit(big);
+        assertEquals(4, store.counters().evictions(EvictionReason.DEMAND));
+        store.checkInvariants();
+    }
+
+    @Test
+    void noopPolicyFailsWhenFull() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.NOOP);
+        put(store, 1, 2 * MIB);
+        put(store, 2, 2 * MIB);
+        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1));
+        assertTrue(present(store, 1, 2 * MIB) && present(store, 2, 2 * MIB));
+    }
+
+    @Test
+    void watermarkEvictionFreesTheRatio() {
+        ObjectStore store = store(10 * MIB, 10 * MIB, EvictionPolicy.LRU);
+        for (long h = 0; h < 9; h++) {
+            put(store, h, MIB);
+        }
+        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, 1, List.of());
+        assertEquals(2 * MIB, controller.tick(), "at 90% it frees 20% of the pool");
+        assertEquals(7 * MIB, store.snapshot().usedBytes());
+        assertEquals(0, controller.tick(), "below the watermark it does nothing");
+        assertFalse(present(store, 0, MIB) || present(store, 1, MIB), "the oldest went");
+    }
+
+    @Test
+    void aFailingSweeperIsCountedAndTheControllerGoesOn() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, 1, List.of(() -> {
+            throw new IllegalStateException("boom");
+        }));
+        controller.tick();
+        controller.tick();
+        assertEquals(2, store.counters().evictionFailures.sum());
+        assertEquals(2, store.counters().evictionLoopTicks.sum());
+    }
+
+    @Test
+    void clearKeepsObjectsInUseUnlessForced() {
+        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicy.LRU);
+        put(store, 1, MIB);
+        StoredObject writing = store.reserve("m", "", 0, 0, 2, 2, MIB, 1);
+        put(store, 3, MIB);
+        StoredObject pinned = store.pinReady("m", "", 0, 0, 3, 3, 1, MIB);
+        ObjectStore.ClearResult soft = store.clear(false);
+        assertEquals(1, soft.removed());
+        assertNotNull(pinned);
+        ObjectStore.ClearResult forced = store.clear(true);
+        assertEquals(2, forced.deferred(), "the writing and the pinned one go when released");
+        assertNull(store.pinReady("m", "", 0, 0, 3, 3, 1, MIB), "gone from view at once");
+        assertTrue(store.snapshot().usedBytes() > 0, "but their memory is not reused under the copy");
+        store.unpin(pinned, true);
+        assertFalse(store.commit(writing), "a doomed write is not published");
+        assertEquals(0, store.snapshot().usedBytes());
+        store.checkInvariants();
+    }
+}

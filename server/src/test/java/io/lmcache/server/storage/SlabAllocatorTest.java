@@ -1,0 +1,93 @@
+package io.lmcache.server.storage;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.HashSet;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+class SlabAllocatorTest {
+    private static final long MIB = 1 << 20;
+
+    private static SlabAllocator ready(long pool, long region) {
+        SlabAllocator allocator = new SlabAllocator(pool, region);
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            allocator.addReadyRegion(r);
+        }
+        return allocator;
+    }
+
+    @Test
+    void oneSizeClassPacksRegionsExactly() {
+        SlabAllocator allocator = ready(64 * MIB, 16 * MIB);
+        Set<Long> offsets = new HashSet<>();
+        for (int i = 0; i < 64; i++) {
+            long offset = allocator.allocate(MIB);
+            assertTrue(offset >= 0, "allocation " + i);
+            assertEquals(0, offset % SlabAllocator.ALIGN_BYTES);
+            assertTrue(offsets.add(offset));
+        }
+        assertEquals(-1, allocator.allocate(MIB), "64 x 1 MiB fill 64 MiB exactly");
+        assertEquals(64 * MIB, allocator.usedBytes());
+        for (long offset : offsets) {
+            allocator.free(offset);
+        }
+        assertEquals(0, allocator.usedBytes());
+        assertEquals(4, allocator.freeRegions(), "empty regions go back to the free list");
+    }
+
+    @Test
+    void sizesRoundUpToFourKibAndNeverSpanRegions() {
+        SlabAllocator allocator = ready(32 * MIB, 16 * MIB);
+        long a = allocator.allocate(5 * MIB + 1);
+        long b = allocator.allocate(5 * MIB + 1);
+        long c = allocator.allocate(5 * MIB + 1);
+        assertEquals(5 * MIB + 4096, allocator.slotBytesAt(a));
+        for (long offset : new long[] {a, b, c}) {
+            assertEquals(allocator.regionOf(offset), allocator.regionOf(offset + allocator.slotBytesAt(offset) - 1), "object within one region");
+        }
+    }
+
+    @Test
+    void anEmptiedRegionChangesClass() {
+        SlabAllocator allocator = ready(16 * MIB, 16 * MIB);
+        long small = allocator.allocate(MIB);
+        assertEquals(-1, allocator.allocate(8 * MIB), "the only region serves 1 MiB objects");
+        allocator.free(small);
+        assertTrue(allocator.allocate(8 * MIB) >= 0, "emptied, it takes the other class");
+    }
+
+    @Test
+    void onlyReadyRegionsServe() {
+        SlabAllocator allocator = new SlabAllocator(32 * MIB, 16 * MIB);
+        assertEquals(-1, allocator.allocate(MIB));
+        allocator.addReadyRegion(1);
+        long offset = allocator.allocate(MIB);
+        assertEquals(1, allocator.regionOf(offset));
+        assertEquals(16 * MIB, allocator.readyBytes());
+    }
+
+    @Test
+    void aShortLastRegionOnlyTakesWhatFits() {
+        SlabAllocator allocator = ready(20 * MIB, 16 * MIB);
+        assertEquals(2, allocator.regionCount());
+        assertEquals(4 * MIB, allocator.regionLength(1));
+        long big = allocator.allocate(10 * MIB);
+        assertEquals(0, allocator.regionOf(big));
+        assertEquals(-1, allocator.allocate(10 * MIB), "the 4 MiB region cannot hold 10 MiB");
+        assertNotEquals(-1, allocator.allocate(2 * MIB));
+    }
+
+    @Test
+    void badFreesAreRefused() {
+        SlabAllocator allocator = ready(16 * MIB, 16 * MIB);
+        long offset = allocator.allocate(MIB);
+        assertThrows(IllegalStateException.class, () -> allocator.free(offset + 4096));
+        assertThrows(IllegalStateException.class, () -> allocator.free(offset + 2 * MIB));
+        allocator.free(offset);
+        assertThrows(IllegalStateException.class, () -> allocator.free(offset), "double free");
+    }
+}

@@ -1,0 +1,65 @@
+package io.lmcache.server.transfer;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.lmcache.server.protocol.LayoutHints;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class PiecePlannerTest {
+    private record Piece(int tensor, long tensorOffset, long objectOffset, long length) {}
+
+    private static List<Piece> plan(KvLayout layout, int[] blocks, int skip) {
+        List<Piece> pieces = new ArrayList<>();
+        PiecePlanner.chunk(layout, blocks, 0, blocks.length, skip, 1000, (t, to, oo, len) -> pieces.add(new Piece(t, to, oo, len)));
+        return pieces;
+    }
+
+    @Test
+    void adjacentBlocksMergeAndEveryObjectByteIsWrittenOnce() throws Exception {
+        // FlashAttention NHD, 2 layers, blocks of 16 tokens, chunk of 4 blocks
+        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(2, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        List<Piece> pieces = plan(layout, new int[] {4, 5, 6, 9}, 0);
+        // per plane and layer: [4,5,6] as one run, [9] alone
+        assertEquals(2 * 2 * 2, pieces.size());
+        Piece first = pieces.getFirst();
+        assertEquals(3 * layout.pieceBytes(), first.length());
+        assertEquals(4 * layout.pieceBytes(), first.tensorOffset());
+        assertEquals(1000, first.objectOffset());
+        long covered = pieces.stream().mapToLong(Piece::length).sum();
+        assertEquals(layout.objectBytes(64), covered);
+        long[] objectOffsets = pieces.stream().mapToLong(Piece::objectOffset).sorted().toArray();
+        long expected = 1000;
+        for (long offset : objectOffsets) {
+            assertEquals(expected, offset, "object ranges are back to back");
+            expected += pieces.stream().filter(p -> p.objectOffset() == offset).findFirst().orElseThrow().length();
+        }
+    }
+
+    @Test
+    void flashInferBlocksNeverMerge() throws Exception {
+        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(1, 32, 2, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        List<Piece> pieces = plan(layout, new int[] {0, 1, 2, 3}, 0);
+        assertEquals(2 * 4, pieces.size(), "K and V of a block are interleaved with the next block's");
+    }
+
+    @Test
+    void skipLeavesWholeBlocksThenRowsOfThePartialOne() throws Exception {
+        KvLayout nhd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        List<Piece> pieces = plan(nhd, new int[] {0, 1, 2, 3}, 20);
+        long rowBytes = nhd.rowBytes();
+        // plane 0: block 1 from row 4 on, then blocks 2..3 merged
+        assertArrayEquals(new long[] {nhd.pieceBytes() + 4 * rowBytes, 1000 + nhd.pieceBytes() + 4 * rowBytes, 12 * rowBytes},
+                new long[] {pieces.get(0).tensorOffset(), pieces.get(0).objectOffset(), pieces.get(0).length()});
+        assertEquals(2 * nhd.pieceBytes(), pieces.get(1).length());
+        KvLayout hnd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 2, 16, 8), new LayoutHints("HND", 0, 0, 0), List.of(), 64);
+        List<Piece> hndPieces = plan(hnd, new int[] {0, 1, 2, 3}, 20);
+        // plane 0: two heads of block 1, rows 4..15 each, then blocks 2..3
+        assertEquals(12 * hnd.rowBytes(), hndPieces.get(0).length());
+        assertEquals(hnd.pieceBytes() + 16 * hnd.rowBytes() + 4 * hnd.rowBytes(), hndPieces.get(1).tensorOffset());
+        assertEquals(2 * hnd.pieceBytes(), hndPieces.get(2).length());
+        assertEquals(0, plan(nhd, new int[] {0, 1, 2, 3}, 64).size(), "a skip past the chunk copies nothing");
+    }
+}
