@@ -1,4 +1,4 @@
-"""CLI: ``python -m lmcache_testclient {list | selftest | run <scenario> --endpoint URL ...}``.
+"""CLI: ``python -m lmcache_testclient {list | selftest | run <scenario> | bench-copy} --endpoint URL ...``.
 
 Exit codes: 0 every check passed, 1 a check failed, 2 usage or environment error (a missing
 Python package, no /dev/shm, missing golden frames).
@@ -26,6 +26,20 @@ def _parser() -> argparse.ArgumentParser:
                      help="seed for tokens, ids and tensor data (default: random, printed)")
     run.add_argument("--timeout", type=float, default=10.0,
                      help="seconds to wait for each reply (default 10)")
+    bench = sub.add_parser("bench-copy", help="time STORE/RETRIEVE of a Llama-8B KV layout against a "
+                                              "plain memory copy (bench/run-copy.sh starts the server)")
+    bench.add_argument("--endpoint", required=True, help="e.g. tcp://127.0.0.1:5555")
+    bench.add_argument("--blocks", type=int, default=256, help="vLLM blocks per layer tensor (default 256)")
+    bench.add_argument("--repetitions", type=int, default=20, help="timed STOREs and RETRIEVEs (default 20)")
+    bench.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    bench.add_argument("--baseline-repetitions", type=int, default=20,
+                       help="plain copies, half before and half after the server rounds (default 20)")
+    bench.add_argument("--server-pid", type=int, default=None,
+                       help="the server's pid: its CPU is not counted as other processes' load")
+    bench.add_argument("--results", default=None, help="write the section into this RESULTS.md")
+    bench.add_argument("--command-line", default=None, help="the command line to record in RESULTS.md")
+    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each reply")
     return p
 
 
@@ -46,6 +60,10 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
+    if args.command == "bench-copy":
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        from . import bench_copy
+        return bench_copy.main(args)
     if args.command == "list":
         for s in scenarios.SCENARIOS.values():
             print(f"{s.name:24} {s.help}")

@@ -151,7 +151,7 @@ public final class ConfigLoader {
     private static Map<String, OptionSpec> optionsByKey(CommandLine commandLine) {
         Map<String, OptionSpec> byKey = new LinkedHashMap<>();
         for (OptionSpec option : commandLine.getCommandSpec().options()) {
-            if (!option.usageHelp() && !option.versionHelp()) {
+            if (!option.usageHelp() && !option.versionHelp() && !option.hidden()) {
                 byKey.put(keyOf(option), option);
             }
         }
@@ -263,7 +263,7 @@ public final class ConfigLoader {
         return new ServerConfig(host, port, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
                 l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile);
+                configFile == null ? "" : configFile, o.testHooks);
     }
 
     private interface Parser<T> {

@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
  * @param httpPort 0 = HTTP frontend off
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
+ * @param testHooks tests only: endpoints that break the server on purpose
  */
 public record ServerConfig(
         String host,
@@ -41,7 +42,8 @@ public record ServerConfig(
         String instanceId,
         String hashAlgorithm,
         DeviceMode device,
-        String configFile) {
+        String configFile,
+        boolean testHooks) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);

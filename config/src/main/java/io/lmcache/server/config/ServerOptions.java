@@ -106,6 +106,9 @@ final class ServerOptions {
     String prometheusPort;
 
     // --- tests only ---------------------------------------------------------------------------
+    @Option(names = "--test-hooks", hidden = true, description = "TESTS ONLY: enables POST /test/halt-loop.")
+    boolean testHooks;
+
     @Option(names = "--test-liveness-floor-seconds", hidden = true, defaultValue = "30",
             description = "TESTS ONLY: lowers the 30 s floor of the liveness timeouts.")
     String testLivenessFloorSeconds;

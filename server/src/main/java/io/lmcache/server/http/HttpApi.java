@@ -45,7 +45,7 @@ public final class HttpApi implements AutoCloseable {
 
     private final HttpServer server;
     private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("lmcache-http-", 0).factory());
-    private final Map<String, Route> routes = new LinkedHashMap<>();
+    private final Map<String, Route> routes = new java.util.concurrent.ConcurrentHashMap<>();
 
     public HttpApi(String host, int port) throws IOException {
         server = HttpServer.create(new InetSocketAddress(host, port), 64);
@@ -77,6 +77,8 @@ public final class HttpApi implements AutoCloseable {
             } else {
                 response = route.handle(exchange.getRequestMethod().toUpperCase(java.util.Locale.ROOT), exchange);
             }
+        } catch (ServerRoutes.BadRequest e) {
+            response = Response.json(400, Map.of("error", e.getMessage()));
         } catch (Exception e) {
             LOG.warn("HTTP {} {} failed", exchange.getRequestMethod(), path, e);
             response = Response.json(500, Map.of("error", e.getClass().getSimpleName() + ": " + e.getMessage()));

@@ -19,7 +19,7 @@ import org.slf4j.LoggerFactory;
 @ConfiguratorRank(ConfiguratorRank.CUSTOM_HIGH_PRIORITY)
 public final class LogSetup extends ContextAwareBase implements Configurator {
     public static final String ENV_LEVEL = "LMCACHE_LOG_LEVEL";
-    private static final String PATTERN = "[%d{\"yyyy-MM-dd HH:mm:ss,SSS\"}] LMCache %level: %msg \\(%logger{0}:%thread\\)%n%ex";
+    private static final String PATTERN = "[%d{\"yyyy-MM-dd HH:mm:ss,SSS\"}] LMCache %replace(%level){'^WARN$','WARNING'}: %msg \\(%logger{0}:%thread\\)%n%ex";
 
     @Override
     public ExecutionStatus configure(LoggerContext context) {
@@ -61,6 +61,26 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
         context.getLogger(Logger.ROOT_LOGGER_NAME).setLevel(level);
         return level;
+    }
+
+    /** Sets one logger's level ({@code name} empty: the root). */
+    public static Level setLevel(String name, String value) {
+        Level level = levelFromEnv(value);
+        LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
+        context.getLogger(name == null || name.isEmpty() ? Logger.ROOT_LOGGER_NAME : name).setLevel(level);
+        return level;
+    }
+
+    /** Loggers with an explicit level, and theirs. */
+    public static java.util.Map<String, String> levels() {
+        LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
+        java.util.Map<String, String> levels = new java.util.TreeMap<>();
+        for (Logger logger : context.getLoggerList()) {
+            if (logger.getLevel() != null) {
+                levels.put(logger.getName(), logger.getLevel().toString());
+            }
+        }
+        return levels;
     }
 
     public static Level rootLevel() {

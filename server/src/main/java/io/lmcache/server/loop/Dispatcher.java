@@ -139,6 +139,7 @@ public final class Dispatcher implements AutoCloseable {
             payload = CODEC.get().encoder.encode(failures.forOp(in.op()));
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
+        metrics.latency(in.op(), System.nanoTime() - in.receivedNs());
         inflight.decrementAndGet();
     }
 

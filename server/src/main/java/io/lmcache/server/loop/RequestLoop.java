@@ -1,5 +1,7 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.liveness.ConnectionMonitor;
+import io.lmcache.server.liveness.PeerConnections;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.RequestDecoder;
@@ -42,6 +44,10 @@ public final class RequestLoop implements AutoCloseable {
     private final ZMQ.Socket router;
     private final ZMQ.Socket wakeSocket;
     private final byte[] wakeIdentity;
+    private final PeerConnections connections;
+    private final ConnectionMonitor monitor;
+    /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
+    private zmq.io.Metadata lastMetadata;
     private final CountDownLatch terminated = new CountDownLatch(1);
     private volatile boolean accepting = true;
     private volatile boolean running = true;
@@ -50,11 +56,15 @@ public final class RequestLoop implements AutoCloseable {
     private Thread thread;
 
     /** Binds the socket at once, so a port conflict fails start-up rather than the first request. */
-    public RequestLoop(String endpoint, Dispatcher dispatcher, ReplyQueue replies) {
+    public RequestLoop(String endpoint, Dispatcher dispatcher, ReplyQueue replies, PeerConnections connections) {
         this.endpoint = endpoint;
         this.dispatcher = dispatcher;
         this.replies = replies;
+        this.connections = connections;
         router = context.createSocket(SocketType.ROUTER);
+        String monitorEndpoint = "inproc://lmcache-monitor-" + System.identityHashCode(this);
+        router.monitor(monitorEndpoint, ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED);
+        monitor = new ConnectionMonitor(context, monitorEndpoint, connections);
         router.setLinger(2000);
         router.setMaxMsgSize(MAX_MESSAGE_BYTES);
         router.setSndHWM(100_000);
@@ -92,6 +102,7 @@ public final class RequestLoop implements AutoCloseable {
     }
 
     public void start() {
+        monitor.start();
         thread = new Thread(this::run, "lmcache-request-loop");
         thread.start();
     }
@@ -136,6 +147,7 @@ public final class RequestLoop implements AutoCloseable {
             LOG.error("request loop failed; no more requests will be served", e);
         } finally {
             running = false;
+            monitor.close();
             context.close();
             terminated.countDown();
             LOG.info("request loop stopped");
@@ -164,7 +176,7 @@ public final class RequestLoop implements AutoCloseable {
         }
         byte[] first;
         try {
-            first = router.recv(0);
+            first = receiveFrame(0);
         } finally {
             replies.awake();
         }
@@ -193,7 +205,7 @@ public final class RequestLoop implements AutoCloseable {
     }
 
     private boolean receiveOne() {
-        byte[] first = router.recv(ZMQ.DONTWAIT);
+        byte[] first = receiveFrame(ZMQ.DONTWAIT);
         if (first == null) {
             return false;
         }
@@ -201,13 +213,34 @@ public final class RequestLoop implements AutoCloseable {
         return true;
     }
 
+    /** One frame through the socket's base, so the connection's metadata (peer address) is visible; null on EAGAIN. */
+    private byte[] receiveFrame(int flags) {
+        zmq.Msg msg = router.base().recv(flags);
+        if (msg == null) {
+            int errno = router.base().errno();
+            if (errno == zmq.ZError.EAGAIN) {
+                return null;
+            }
+            throw new ZMQException(errno);
+        }
+        zmq.io.Metadata metadata = msg.getMetadata();
+        if (metadata != null && metadata != lastMetadata) {
+            lastMetadata = metadata;
+            pendingAddress = metadata.get(zmq.io.Metadata.PEER_ADDRESS);
+        }
+        return msg.data();
+    }
+
+    private String pendingAddress;
+
     private void handleMessage(byte[] first) {
         byte[][] frames = new byte[8][];
         frames[0] = first;
         int count = 1;
         int dropped = 0;
+        pendingAddress = null;
         while (router.hasReceiveMore()) {
-            byte[] frame = router.recv(0);
+            byte[] frame = receiveFrame(0);
             if (count == MAX_FRAMES) {
                 dropped++;
                 continue;
@@ -219,6 +252,9 @@ public final class RequestLoop implements AutoCloseable {
         }
         if (count == 2 && Arrays.equals(first, wakeIdentity)) {
             return;
+        }
+        if (pendingAddress != null) {
+            connections.seen(new PeerId(first), pendingAddress);
         }
         if (dropped > 0) {
             LOG.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);

@@ -2,60 +2,129 @@ package io.lmcache.server.metrics;
 
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
-import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.Timer;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Supplier;
+import java.util.function.ToDoubleFunction;
 
 /**
- * The server's meters, named as LMCache's exporter names them ({@code lmcache_mp_*}; Micrometer adds
- * {@code _total} to counters). Every meter a hot path touches is created here, once, so counting
- * never allocates.
+ * The server's meters, named as LMCache's exporter names them ({@code lmcache_mp_*}; Micrometer
+ * adds {@code _total} to counters). Counters are {@link LongAdder}s behind function counters, so a
+ * hot path counts without allocating and {@code POST /metrics/reset} can zero them; meters a hot
+ * path touches are created once, up front.
  */
 public final class ServerMetrics {
+    private static final double[] PERCENTILES = {0.5, 0.99, 0.999};
+
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-    private final Map<Op, Counter> requests = new EnumMap<>(Op.class);
-    private final Map<Op, Counter> handlerErrors = new EnumMap<>(Op.class);
-    private final Map<Op, Counter> unsupportedOps = new EnumMap<>(Op.class);
-    private final Map<ProtocolException.Reason, Counter> badRequests = new EnumMap<>(ProtocolException.Reason.class);
-    private final Counter unknownOps;
-    private final Counter shortMessages;
-    private final Counter ignoredFrames;
-    private final Counter lookupRequestedTokens;
-    private final Counter lookupHitTokens;
+    private final List<LongAdder> resettable = new ArrayList<>();
+    private final List<Runnable> resetHooks = new ArrayList<>();
+    private final Map<String, LongAdder> dynamic = new ConcurrentHashMap<>();
+    private final Map<Op, LongAdder> requests = new EnumMap<>(Op.class);
+    private final Map<Op, LongAdder> handlerErrors = new EnumMap<>(Op.class);
+    private final Map<Op, LongAdder> unsupportedOps = new EnumMap<>(Op.class);
+    private final Map<Op, AtomicReference<Timer>> latency = new EnumMap<>(Op.class);
+    private final Map<ProtocolException.Reason, LongAdder> badRequests = new EnumMap<>(ProtocolException.Reason.class);
+    private final LongAdder unknownOps;
+    private final LongAdder shortMessages;
+    private final LongAdder ignoredFrames;
+    private final LongAdder lookupRequestedTokens;
+    private final LongAdder lookupHitTokens;
+    private final LongAdder storeBytes;
+    private final LongAdder retrieveBytes;
+    private final LongAdder storeNanos;
+    private final LongAdder retrieveNanos;
 
     public ServerMetrics() {
+        new io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics().bindTo(registry);
+        new io.micrometer.core.instrument.binder.jvm.JvmGcMetrics().bindTo(registry);
+        new io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics().bindTo(registry);
+        new io.micrometer.core.instrument.binder.system.ProcessorMetrics().bindTo(registry);
+        new io.micrometer.core.instrument.binder.system.UptimeMetrics().bindTo(registry);
         for (Op op : Op.values()) {
-            requests.put(op, Counter.builder("lmcache_mp.requests").description("requests received, by operation")
-                    .tag("op", op.wireName()).register(registry));
-            handlerErrors.put(op, Counter.builder("lmcache_mp.handler_errors")
-                    .description("handlers that threw; the client still got the failure value").tag("op", op.wireName())
-                    .register(registry));
-            unsupportedOps.put(op, Counter.builder("lmcache_mp.unsupported_ops")
-                    .description("requests for features this server does not provide (no reply)").tag("op", op.wireName())
-                    .register(registry));
+            requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
+            handlerErrors.put(op, counter("lmcache_mp.handler_errors", "handlers that threw; the client still got the failure value",
+                    "op", op.wireName()));
+            unsupportedOps.put(op, counter("lmcache_mp.unsupported_ops", "requests for features this server does not provide (no reply)",
+                    "op", op.wireName()));
+            AtomicReference<Timer> timer = new AtomicReference<>(newTimer(op));
+            latency.put(op, timer);
         }
+        resetHooks.add(() -> {
+            for (Op op : Op.values()) {
+                Timer old = latency.get(op).get();
+                registry.remove(old);
+                latency.get(op).set(newTimer(op));
+            }
+        });
         for (ProtocolException.Reason reason : ProtocolException.Reason.values()) {
-            badRequests.put(reason, Counter.builder("lmcache_mp.bad_requests")
-                    .description("requests that could not be decoded").tag("reason", reason.label()).register(registry));
+            badRequests.put(reason, counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", reason.label()));
         }
-        unknownOps = Counter.builder("lmcache_mp.unknown_ops").description("requests whose op is not in the table (no reply)")
-                .register(registry);
-        shortMessages = Counter.builder("lmcache_mp.bad_requests").description("requests that could not be decoded")
-                .tag("reason", "fewer_than_3_frames").register(registry);
-        ignoredFrames = Counter.builder("lmcache_mp.ignored_frames")
-                .description("payload frames beyond what the operation takes (ignored)").register(registry);
-        lookupRequestedTokens = Counter.builder("lmcache_mp.lookup_requested_tokens")
-                .description("tokens asked for by LOOKUP (whole chunks)").register(registry);
-        lookupHitTokens = Counter.builder("lmcache_mp.lookup_hit_tokens")
-                .description("tokens found by LOOKUP (leading whole chunks on every kv rank)").register(registry);
+        unknownOps = counter("lmcache_mp.unknown_ops", "requests whose op is not in the table (no reply)");
+        shortMessages = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "fewer_than_3_frames");
+        ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
+        lookupRequestedTokens = counter("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)");
+        lookupHitTokens = counter("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)");
+        storeBytes = counter("lmcache_mp.store_bytes", "bytes copied into L1 by STORE");
+        retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
+        storeNanos = counter("lmcache_mp.store_copy_nanoseconds", "time spent copying for STORE");
+        retrieveNanos = counter("lmcache_mp.retrieve_copy_nanoseconds", "time spent copying for RETRIEVE");
     }
 
-    public void lookup(long requestedTokens, long hitTokens) {
-        lookupRequestedTokens.increment(requestedTokens);
-        lookupHitTokens.increment(hitTokens);
+    private Timer newTimer(Op op) {
+        return Timer.builder("lmcache_mp.request_latency").description("time from receiving a request to queueing its reply")
+                .tag("op", op.wireName()).publishPercentiles(PERCENTILES)
+                .minimumExpectedValue(Duration.ofNanos(5_000)).maximumExpectedValue(Duration.ofSeconds(30)).register(registry);
+    }
+
+    /** A counter backed by a LongAdder (zeroed by {@link #reset}). */
+    public LongAdder counter(String name, String description, String... tags) {
+        LongAdder adder = new LongAdder();
+        FunctionCounter.builder(name, adder, LongAdder::sum).description(description).tags(tags).register(registry);
+        synchronized (resettable) {
+            resettable.add(adder);
+        }
+        return adder;
+    }
+
+    /** A counter over a value someone else keeps; {@code reset} zeroes it there. */
+    public <T> void functionCounter(String name, String description, T source, ToDoubleFunction<T> value, String... tags) {
+        FunctionCounter.builder(name, source, value).description(description).tags(tags).register(registry);
+    }
+
+    public void gauge(String name, String description, Supplier<Number> value, String... tags) {
+        Gauge.builder(name, value).description(description).tags(Tags.of(tags)).register(registry);
+    }
+
+    /** Something else to zero on {@code POST /metrics/reset}. */
+    public void onReset(Runnable hook) {
+        synchronized (resetHooks) {
+            resetHooks.add(hook);
+        }
+    }
+
+    /** A counter for a rare event (failures): looked up by name and tags, created on first use. */
+    public void increment(String name, String description, String... tags) {
+        declare(name, description, tags).increment();
+    }
+
+    /** Creates such a counter at zero now, so dashboards see the series before the first event. */
+    public LongAdder declare(String name, String description, String... tags) {
+        String key = name + Tags.of(tags);
+        return dynamic.computeIfAbsent(key, k -> counter(name, description, tags));
     }
 
     public MeterRegistry registry() {
@@ -68,6 +137,10 @@ public final class ServerMetrics {
 
     public void request(Op op) {
         requests.get(op).increment();
+    }
+
+    public void latency(Op op, long nanos) {
+        latency.get(op).get().record(nanos, java.util.concurrent.TimeUnit.NANOSECONDS);
     }
 
     public void handlerError(Op op) {
@@ -91,16 +164,64 @@ public final class ServerMetrics {
     }
 
     public void ignoredFrames(int count) {
-        ignoredFrames.increment(count);
+        ignoredFrames.add(count);
     }
 
-    /** A counter for a rare event (failures): looked up by name and tags, created on first use. */
-    public void increment(String name, String description, String... tags) {
-        Counter.builder(name).description(description).tags(tags).register(registry).increment();
+    public void lookup(long requestedTokens, long hitTokens) {
+        lookupRequestedTokens.add(requestedTokens);
+        lookupHitTokens.add(hitTokens);
+    }
+
+    public void stored(long bytes, long nanos) {
+        storeBytes.add(bytes);
+        storeNanos.add(nanos);
+    }
+
+    public void retrieved(long bytes, long nanos) {
+        retrieveBytes.add(bytes);
+        retrieveNanos.add(nanos);
+    }
+
+    public long storeBytes() {
+        return storeBytes.sum();
+    }
+
+    public long retrieveBytes() {
+        return retrieveBytes.sum();
+    }
+
+    public long storeNanos() {
+        return storeNanos.sum();
+    }
+
+    public long retrieveNanos() {
+        return retrieveNanos.sum();
+    }
+
+    public long lookupRequestedTokens() {
+        return lookupRequestedTokens.sum();
+    }
+
+    public long lookupHitTokens() {
+        return lookupHitTokens.sum();
+    }
+
+    public long requests(Op op) {
+        return requests.get(op).sum();
+    }
+
+    /** Zeroes every counter and histogram ({@code POST /metrics/reset}); gauges keep showing the present. */
+    public void reset() {
+        synchronized (resettable) {
+            resettable.forEach(LongAdder::reset);
+        }
+        synchronized (resetHooks) {
+            resetHooks.forEach(Runnable::run);
+        }
     }
 
     public double count(String name, String tagKey, String tagValue) {
-        Counter counter = registry.find(name).tag(tagKey, tagValue).counter();
+        FunctionCounter counter = registry.find(name).tag(tagKey, tagValue).functionCounter();
         return counter == null ? 0 : counter.count();
     }
 }

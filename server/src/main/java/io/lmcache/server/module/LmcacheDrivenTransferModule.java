@@ -1,5 +1,7 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;
@@ -33,7 +35,7 @@ import org.slf4j.LoggerFactory;
  * of it, into other blocks). CPU workers share their tensors as POSIX shared memory and the copy
  * is done before the reply, whose event handle is then 64 zero bytes.
  */
-public final class LmcacheDrivenTransferModule {
+public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget {
     private static final Logger LOG = LoggerFactory.getLogger(LmcacheDrivenTransferModule.class);
     private static final String FAILURES = "lmcache_mp.transfer_failures";
     private static final String FAILURES_HELP = "STORE/RETRIEVE answered with false, by reason";
@@ -45,17 +47,28 @@ public final class LmcacheDrivenTransferModule {
     private final MemorySegment pool;
     private final LookupLeases leases;
     private final ServerMetrics metrics;
-    /** The leaf lock: guards the two maps, never held across mapping, copies or calls out. */
+    private final Liveness liveness;
+    /** The leaf lock: guards the maps and the liveness entries, never held across mapping, copies or calls out. */
     private final Object lock = new Object();
     private final Map<Long, InstanceContext> instances = new HashMap<>();
     private final Map<Long, String> failedRegistrations = new HashMap<>();
+    /** Reaped and not yet released (the reaper calls {@link #dropInstanceState} for each). */
+    private final Map<Long, InstanceContext> reaped = new HashMap<>();
 
-    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics) {
+    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
+            Liveness liveness) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
         this.leases = leases;
         this.metrics = metrics;
+        this.liveness = liveness;
+        for (String op : new String[] {"store", "retrieve"}) {
+            for (String reason : new String[] {"unknown_instance", "registration_failed", "bad_range", "bad_worker_id", "bad_block_ids",
+                "tensors_gone", "copy_failed", "no_memory", "not_found", "bad_skip"}) {
+                metrics.declare(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+            }
+        }
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -66,6 +79,7 @@ public final class LmcacheDrivenTransferModule {
             InstanceContext existing = instances.get(id);
             if (existing != null && existing.wrappers().equals(request.kvCaches()) && existing.worldSize() == request.worldSize()
                     && existing.modelName().equals(request.modelName())) {
+                liveness.traffic(existing.liveness(), peer);
                 LOG.debug("instance {} registered again with the same tensors: kept", id);
                 return Reply.NONE;
             }
@@ -112,7 +126,8 @@ public final class LmcacheDrivenTransferModule {
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
         KvTensors tensors = mapTensors(request.kvCaches());
-        return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, tensors, request.kvCaches(), peer);
+        return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, tensors, request.kvCaches(), peer,
+                liveness.newEntry(peer));
     }
 
     private static KvTensors mapTensors(List<TensorWrapper> wrappers) throws LayoutException {
@@ -146,7 +161,7 @@ public final class LmcacheDrivenTransferModule {
     // --- transfers -----------------------------------------------------------------------------
 
     public Reply store(Request.Store request, PeerId peer) {
-        InstanceContext context = acquire(request.instanceId(), "store");
+        InstanceContext context = acquire(request.instanceId(), peer, "store");
         if (context == null) {
             return FailureReplies.transferFailed();
         }
@@ -175,12 +190,14 @@ public final class LmcacheDrivenTransferModule {
                 reserved[j] = object == ObjectStore.EXISTS ? null : object;
             }
             HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, true);
+            long startNs = System.nanoTime();
             try {
                 for (int j = 0; j < reserved.length; j++) {
                     if (reserved[j] != null) {
                         PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, 0, reserved[j].offset(), copy);
                     }
                 }
+                metrics.stored(copy.bytes, System.nanoTime() - startNs);
             } catch (RuntimeException | InternalError e) {
                 abortAll(reserved);
                 fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " failed while copying: " + e);
@@ -197,7 +214,6 @@ public final class LmcacheDrivenTransferModule {
                 fail("store", "no_memory", "STORE for instance " + request.instanceId() + ": no room in L1 for a " + (objectBytes >> 10)
                         + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20) + " MiB ready in use, "
                         + (pool.objects() - pool.evictable()) + " object(s) locked or being written); stored what fit");
-                metrics.increment("lmcache_mp.l1_allocation_failure", "chunks that found no room in L1", "during", "l1_store");
                 return FailureReplies.transferFailed();
             }
             return DONE;
@@ -207,7 +223,7 @@ public final class LmcacheDrivenTransferModule {
     }
 
     public Reply retrieve(Request.Retrieve request, PeerId peer) {
-        InstanceContext context = acquire(request.instanceId(), "retrieve");
+        InstanceContext context = acquire(request.instanceId(), peer, "retrieve");
         CacheKey key = request.key();
         if (context == null) {
             return FailureReplies.transferFailed();
@@ -239,11 +255,13 @@ public final class LmcacheDrivenTransferModule {
                 }
             }
             HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, false);
+            long startNs = System.nanoTime();
             try {
                 for (int j = 0; j < pinned.length; j++) {
                     int skipInChunk = Math.max(0, request.skipFirstNTokens() - j * chunkSize);
                     PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, skipInChunk, pinned[j].offset(), copy);
                 }
+                metrics.retrieved(copy.bytes, System.nanoTime() - startNs);
             } catch (RuntimeException | InternalError e) {
                 unpinAll(pinned, false);
                 fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " failed while copying: " + e);
@@ -304,12 +322,15 @@ public final class LmcacheDrivenTransferModule {
         return new Plan(range, ChunkHashes.of(key, chunkSize, range.endChunk()), blocks, blocksPerChunk);
     }
 
-    private InstanceContext acquire(long instanceId, String op) {
+    private InstanceContext acquire(long instanceId, PeerId peer, String op) {
         InstanceContext context;
         String failure;
         synchronized (lock) {
             context = instances.get(instanceId);
             failure = failedRegistrations.get(instanceId);
+            if (context != null) {
+                liveness.traffic(context.liveness(), peer);
+            }
         }
         if (context != null && context.acquire()) {
             return context;
@@ -348,11 +369,123 @@ public final class LmcacheDrivenTransferModule {
         }
     }
 
+    /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */
+    public void status(Map<String, Object> status, io.lmcache.server.liveness.PeerConnections connections) {
+        List<InstanceContext> all;
+        synchronized (lock) {
+            all = new ArrayList<>(instances.values());
+        }
+        List<Long> ids = new ArrayList<>();
+        Map<String, Object> meta = new java.util.LinkedHashMap<>();
+        for (InstanceContext context : all) {
+            ids.add(context.instanceId());
+            KvLayout layout = context.layout();
+            Map<String, Object> group = new java.util.LinkedHashMap<>();
+            group.put("kernel_group_idx", 0);
+            group.put("engine_group_idx", 0);
+            group.put("object_group_idx", 0);
+            group.put("num_layers", layout.numLayers());
+            group.put("layer_indices", java.util.stream.IntStream.range(0, layout.numLayers()).boxed().toList());
+            group.put("tokens_per_block", layout.blockSize());
+            group.put("slots_per_block", layout.blockSize());
+            group.put("dtype", "torch." + context.wrappers().getFirst().dtype().torchName());
+            group.put("engine_kv_concrete_shape", java.util.Arrays.toString(context.wrappers().getFirst().shape()));
+            group.put("is_mla", layout.kind() == KvLayout.Kind.MLA);
+            group.put("engine_kv_format", layout.kind().name() + (layout.hnd() ? "_HND" : "_NHD"));
+            group.put("engine_kv_shape", layout.kind().description());
+            group.put("attention_backend", layout.kind().name());
+            Map<String, Object> kvLayout = new java.util.LinkedHashMap<>();
+            kvLayout.put("num_layers", layout.numLayers());
+            kvLayout.put("num_blocks", layout.numBlocks());
+            kvLayout.put("cache_size_per_token", layout.bytesPerToken());
+            kvLayout.put("kernel_groups", List.of(group));
+            Map<String, Object> entry = new java.util.LinkedHashMap<>();
+            entry.put("model_name", context.modelName());
+            entry.put("world_size", context.worldSize());
+            entry.put("kv_cache_layout", kvLayout);
+            long closed;
+            synchronized (lock) {
+                closed = connections.closedSinceNs(context.liveness().peer());
+            }
+            entry.put("connection_closed", closed >= 0);
+            meta.put(Long.toString(context.instanceId()), entry);
+        }
+        status.put("registered_gpu_ids", ids);
+        status.put("cache_context_meta", meta);
+    }
+
+    // --- liveness ---------------------------------------------------------------------------
+
+    @Override
+    public String livenessName() {
+        return "lmcache_driven_transfer";
+    }
+
+    @Override
+    public void touchInstance(long instanceId, PeerId peer) {
+        synchronized (lock) {
+            InstanceContext context = instances.get(instanceId);
+            if (context != null) {
+                liveness.ping(context.liveness(), peer);
+            }
+        }
+    }
+
+    @Override
+    public List<Reaped> reapStaleInstances(long timeoutNs, long graceNs) {
+        List<Reaped> stale = new ArrayList<>();
+        synchronized (lock) {
+            for (var it = instances.entrySet().iterator(); it.hasNext(); ) {
+                InstanceContext context = it.next().getValue();
+                Reason reason = liveness.staleReason(context.liveness(), timeoutNs, graceNs);
+                if (reason != null) {
+                    it.remove();
+                    reaped.put(context.instanceId(), context);
+                    stale.add(new Reaped(context.instanceId(), reason, liveness.nowNs() - context.liveness().lastSeenNs()));
+                }
+            }
+        }
+        return stale;
+    }
+
+    @Override
+    public int trackedInstanceCount() {
+        synchronized (lock) {
+            return instances.size();
+        }
+    }
+
+    /** The same release as UNREGISTER: the mappings go (now, or when the transfers in flight finish). */
+    @Override
+    public void dropInstanceState(long instanceId) {
+        InstanceContext context;
+        synchronized (lock) {
+            context = reaped.remove(instanceId);
+            failedRegistrations.remove(instanceId);
+        }
+        if (context != null) {
+            context.close();
+        }
+    }
+
+    /** Unmaps every registered instance (shutdown). */
+    public void close() {
+        List<InstanceContext> all;
+        synchronized (lock) {
+            all = new ArrayList<>(instances.values());
+            all.addAll(reaped.values());
+            instances.clear();
+            reaped.clear();
+        }
+        all.forEach(InstanceContext::close);
+    }
+
     /** Copies pieces between a worker's shared-memory tensors and the pool, in the direction given. */
     private static final class HostCopy implements io.lmcache.server.transfer.PieceSink {
         private final HostKvTensors tensors;
         private final MemorySegment pool;
         private final boolean toPool;
+        long bytes;
 
         HostCopy(HostKvTensors tensors, MemorySegment pool, boolean toPool) {
             this.tensors = Objects.requireNonNull(tensors);
@@ -362,6 +495,7 @@ public final class LmcacheDrivenTransferModule {
 
         @Override
         public void piece(int tensor, long tensorOffset, long objectOffset, long length) {
+            bytes += length;
             if (toPool) {
                 MemorySegment.copy(tensors.tensor(tensor), tensorOffset, pool, objectOffset, length);
             } else {

@@ -1,24 +1,45 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Handshake, health and housekeeping: GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP, PING, CLEAR, REPORT_BLOCK_ALLOCATION. */
-public final class ManagementModule {
+/**
+ * Handshake, health and housekeeping: GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP, PING, CLEAR,
+ * REPORT_BLOCK_ALLOCATION, and the worker reaper over every liveness target. Built last and closed
+ * first, so no reap runs against a half-closed module.
+ */
+public final class ManagementModule implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ManagementModule.class);
     private static final Reply OK = new Reply.Str("OK");
     private static final Reply NO_EXPERIMENTS = new Reply.StrList(List.of());
 
     private final Reply chunkSize;
     private final ObjectStore store;
+    private final List<InstanceLivenessTarget> targets;
+    private final Reaper reaper;
+    private final Map<String, Object> livenessSettings;
+    private boolean reaperRunning;
 
-    public ManagementModule(int chunkSize, ObjectStore store) {
+    public ManagementModule(int chunkSize, ObjectStore store, List<InstanceLivenessTarget> targets, Reaper reaper,
+            Map<String, Object> livenessSettings) {
         this.chunkSize = new Reply.Int(chunkSize);
         this.store = store;
+        this.targets = List.copyOf(targets);
+        this.reaper = reaper;
+        this.livenessSettings = livenessSettings;
+    }
+
+    public void start() {
+        reaperRunning = reaper.start();
     }
 
     public Reply getChunkSize() {
@@ -33,8 +54,20 @@ public final class ManagementModule {
         return OK;
     }
 
-    /** Always true: a false or late answer sends the client into degraded mode. */
-    public Reply ping(Request.Ping ping) {
+    /**
+     * Touches every target for a worker's id (the scheduler's None is an untracked probe) and always
+     * answers true: a false or late answer sends the client into degraded mode.
+     */
+    public Reply ping(Request.Ping ping, PeerId peer) {
+        if (!ping.untracked()) {
+            for (InstanceLivenessTarget target : targets) {
+                try {
+                    target.touchInstance(ping.instanceId(), peer);
+                } catch (RuntimeException e) {
+                    LOG.error("liveness target {} failed on PING of {}", target.livenessName(), ping.instanceId(), e);
+                }
+            }
+        }
         return Reply.TRUE;
     }
 
@@ -51,5 +84,29 @@ public final class ManagementModule {
             LOG.debug("block allocation report from {} ({}): {} record(s)", report.instanceId(), report.modelName(), report.records().size());
         }
         return Reply.NONE;
+    }
+
+    /** LMCache's {@code worker_liveness} status block, plus what we count. */
+    public Map<String, Object> livenessStatus() {
+        Map<String, Object> status = new LinkedHashMap<>(livenessSettings);
+        status.put("enabled", reaperRunning);
+        status.put("tracked_instances", reaper.trackedInstances());
+        Map<String, Object> reaped = new LinkedHashMap<>();
+        for (InstanceLivenessTarget.Reason reason : InstanceLivenessTarget.Reason.values()) {
+            reaped.put(reason.label(), reaper.reaped(reason));
+        }
+        status.put("reaped_workers", reaped);
+        status.put("release_timeouts", reaper.releaseTimeouts());
+        status.put("release_failures", reaper.releaseFailures());
+        return status;
+    }
+
+    public Reaper reaper() {
+        return reaper;
+    }
+
+    @Override
+    public void close() {
+        reaper.close();
     }
 }

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.List;
@@ -17,11 +18,12 @@ public final class InstanceContext {
     private final KvTensors tensors;
     private final List<TensorWrapper> wrappers;
     private final PeerId peer;
+    private final Liveness.Entry liveness;
     private int leases;
     private boolean closed;
 
     public InstanceContext(long instanceId, String modelName, int worldSize, KvLayout layout, KvTensors tensors,
-            List<TensorWrapper> wrappers, PeerId peer) {
+            List<TensorWrapper> wrappers, PeerId peer, Liveness.Entry liveness) {
         this.instanceId = instanceId;
         this.modelName = modelName;
         this.worldSize = worldSize;
@@ -29,6 +31,12 @@ public final class InstanceContext {
         this.tensors = tensors;
         this.wrappers = wrappers;
         this.peer = peer;
+        this.liveness = liveness;
+    }
+
+    /** Liveness state; guarded by the owning module's lock. */
+    public Liveness.Entry liveness() {
+        return liveness;
     }
 
     public long instanceId() {

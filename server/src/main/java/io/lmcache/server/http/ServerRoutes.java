@@ -1,0 +1,142 @@
+package io.lmcache.server.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.lmcache.server.config.Versions;
+import io.lmcache.server.logging.LogSetup;
+import java.io.IOException;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.Supplier;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The LMCache-compatible endpoints beyond the core ones: {@code /status}, {@code /config},
+ * {@code /version}, {@code /loglevel}, {@code POST /metrics/reset}, {@code POST /cache/clear}.
+ * Mutating ones go through the {@link AdminGuard}; nothing here reveals the environment.
+ */
+public final class ServerRoutes {
+    /** What the routes need from the server. */
+    public interface Server {
+        Map<String, Object> status();
+
+        Map<String, Object> config();
+
+        /** Clears L1; returns what was cleared. */
+        Map<String, Object> clear(boolean force);
+
+        void resetMetrics();
+    }
+
+    private ServerRoutes() {}
+
+    public static void register(HttpApi api, Server server, AdminGuard guard) {
+        api.route("/status", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.status())));
+        api.route("/config", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.config())));
+        api.route("/version", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, Versions.version())));
+        api.route("/metrics/reset", (method, exchange) -> {
+            if (!method.equals("POST")) {
+                return HttpApi.methodNotAllowed(method);
+            }
+            HttpApi.Response denied = guard.check(exchange);
+            if (denied != null) {
+                return denied;
+            }
+            server.resetMetrics();
+            LoggerFactory.getLogger(ServerRoutes.class).info("metrics reset through HTTP by {}", exchange.getRemoteAddress());
+            return HttpApi.Response.text(200, "text/plain; charset=utf-8", "ok");
+        });
+        api.route("/cache/clear", (method, exchange) -> {
+            if (!method.equals("POST")) {
+                return HttpApi.methodNotAllowed(method);
+            }
+            HttpApi.Response denied = guard.check(exchange);
+            if (denied != null) {
+                return denied;
+            }
+            JsonNode body = body(exchange);
+            String tier = body.path("tier").asText("l1");
+            if (!tier.equals("l1") && !tier.equals("all")) {
+                return HttpApi.Response.json(400, Map.of("error", "tier must be l1 (the only tier this server has) or all, got " + tier));
+            }
+            Map<String, Object> cleared = server.clear(body.path("force").asBoolean(true));
+            cleared.put("tier", "l1");
+            Map<String, Object> response = new LinkedHashMap<>();
+            response.put("status", "ok");
+            response.put("cleared", cleared);
+            return HttpApi.Response.json(200, response);
+        });
+        api.route("/loglevel", (method, exchange) -> {
+            Map<String, String> query = query(exchange.getRequestURI().getRawQuery());
+            String level = query.get("level");
+            if (method.equals("POST")) {
+                JsonNode body = body(exchange);
+                level = body.path("level").asText(level);
+            } else if (!method.equals("GET")) {
+                return HttpApi.methodNotAllowed(method);
+            }
+            if (level != null) {
+                HttpApi.Response denied = guard.check(exchange);
+                if (denied != null) {
+                    return denied;
+                }
+                if (!isLevel(level)) {
+                    return HttpApi.Response.json(400, Map.of("error", "unknown level '" + level + "' (DEBUG, INFO, WARNING, ERROR)"));
+                }
+                LogSetup.setLevel(query.getOrDefault("logger_name", ""), level);
+            }
+            Map<String, Object> response = new LinkedHashMap<>();
+            response.put("level", LogSetup.rootLevel().toString());
+            response.put("loggers", LogSetup.levels());
+            return HttpApi.Response.json(200, response);
+        });
+    }
+
+    private static boolean isLevel(String level) {
+        return switch (level.strip().toUpperCase(java.util.Locale.ROOT)) {
+            case "TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "OFF" -> true;
+            default -> false;
+        };
+    }
+
+    private static HttpApi.Response get(String method, Supplier<HttpApi.Response> response) {
+        return method.equals("GET") ? response.get() : HttpApi.methodNotAllowed(method);
+    }
+
+    /** The JSON body, or an empty object (a body is optional everywhere here). */
+    private static JsonNode body(com.sun.net.httpserver.HttpExchange exchange) throws IOException {
+        byte[] bytes = exchange.getRequestBody().readNBytes(64 * 1024);
+        if (bytes.length == 0) {
+            return HttpApi.JSON.createObjectNode();
+        }
+        try {
+            return HttpApi.JSON.readTree(bytes);
+        } catch (IOException e) {
+            throw new BadRequest("the body is not JSON: " + e.getMessage().lines().findFirst().orElse(""));
+        }
+    }
+
+    static Map<String, String> query(String raw) {
+        Map<String, String> out = new LinkedHashMap<>();
+        if (raw == null || raw.isEmpty()) {
+            return out;
+        }
+        for (String pair : raw.split("&")) {
+            int eq = pair.indexOf('=');
+            String key = URLDecoder.decode(eq < 0 ? pair : pair.substring(0, eq), StandardCharsets.UTF_8);
+            String value = eq < 0 ? "" : URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8);
+            out.put(key, value);
+        }
+        return out;
+    }
+
+    /** A client error with its message (answered 400). */
+    public static final class BadRequest extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        BadRequest(String message) {
+            super(message);
+        }
+    }
+}

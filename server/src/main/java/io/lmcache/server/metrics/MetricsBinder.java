@@ -1,0 +1,62 @@
+package io.lmcache.server.metrics;
+
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.IntSupplier;
+
+/** Exposes what the L1 tier and the reaper count under LMCache's metric names. */
+public final class MetricsBinder {
+    private MetricsBinder() {}
+
+    public static void bindStore(ServerMetrics metrics, ObjectStore store) {
+        StoreCounters c = store.counters();
+        adder(metrics, "lmcache_mp.l1_write_chunks", "chunk objects written to L1 (one per chunk per kv rank)", c.writeChunks);
+        adder(metrics, "lmcache_mp.l1_read_chunks", "chunk objects read from L1", c.readChunks);
+        adder(metrics, "lmcache_mp.l1_write_bytes", "bytes written to L1", c.writeBytes);
+        adder(metrics, "lmcache_mp.l1_read_bytes", "bytes read from L1", c.readBytes);
+        for (EvictionReason reason : EvictionReason.values()) {
+            metrics.functionCounter("lmcache_mp.l1_evicted_chunks", "chunk objects removed from L1, by reason", c,
+                    counters -> counters.evictions(reason), "reason", reason.label());
+            metrics.functionCounter("lmcache_mp.l1_evicted_bytes", "bytes removed from L1, by reason", c,
+                    counters -> counters.evictedBytes(reason), "reason", reason.label());
+        }
+        adder(metrics, "lmcache_mp.l1_eviction_loop_ticks", "passes of the eviction controller", c.evictionLoopTicks);
+        adder(metrics, "lmcache_mp.l1_eviction_loop_triggered", "passes that found usage at the watermark", c.evictionLoopTriggered);
+        adder(metrics, "lmcache_mp.l1_eviction_failures", "eviction passes that failed (the controller kept running)", c.evictionFailures);
+        adder(metrics, "lmcache_mp.l1_allocation_failure", "chunks that found no room in L1", c.allocationFailures, "during", "l1_store");
+        adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.readLockExpiries, "kind", "read");
+        adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.writeLockExpiries, "kind", "write");
+        adder(metrics, "lmcache_mp.l1_format_mismatches", "reads of an object stored in another layout (a miss)", c.formatMismatches);
+        metrics.onReset(c::reset);
+        metrics.gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects", () -> store.snapshot().usedBytes());
+        metrics.gauge("lmcache_mp.l1_memory_total_bytes", "size of the L1 pool", store::poolBytes);
+        metrics.gauge("lmcache_mp.l1_memory_ready_bytes", "bytes of L1 prepared and allocatable", () -> store.snapshot().readyBytes());
+        metrics.gauge("lmcache_mp.l1_usage_ratio", "L1 used bytes over its size", store::usageRatio);
+        metrics.gauge("lmcache_mp.l1_objects", "chunk objects in L1", () -> store.snapshot().objects());
+    }
+
+    public static void bindLiveness(ServerMetrics metrics, Reaper reaper) {
+        metrics.gauge("lmcache_mp.tracked_instances", "worker instances the liveness targets track", reaper::trackedInstances);
+        for (InstanceLivenessTarget.Reason reason : InstanceLivenessTarget.Reason.values()) {
+            metrics.functionCounter("lmcache_mp.reaped_workers", "worker instances reaped, by reason", reaper, r -> r.reaped(reason),
+                    "reason", reason.label());
+        }
+        metrics.functionCounter("lmcache_mp.reaper_release_timeouts", "releases of a reaped worker that took too long", reaper,
+                Reaper::releaseTimeouts);
+        metrics.functionCounter("lmcache_mp.reaper_release_failures", "releases of a reaped worker that failed", reaper,
+                Reaper::releaseFailures);
+        metrics.onReset(reaper::resetCounters);
+    }
+
+    public static void bindLookups(ServerMetrics metrics, IntSupplier pendingResults) {
+        metrics.gauge("lmcache_mp.active_prefetch_jobs", "LOOKUP results not yet queried", pendingResults::getAsInt);
+    }
+
+    private static void adder(ServerMetrics metrics, String name, String help, LongAdder adder, String... tags) {
+        metrics.functionCounter(name, help, adder, LongAdder::sum, tags);
+    }
+}

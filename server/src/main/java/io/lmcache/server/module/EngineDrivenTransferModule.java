@@ -1,0 +1,524 @@
+package io.lmcache.server.module;
+
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.DType;
+import io.lmcache.server.protocol.EngineDrivenRegistration;
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.storage.L1Pool;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ChunkRange;
+import io.lmcache.server.transfer.KvLayout;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Engine-driven transfers (protocol doc §7.3): the worker copies its paged KV itself, into and out
+ * of slots of the server's L1 pool, which it maps from /dev/shm. PREPARE_STORE reserves (write-locks)
+ * objects for the chunks not stored yet and hands out their slots; COMMIT_STORE publishes them.
+ * PREPARE_RETRIEVE pins the stored chunks (all or nothing) and hands out their slots; COMMIT_RETRIEVE
+ * releases them. Slots of a worker that never commits go back at their TTL or when the reaper frees
+ * the worker, never later. Only the shared-memory data path is served; the pickle path is refused.
+ */
+public final class EngineDrivenTransferModule implements InstanceLivenessTarget {
+    private static final Logger LOG = LoggerFactory.getLogger(EngineDrivenTransferModule.class);
+    private static final String FAILURES = "lmcache_mp.engine_driven_failures";
+    private static final String FAILURES_HELP = "engine-driven requests answered with a failure value, by op and reason";
+    private static final String EXPIRED = "lmcache_mp.engine_driven_expired";
+    private static final String EXPIRED_HELP = "engine-driven reservations and pinned retrieves reclaimed at their TTL";
+    private static final Reply ALL_CACHED = new Reply.PrepareStore(List.of(), new int[0]);
+    private static final Reply MISS = new Reply.PrepareRetrieve(false, List.of());
+
+    /** A reservation's identity: the key without request id, configs and readers (§7.3), the prefix named by its last chunk. */
+    private record PendingKey(String model, String salt, int worldSize, int workerId, int start, int end, long lastHi, long lastLo) {}
+
+    private record Pending(List<StoredObject> objects, long createdNs) {}
+
+    /** One registered engine-driven worker and what it has in flight; guarded by the module lock. */
+    private static final class Context {
+        final EngineDrivenRegistration registration;
+        final long objectBytes;
+        final int[] slotShape;
+        final int format;
+        final Liveness.Entry liveness;
+        final Map<PendingKey, Pending> writes = new HashMap<>();
+        final Map<PendingKey, Pending> reads = new HashMap<>();
+
+        Context(EngineDrivenRegistration registration, long objectBytes, int[] slotShape, int format, Liveness.Entry liveness) {
+            this.registration = registration;
+            this.objectBytes = objectBytes;
+            this.slotShape = slotShape;
+            this.format = format;
+            this.liveness = liveness;
+        }
+    }
+
+    private final int chunkSize;
+    private final ObjectStore store;
+    private final L1Pool pool;
+    private final LookupLeases leases;
+    private final ServerMetrics metrics;
+    private final Liveness liveness;
+    private final long writeTtlNs;
+    private final long readTtlNs;
+    private final Object lock = new Object();
+    private final Map<Long, Context> contexts = new HashMap<>();
+    private final Map<Long, Context> reaped = new HashMap<>();
+
+    public EngineDrivenTransferModule(int chunkSize, ObjectStore store, L1Pool pool, LookupLeases leases, ServerMetrics metrics,
+            Liveness liveness, long writeTtlNs, long readTtlNs) {
+        this.chunkSize = chunkSize;
+        this.store = store;
+        this.pool = pool;
+        this.leases = leases;
+        this.metrics = metrics;
+        this.liveness = liveness;
+        this.writeTtlNs = writeTtlNs;
+        this.readTtlNs = readTtlNs;
+        for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {
+            for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation"}) {
+                metrics.declare(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
+            }
+        }
+    }
+
+    // --- registration --------------------------------------------------------------------------
+
+    public Reply register(Request.RegisterEngineDrivenContext request, PeerId peer) {
+        EngineDrivenRegistration r = request.registration();
+        if (!pool.isShared()) {
+            fail(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, "no_shared_pool", "engine-driven worker " + r.instanceId()
+                    + ": the L1 pool is not in /dev/shm (anonymous memory), and the pickle data path is not supported; its stores and"
+                    + " retrieves will fail. Give the server a /dev/shm large enough for --l1-size-gb");
+            return new Reply.EnginePool("", 0);
+        }
+        String invalid = validate(r);
+        if (invalid != null) {
+            fail(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, "bad_registration", "engine-driven REGISTER of instance " + r.instanceId()
+                    + " refused: " + invalid);
+            return new Reply.EnginePool("", 0);
+        }
+        DType dtype = DType.fromTorchName(r.dtypeStr());
+        int tokens = r.numPhysicalSlots() > 0 ? r.numPhysicalSlots() : chunkSize;
+        long objectBytes = (r.useMla() ? 1L : 2L) * r.numLayers() * tokens * r.hiddenDimSize() * dtype.elementSize();
+        if (objectBytes > store.maxObjectBytes()) {
+            fail(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, "bad_registration", "engine-driven REGISTER of instance " + r.instanceId()
+                    + ": a chunk object takes " + (objectBytes >> 20) + " MiB, more than an L1 region (" + (store.maxObjectBytes() >> 20)
+                    + " MiB); raise --l1-region-size-mb");
+            return new Reply.EnginePool("", 0);
+        }
+        int[] shape = r.useMla() ? new int[] {r.numLayers(), tokens, r.hiddenDimSize()} : new int[] {2, r.numLayers(), tokens, r.hiddenDimSize()};
+        int format = r.useMla() ? KvLayout.FORMAT_TOKEN_MAJOR_SINGLE : KvLayout.FORMAT_TOKEN_MAJOR_KV;
+        Context replaced;
+        synchronized (lock) {
+            Context existing = contexts.get(r.instanceId());
+            if (existing != null && existing.registration.equals(r)) {
+                liveness.traffic(existing.liveness, peer);
+                return poolReply();
+            }
+            replaced = contexts.put(r.instanceId(), new Context(r, objectBytes, shape, format, liveness.newEntry(peer)));
+        }
+        if (replaced != null) {
+            release(replaced);
+        }
+        LOG.info("registered engine-driven instance {} from peer {}: model {}, world size {}, {} layers x {} tokens x {} ({}{}), "
+                + "{} KiB chunk objects in /dev/shm/{}", r.instanceId(), peer, r.modelName(), r.worldSize(), r.numLayers(), tokens,
+                r.hiddenDimSize(), r.dtypeStr(), r.useMla() ? ", single plane" : ", K and V", objectBytes >> 10, pool.shmName());
+        return poolReply();
+    }
+
+    private Reply poolReply() {
+        return new Reply.EnginePool(pool.shmName(), pool.bytes());
+    }
+
+    private String validate(EngineDrivenRegistration r) {
+        if (r.numLayers() <= 0 || r.hiddenDimSize() <= 0 || r.blockSize() <= 0 || r.worldSize() <= 0 || r.numPhysicalSlots() < 0) {
+            return "num_layers, hidden_dim_size, block_size and world_size must be positive, got " + r;
+        }
+        if (DType.fromTorchName(r.dtypeStr()) == null) {
+            return "unknown dtype_str '" + r.dtypeStr() + "'";
+        }
+        if (chunkSize % r.blockSize() != 0) {
+            return "block size " + r.blockSize() + " must divide the chunk size " + chunkSize;
+        }
+        return null;
+    }
+
+    public Reply unregister(Request.UnregisterEngineDrivenContext request) {
+        Context removed;
+        synchronized (lock) {
+            removed = contexts.remove(request.instanceId());
+        }
+        if (removed == null) {
+            LOG.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
+        } else {
+            release(removed);
+            LOG.info("unregistered engine-driven instance {}", request.instanceId());
+        }
+        return Reply.NONE;
+    }
+
+    // --- store -----------------------------------------------------------------------------------
+
+    public Reply prepareStore(Request.PrepareStore request, PeerId peer) {
+        Context context = context(request.instanceId(), peer, Op.PREPARE_STORE);
+        CacheKey key = request.key();
+        Resolved resolved = context == null ? null : resolve(context, key, Op.PREPARE_STORE);
+        if (resolved == null) {
+            return ALL_CACHED;
+        }
+        List<StoredObject> reserved = new ArrayList<>();
+        List<Reply.Slot> slots = new ArrayList<>();
+        int[] indices = new int[resolved.range.count()];
+        int count = 0;
+        for (int j = 0; j < resolved.range.count(); j++) {
+            int chunk = resolved.range.firstChunk() + j;
+            StoredObject object = store.reserve(key.modelName(), key.cacheSalt(), key.workerId(), 0, resolved.hashes[2 * chunk],
+                    resolved.hashes[2 * chunk + 1], context.objectBytes, context.format);
+            if (object == ObjectStore.NO_MEMORY) {
+                fail(Op.PREPARE_STORE, "no_memory", "PREPARE_STORE for engine-driven instance " + request.instanceId()
+                        + ": no room in L1 for chunk " + j + " of " + resolved.range.count() + "; reserving the chunks before it only");
+                break;
+            }
+            if (object != ObjectStore.EXISTS) {
+                reserved.add(object);
+                slots.add(new Reply.Slot(object.offset(), context.objectBytes, context.slotShape, context.registration.dtypeStr()));
+                indices[count++] = j;
+            }
+        }
+        if (reserved.isEmpty()) {
+            return ALL_CACHED;
+        }
+        Pending previous;
+        synchronized (lock) {
+            previous = context.writes.put(resolved.pendingKey, new Pending(reserved, liveness.nowNs()));
+        }
+        if (previous != null) {
+            previous.objects.forEach(store::abort);
+        }
+        return new Reply.PrepareStore(slots, java.util.Arrays.copyOf(indices, count));
+    }
+
+    public Reply commitStore(Request.CommitStore request, PeerId peer) {
+        Context context = context(request.instanceId(), peer, Op.COMMIT_STORE);
+        if (context == null) {
+            return Reply.FALSE;
+        }
+        Resolved resolved = resolve(context, request.key(), Op.COMMIT_STORE);
+        if (resolved == null) {
+            return Reply.FALSE;
+        }
+        Pending pending;
+        synchronized (lock) {
+            pending = context.writes.remove(resolved.pendingKey);
+        }
+        if (request.data().length > 0) {
+            // the pickle data path, or a newer client's abort sentinel: either way nothing of ours is published
+            if (pending != null) {
+                pending.objects.forEach(store::abort);
+            }
+            fail(Op.COMMIT_STORE, "pickle_data", "COMMIT_STORE from engine-driven instance " + request.instanceId() + " carries "
+                    + request.data().length + " bytes of data: the pickle data path is not supported (use the /dev/shm pool)");
+            return Reply.FALSE;
+        }
+        if (pending == null) {
+            fail(Op.COMMIT_STORE, "no_reservation", "COMMIT_STORE from engine-driven instance " + request.instanceId()
+                    + " with no reservation pending for " + request.key() + " (no PREPARE_STORE, already committed, or expired)");
+            return Reply.FALSE;
+        }
+        boolean all = true;
+        // last chunk first, so the head of the prefix is the most recently used
+        for (int i = pending.objects.size() - 1; i >= 0; i--) {
+            all &= store.commit(pending.objects.get(i));
+        }
+        if (!all) {
+            fail(Op.COMMIT_STORE, "expired", "COMMIT_STORE from engine-driven instance " + request.instanceId()
+                    + ": a reservation expired (write TTL) or was cleared before the commit");
+        }
+        return all ? Reply.TRUE : Reply.FALSE;
+    }
+
+    // --- retrieve --------------------------------------------------------------------------------
+
+    public Reply prepareRetrieve(Request.PrepareRetrieve request, PeerId peer) {
+        Context context = context(request.instanceId(), peer, Op.PREPARE_RETRIEVE);
+        CacheKey key = request.key();
+        Resolved resolved = context == null ? null : resolve(context, key, Op.PREPARE_RETRIEVE);
+        if (resolved == null || resolved.range.count() == 0) {
+            rememberMiss(context, resolved);
+            return MISS;
+        }
+        List<StoredObject> pinned = new ArrayList<>();
+        for (int j = 0; j < resolved.range.count(); j++) {
+            int chunk = resolved.range.firstChunk() + j;
+            StoredObject object = store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), 0, resolved.hashes[2 * chunk],
+                    resolved.hashes[2 * chunk + 1], context.format, context.objectBytes);
+            if (object == null) {
+                for (int i = pinned.size() - 1; i >= 0; i--) {
+                    store.unpin(pinned.get(i), false);
+                }
+                rememberMiss(context, resolved);
+                return MISS;
+            }
+            pinned.add(object);
+        }
+        List<Reply.Slot> slots = new ArrayList<>(pinned.size());
+        for (StoredObject object : pinned) {
+            slots.add(new Reply.Slot(object.offset(), context.objectBytes, context.slotShape, context.registration.dtypeStr()));
+        }
+        Pending previous;
+        synchronized (lock) {
+            previous = context.reads.put(resolved.pendingKey, new Pending(pinned, liveness.nowNs()));
+        }
+        if (previous != null) {
+            unpinAll(previous, false);
+        }
+        return new Reply.PrepareRetrieve(true, slots);
+    }
+
+    /** A miss is followed by a COMMIT_RETRIEVE too: remember it, so that commit is answered true without a warning. */
+    private void rememberMiss(Context context, Resolved resolved) {
+        if (context == null || resolved == null) {
+            return;
+        }
+        synchronized (lock) {
+            context.reads.put(resolved.pendingKey, new Pending(List.of(), liveness.nowNs()));
+        }
+    }
+
+    public Reply commitRetrieve(Request.CommitRetrieve request, PeerId peer) {
+        Context context = context(request.instanceId(), peer, Op.COMMIT_RETRIEVE);
+        if (context == null) {
+            return Reply.FALSE;
+        }
+        CacheKey key = request.key();
+        Resolved resolved = resolve(context, key, Op.COMMIT_RETRIEVE);
+        if (resolved == null) {
+            return Reply.FALSE;
+        }
+        Pending pending;
+        synchronized (lock) {
+            pending = context.reads.remove(resolved.pendingKey);
+        }
+        if (pending == null) {
+            fail(Op.COMMIT_RETRIEVE, "no_reservation", "COMMIT_RETRIEVE from engine-driven instance " + request.instanceId()
+                    + " with nothing pending for " + key + " (no PREPARE_RETRIEVE, or already committed)");
+            return Reply.FALSE;
+        }
+        unpinAll(pending, true);
+        leases.releaseRetrieved(key.requestId(), key.workerId(), resolved.range.firstChunk(), resolved.range.endChunk());
+        return Reply.TRUE;
+    }
+
+    // --- shared ----------------------------------------------------------------------------------
+
+    private record Resolved(ChunkRange range, long[] hashes, PendingKey pendingKey) {}
+
+    private Resolved resolve(Context context, CacheKey key, Op op) {
+        String[] why = new String[1];
+        ChunkRange range = ChunkRange.of(key, chunkSize, why);
+        if (range == null) {
+            fail(op, "bad_range", op.wireName().toUpperCase() + " for engine-driven instance " + context.registration.instanceId() + ": " + why[0]);
+            return null;
+        }
+        if (!key.hasWorker() || key.workerId() >= Math.max(1, key.worldSize())) {
+            fail(op, "bad_worker_id", op.wireName().toUpperCase() + " for engine-driven instance " + context.registration.instanceId()
+                    + ": worker_id " + key.workerId() + " is not a kv rank of world size " + key.worldSize());
+            return null;
+        }
+        long[] hashes = ChunkHashes.of(key, chunkSize, range.endChunk());
+        long lastHi = range.endChunk() == 0 ? 0 : hashes[2 * range.endChunk() - 2];
+        long lastLo = range.endChunk() == 0 ? 0 : hashes[2 * range.endChunk() - 1];
+        return new Resolved(range, hashes, new PendingKey(key.modelName(), key.cacheSalt(), key.worldSize(), key.workerId(), key.start(),
+                key.end(), lastHi, lastLo));
+    }
+
+    private Context context(long instanceId, PeerId peer, Op op) {
+        Context context;
+        synchronized (lock) {
+            context = contexts.get(instanceId);
+            if (context != null) {
+                liveness.traffic(context.liveness, peer);
+            }
+        }
+        if (context == null) {
+            fail(op, "unknown_instance", op.wireName().toUpperCase() + " for engine-driven instance " + instanceId + " that is not registered");
+        }
+        return context;
+    }
+
+    private void unpinAll(Pending pending, boolean read) {
+        for (int i = pending.objects.size() - 1; i >= 0; i--) {
+            store.unpin(pending.objects.get(i), read);
+        }
+    }
+
+    /** Gives back everything an instance has pending: reservations are dropped, pinned slots released. */
+    private void release(Context context) {
+        List<Pending> writes;
+        List<Pending> reads;
+        synchronized (lock) {
+            writes = new ArrayList<>(context.writes.values());
+            reads = new ArrayList<>(context.reads.values());
+            context.writes.clear();
+            context.reads.clear();
+        }
+        writes.forEach(pending -> pending.objects.forEach(store::abort));
+        reads.forEach(pending -> unpinAll(pending, false));
+    }
+
+    /** Drops reservations and pinned slots older than their TTL (a worker that never committed). */
+    public void sweep() {
+        long nowNs = liveness.nowNs();
+        List<Pending> staleWrites = new ArrayList<>();
+        List<Pending> staleReads = new ArrayList<>();
+        synchronized (lock) {
+            for (Context context : contexts.values()) {
+                collectOlder(context.writes, nowNs - writeTtlNs, staleWrites);
+                collectOlder(context.reads, nowNs - readTtlNs, staleReads);
+            }
+        }
+        staleWrites.forEach(pending -> pending.objects.forEach(store::abort));
+        staleReads.forEach(pending -> unpinAll(pending, false));
+        if (!staleWrites.isEmpty() || !staleReads.isEmpty()) {
+            LOG.warn("engine-driven: reclaimed {} reservation(s) and {} pinned retrieve(s) their workers never committed",
+                    staleWrites.size(), staleReads.size());
+            for (int i = 0; i < staleWrites.size(); i++) {
+                metrics.increment(EXPIRED, EXPIRED_HELP, "kind", "store");
+            }
+            for (int i = 0; i < staleReads.size(); i++) {
+                metrics.increment(EXPIRED, EXPIRED_HELP, "kind", "retrieve");
+            }
+        }
+    }
+
+    private static void collectOlder(Map<PendingKey, Pending> pending, long cutoffNs, List<Pending> out) {
+        for (Iterator<Pending> it = pending.values().iterator(); it.hasNext(); ) {
+            Pending p = it.next();
+            if (p.createdNs - cutoffNs < 0) {
+                it.remove();
+                out.add(p);
+            }
+        }
+    }
+
+    private void fail(Op op, String reason, String message) {
+        metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
+        LOG.warn("{}; answering with the failure value", message);
+    }
+
+    public int registeredInstances() {
+        synchronized (lock) {
+            return contexts.size();
+        }
+    }
+
+    /** Reservations and pins outstanding (tests, status). */
+    public int pendingTransfers() {
+        synchronized (lock) {
+            int count = 0;
+            for (Context context : contexts.values()) {
+                count += context.writes.size() + context.reads.size();
+            }
+            return count;
+        }
+    }
+
+    /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */
+    public void status(Map<String, Object> status) {
+        List<Long> ids = new ArrayList<>();
+        Map<String, Object> meta = new java.util.LinkedHashMap<>();
+        synchronized (lock) {
+            for (Context context : contexts.values()) {
+                EngineDrivenRegistration r = context.registration;
+                ids.add(r.instanceId());
+                Map<String, Object> entry = new java.util.LinkedHashMap<>();
+                entry.put("model_name", r.modelName());
+                entry.put("world_size", r.worldSize());
+                entry.put("block_size", r.blockSize());
+                entry.put("use_mla", r.useMla());
+                entry.put("pending_stores", context.writes.size());
+                entry.put("pending_retrieves", context.reads.size());
+                meta.put(Long.toString(r.instanceId()), entry);
+            }
+        }
+        status.put("registered_non_cuda_instance_ids", ids);
+        status.put("non_cuda_context_meta", meta);
+    }
+
+    // --- liveness ---------------------------------------------------------------------------
+
+    @Override
+    public String livenessName() {
+        return "engine_driven_transfer";
+    }
+
+    @Override
+    public void touchInstance(long instanceId, PeerId peer) {
+        synchronized (lock) {
+            Context context = contexts.get(instanceId);
+            if (context != null) {
+                liveness.ping(context.liveness, peer);
+            }
+        }
+    }
+
+    @Override
+    public List<Reaped> reapStaleInstances(long timeoutNs, long graceNs) {
+        List<Reaped> stale = new ArrayList<>();
+        synchronized (lock) {
+            for (Iterator<Map.Entry<Long, Context>> it = contexts.entrySet().iterator(); it.hasNext(); ) {
+                Map.Entry<Long, Context> entry = it.next();
+                Reason reason = liveness.staleReason(entry.getValue().liveness, timeoutNs, graceNs);
+                if (reason != null) {
+                    it.remove();
+                    reaped.put(entry.getKey(), entry.getValue());
+                    stale.add(new Reaped(entry.getKey(), reason, liveness.nowNs() - entry.getValue().liveness.lastSeenNs()));
+                }
+            }
+        }
+        return stale;
+    }
+
+    @Override
+    public int trackedInstanceCount() {
+        synchronized (lock) {
+            return contexts.size();
+        }
+    }
+
+    @Override
+    public void dropInstanceState(long instanceId) {
+        Context context;
+        synchronized (lock) {
+            context = reaped.remove(instanceId);
+        }
+        if (context != null) {
+            release(context);
+        }
+    }
+
+    /** Releases everything (shutdown). */
+    public void close() {
+        List<Context> all;
+        synchronized (lock) {
+            all = new ArrayList<>(contexts.values());
+            all.addAll(reaped.values());
+            contexts.clear();
+            reaped.clear();
+        }
+        all.forEach(this::release);
+    }
+}

@@ -1,0 +1,212 @@
+package io.lmcache.server.it;
+
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.PythonClient;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** The HTTP API of the real server: every endpoint, LMCache's field and metric names, admin auth. */
+@ExtendWith(ServerLogOnFailure.class)
+class HttpApiIT {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(4, 32, 16, 4, 64);
+
+    private static JsonNode json(HttpResponse<String> response) throws IOException {
+        assertTrue(response.headers().firstValue("Content-Type").orElse("").startsWith("application/json"), response.headers().toString());
+        return JSON.readTree(response.body());
+    }
+
+    @Test
+    void everyEndpointAnswersWithLmcacheFields() throws Exception {
+        try (ServerProcess server = ServerProcess.start();
+             JavaWorker worker = new JavaWorker(server.endpoint(), 42, "http/model", GEOMETRY)) {
+            worker.register();
+            String base = server.httpBase();
+            assertEquals("LMCache HTTP API", json(Http.get(base + "/")).get("service").asText());
+            HttpResponse<String> health = Http.get(base + "/healthcheck");
+            assertEquals(200, health.statusCode());
+            assertEquals("healthy", json(health).get("status").asText());
+
+            JsonNode status = json(Http.get(base + "/status"));
+            assertTrue(status.get("is_healthy").asBoolean());
+            assertEquals("MPCacheServer", status.get("engine_type").asText());
+            assertEquals(256, status.get("chunk_size").asInt());
+            assertEquals(42, status.get("registered_gpu_ids").get(0).asLong());
+            JsonNode context = status.get("cache_context_meta").get("42");
+            assertEquals("http/model", context.get("model_name").asText());
+            assertEquals(1, context.get("world_size").asInt());
+            JsonNode layout = context.get("kv_cache_layout");
+            assertEquals(4, layout.get("num_layers").asInt());
+            assertEquals(32, layout.get("num_blocks").asInt());
+            assertEquals(2 * 4 * 4 * 64 * 2, layout.get("cache_size_per_token").asLong(), "K and V x layers x heads x head size x 2 bytes");
+            assertFalse(context.get("connection_closed").asBoolean());
+            JsonNode liveness = status.get("worker_liveness");
+            for (String field : List.of("enabled", "reap_timeout_seconds", "registration_grace_seconds", "disconnect_grace_seconds",
+                    "tracked_instances")) {
+                assertTrue(liveness.has(field), "worker_liveness." + field);
+            }
+            assertEquals(1, liveness.get("tracked_instances").asInt());
+            JsonNode storage = status.get("storage_manager");
+            assertEquals(2, storage.get("l1_usage").size());
+            JsonNode l1 = storage.get("l1_managers").get("default");
+            for (String field : List.of("memory_used_bytes", "memory_total_bytes", "memory_usage_ratio", "total_object_count",
+                    "write_locked_count", "read_locked_count", "write_ttl_seconds", "read_ttl_seconds")) {
+                assertTrue(l1.has(field), "l1_managers.default." + field);
+            }
+            assertEquals(256L << 20, l1.get("memory_total_bytes").asLong());
+            assertTrue(l1.get("pool_preparation").has("progress_ratio"), "pool preparation progress");
+            JsonNode eviction = storage.get("eviction");
+            assertEquals("LRU", eviction.get("policy").asText());
+            assertEquals(0.8, eviction.get("trigger_watermark").asDouble());
+            assertEquals(0.2, eviction.get("eviction_ratio").asDouble());
+
+            JsonNode config = json(Http.get(base + "/config"));
+            assertEquals(server.port(), config.get("mp").get("port").asInt());
+            assertEquals("LRU", config.get("storage_manager").get("eviction_policy").asText());
+            assertFalse(Http.get(base + "/config").body().contains("PATH"), "nothing dumps the environment");
+            assertEquals("\"0.1.0\"", Http.get(base + "/version").body());
+            JsonNode logLevel = json(Http.get(base + "/loglevel"));
+            assertEquals("INFO", logLevel.get("level").asText());
+            HttpResponse<String> missing = Http.get(base + "/no/such/path");
+            assertEquals(404, missing.statusCode());
+            assertEquals("not found", json(missing).get("error").asText());
+            assertEquals(404, Http.get(base + "/env").statusCode(), "no /env");
+            assertEquals(405, Http.get(base + "/cache/clear").statusCode());
+
+            int[] tokens = JavaWorker.tokens(3, 256);
+            worker.fill(JavaWorker.range(0, 16), 3);
+            assertTrue(worker.store(tokens, 0, 256, JavaWorker.range(0, 16), "http"));
+            HttpResponse<String> cleared = Http.post(base + "/cache/clear", "{\"tier\": \"l1\"}");
+            assertEquals(200, cleared.statusCode());
+            assertEquals("ok", json(cleared).get("status").asText());
+            assertEquals(1, json(cleared).get("cleared").get("objects").asInt());
+            assertEquals(0, worker.lookup(tokens, 256, "after-clear", 1, 0));
+            HttpResponse<String> level = Http.post(base + "/loglevel", "{\"level\": \"DEBUG\"}");
+            assertEquals("DEBUG", json(level).get("level").asText());
+            assertEquals(400, Http.post(base + "/loglevel", "{\"level\": \"LOUD\"}").statusCode());
+            assertEquals(400, Http.post(base + "/cache/clear", "not json").statusCode());
+        }
+    }
+
+    @Test
+    void metricsCarryLmcacheNamesAndValuesThroughARealParserAndReset() throws Exception {
+        try (ServerProcess server = ServerProcess.start();
+             JavaWorker worker = new JavaWorker(server.endpoint(), 43, "http/model", GEOMETRY)) {
+            worker.register();
+            int[] blocks = JavaWorker.range(0, 32);
+            worker.fill(blocks, 4);
+            int[] tokens = JavaWorker.tokens(4, 512);
+            assertTrue(worker.store(tokens, 0, 512, blocks, "m"));
+            assertEquals(2, worker.lookup(tokens, 512, "m", 1, 1));
+            assertTrue(worker.retrieve(tokens, 0, 512, blocks, 0, "m"));
+            assertEquals(0, worker.lookup(JavaWorker.tokens(5, 256), 256, "miss", 1, 1));
+            Map<String, Double> samples = parseWithPrometheusClient(Http.get(server.httpBase() + "/metrics").body());
+            assertEquals(2.0, samples.get("lmcache_mp_l1_write_chunks_total"));
+            assertEquals(2.0, samples.get("lmcache_mp_l1_read_chunks_total"));
+            assertEquals(768.0, samples.get("lmcache_mp_lookup_requested_tokens_total"), "512 + 256 tokens asked");
+            assertEquals(512.0, samples.get("lmcache_mp_lookup_hit_tokens_total"));
+            long objectBytes = GEOMETRY.chunkObjectBytes(256);
+            assertEquals(2.0 * objectBytes, samples.get("lmcache_mp_l1_memory_usage_bytes"));
+            assertEquals(2.0 * objectBytes, samples.get("lmcache_mp_store_bytes_total"));
+            assertEquals(1.0, samples.get("lmcache_mp_tracked_instances"));
+            assertEquals(1.0, samples.get("lmcache_mp_requests_total{op=store}"));
+            assertTrue(samples.get("lmcache_mp_request_latency_seconds{op=store,quantile=0.99}") > 0, "p99 of STORE latency");
+            assertTrue(samples.containsKey("lmcache_mp_request_latency_seconds{op=ping,quantile=0.999}"), "p99.9 published");
+            assertEquals(200, Http.post(server.httpBase() + "/metrics/reset", "").statusCode());
+            Map<String, Double> after = parseWithPrometheusClient(Http.get(server.httpBase() + "/metrics").body());
+            assertEquals(0.0, after.get("lmcache_mp_l1_write_chunks_total"));
+            assertEquals(0.0, after.get("lmcache_mp_lookup_hit_tokens_total"));
+            assertEquals(0.0, after.get("lmcache_mp_requests_total{op=store}"));
+            assertEquals(2.0 * objectBytes, after.get("lmcache_mp_l1_memory_usage_bytes"), "gauges show the present");
+        }
+    }
+
+    /** Parses with prometheus_client's own text parser; keys are name or name{k=v,...} (labels sorted). */
+    static Map<String, Double> parseWithPrometheusClient(String scrape) throws Exception {
+        Process process = new ProcessBuilder(PythonClient.python().toString(),
+                io.lmcache.server.protocol.testing.Golden.repoRoot().resolve("testclient/prom_parse.py").toString()).start();
+        process.getOutputStream().write(scrape.getBytes(StandardCharsets.UTF_8));
+        process.getOutputStream().close();
+        String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        String err = new String(process.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(process.waitFor(60, TimeUnit.SECONDS));
+        assertEquals(0, process.exitValue(), "prometheus_client parsed the scrape: " + err);
+        Map<String, Double> samples = new java.util.HashMap<>();
+        for (String line : out.lines().toList()) {
+            JsonNode sample = JSON.readTree(line);
+            List<String> labels = new ArrayList<>();
+            sample.get("labels").fields().forEachRemaining(e -> labels.add(e.getKey() + "=" + e.getValue().asText()));
+            labels.sort(null);
+            String key = sample.get("name").asText() + (labels.isEmpty() ? "" : "{" + String.join(",", labels) + "}");
+            samples.merge(key, sample.get("value").asDouble(), Double::sum);
+        }
+        return samples;
+    }
+
+    @Test
+    void theAdminTokenIsRequiredAndEnforcedWhenSet() {
+        try (ServerProcess server = ServerProcess.start(Map.of("LMCACHE_HTTP_ADMIN_TOKEN", "s3cret"))) {
+            String base = server.httpBase();
+            assertEquals(401, Http.post(base + "/cache/clear", "").statusCode());
+            assertEquals(401, Http.post(base + "/metrics/reset", "").statusCode());
+            assertEquals(401, Http.post(base + "/loglevel", "{\"level\":\"DEBUG\"}").statusCode());
+            assertEquals(401, Http.post(base + "/cache/clear", "", "Authorization", "Bearer wrong").statusCode());
+            assertEquals(200, Http.post(base + "/cache/clear", "", "Authorization", "Bearer s3cret").statusCode());
+            assertEquals(200, Http.post(base + "/metrics/reset", "", "Authorization", "Bearer s3cret").statusCode());
+            assertEquals(200, Http.get(base + "/status").statusCode(), "reading needs no token");
+            assertEquals(200, Http.get(base + "/metrics").statusCode());
+            assertFalse(Http.get(base + "/config").body().contains("s3cret"), "the token is never shown");
+        }
+    }
+
+    @Test
+    void withoutATokenANetworkFacingServerWarnsAndKeepsMutationsLocal() {
+        try (ServerProcess server = ServerProcess.start("--http-host", "0.0.0.0")) {
+            server.awaitLog("HTTP is bound to 0.0.0.0 with no admin token", Duration.ofSeconds(5));
+            assertEquals(200, Http.post(server.httpBase() + "/metrics/reset", "").statusCode(), "loopback clients may");
+        }
+    }
+
+    @Test
+    void healthcheckTurns503WhenTheLoopStops() throws Exception {
+        try (ServerProcess server = ServerProcess.start("--test-hooks")) {
+            assertEquals(200, Http.get(server.httpBase() + "/healthcheck").statusCode());
+            assertEquals(200, Http.post(server.httpBase() + "/test/halt-loop", "").statusCode());
+            await().atMost(Duration.ofSeconds(5)).until(() -> Http.get(server.httpBase() + "/healthcheck").statusCode() == 503);
+            JsonNode body = json(Http.get(server.httpBase() + "/healthcheck"));
+            assertEquals("unhealthy", body.get("status").asText());
+            assertTrue(body.get("reason").asText().contains("request loop"), body.toString());
+            assertFalse(json(Http.get(server.httpBase() + "/status")).get("is_healthy").asBoolean());
+        }
+    }
+
+    @Test
+    void metricsAlsoOnThePrometheusPort() {
+        int prometheusPort = ServerProcess.freePort();
+        try (ServerProcess server = ServerProcess.start("--prometheus-port", Integer.toString(prometheusPort));
+             TestClient client = new TestClient(server.endpoint())) {
+            client.call(22, TestClient.pack(p -> p.packInt(1)));
+            String scrape = Http.get("http://127.0.0.1:" + prometheusPort + "/metrics").body();
+            assertTrue(Http.metric(scrape, "lmcache_mp_requests_total", "op", "ping") >= 1);
+        }
+    }
+}

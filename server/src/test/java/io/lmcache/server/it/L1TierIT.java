@@ -1,0 +1,136 @@
+package io.lmcache.server.it;
+
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** The L1 tier through the protocol: a full pool keeps serving, locks hold under pressure, start-up is instant at any size. */
+@ExtendWith(ServerLogOnFailure.class)
+class L1TierIT {
+    private static final int CHUNK = 256;
+    /** 8 layers x 8 heads x 128, blocks of 16: 32 KiB pieces, 8 MiB chunk objects. */
+    private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(8, 32, 16, 8, 128);
+    private static final int[] CHUNK_BLOCKS = JavaWorker.range(0, CHUNK / 16);
+
+    private static int[] prefix(int i) {
+        int[] tokens = JavaWorker.tokens(1000 + i, CHUNK);
+        tokens[0] = i;
+        return tokens;
+    }
+
+    @Test
+    void aOneGibPoolTakesFourGibOfChunks() throws Exception {
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "1");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 11, "fill/model", GEOMETRY)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 1);
+            double heapBefore = Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
+            int chunks = (int) ((4L << 30) / GEOMETRY.chunkObjectBytes(CHUNK));
+            for (int i = 0; i < chunks; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "fill-" + i), "STORE " + i + " of " + chunks + " succeeds");
+            }
+            for (int i = chunks - 10; i < chunks; i++) {
+                assertEquals(1, worker.lookup(prefix(i), CHUNK, "new-" + i, 1, 0), "newest chunk " + i + " hits");
+            }
+            for (int i = 0; i < 10; i++) {
+                assertEquals(0, worker.lookup(prefix(i), CHUNK, "old-" + i, 1, 0), "oldest chunk " + i + " was evicted");
+            }
+            long rssBytes = rssBytes(server.pid());
+            assertTrue(rssBytes <= (1L << 30) + (512L << 20), "RSS " + (rssBytes >> 20) + " MiB stays within the pool + 512 MiB");
+            double heapAfter = Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
+            assertTrue(heapAfter - heapBefore < 64 * (1 << 20), "heap " + (long) heapBefore / (1 << 20) + " -> "
+                    + (long) heapAfter / (1 << 20) + " MiB after storing 4 GiB: the data is off-heap");
+            // the newest chunk's bytes come back intact
+            int[] target = JavaWorker.range(16, 16);
+            assertTrue(worker.retrieve(prefix(chunks - 1), 0, CHUNK, target, 0, "check"));
+            assertArrayEquals(worker.read(CHUNK_BLOCKS), worker.read(target));
+        }
+    }
+
+    @Test
+    void aLookupLockedChunkSurvivesPressureUntilItsLocksAreFreed() {
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 12, "lock/model", GEOMETRY)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 2);
+            int[] locked = prefix(-1);
+            assertTrue(worker.store(locked, 0, CHUNK, CHUNK_BLOCKS, "locked"));
+            assertEquals(1, worker.lookup(locked, CHUNK, "req-locked", 1, 1));
+            for (int i = 0; i < 64; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "pressure-" + i));
+            }
+            int[] target = JavaWorker.range(16, 16);
+            assertTrue(worker.retrieve(locked, 0, CHUNK, target, 0, "probe"), "the locked chunk survived 4x the pool of stores");
+            worker.freeLookupLocks(locked, 0, CHUNK, "req-locked");
+            for (int i = 64; i < 128; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "pressure-" + i));
+            }
+            assertFalse(worker.retrieve(locked, 0, CHUNK, target, 0, "probe2"), "once freed, it is evicted like any other");
+        }
+    }
+
+    @Test
+    void aLookupLockExpiresAtItsTtl() {
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--l1-read-ttl-seconds", "2");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 13, "ttl/model", GEOMETRY)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 3);
+            int[] locked = prefix(-2);
+            assertTrue(worker.store(locked, 0, CHUNK, CHUNK_BLOCKS, "locked"));
+            assertEquals(1, worker.lookup(locked, CHUNK, "req-ttl", 1, 1));
+            long lockedAtNs = System.nanoTime();
+            int[] target = JavaWorker.range(16, 16);
+            int[] next = {0};
+            // keep the pool under pressure; the chunk stays until the lock's 2 s TTL is reclaimed
+            await().atMost(Duration.ofSeconds(15)).pollInterval(Duration.ofMillis(200)).until(() -> {
+                for (int i = 0; i < 20; i++) {
+                    assertTrue(worker.store(prefix(1000 + next[0]++), 0, CHUNK, CHUNK_BLOCKS, "p"));
+                }
+                return !worker.retrieve(locked, 0, CHUNK, target, 0, "probe");
+            });
+            assertTrue(System.nanoTime() - lockedAtNs >= 2_000_000_000L, "not before its TTL");
+        }
+    }
+
+    @Test
+    void sixteenGibStartsAnsweringWithinTwoSeconds() throws Exception {
+        long startNs = System.nanoTime();
+        ServerProcess server = ServerProcess.launch(Map.of(), "--l1-size-gb", "16");
+        try (server) {
+            TestClient.Reply reply = null;
+            try (TestClient client = new TestClient(server.endpoint())) {
+                reply = client.call(21);
+            }
+            long elapsedMs = (System.nanoTime() - startNs) / 1_000_000;
+            assertNotNull(reply);
+            assertEquals("cd0100", reply.payloadHex());
+            assertTrue(elapsedMs < 2000, "GET_CHUNK_SIZE answered " + elapsedMs + " ms after launch");
+            server.awaitLog("L1 pool preparation: \\d+%", Duration.ofSeconds(10));
+        }
+    }
+
+    static long rssBytes(long pid) throws IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+            }
+        }
+        throw new IllegalStateException("no VmRSS for " + pid);
+    }
+}

@@ -1,0 +1,266 @@
+package io.lmcache.server.testing;
+
+import static io.lmcache.server.testing.TestClient.pack;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.msgpack.core.MessageBufferPacker;
+
+/**
+ * A CPU vLLM worker in Java for the integration tests: per layer a FlashAttention NHD tensor
+ * {@code [2, nb, bs, nh, hs]} (bf16) in its own POSIX shared-memory segment, registered with
+ * wrappers pickled byte-identically to LMCache's client ({@link WrapperPickler}), and requests
+ * framed as the client frames them.
+ */
+public final class JavaWorker implements AutoCloseable {
+    private static final AtomicInteger SEGMENTS = new AtomicInteger();
+    private static final byte[] ZERO_EVENT = new byte[64];
+
+    /** The KV geometry: bytes per block piece are {@code blockSize * heads * headSize * 2}. */
+    public record Geometry(int layers, int blocks, int blockSize, int heads, int headSize) {
+        public long pieceBytes() {
+            return (long) blockSize * heads * headSize * 2;
+        }
+
+        public long tensorBytes() {
+            return 2L * blocks * pieceBytes();
+        }
+
+        public long chunkObjectBytes(int chunkSize) {
+            return 2L * layers * (chunkSize / blockSize) * pieceBytes();
+        }
+    }
+
+    private final TestClient client;
+    private final long instanceId;
+    private final String model;
+    private final Geometry geometry;
+    private final Arena arena = Arena.ofShared();
+    private final List<Path> paths = new ArrayList<>();
+    private final List<MemorySegment> tensors = new ArrayList<>();
+
+    public JavaWorker(String endpoint, long instanceId, String model, Geometry geometry) {
+        this.client = new TestClient(endpoint);
+        this.instanceId = instanceId;
+        this.model = model;
+        this.geometry = geometry;
+        try {
+            for (int layer = 0; layer < geometry.layers(); layer++) {
+                Path path = Path.of("/dev/shm", "lmcache_kv_" + ProcessHandle.current().pid() + "_jw" + SEGMENTS.getAndIncrement());
+                try (FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                        StandardOpenOption.WRITE)) {
+                    channel.write(ByteBuffer.wrap(new byte[1]), geometry.tensorBytes() - 1);
+                    tensors.add(channel.map(FileChannel.MapMode.READ_WRITE, 0, geometry.tensorBytes(), arena));
+                }
+                paths.add(path);
+            }
+        } catch (IOException e) {
+            close();
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    public TestClient client() {
+        return client;
+    }
+
+    public long instanceId() {
+        return instanceId;
+    }
+
+    public List<Path> segments() {
+        return paths;
+    }
+
+    /** REGISTER_KV_CACHE with the 7 payload frames of the newest client; fails unless the reply has no payload. */
+    public void register() {
+        long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
+        long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
+            (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
+        byte[] wrappers = pack(p -> {
+            p.packArrayHeader(paths.size());
+            for (Path path : paths) {
+                byte[] pickle = WrapperPickler.cpuShm("/" + path.getFileName(), geometry.tensorBytes(), "bfloat16", shape, stride, 0);
+                p.packExtensionTypeHeader((byte) 1, pickle.length).writePayload(pickle);
+            }
+        });
+        TestClient.Reply reply = client.call(1, pack(p -> p.packLong(instanceId)), wrappers, pack(p -> p.packString(model)),
+                pack(p -> p.packInt(1)), pack(p -> p.packString("vllm")),
+                pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> p.packArrayHeader(0)));
+        if (reply.payload() != null) {
+            throw new AssertionError("REGISTER replied with a payload: " + reply.payloadHex());
+        }
+    }
+
+    public void unregister() {
+        client.call(2, pack(p -> p.packLong(instanceId)));
+    }
+
+    public boolean ping() {
+        return "c3".equals(client.call(22, pack(p -> p.packLong(instanceId))).payloadHex());
+    }
+
+    /** An IPCCacheServerKey map, every field in the client's order. */
+    public byte[] key(int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize, int readers) {
+        return pack(p -> {
+            p.packMapHeader(10);
+            p.packString("model_name").packString(model);
+            p.packString("world_size").packInt(worldSize);
+            p.packString("worker_id");
+            if (workerId == null) {
+                p.packNil();
+            } else {
+                p.packInt(workerId);
+            }
+            p.packString("token_ids").packArrayHeader(tokens.length);
+            for (int token : tokens) {
+                p.packInt(token);
+            }
+            p.packString("start").packInt(start);
+            p.packString("end").packInt(end);
+            p.packString("request_id").packString(requestId);
+            p.packString("cache_salt").packString("");
+            p.packString("request_configs").packNil();
+            p.packString("num_kv_readers").packInt(readers);
+        });
+    }
+
+    private static byte[] blockList(int[] blocks) {
+        return pack(p -> {
+            p.packArrayHeader(1).packArrayHeader(blocks.length);
+            for (int block : blocks) {
+                p.packInt(block);
+            }
+        });
+    }
+
+    /** STORE; true when the reply is exactly {@code (64 zero bytes, True)}. */
+    public boolean store(int[] tokens, int start, int end, int[] blocks, String requestId) {
+        TestClient.Reply reply = client.call(6, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)),
+                blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)));
+        return transferOk(reply);
+    }
+
+    public boolean retrieve(int[] tokens, int start, int end, int[] blocks, int skip, String requestId) {
+        TestClient.Reply reply = client.call(7, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)),
+                blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)), pack(p -> p.packInt(skip)));
+        return transferOk(reply);
+    }
+
+    private static boolean transferOk(TestClient.Reply reply) {
+        String hex = reply.payloadHex();
+        String prefix = "92c440" + "00".repeat(64);
+        if (hex == null || !hex.startsWith(prefix) || hex.length() != prefix.length() + 2) {
+            throw new AssertionError("not a (64-byte event, bool) reply: " + hex);
+        }
+        return hex.endsWith("c3");
+    }
+
+    /** LOOKUP (scheduler: worker_id None) then QUERY_PREFETCH_STATUS; returns the hit chunks. */
+    public int lookup(int[] tokens, int end, String requestId, int worldSize, int readers) {
+        TestClient.Reply ack = client.call(8, key(tokens, 0, end, requestId, null, worldSize, readers), pack(p -> p.packInt(1)));
+        if (ack.payload() != null) {
+            throw new AssertionError("LOOKUP replied with a payload");
+        }
+        TestClient.Reply query = client.call(9, pack(p -> p.packString(requestId)));
+        return Integer.parseInt(query.payloadHex(), 16);
+    }
+
+    public void freeLookupLocks(int[] tokens, int start, int end, String requestId) {
+        client.call(12, key(tokens, start, end, requestId, null, 1, 1), pack(p -> p.packInt(1)));
+    }
+
+    public void endSession(String requestId) {
+        client.call(13, pack(p -> p.packString(requestId)), pack(MessageBufferPacker::packNil));
+    }
+
+    /** Fills the given blocks (every layer, K and V) with a pattern derived from {@code seed}. */
+    public void fill(int[] blocks, long seed) {
+        Random random = new Random(seed);
+        byte[] piece = new byte[(int) geometry.pieceBytes()];
+        for (MemorySegment tensor : tensors) {
+            for (int plane = 0; plane < 2; plane++) {
+                for (int block : blocks) {
+                    random.nextBytes(piece);
+                    MemorySegment.copy(piece, 0, tensor, ValueLayout.JAVA_BYTE, pieceOffset(plane, block), piece.length);
+                }
+            }
+        }
+    }
+
+    public void zero(int[] blocks) {
+        for (MemorySegment tensor : tensors) {
+            for (int plane = 0; plane < 2; plane++) {
+                for (int block : blocks) {
+                    tensor.asSlice(pieceOffset(plane, block), geometry.pieceBytes()).fill((byte) 0);
+                }
+            }
+        }
+    }
+
+    /** The bytes of the given blocks, every layer and plane, in one array (for comparisons). */
+    public byte[] read(int[] blocks) {
+        byte[] out = new byte[(int) (tensors.size() * 2L * blocks.length * geometry.pieceBytes())];
+        int at = 0;
+        for (MemorySegment tensor : tensors) {
+            for (int plane = 0; plane < 2; plane++) {
+                for (int block : blocks) {
+                    MemorySegment.copy(tensor, ValueLayout.JAVA_BYTE, pieceOffset(plane, block), out, at, (int) geometry.pieceBytes());
+                    at += (int) geometry.pieceBytes();
+                }
+            }
+        }
+        return out;
+    }
+
+    private long pieceOffset(int plane, int block) {
+        return ((long) plane * geometry.blocks() + block) * geometry.pieceBytes();
+    }
+
+    public static int[] range(int from, int count) {
+        int[] out = new int[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = from + i;
+        }
+        return out;
+    }
+
+    public static int[] tokens(long seed, int count) {
+        Random random = new Random(seed);
+        int[] tokens = new int[count];
+        for (int i = 0; i < count; i++) {
+            tokens[i] = random.nextInt(150_000);
+        }
+        return tokens;
+    }
+
+    /** Unlinks the segments (as the real client does at exit) without unmapping ours. */
+    public void unlinkSegments() {
+        for (Path path : paths) {
+            try {
+                Files.deleteIfExists(path);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        client.close();
+        unlinkSegments();
+        arena.close();
+    }
+}
