@@ -12,6 +12,9 @@ mvn -q -B -DskipTests -pl bench -am package dependency:build-classpath \
 # bin/lmcache-server would then rebuild (and install) before starting: mark it current
 touch server/target/lmcache-server.jar
 CP="bench/target/classes:$(cat bench/target/classpath.txt)"
+# the JVMs get the classpath from this file, not the command line: it names lmcache-server.jar, and
+# tools that find servers by command line (pkill -f lmcache-server) must not take a benchmark for one
+echo "-cp \"$CP\"" > bench/target/classpath.args
 # results name the server sources they measured: the commit, and whether they had local changes
 SOURCE="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git status --porcelain -- protocol config cuda server 2>/dev/null)" ]; then

@@ -17,7 +17,7 @@ done
 grep -q 'L1 pool preparation: 100%' "$log" || { echo "server not ready after 120 s; log: $log" >&2; exit 1; }
 status=0
 PYTHONPATH=testclient .venv/bin/python -m lmcache_testclient bench-copy --endpoint "tcp://127.0.0.1:$port" \
-  --server-pid "$server" --results bench/RESULTS.md --command-line "bench/run-copy.sh $*" "$@" || status=$?
+  --server-pid "$server" --results bench/RESULTS.md --command-line "bench/run-copy.sh${*:+ $*}" "$@" || status=$?
 if ! kill -0 "$server" 2>/dev/null; then
   echo "the server exited during the benchmark; its log: $log" >&2
   tail -5 "$log" >&2

@@ -32,8 +32,6 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--blocks", type=int, default=256, help="vLLM blocks per layer tensor (default 256)")
     bench.add_argument("--repetitions", type=int, default=20, help="timed STOREs and RETRIEVEs (default 20)")
     bench.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
-    bench.add_argument("--baseline-repetitions", type=int, default=20,
-                       help="plain copies, half before and half after the server rounds (default 20)")
     bench.add_argument("--server-pid", type=int, default=None,
                        help="the server's pid: its CPU is not counted as other processes' load")
     bench.add_argument("--results", default=None, help="write the section into this RESULTS.md")

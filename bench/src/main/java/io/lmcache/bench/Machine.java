@@ -71,6 +71,11 @@ public final class Machine {
         }
     }
 
+    /** CPU time a process has used so far, in seconds (10 ms resolution). */
+    public static double processCpuSeconds(long pid) {
+        return processTicks(pid) / 100.0; // USER_HZ
+    }
+
     private static long processTicks(long pid) {
         String stat = read("/proc/" + pid + "/stat");
         // the command name (field 2) may hold spaces: count fields after its closing parenthesis

@@ -12,7 +12,8 @@ import java.nio.file.Path;
  */
 public final class ResultsFile {
     private static final String HEADER = "# Benchmark results\n\n"
-            + "Written by the benchmarks themselves (see README.md in this folder); each section is replaced when its benchmark runs again.\n";
+            + "Written by the benchmarks themselves (see README.md in this folder): a run replaces its own section, between its"
+            + " `bench:` markers, and keeps everything outside them.\n";
 
     private ResultsFile() {}
 

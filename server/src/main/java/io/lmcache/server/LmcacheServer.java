@@ -1,6 +1,9 @@
 package io.lmcache.server;
 
+import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.cuda.CudaException;
+import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.http.AdminGuard;
 import io.lmcache.server.http.CoreRoutes;
@@ -45,6 +48,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private final ServerConfig config;
     private final ServerMetrics metrics = new ServerMetrics();
     private final ReplyQueue replies = new ReplyQueue();
+    private final GpuBackend gpu;
     private final L1Tier l1;
     private final LookupLeases leases;
     private final PrefetchResults prefetchResults;
@@ -64,7 +68,15 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private LmcacheServer(ServerConfig config) {
         this.config = config;
         FailureReplies failures = new FailureReplies(config.chunkSize());
-        l1 = new L1Tier(config);
+        gpu = openGpu(config.device());
+        try {
+            l1 = new L1Tier(config);
+        } catch (RuntimeException e) {
+            if (gpu != null) {
+                gpu.close();
+            }
+            throw e;
+        }
         leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
         prefetchResults = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
         // closed connections are remembered long enough for every liveness rule to use them
@@ -72,7 +84,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
         lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
         lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness) : null;
+                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness, gpu) : null;
         engineDriven = config.supportedTransferMode().allowsEngineDriven()
                 ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness, config.l1WriteTtlNs(),
                         config.l1ReadTtlNs()) : null;
@@ -90,6 +102,9 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         MetricsBinder.bindStore(metrics, l1.store());
         MetricsBinder.bindLiveness(metrics, reaper);
         MetricsBinder.bindLookups(metrics, lookup::pendingResults);
+        if (gpu != null) {
+            MetricsBinder.bindGpu(metrics, gpu);
+        }
         RequestHandlers handlers = new RequestHandlers(management, lookup, lmcacheDriven, engineDriven, failures);
         dispatcher = new Dispatcher(handlers, replies, metrics, failures, config.maxCpuWorkers(), config.maxGpuWorkers());
         activityLog = new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS);
@@ -107,6 +122,9 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 createdPrometheus.close();
             }
             l1.close();
+            if (gpu != null) {
+                gpu.close();
+            }
             throw e;
         }
         http = createdHttp;
@@ -133,6 +151,25 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
             return api;
         } catch (java.io.IOException e) {
             throw new IllegalStateException("cannot bind the HTTP API to " + config.httpHost() + ":" + config.httpPort() + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** The CUDA backend, or null when this server serves CPU workers only (said in the log either way). */
+    private static GpuBackend openGpu(DeviceMode mode) {
+        if (mode == DeviceMode.HOST) {
+            LOG.info("device path: host only (--device host): serving CPU shared-memory workers");
+            return null;
+        }
+        try {
+            GpuBackend backend = GpuBackend.open();
+            LOG.info("device path: CUDA ({}); GPU workers over CUDA IPC, CPU workers over shared memory", backend.describe());
+            return backend;
+        } catch (CudaException | LinkageError e) {
+            if (mode == DeviceMode.CUDA) {
+                throw new IllegalStateException("--device cuda: no usable CUDA driver or GPU: " + e.getMessage(), e);
+            }
+            LOG.info("device path: host only (CUDA not available: {}); serving CPU shared-memory workers", e.getMessage());
+            return null;
         }
     }
 
@@ -182,6 +219,9 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         }
         status.put("worker_liveness", management.livenessStatus());
         status.put("connections", java.util.Map.of("open", connections.openConnections()));
+        if (gpu != null) {
+            status.put("cuda", gpu.status());
+        }
         return status;
     }
 
@@ -210,7 +250,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         preparation.put("regions_prepared", l1.pool().preparedRegions());
         preparation.put("region_bytes", l1.pool().regionBytes());
         preparation.put("progress_ratio", (double) l1.pool().preparedRegions() / l1.pool().regionCount());
-        preparation.put("stages", java.util.List.of("prefault"));
+        preparation.put("stages", gpu == null ? java.util.List.of("prefault") : java.util.List.of("prefault", "pin"));
         preparation.put("error", l1.pool().preparationError());
         manager.put("pool_preparation", preparation);
         java.util.Map<String, Object> eviction = new java.util.LinkedHashMap<>();
@@ -301,7 +341,22 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         if (server.engineDriven != null) {
             sweepers.add(server.engineDriven::sweep);
         }
-        server.l1.start(config, List.of(), sweepers);
+        List<io.lmcache.server.storage.L1Pool.RegionStage> stages = List.of();
+        if (server.gpu != null) {
+            server.gpu.pinnedPool(server.l1.pool().regionCount(), server.l1.pool().regionBytes());
+            stages = List.of(new io.lmcache.server.storage.L1Pool.RegionStage() {
+                @Override
+                public String name() {
+                    return "pin";
+                }
+
+                @Override
+                public void prepare(int region, java.lang.foreign.MemorySegment slice) {
+                    server.gpu.pin(region, slice);
+                }
+            });
+        }
+        server.l1.start(config, stages, sweepers);
         server.loop.start();
         server.management.start();
         server.activityLog.start();
@@ -358,6 +413,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
             }
             if (engineDriven != null) {
                 engineDriven.close();
+            }
+            if (gpu != null) {
+                // transfers in flight finish, the pool is unpinned, before its memory goes
+                l1.stopPreparation();
+                gpu.close();
             }
             l1.close();
         } catch (InterruptedException e) {

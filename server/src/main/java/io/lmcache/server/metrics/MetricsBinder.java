@@ -1,5 +1,7 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.cuda.Direction;
+import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.storage.ObjectStore;
@@ -50,6 +52,18 @@ public final class MetricsBinder {
         metrics.functionCounter("lmcache_mp.reaper_release_failures", "releases of a reaped worker that failed", reaper,
                 Reaper::releaseFailures);
         metrics.onReset(reaper::resetCounters);
+    }
+
+    /** GPU time and bytes of the copies (CUDA hosts only): bytes over seconds is the rate the copies ran at on the GPU. */
+    public static void bindGpu(ServerMetrics metrics, GpuBackend gpu) {
+        for (Direction direction : Direction.values()) {
+            String op = direction == Direction.TO_POOL ? "store" : "retrieve";
+            metrics.functionCounter("lmcache_mp.gpu_copy_seconds", "GPU time of completed copies, from the copy stream reaching a transfer to its last copy",
+                    gpu, g -> g.copyNanos(direction) / 1e9, "op", op);
+            metrics.functionCounter("lmcache_mp.gpu_copy_bytes", "bytes of completed GPU copies", gpu, g -> g.copyBytes(direction),
+                    "op", op);
+        }
+        metrics.onReset(gpu::resetCopyCounters);
     }
 
     public static void bindLookups(ServerMetrics metrics, IntSupplier pendingResults) {

@@ -1,5 +1,10 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.cuda.CopyEngine;
+import io.lmcache.server.cuda.CudaException;
+import io.lmcache.server.cuda.Direction;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.cuda.Pieces;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.FailureReplies;
@@ -13,6 +18,7 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
+import io.lmcache.server.transfer.DeviceKvTensors;
 import io.lmcache.server.transfer.HostKvTensors;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.KvLayout;
@@ -48,21 +54,39 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final LookupLeases leases;
     private final ServerMetrics metrics;
     private final Liveness liveness;
+    /** Null without CUDA: then only CPU (shared-memory) workers are served. */
+    private final GpuBackend gpu;
+    private static final ThreadLocal<Pieces> PIECES = ThreadLocal.withInitial(Pieces::new);
     /** The leaf lock: guards the maps and the liveness entries, never held across mapping, copies or calls out. */
     private final Object lock = new Object();
     private final Map<Long, InstanceContext> instances = new HashMap<>();
-    private final Map<Long, String> failedRegistrations = new HashMap<>();
+    /**
+     * Registrations that were refused, by instance id: why (for the log of its transfers) and the
+     * GPU it named (so failure replies carry an event on that GPU). Oldest first and bounded, so a
+     * flood of failing registrations cannot grow it without end.
+     */
+    private final Map<Long, FailedRegistration> failedRegistrations = new java.util.LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, FailedRegistration> eldest) {
+            return size() > MAX_FAILED_REGISTRATIONS;
+        }
+    };
+    private static final int MAX_FAILED_REGISTRATIONS = 4096;
+
+    private record FailedRegistration(String reason, String deviceUuid) {}
+
     /** Reaped and not yet released (the reaper calls {@link #dropInstanceState} for each). */
     private final Map<Long, InstanceContext> reaped = new HashMap<>();
 
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness) {
+            Liveness liveness, GpuBackend gpu) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
         this.leases = leases;
         this.metrics = metrics;
         this.liveness = liveness;
+        this.gpu = gpu;
         for (String op : new String[] {"store", "retrieve"}) {
             for (String reason : new String[] {"unknown_instance", "registration_failed", "bad_range", "bad_worker_id", "bad_block_ids",
                 "tensors_gone", "copy_failed", "no_memory", "not_found", "bad_skip"}) {
@@ -93,7 +117,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             metrics.increment("lmcache_mp.registration_failures", "registrations refused (layout, mapping)");
             InstanceContext replaced;
             synchronized (lock) {
-                failedRegistrations.put(id, e.getMessage());
+                failedRegistrations.put(id, new FailedRegistration(e.getMessage(),
+                        request.kvCaches().isEmpty() ? null : request.kvCaches().getFirst().deviceUuid()));
                 replaced = instances.remove(id);
             }
             if (replaced != null) {
@@ -130,17 +155,37 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 liveness.newEntry(peer));
     }
 
-    private static KvTensors mapTensors(List<TensorWrapper> wrappers) throws LayoutException {
+    private KvTensors mapTensors(List<TensorWrapper> wrappers) throws LayoutException {
         List<TensorWrapper.CpuShm> shm = new ArrayList<>();
         for (TensorWrapper wrapper : wrappers) {
             if (wrapper instanceof TensorWrapper.CpuShm cpu) {
                 shm.add(cpu);
-            } else {
-                throw new LayoutException(wrapper.getClass().getSimpleName() + " tensors need the CUDA path, which this server is not running"
-                        + " (no CUDA driver or --device host)");
             }
         }
-        return HostKvTensors.map(shm);
+        if (shm.size() == wrappers.size()) {
+            return HostKvTensors.map(shm);
+        }
+        if (!shm.isEmpty()) {
+            throw new LayoutException("a registration mixes CPU shared-memory and CUDA tensors");
+        }
+        if (gpu == null) {
+            throw new LayoutException("CUDA IPC tensors need the CUDA path, which this server is not running (no CUDA driver or GPU found,"
+                    + " or --device host)");
+        }
+        try {
+            io.lmcache.server.cuda.DeviceTensors tensors = gpu.open(wrappers);
+            try {
+                // the device's copy engine (kernel module, streams, 128 MiB of staging) is made now,
+                // so the first transfer does not pay for it and a GPU too full for it fails here
+                gpu.engine(tensors.device());
+            } catch (CudaException e) {
+                tensors.close();
+                throw e;
+            }
+            return new DeviceKvTensors(tensors);
+        } catch (CudaException e) {
+            throw new LayoutException(e.getMessage());
+        }
     }
 
     public Reply unregister(Request.UnregisterKvCache request) {
@@ -163,15 +208,14 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     public Reply store(Request.Store request, PeerId peer) {
         InstanceContext context = acquire(request.instanceId(), peer, "store");
         if (context == null) {
-            return FailureReplies.transferFailed();
+            return failure(request.instanceId(), Direction.TO_POOL);
         }
+        // a GPU transfer outlives this call: its completion gives the context back, not this method
+        boolean releaseHere = true;
         try {
             Plan plan = plan(context, request.key(), request.blockIds(), "store");
             if (plan == null) {
-                return FailureReplies.transferFailed();
-            }
-            if (plan.range.count() == 0) {
-                return DONE;
+                return failure(context, Direction.TO_POOL);
             }
             KvLayout layout = context.layout();
             long objectBytes = layout.objectBytes(chunkSize);
@@ -189,6 +233,16 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 }
                 reserved[j] = object == ObjectStore.EXISTS ? null : object;
             }
+            if (outOfMemory) {
+                ObjectStore.Snapshot pool = store.snapshot();
+                fail("store", "no_memory", "STORE for instance " + request.instanceId() + ": no room in L1 for a " + (objectBytes >> 10)
+                        + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20) + " MiB ready in use, "
+                        + (pool.objects() - pool.evictable()) + " object(s) locked or being written); storing what fit");
+            }
+            if (context.tensors() instanceof DeviceKvTensors device) {
+                releaseHere = false;
+                return storeOnGpu(context, device, plan, reserved, request, !outOfMemory);
+            }
             HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, true);
             long startNs = System.nanoTime();
             try {
@@ -203,22 +257,53 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " failed while copying: " + e);
                 return FailureReplies.transferFailed();
             }
-            // last chunk first, so the head of the prefix is the most recently used
-            for (int j = reserved.length - 1; j >= 0; j--) {
-                if (reserved[j] != null) {
-                    store.commit(reserved[j]);
-                }
-            }
-            if (outOfMemory) {
-                ObjectStore.Snapshot pool = store.snapshot();
-                fail("store", "no_memory", "STORE for instance " + request.instanceId() + ": no room in L1 for a " + (objectBytes >> 10)
-                        + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20) + " MiB ready in use, "
-                        + (pool.objects() - pool.evictable()) + " object(s) locked or being written); stored what fit");
-                return FailureReplies.transferFailed();
-            }
-            return DONE;
+            commitAll(reserved);
+            return outOfMemory ? FailureReplies.transferFailed() : DONE;
         } finally {
+            if (releaseHere) {
+                context.release();
+            }
+        }
+    }
+
+    /** Enqueues the copies; the reply carries our event, and the objects are published when it fires. */
+    private Reply storeOnGpu(InstanceContext context, DeviceKvTensors device, Plan plan, StoredObject[] reserved, Request.Store request,
+            boolean allFit) {
+        KvLayout layout = context.layout();
+        Pieces pieces = PIECES.get();
+        pieces.clear();
+        for (int j = 0; j < reserved.length; j++) {
+            if (reserved[j] != null) {
+                PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, 0, reserved[j].offset(), pieces::add);
+            }
+        }
+        long bytes = pieces.totalBytes();
+        long startNs = System.nanoTime();
+        try {
+            CopyEngine engine = gpu.engine(device.tensors().device());
+            if (pieces.count() == 0) {
+                context.release();
+                return new Reply.Transfer(engine.recordedEvent(Direction.TO_POOL), allFit);
+            }
+            CopyEngine.Submitted submitted = engine.submit(Direction.TO_POOL, device.tensors(), pieces, request.eventHandle(), (ok, error) -> {
+                if (ok) {
+                    commitAll(reserved);
+                    metrics.stored(bytes, System.nanoTime() - startNs);
+                } else {
+                    abortAll(reserved);
+                    fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " failed on the GPU: " + error);
+                }
+                context.release();
+            });
+            if (!submitted.accepted()) {
+                fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " could not be enqueued: " + submitted.error());
+            }
+            return new Reply.Transfer(submitted.eventHandle(), submitted.accepted() && allFit);
+        } catch (CudaException e) {
+            abortAll(reserved);
             context.release();
+            fail("store", "copy_failed", "STORE for instance " + request.instanceId() + ": " + e.getMessage());
+            return FailureReplies.transferFailed();
         }
     }
 
@@ -226,18 +311,19 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         InstanceContext context = acquire(request.instanceId(), peer, "retrieve");
         CacheKey key = request.key();
         if (context == null) {
-            return FailureReplies.transferFailed();
+            return failure(request.instanceId(), Direction.FROM_POOL);
         }
+        boolean releaseHere = true;
         ChunkRange range = null;
         try {
             Plan plan = plan(context, key, request.blockIds(), "retrieve");
             if (plan == null) {
-                return FailureReplies.transferFailed();
+                return failure(context, Direction.FROM_POOL);
             }
             range = plan.range;
             if (request.skipFirstNTokens() < 0) {
                 fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
-                return FailureReplies.transferFailed();
+                return failure(context, Direction.FROM_POOL);
             }
             KvLayout layout = context.layout();
             long objectBytes = layout.objectBytes(chunkSize);
@@ -251,8 +337,12 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     fail("retrieve", "not_found", null);
                     metrics.increment("lmcache_mp.l1_read_failure", "reads of chunks that were not in L1", "during", "l1_retrieve",
                             "reason", "not_found");
-                    return FailureReplies.transferFailed();
+                    return failure(context, Direction.FROM_POOL);
                 }
+            }
+            if (context.tensors() instanceof DeviceKvTensors device) {
+                releaseHere = false;
+                return retrieveOnGpu(context, device, plan, pinned, request);
             }
             HostCopy copy = new HostCopy((HostKvTensors) context.tensors(), pool, false);
             long startNs = System.nanoTime();
@@ -270,10 +360,85 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             unpinAll(pinned, true);
             return DONE;
         } finally {
-            context.release();
+            if (releaseHere) {
+                context.release();
+            }
             if (range != null) {
                 // this worker's share of the lookup's read locks, also when the retrieve failed
                 leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
+            }
+        }
+    }
+
+    /** Enqueues the copies into the worker's blocks; the objects stay pinned until our event fires. */
+    private Reply retrieveOnGpu(InstanceContext context, DeviceKvTensors device, Plan plan, StoredObject[] pinned, Request.Retrieve request) {
+        KvLayout layout = context.layout();
+        Pieces pieces = PIECES.get();
+        pieces.clear();
+        for (int j = 0; j < pinned.length; j++) {
+            int skipInChunk = Math.max(0, request.skipFirstNTokens() - j * chunkSize);
+            PiecePlanner.chunk(layout, plan.blocks, j * plan.blocksPerChunk, plan.blocksPerChunk, skipInChunk, pinned[j].offset(), pieces::add);
+        }
+        long bytes = pieces.totalBytes();
+        long startNs = System.nanoTime();
+        try {
+            CopyEngine.Submitted submitted = gpu.engine(device.tensors().device()).submit(Direction.FROM_POOL, device.tensors(), pieces,
+                    request.eventHandle(), (ok, error) -> {
+                        unpinAll(pinned, ok);
+                        if (ok) {
+                            metrics.retrieved(bytes, System.nanoTime() - startNs);
+                        } else {
+                            fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " failed on the GPU: " + error);
+                        }
+                        context.release();
+                    });
+            if (!submitted.accepted()) {
+                fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " could not be enqueued: " + submitted.error());
+            }
+            return new Reply.Transfer(submitted.eventHandle(), submitted.accepted());
+        } catch (CudaException e) {
+            unpinAll(pinned, false);
+            context.release();
+            fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + ": " + e.getMessage());
+            return FailureReplies.transferFailed();
+        }
+    }
+
+    /** The failure reply for a known instance: on a GPU worker a valid, recorded event (the client imports it). */
+    private Reply failure(InstanceContext context, Direction direction) {
+        if (gpu != null && context.tensors() instanceof DeviceKvTensors device) {
+            try {
+                return new Reply.Transfer(gpu.engine(device.tensors().device()).recordedEvent(direction), false);
+            } catch (CudaException e) {
+                LOG.error("cannot record a failure event for instance {}: {}", context.instanceId(), e.getMessage());
+            }
+        }
+        return FailureReplies.transferFailed();
+    }
+
+    /** The failure reply for an instance we do not know: with a GPU, an event on the GPU its registration named, or the first. */
+    private Reply failure(long instanceId, Direction direction) {
+        if (gpu == null) {
+            return FailureReplies.transferFailed();
+        }
+        String uuid;
+        synchronized (lock) {
+            FailedRegistration failed = failedRegistrations.get(instanceId);
+            uuid = failed == null ? null : failed.deviceUuid();
+        }
+        try {
+            return new Reply.Transfer(gpu.engineFor(uuid).recordedEvent(direction), false);
+        } catch (CudaException e) {
+            LOG.error("cannot record a failure event for unknown instance {}: {}", instanceId, e.getMessage());
+            return FailureReplies.transferFailed();
+        }
+    }
+
+    /** Publishes reserved objects, last chunk first, so the head of the prefix is the most recently used. */
+    private void commitAll(StoredObject[] reserved) {
+        for (int j = reserved.length - 1; j >= 0; j--) {
+            if (reserved[j] != null) {
+                store.commit(reserved[j]);
             }
         }
     }
@@ -327,7 +492,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         String failure;
         synchronized (lock) {
             context = instances.get(instanceId);
-            failure = failedRegistrations.get(instanceId);
+            FailedRegistration failed = failedRegistrations.get(instanceId);
+            failure = failed == null ? null : failed.reason();
             if (context != null) {
                 liveness.traffic(context.liveness(), peer);
             }

@@ -263,8 +263,8 @@ public final class L1Pool implements AutoCloseable {
         return shmPath != null;
     }
 
-    @Override
-    public void close() {
+    /** Stops the preparation thread after the region in hand (idempotent). */
+    public void stopPreparation() {
         closing = true;
         if (preparer != null) {
             try {
@@ -273,6 +273,11 @@ public final class L1Pool implements AutoCloseable {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    @Override
+    public void close() {
+        stopPreparation();
         arena.close();
         if (shmPath != null) {
             try {

@@ -40,6 +40,11 @@ public final class L1Tier implements AutoCloseable {
         return counters;
     }
 
+    /** Stops preparing regions (before a pinning backend goes away). */
+    public void stopPreparation() {
+        pool.stopPreparation();
+    }
+
     @Override
     public void close() {
         if (controller != null) {

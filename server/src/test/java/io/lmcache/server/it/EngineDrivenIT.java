@@ -9,12 +9,16 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.EngineDrivenWorker;
+import io.lmcache.server.testing.EngineDrivenWorkerMain;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import io.lmcache.server.testing.WorkerProcess;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -36,6 +40,14 @@ class EngineDrivenIT {
         byte[] bytes = new byte[(int) length];
         new Random(seed).nextBytes(bytes);
         return bytes;
+    }
+
+    private static JsonNode status(ServerProcess server) {
+        try {
+            return new ObjectMapper().readTree(Http.get(server.httpBase() + "/status").body());
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 
     private static double usedBytes(ServerProcess server) {
@@ -144,20 +156,25 @@ class EngineDrivenIT {
                 "--worker-registration-grace-seconds", "4", "--worker-disconnect-grace-seconds", "2");
              EngineDrivenWorker survivor = new EngineDrivenWorker(server.endpoint(), 902, "ed/model", LAYERS, HIDDEN);
              JavaWorker lookups = new JavaWorker(server.endpoint(), 0, "ed/model", new JavaWorker.Geometry(0, 1, 16, 1, 8))) {
-            EngineDrivenWorker dying = new EngineDrivenWorker(server.endpoint(), 901, "ed/model", LAYERS, HIDDEN);
-            dying.register();
-            int[] tokens = JavaWorker.tokens(6, 512);
-            dying.prepareStore(tokens, 0, 512, "dying");
-            int[] read = JavaWorker.tokens(7, 512);
             survivor.register();
             roundTrip(survivor, lookups, 7);
-            assertNotNull(dying.prepareRetrieve(read, 0, 512, "dying-read"), "the dying worker pins the survivor's chunks");
-            dying.close(); // its connection goes, as when the process is killed
+            // a worker process reserves two slots for a STORE and pins the survivor's chunks, then is SIGKILLed
+            try (WorkerProcess dying = WorkerProcess.start("engine-driven worker 901", EngineDrivenWorkerMain.class, server.endpoint(), "901",
+                    Integer.toString(LAYERS), Integer.toString(HIDDEN), "6", "7")) {
+                assertEquals(List.of("2"), dying.readyWords(), "two slots reserved");
+                assertEquals(4.0 * survivor.objectBytes(), usedBytes(server), "the survivor's chunks and the dying worker's reservation");
+                JsonNode before = status(server).get("storage_manager").get("l1_managers").get("default");
+                assertEquals(2, before.get("pinned_count").asInt(), "the dying worker pins the survivor's two chunks");
+                assertEquals(2, before.get("write_locked_count").asInt(), "and holds two reserved slots");
+                dying.kill();
+            }
             await().atMost(Duration.ofSeconds(8)).pollInterval(Duration.ofMillis(100))
                     .until(() -> Http.metric(server, "lmcache_mp_reaped_workers_total", "reason", "disconnect") == 1);
             await().atMost(Duration.ofSeconds(5)).until(() -> usedBytes(server) == 2.0 * survivor.objectBytes());
-            // the survivor's chunks are evictable again (unpinned) and its stores keep working
-            assertTrue(server.countLog("reaping worker instance 901") == 1);
+            assertEquals(1, server.countLog("reaping worker instance 901"));
+            JsonNode l1 = status(server).get("storage_manager").get("l1_managers").get("default");
+            assertEquals(0, l1.get("pinned_count").asInt(), "the dead worker's PREPARE_RETRIEVE pins are released");
+            assertEquals(0, l1.get("write_locked_count").asInt(), "its reserved slots are gone");
             roundTrip(survivor, lookups, 8);
         }
     }

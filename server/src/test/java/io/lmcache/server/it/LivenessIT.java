@@ -9,20 +9,17 @@ import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
-import java.io.BufferedReader;
+import io.lmcache.server.testing.WorkerMain;
+import io.lmcache.server.testing.WorkerProcess;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -60,45 +57,14 @@ class LivenessIT {
         }
     }
 
-    /** A worker in its own process: registers, stores, pings every {@code pingMs}; returns it once READY, with its segments. */
-    private static Process startWorkerProcess(ServerProcess server, long instanceId, long pingMs, List<Path> segments) throws IOException {
-        List<String> command = List.of(System.getProperty("lmcache.test.java"), "--enable-native-access=ALL-UNNAMED",
-                "--sun-misc-unsafe-memory-access=allow", "-Xmx128m", "-cp", System.getProperty("java.class.path"),
-                "io.lmcache.server.testing.WorkerMain", server.endpoint(), Long.toString(instanceId), Long.toString(pingMs));
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-        AtomicReference<String> ready = new AtomicReference<>();
-        Thread reader = new Thread(() -> {
-            try {
-                String line;
-                while ((line = out.readLine()) != null) {
-                    if (line.startsWith("READY")) {
-                        ready.set(line);
-                    } else {
-                        System.err.println("[worker " + instanceId + "] " + line);
-                    }
-                }
-            } catch (IOException e) {
-                // the process ended
-            }
-        });
-        reader.setDaemon(true);
-        reader.start();
-        await("worker " + instanceId + " ready").atMost(Duration.ofSeconds(30)).until(() -> ready.get() != null || !process.isAlive());
-        assertTrue(process.isAlive(), "worker process " + instanceId + " started");
-        for (String path : ready.get().substring("READY ".length()).split(" ")) {
-            segments.add(Path.of(path));
-        }
-        return process;
-    }
-
     @Test
     void aKilledWorkerIsReapedAndUnmappedWhileALiveOneKeepsServing() throws Exception {
         double timeoutS = 2;
         List<Path> deadSegments = new ArrayList<>();
         try (ServerProcess server = server(timeoutS, 4, 2);
-             JavaWorker live = new JavaWorker(server.endpoint(), 202, "liveness/model", SMALL)) {
-            Process dead = startWorkerProcess(server, 201, 200, deadSegments);
+             JavaWorker live = new JavaWorker(server.endpoint(), 202, "liveness/model", SMALL);
+             WorkerProcess dead = WorkerProcess.start("worker 201", WorkerMain.class, server.endpoint(), "201", "200")) {
+            dead.readyWords().forEach(path -> deadSegments.add(Path.of(path)));
             live.register();
             live.fill(BLOCKS, 5);
             String before = maps(server.pid());
@@ -125,7 +91,7 @@ class LivenessIT {
             });
             traffic.start();
             long killedNs = System.nanoTime();
-            dead.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            dead.kill();
             // timeout x 1.25 plus one scan (period timeout/4), plus a second of process and log latency
             long boundMs = (long) (timeoutS * 1250 + timeoutS * 250 + 1000);
             await("reap of the killed worker").atMost(Duration.ofMillis(boundMs)).pollInterval(Duration.ofMillis(50))

@@ -1,0 +1,75 @@
+package io.lmcache.bench.jmh;
+
+import io.lmcache.bench.latency.Requests;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.ProtocolException;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder;
+import io.lmcache.server.transfer.ChunkHashes;
+import java.io.IOException;
+import java.util.concurrent.TimeUnit;
+import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessageUnpacker;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * The two CPU costs of a LOOKUP in its handler, on the exact payload the latency benchmark sends
+ * (a 512-token IPCCacheServerKey, tp_size 1): decoding it with the server's {@link RequestDecoder},
+ * and hashing its two chunks. The baseline is the least msgpack-core itself needs to read the same
+ * frame: walk the map, unpack the 512 token ids into an int[], skip the other values.
+ */
+@State(Scope.Thread)
+@BenchmarkMode(Mode.SampleTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(value = 1, jvmArgs = {"-Xms512m", "-Xmx512m"})
+public class LookupPathBench {
+    private byte[][] frames;
+    private final RequestDecoder decoder = new RequestDecoder();
+    private CacheKey key;
+
+    @Setup
+    public void setUp() throws ProtocolException {
+        frames = Requests.lookup(0, 42).payloads();
+        key = ((Request.Lookup) decoder.decode(Op.LOOKUP, frames, 0, frames.length)).key();
+    }
+
+    @Benchmark
+    public Request decodeLookup() throws ProtocolException {
+        return decoder.decode(Op.LOOKUP, frames, 0, frames.length);
+    }
+
+    @Benchmark
+    public long[] hashTwoChunks() {
+        return ChunkHashes.of(key, 256, 2);
+    }
+
+    @Benchmark
+    public int[] msgpackCoreBaseline() throws IOException {
+        try (MessageUnpacker unpacker = MessagePack.newDefaultUnpacker(frames[0])) {
+            int[] tokens = null;
+            for (int fields = unpacker.unpackMapHeader(); fields > 0; fields--) {
+                if (unpacker.unpackString().equals("token_ids")) {
+                    tokens = new int[unpacker.unpackArrayHeader()];
+                    for (int i = 0; i < tokens.length; i++) {
+                        tokens[i] = unpacker.unpackInt();
+                    }
+                } else {
+                    unpacker.skipValue();
+                }
+            }
+            return tokens;
+        }
+    }
+}

@@ -1,0 +1,98 @@
+package io.lmcache.server.cuda;
+
+import io.lmcache.server.protocol.TensorWrapper;
+import java.util.ArrayList;
+import java.util.List;
+import jcuda.driver.CUdeviceptr;
+
+/**
+ * A worker's KV tensors opened through CUDA IPC on their GPU: per tensor, the device address of
+ * the start of its storage (allocation base + the storage's offset in the allocation). Offsets
+ * within a storage (the view's storage offset, blocks, layers) are added by the caller.
+ */
+public final class DeviceTensors implements AutoCloseable {
+    private final CudaDevice device;
+    private final List<IpcMemory.Mapping> mappings;
+    private final long[] storageAddress;
+    private final CUdeviceptr[] storagePointer;
+    private boolean closed;
+
+    private DeviceTensors(CudaDevice device, List<IpcMemory.Mapping> mappings, long[] storageAddress, CUdeviceptr[] storagePointer) {
+        this.device = device;
+        this.mappings = mappings;
+        this.storageAddress = storageAddress;
+        this.storagePointer = storagePointer;
+    }
+
+    /** Opens every wrapper's allocation on the GPU its UUID names; on failure nothing stays open. */
+    public static DeviceTensors open(CudaDevices devices, List<TensorWrapper> wrappers) {
+        CudaDevice device = devices.byUuid(wrappers.getFirst().deviceUuid());
+        List<IpcMemory.Mapping> mappings = new ArrayList<>();
+        long[] addresses = new long[wrappers.size()];
+        CUdeviceptr[] pointers = new CUdeviceptr[wrappers.size()];
+        try {
+            for (int i = 0; i < wrappers.size(); i++) {
+                TensorWrapper wrapper = wrappers.get(i);
+                byte[] handle;
+                long offset;
+                switch (wrapper) {
+                    case TensorWrapper.CudaIpc ipc -> {
+                        if (ipc.handle().segmentType() == 'e') {
+                            throw new CudaException("tensor " + i + " lives in an expandable segment (PYTORCH_CUDA_ALLOC_CONF="
+                                    + "expandable_segments), which legacy CUDA IPC cannot open; run vLLM without expandable segments");
+                        }
+                        handle = ipc.handle().memHandle();
+                        offset = ipc.handle().storageOffsetBytes();
+                    }
+                    case TensorWrapper.RawCudaIpc raw -> {
+                        handle = raw.memHandle();
+                        offset = raw.allocOffset();
+                    }
+                    default -> throw new CudaException("tensor " + i + " is not a CUDA IPC tensor: " + wrapper.getClass().getSimpleName());
+                }
+                if (!CudaDevices.normalizeUuid(wrapper.deviceUuid()).equals(device.uuid())) {
+                    throw new CudaException("tensor " + i + " is on GPU " + wrapper.deviceUuid() + ", tensor 0 on " + device.uuid()
+                            + ": one worker's KV cache must be on one GPU");
+                }
+                IpcMemory.Mapping mapping = device.ipc().acquire(handle);
+                mappings.add(mapping);
+                addresses[i] = mapping.address() + offset;
+                pointers[i] = mapping.base().withByteOffset(offset);
+            }
+        } catch (RuntimeException e) {
+            for (IpcMemory.Mapping mapping : mappings) {
+                device.ipc().release(mapping);
+            }
+            throw e;
+        }
+        return new DeviceTensors(device, List.copyOf(mappings), addresses, pointers);
+    }
+
+    public CudaDevice device() {
+        return device;
+    }
+
+    public long[] storageAddresses() {
+        return storageAddress;
+    }
+
+    CUdeviceptr storagePointer(int tensor) {
+        return storagePointer[tensor];
+    }
+
+    public int mappingCount() {
+        return mappings.size();
+    }
+
+    /** Closes this worker's share of the IPC mappings (the last user unmaps them). */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (IpcMemory.Mapping mapping : mappings) {
+            device.ipc().release(mapping);
+        }
+    }
+}

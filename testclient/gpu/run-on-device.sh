@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
+#   mvn -q -B -DskipTests install && ../shared/tools/gpu-host/prepare.sh
+# then on the device (the device tool's run, carrying .device):
+#   bash testclient/gpu/run-on-device.sh [test|bench|all]
+# Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
+# LMCACHE_BUILD_PTX=1 first regenerates the copy kernel's PTX with the host's nvcc (into
+# $OUT/ptx/..., ahead of the jars on the classpath) so a kernel change is tested before the PTX
+# is committed: copy $OUT/ptx/io/lmcache/server/cuda/copy_pieces.ptx into
+# cuda/src/main/resources/io/lmcache/server/cuda/ afterwards.
+set -uo pipefail
+mode=${1:-all}
+out=${OUT:-/tmp/lmcache-gpu-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.txt"
+df -h /dev/shm | tail -1
+java=.device/jre/bin/java
+cp='.device/lib/*'
+if [ "${LMCACHE_BUILD_PTX:-0}" = 1 ]; then
+  ptx_dir="$out/ptx/io/lmcache/server/cuda"
+  mkdir -p "$ptx_dir"
+  nvcc --version | tail -2
+  nvcc -ptx -arch=compute_80 -O3 -o "$ptx_dir/copy_pieces.ptx" cuda/src/main/cuda/copy_pieces.cu || exit 1
+  nvcc -cubin -arch=sm_90 -O3 -Xptxas -v -o /tmp/copy_pieces.cubin cuda/src/main/cuda/copy_pieces.cu 2>&1 | tail -3
+  cp "$ptx_dir/copy_pieces.ptx" "$out/copy_pieces.ptx" # the tool brings back shallow files only
+  cp="$out/ptx:$cp"
+fi
+rc=0
+if [ "$mode" = test ] || [ "$mode" = all ]; then
+  python3 testclient/gpu/gpu_check.py test --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/gpu_tests.log"
+  rc=${PIPESTATUS[0]}
+fi
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  python3 testclient/gpu/gpu_check.py bench --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/gpu_bench.log" || rc=1
+  # the copy kernel alone against DMA (why the PCIe side is left to the copy engines); needs cupy
+  if python3 -c "import cupy" 2>/dev/null; then
+    python3 testclient/gpu/kernel_probe.py > "$out/kernel_probe.json" || rc=1
+  else
+    echo "kernel probe skipped: cupy is not installed on this host" | tee "$out/kernel_probe.json"
+  fi
+fi
+exit $rc
