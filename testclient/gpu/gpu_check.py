@@ -112,6 +112,10 @@ class Server:
                     return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    def clear(self):
+        """Empties L1, so the next STOREs copy for real."""
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.http}/cache/clear", data=b"{}", method="POST"), timeout=30)
+
     def gpu_copy(self, op):
         """(GPU seconds, bytes) of the server's completed copies for op."""
         return (self.metric("lmcache_mp_gpu_copy_seconds_total", f'op="{op}"'),
@@ -455,7 +459,7 @@ def bench_layout(server, label, heads, head, block, chunks_per_request, requests
         store_s.append(pipelined(w, reqs, "store"))
         retrieve_s.append(pipelined(w, [(t, dst, rid) for t, _, rid in reqs], "retrieve"))
         # the chunks just stored go, so each repetition copies for real
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{server.http}/cache/clear", data=b"{}", method="POST"), timeout=30)
+        server.clear()
     total = requests * request_bytes
     for op in ("store", "retrieve"):
         seconds, copied = (a - b for a, b in zip(server.gpu_copy(op), gpu_before[op]))
@@ -486,7 +490,7 @@ def bench_layout(server, label, heads, head, block, chunks_per_request, requests
         both = time.perf_counter() - t0
         if best is None or both < best[0]:
             best = (both, dict(spans))
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{server.http}/cache/clear", data=b"{}", method="POST"), timeout=30)
+        server.clear()
     both, spans = best
     results["concurrent_gbps"] = 2 * total / both / 1e9
     results["concurrent_store_gbps"] = total / spans["store"] / 1e9

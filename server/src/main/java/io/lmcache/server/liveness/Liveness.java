@@ -1,6 +1,11 @@
 package io.lmcache.server.liveness;
 
 import io.lmcache.server.loop.PeerId;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
 
 /**
@@ -83,5 +88,26 @@ public final class Liveness {
             return InstanceLivenessTarget.Reason.NEVER_PINGED;
         }
         return null;
+    }
+
+    /**
+     * A target's reap scan: moves every stale instance of {@code live} into {@code reaped} (where
+     * it waits for {@code dropInstanceState}) and returns what went and why. The caller holds the
+     * lock that guards both maps.
+     */
+    public <C> List<InstanceLivenessTarget.Reaped> reapStale(Map<Long, C> live, Map<Long, C> reaped, Function<C, Entry> entryOf,
+            long timeoutNs, long graceNs) {
+        List<InstanceLivenessTarget.Reaped> stale = new ArrayList<>();
+        for (Iterator<Map.Entry<Long, C>> it = live.entrySet().iterator(); it.hasNext(); ) {
+            Map.Entry<Long, C> instance = it.next();
+            Entry entry = entryOf.apply(instance.getValue());
+            InstanceLivenessTarget.Reason reason = staleReason(entry, timeoutNs, graceNs);
+            if (reason != null) {
+                it.remove();
+                reaped.put(instance.getKey(), instance.getValue());
+                stale.add(new InstanceLivenessTarget.Reaped(instance.getKey(), reason, nowNs() - entry.lastSeenNs));
+            }
+        }
+        return stale;
     }
 }

@@ -477,19 +477,9 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     @Override
     public List<Reaped> reapStaleInstances(long timeoutNs, long graceNs) {
-        List<Reaped> stale = new ArrayList<>();
         synchronized (lock) {
-            for (Iterator<Map.Entry<Long, Context>> it = contexts.entrySet().iterator(); it.hasNext(); ) {
-                Map.Entry<Long, Context> entry = it.next();
-                Reason reason = liveness.staleReason(entry.getValue().liveness, timeoutNs, graceNs);
-                if (reason != null) {
-                    it.remove();
-                    reaped.put(entry.getKey(), entry.getValue());
-                    stale.add(new Reaped(entry.getKey(), reason, liveness.nowNs() - entry.getValue().liveness.lastSeenNs()));
-                }
-            }
+            return liveness.reapStale(contexts, reaped, context -> context.liveness, timeoutNs, graceNs);
         }
-        return stale;
     }
 
     @Override

@@ -599,19 +599,9 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     @Override
     public List<Reaped> reapStaleInstances(long timeoutNs, long graceNs) {
-        List<Reaped> stale = new ArrayList<>();
         synchronized (lock) {
-            for (var it = instances.entrySet().iterator(); it.hasNext(); ) {
-                InstanceContext context = it.next().getValue();
-                Reason reason = liveness.staleReason(context.liveness(), timeoutNs, graceNs);
-                if (reason != null) {
-                    it.remove();
-                    reaped.put(context.instanceId(), context);
-                    stale.add(new Reaped(context.instanceId(), reason, liveness.nowNs() - context.liveness().lastSeenNs()));
-                }
-            }
+            return liveness.reapStale(instances, reaped, InstanceContext::liveness, timeoutNs, graceNs);
         }
-        return stale;
     }
 
     @Override

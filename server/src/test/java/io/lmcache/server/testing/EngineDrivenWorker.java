@@ -84,22 +84,7 @@ public final class EngineDrivenWorker implements AutoCloseable {
     }
 
     public byte[] key(int[] tokens, int start, int end, String requestId) {
-        return pack(p -> {
-            p.packMapHeader(10);
-            p.packString("model_name").packString(model);
-            p.packString("world_size").packInt(1);
-            p.packString("worker_id").packInt(0);
-            p.packString("token_ids").packArrayHeader(tokens.length);
-            for (int token : tokens) {
-                p.packInt(token);
-            }
-            p.packString("start").packInt(start);
-            p.packString("end").packInt(end);
-            p.packString("request_id").packString(requestId);
-            p.packString("cache_salt").packString("");
-            p.packString("request_configs").packNil();
-            p.packString("num_kv_readers").packInt(1);
-        });
+        return JavaWorker.cacheKey(model, tokens, start, end, requestId, 0, 1, 1);
     }
 
     /** PREPARE_STORE: the slots to fill and, per slot, the chunk's index in the range. */

@@ -112,8 +112,14 @@ public final class JavaWorker implements AutoCloseable {
         return "c3".equals(client.call(22, pack(p -> p.packLong(instanceId))).payloadHex());
     }
 
-    /** An IPCCacheServerKey map, every field in the client's order. */
+    /** An IPCCacheServerKey map of this worker's model. */
     public byte[] key(int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize, int readers) {
+        return cacheKey(model, tokens, start, end, requestId, workerId, worldSize, readers);
+    }
+
+    /** An IPCCacheServerKey map, every field in the client's order (a null worker id is nil, as in LOOKUP). */
+    public static byte[] cacheKey(String model, int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize,
+            int readers) {
         return pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(model);
