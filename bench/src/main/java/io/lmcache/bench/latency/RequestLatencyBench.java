@@ -299,9 +299,8 @@ public final class RequestLatencyBench {
                 + " Measurements repeated because the echo or the server process was ended from outside during them: %d.%n", broken, restarts));
         md.append("\nCaveats: the load generator, the server and the echo share this machine's cores, so with 16 clients the run is"
                 + " CPU-bound and latency and throughput mostly measure CPU spent per request (a throughput ratio below 1 is the server"
-                + " spending more of it than the echo). The server's request loop spins up to 50 µs and yields up to 500 µs before"
-                + " it blocks, which keeps a core busy between requests; the echo blocks at once, so on a VM its idle core must be"
-                + " woken for every request.\n");
+                + " spending more of it than the echo). PING and these LOOKUPs (2 KiB keys) are answered on the server's socket"
+                + " thread, which, like the echo, blocks in its receive when it has nothing to do.\n");
         return md.toString();
     }
 

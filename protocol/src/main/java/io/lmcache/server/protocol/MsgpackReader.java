@@ -2,6 +2,7 @@ package io.lmcache.server.protocol;
 
 import io.lmcache.server.protocol.ProtocolException.Reason;
 import java.io.IOException;
+import java.util.Arrays;
 import org.msgpack.core.ExtensionTypeHeader;
 import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
@@ -16,9 +17,17 @@ import org.msgpack.value.ValueType;
  * exactly. Not thread-safe; one instance per decoding thread, reused across frames.
  */
 public final class MsgpackReader {
+    /** Strings up to this size are remembered; field names, model names and salts repeat in every request. */
+    private static final int CACHED_STRING_MAX_BYTES = 64;
+    private static final int STRING_CACHE_SLOTS = 128; // a power of two
+
     private final ArrayBufferInput input = new ArrayBufferInput(new byte[0]);
     private final MessageUnpacker unpacker = MessagePack.DEFAULT_UNPACKER_CONFIG.newUnpacker(input);
+    private byte[] frame = new byte[0];
     private int frameLength;
+    /** A direct-mapped cache of short strings read before: their UTF-8 bytes and the decoded value. */
+    private final byte[][] cachedUtf8 = new byte[STRING_CACHE_SLOTS][];
+    private final String[] cachedStrings = new String[STRING_CACHE_SLOTS];
 
     /** Starts reading {@code frame}. */
     public MsgpackReader reset(byte[] frame) {
@@ -28,6 +37,7 @@ public final class MsgpackReader {
         } catch (IOException e) {
             throw new IllegalStateException("resetting an in-memory unpacker cannot fail", e);
         }
+        this.frame = frame;
         frameLength = frame.length;
         return this;
     }
@@ -112,15 +122,56 @@ public final class MsgpackReader {
         }
     }
 
+    /**
+     * A string; a short one this reader has read before is returned without decoding or allocating
+     * (the decoder's hot path reads ten field names and a model name per LOOKUP).
+     */
     public String readString(String what) throws ProtocolException {
         expect(what, ValueType.STRING);
         try {
             int length = unpacker.unpackRawStringHeader();
             checkLength(what, length);
-            byte[] utf8 = unpacker.readPayload(length);
-            return new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+            if (length > CACHED_STRING_MAX_BYTES) {
+                return new String(unpacker.readPayload(length), java.nio.charset.StandardCharsets.UTF_8);
+            }
+            int at = position();
+            int slot = stringSlot(frame, at, length);
+            byte[] cached = cachedUtf8[slot];
+            String value;
+            if (cached != null && Arrays.equals(cached, 0, cached.length, frame, at, at + length)) {
+                value = cachedStrings[slot];
+            } else {
+                byte[] utf8 = Arrays.copyOfRange(frame, at, at + length);
+                value = new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+                cachedUtf8[slot] = utf8;
+                cachedStrings[slot] = value;
+            }
+            skipBytes(length);
+            return value;
         } catch (IOException | org.msgpack.core.MessagePackException e) {
             throw malformed(what, e);
+        }
+    }
+
+    private static int stringSlot(byte[] bytes, int at, int length) {
+        int hash = length;
+        if (length > 0) {
+            hash = hash * 31 + bytes[at];
+            hash = hash * 31 + bytes[at + length / 2];
+            hash = hash * 31 + bytes[at + length - 1];
+        }
+        return (hash ^ (hash >>> 7)) & (STRING_CACHE_SLOTS - 1);
+    }
+
+    /** Where the unpacker is in the frame (the input holds exactly the frame, from offset 0). */
+    private int position() {
+        return (int) unpacker.getTotalReadBytes();
+    }
+
+    /** Moves the unpacker past {@code length} bytes already read from the frame directly (a view, no copy). */
+    private void skipBytes(int length) throws IOException {
+        if (length > 0) {
+            unpacker.readPayloadAsReference(length);
         }
     }
 
@@ -180,13 +231,75 @@ public final class MsgpackReader {
         }
     }
 
+    /**
+     * An array of 32-bit integers. Token ids come in arrays of thousands, so the common encodings
+     * (fixint, int8/16/32, uint8/16/32 that fit) are read straight from the frame, eight bytes at a
+     * time and without a branch on the encoding (token ids mix uint16 and uint32 at random, which a
+     * switch would mispredict about every other element); at the first element that is anything else
+     * (a 64-bit encoding, an overflow, a wrong type) and for the last few bytes of the frame, the
+     * rest goes through {@link #readInt}, which accepts or rejects it exactly as before.
+     */
     public int[] readIntArray(String what) throws ProtocolException {
         int count = readArrayHeader(what);
         int[] values = new int[count];
-        for (int i = 0; i < count; i++) {
+        byte[] bytes = frame;
+        int start = position();
+        int at = start;
+        int i = 0;
+        int lastWideRead = frameLength - Long.BYTES;
+        while (i < count && at <= lastWideRead) {
+            int head = bytes[at] & 0xff;
+            int size = INT_SIZE[head];
+            long word = (long) BIG_ENDIAN_LONG.get(bytes, at);
+            long value = ((word << INT_SHIFT_LEFT[head]) >> INT_SHIFT_RIGHT[head]) & INT_MASK[head];
+            if (size == 0 || value > Integer.MAX_VALUE) {
+                break; // not a 32-bit encoding, or a uint32 that does not fit: readInt decides
+            }
+            values[i++] = (int) value;
+            at += size;
+        }
+        try {
+            skipBytes(at - start);
+        } catch (IOException e) {
+            throw malformed(what, e);
+        }
+        for (; i < count; i++) {
             values[i] = readInt(what);
         }
         return values;
+    }
+
+    private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
+            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.BIG_ENDIAN);
+    /**
+     * Per first byte of an integer: its encoded size (0: not read on the fast path) and how to cut
+     * its value out of the eight bytes starting at that first byte: shift the payload to the top,
+     * shift it down arithmetically (sign-extending), then mask unsigned encodings back to positive.
+     */
+    private static final int[] INT_SIZE = new int[256];
+    private static final int[] INT_SHIFT_LEFT = new int[256];
+    private static final int[] INT_SHIFT_RIGHT = new int[256];
+    private static final long[] INT_MASK = new long[256];
+
+    static {
+        for (int head = 0; head < 256; head++) {
+            if (head <= 0x7f || head >= 0xe0) { // positive and negative fixint: the first byte is the value
+                intEncoding(head, 1, 0, 1, true);
+            }
+        }
+        intEncoding(0xcc, 2, 8, 1, false);
+        intEncoding(0xcd, 3, 8, 2, false);
+        intEncoding(0xce, 5, 8, 4, false);
+        intEncoding(0xd0, 2, 8, 1, true);
+        intEncoding(0xd1, 3, 8, 2, true);
+        intEncoding(0xd2, 5, 8, 4, true);
+    }
+
+    private static void intEncoding(int head, int size, int shiftLeft, int valueBytes, boolean signed) {
+        INT_SIZE[head] = size;
+        INT_SHIFT_LEFT[head] = shiftLeft;
+        INT_SHIFT_RIGHT[head] = 64 - 8 * valueBytes;
+        INT_MASK[head] = signed ? -1L : (1L << (8 * valueBytes)) - 1;
     }
 
     /** Skips one value of any type (bounded by the frame: a short frame fails, it never allocates). */

@@ -24,6 +24,12 @@ import org.slf4j.LoggerFactory;
 public final class Dispatcher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Dispatcher.class);
     private static final ThreadLocal<Codec> CODEC = ThreadLocal.withInitial(Codec::new);
+    /**
+     * The largest payload a QUICK request may have to run on the socket thread: a LOOKUP key of about
+     * 3 000 token ids, decoded and hashed in ~10 µs. Longer prompts go to the CPU pool, so one long
+     * lookup never holds up every other client's requests.
+     */
+    static final int QUICK_INLINE_MAX_PAYLOAD_BYTES = 16 * 1024;
 
     private final RequestHandler handler;
     private final ReplyQueue replies;
@@ -31,9 +37,10 @@ public final class Dispatcher implements AutoCloseable {
     private final FailureReplies failures;
     private final ExecutorService normalPool;
     private final ExecutorService transferPool;
-    private final ExecutorService pingPool;
     private final KeyedSerialExecutor<PeerId> transferLanes;
     private final AtomicInteger inflight = new AtomicInteger();
+    /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
+    private final AtomicInteger normalPending = new AtomicInteger();
     private final RateLimitedLog badInputLog = new RateLimitedLog(LOG, 20);
     private final Set<Op> warnedUnsupported = EnumSet.noneOf(Op.class);
 
@@ -45,7 +52,6 @@ public final class Dispatcher implements AutoCloseable {
         this.failures = failures;
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
         this.transferPool = NamedThreads.fixedPool("lmcache-transfer", transferWorkers);
-        this.pingPool = NamedThreads.fixedPool("lmcache-ping", 1);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
     }
 
@@ -62,14 +68,37 @@ public final class Dispatcher implements AutoCloseable {
         try {
             switch (kind) {
                 case SYNC -> run(in);
-                case NORMAL -> normalPool.execute(() -> run(in));
-                case PING -> pingPool.execute(() -> run(in));
+                case QUICK -> {
+                    if (normalPending.get() == 0 && in.payloadBytes() <= QUICK_INLINE_MAX_PAYLOAD_BYTES) {
+                        metrics.inlineRequest(in.op());
+                        run(in);
+                    } else {
+                        runNormal(in);
+                    }
+                }
+                case NORMAL -> runNormal(in);
                 case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in));
             }
         } catch (RejectedExecutionException e) {
             // only during shutdown: still answer, the client is waiting
             LOG.warn("{} rejected during shutdown; answering with its failure value", in.op().wireName());
             reply(in, failures.forOp(in.op()));
+        }
+    }
+
+    private void runNormal(Inbound in) {
+        normalPending.incrementAndGet();
+        try {
+            normalPool.execute(() -> {
+                try {
+                    run(in);
+                } finally {
+                    normalPending.decrementAndGet();
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            normalPending.decrementAndGet();
+            throw e;
         }
     }
 
@@ -160,10 +189,10 @@ public final class Dispatcher implements AutoCloseable {
 
     @Override
     public void close() throws InterruptedException {
-        for (ExecutorService pool : new ExecutorService[] {pingPool, normalPool, transferPool}) {
+        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool}) {
             pool.shutdown();
         }
-        for (ExecutorService pool : new ExecutorService[] {pingPool, normalPool, transferPool}) {
+        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool}) {
             if (!pool.awaitTermination(5, TimeUnit.SECONDS)) {
                 LOG.warn("handler pool did not finish within 5 s; abandoning its tasks");
                 pool.shutdownNow();

@@ -26,6 +26,15 @@ public record Inbound(byte[][] frames, int frameCount, Op op, long receivedNs) {
         return frameCount - FIRST_PAYLOAD;
     }
 
+    /** The payload frames' total size. */
+    public long payloadBytes() {
+        long bytes = 0;
+        for (int i = FIRST_PAYLOAD; i < frameCount; i++) {
+            bytes += frames[i].length;
+        }
+        return bytes;
+    }
+
     public PeerId peer() {
         return new PeerId(frames[0]);
     }

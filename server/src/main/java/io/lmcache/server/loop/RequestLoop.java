@@ -18,9 +18,12 @@ import org.zeromq.ZMQException;
 /**
  * The one thread that owns the ROUTER socket (ZeroMQ sockets are not thread-safe). Each turn of
  * {@link #doWork()} sends the replies handlers have queued and receives a batch of requests; when
- * there is nothing to do it spins briefly, then blocks in a receive on the ROUTER itself. Handler
- * threads wake it with an empty message from an in-process DEALER connected to the same ROUTER:
- * JeroMQ's multi-socket poller costs several times the round trip of a plain blocking receive.
+ * there is nothing to do it blocks in a receive on the ROUTER itself, spinning briefly first only
+ * while pool handlers are still working on requests (their replies are then due). Handler threads
+ * wake it with an empty message from an in-process DEALER connected to the same ROUTER: JeroMQ's
+ * multi-socket poller costs several times the round trip of a plain blocking receive. It does not
+ * spin with nothing in flight: on a busy host the clients and the pools need that core (measured in
+ * bench/RESULTS.md, request-path latency).
  * Shutdown is by flag and receive timeout, never by interrupting this thread.
  */
 public final class RequestLoop implements AutoCloseable {
@@ -28,9 +31,8 @@ public final class RequestLoop implements AutoCloseable {
     /** Far above the 10 frames of the largest request; beyond it frames are dropped (and counted as ignored). */
     private static final int MAX_FRAMES = 64;
     private static final int RECEIVE_BATCH = 256;
-    /** Busy-wait this long after the last work before blocking: covers a client's think time between requests. */
-    private static final long SPIN_NS = 50_000;
-    private static final long YIELD_NS = 500_000;
+    /** Busy-wait at most this long for a pool handler's reply before blocking (a wake-up costs more than a short spin). */
+    private static final long SPIN_NS = 20_000;
     private static final int RECEIVE_TIMEOUT_MS = 100;
     /** Stop reading new requests while this many are unanswered: ZeroMQ's queues then push back on clients. */
     private static final int MAX_INFLIGHT = 16_384;
@@ -133,14 +135,10 @@ public final class RequestLoop implements AutoCloseable {
                 }
                 if (work > 0) {
                     idleSinceNs = nowNs;
-                } else if (nowNs - idleSinceNs < SPIN_NS) {
+                } else if (dispatcher.inflight() > 0 && nowNs - idleSinceNs < SPIN_NS) {
                     Thread.onSpinWait();
-                } else if (nowNs - idleSinceNs < YIELD_NS) {
-                    Thread.yield();
-                } else {
-                    if (sleep()) {
-                        idleSinceNs = System.nanoTime();
-                    }
+                } else if (sleep()) {
+                    idleSinceNs = System.nanoTime();
                 }
             }
         } catch (RuntimeException | Error e) {

@@ -1,5 +1,6 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.micrometer.core.instrument.FunctionCounter;
@@ -34,6 +35,7 @@ public final class ServerMetrics {
     private final List<Runnable> resetHooks = new ArrayList<>();
     private final Map<String, LongAdder> dynamic = new ConcurrentHashMap<>();
     private final Map<Op, LongAdder> requests = new EnumMap<>(Op.class);
+    private final Map<Op, LongAdder> inlineRequests = new EnumMap<>(Op.class);
     private final Map<Op, LongAdder> handlerErrors = new EnumMap<>(Op.class);
     private final Map<Op, LongAdder> unsupportedOps = new EnumMap<>(Op.class);
     private final Map<Op, AtomicReference<Timer>> latency = new EnumMap<>(Op.class);
@@ -56,6 +58,10 @@ public final class ServerMetrics {
         new io.micrometer.core.instrument.binder.system.UptimeMetrics().bindTo(registry);
         for (Op op : Op.values()) {
             requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
+            if (HandlerKind.of(op) == HandlerKind.QUICK) {
+                inlineRequests.put(op, counter("lmcache_mp.requests_inline",
+                        "lookup-family requests answered on the socket thread (the others of their op went to the CPU pool)", "op", op.wireName()));
+            }
             handlerErrors.put(op, counter("lmcache_mp.handler_errors", "handlers that threw; the client still got the failure value",
                     "op", op.wireName()));
             unsupportedOps.put(op, counter("lmcache_mp.unsupported_ops", "requests for features this server does not provide (no reply)",
@@ -137,6 +143,11 @@ public final class ServerMetrics {
 
     public void request(Op op) {
         requests.get(op).increment();
+    }
+
+    /** A QUICK request answered on the socket thread. */
+    public void inlineRequest(Op op) {
+        inlineRequests.get(op).increment();
     }
 
     public void latency(Op op, long nanos) {

@@ -274,21 +274,32 @@ public final class ObjectStore {
 
     // --- eviction and expiry ---------------------------------------------------------------------
 
-    /** Evicts least recently used objects until {@code targetBytes} are freed or nothing is evictable. */
+    /**
+     * Evicts least recently used objects until {@code targetBytes} are freed or nothing is evictable.
+     * A watermark pass can free tens of thousands of objects; it takes the lock for at most
+     * {@link #EVICTION_BATCH} of them at a time, so lookups (answered on the socket thread) and
+     * stores wait microseconds for it, not milliseconds.
+     */
     public long evict(long targetBytes, EvictionReason reason) {
-        lock.lock();
-        try {
-            long freed = 0;
-            while (freed < targetBytes && lruTail != null) {
-                StoredObject victim = lruTail;
-                freed += victim.bytes;
-                removeAndFree(victim, reason);
+        long freed = 0;
+        boolean more = true;
+        while (more && freed < targetBytes) {
+            lock.lock();
+            try {
+                for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes && lruTail != null; batch++) {
+                    StoredObject victim = lruTail;
+                    freed += victim.bytes;
+                    removeAndFree(victim, reason);
+                }
+                more = lruTail != null;
+            } finally {
+                lock.unlock();
             }
-            return freed;
-        } finally {
-            lock.unlock();
         }
+        return freed;
     }
+
+    static final int EVICTION_BATCH = 256;
 
     /** Reclaims expired write locks (the object is dropped) and read locks (released). Returns how many. */
     public int sweepExpired() {

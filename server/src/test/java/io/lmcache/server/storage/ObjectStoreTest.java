@@ -84,6 +84,26 @@ class ObjectStoreTest {
     }
 
     @Test
+    void aWatermarkPassLargerThanOneBatchFreesExactlyItsTargetOldestFirst() {
+        int objects = 3 * ObjectStore.EVICTION_BATCH + 17;
+        long bytes = 64 * 1024;
+        ObjectStore store = store(objects * bytes, objects * bytes, EvictionPolicy.LRU);
+        for (long hash = 0; hash < objects; hash++) {
+            put(store, hash, bytes);
+        }
+        int first = 2 * ObjectStore.EVICTION_BATCH + 5;
+        assertEquals(first * bytes, store.evict(first * bytes, EvictionReason.WATERMARK));
+        assertFalse(present(store, first - 1, bytes), "the oldest went");
+        assertTrue(present(store, first, bytes), "the newer stayed");
+        store.checkInvariants();
+        // a target beyond what is left frees everything evictable and stops
+        assertEquals((objects - first) * bytes, store.evict(objects * bytes, EvictionReason.WATERMARK));
+        assertEquals(objects, store.counters().evictions(EvictionReason.WATERMARK));
+        assertEquals(0, store.snapshot().objects());
+        store.checkInvariants();
+    }
+
+    @Test
     void lockedAndPinnedObjectsAreNeverVictims() {
         ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
         put(store, 1, 2 * MIB);
