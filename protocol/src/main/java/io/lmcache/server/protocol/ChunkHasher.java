@@ -38,16 +38,26 @@ public final class ChunkHasher {
      * (two longs per chunk: high, low).
      */
     public void hashChunks(int[] tokens, int chunkSize, int numChunks, long[] hashes) {
-        if ((long) numChunks * chunkSize > tokens.length) {
-            throw new IllegalArgumentException(numChunks + " chunks of " + chunkSize + " exceed " + tokens.length + " tokens");
+        hashChunks(tokens, chunkSize, 0, numChunks, hashes);
+    }
+
+    /**
+     * Hashes chunks {@code [fromChunk, toChunk)} into {@code hashes}, continuing the chain from the
+     * hash of chunk {@code fromChunk - 1}, which must already be in {@code hashes}. A lookup hashes
+     * only as far as the cache holds the prefix.
+     */
+    public void hashChunks(int[] tokens, int chunkSize, int fromChunk, int toChunk, long[] hashes) {
+        if ((long) toChunk * chunkSize > tokens.length || fromChunk < 0 || fromChunk > toChunk) {
+            throw new IllegalArgumentException("chunks [" + fromChunk + ", " + toChunk + ") of " + chunkSize + " do not fit "
+                    + tokens.length + " tokens");
         }
         int bytes = 16 + 4 * chunkSize;
         if (buffer.length < bytes) {
             buffer = new byte[bytes];
         }
-        long hi = SEED_HI;
-        long lo = SEED_LO;
-        for (int chunk = 0; chunk < numChunks; chunk++) {
+        long hi = fromChunk == 0 ? SEED_HI : hashes[2 * fromChunk - 2];
+        long lo = fromChunk == 0 ? SEED_LO : hashes[2 * fromChunk - 1];
+        for (int chunk = fromChunk; chunk < toChunk; chunk++) {
             LONG_BE.set(buffer, 0, hi);
             LONG_BE.set(buffer, 8, lo);
             int base = chunk * chunkSize;

@@ -1,5 +1,6 @@
 package io.lmcache.server.protocol;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -51,6 +52,21 @@ class ChunkHasherTest {
         new ChunkHasher().hashChunks(a, C, 2, h2);
         assertEquals(h1[0], h2[0]);
         assertEquals(h1[3], h2[3]);
+    }
+
+    @Test
+    void hashingInPiecesContinuesTheChainExactly() {
+        int[] a = tokens(7 * C, 11);
+        long[] whole = hashes(a, 7);
+        long[] pieces = new long[14];
+        ChunkHasher hasher = new ChunkHasher();
+        hasher.hashChunks(a, C, 0, 1, pieces);
+        hasher.hashChunks(a, C, 1, 3, pieces);
+        hasher.hashChunks(a, C, 3, 3, pieces); // an empty piece changes nothing
+        hasher.hashChunks(a, C, 3, 7, pieces);
+        assertArrayEquals(whole, pieces);
+        assertThrows(IllegalArgumentException.class, () -> hasher.hashChunks(a, C, 4, 3, pieces));
+        assertThrows(IllegalArgumentException.class, () -> hasher.hashChunks(a, C, 6, 8, new long[16]));
     }
 
     @Test

@@ -17,13 +17,13 @@ import org.zeromq.ZMQException;
 
 /**
  * The one thread that owns the ROUTER socket (ZeroMQ sockets are not thread-safe). Each turn of
- * {@link #doWork()} sends the replies handlers have queued and receives a batch of requests; when
- * there is nothing to do it blocks in a receive on the ROUTER itself, spinning briefly first only
- * while pool handlers are still working on requests (their replies are then due). Handler threads
- * wake it with an empty message from an in-process DEALER connected to the same ROUTER: JeroMQ's
- * multi-socket poller costs several times the round trip of a plain blocking receive. It does not
- * spin with nothing in flight: on a busy host the clients and the pools need that core (measured in
- * bench/RESULTS.md, request-path latency).
+ * {@link #doWork()} sends the replies handlers have queued and receives a batch of requests,
+ * sending what is ready after each one. When there is nothing to do it blocks in a receive on the
+ * ROUTER itself, spinning briefly first only while pool handlers are still working on requests
+ * (their replies are then due); with nothing in flight it does not spin, because on a busy host
+ * the clients and the pools need that core (bench/RESULTS.md, request-path latency). Handler
+ * threads wake it with an empty message from an in-process DEALER connected to the same ROUTER:
+ * JeroMQ's multi-socket poller costs several times the round trip of a plain blocking receive.
  * Shutdown is by flag and receive timeout, never by interrupting this thread.
  */
 public final class RequestLoop implements AutoCloseable {
@@ -161,6 +161,9 @@ public final class RequestLoop implements AutoCloseable {
                     break;
                 }
                 work++;
+                // an inline reply goes out at once: JeroMQ's I/O thread writes it on the other core while this
+                // thread handles the next request (at the end of the batch, the first reply would wait for all)
+                work += sendReplies();
             }
             work += sendReplies();
         }

@@ -45,10 +45,23 @@ public final class LookupModule {
             LOG.warn("LOOKUP {}: {}; reporting 0 hits", key.requestId(), range == null ? why[0] : "world_size " + key.worldSize());
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
         } else if (range.endChunk() > 0) {
-            long[] hashes = ChunkHashes.of(key, chunkSize, range.endChunk());
+            int endChunk = range.endChunk();
+            long[] hashes = new long[2 * endChunk];
             List<ObjectStore.ReadLock> locks = new ArrayList<>();
-            hits = store.lookupAndLock(key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, range.endChunk(),
-                    Math.max(0, key.numKvReaders()), locks);
+            // hash only as far as the cache holds the prefix: windows of 1, 2, 4, ... chunks, so a new
+            // 8 000-token prompt costs one chunk's hash, not 31, and a full hit about two lock takes per doubling
+            int from = 0;
+            for (int window = 1; from < endChunk; window *= 2) {
+                int to = Math.min(endChunk, from + window);
+                ChunkHashes.extend(key, chunkSize, from, to, hashes);
+                int found = store.lookupAndLock(key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, from, to,
+                        Math.max(0, key.numKvReaders()), locks);
+                hits += found;
+                if (found < to - from) {
+                    break;
+                }
+                from = to;
+            }
             leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
             metrics.lookup((long) range.endChunk() * chunkSize, (long) hits * chunkSize);
         }

@@ -209,11 +209,12 @@ public final class ObjectStore {
     }
 
     /**
-     * Counts the leading chunks whose objects exist for every kv rank {@code 0..worldSize-1} and
-     * takes {@code readers} read locks on each of them (into {@code locks}); stops at the first miss.
+     * Counts the leading chunks of {@code [fromChunk, toChunk)} whose objects exist for every kv rank
+     * {@code 0..worldSize-1} and takes {@code readers} read locks on each of them (into {@code locks});
+     * stops at the first miss.
      */
-    public int lookupAndLock(String model, String salt, int worldSize, int group, long[] hashes, int numChunks, int readers,
-            List<ReadLock> locks) {
+    public int lookupAndLock(String model, String salt, int worldSize, int group, long[] hashes, int fromChunk, int toChunk,
+            int readers, List<ReadLock> locks) {
         lock.lock();
         try {
             int namespace = namespaces.peek(model, salt);
@@ -223,7 +224,7 @@ public final class ObjectStore {
             long deadlineNs = clockNs.getAsLong() + readTtlNs;
             int hits = 0;
             StoredObject[] ranks = new StoredObject[worldSize];
-            for (int chunk = 0; chunk < numChunks; chunk++) {
+            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
                 boolean all = true;
                 for (int rank = 0; rank < worldSize && all; rank++) {
                     StoredObject object = objects.get(new ObjectKey(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]));

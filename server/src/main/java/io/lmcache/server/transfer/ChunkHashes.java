@@ -15,4 +15,9 @@ public final class ChunkHashes {
         HASHER.get().hashChunks(key.tokenIds(), chunkSize, endChunk, hashes);
         return hashes;
     }
+
+    /** Adds the hashes of chunks {@code [fromChunk, toChunk)} to {@code hashes}, which holds those before them. */
+    public static void extend(CacheKey key, int chunkSize, int fromChunk, int toChunk, long[] hashes) {
+        HASHER.get().hashChunks(key.tokenIds(), chunkSize, fromChunk, toChunk, hashes);
+    }
 }

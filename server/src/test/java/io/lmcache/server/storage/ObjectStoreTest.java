@@ -109,7 +109,7 @@ class ObjectStoreTest {
         put(store, 1, 2 * MIB);
         put(store, 2, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        assertEquals(1, store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 1, locks));
+        assertEquals(1, store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 0, 1, 1, locks));
         StoredObject pinned = store.pinReady("m", "", 0, 0, 2, 2, 1, 2 * MIB);
         assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1), "everything is locked");
         assertEquals(1, store.counters().allocationFailures.sum());
@@ -124,7 +124,7 @@ class ObjectStoreTest {
         ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
         put(store, 1, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 2, locks);
+        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 0, 1, 2, locks);
         assertEquals(1, store.snapshot().readLocked());
         nowNs.addAndGet(READ_TTL_NS + 1);
         assertEquals(1, store.sweepExpired());
@@ -132,7 +132,7 @@ class ObjectStoreTest {
         assertEquals(1, store.counters().readLockExpiries.sum());
         // a new lock after the expiry; the old lease's release must not take it
         List<ObjectStore.ReadLock> fresh = new ArrayList<>();
-        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 1, 1, fresh);
+        store.lookupAndLock("m", "", 1, 0, new long[] {1, 1}, 0, 1, 1, fresh);
         store.releaseRead(locks.getFirst(), 2);
         assertEquals(1, store.snapshot().readLocked(), "a stale release does nothing");
         store.releaseRead(fresh.getFirst(), 1);

@@ -1,0 +1,80 @@
+package io.lmcache.server.module;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.SlabAllocator;
+import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ChunkHashes;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** LOOKUP hashes its chunks in growing windows and stops at the first miss: every stored prefix length must still be counted exactly. */
+class LookupModuleTest {
+    private static final int CHUNK = 16;
+    private static final int CHUNKS = 13; // windows 1, 2, 4, 6 (cut): boundaries at 1, 3, 7, 13
+    private static final long OBJECT_BYTES = 4096;
+
+    @Test
+    void everyStoredPrefixLengthIsCountedAndLocked() {
+        int[] tokens = new int[CHUNKS * CHUNK + 5]; // and a partial chunk that never counts
+        Random random = new Random(3);
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = random.nextInt(150_000);
+        }
+        for (int stored = 0; stored <= CHUNKS; stored++) {
+            for (int worldSize = 1; worldSize <= 2; worldSize++) {
+                ObjectStore store = store();
+                long[] hashes = ChunkHashes.of(key(tokens, worldSize, "r"), CHUNK, CHUNKS);
+                for (int chunk = 0; chunk < stored; chunk++) {
+                    for (int rank = 0; rank < worldSize; rank++) {
+                        // with two ranks, the chunk after the stored prefix exists for rank 0 only: still a miss
+                        put(store, rank, hashes, chunk);
+                    }
+                }
+                if (worldSize == 2 && stored < CHUNKS) {
+                    put(store, 0, hashes, stored);
+                }
+                PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+                LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+                LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics());
+
+                module.lookup(new Request.Lookup(key(tokens, worldSize, "req"), worldSize));
+
+                String what = stored + " chunks stored, world size " + worldSize;
+                assertEquals(new Reply.Int(stored == 0 ? 0 : stored), module.query("req"), what);
+                assertEquals(stored * worldSize, store.snapshot().readLocked(), what + ": each hit chunk read-locked once per rank");
+                store.checkInvariants();
+            }
+        }
+    }
+
+    private static CacheKey key(int[] tokens, int worldSize, String requestId) {
+        return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, tokens.length, requestId, "", 1);
+    }
+
+    private static void put(ObjectStore store, int rank, long[] hashes, int chunk) {
+        StoredObject object = store.reserve("model", "", rank, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+        assertTrue(object.offset() >= 0);
+        assertTrue(store.commit(object));
+    }
+
+    private static ObjectStore store() {
+        long pool = 2L * (CHUNKS + 1) * OBJECT_BYTES;
+        SlabAllocator allocator = new SlabAllocator(pool, pool);
+        ObjectStore store = new ObjectStore(allocator, pool, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600),
+                TimeUnit.SECONDS.toNanos(300), System::nanoTime, new StoreCounters());
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            store.addReadyRegion(r);
+        }
+        return store;
+    }
+}
