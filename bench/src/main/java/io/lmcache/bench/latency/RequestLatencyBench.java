@@ -246,7 +246,8 @@ public final class RequestLatencyBench {
                 + " per measurement %.0f s warm-up, then %.0f s measured; %d rounds of every measurement. Baseline: `EchoServer`"
                 + " (bare JeroMQ ROUTER, blocking receive, one thread, echoes `[identity, uid, op]`), driven by the same client code,"
                 + " measured right before the server each time. Server: `bin/lmcache-server --l1-size-gb 1 --http-port 0` (empty pool,"
-                + " so LOOKUP is a 2-chunk miss: it decodes the key, hashes 512 tokens and looks up the first chunk).%n%n",
+                + " so LOOKUP is a 2-chunk miss: it decodes the 512-token key, hashes its first chunk and finds it missing; since 5a7c2c3"
+                + " a lookup hashes no further than the first miss, before that it hashed both chunks).%n%n",
                 warmupS, durationS, rounds));
         md.append("Latency, median over the rounds of each figure, and the server relative to the echo (goal: server p50 ≤ 1.3 × echo"
                 + " p50; the p50 ratio's range over the rounds, each round's server against its own echo, in brackets):\n\n");
