@@ -181,12 +181,24 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
+    /** Ports handed out in this test JVM: the kernel may offer a just-closed ephemeral port again. */
+    private static final java.util.Set<Integer> HANDED_OUT = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * A port free now and never handed out before in this JVM, so that two asked for one server
+     * (ZeroMQ and HTTP) or for two servers cannot coincide (it happened: "--http-port: must differ
+     * from --port").
+     */
     public static int freePort() {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            socket.setReuseAddress(true);
-            return socket.getLocalPort();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+        while (true) {
+            try (ServerSocket socket = new ServerSocket(0)) {
+                socket.setReuseAddress(true);
+                if (HANDED_OUT.add(socket.getLocalPort())) {
+                    return socket.getLocalPort();
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
         }
     }
 
