@@ -48,8 +48,9 @@ public final class LookupModule {
             int endChunk = range.endChunk();
             long[] hashes = new long[2 * endChunk];
             List<ObjectStore.ReadLock> locks = new ArrayList<>();
-            // hash only as far as the cache holds the prefix: windows of 1, 2, 4, ... chunks, so a new
-            // 8 000-token prompt costs one chunk's hash, not 31, and a full hit about two lock takes per doubling
+            // hash only as far as the cache holds the prefix, in windows of 1, 2, 4, ... chunks: a new
+            // 8 000-token prompt costs one chunk's hash, not 31, and a hit of n chunks takes the store lock
+            // about log2(n) + 1 times instead of once
             int from = 0;
             for (int window = 1; from < endChunk; window *= 2) {
                 int to = Math.min(endChunk, from + window);
