@@ -1,5 +1,6 @@
 package io.lmcache.server.protocol;
 
+import static io.lmcache.server.protocol.RequestDecoderTest.pack;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -15,7 +16,6 @@ import java.util.List;
 import java.util.Random;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
-import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
 
@@ -175,17 +175,7 @@ class MsgpackReaderTest {
         }
     }
 
-    private interface Packing {
-        void accept(MessageBufferPacker packer) throws IOException;
-    }
-
-    private static byte[] pack(Packing packing) throws IOException {
-        MessageBufferPacker packer = MessagePack.newDefaultBufferPacker();
-        packing.accept(packer);
-        return packer.toByteArray();
-    }
-
-    private static void packInto(ByteArrayOutputStream out, Packing packing) throws IOException {
-        out.write(pack(packing));
+    private static void packInto(ByteArrayOutputStream out, RequestDecoderTest.Writer writer) throws IOException {
+        out.write(pack(writer));
     }
 }

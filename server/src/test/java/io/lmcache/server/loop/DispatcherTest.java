@@ -1,5 +1,6 @@
 package io.lmcache.server.loop;
 
+import static io.lmcache.server.testing.TestClient.pack;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -12,7 +13,6 @@ import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -20,8 +20,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.msgpack.core.MessageBufferPacker;
-import org.msgpack.core.MessagePack;
 
 /**
  * Where the dispatcher runs each request: lookup-family requests on the calling (socket) thread
@@ -55,7 +53,7 @@ class DispatcherTest {
     }
 
     @Test
-    void smallLookupFamilyRequestsAndPingAreAnsweredOnTheCallingThread() throws IOException {
+    void smallLookupFamilyRequestsAndPingAreAnsweredOnTheCallingThread() {
         for (Inbound in : List.of(lookup(512), endSession("req-1"), queryPrefetchStatus("req-1"), ping())) {
             dispatcher.dispatch(in);
             Outbound reply = replies.poll();
@@ -69,7 +67,7 @@ class DispatcherTest {
     }
 
     @Test
-    void aLookupNeverOvertakesAnEarlierRequestWaitingInTheCpuPool() throws IOException {
+    void aLookupNeverOvertakesAnEarlierRequestWaitingInTheCpuPool() {
         dispatcher.dispatch(clear());
         await().atMost(Duration.ofSeconds(5)).until(() -> handledOps().contains(Op.CLEAR));
         dispatcher.dispatch(endSession("req-1"));
@@ -94,7 +92,7 @@ class DispatcherTest {
     }
 
     @Test
-    void aLookupWithALongPromptGoesToTheCpuPool() throws IOException {
+    void aLookupWithALongPromptGoesToTheCpuPool() {
         Inbound big = lookup(8_192);
         assertTrue(big.payloadBytes() > Dispatcher.QUICK_INLINE_MAX_PAYLOAD_BYTES, "the test's prompt must exceed the inline limit");
         dispatcher.dispatch(big);
@@ -121,7 +119,7 @@ class DispatcherTest {
         }
     }
 
-    private Inbound lookup(int tokens) throws IOException {
+    private Inbound lookup(int tokens) {
         byte[] key = pack(p -> {
             p.packMapHeader(9);
             p.packString("model_name").packString("test-model");
@@ -140,23 +138,23 @@ class DispatcherTest {
         return inbound(Op.LOOKUP, key, pack(p -> p.packInt(1)));
     }
 
-    private Inbound endSession(String requestId) throws IOException {
+    private Inbound endSession(String requestId) {
         return inbound(Op.END_SESSION, pack(p -> p.packString(requestId)));
     }
 
-    private Inbound queryPrefetchStatus(String requestId) throws IOException {
+    private Inbound queryPrefetchStatus(String requestId) {
         return inbound(Op.QUERY_PREFETCH_STATUS, pack(p -> p.packString(requestId)));
     }
 
-    private Inbound clear() throws IOException {
+    private Inbound clear() {
         return inbound(Op.CLEAR, pack(p -> p.packBoolean(false)));
     }
 
-    private Inbound ping() throws IOException {
+    private Inbound ping() {
         return inbound(Op.PING, pack(p -> p.packLong(42)));
     }
 
-    private Inbound inbound(Op op, byte[]... payloads) throws IOException {
+    private Inbound inbound(Op op, byte[]... payloads) {
         byte[][] frames = new byte[Inbound.FIRST_PAYLOAD + payloads.length][];
         frames[0] = new byte[] {0, 1, 2, 3, 4};
         int uid = nextUid++;
@@ -164,15 +162,5 @@ class DispatcherTest {
         frames[2] = pack(p -> p.packInt(op.id()));
         System.arraycopy(payloads, 0, frames, Inbound.FIRST_PAYLOAD, payloads.length);
         return new Inbound(frames, frames.length, op, System.nanoTime());
-    }
-
-    private interface Packing {
-        void accept(MessageBufferPacker packer) throws IOException;
-    }
-
-    private static byte[] pack(Packing packing) throws IOException {
-        MessageBufferPacker packer = MessagePack.newDefaultBufferPacker();
-        packing.accept(packer);
-        return packer.toByteArray();
     }
 }
