@@ -10,6 +10,8 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.spi.ContextAwareBase;
 import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
 import org.slf4j.LoggerFactory;
 
 /**
@@ -72,9 +74,9 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
     }
 
     /** Loggers with an explicit level, and theirs. */
-    public static java.util.Map<String, String> levels() {
+    public static Map<String, String> levels() {
         LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
-        java.util.Map<String, String> levels = new java.util.TreeMap<>();
+        Map<String, String> levels = new TreeMap<>();
         for (Logger logger : context.getLoggerList()) {
             if (logger.getLevel() != null) {
                 levels.put(logger.getName(), logger.getLevel().toString());
