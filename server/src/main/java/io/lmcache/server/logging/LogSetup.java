@@ -57,14 +57,6 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         };
     }
 
-    /** Changes the root level at run time (HTTP /loglevel); returns the level now in force. */
-    public static Level setRootLevel(String value) {
-        Level level = levelFromEnv(value);
-        LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
-        context.getLogger(Logger.ROOT_LOGGER_NAME).setLevel(level);
-        return level;
-    }
-
     /** Sets one logger's level ({@code name} empty: the root). */
     public static Level setLevel(String name, String value) {
         Level level = levelFromEnv(value);
