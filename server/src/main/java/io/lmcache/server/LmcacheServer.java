@@ -1,5 +1,9 @@
 package io.lmcache.server;
 
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.agent.AgentRunner;
+import io.lmcache.server.agent.CudaEventsAgent;
+import io.lmcache.server.agent.Housekeeping;
 import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.cuda.CudaException;
@@ -62,6 +66,10 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private final HttpApi prometheusHttp;
     private final LookupModule lookup;
     private final ActivityLog activityLog;
+    // agents (the thread map is in package-info): set by start(), closed by close()
+    private final AgentErrors agentErrors = new AgentErrors();
+    private AgentRunner housekeeping;
+    private AgentRunner cudaEvents;
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
@@ -356,10 +364,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 }
             });
         }
-        server.l1.start(config, stages, sweepers);
+        EvictionController eviction = server.l1.start(config, stages, sweepers);
+        server.housekeeping = Housekeeping.start(server.agentErrors, List.of(eviction, server.activityLog));
+        server.cudaEvents = server.gpu == null ? null : CudaEventsAgent.start(server.gpu.eventPoller(), server.agentErrors);
         server.loop.start();
         server.management.start();
-        server.activityLog.start();
         if (server.prometheusHttp != null) {
             server.prometheusHttp.start();
         }
@@ -399,7 +408,6 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         try {
             // the reaper first, so no reap runs against modules that are closing
             management.close();
-            activityLog.close();
             loop.shutdown(DRAIN_TIMEOUT_NS);
             if (http != null) {
                 http.close();
@@ -408,6 +416,8 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 prometheusHttp.close();
             }
             dispatcher.close();
+            // housekeeping (eviction, sweeps, activity log) stops before the modules it sweeps close
+            housekeeping.close();
             if (lmcacheDriven != null) {
                 lmcacheDriven.close();
             }
@@ -418,6 +428,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 // transfers in flight finish, the pool is unpinned, before its memory goes
                 l1.stopPreparation();
                 gpu.close();
+                cudaEvents.close();
             }
             l1.close();
         } catch (InterruptedException e) {

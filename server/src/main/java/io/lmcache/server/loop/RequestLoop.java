@@ -105,7 +105,8 @@ public final class RequestLoop implements AutoCloseable {
 
     public void start() {
         monitor.start();
-        thread = new Thread(this::run, "lmcache-request-loop");
+        // runs on: lmcache-request-loop, the only thread that touches the ROUTER (not a daemon: it keeps the JVM up)
+        thread = NamedThreads.thread("lmcache-request-loop", false, this::run);
         thread.start();
     }
 
