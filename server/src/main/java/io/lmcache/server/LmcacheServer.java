@@ -115,6 +115,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         }
         RequestHandlers handlers = new RequestHandlers(management, lookup, lmcacheDriven, engineDriven, failures);
         dispatcher = new Dispatcher(handlers, replies, metrics, failures, config.maxCpuWorkers(), config.maxGpuWorkers());
+        // runs on: lmcache-housekeeping (the activity log's turn)
         activityLog = new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS);
         HttpApi createdHttp = null;
         HttpApi createdPrometheus = null;
@@ -345,6 +346,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         LOG.info("lmcache-server {} starting (instance {})", Versions.version(), config.instanceId());
         LOG.info("configuration: {}", config.describe());
         LmcacheServer server = new LmcacheServer(config);
+        // runs on: lmcache-housekeeping (each eviction tick)
         List<EvictionController.Sweeper> sweepers = new java.util.ArrayList<>(List.of(server.leases::sweep, server.prefetchResults::sweep));
         if (server.engineDriven != null) {
             sweepers.add(server.engineDriven::sweep);
@@ -359,7 +361,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 }
 
                 @Override
-                public void prepare(int region, java.lang.foreign.MemorySegment slice) {
+                public void prepare(int region, java.lang.foreign.MemorySegment slice) { // runs on: lmcache-pool-prepare
                     server.gpu.pin(region, slice);
                 }
             });

@@ -87,6 +87,7 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.setSndHWM(16);
         wakeSocket.setLinger(0);
         wakeSocket.connect(wakeEndpoint);
+        // runs on: any thread that queues a reply (handler pools, completions)
         replies.setWaker(this::wake);
     }
 
