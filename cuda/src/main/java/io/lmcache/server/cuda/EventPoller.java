@@ -105,6 +105,8 @@ public final class EventPoller implements AutoCloseable {
         }
         return finished.size() + destroyRetired(System.nanoTime(), false);
     }
+
+    /** Runs on: lmcache-cuda-events (or, during close, the closing thread). */
     private static void complete(Pending p, boolean ok, String error) {
         try {
             p.completion().done(ok, error);
