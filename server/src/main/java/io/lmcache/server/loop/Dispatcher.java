@@ -190,7 +190,7 @@ public final class Dispatcher implements AutoCloseable {
             first = warnedUnsupported.add(op);
         }
         if (first) {
-            LOG.warn("{} (op {}, {}) is not supported by this server (no reply; the client treats the feature as unavailable); "
+            LOG.warn("{} (op {}) is not supported by this server ({}: no reply; the client treats the feature as unavailable); "
                     + "further requests are only counted", op.wireName(), op.id(), entry.feature());
         }
     }
