@@ -119,6 +119,16 @@ class DispatcherTest {
         assertEquals(0.0, inlineCount(Op.LOOKUP));
     }
 
+    @Test
+    void anUnsupportedOpIsCountedAndNeverAnswered() {
+        dispatcher.dispatch(inbound(Op.POLL_KV_EVENTS));
+        dispatcher.dispatch(inbound(Op.POLL_KV_EVENTS));
+        assertNull(replies.poll(), "no reply: the client treats the feature as unavailable");
+        assertEquals(0, dispatcher.inflight());
+        assertEquals(2.0, metrics.registry().get("lmcache_mp.unsupported_ops").tag("op", "poll_kv_events").functionCounter().count());
+        assertTrue(handledOps().isEmpty(), "no handler ran");
+    }
+
     private double inlineCount(Op op) {
         return metrics.registry().get("lmcache_mp.requests_inline").tag("op", op.wireName()).functionCounter().count();
     }
