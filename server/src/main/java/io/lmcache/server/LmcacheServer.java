@@ -18,7 +18,6 @@ import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.PeerConnections;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.loop.Dispatcher;
-import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ActivityLog;
@@ -30,7 +29,7 @@ import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
-import io.lmcache.server.module.RequestHandlers;
+import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import java.util.List;
@@ -75,7 +74,6 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
 
     private LmcacheServer(ServerConfig config) {
         this.config = config;
-        FailureReplies failures = new FailureReplies(config.chunkSize());
         gpu = openGpu(config.device());
         try {
             l1 = new L1Tier(config);
@@ -113,8 +111,8 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         if (gpu != null) {
             MetricsBinder.bindGpu(metrics, gpu);
         }
-        RequestHandlers handlers = new RequestHandlers(management, lookup, lmcacheDriven, engineDriven, failures);
-        dispatcher = new Dispatcher(handlers, replies, metrics, failures, config.maxCpuWorkers(), config.maxGpuWorkers());
+        dispatcher = new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven), replies, metrics, config.maxCpuWorkers(),
+                config.maxGpuWorkers());
         // runs on: lmcache-housekeeping (the activity log's turn)
         activityLog = new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS);
         HttpApi createdHttp = null;

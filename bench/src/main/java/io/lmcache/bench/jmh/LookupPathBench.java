@@ -2,7 +2,6 @@ package io.lmcache.bench.jmh;
 
 import io.lmcache.bench.latency.Requests;
 import io.lmcache.server.protocol.CacheKey;
-import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
@@ -42,12 +41,12 @@ public class LookupPathBench {
     @Setup
     public void setUp() throws ProtocolException {
         frames = Requests.lookup(0, 42).payloads();
-        key = ((Request.Lookup) decoder.decode(Op.LOOKUP, frames, 0, frames.length)).key();
+        key = decoder.lookup(frames, 0, frames.length).key();
     }
 
     @Benchmark
     public Request decodeLookup() throws ProtocolException {
-        return decoder.decode(Op.LOOKUP, frames, 0, frames.length);
+        return decoder.lookup(frames, 0, frames.length);
     }
 
     @Benchmark

@@ -2,7 +2,7 @@ package io.lmcache.server.protocol;
 
 import java.util.List;
 
-/** A decoded request: one record per operation of the catalogue (protocol doc §5). */
+/** A decoded request: one record per operation this server serves (protocol doc §5). */
 public sealed interface Request {
 
     Op op();
@@ -143,7 +143,4 @@ public sealed interface Request {
             return Op.COMMIT_RETRIEVE;
         }
     }
-
-    /** A known operation of a feature this server does not provide (Q cache, CacheBlend, P2P, KV events). */
-    record Unsupported(Op op) implements Request {}
 }

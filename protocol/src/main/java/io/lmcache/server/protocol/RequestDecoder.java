@@ -3,14 +3,16 @@ package io.lmcache.server.protocol;
 import io.lmcache.server.protocol.ProtocolException.Reason;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import org.msgpack.core.ExtensionTypeHeader;
 import org.msgpack.value.ValueType;
 
 /**
  * Decodes the payload frames of one request into its {@link Request} record. Arity is lenient, as
  * the reference client versions differ: missing trailing frames take their defaults, extra frames
- * are ignored (the caller counts them via {@link #maxPayloads}). Frames that a request cannot do
- * without, or that hold the wrong type, raise {@link ProtocolException}.
+ * are ignored (the caller caps the frames at the op's maximum and counts the rest). Frames that a
+ * request cannot do without, or that hold the wrong type, raise {@link ProtocolException}. There is
+ * one public method per op; the server's op table refers to them as {@link PayloadDecoder}s.
  *
  * <p>Not thread-safe: one decoder per thread, reused.
  */
@@ -25,7 +27,13 @@ public final class RequestDecoder {
     private static final Request.Ping UNTRACKED_PING = new Request.Ping(true, 0);
     private static final byte[] NO_EVENT = new byte[EVENT_HANDLE_BYTES];
 
-    private final MsgpackReader reader = new MsgpackReader();
+    /** One op's decoder, as a method reference such as {@code RequestDecoder::lookup}: reads frames[from..to). */
+    @FunctionalInterface
+    public interface PayloadDecoder<R extends Request> {
+        R decode(RequestDecoder decoder, byte[][] frames, int from, int to) throws ProtocolException;
+    }
+
+    private final Payloads payloads = new Payloads();
     private final MsgpackReader opReader = new MsgpackReader();
 
     /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
@@ -38,75 +46,133 @@ public final class RequestDecoder {
         } else if (type == ValueType.STRING) {
             op = Op.fromName(r.readString("op"));
         } else {
-            throw new ProtocolException(Reason.WRONG_TYPE, "op: expected an int or a str, got " + type.name().toLowerCase(java.util.Locale.ROOT));
+            throw new ProtocolException(Reason.WRONG_TYPE, "op: expected an int or a str, got " + type.name().toLowerCase(Locale.ROOT));
         }
         r.expectEnd("op");
         return op;
     }
 
-    /** The most payload frames any client version sends for {@code op}; more are ignored. */
-    public static int maxPayloads(Op op) {
-        return switch (op) {
-            case GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP -> 0;
-            case PING, CLEAR, UNREGISTER_KV_CACHE, QUERY_PREFETCH_STATUS, QUERY_PREFETCH_LOOKUP_HITS,
-                    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> 1;
-            case LOOKUP, FREE_LOOKUP_LOCKS, END_SESSION, WAIT_PREFETCH_STATUS, PREPARE_STORE, PREPARE_RETRIEVE,
-                    COMMIT_RETRIEVE -> 2;
-            case REPORT_BLOCK_ALLOCATION, COMMIT_STORE -> 3;
-            case STORE -> 4;
-            case RETRIEVE -> 5;
-            case REGISTER_KV_CACHE -> 7;
-            default -> Integer.MAX_VALUE;
-        };
+    // --- per-op decoders: each reads frames[from..to), the payload frames of one request --------
+
+    public Request.GetChunkSize getChunkSize(byte[][] frames, int from, int to) {
+        return GET_CHUNK_SIZE;
     }
 
-    /**
-     * Decodes {@code frames[from..to)}, the payload frames of one request.
-     */
-    public Request decode(Op op, byte[][] frames, int from, int to) throws ProtocolException {
-        Payloads p = new Payloads(frames, from, to);
-        Request request = switch (op) {
-            case GET_CHUNK_SIZE -> GET_CHUNK_SIZE;
-            case GET_EXPERIMENTAL -> GET_EXPERIMENTAL;
-            case NOOP -> NOOP;
-            case PING -> decodePing(p);
-            case REGISTER_KV_CACHE -> decodeRegister(p);
-            case UNREGISTER_KV_CACHE -> new Request.UnregisterKvCache(p.require(0, "instance_id").readLong("instance_id"));
-            case LOOKUP -> new Request.Lookup(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1));
-            case QUERY_PREFETCH_STATUS -> new Request.QueryPrefetchStatus(requestId(p));
-            case QUERY_PREFETCH_LOOKUP_HITS -> new Request.QueryPrefetchLookupHits(requestId(p));
-            case WAIT_PREFETCH_STATUS -> new Request.WaitPrefetchStatus(requestId(p), p.has(1) ? p.reader(1).readDouble("timeout") : 0.0);
-            case FREE_LOOKUP_LOCKS -> new Request.FreeLookupLocks(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1));
-            case END_SESSION -> {
-                String requestId = requestId(p);
-                if (p.has(1)) {
-                    p.reader(1).skipValue("end_info");
-                }
-                yield new Request.EndSession(requestId, p.has(1));
-            }
-            case STORE -> new Request.Store(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
-                    blockIds(p.require(2, "block_ids")), eventHandle(p, 3));
-            case RETRIEVE -> new Request.Retrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
-                    blockIds(p.require(2, "block_ids")), eventHandle(p, 3), p.optionalInt(4, "skip_first_n_tokens", 0));
-            case REPORT_BLOCK_ALLOCATION -> decodeBlockAllocation(p);
-            case CLEAR -> new Request.Clear(optionalBool(p, 0, "force"));
-            case REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> new Request.RegisterEngineDrivenContext(engineDriven(p.require(0, "payload")));
-            case UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT ->
-                    new Request.UnregisterEngineDrivenContext(p.require(0, "instance_id").readLong("instance_id"));
-            case PREPARE_STORE -> new Request.PrepareStore(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
-            case COMMIT_STORE -> new Request.CommitStore(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"),
-                    p.has(2) ? binaryOrNil(p.reader(2), "data") : new byte[0]);
-            case PREPARE_RETRIEVE -> new Request.PrepareRetrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
-            case COMMIT_RETRIEVE -> new Request.CommitRetrieve(key(p.require(0, "key")), p.require(1, "instance_id").readLong("instance_id"));
-            default -> new Request.Unsupported(op);
-        };
-        p.endAll();
-        return request;
+    public Request.GetExperimental getExperimental(byte[][] frames, int from, int to) {
+        return GET_EXPERIMENTAL;
     }
 
-    // --- per-op decoders --------------------------------------------------------------------
+    public Request.Noop noop(byte[][] frames, int from, int to) {
+        return NOOP;
+    }
 
-    private Request decodePing(Payloads p) throws ProtocolException {
+    public Request.Ping ping(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(decodePing(p));
+    }
+
+    public Request.RegisterKvCache registerKvCache(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(decodeRegister(p));
+    }
+
+    public Request.UnregisterKvCache unregisterKvCache(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.UnregisterKvCache(instanceId(p, 0)));
+    }
+
+    public Request.Lookup lookup(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.Lookup(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1)));
+    }
+
+    public Request.QueryPrefetchStatus queryPrefetchStatus(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.QueryPrefetchStatus(requestId(p)));
+    }
+
+    public Request.QueryPrefetchLookupHits queryPrefetchLookupHits(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.QueryPrefetchLookupHits(requestId(p)));
+    }
+
+    public Request.WaitPrefetchStatus waitPrefetchStatus(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.WaitPrefetchStatus(requestId(p), p.has(1) ? p.reader(1).readDouble("timeout") : 0.0));
+    }
+
+    public Request.FreeLookupLocks freeLookupLocks(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.FreeLookupLocks(key(p.require(0, "key")), p.optionalInt(1, "tp_size", 1)));
+    }
+
+    public Request.EndSession endSession(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        String requestId = requestId(p);
+        if (p.has(1)) {
+            p.reader(1).skipValue("end_info");
+        }
+        return p.end(new Request.EndSession(requestId, p.has(1)));
+    }
+
+    public Request.Store store(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.Store(key(p.require(0, "key")), instanceId(p, 1), blockIds(p.require(2, "block_ids")), eventHandle(p, 3)));
+    }
+
+    public Request.Retrieve retrieve(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.Retrieve(key(p.require(0, "key")), instanceId(p, 1), blockIds(p.require(2, "block_ids")),
+                eventHandle(p, 3), p.optionalInt(4, "skip_first_n_tokens", 0)));
+    }
+
+    public Request.ReportBlockAllocation reportBlockAllocation(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(decodeBlockAllocation(p));
+    }
+
+    public Request.Clear clear(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.Clear(optionalBool(p, 0, "force")));
+    }
+
+    public Request.RegisterEngineDrivenContext registerEngineDrivenContext(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.RegisterEngineDrivenContext(engineDriven(p.require(0, "payload"))));
+    }
+
+    public Request.UnregisterEngineDrivenContext unregisterEngineDrivenContext(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.UnregisterEngineDrivenContext(instanceId(p, 0)));
+    }
+
+    public Request.PrepareStore prepareStore(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.PrepareStore(key(p.require(0, "key")), instanceId(p, 1)));
+    }
+
+    public Request.CommitStore commitStore(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.CommitStore(key(p.require(0, "key")), instanceId(p, 1), p.has(2) ? binaryOrNil(p.reader(2), "data") : new byte[0]));
+    }
+
+    public Request.PrepareRetrieve prepareRetrieve(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.PrepareRetrieve(key(p.require(0, "key")), instanceId(p, 1)));
+    }
+
+    public Request.CommitRetrieve commitRetrieve(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.CommitRetrieve(key(p.require(0, "key")), instanceId(p, 1)));
+    }
+
+    // --- shared pieces ------------------------------------------------------------------------
+
+    private static long instanceId(Payloads p, int index) throws ProtocolException {
+        return p.require(index, "instance_id").readLong("instance_id");
+    }
+
+    private static Request.Ping decodePing(Payloads p) throws ProtocolException {
         if (!p.has(0)) {
             return UNTRACKED_PING;
         }
@@ -118,7 +184,7 @@ public final class RequestDecoder {
         return new Request.Ping(false, id);
     }
 
-    private Request decodeRegister(Payloads p) throws ProtocolException {
+    private static Request.RegisterKvCache decodeRegister(Payloads p) throws ProtocolException {
         long instanceId = p.require(0, "instance_id").readLong("instance_id");
         MsgpackReader r = p.require(1, "kv_cache");
         int count = r.readArrayHeader("kv_cache");
@@ -139,7 +205,7 @@ public final class RequestDecoder {
         return new Request.RegisterKvCache(instanceId, List.copyOf(wrappers), modelName, worldSize, engineType, hints, groups);
     }
 
-    private Request decodeBlockAllocation(Payloads p) throws ProtocolException {
+    private static Request.ReportBlockAllocation decodeBlockAllocation(Payloads p) throws ProtocolException {
         long instanceId = p.has(0) ? p.reader(0).readLong("instance_id") : 0;
         String modelName = p.has(1) ? p.reader(1).readString("model_name") : "";
         List<BlockAllocationRecord> records = new ArrayList<>();
@@ -173,7 +239,7 @@ public final class RequestDecoder {
         return !r.tryReadNil(what) && r.readBool(what);
     }
 
-    private String requestId(Payloads p) throws ProtocolException {
+    private static String requestId(Payloads p) throws ProtocolException {
         return p.require(0, "request_id").readString("request_id");
     }
 
@@ -181,7 +247,7 @@ public final class RequestDecoder {
         return r.tryReadNil(what) ? new byte[0] : r.readBinary(what);
     }
 
-    private byte[] eventHandle(Payloads p, int index) throws ProtocolException {
+    private static byte[] eventHandle(Payloads p, int index) throws ProtocolException {
         if (!p.has(index)) {
             return NO_EVENT;
         }
@@ -343,56 +409,5 @@ public final class RequestDecoder {
             throw new ProtocolException(Reason.MISSING_FRAMES, "payload: instance_id is missing");
         }
         return new EngineDrivenRegistration(instanceId, modelName, worldSize, blockSize, numLayers, hidden, dtype, useMla, slots);
-    }
-
-    /** The payload frames of one request, each read at most once, each checked to end after its value. */
-    private final class Payloads {
-        private final byte[][] frames;
-        private final int from;
-        private final int count;
-        private int open = -1;
-
-        Payloads(byte[][] frames, int from, int to) {
-            this.frames = frames;
-            this.from = from;
-            this.count = to - from;
-        }
-
-        boolean has(int index) throws ProtocolException {
-            return index < count;
-        }
-
-        MsgpackReader require(int index, String what) throws ProtocolException {
-            if (index >= count) {
-                throw new ProtocolException(Reason.MISSING_FRAMES, what + ": payload frame " + index + " is missing (got " + count + ")");
-            }
-            return reader(index);
-        }
-
-        /** Opens frame {@code index}; the previously opened frame must have been read to its end. */
-        MsgpackReader reader(int index) throws ProtocolException {
-            closeOpen();
-            open = index;
-            return reader.reset(frames[from + index]);
-        }
-
-        int optionalInt(int index, String what, int fallback) throws ProtocolException {
-            if (!has(index)) {
-                return fallback;
-            }
-            MsgpackReader r = reader(index);
-            return r.tryReadNil(what) ? fallback : r.readInt(what);
-        }
-
-        void endAll() throws ProtocolException {
-            closeOpen();
-        }
-
-        private void closeOpen() throws ProtocolException {
-            if (open >= 0) {
-                reader.expectEnd("payload frame " + open);
-                open = -1;
-            }
-        }
     }
 }

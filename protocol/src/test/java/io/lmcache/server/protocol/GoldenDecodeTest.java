@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.testing.Golden;
+import io.lmcache.server.protocol.testing.TestDecoders;
 import java.io.IOException;
 import java.util.List;
 import java.util.Map;
@@ -39,7 +40,7 @@ class GoldenDecodeTest {
         Op op = decoder.decodeOp(message.frames()[1]);
         assertNotNull(op, "op of " + message);
         assertEquals(message.op(), op.wireName());
-        Request request = decoder.decode(op, message.frames(), 2, message.frames().length);
+        Request request = TestDecoders.decode(decoder, op, message.frames(), 2, message.frames().length);
         assertEquals(op, request.op());
         crossCheck(message, request);
     }
@@ -148,8 +149,8 @@ class GoldenDecodeTest {
     @Test
     void cpuWrappersDecodeToTheirFields() throws Exception {
         Golden.Message register = Golden.load("cpu_roundtrip.jsonl").getFirst();
-        Request.RegisterKvCache request = (Request.RegisterKvCache) new RequestDecoder()
-                .decode(Op.REGISTER_KV_CACHE, register.frames(), 2, register.frames().length);
+        Request.RegisterKvCache request = new RequestDecoder()
+                .registerKvCache(register.frames(), 2, register.frames().length);
         assertEquals(4, request.kvCaches().size());
         TensorWrapper.CpuShm first = assertInstanceOf(TensorWrapper.CpuShm.class, request.kvCaches().getFirst());
         assertTrue(first.shmName().matches("/lmcache_kv_\\d+_0"), first.shmName());
@@ -170,7 +171,7 @@ class GoldenDecodeTest {
                 .filter(m -> m.clientToServer() && m.op().equals("register_kv_cache"))
                 .map(m -> {
                     try {
-                        return (Request.RegisterKvCache) new RequestDecoder().decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+                        return new RequestDecoder().registerKvCache(m.frames(), 2, m.frames().length);
                     } catch (ProtocolException e) {
                         throw new AssertionError(e);
                     }
@@ -179,8 +180,8 @@ class GoldenDecodeTest {
         assertEquals(registers.get(0).kvCaches(), registers.get(1).kvCaches());
         assertEquals(registers.get(0).kvCaches().hashCode(), registers.get(1).kvCaches().hashCode());
         Golden.Message other = Golden.load("cpu_roundtrip.jsonl").getFirst();
-        Request.RegisterKvCache different = (Request.RegisterKvCache) new RequestDecoder()
-                .decode(Op.REGISTER_KV_CACHE, other.frames(), 2, other.frames().length);
+        Request.RegisterKvCache different = new RequestDecoder()
+                .registerKvCache(other.frames(), 2, other.frames().length);
         assertFalse(registers.get(0).kvCaches().equals(different.kvCaches()));
     }
 
@@ -192,8 +193,8 @@ class GoldenDecodeTest {
             if (!m.clientToServer() || !m.op().equals("register_kv_cache")) {
                 continue;
             }
-            Request.RegisterKvCache request = (Request.RegisterKvCache) new RequestDecoder()
-                    .decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+            Request.RegisterKvCache request = new RequestDecoder()
+                    .registerKvCache(m.frames(), 2, m.frames().length);
             for (TensorWrapper wrapper : request.kvCaches()) {
                 switch (wrapper) {
                     case TensorWrapper.CudaIpc ipc -> {

@@ -8,6 +8,7 @@ import io.lmcache.server.protocol.ReplyEncoder;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import java.util.EnumSet;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
@@ -17,9 +18,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs each request where its operation belongs ({@link HandlerKind}), decodes its payload there,
- * calls the handler and queues exactly one outcome: the reply, the failure value when anything
- * goes wrong, or (only for operations that have no handler here) nothing.
+ * Runs each request where its op's {@link OpTable} entry puts it ({@link HandlerKind}), decodes its
+ * payload there, calls the handler and queues exactly one outcome: the reply, the entry's failure
+ * value when anything goes wrong, or (only for unsupported ops) nothing.
  */
 public final class Dispatcher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Dispatcher.class);
@@ -31,10 +32,9 @@ public final class Dispatcher implements AutoCloseable {
      */
     static final int QUICK_INLINE_MAX_PAYLOAD_BYTES = 16 * 1024;
 
-    private final RequestHandler handler;
+    private final OpTable table;
     private final ReplyQueue replies;
     private final ServerMetrics metrics;
-    private final FailureReplies failures;
     private final ExecutorService normalPool;
     private final ExecutorService transferPool;
     private final KeyedSerialExecutor<PeerId> transferLanes;
@@ -44,12 +44,15 @@ public final class Dispatcher implements AutoCloseable {
     private final RateLimitedLog badInputLog = new RateLimitedLog(LOG, 20);
     private final Set<Op> warnedUnsupported = EnumSet.noneOf(Op.class);
 
-    public Dispatcher(RequestHandler handler, ReplyQueue replies, ServerMetrics metrics, FailureReplies failures,
-            int cpuWorkers, int transferWorkers) {
-        this.handler = handler;
+    public Dispatcher(OpTable table, ReplyQueue replies, ServerMetrics metrics, int cpuWorkers, int transferWorkers) {
+        this.table = table;
         this.replies = replies;
         this.metrics = metrics;
-        this.failures = failures;
+        for (Op op : Op.values()) {
+            if (table.entry(op) instanceof OpEntry.Handled<?> h && h.kind() == HandlerKind.QUICK) {
+                metrics.countInline(op);
+            }
+        }
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
         this.transferPool = NamedThreads.fixedPool("lmcache-transfer", transferWorkers);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
@@ -63,35 +66,43 @@ public final class Dispatcher implements AutoCloseable {
     /** Called on the socket thread for every request with a known op. */
     public void dispatch(Inbound in) {
         metrics.request(in.op());
+        switch (table.entry(in.op())) {
+            case OpEntry.Handled<?> entry -> schedule(in, entry);
+            case OpEntry.Unsupported entry -> unsupported(entry);
+        }
+    }
+
+    private <R extends Request> void schedule(Inbound in, OpEntry.Handled<R> entry) {
         inflight.incrementAndGet();
-        HandlerKind kind = HandlerKind.of(in.op());
         try {
-            switch (kind) {
-                case SYNC -> run(in);
+            switch (entry.kind()) {
+                case SYNC -> run(in, entry);
                 case QUICK -> {
                     if (normalPending.get() == 0 && in.payloadBytes() <= QUICK_INLINE_MAX_PAYLOAD_BYTES) {
                         metrics.inlineRequest(in.op());
-                        run(in);
+                        run(in, entry);
                     } else {
-                        runNormal(in);
+                        runNormal(in, entry);
                     }
                 }
-                case NORMAL -> runNormal(in);
-                case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in));
+                case NORMAL -> runNormal(in, entry);
+                // runs on: lmcache-transfer
+                case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in, entry));
             }
         } catch (RejectedExecutionException e) {
             // only during shutdown: still answer, the client is waiting
             LOG.warn("{} rejected during shutdown; answering with its failure value", in.op().wireName());
-            reply(in, failures.forOp(in.op()));
+            reply(in, entry.failure());
         }
     }
 
-    private void runNormal(Inbound in) {
+    private <R extends Request> void runNormal(Inbound in, OpEntry.Handled<R> entry) {
         normalPending.incrementAndGet();
         try {
+            // runs on: lmcache-normal
             normalPool.execute(() -> {
                 try {
-                    run(in);
+                    run(in, entry);
                 } finally {
                     normalPending.decrementAndGet();
                 }
@@ -105,7 +116,7 @@ public final class Dispatcher implements AutoCloseable {
     /** Socket thread: a message whose op frame names no operation we know. No reply: there is nothing valid to send. */
     public void unknownOp(byte[] opFrame, String detail) {
         metrics.unknownOp();
-        badInputLog.warn("request with unknown op {} ({}): no handler, no reply", java.util.HexFormat.of().formatHex(opFrame), detail);
+        badInputLog.warn("request with unknown op {} ({}): no handler, no reply", HexFormat.of().formatHex(opFrame), detail);
     }
 
     /** Socket thread: a message that cannot even be correlated (fewer than identity, uid and op). */
@@ -114,76 +125,73 @@ public final class Dispatcher implements AutoCloseable {
         badInputLog.warn("message with {} frame(s) dropped: a request needs identity, uid and op", frames);
     }
 
-    private void run(Inbound in) {
+    private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {
         Op op = in.op();
         Codec codec = CODEC.get();
         int payloads = in.payloadCount();
-        int max = RequestDecoder.maxPayloads(op);
+        int max = entry.maxPayloads();
         if (payloads > max) {
             metrics.ignoredFrames(payloads - max);
             payloads = max;
         }
-        Request request;
+        R request;
         try {
-            request = codec.decoder.decode(op, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
+            request = entry.decoder().decode(codec.decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
         } catch (ProtocolException e) {
             metrics.badRequest(e.reason());
             badInputLog.warn("bad {} request from peer {} ({}): {}; answering with its failure value", op.wireName(), in.peer(),
                     e.reason().label(), e.getMessage());
-            reply(in, failures.forOp(op));
+            reply(in, entry.failure());
             return;
         } catch (RuntimeException e) {
             metrics.handlerError(op);
             LOG.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(), in.peer(), e);
-            reply(in, failures.forOp(op));
-            return;
-        }
-        if (request instanceof Request.Unsupported) {
-            metrics.unsupportedOp(op);
-            warnUnsupportedOnce(op);
-            noReply();
+            reply(in, entry.failure());
             return;
         }
         Reply result;
         try {
-            result = handler.handle(request, in.peer());
+            result = entry.handler().handle(request, in.peer());
             if (result == null) {
                 throw new IllegalStateException("handler returned null");
             }
         } catch (Throwable t) {
             metrics.handlerError(op);
             LOG.error("{} handler failed for peer {}; answering with its failure value", op.wireName(), in.peer(), t);
-            result = failures.forOp(op);
+            result = entry.failure();
         }
-        reply(in, result);
+        reply(in, result, entry.failure());
     }
 
-    private void reply(Inbound in, Reply reply) {
+    private void reply(Inbound in, Reply failure) {
+        reply(in, failure, failure);
+    }
+
+    private void reply(Inbound in, Reply reply, Reply failure) {
         byte[] payload;
         try {
             payload = CODEC.get().encoder.encode(reply);
         } catch (RuntimeException e) {
             metrics.handlerError(in.op());
             LOG.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
-            payload = CODEC.get().encoder.encode(failures.forOp(in.op()));
+            payload = CODEC.get().encoder.encode(failure);
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
         metrics.latency(in.op(), System.nanoTime() - in.receivedNs());
         inflight.decrementAndGet();
     }
 
-    private void noReply() {
-        inflight.decrementAndGet();
-    }
-
-    private void warnUnsupportedOnce(Op op) {
+    /** No reply: the client treats the feature as unavailable. Counted and warned about here, on the socket thread. */
+    private void unsupported(OpEntry.Unsupported entry) {
+        Op op = entry.op();
+        metrics.unsupportedOp(op);
         boolean first;
         synchronized (warnedUnsupported) {
             first = warnedUnsupported.add(op);
         }
         if (first) {
-            LOG.warn("{} (op {}) is not supported by this server (no reply; the client treats the feature as unavailable); "
-                    + "further requests are only counted", op.wireName(), op.id());
+            LOG.warn("{} (op {}) is not supported by this server ({}: no reply; the client treats the feature as unavailable); "
+                    + "further requests are only counted", op.wireName(), op.id(), entry.feature());
         }
     }
 

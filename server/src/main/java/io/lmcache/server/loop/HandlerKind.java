@@ -1,8 +1,6 @@
 package io.lmcache.server.loop;
 
-import io.lmcache.server.protocol.Op;
-
-/** Where a handler runs (protocol doc §2.5). */
+/** Where a handler runs (protocol doc §2.5); each op's kind is declared in the {@link OpTable}. */
 public enum HandlerKind {
     /** Inline on the socket thread: short, and ordered before the peer's next request. */
     SYNC,
@@ -16,16 +14,5 @@ public enum HandlerKind {
     /** The CPU pool ({@code --max-cpu-workers}). */
     NORMAL,
     /** The transfer pool ({@code --max-gpu-workers}), FIFO per peer identity. */
-    AFFINITY;
-
-    public static HandlerKind of(Op op) {
-        return switch (op) {
-            // PING only touches the liveness targets: inline, it never waits behind a pool's queue
-            case REGISTER_KV_CACHE, UNREGISTER_KV_CACHE, GET_CHUNK_SIZE, NOOP, GET_EXPERIMENTAL, PING,
-                    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> SYNC;
-            case LOOKUP, QUERY_PREFETCH_STATUS, QUERY_PREFETCH_LOOKUP_HITS, FREE_LOOKUP_LOCKS, END_SESSION -> QUICK;
-            case STORE, RETRIEVE -> AFFINITY;
-            default -> NORMAL;
-        };
-    }
+    AFFINITY
 }

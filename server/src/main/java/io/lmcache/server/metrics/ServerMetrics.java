@@ -1,6 +1,5 @@
 package io.lmcache.server.metrics;
 
-import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.micrometer.core.instrument.FunctionCounter;
@@ -64,10 +63,6 @@ public final class ServerMetrics {
         new UptimeMetrics().bindTo(registry);
         for (Op op : Op.values()) {
             requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
-            if (HandlerKind.of(op) == HandlerKind.QUICK) {
-                inlineRequests.put(op, counter("lmcache_mp.requests_inline",
-                        "lookup-family requests answered on the socket thread (the others of their op went to the CPU pool)", "op", op.wireName()));
-            }
             handlerErrors.put(op, counter("lmcache_mp.handler_errors", "handlers that threw; the client still got the failure value",
                     "op", op.wireName()));
             unsupportedOps.put(op, counter("lmcache_mp.unsupported_ops", "requests for features this server does not provide (no reply)",
@@ -152,6 +147,12 @@ public final class ServerMetrics {
     }
 
     /** A QUICK request answered on the socket thread. */
+    /** Creates the inline counter of an op the op table may run on the socket thread (a QUICK op); start-up only. */
+    public void countInline(Op op) {
+        inlineRequests.computeIfAbsent(op, o -> counter("lmcache_mp.requests_inline",
+                "lookup-family requests answered on the socket thread (the others of their op went to the CPU pool)", "op", o.wireName()));
+    }
+
     public void inlineRequest(Op op) {
         inlineRequests.get(op).increment();
     }

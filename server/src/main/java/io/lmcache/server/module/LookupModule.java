@@ -1,9 +1,14 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.HandlerKind;
+import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
@@ -34,6 +39,22 @@ public final class LookupModule {
         this.leases = leases;
         this.results = results;
         this.metrics = metrics;
+    }
+
+    /**
+     * This module's ops. The lookup family is QUICK (map lookups of a few µs); WAIT_PREFETCH_STATUS is
+     * NORMAL, as LMCache runs it on its CPU pool.
+     */
+    public void declareOps(OpTable.Builder ops) {
+        ops.op(Op.LOOKUP, HandlerKind.QUICK, 2, RequestDecoder::lookup, (r, peer) -> lookup(r), Reply.NONE);
+        ops.op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchStatus,
+                (r, peer) -> query(r.requestId()), FailureReplies.ZERO);
+        ops.op(Op.QUERY_PREFETCH_LOOKUP_HITS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchLookupHits,
+                (r, peer) -> peekHits(r.requestId()), FailureReplies.ZERO);
+        ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, 2, RequestDecoder::waitPrefetchStatus,
+                (r, peer) -> query(r.requestId()), FailureReplies.ZERO);
+        ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, 2, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
+        ops.op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
     }
 
     public Reply lookup(Request.Lookup request) {

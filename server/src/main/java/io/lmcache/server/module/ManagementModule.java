@@ -2,9 +2,13 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.loop.HandlerKind;
+import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -36,6 +40,20 @@ public final class ManagementModule implements AutoCloseable {
         this.targets = List.copyOf(targets);
         this.reaper = reaper;
         this.livenessSettings = livenessSettings;
+    }
+
+    /**
+     * This module's ops. The handshake ops' failure value is their normal answer; PING runs inline, so it
+     * never waits behind a pool's queue, and always answers true.
+     */
+    public void declareOps(OpTable.Builder ops) {
+        ops.op(Op.GET_CHUNK_SIZE, HandlerKind.SYNC, 0, RequestDecoder::getChunkSize, (r, peer) -> getChunkSize(), chunkSize);
+        ops.op(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, RequestDecoder::getExperimental, (r, peer) -> getExperimental(), NO_EXPERIMENTS);
+        ops.op(Op.NOOP, HandlerKind.SYNC, 0, RequestDecoder::noop, (r, peer) -> noop(), OK);
+        ops.op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, this::ping, Reply.TRUE);
+        ops.op(Op.CLEAR, HandlerKind.NORMAL, 1, RequestDecoder::clear, (r, peer) -> clear(r), Reply.NONE);
+        ops.op(Op.REPORT_BLOCK_ALLOCATION, HandlerKind.NORMAL, 3, RequestDecoder::reportBlockAllocation,
+                (r, peer) -> reportBlockAllocation(r), Reply.NONE);
     }
 
     public void start() {

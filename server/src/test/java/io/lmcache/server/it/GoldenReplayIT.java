@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.TensorWrapper;
@@ -93,7 +92,7 @@ class GoldenReplayIT {
             if (!m.clientToServer() || !m.op().equals("register_kv_cache")) {
                 continue;
             }
-            Request.RegisterKvCache register = (Request.RegisterKvCache) decoder.decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+            Request.RegisterKvCache register = decoder.registerKvCache(m.frames(), 2, m.frames().length);
             for (TensorWrapper wrapper : register.kvCaches()) {
                 TensorWrapper.CpuShm shm = (TensorWrapper.CpuShm) wrapper;
                 Path path = Path.of("/dev/shm", shm.shmName().substring(1));

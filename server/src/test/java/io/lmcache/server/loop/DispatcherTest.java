@@ -13,9 +13,12 @@ import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -33,8 +36,21 @@ class DispatcherTest {
     private final CountDownLatch clearMayFinish = new CountDownLatch(1);
     private final ReplyQueue replies = new ReplyQueue();
     private final ServerMetrics metrics = new ServerMetrics();
-    private final Dispatcher dispatcher = new Dispatcher(this::handle, replies, metrics, new FailureReplies(256), 1, 1);
+    private final Dispatcher dispatcher = new Dispatcher(table(), replies, metrics, 1, 1);
     private int nextUid;
+
+    /** The kinds the server's modules declare for these ops, every op handled by {@link #handle}; the others unsupported. */
+    private OpTable table() {
+        OpTable.Builder b = OpTable.builder()
+                .op(Op.LOOKUP, HandlerKind.QUICK, 2, RequestDecoder::lookup, this::handle, Reply.NONE)
+                .op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, this::handle, Reply.NONE)
+                .op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchStatus, this::handle, Reply.NONE)
+                .op(Op.CLEAR, HandlerKind.NORMAL, 1, RequestDecoder::clear, this::handle, Reply.NONE)
+                .op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, this::handle, Reply.TRUE);
+        Set<Op> declared = EnumSet.of(Op.LOOKUP, Op.END_SESSION, Op.QUERY_PREFETCH_STATUS, Op.CLEAR, Op.PING);
+        b.unsupported("not under test", EnumSet.complementOf(EnumSet.copyOf(declared)).toArray(Op[]::new));
+        return b.build();
+    }
 
     private Reply handle(Request request, PeerId peer) throws InterruptedException {
         synchronized (handled) {
@@ -101,6 +117,16 @@ class DispatcherTest {
         assertTrue(last().thread().getName().startsWith("lmcache-normal"), last().thread().getName());
         assertNotNull(replies.poll(), "answered from the pool");
         assertEquals(0.0, inlineCount(Op.LOOKUP));
+    }
+
+    @Test
+    void anUnsupportedOpIsCountedAndNeverAnswered() {
+        dispatcher.dispatch(inbound(Op.POLL_KV_EVENTS));
+        dispatcher.dispatch(inbound(Op.POLL_KV_EVENTS));
+        assertNull(replies.poll(), "no reply: the client treats the feature as unavailable");
+        assertEquals(0, dispatcher.inflight());
+        assertEquals(2.0, metrics.registry().get("lmcache_mp.unsupported_ops").tag("op", "poll_kv_events").functionCounter().count());
+        assertTrue(handledOps().isEmpty(), "no handler ran");
     }
 
     private double inlineCount(Op op) {

@@ -3,7 +3,6 @@ package io.lmcache.server.testing;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.TensorWrapper;
@@ -24,8 +23,8 @@ class WrapperPicklerTest {
                 if (!m.clientToServer() || !m.op().equals("register_kv_cache")) {
                     continue;
                 }
-                Request.RegisterKvCache register = (Request.RegisterKvCache) new RequestDecoder()
-                        .decode(Op.REGISTER_KV_CACHE, m.frames(), 2, m.frames().length);
+                Request.RegisterKvCache register = new RequestDecoder()
+                        .registerKvCache(m.frames(), 2, m.frames().length);
                 try (MessageUnpacker unpacker = MessagePack.newDefaultUnpacker(m.payload(1))) {
                     int count = unpacker.unpackArrayHeader();
                     for (int i = 0; i < count; i++) {

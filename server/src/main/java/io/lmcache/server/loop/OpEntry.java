@@ -1,0 +1,32 @@
+package io.lmcache.server.loop;
+
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder.PayloadDecoder;
+
+/** What the server does with one op: one entry per {@link Op} in the {@link OpTable}. */
+public sealed interface OpEntry {
+
+    Op op();
+
+    /**
+     * An op this server serves.
+     *
+     * @param kind where the handler runs
+     * @param maxPayloads the most payload frames any client version sends; more are counted and ignored
+     * @param decoder reads the payload frames into the op's request record
+     * @param handler answers the request; an exception is answered with {@code failure}
+     * @param failure what the waiting client gets when the request cannot be served (protocol doc §11)
+     */
+    record Handled<R extends Request>(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
+            RequestHandler<? super R> handler, Reply failure) implements OpEntry {}
+
+    /**
+     * An op of a feature this server does not provide: counted, warned about once, never answered (the
+     * client then treats the feature as unavailable).
+     *
+     * @param feature the feature's name, for the warning
+     */
+    record Unsupported(Op op, String feature) implements OpEntry {}
+}

@@ -1,0 +1,153 @@
+package io.lmcache.server.loop;
+
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestDecoder.PayloadDecoder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Every op's facts in one place (LMCache's {@code EngineModule.get_handlers()}): each module declares
+ * its ops into a {@link Builder}, and {@link Builder#build} refuses a table that leaves any op out, so
+ * a new op cannot reach the dispatcher with a silent default kind, arity or failure value.
+ */
+public final class OpTable {
+    private static final Logger LOG = LoggerFactory.getLogger(OpTable.class);
+    private static final Op[] OPS = Op.values();
+
+    /** Indexed by {@link Op#ordinal()}: the dispatch hot path is one array load. */
+    private final OpEntry[] entries;
+
+    private OpTable(OpEntry[] entries) {
+        this.entries = entries;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    public OpEntry entry(Op op) {
+        return entries[op.ordinal()];
+    }
+
+    /** A module's handler written against the module, so one declaration serves a live and a disabled module. */
+    @FunctionalInterface
+    public interface ModuleHandler<M, R extends Request> {
+        Reply handle(M module, R request, PeerId peer) throws Exception;
+    }
+
+    /** Collects the modules' declarations; not thread-safe (start-up only). */
+    public static final class Builder {
+        private final OpEntry[] entries = new OpEntry[OPS.length];
+
+        private Builder() {}
+
+        /** Declares an op this server serves. */
+        public <R extends Request> Builder op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
+                RequestHandler<? super R> handler, Reply failure) {
+            if (maxPayloads < 0) {
+                throw new IllegalArgumentException("op table: " + op.wireName() + " declares " + maxPayloads + " payload frames");
+            }
+            return put(new OpEntry.Handled<>(op, Objects.requireNonNull(kind), maxPayloads, Objects.requireNonNull(decoder),
+                    Objects.requireNonNull(handler), Objects.requireNonNull(failure)));
+        }
+
+        /** Declares the ops of a feature this server does not provide (no reply, a counter, one warning). */
+        public Builder unsupported(String feature, Op... ops) {
+            for (Op op : ops) {
+                put(new OpEntry.Unsupported(op, feature));
+            }
+            return this;
+        }
+
+        /** Declarations whose handlers run on {@code module}. */
+        public <M> ModuleOps<M> module(M module) {
+            return new ModuleOps<>(this, Objects.requireNonNull(module), null);
+        }
+
+        /**
+         * The null object of a module that the configuration leaves out: the same declarations, each op
+         * answered with its failure value and warned about once.
+         *
+         * @param mode the left-out mode's name, for the warning
+         */
+        public <M> ModuleOps<M> disabled(String mode) {
+            return new ModuleOps<>(this, null, Objects.requireNonNull(mode));
+        }
+
+        /** The table; throws, naming them, when any op has no entry (the server then does not start). */
+        public OpTable build() {
+            List<String> missing = new ArrayList<>();
+            for (Op op : OPS) {
+                if (entries[op.ordinal()] == null) {
+                    missing.add(op.wireName() + " (op " + op.id() + ")");
+                }
+            }
+            if (!missing.isEmpty()) {
+                throw new IllegalStateException("op table: no entry for " + String.join(", ", missing)
+                        + "; every op a client sends needs a handler or an unsupported entry");
+            }
+            return new OpTable(entries.clone());
+        }
+
+        private Builder put(OpEntry entry) {
+            int slot = entry.op().ordinal();
+            if (entries[slot] != null) {
+                throw new IllegalStateException("op table: " + entry.op().wireName() + " is declared twice");
+            }
+            entries[slot] = entry;
+            return this;
+        }
+    }
+
+    /** One module's declarations, bound to the live module or, when it is disabled, to its failure values. */
+    public static final class ModuleOps<M> {
+        private final Builder builder;
+        private final M module;
+        private final String disabledMode;
+
+        private ModuleOps(Builder builder, M module, String disabledMode) {
+            this.builder = builder;
+            this.module = module;
+            this.disabledMode = disabledMode;
+        }
+
+        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
+                ModuleHandler<M, ? super R> handler, Reply failure) {
+            M live = module;
+            RequestHandler<R> bound = live != null
+                    ? (request, peer) -> handler.handle(live, request, peer)
+                    : new DisabledOp<>(op, disabledMode, failure);
+            builder.op(op, kind, maxPayloads, decoder, bound, failure);
+            return this;
+        }
+    }
+
+    /** A disabled module's handler: the op's failure value, and one warning for the first request. */
+    private static final class DisabledOp<R extends Request> implements RequestHandler<R> {
+        private final Op op;
+        private final String mode;
+        private final Reply failure;
+        private final AtomicBoolean warned = new AtomicBoolean();
+
+        DisabledOp(Op op, String mode, Reply failure) {
+            this.op = op;
+            this.mode = mode;
+            this.failure = failure;
+        }
+
+        @Override
+        public Reply handle(R request, PeerId peer) {
+            if (!warned.get() && warned.compareAndSet(false, true)) {
+                LOG.warn("{} needs {} transfers, which --supported-transfer-mode leaves out; answering with its failure value"
+                        + " (further ones are not logged)", op.wireName(), mode);
+            }
+            return failure;
+        }
+    }
+}

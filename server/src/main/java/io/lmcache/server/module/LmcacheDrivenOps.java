@@ -1,0 +1,26 @@
+package io.lmcache.server.module;
+
+import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.HandlerKind;
+import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.RequestDecoder;
+
+/** The ops of the lmcache-driven transfer mode (the server copies the KV blocks), as {@link LmcacheDrivenTransferModule} serves them. */
+public final class LmcacheDrivenOps {
+    private LmcacheDrivenOps() {}
+
+    /**
+     * Declares the mode's ops on {@code ops}: {@code builder.module(module)} when the mode is on,
+     * {@code builder.disabled("lmcache_driven")} when {@code --supported-transfer-mode} leaves it out.
+     * STORE/RETRIEVE of one worker run in order on its transfer lane.
+     */
+    public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops) {
+        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.SYNC, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
+        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
+        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, FailureReplies.TRANSFER_FAILED);
+        ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, LmcacheDrivenTransferModule::retrieve,
+                FailureReplies.TRANSFER_FAILED);
+    }
+}
