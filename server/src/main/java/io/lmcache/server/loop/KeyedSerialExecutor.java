@@ -68,7 +68,13 @@ public final class KeyedSerialExecutor<K> {
                         return;
                     }
                 }
-                next.run();
+                try {
+                    next.run();
+                } catch (RuntimeException | Error e) {
+                    // a task that throws must not strand the tasks queued behind it on this key: report it, go on
+                    Thread thread = Thread.currentThread();
+                    thread.getUncaughtExceptionHandler().uncaughtException(thread, e);
+                }
             }
         }
     }
