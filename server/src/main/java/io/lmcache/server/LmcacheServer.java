@@ -1,5 +1,9 @@
 package io.lmcache.server;
 
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.agent.AgentRunner;
+import io.lmcache.server.agent.CudaEventsAgent;
+import io.lmcache.server.agent.Housekeeping;
 import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.cuda.CudaException;
@@ -62,6 +66,10 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private final HttpApi prometheusHttp;
     private final LookupModule lookup;
     private final ActivityLog activityLog;
+    // agents (the thread map is in package-info): set by start(), closed by close()
+    private final AgentErrors agentErrors = new AgentErrors();
+    private AgentRunner housekeeping;
+    private AgentRunner cudaEvents;
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
@@ -107,6 +115,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         }
         RequestHandlers handlers = new RequestHandlers(management, lookup, lmcacheDriven, engineDriven, failures);
         dispatcher = new Dispatcher(handlers, replies, metrics, failures, config.maxCpuWorkers(), config.maxGpuWorkers());
+        // runs on: lmcache-housekeeping (the activity log's turn)
         activityLog = new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS);
         HttpApi createdHttp = null;
         HttpApi createdPrometheus = null;
@@ -337,6 +346,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         LOG.info("lmcache-server {} starting (instance {})", Versions.version(), config.instanceId());
         LOG.info("configuration: {}", config.describe());
         LmcacheServer server = new LmcacheServer(config);
+        // runs on: lmcache-housekeeping (each eviction tick)
         List<EvictionController.Sweeper> sweepers = new java.util.ArrayList<>(List.of(server.leases::sweep, server.prefetchResults::sweep));
         if (server.engineDriven != null) {
             sweepers.add(server.engineDriven::sweep);
@@ -351,15 +361,16 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 }
 
                 @Override
-                public void prepare(int region, java.lang.foreign.MemorySegment slice) {
+                public void prepare(int region, java.lang.foreign.MemorySegment slice) { // runs on: lmcache-pool-prepare
                     server.gpu.pin(region, slice);
                 }
             });
         }
-        server.l1.start(config, stages, sweepers);
+        EvictionController eviction = server.l1.start(config, stages, sweepers);
+        server.housekeeping = Housekeeping.start(server.agentErrors, List.of(eviction, server.activityLog));
+        server.cudaEvents = server.gpu == null ? null : CudaEventsAgent.start(server.gpu.eventPoller(), server.agentErrors);
         server.loop.start();
         server.management.start();
-        server.activityLog.start();
         if (server.prometheusHttp != null) {
             server.prometheusHttp.start();
         }
@@ -399,7 +410,6 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         try {
             // the reaper first, so no reap runs against modules that are closing
             management.close();
-            activityLog.close();
             loop.shutdown(DRAIN_TIMEOUT_NS);
             if (http != null) {
                 http.close();
@@ -408,6 +418,8 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 prometheusHttp.close();
             }
             dispatcher.close();
+            // housekeeping (eviction, sweeps, activity log) stops before the modules it sweeps close
+            housekeeping.close();
             if (lmcacheDriven != null) {
                 lmcacheDriven.close();
             }
@@ -418,6 +430,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                 // transfers in flight finish, the pool is unpinned, before its memory goes
                 l1.stopPreparation();
                 gpu.close();
+                cudaEvents.close();
             }
             l1.close();
         } catch (InterruptedException e) {

@@ -2,6 +2,7 @@ package io.lmcache.server;
 
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.loop.NamedThreads;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -28,7 +29,8 @@ public final class Main {
             System.exit(1);
             return;
         }
-        Runtime.getRuntime().addShutdownHook(new Thread(server::close, "lmcache-shutdown"));
+        // runs on: lmcache-shutdown (the JVM's shutdown hook, on SIGTERM/SIGINT)
+        Runtime.getRuntime().addShutdownHook(NamedThreads.thread("lmcache-shutdown", false, server::close));
         server.awaitStopped();
     }
 }

@@ -1,5 +1,7 @@
 package io.lmcache.bench.latency;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.Arrays;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
@@ -102,8 +104,8 @@ final class LoadClient implements AutoCloseable {
             uidPacker.clear();
             uidPacker.packInt(nextUid++);
             return uidPacker.toByteArray();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 

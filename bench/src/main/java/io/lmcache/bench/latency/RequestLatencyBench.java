@@ -2,6 +2,7 @@ package io.lmcache.bench.latency;
 
 import io.lmcache.bench.Machine;
 import io.lmcache.bench.ResultsFile;
+import io.lmcache.server.loop.NamedThreads;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
@@ -179,7 +180,8 @@ public final class RequestLatencyBench {
                 Histogram histogram = new Histogram(60_000_000_000L, 3);
                 histograms.add(histogram);
                 int index = i;
-                Thread thread = new Thread(() -> {
+                // runs on: bench-client-<i>, one closed-loop client each
+                Thread thread = NamedThreads.thread("bench-client-" + i, false, () -> {
                     try (LoadClient client = new LoadClient(context, target.endpoint, kind)) {
                         broken[index] = client.brokenSockets;
                         connected.countDown();
@@ -200,7 +202,7 @@ public final class RequestLatencyBench {
                         }
                         connected.countDown();
                     }
-                }, "bench-client-" + i);
+                });
                 threads.add(thread);
                 thread.start();
             }

@@ -226,11 +226,13 @@ public final class ConfigLoader {
         long floorNs = toNanos(floorSeconds);
         long reapNs = secondsAtLeast("--worker-reap-timeout-seconds", o.workerReapTimeoutSeconds, 0);
         if (reapNs != 0 && reapNs < floorNs) {
-            throw new ConfigException("--worker-reap-timeout-seconds", "must be 0 (disabled) or at least " + fmt(floorSeconds) + ", got " + o.workerReapTimeoutSeconds);
+            throw new ConfigException("--worker-reap-timeout-seconds",
+                    "must be 0 (disabled) or at least " + fmt(floorSeconds) + ", got " + o.workerReapTimeoutSeconds);
         }
         long graceNs = secondsAtLeast("--worker-registration-grace-seconds", o.workerRegistrationGraceSeconds, 0);
         if (graceNs < reapNs) {
-            throw new ConfigException("--worker-registration-grace-seconds", "must be at least --worker-reap-timeout-seconds (" + o.workerReapTimeoutSeconds + "), got " + o.workerRegistrationGraceSeconds);
+            throw new ConfigException("--worker-registration-grace-seconds", "must be at least --worker-reap-timeout-seconds ("
+                    + o.workerReapTimeoutSeconds + "), got " + o.workerRegistrationGraceSeconds);
         }
         long disconnectNs;
         if (o.workerDisconnectGraceSeconds == null) {

@@ -52,10 +52,6 @@ public record ServerConfig(
         return "tcp://" + host + ":" + port;
     }
 
-    public boolean livenessEnabled() {
-        return workerReapTimeoutNs > 0;
-    }
-
     public boolean hasAdminToken() {
         return !httpAdminToken.isEmpty();
     }

@@ -30,13 +30,16 @@ final class ServerOptions {
     @Option(names = "--port", defaultValue = "5555", description = "ZeroMQ port (default: ${DEFAULT-VALUE}).")
     String port;
 
-    @Option(names = "--chunk-size", defaultValue = "256", description = "Tokens per stored chunk; vLLM's block size must divide it (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--chunk-size", defaultValue = "256",
+            description = "Tokens per stored chunk; vLLM's block size must divide it (default: ${DEFAULT-VALUE}).")
     String chunkSize;
 
-    @Option(names = "--max-workers", defaultValue = "1", description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--max-workers", defaultValue = "1",
+            description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")
     String maxWorkers;
 
-    @Option(names = "--max-gpu-workers", description = "Transfer lanes for STORE/RETRIEVE; one worker's transfers always stay on one lane, in order (default: --max-workers).")
+    @Option(names = "--max-gpu-workers",
+            description = "Transfer lanes for STORE/RETRIEVE; one worker's transfers always stay on one lane, in order (default: --max-workers).")
     String maxGpuWorkers;
 
     @Option(names = "--max-cpu-workers", description = "Threads for LOOKUP, QUERY, CLEAR and the other NORMAL handlers (default: --max-workers).")
@@ -45,38 +48,51 @@ final class ServerOptions {
     @Option(names = "--supported-transfer-mode", defaultValue = "auto", description = "auto, lmcache_driven or engine_driven (default: ${DEFAULT-VALUE}).")
     String supportedTransferMode;
 
-    @Option(names = "--shm-name", description = "Name of the L1 pool's segment in /dev/shm; \"\" = anonymous memory, which disables engine-driven shared-memory transfers (default: lmcache_l1_pool_<pid>).")
+    @Option(names = "--shm-name",
+            description = "Name of the L1 pool's segment in /dev/shm; \"\" = anonymous memory, which disables engine-driven shared-memory transfers "
+                    + "(default: lmcache_l1_pool_<pid>).")
     String shmName;
 
-    @Option(names = "--worker-reap-timeout-seconds", defaultValue = "120", description = "Reap a worker that has pinged and then stayed silent this long; 0 disables the reaper, else at least 30 (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--worker-reap-timeout-seconds", defaultValue = "120",
+            description = "Reap a worker that has pinged and then stayed silent this long; 0 disables the reaper, else at least 30 (default: "
+                    + "${DEFAULT-VALUE}).")
     String workerReapTimeoutSeconds;
 
-    @Option(names = "--worker-registration-grace-seconds", defaultValue = "3600", description = "Reap a registered worker that never pinged (and whose connection is gone) after this long; at least the reap timeout (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--worker-registration-grace-seconds", defaultValue = "3600",
+            description = "Reap a registered worker that never pinged (and whose connection is gone) after this long; at least the reap timeout "
+                    + "(default: ${DEFAULT-VALUE}).")
     String workerRegistrationGraceSeconds;
 
-    @Option(names = "--worker-disconnect-grace-seconds", description = "Reap the workers of a closed ZeroMQ connection after this long; 0 disables, else between 30 and the reap timeout (default: min(60, reap timeout), 0 when the reaper is off).")
+    @Option(names = "--worker-disconnect-grace-seconds",
+            description = "Reap the workers of a closed ZeroMQ connection after this long; 0 disables, else between 30 and the reap timeout (default: "
+                    + "min(60, reap timeout), 0 when the reaper is off).")
     String workerDisconnectGraceSeconds;
 
     @Option(names = "--instance-id", description = "This server's identity in logs and status (default: a random UUID).")
     String instanceId;
 
-    @Option(names = "--hash-algorithm", defaultValue = "blake3", description = "Accepted for compatibility with LMCache (blake3, builtin, sha256_cbor). Keys never leave this server, which always uses a SHA-256 prefix chain.")
+    @Option(names = "--hash-algorithm", defaultValue = "blake3",
+            description = "Accepted for compatibility with LMCache (blake3, builtin, sha256_cbor). Keys never leave this server, which always uses a "
+                    + "SHA-256 prefix chain.")
     String hashAlgorithm;
 
     @Option(names = "--config-file", description = "TOML file with defaults for these flags (or env LMCACHE_MP_CONFIG).")
     String configFile;
 
-    @Option(names = "--device", defaultValue = "auto", description = "auto (CUDA when a driver and GPU are present), cuda (required) or host (CPU workers only) (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--device", defaultValue = "auto",
+            description = "auto (CUDA when a driver and GPU are present), cuda (required) or host (CPU workers only) (default: ${DEFAULT-VALUE}).")
     String device;
 
     // --- L1 ----------------------------------------------------------------------------------
     @Option(names = "--l1-size-gb", description = "Size of the host-memory pool in GiB (required).")
     String l1SizeGb;
 
-    @Option(names = "--l1-region-size-mb", description = "Pool regions (pinned one by one; no chunk spans two), a multiple of 2 (default: pool/16 clamped to 64..1024).")
+    @Option(names = "--l1-region-size-mb",
+            description = "Pool regions (pinned one by one; no chunk spans two), a multiple of 2 (default: pool/16 clamped to 64..1024).")
     String l1RegionSizeMb;
 
-    @Option(names = "--l1-write-ttl-seconds", defaultValue = "600", description = "A write lock left by a client that never finished expires after this (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--l1-write-ttl-seconds", defaultValue = "600",
+            description = "A write lock left by a client that never finished expires after this (default: ${DEFAULT-VALUE}).")
     String l1WriteTtlSeconds;
 
     @Option(names = "--l1-read-ttl-seconds", defaultValue = "300", description = "Lookup read locks expire after this (default: ${DEFAULT-VALUE}).")
@@ -86,10 +102,12 @@ final class ServerOptions {
     @Option(names = "--eviction-policy", defaultValue = "LRU", description = "LRU (by bytes) or noop (default: ${DEFAULT-VALUE}).")
     String evictionPolicy;
 
-    @Option(names = "--eviction-trigger-watermark", defaultValue = "0.8", description = "Pool usage at which background eviction starts, in (0, 1] (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--eviction-trigger-watermark", defaultValue = "0.8",
+            description = "Pool usage at which background eviction starts, in (0, 1] (default: ${DEFAULT-VALUE}).")
     String evictionTriggerWatermark;
 
-    @Option(names = "--eviction-ratio", defaultValue = "0.2", description = "Fraction of the pool one background eviction frees, in (0, 1] (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--eviction-ratio", defaultValue = "0.2",
+            description = "Fraction of the pool one background eviction frees, in (0, 1] (default: ${DEFAULT-VALUE}).")
     String evictionRatio;
 
     // --- HTTP and metrics --------------------------------------------------------------------
@@ -99,7 +117,8 @@ final class ServerOptions {
     @Option(names = "--http-port", defaultValue = "8080", description = "HTTP port; 0 turns the HTTP frontend off (default: ${DEFAULT-VALUE}).")
     String httpPort;
 
-    @Option(names = "--http-admin-token", description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only.")
+    @Option(names = "--http-admin-token",
+            description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only.")
     String httpAdminToken;
 
     @Option(names = "--prometheus-port", description = "Also serve /metrics on this port (default: only on the HTTP port).")

@@ -122,7 +122,7 @@ class ConfigLoaderTest {
     @Test
     void reapTimeoutZeroDisablesLivenessAndDisconnectReclaim() {
         ServerConfig c = run("--l1-size-gb", "1", "--worker-reap-timeout-seconds", "0");
-        assertEquals(false, c.livenessEnabled());
+        assertEquals(0, c.workerReapTimeoutNs());
         assertEquals(0, c.workerDisconnectGraceNs());
     }
 

@@ -15,14 +15,16 @@ import org.slf4j.LoggerFactory;
  * Watches the events recorded after each transfer: when one completes, the transfer's completion
  * runs (publish the stored objects, unpin the retrieved ones). Exported events are destroyed only
  * well after they completed, since the worker opens our handle after it gets the reply and the
- * event must still exist then.
+ * event must still exist then. Starts no thread: the server runs {@link #doWork()} as an agent on
+ * lmcache-cuda-events, and completions run there, so each must be short and never block.
  */
 public final class EventPoller implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EventPoller.class);
     private static final int CUDA_ERROR_NOT_READY = 600;
     private static final long KEEP_ALIVE_NS = TimeUnit.SECONDS.toNanos(30);
+    private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
 
-    /** Runs once the GPU has finished (or failed) the transfer's work. */
+    /** Runs once the GPU has finished (or failed) the transfer's work; short and non-blocking. */
     @FunctionalInterface
     public interface Completion {
         void done(boolean ok, String error);
@@ -33,14 +35,20 @@ public final class EventPoller implements AutoCloseable {
     private record Retiring(CudaDevice device, CUevent event, CUevent[] alsoDestroy, long completedNs) {}
 
     private final ArrayDeque<Pending> pending = new ArrayDeque<>();
+    /** Held for a whole pass: the runner's turns and close's draining never overlap. */
+    private final Object pollLock = new Object();
+    // under pollLock: reused every pass, the poller turns every 20 µs while copies run
     private final ArrayDeque<Retiring> retiring = new ArrayDeque<>();
-    private final Thread thread;
-    private volatile boolean running = true;
+    private final List<Pending> snapshot = new ArrayList<>();
+    private final List<Pending> finished = new ArrayList<>();
+    private boolean closed;
+    private volatile Runnable wakeUp = () -> { };
 
-    public EventPoller() {
-        thread = new Thread(this::run, "lmcache-cuda-events");
-        thread.setDaemon(true);
-        thread.start();
+    public EventPoller() {}
+
+    /** What to call when a transfer is tracked (the runner's wake-up), so a parked poller sees it at once. */
+    public void wakeUpWith(Runnable wakeUp) {
+        this.wakeUp = wakeUp;
     }
 
     /** Watches {@code event}; {@code alsoDestroy} (an opened client event) goes with it. */
@@ -48,7 +56,7 @@ public final class EventPoller implements AutoCloseable {
         synchronized (pending) {
             pending.add(new Pending(device, event, alsoDestroy, completion));
         }
-        LockSupport.unpark(thread);
+        wakeUp.run();
     }
 
     public int pendingCount() {
@@ -57,48 +65,48 @@ public final class EventPoller implements AutoCloseable {
         }
     }
 
-    private void run() {
-        // reused every pass (this thread only): the poller turns every 20 µs while copies run
-        List<Pending> snapshot = new ArrayList<>();
-        List<Pending> finished = new ArrayList<>();
-        while (running) {
-            snapshot.clear();
-            finished.clear();
-            synchronized (pending) {
-                snapshot.addAll(pending);
-            }
-            for (Pending p : snapshot) {
-                try {
-                    p.device().makeCurrent();
-                    int result = JCudaDriver.cuEventQuery(p.event());
-                    if (result == CUDA_ERROR_NOT_READY) {
-                        continue;
-                    }
-                    finished.add(p);
-                    complete(p, result == 0, result == 0 ? null : "transfer failed on the GPU (CUDA error " + result + ")");
-                } catch (RuntimeException e) {
-                    finished.add(p);
-                    complete(p, false, e.toString());
-                }
-            }
-            if (!finished.isEmpty()) {
-                synchronized (pending) {
-                    pending.removeAll(finished);
-                }
-                long nowNs = System.nanoTime();
-                for (Pending p : finished) {
-                    retiring.add(new Retiring(p.device(), p.event(), p.alsoDestroy(), nowNs));
-                }
-            }
-            destroyRetired(System.nanoTime(), false);
-            if (snapshot.size() == finished.size()) {
-                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(100));
-            } else {
-                LockSupport.parkNanos(20_000);
-            }
+    /**
+     * One pass: queries every pending event once, runs the completions of those that finished, and
+     * destroys retired events past their keep-alive. Returns how many completed or were destroyed.
+     */
+    public int doWork() {
+        synchronized (pollLock) {
+            return closed ? 0 : poll(System.nanoTime());
         }
     }
 
+    private int poll(long nowNs) {
+        snapshot.clear();
+        finished.clear();
+        synchronized (pending) {
+            snapshot.addAll(pending);
+        }
+        for (Pending p : snapshot) {
+            try {
+                p.device().makeCurrent();
+                int result = JCudaDriver.cuEventQuery(p.event());
+                if (result == CUDA_ERROR_NOT_READY) {
+                    continue;
+                }
+                finished.add(p);
+                complete(p, result == 0, result == 0 ? null : "transfer failed on the GPU (CUDA error " + result + ")");
+            } catch (RuntimeException e) {
+                finished.add(p);
+                complete(p, false, e.toString());
+            }
+        }
+        if (!finished.isEmpty()) {
+            synchronized (pending) {
+                pending.removeAll(finished);
+            }
+            for (Pending p : finished) {
+                retiring.add(new Retiring(p.device(), p.event(), p.alsoDestroy(), nowNs));
+            }
+        }
+        return finished.size() + destroyRetired(System.nanoTime(), false);
+    }
+
+    /** Runs on: lmcache-cuda-events (or, during close, the closing thread). */
     private static void complete(Pending p, boolean ok, String error) {
         try {
             p.completion().done(ok, error);
@@ -107,13 +115,15 @@ public final class EventPoller implements AutoCloseable {
         }
     }
 
-    private void destroyRetired(long nowNs, boolean all) {
+    private int destroyRetired(long nowNs, boolean all) {
+        int destroyed = 0;
         for (Iterator<Retiring> it = retiring.iterator(); it.hasNext(); ) {
             Retiring r = it.next();
             if (!all && nowNs - r.completedNs() < KEEP_ALIVE_NS) {
                 break; // completion order is age order
             }
             it.remove();
+            destroyed++;
             try {
                 r.device().makeCurrent();
                 JCudaDriver.cuEventDestroy(r.event());
@@ -124,22 +134,30 @@ public final class EventPoller implements AutoCloseable {
                 LOG.warn("cannot destroy a retired CUDA event: {}", e.toString());
             }
         }
+        return destroyed;
     }
 
-    /** Waits (bounded) for what is in flight, then stops. */
+    /**
+     * Waits (bounded) for what is in flight, polling on the calling thread as well (so it works
+     * whether or not the runner still turns), then destroys every retired event. Idempotent.
+     */
     @Override
     public void close() {
-        long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
         while (pendingCount() > 0 && System.nanoTime() - deadlineNs < 0) {
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+            if (doWork() == 0) {
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
+            }
         }
-        running = false;
-        LockSupport.unpark(thread);
-        try {
-            thread.join(2000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        synchronized (pollLock) {
+            if (!closed) {
+                closed = true;
+                int left = pendingCount();
+                if (left > 0) {
+                    LOG.warn("{} GPU transfer(s) still in flight after {} s; closing without them", left, CLOSE_WAIT_NS / 1_000_000_000L);
+                }
+                destroyRetired(System.nanoTime(), true);
+            }
         }
-        destroyRetired(System.nanoTime(), true);
     }
 }

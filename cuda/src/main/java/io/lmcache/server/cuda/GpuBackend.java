@@ -61,6 +61,11 @@ public final class GpuBackend implements AutoCloseable {
         return engine(devices.devices().getFirst());
     }
 
+    /** The transfers' event poller: the server runs its {@code doWork()} on lmcache-cuda-events. */
+    public EventPoller eventPoller() {
+        return poller;
+    }
+
     public int pendingTransfers() {
         return poller.pendingCount();
     }

@@ -52,10 +52,6 @@ public final class PinnedPool implements AutoCloseable {
         return regionBytes;
     }
 
-    public boolean isRegistered(int region) {
-        return deviceAddress[region] >= 0;
-    }
-
     public int registeredRegions() {
         return registered;
     }

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /** The GPU copy planning, host-only: which pieces go straight to DMA, how the rest are packed into staging batches. */
@@ -22,7 +24,7 @@ class CopyPlanningTest {
         assertEquals(2, batch.fill(pieces, 0, bases, Direction.TO_POOL, STAGING, 32 << 20, REGION));
         assertEquals(2, batch.pieceCount());
         assertArrayEquals(new long[] {0x1000_0000L + 4096, STAGING, 32 << 10, 0x2000_0000L + 8192, STAGING + (32 << 10), 32 << 10},
-                java.util.Arrays.copyOf(batch.descriptors(), 6), "a STORE gathers the GPU blocks into the staging buffer");
+                Arrays.copyOf(batch.descriptors(), 6), "a STORE gathers the GPU blocks into the staging buffer");
         assertEquals(1, batch.runCount(), "pool-contiguous pieces are one DMA run");
         assertEquals(0, batch.runPoolOffset(0));
         assertEquals(0, batch.runStagingOffset(0));
@@ -111,7 +113,7 @@ class CopyPlanningTest {
     @Test
     void theKernelPtxShipsInTheJar() throws Exception {
         try (var in = CopyEngine.class.getResourceAsStream("copy_pieces.ptx")) {
-            String ptx = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.US_ASCII);
+            String ptx = new String(in.readAllBytes(), StandardCharsets.US_ASCII);
             assertTrue(ptx.contains(".entry copy_pieces("), "the entry point the engine launches");
         }
     }

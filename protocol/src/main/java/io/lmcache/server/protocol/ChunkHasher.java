@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.security.DigestException;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 
@@ -67,7 +68,7 @@ public final class ChunkHasher {
             digest.update(buffer, 0, bytes);
             try {
                 digest.digest(out, 0, out.length);
-            } catch (java.security.DigestException e) {
+            } catch (DigestException e) {
                 throw new IllegalStateException(e);
             }
             hi = (long) LONG_BE.get(out, 0);

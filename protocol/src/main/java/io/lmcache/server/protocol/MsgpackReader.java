@@ -2,10 +2,17 @@ package io.lmcache.server.protocol;
 
 import io.lmcache.server.protocol.ProtocolException.Reason;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.Locale;
 import org.msgpack.core.ExtensionTypeHeader;
 import org.msgpack.core.MessageFormat;
+import org.msgpack.core.MessageIntegerOverflowException;
 import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessagePackException;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.core.buffer.ArrayBufferInput;
 import org.msgpack.value.ValueType;
@@ -63,7 +70,7 @@ public final class MsgpackReader {
                 throw new ProtocolException(Reason.MALFORMED_MSGPACK, what + ": byte 0xc1 is not valid msgpack");
             }
             return format.getValueType();
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -76,7 +83,7 @@ public final class MsgpackReader {
         try {
             unpacker.unpackNil();
             return true;
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -85,9 +92,9 @@ public final class MsgpackReader {
         expect(what, ValueType.INTEGER);
         try {
             return unpacker.unpackLong();
-        } catch (org.msgpack.core.MessageIntegerOverflowException e) {
+        } catch (MessageIntegerOverflowException e) {
             throw new ProtocolException(Reason.BAD_VALUE, what + ": integer does not fit in 63 bits");
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -108,7 +115,7 @@ public final class MsgpackReader {
             }
             expect(what, ValueType.FLOAT);
             return unpacker.unpackDouble();
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -117,7 +124,7 @@ public final class MsgpackReader {
         expect(what, ValueType.BOOLEAN);
         try {
             return unpacker.unpackBoolean();
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -132,7 +139,7 @@ public final class MsgpackReader {
             int length = unpacker.unpackRawStringHeader();
             checkLength(what, length);
             if (length > CACHED_STRING_MAX_BYTES) {
-                return new String(unpacker.readPayload(length), java.nio.charset.StandardCharsets.UTF_8);
+                return new String(unpacker.readPayload(length), StandardCharsets.UTF_8);
             }
             int at = position();
             int slot = stringSlot(frame, at, length);
@@ -142,13 +149,13 @@ public final class MsgpackReader {
                 value = cachedStrings[slot];
             } else {
                 byte[] utf8 = Arrays.copyOfRange(frame, at, at + length);
-                value = new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+                value = new String(utf8, StandardCharsets.UTF_8);
                 cachedUtf8[slot] = utf8;
                 cachedStrings[slot] = value;
             }
             skipBytes(length);
             return value;
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -181,7 +188,7 @@ public final class MsgpackReader {
             int length = unpacker.unpackBinaryHeader();
             checkLength(what, length);
             return unpacker.readPayload(length);
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -193,7 +200,7 @@ public final class MsgpackReader {
             int count = unpacker.unpackArrayHeader();
             checkLength(what, count);
             return count;
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -205,7 +212,7 @@ public final class MsgpackReader {
             int count = unpacker.unpackMapHeader();
             checkLength(what, 2L * count);
             return count;
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -217,7 +224,7 @@ public final class MsgpackReader {
             ExtensionTypeHeader header = unpacker.unpackExtensionTypeHeader();
             checkLength(what, header.getLength());
             return header;
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -226,7 +233,7 @@ public final class MsgpackReader {
         checkLength(what, length);
         try {
             return unpacker.readPayload(length);
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -269,8 +276,8 @@ public final class MsgpackReader {
         return values;
     }
 
-    private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
-            java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class, java.nio.ByteOrder.BIG_ENDIAN);
+    private static final VarHandle BIG_ENDIAN_LONG =
+            MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
     /**
      * Per first byte of an integer: its encoded size (0: not read on the fast path) and how to cut
      * its value out of the eight bytes starting at that first byte: shift the payload to the top,
@@ -307,7 +314,7 @@ public final class MsgpackReader {
         nextType(what);
         try {
             unpacker.skipValue();
-        } catch (IOException | org.msgpack.core.MessagePackException e) {
+        } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
         }
     }
@@ -327,7 +334,7 @@ public final class MsgpackReader {
     }
 
     private static String name(ValueType type) {
-        return type.name().toLowerCase(java.util.Locale.ROOT);
+        return type.name().toLowerCase(Locale.ROOT);
     }
 
     private static ProtocolException malformed(String what, Exception e) {

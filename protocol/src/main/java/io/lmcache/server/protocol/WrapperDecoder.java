@@ -4,6 +4,7 @@ import io.lmcache.server.protocol.ProtocolException.Reason;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.math.BigInteger;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -97,7 +98,7 @@ public final class WrapperDecoder {
             memHandle = raw;
             segmentType = 0;
         } else if (raw.length == 66) {
-            memHandle = java.util.Arrays.copyOfRange(raw, 2, 66);
+            memHandle = Arrays.copyOfRange(raw, 2, 66);
             segmentType = (char) (raw[1] & 0xff);
         } else {
             throw new ProtocolException(Reason.BAD_PICKLE, "CUDA IPC memory handle must be 64 bytes (or 66 with torch's prefix), got " + raw.length);

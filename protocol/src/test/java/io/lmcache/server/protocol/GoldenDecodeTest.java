@@ -18,6 +18,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
+import org.msgpack.value.ValueFactory;
 
 /**
  * Every request frame the real LMCache client sent (testdata/golden) decodes into the right
@@ -135,7 +136,7 @@ class GoldenDecodeTest {
     }
 
     private static Value str(String s) {
-        return org.msgpack.value.ValueFactory.newString(s);
+        return ValueFactory.newString(s);
     }
 
     private static Value generic(byte[] frame) throws IOException {

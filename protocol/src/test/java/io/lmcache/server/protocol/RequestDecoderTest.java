@@ -8,7 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Arrays;
 import java.util.HexFormat;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
@@ -94,7 +97,7 @@ class RequestDecoderTest {
     @Test
     void truncatedMsgpackIsMalformed() {
         byte[] whole = key();
-        byte[] truncated = java.util.Arrays.copyOf(whole, whole.length / 2);
+        byte[] truncated = Arrays.copyOf(whole, whole.length / 2);
         ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.decode(Op.LOOKUP, new byte[][] {truncated}, 0, 1));
         assertTrue(e.reason() == ProtocolException.Reason.MALFORMED_MSGPACK || e.reason() == ProtocolException.Reason.OVERSIZED, e.toString());
     }
@@ -135,7 +138,7 @@ class RequestDecoderTest {
 
     @Test
     void randomFramesNeverEscapeAsAnythingButProtocolException() {
-        java.util.Random random = new java.util.Random(7);
+        Random random = new Random(7);
         for (Op op : Op.values()) {
             for (int i = 0; i < 300; i++) {
                 byte[][] frames = new byte[random.nextInt(8)][];
@@ -170,7 +173,7 @@ class RequestDecoderTest {
             writer.write(packer);
             return packer.toByteArray();
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            throw new UncheckedIOException(e);
         }
     }
 }

@@ -6,7 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
 import java.util.HexFormat;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /** The pickle allow-list and the length checks: hostile pickles are refused before anything is built. */
@@ -17,7 +19,11 @@ class WrapperDecoderTest {
     // builtins.bytearray: a global Pyrolite itself knows, still off our list
     private static final String P4_BYTEARRAY = "80049524000000000000008c086275696c74696e73948c09627974656172726179949394430361626394859452942e";
     // a CpuShmTensorWrapper pickled with protocol 5 (Python 3.14's default), dtype as a str, nbytes 2^40 (LONG1)
-    private static final String P5_CPU_SHM = "800595dd000000000000008c1b6c6d63616368652e76312e706c6174666f726d2e6370752e73686d948c1343707553686d54656e736f72577261707065729493942981947d94288c0873686d5f6e616d65948c0f2f6c6d63616368655f6b765f315f30948c066e6279746573948a060000000000018c0668616e646c65944e8c056474797065948c07666c6f61743136948c05736861706594284b024b044b104b024b4074948c0673747269646594284d00204d00084b804b404b0174948c0e73746f726167655f6f6666736574944b008c0b6465766963655f75756964948c036370759475622e";
+    private static final String P5_CPU_SHM =
+            "800595dd000000000000008c1b6c6d63616368652e76312e706c6174666f726d2e6370752e73686d948c1343707553686d54656e736f72577261707065729493"
+            + "942981947d94288c0873686d5f6e616d65948c0f2f6c6d63616368655f6b765f315f30948c066e6279746573948a060000000000018c0668616e646c65944e8c"
+            + "056474797065948c07666c6f61743136948c05736861706594284b024b044b104b024b4074948c0673747269646594284d00204d00084b804b404b0174948c0e"
+            + "73746f726167655f6f6666736574944b008c0b6465766963655f75756964948c036370759475622e";
 
     @Test
     void rejectsOsSystemThroughStackGlobal() {
@@ -42,7 +48,7 @@ class WrapperDecoderTest {
     @Test
     void rejectsInst() {
         // protocol 0 INST: 'i' module '\n' name '\n' after a MARK
-        byte[] pickle = "(ios\nsystem\n.".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        byte[] pickle = "(ios\nsystem\n.".getBytes(StandardCharsets.US_ASCII);
         ProtocolException e = assertThrows(ProtocolException.class, () -> WrapperDecoder.decode(pickle));
         assertEquals(ProtocolException.Reason.PICKLE_REJECTED, e.reason());
     }
@@ -77,7 +83,7 @@ class WrapperDecoderTest {
 
     @Test
     void garbageIsABadPickleNotACrash() {
-        java.util.Random random = new java.util.Random(42);
+        Random random = new Random(42);
         for (int i = 0; i < 2000; i++) {
             byte[] junk = new byte[random.nextInt(64)];
             random.nextBytes(junk);

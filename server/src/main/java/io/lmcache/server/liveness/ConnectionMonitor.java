@@ -1,5 +1,6 @@
 package io.lmcache.server.liveness;
 
+import io.lmcache.server.loop.NamedThreads;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.channels.SelectableChannel;
@@ -16,7 +17,9 @@ import org.zeromq.ZMQ;
  * Watches the ROUTER's connections through a ZeroMQ socket monitor: each accepted connection's
  * channel is remembered with its remote address, so the close event (which carries only the
  * channel) can be told to {@link PeerConnections} by address. Owns its monitor socket on its own
- * thread; stops by flag and receive timeout.
+ * thread, lmcache-connection-monitor, rather than being a housekeeping agent: it waits in a
+ * receive on a socket of the request loop's ZeroMQ context, which closes it after this thread has
+ * stopped. Stops by flag and receive timeout, never by interrupt.
  */
 public final class ConnectionMonitor implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConnectionMonitor.class);
@@ -34,8 +37,8 @@ public final class ConnectionMonitor implements AutoCloseable {
         socket.setReceiveTimeOut(200);
         socket.setLinger(0);
         socket.connect(monitorEndpoint);
-        thread = new Thread(this::run, "lmcache-connection-monitor");
-        thread.setDaemon(true);
+        // runs on: lmcache-connection-monitor
+        thread = NamedThreads.thread("lmcache-connection-monitor", true, this::run);
     }
 
     public void start() {

@@ -10,6 +10,8 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
 import ch.qos.logback.core.spi.ContextAwareBase;
 import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
 import org.slf4j.LoggerFactory;
 
 /**
@@ -60,14 +62,6 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         };
     }
 
-    /** Changes the root level at run time (HTTP /loglevel); returns the level now in force. */
-    public static Level setRootLevel(String value) {
-        Level level = levelFromEnv(value);
-        LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
-        context.getLogger(Logger.ROOT_LOGGER_NAME).setLevel(level);
-        return level;
-    }
-
     /** Sets one logger's level ({@code name} empty: the root). */
     public static Level setLevel(String name, String value) {
         Level level = levelFromEnv(value);
@@ -77,9 +71,9 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
     }
 
     /** Loggers with an explicit level, and theirs. */
-    public static java.util.Map<String, String> levels() {
+    public static Map<String, String> levels() {
         LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
-        java.util.Map<String, String> levels = new java.util.TreeMap<>();
+        Map<String, String> levels = new TreeMap<>();
         for (Logger logger : context.getLoggerList()) {
             if (logger.getLevel() != null) {
                 levels.put(logger.getName(), logger.getLevel().toString());

@@ -42,13 +42,6 @@ public final class KeyedSerialExecutor<K> {
         }
     }
 
-    /** Keys with queued or running work. */
-    public int activeLanes() {
-        synchronized (lanes) {
-            return lanes.size();
-        }
-    }
-
     private final class Lane implements Runnable {
         private final K key;
         private final ArrayDeque<Runnable> tasks = new ArrayDeque<>();

@@ -7,17 +7,24 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** Fixed pools of daemon platform threads with readable names (they show up in logs and dumps). */
+/**
+ * The one place platform threads are made (the thread map is in {@code io.lmcache.server}'s
+ * package-info): every thread has a readable name, for logs and thread dumps.
+ */
 public final class NamedThreads {
     private NamedThreads() {}
 
+    /** An unstarted platform thread named exactly {@code name}. */
+    public static Thread thread(String name, boolean daemon, Runnable task) {
+        Thread thread = new Thread(task, name);
+        thread.setDaemon(daemon);
+        return thread;
+    }
+
+    /** Daemon threads named {@code prefix-0}, {@code prefix-1}, ... */
     public static ThreadFactory factory(String prefix) {
         AtomicInteger counter = new AtomicInteger();
-        return runnable -> {
-            Thread thread = new Thread(runnable, prefix + "-" + counter.getAndIncrement());
-            thread.setDaemon(true);
-            return thread;
-        };
+        return runnable -> thread(prefix + "-" + counter.getAndIncrement(), true, runnable);
     }
 
     public static ExecutorService fixedPool(String prefix, int threads) {

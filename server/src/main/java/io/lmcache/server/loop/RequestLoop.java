@@ -87,6 +87,7 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.setSndHWM(16);
         wakeSocket.setLinger(0);
         wakeSocket.connect(wakeEndpoint);
+        // runs on: any thread that queues a reply (handler pools, completions)
         replies.setWaker(this::wake);
     }
 
@@ -105,7 +106,8 @@ public final class RequestLoop implements AutoCloseable {
 
     public void start() {
         monitor.start();
-        thread = new Thread(this::run, "lmcache-request-loop");
+        // runs on: lmcache-request-loop, the only thread that touches the ROUTER (not a daemon: it keeps the JVM up)
+        thread = NamedThreads.thread("lmcache-request-loop", false, this::run);
         thread.start();
     }
 

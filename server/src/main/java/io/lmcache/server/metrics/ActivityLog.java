@@ -1,25 +1,26 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.agent.Agent;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.storage.ObjectStore;
-import java.util.concurrent.TimeUnit;
+import java.util.Locale;
 import java.util.function.IntSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * One INFO line every interval while the server is busy: stores/s, retrieves/s, copy GB/s, L1
- * usage, lookup hit rate and tracked workers. Silent when nothing happened.
+ * usage, lookup hit rate and tracked workers. Silent when nothing happened. An agent on
+ * lmcache-housekeeping; it only reads counters, so any thread may call {@link #report()} in tests.
  */
-public final class ActivityLog implements AutoCloseable {
+public final class ActivityLog implements Agent {
     private static final Logger LOG = LoggerFactory.getLogger(ActivityLog.class);
 
     private final ServerMetrics metrics;
     private final ObjectStore store;
     private final IntSupplier trackedWorkers;
     private final long intervalNs;
-    private final Thread thread;
-    private volatile boolean running = true;
+    private long nextReportNs;
     private long stores;
     private long retrieves;
     private long lookups;
@@ -32,23 +33,29 @@ public final class ActivityLog implements AutoCloseable {
         this.store = store;
         this.trackedWorkers = trackedWorkers;
         this.intervalNs = intervalNs;
-        this.thread = new Thread(this::run, "lmcache-activity-log");
-        thread.setDaemon(true);
+        this.nextReportNs = System.nanoTime() + intervalNs;
     }
 
-    public void start() {
-        thread.start();
+    @Override
+    public String roleName() {
+        return "activity-log";
     }
 
-    private void run() {
-        while (running) {
-            try {
-                TimeUnit.NANOSECONDS.sleep(intervalNs);
-            } catch (InterruptedException e) {
-                return;
-            }
-            report();
+    @Override
+    public void onStart() {
+        nextReportNs = System.nanoTime() + intervalNs;
+    }
+
+    /** Reports once an interval has passed; 1 when it did. */
+    @Override
+    public int doWork() {
+        long nowNs = System.nanoTime();
+        if (nowNs - nextReportNs < 0) {
+            return 0;
         }
+        nextReportNs = nowNs + intervalNs;
+        report();
+        return 1;
     }
 
     /** Logs the interval's line if anything happened; returns it (or null). */
@@ -75,17 +82,11 @@ public final class ActivityLog implements AutoCloseable {
             return null;
         }
         double seconds = intervalNs / 1e9;
-        String line = String.format(java.util.Locale.ROOT,
+        String line = String.format(Locale.ROOT,
                 "activity: %.1f stores/s, %.1f retrieves/s, %.2f GB/s copied, L1 %.1f%% used, lookup hit rate %.1f%%, %d tracked worker(s)",
                 dStores / seconds, dRetrieves / seconds, dBytes / seconds / 1e9, 100 * store.usageRatio(),
                 dRequested == 0 ? 0.0 : 100.0 * dHits / dRequested, trackedWorkers.getAsInt());
         LOG.info(line);
         return line;
-    }
-
-    @Override
-    public void close() {
-        running = false;
-        thread.interrupt();
     }
 }

@@ -9,6 +9,11 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
+import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
+import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.time.Duration;
@@ -17,6 +22,7 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Supplier;
@@ -52,11 +58,11 @@ public final class ServerMetrics {
     private final LongAdder retrieveNanos;
 
     public ServerMetrics() {
-        new io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics().bindTo(registry);
-        new io.micrometer.core.instrument.binder.jvm.JvmGcMetrics().bindTo(registry);
-        new io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics().bindTo(registry);
-        new io.micrometer.core.instrument.binder.system.ProcessorMetrics().bindTo(registry);
-        new io.micrometer.core.instrument.binder.system.UptimeMetrics().bindTo(registry);
+        new JvmMemoryMetrics().bindTo(registry);
+        new JvmGcMetrics().bindTo(registry);
+        new JvmThreadMetrics().bindTo(registry);
+        new ProcessorMetrics().bindTo(registry);
+        new UptimeMetrics().bindTo(registry);
         for (Op op : Op.values()) {
             requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
             if (HandlerKind.of(op) == HandlerKind.QUICK) {
@@ -156,7 +162,7 @@ public final class ServerMetrics {
     }
 
     public void latency(Op op, long nanos) {
-        latency.get(op).get().record(nanos, java.util.concurrent.TimeUnit.NANOSECONDS);
+        latency.get(op).get().record(nanos, TimeUnit.NANOSECONDS);
     }
 
     public void handlerError(Op op) {

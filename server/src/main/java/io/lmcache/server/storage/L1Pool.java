@@ -1,5 +1,6 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.loop.NamedThreads;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -182,8 +183,8 @@ public final class L1Pool implements AutoCloseable {
             }
         }
         IntConsumer afterStages = stages.isEmpty() ? region -> { } : ready;
-        preparer = new Thread(() -> prepareAll(stages, afterStages), "lmcache-pool-prepare");
-        preparer.setDaemon(true);
+        // runs on: lmcache-pool-prepare (one-shot; stops by the closing flag after the region in hand)
+        preparer = NamedThreads.thread("lmcache-pool-prepare", true, () -> prepareAll(stages, afterStages));
         preparer.start();
     }
 

@@ -4,7 +4,10 @@ import io.lmcache.server.config.ServerConfig;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-/** The L1 tier assembled: the pool, its allocator and object store, and the eviction controller. */
+/**
+ * The L1 tier assembled: the pool, its allocator and object store, and the eviction controller
+ * (an agent the server runs on lmcache-housekeeping; this class starts no thread of its own).
+ */
 public final class L1Tier implements AutoCloseable {
     private static final long TICK_NS = TimeUnit.MILLISECONDS.toNanos(250);
 
@@ -20,12 +23,21 @@ public final class L1Tier implements AutoCloseable {
                 System::nanoTime, counters);
     }
 
-    /** Starts preparing regions (prefault, then {@code stages}) and the controller; {@code sweepers} ride on its ticks. */
-    public void start(ServerConfig config, List<L1Pool.RegionStage> stages, List<EvictionController.Sweeper> sweepers) {
+    /**
+     * Starts preparing regions (prefault, then {@code stages}) and builds the eviction controller,
+     * whose ticks also run {@code sweepers}; returns it for the housekeeping thread to run.
+     */
+    public EvictionController start(ServerConfig config, List<L1Pool.RegionStage> stages, List<EvictionController.Sweeper> sweepers) {
+        // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
         pool.startPreparation(stages, store::addReadyRegion);
         controller = new EvictionController(store, config.evictionPolicy(), config.evictionTriggerWatermark(), config.evictionRatio(),
                 TICK_NS, sweepers);
-        controller.start();
+        return controller;
+    }
+
+    /** The controller {@link #start} built, or null before it. */
+    public EvictionController evictionController() {
+        return controller;
     }
 
     public L1Pool pool() {
@@ -47,9 +59,6 @@ public final class L1Tier implements AutoCloseable {
 
     @Override
     public void close() {
-        if (controller != null) {
-            controller.close();
-        }
         pool.close();
     }
 }

@@ -1,0 +1,47 @@
+package io.lmcache.server.agent;
+
+import io.lmcache.server.loop.RateLimitedLog;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The error handler every runner and composite shares: a failed agent turn is counted under the
+ * agent's role and logged (at most a few lines a second, so an agent failing every turn cannot
+ * flood the log), and the agent keeps running. Metrics export {@link #counts()}.
+ */
+public final class AgentErrors {
+    private static final Logger LOG = LoggerFactory.getLogger(AgentErrors.class);
+
+    private final ConcurrentHashMap<String, LongAdder> byRole = new ConcurrentHashMap<>();
+    private final RateLimitedLog log = new RateLimitedLog(LOG, 5);
+
+    /** Any agent thread: counts and logs one failure; never throws. */
+    public void record(String role, Throwable failure) {
+        byRole.computeIfAbsent(role, r -> new LongAdder()).increment();
+        log.warn("agent {} failed ({}); it keeps running", role, failure.toString(), failure);
+    }
+
+    public long count(String role) {
+        LongAdder adder = byRole.get(role);
+        return adder == null ? 0 : adder.sum();
+    }
+
+    public long total() {
+        long total = 0;
+        for (LongAdder adder : byRole.values()) {
+            total += adder.sum();
+        }
+        return total;
+    }
+
+    /** Failures so far, by role (sorted, a copy). */
+    public Map<String, Long> counts() {
+        Map<String, Long> counts = new TreeMap<>();
+        byRole.forEach((role, adder) -> counts.put(role, adder.sum()));
+        return counts;
+    }
+}

@@ -1,0 +1,47 @@
+package io.lmcache.server.agent;
+
+import io.lmcache.server.cuda.EventPoller;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * The CUDA event poller as an agent on its own thread, lmcache-cuda-events (only when CUDA is
+ * present): transfer completions run there, so they stay short and hand anything that can block
+ * to the release path. Its own thread, not housekeeping: completions answer waiting workers, and
+ * a slow eviction pass must not delay them.
+ */
+public final class CudaEventsAgent implements Agent {
+    public static final String THREAD = "lmcache-cuda-events";
+    /** While transfers are in flight: how often their events are queried. */
+    private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(20);
+    /** With none in flight; tracking a transfer wakes the thread at once. */
+    private static final long IDLE_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
+    private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
+
+    private final EventPoller poller;
+
+    public CudaEventsAgent(EventPoller poller) {
+        this.poller = poller;
+    }
+
+    @Override
+    public int doWork() {
+        return poller.doWork();
+    }
+
+    @Override
+    public String roleName() {
+        return "cuda-events";
+    }
+
+    /** Builds and starts the runner; the poller's close (GpuBackend's) drains what is left on the closing thread. */
+    public static AgentRunner start(EventPoller poller, AgentErrors errors) {
+        // runs on: lmcache-cuda-events (after each turn)
+        IdleStrategy idle = workCount -> LockSupport.parkNanos(poller.pendingCount() > 0 ? BUSY_PARK_NS : IDLE_PARK_NS);
+        AgentRunner runner = new AgentRunner(THREAD, new CudaEventsAgent(poller), idle, errors, CLOSE_TIMEOUT_NS);
+        // runs on: the thread that submitted the transfer (lmcache-transfer-*)
+        poller.wakeUpWith(runner::wake);
+        runner.start();
+        return runner;
+    }
+}

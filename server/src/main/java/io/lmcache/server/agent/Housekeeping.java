@@ -1,0 +1,27 @@
+package io.lmcache.server.agent;
+
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The housekeeping thread, lmcache-housekeeping: eviction and the expiry sweeps, the activity log
+ * and the worker reaper, as one composite agent. Its agents are time-driven and cheap per turn,
+ * so an idle thread parks at most {@link #MAX_PARK_NS} between deadline checks.
+ */
+public final class Housekeeping {
+    public static final String THREAD = "lmcache-housekeeping";
+    /** How late a housekeeping deadline may be seen; also bounds the wake-ups of an idle server (1000/s). */
+    public static final long MAX_PARK_NS = TimeUnit.MILLISECONDS.toNanos(1);
+    /** An eviction pass or a reap in hand gets this long to finish at shutdown. */
+    public static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(5);
+
+    private Housekeeping() {}
+
+    /** Builds and starts the runner over {@code agents} (each keeps its own role for error counts). */
+    public static AgentRunner start(AgentErrors errors, List<? extends Agent> agents) {
+        AgentRunner runner = new AgentRunner(THREAD, new CompositeAgent("housekeeping", errors, agents), IdleStrategy.backoff(MAX_PARK_NS),
+                errors, CLOSE_TIMEOUT_NS);
+        runner.start();
+        return runner;
+    }
+}
