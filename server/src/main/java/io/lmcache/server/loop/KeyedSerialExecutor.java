@@ -42,6 +42,13 @@ public final class KeyedSerialExecutor<K> {
         }
     }
 
+    /** Keys with queued or running work (tests check that idle lanes are dropped). */
+    int activeLanes() {
+        synchronized (lanes) {
+            return lanes.size();
+        }
+    }
+
     private final class Lane implements Runnable {
         private final K key;
         private final ArrayDeque<Runnable> tasks = new ArrayDeque<>();
