@@ -38,6 +38,11 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         Logger root = context.getLogger(Logger.ROOT_LOGGER_NAME);
         root.detachAndStopAllAppenders();
         root.addAppender(console);
+        LogCounters.CountingAppender counting = new LogCounters.CountingAppender();
+        counting.setContext(context);
+        counting.setName("counters");
+        counting.start();
+        root.addAppender(counting);
         root.setLevel(levelFromEnv(System.getenv(ENV_LEVEL)));
         // chatty third-party internals stay at WARN unless asked for explicitly
         context.getLogger("org.zeromq").setLevel(Level.WARN);

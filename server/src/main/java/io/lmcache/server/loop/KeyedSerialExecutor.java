@@ -42,6 +42,13 @@ public final class KeyedSerialExecutor<K> {
         }
     }
 
+    /** Keys with queued or running work (tests check that idle lanes are dropped). */
+    int activeLanes() {
+        synchronized (lanes) {
+            return lanes.size();
+        }
+    }
+
     private final class Lane implements Runnable {
         private final K key;
         private final ArrayDeque<Runnable> tasks = new ArrayDeque<>();
@@ -61,7 +68,13 @@ public final class KeyedSerialExecutor<K> {
                         return;
                     }
                 }
-                next.run();
+                try {
+                    next.run();
+                } catch (RuntimeException | Error e) {
+                    // a task that throws must not strand the tasks queued behind it on this key: report it, go on
+                    Thread thread = Thread.currentThread();
+                    thread.getUncaughtExceptionHandler().uncaughtException(thread, e);
+                }
             }
         }
     }

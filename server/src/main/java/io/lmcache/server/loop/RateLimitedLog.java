@@ -1,5 +1,6 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.logging.LogCounters;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 
@@ -36,6 +37,7 @@ public final class RateLimitedLog {
             log.warn(format, args);
         } else {
             suppressed++;
+            LogCounters.suppressed().increment();
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.logging.LogCounters;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.micrometer.core.instrument.FunctionCounter;
@@ -89,6 +90,10 @@ public final class ServerMetrics {
         retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
         storeNanos = counter("lmcache_mp.store_copy_nanoseconds", "time spent copying for STORE");
         retrieveNanos = counter("lmcache_mp.retrieve_copy_nanoseconds", "time spent copying for RETRIEVE");
+        functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.warnings(), LongAdder::sum, "level", "warn");
+        functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.errors(), LongAdder::sum, "level", "error");
+        functionCounter("lmcache_mp.log_suppressed_lines", "log lines a rate limit held back", LogCounters.suppressed(), LongAdder::sum);
+        resetHooks.add(LogCounters::reset);
     }
 
     private Timer newTimer(Op op) {

@@ -171,7 +171,7 @@ class EngineDrivenIT {
             await().atMost(Duration.ofSeconds(8)).pollInterval(Duration.ofMillis(100))
                     .until(() -> Http.metric(server, "lmcache_mp_reaped_workers_total", "reason", "disconnect") == 1);
             await().atMost(Duration.ofSeconds(5)).until(() -> usedBytes(server) == 2.0 * survivor.objectBytes());
-            assertEquals(1, server.countLog("reaping worker instance 901"));
+            assertEquals(1.0, Http.metric(server, "lmcache_mp_reaped_workers_total"), "only the killed worker was reaped");
             JsonNode l1 = status(server).get("storage_manager").get("l1_managers").get("default");
             assertEquals(0, l1.get("pinned_count").asInt(), "the dead worker's PREPARE_RETRIEVE pins are released");
             assertEquals(0, l1.get("write_locked_count").asInt(), "its reserved slots are gone");
@@ -180,7 +180,7 @@ class EngineDrivenIT {
     }
 
     @Test
-    void badInputGetsFailureValuesLogsAndCounters() {
+    void badInputGetsFailureValuesAndCounters() {
         try (ServerProcess server = ServerProcess.start();
              EngineDrivenWorker worker = new EngineDrivenWorker(server.endpoint(), 1001, "ed/model", LAYERS, HIDDEN);
              TestClient client = new TestClient(server.endpoint())) {
@@ -202,9 +202,6 @@ class EngineDrivenIT {
             assertEquals(2.0, Http.metric(scrape, "lmcache_mp_engine_driven_failures_total", "op", "commit_store", "reason", "no_reservation"));
             assertEquals(1.0, Http.metric(scrape, "lmcache_mp_engine_driven_failures_total", "op", "commit_retrieve", "reason", "no_reservation"));
             assertEquals(1.0, Http.metric(scrape, "lmcache_mp_engine_driven_failures_total", "op", "commit_store", "reason", "pickle_data"));
-            assertTrue(server.countLog("PREPARE_STORE for engine-driven instance 424242 that is not registered") == 1);
-            assertTrue(server.countLog("with no reservation pending") == 2);
-            assertTrue(server.countLog("the pickle data path is not supported") == 1);
         }
     }
 }

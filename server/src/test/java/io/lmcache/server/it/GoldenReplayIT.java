@@ -9,7 +9,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.protocol.testing.Golden;
-import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerExtension;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
@@ -19,13 +19,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.Set;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -33,29 +33,19 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Replays what LMCache's own client sent (testdata/golden) to the real server, one DEALER per
  * captured connection, and compares every reply the client accepted byte for byte.
  */
-@ExtendWith(ServerLogOnFailure.class)
 class GoldenReplayIT {
     /** Operations whose replies need no stored data: they must match in every capture. */
     private static final Set<String> NO_STORAGE_OPS = Set.of("get_chunk_size", "get_experimental", "noop", "ping",
             "register_kv_cache", "unregister_kv_cache", "lookup", "end_session", "free_lookup_locks", "report_block_allocation", "clear");
 
-    private static ServerProcess server;
-
-    @BeforeAll
-    static void start() {
-        server = ServerProcess.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        server.close();
-    }
+    @RegisterExtension
+    static final ServerExtension SERVER = ServerExtension.withFlags();
 
     @ParameterizedTest
     @ValueSource(strings = {"handshake.jsonl", "extras.jsonl", "cpu_roundtrip.jsonl", "reregister.jsonl", "miss.jsonl",
         "skip_first_n.jsonl", "concurrent.jsonl"})
     void repliesMatchTheGoldenCapture(String file) {
-        int compared = replay(Golden.load(file), NO_STORAGE_OPS);
+        int compared = replay(SERVER.endpoint(), Golden.load(file), NO_STORAGE_OPS);
         assertTrue(compared > 0, "compared no replies in " + file);
     }
 
@@ -69,15 +59,12 @@ class GoldenReplayIT {
     void dataPathCapturesReplayByteForByte(String file) throws Exception {
         List<Golden.Message> messages = Golden.load(file);
         List<Path> segments = createSegments(messages);
-        ServerProcess shared = server;
         try (ServerProcess fresh = ServerProcess.start()) {
-            server = fresh;
-            Set<String> every = new java.util.HashSet<>();
+            Set<String> every = new HashSet<>();
             messages.forEach(m -> every.add(m.op()));
-            int compared = replay(messages, every);
+            int compared = replay(fresh.endpoint(), messages, every);
             assertTrue(compared >= messages.size() / 2, "compared " + compared + " replies of " + file);
         } finally {
-            server = shared;
             for (Path segment : segments) {
                 Files.deleteIfExists(segment);
             }
@@ -87,7 +74,7 @@ class GoldenReplayIT {
     private static List<Path> createSegments(List<Golden.Message> messages) throws Exception {
         List<Path> created = new ArrayList<>();
         RequestDecoder decoder = new RequestDecoder();
-        java.util.Random random = new java.util.Random(3);
+        Random random = new Random(3);
         for (Golden.Message m : messages) {
             if (!m.clientToServer() || !m.op().equals("register_kv_cache")) {
                 continue;
@@ -105,7 +92,7 @@ class GoldenReplayIT {
         return created;
     }
 
-    private static void writeRandom(Path path, long bytes, java.util.Random random) throws IOException {
+    private static void writeRandom(Path path, long bytes, Random random) throws IOException {
         byte[] content = new byte[(int) bytes];
         random.nextBytes(content);
         try (RandomAccessFile file = new RandomAccessFile(path.toFile(), "rw")) {
@@ -114,14 +101,14 @@ class GoldenReplayIT {
         }
     }
 
-    /** Sends every c2s message of {@code messages}; checks each s2c reply whose op is in {@code ops}. Returns how many. */
-    static int replay(List<Golden.Message> messages, Set<String> ops) {
+    /** Sends every c2s message of {@code messages} to {@code endpoint}; checks each s2c reply whose op is in {@code ops}. Returns how many. */
+    static int replay(String endpoint, List<Golden.Message> messages, Set<String> ops) {
         Map<String, TestClient> clients = new HashMap<>();
         Map<String, Map<String, TestClient.Reply>> early = new HashMap<>();
         int compared = 0;
         try {
             for (Golden.Message m : messages) {
-                TestClient client = clients.computeIfAbsent(m.identityHex(), id -> new TestClient(server.endpoint()));
+                TestClient client = clients.computeIfAbsent(m.identityHex(), id -> new TestClient(endpoint));
                 if (m.clientToServer()) {
                     client.sendRaw(m.frames());
                     continue;

@@ -4,9 +4,10 @@ import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
@@ -20,13 +21,14 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-/** The L1 tier through the protocol: a full pool keeps serving, locks hold under pressure, start-up is instant at any size. */
+/** The L1 tier through the protocol: a full pool keeps serving, locks hold under pressure, start-up does not wait for the pool. */
 @ExtendWith(ServerLogOnFailure.class)
 class L1TierIT {
     private static final int CHUNK = 256;
     /** 8 layers x 8 heads x 128, blocks of 16: 32 KiB pieces, 8 MiB chunk objects. */
     private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(8, 32, 16, 8, 128);
     private static final int[] CHUNK_BLOCKS = JavaWorker.range(0, CHUNK / 16);
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private static int[] prefix(int i) {
         int[] tokens = JavaWorker.tokens(1000 + i, CHUNK);
@@ -94,7 +96,7 @@ class L1TierIT {
             int[] locked = prefix(-2);
             assertTrue(worker.store(locked, 0, CHUNK, CHUNK_BLOCKS, "locked"));
             assertEquals(1, worker.lookup(locked, CHUNK, "req-ttl", 1, 1));
-            long lockedAtNs = System.nanoTime();
+            double expiriesBefore = readLockExpiries(server);
             int[] target = JavaWorker.range(16, 16);
             int[] next = {0};
             // keep the pool under pressure; the chunk stays until the lock's 2 s TTL is reclaimed
@@ -104,25 +106,37 @@ class L1TierIT {
                 }
                 return !worker.retrieve(locked, 0, CHUNK, target, 0, "probe");
             });
-            assertTrue(System.nanoTime() - lockedAtNs >= 2_000_000_000L, "not before its TTL");
+            // it went because its lock was reclaimed at the TTL (a locked chunk is never evicted, see above)
+            assertEquals(expiriesBefore + 1, readLockExpiries(server), "exactly the one lookup lock expired");
         }
     }
 
+    /**
+     * Start-up does not wait for the pool: GET_CHUNK_SIZE is answered while the 16 GiB are still
+     * being prepared (how long after launch is a benchmark figure, not a test).
+     */
     @Test
-    void sixteenGibStartsAnsweringWithinTwoSeconds() throws Exception {
-        long startNs = System.nanoTime();
-        ServerProcess server = ServerProcess.launch(Map.of(), "--l1-size-gb", "16");
-        try (server) {
-            TestClient.Reply reply = null;
-            try (TestClient client = new TestClient(server.endpoint())) {
-                reply = client.call(21);
-            }
-            long elapsedMs = (System.nanoTime() - startNs) / 1_000_000;
-            assertNotNull(reply);
-            assertEquals("cd0100", reply.payloadHex());
-            assertTrue(elapsedMs < 2000, "GET_CHUNK_SIZE answered " + elapsedMs + " ms after launch");
-            server.awaitLog("L1 pool preparation: \\d+%", Duration.ofSeconds(10));
+    void sixteenGibAnswersWhileItsPoolIsStillBeingPrepared() throws Exception {
+        try (ServerProcess server = ServerProcess.launch(Map.of(), "--l1-size-gb", "16");
+             TestClient client = new TestClient(server.endpoint())) {
+            assertEquals("cd0100", client.call(21).payloadHex());
+            JsonNode preparation = poolPreparation(server);
+            long total = preparation.get("regions_total").asLong();
+            assertTrue(preparation.get("regions_prepared").asLong() < total, "answered before the pool was ready: " + preparation);
+            // and the preparation goes on in the background
+            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
+                    .until(() -> poolPreparation(server).get("regions_prepared").asLong() > 0);
+            assertEquals("", poolPreparation(server).get("error").asText());
         }
+    }
+
+    private static JsonNode poolPreparation(ServerProcess server) throws IOException {
+        JsonNode status = JSON.readTree(Http.get(server.httpBase() + "/status").body());
+        return status.get("storage_manager").get("l1_managers").get("default").get("pool_preparation");
+    }
+
+    private static double readLockExpiries(ServerProcess server) {
+        return Http.metric(server, "lmcache_mp_l1_lock_expiries_total", "kind", "read");
     }
 
     static long rssBytes(long pid) throws IOException {

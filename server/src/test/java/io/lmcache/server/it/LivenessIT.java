@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
@@ -31,6 +33,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class LivenessIT {
     private static final JavaWorker.Geometry SMALL = new JavaWorker.Geometry(2, 32, 16, 2, 64);
     private static final int[] BLOCKS = JavaWorker.range(0, 16);
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private static ServerProcess server(double timeoutS, double graceS, double disconnectS) {
         return ServerProcess.start(Map.of(), "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", fmt(timeoutS),
@@ -47,6 +50,15 @@ class LivenessIT {
 
     private static double reapedTotal(ServerProcess server) {
         return Http.metric(server, "lmcache_mp_reaped_workers_total");
+    }
+
+    /** The instance ids {@code /status} lists as registered. */
+    private static List<Long> registeredIds(ServerProcess server) throws IOException {
+        List<Long> ids = new ArrayList<>();
+        for (JsonNode id : JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("registered_gpu_ids")) {
+            ids.add(id.asLong());
+        }
+        return ids;
     }
 
     private static String maps(long pid) {
@@ -90,18 +102,15 @@ class LivenessIT {
                 }
             });
             traffic.start();
-            long killedNs = System.nanoTime();
             dead.kill();
-            // timeout x 1.25 plus one scan (period timeout/4), plus a second of process and log latency
-            long boundMs = (long) (timeoutS * 1250 + timeoutS * 250 + 1000);
-            await("reap of the killed worker").atMost(Duration.ofMillis(boundMs)).pollInterval(Duration.ofMillis(50))
-                    .until(() -> server.countLog("reaping worker instance 201") > 0);
-            long reapedMs = (System.nanoTime() - killedNs) / 1_000_000;
-            await("its mappings gone").atMost(Duration.ofSeconds(5)).pollInterval(Duration.ofMillis(50))
+            // the bound only keeps a broken reaper from hanging the test; what happened is read from the counters
+            await("reap of the killed worker").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
+                    .until(() -> reapedTotal(server) == 1);
+            assertEquals(List.of(202L), registeredIds(server), "the killed worker is gone, the live one registered");
+            await("its mappings gone").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(50))
                     .until(() -> deadSegments.stream().noneMatch(segment -> maps(server.pid()).contains(segment.toString())));
             running.set(false);
             traffic.join(10_000);
-            assertTrue(reapedMs <= boundMs, "reaped " + reapedMs + " ms after the kill");
             assertEquals(List.of(), failures, "the live worker's stores and retrieves never failed");
             assertTrue(rounds.get() > 5, "the live worker kept working: " + rounds.get() + " rounds");
             assertEquals(1.0, reapedTotal(server), "only the dead worker was reaped");
@@ -128,20 +137,19 @@ class LivenessIT {
     }
 
     @Test
-    void aWorkerThatDisconnectsIsReapedAfterTheDisconnectGrace() {
+    void aWorkerThatDisconnectsIsReapedAfterTheDisconnectGrace() throws Exception {
         double disconnectS = 2;
         try (ServerProcess server = server(8, 60, disconnectS)) {
             JavaWorker leaving = new JavaWorker(server.endpoint(), 401, "liveness/model", SMALL);
             leaving.register();
             leaving.ping();
-            long closedNs = System.nanoTime();
             leaving.close();
-            await("disconnect reap").atMost(Duration.ofMillis((long) (disconnectS * 1000 + disconnectS * 1000 / 3 + 1500)))
-                    .pollInterval(Duration.ofMillis(50)).until(() -> reaped(server, "disconnect") == 1);
-            long elapsedMs = (System.nanoTime() - closedNs) / 1_000_000;
-            assertTrue(elapsedMs >= disconnectS * 1000 - 100, "not before the grace: " + elapsedMs + " ms");
-            assertTrue(elapsedMs < 8000, "long before the 8 s silence timeout: " + elapsedMs + " ms");
+            await("disconnect reap").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
+                    .until(() -> reapedTotal(server) == 1);
+            // reaped for the disconnect, not for the silence its 8 s timeout would have caught later
+            assertEquals(1.0, reaped(server, "disconnect"));
             assertEquals(0.0, reaped(server, "silence"));
+            assertEquals(List.of(), registeredIds(server));
         }
     }
 
@@ -152,7 +160,7 @@ class LivenessIT {
             worker.register();
             worker.fill(BLOCKS, 7);
             assertTrue(worker.ping());
-            await("silence reap").atMost(Duration.ofSeconds(6)).pollInterval(Duration.ofMillis(50))
+            await("silence reap").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
                     .until(() -> reaped(server, "silence") == 1);
             assertTrue(worker.ping(), "PING always answers true");
             int[] tokens = JavaWorker.tokens(2, 256);

@@ -6,8 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
-import io.lmcache.server.testing.ServerLogOnFailure;
-import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.ServerExtension;
 import io.lmcache.server.testing.TestClient;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,25 +17,13 @@ import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** The worked examples of protocol doc §3.3 against the real server process, byte for byte. */
-@ExtendWith(ServerLogOnFailure.class)
 class WireProtocolIT {
-    private static ServerProcess server;
-
-    @BeforeAll
-    static void start() {
-        server = ServerProcess.start();
-    }
-
-    @AfterAll
-    static void stop() {
-        server.close();
-    }
+    @RegisterExtension
+    static final ServerExtension SERVER = ServerExtension.withFlags();
 
     private static String hex(byte[] bytes) {
         return HexFormat.of().formatHex(bytes);
@@ -44,7 +31,7 @@ class WireProtocolIT {
 
     @Test
     void workedExamples() {
-        try (TestClient client = new TestClient(server.endpoint())) {
+        try (TestClient client = new TestClient(SERVER.endpoint())) {
             TestClient.Reply chunk = client.call(21);
             assertEquals("00", hex(chunk.uid()));
             assertEquals("15", hex(chunk.op()));
@@ -68,7 +55,7 @@ class WireProtocolIT {
 
     @Test
     void uidAndOpFramesAreEchoedByteForByte() {
-        try (TestClient client = new TestClient(server.endpoint())) {
+        try (TestClient client = new TestClient(SERVER.endpoint())) {
             // uids of every msgpack width, and the op as a string name
             for (byte[] uid : List.of(pack(p -> p.packInt(5)), pack(p -> p.packInt(200)), pack(p -> p.packInt(70_000)),
                     pack(p -> p.packLong(5_000_000_000L)))) {
@@ -86,7 +73,7 @@ class WireProtocolIT {
     /** Replies may come back in any order; the client correlates them by uid alone. */
     @Test
     void pipelinedRepliesCorrelateByUid() {
-        try (TestClient client = new TestClient(server.endpoint())) {
+        try (TestClient client = new TestClient(SERVER.endpoint())) {
             Map<String, String> expected = new HashMap<>();
             for (int i = 0; i < 300; i++) {
                 int uid = switch (i % 3) {
@@ -120,7 +107,7 @@ class WireProtocolIT {
             for (int c = 0; c < 20; c++) {
                 long instance = 1000 + c;
                 results.add(pool.submit(() -> {
-                    try (TestClient client = new TestClient(server.endpoint())) {
+                    try (TestClient client = new TestClient(SERVER.endpoint())) {
                         int ok = 0;
                         for (int i = 0; i < 100; i++) {
                             assertEquals("cd0100", client.call(21).payloadHex());

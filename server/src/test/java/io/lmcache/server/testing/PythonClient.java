@@ -3,13 +3,11 @@ package io.lmcache.server.testing;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.lmcache.server.protocol.testing.Golden;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 
 /**
@@ -50,24 +48,16 @@ public final class PythonClient {
         return exec(command, 600);
     }
 
+    /**
+     * Runs {@code command} with the test client on its path; a client still running after
+     * {@code timeoutSeconds} is killed with its descendants and the test fails with its output so far.
+     */
     public static Result exec(List<String> command, long timeoutSeconds) {
-        try {
-            ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-            builder.environment().put("PYTHONPATH", Golden.repoRoot().resolve("testclient").toString());
-            builder.environment().put("PYTHONUNBUFFERED", "1");
-            Process process = builder.start();
-            byte[] out = process.getInputStream().readAllBytes();
-            if (!process.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
-                throw new AssertionError("python client did not finish within " + timeoutSeconds + " s: " + command);
-            }
-            return new Result(process.exitValue(), new String(out, StandardCharsets.UTF_8));
-        } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(e);
-        }
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put("PYTHONPATH", Golden.repoRoot().resolve("testclient").toString());
+        builder.environment().put("PYTHONUNBUFFERED", "1");
+        Processes.Result result = Processes.run(builder, Duration.ofSeconds(timeoutSeconds));
+        return new Result(result.exitCode(), result.stdout());
     }
 
     /** Runs a scenario and fails with its whole output unless every check passed. */

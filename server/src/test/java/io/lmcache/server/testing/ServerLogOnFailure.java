@@ -32,9 +32,7 @@ public final class ServerLogOnFailure implements BeforeEachCallback, AfterEachCa
             Set<ServerProcess> relevant = new LinkedHashSet<>(liveBefore);
             relevant.addAll(ours);
             for (ServerProcess server : relevant) {
-                System.err.println("===== server log (pid " + server.pid() + ", " + server.logFile() + ") =====");
-                System.err.println(server.log());
-                System.err.println("===== end of server log =====");
+                ServerExtension.printLog(server);
             }
         }
         for (ServerProcess server : ours) {

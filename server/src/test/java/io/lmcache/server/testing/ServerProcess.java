@@ -12,13 +12,16 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 
 /**
  * The real server as a separate process ({@code java -jar server/target/lmcache-server.jar}), on
- * free ports, with its log in a file. Tests start it with shortened timeouts and wait on its log
- * or its sockets with Awaitility; {@link ServerLogOnFailure} prints the log when a test fails.
+ * free ports, with its log in a file. Tests start it with shortened timeouts, wait with bounded
+ * Awaitility waits and assert on its counters ({@code /metrics}, {@code /status}), not its log's
+ * text; {@link ServerExtension} and {@link ServerLogOnFailure} print the log when a test fails.
  */
 public final class ServerProcess implements AutoCloseable {
     private static final List<ServerProcess> LIVE = Collections.synchronizedList(new ArrayList<>());
@@ -134,10 +137,6 @@ public final class ServerProcess implements AutoCloseable {
         return log().lines().filter(line -> pattern.matcher(line).find()).count();
     }
 
-    public void awaitLog(String regex, Duration atMost) {
-        await("log line /" + regex + "/").atMost(atMost).pollInterval(Duration.ofMillis(50)).until(() -> countLog(regex) > 0);
-    }
-
     public boolean isAlive() {
         return process.isAlive();
     }
@@ -182,7 +181,7 @@ public final class ServerProcess implements AutoCloseable {
     }
 
     /** Ports handed out in this test JVM: the kernel may offer a just-closed ephemeral port again. */
-    private static final java.util.Set<Integer> HANDED_OUT = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
 
     /**
      * A port free now and never handed out before in this JVM, so that two asked for one server

@@ -1,0 +1,163 @@
+package io.lmcache.server.loop;
+
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Per-key lanes on a shared pool: FIFO and never overlapping within a key, parallel across keys, a
+ * failing task does not strand its lane, idle lanes are dropped, and a shut-down pool rejects.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class KeyedSerialExecutorTest {
+    private static final Duration BOUND = Duration.ofSeconds(10);
+
+    private final ExecutorService pool = Executors.newFixedThreadPool(4);
+    private final KeyedSerialExecutor<String> lanes = new KeyedSerialExecutor<>(pool);
+
+    @AfterEach
+    void stop() throws InterruptedException {
+        pool.shutdownNow();
+        pool.awaitTermination(10, TimeUnit.SECONDS);
+    }
+
+    @Test
+    void tasksOfOneKeyRunInSubmissionOrderAndNeverOverlap() throws Exception {
+        int perKey = 2_000;
+        List<String> keys = List.of("a", "b", "c");
+        Map<String, List<Integer>> ran = new ConcurrentHashMap<>();
+        Map<String, AtomicInteger> running = new ConcurrentHashMap<>();
+        AtomicInteger overlaps = new AtomicInteger();
+        CountDownLatch done = new CountDownLatch(perKey * keys.size());
+        for (String key : keys) {
+            ran.put(key, Collections.synchronizedList(new ArrayList<>()));
+            running.put(key, new AtomicInteger());
+        }
+        for (int i = 0; i < perKey; i++) {
+            for (String key : keys) {
+                int sequence = i;
+                // runs on: a pool thread, one of this key's lane at a time
+                lanes.execute(key, () -> {
+                    if (running.get(key).incrementAndGet() != 1) {
+                        overlaps.incrementAndGet();
+                    }
+                    ran.get(key).add(sequence);
+                    running.get(key).decrementAndGet();
+                    done.countDown();
+                });
+            }
+        }
+        assertTrue(done.await(BOUND.toSeconds(), TimeUnit.SECONDS), "every task ran");
+        assertEquals(0, overlaps.get(), "two tasks of one key never ran at once");
+        for (String key : keys) {
+            List<Integer> order = ran.get(key);
+            for (int i = 0; i < perKey; i++) {
+                assertEquals(i, order.get(i), "key " + key + " ran in submission order");
+            }
+        }
+    }
+
+    @Test
+    void differentKeysRunInParallel() throws Exception {
+        CountDownLatch bothRunning = new CountDownLatch(2);
+        CountDownLatch finished = new CountDownLatch(2);
+        for (String key : List.of("worker-1", "worker-2")) {
+            // runs on: a pool thread; each waits for the other, so serialising the keys would never finish
+            lanes.execute(key, () -> {
+                bothRunning.countDown();
+                try {
+                    if (bothRunning.await(BOUND.toSeconds(), TimeUnit.SECONDS)) {
+                        finished.countDown();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+        }
+        assertTrue(finished.await(BOUND.toSeconds() * 2, TimeUnit.SECONDS), "two keys' tasks were running at the same time");
+        await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+    }
+
+    @Test
+    void aThrowingTaskDoesNotStrandTheTasksBehindIt() throws Exception {
+        CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch after = new CountDownLatch(1);
+        // runs on: a pool thread; holds the lane so both tasks below queue behind it
+        lanes.execute("k", () -> awaitQuietly(gate));
+        lanes.execute("k", () -> {
+            throw new IllegalStateException("a handler that escaped its own error handling");
+        });
+        lanes.execute("k", after::countDown);
+        gate.countDown();
+        assertTrue(after.await(BOUND.toSeconds(), TimeUnit.SECONDS), "the task after the failing one still ran");
+        await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+        CountDownLatch later = new CountDownLatch(1);
+        lanes.execute("k", later::countDown);
+        assertTrue(later.await(BOUND.toSeconds(), TimeUnit.SECONDS), "the key takes new work afterwards");
+    }
+
+    @Test
+    void aLaneIsDroppedWhenItsKeyHasNoWork() throws Exception {
+        CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch done = new CountDownLatch(100);
+        for (int i = 0; i < 100; i++) {
+            String key = "peer-" + i;
+            // runs on: a pool thread
+            lanes.execute(key, () -> {
+                awaitQuietly(gate);
+                done.countDown();
+            });
+        }
+        assertEquals(100, lanes.activeLanes(), "a lane per key with queued or running work");
+        gate.countDown();
+        assertTrue(done.await(BOUND.toSeconds(), TimeUnit.SECONDS));
+        await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+    }
+
+    @Test
+    void aShutDownPoolRejectsNewKeysAndKeepsNoLaneForThem() {
+        pool.shutdown();
+        assertThrows(RejectedExecutionException.class, () -> lanes.execute("new", () -> {}));
+        assertEquals(0, lanes.activeLanes(), "the rejected key left no lane behind");
+        assertThrows(RejectedExecutionException.class, () -> lanes.execute("new", () -> {}), "and is rejected again, not queued");
+    }
+
+    @Test
+    void aLaneAlreadyRunningDrainsWhatIsQueuedBehindItAfterShutdown() throws Exception {
+        CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch queued = new CountDownLatch(1);
+        // runs on: a pool thread
+        lanes.execute("busy", () -> awaitQuietly(gate));
+        pool.shutdown();
+        lanes.execute("busy", queued::countDown);
+        gate.countDown();
+        assertTrue(queued.await(BOUND.toSeconds(), TimeUnit.SECONDS), "the running lane ran the task queued behind it");
+        assertTrue(pool.awaitTermination(BOUND.toSeconds(), TimeUnit.SECONDS));
+        assertEquals(0, lanes.activeLanes());
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
