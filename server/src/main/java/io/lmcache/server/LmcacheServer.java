@@ -13,6 +13,8 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.PeerConnections;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.loop.NamedThreads;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.ReplyQueue;
@@ -31,6 +33,8 @@ import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -62,6 +66,10 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private final HttpApi prometheusHttp;
     private final LookupModule lookup;
     private final ActivityLog activityLog;
+    private final ReleaseThread releases;
+    private final Reaper reaper;
+    // TEMPORARY until AgentRunner merge: drives the reaper and the release watchdog
+    private final ScheduledExecutorService housekeeping = Executors.newSingleThreadScheduledExecutor(NamedThreads.factory("lmcache-housekeeping"));
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
@@ -82,9 +90,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         // closed connections are remembered long enough for every liveness rule to use them
         connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), TimeUnit.MINUTES.toNanos(10)));
         Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
+        releases = ReleaseThread.withTimeout(releaseTimeoutNs(config));
         lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
         lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness, gpu) : null;
+                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness, gpu, releases)
+                : null;
         engineDriven = config.supportedTransferMode().allowsEngineDriven()
                 ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness, config.l1WriteTtlNs(),
                         config.l1ReadTtlNs()) : null;
@@ -96,11 +106,12 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         if (engineDriven != null) {
             targets.add(engineDriven);
         }
-        Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
-                config.workerDisconnectGraceNs(), RELEASE_TIMEOUT_NS, connections);
+        reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
+                config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
         management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, livenessSettings(config));
         MetricsBinder.bindStore(metrics, l1.store());
         MetricsBinder.bindLiveness(metrics, reaper);
+        bindReleases(metrics, reaper, releases);
         MetricsBinder.bindLookups(metrics, lookup::pendingResults);
         if (gpu != null) {
             MetricsBinder.bindGpu(metrics, gpu);
@@ -142,6 +153,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                     loop.halt();
                     return HttpApi.Response.json(200, java.util.Map.of("halted", true));
                 });
+                api.route("/test/block-next-release", (method, exchange) -> {
+                    // runs on: the HTTP server thread; the release thread picks the flag up
+                    releases.blockNextRelease();
+                    return HttpApi.Response.json(200, java.util.Map.of("armed", true));
+                });
             }
             if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
                 LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
@@ -152,6 +168,27 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         } catch (java.io.IOException e) {
             throw new IllegalStateException("cannot bind the HTTP API to " + config.httpHost() + ":" + config.httpPort() + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The release timeout; tests with --test-hooks may shorten it through LMCACHE_TEST_RELEASE_TIMEOUT_MS. */
+    private static long releaseTimeoutNs(ServerConfig config) {
+        String override = config.testHooks() ? System.getenv("LMCACHE_TEST_RELEASE_TIMEOUT_MS") : null;
+        return override == null ? RELEASE_TIMEOUT_NS : TimeUnit.MILLISECONDS.toNanos(Long.parseLong(override));
+    }
+
+    private static void bindReleases(ServerMetrics metrics, Reaper reaper, ReleaseThread releases) {
+        metrics.functionCounter("lmcache_mp.reaper_scans", "passes of the worker reaper", reaper, Reaper::scans);
+        metrics.functionCounter("lmcache_mp.release_timeouts", "native releases abandoned past their time (a close stuck in the driver)",
+                releases, ReleaseThread::timeouts);
+        metrics.functionCounter("lmcache_mp.release_failures", "native release attempts that failed (retried with backoff)", releases,
+                ReleaseThread::failures);
+        metrics.functionCounter("lmcache_mp.release_completed", "native releases done (shm unmaps, CUDA IPC closes)", releases,
+                ReleaseThread::completed);
+        metrics.functionCounter("lmcache_mp.release_dropped", "native releases dropped: the end-of-life queue was full", releases,
+                ReleaseThread::dropped);
+        metrics.functionCounter("lmcache_mp.release_abandoned_cap_hits", "stuck releases waited on: the abandoned-thread cap was hit",
+                releases, ReleaseThread::abandonedCapHits);
+        metrics.gauge("lmcache_mp.release_pending", "native releases queued or running", releases::pending);
     }
 
     /** The CUDA backend, or null when this server serves CPU workers only (said in the log either way). */
@@ -359,6 +396,16 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         server.l1.start(config, stages, sweepers);
         server.loop.start();
         server.management.start();
+        server.reaper.onStart();
+        server.housekeeping.scheduleWithFixedDelay(() -> {
+            // runs on: lmcache-housekeeping (TEMPORARY until AgentRunner merge)
+            try {
+                server.reaper.doWork();
+                server.releases.doWork();
+            } catch (RuntimeException e) {
+                LOG.error("housekeeping pass failed", e);
+            }
+        }, 50, 50, TimeUnit.MILLISECONDS);
         server.activityLog.start();
         if (server.prometheusHttp != null) {
             server.prometheusHttp.start();
@@ -399,6 +446,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         try {
             // the reaper first, so no reap runs against modules that are closing
             management.close();
+            housekeeping.shutdownNow();
             activityLog.close();
             loop.shutdown(DRAIN_TIMEOUT_NS);
             if (http != null) {
@@ -414,6 +462,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
             if (engineDriven != null) {
                 engineDriven.close();
             }
+            releases.close();
             if (gpu != null) {
                 // transfers in flight finish, the pool is unpinned, before its memory goes
                 l1.stopPreparation();

@@ -51,6 +51,11 @@ public final class EventPoller implements AutoCloseable {
         LockSupport.unpark(thread);
     }
 
+    /** Stub until the event poller becomes an agent (another change adds the real one): polls nothing. */
+    public int doWork() {
+        return 0;
+    }
+
     public int pendingCount() {
         synchronized (pending) {
             return pending.size();

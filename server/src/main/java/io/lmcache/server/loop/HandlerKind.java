@@ -21,10 +21,11 @@ public enum HandlerKind {
     public static HandlerKind of(Op op) {
         return switch (op) {
             // PING only touches the liveness targets: inline, it never waits behind a pool's queue
-            case REGISTER_KV_CACHE, UNREGISTER_KV_CACHE, GET_CHUNK_SIZE, NOOP, GET_EXPERIMENTAL, PING,
-                    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> SYNC;
+            case GET_CHUNK_SIZE, NOOP, GET_EXPERIMENTAL, PING, REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT,
+                    UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> SYNC;
+            // REGISTER opens CUDA IPC handles (may block in the driver): on the worker's lane, in order with its transfers
+            case REGISTER_KV_CACHE, UNREGISTER_KV_CACHE, STORE, RETRIEVE -> AFFINITY;
             case LOOKUP, QUERY_PREFETCH_STATUS, QUERY_PREFETCH_LOOKUP_HITS, FREE_LOOKUP_LOCKS, END_SESSION -> QUICK;
-            case STORE, RETRIEVE -> AFFINITY;
             default -> NORMAL;
         };
     }
