@@ -13,6 +13,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.PeerConnections;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.liveness.ReleaseMetrics;
 import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.loop.NamedThreads;
 import io.lmcache.server.loop.Dispatcher;
@@ -111,7 +112,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, livenessSettings(config));
         MetricsBinder.bindStore(metrics, l1.store());
         MetricsBinder.bindLiveness(metrics, reaper);
-        bindReleases(metrics, reaper, releases);
+        ReleaseMetrics.bind(metrics, reaper, releases);
         MetricsBinder.bindLookups(metrics, lookup::pendingResults);
         if (gpu != null) {
             MetricsBinder.bindGpu(metrics, gpu);
@@ -174,21 +175,6 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private static long releaseTimeoutNs(ServerConfig config) {
         String override = config.testHooks() ? System.getenv("LMCACHE_TEST_RELEASE_TIMEOUT_MS") : null;
         return override == null ? RELEASE_TIMEOUT_NS : TimeUnit.MILLISECONDS.toNanos(Long.parseLong(override));
-    }
-
-    private static void bindReleases(ServerMetrics metrics, Reaper reaper, ReleaseThread releases) {
-        metrics.functionCounter("lmcache_mp.reaper_scans", "passes of the worker reaper", reaper, Reaper::scans);
-        metrics.functionCounter("lmcache_mp.release_timeouts", "native releases abandoned past their time (a close stuck in the driver)",
-                releases, ReleaseThread::timeouts);
-        metrics.functionCounter("lmcache_mp.release_failures", "native release attempts that failed (retried with backoff)", releases,
-                ReleaseThread::failures);
-        metrics.functionCounter("lmcache_mp.release_completed", "native releases done (shm unmaps, CUDA IPC closes)", releases,
-                ReleaseThread::completed);
-        metrics.functionCounter("lmcache_mp.release_dropped", "native releases dropped: the end-of-life queue was full", releases,
-                ReleaseThread::dropped);
-        metrics.functionCounter("lmcache_mp.release_abandoned_cap_hits", "stuck releases waited on: the abandoned-thread cap was hit",
-                releases, ReleaseThread::abandonedCapHits);
-        metrics.gauge("lmcache_mp.release_pending", "native releases queued or running", releases::pending);
     }
 
     /** The CUDA backend, or null when this server serves CPU workers only (said in the log either way). */
