@@ -17,6 +17,8 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.PeerConnections;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.liveness.ReleaseMetrics;
+import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
@@ -69,6 +71,8 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
     private final AgentErrors agentErrors = new AgentErrors();
     private AgentRunner housekeeping;
     private AgentRunner cudaEvents;
+    private final ReleaseThread releases;
+    private final Reaper reaper;
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
@@ -88,9 +92,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         // closed connections are remembered long enough for every liveness rule to use them
         connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), TimeUnit.MINUTES.toNanos(10)));
         Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
+        releases = ReleaseThread.withTimeout(releaseTimeoutNs(config));
         lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
         lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness, gpu) : null;
+                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness, gpu, releases)
+                : null;
         engineDriven = config.supportedTransferMode().allowsEngineDriven()
                 ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness, config.l1WriteTtlNs(),
                         config.l1ReadTtlNs()) : null;
@@ -102,11 +108,12 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         if (engineDriven != null) {
             targets.add(engineDriven);
         }
-        Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
-                config.workerDisconnectGraceNs(), RELEASE_TIMEOUT_NS, connections);
+        reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
+                config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
         management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, livenessSettings(config));
         MetricsBinder.bindStore(metrics, l1.store());
         MetricsBinder.bindLiveness(metrics, reaper);
+        ReleaseMetrics.bind(metrics, reaper, releases);
         MetricsBinder.bindLookups(metrics, lookup::pendingResults);
         if (gpu != null) {
             MetricsBinder.bindGpu(metrics, gpu);
@@ -149,6 +156,11 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
                     loop.halt();
                     return HttpApi.Response.json(200, java.util.Map.of("halted", true));
                 });
+                api.route("/test/block-next-release", (method, exchange) -> {
+                    // runs on: the HTTP server thread; the release thread picks the flag up
+                    releases.blockNextRelease();
+                    return HttpApi.Response.json(200, java.util.Map.of("armed", true));
+                });
             }
             if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
                 LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
@@ -159,6 +171,12 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
         } catch (java.io.IOException e) {
             throw new IllegalStateException("cannot bind the HTTP API to " + config.httpHost() + ":" + config.httpPort() + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The release timeout; tests with --test-hooks may shorten it through LMCACHE_TEST_RELEASE_TIMEOUT_MS. */
+    private static long releaseTimeoutNs(ServerConfig config) {
+        String override = config.testHooks() ? System.getenv("LMCACHE_TEST_RELEASE_TIMEOUT_MS") : null;
+        return override == null ? RELEASE_TIMEOUT_NS : TimeUnit.MILLISECONDS.toNanos(Long.parseLong(override));
     }
 
     /** The CUDA backend, or null when this server serves CPU workers only (said in the log either way). */
@@ -365,8 +383,8 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
             });
         }
         EvictionController eviction = server.l1.start(config, stages, sweepers);
-        server.housekeeping = Housekeeping.start(server.agentErrors, List.of(eviction, server.activityLog));
-        server.cudaEvents = server.gpu == null ? null : CudaEventsAgent.start(server.gpu.eventPoller(), server.agentErrors);
+        server.housekeeping = Housekeeping.start(server.agentErrors, List.of(eviction, server.activityLog, server.reaper, server.releases));
+        server.cudaEvents = server.gpu != null ? CudaEventsAgent.start(server.gpu.eventPoller(), server.agentErrors) : null;
         server.loop.start();
         server.management.start();
         if (server.prometheusHttp != null) {
@@ -424,6 +442,7 @@ public final class LmcacheServer implements AutoCloseable, ServerRoutes.Server {
             if (engineDriven != null) {
                 engineDriven.close();
             }
+            releases.close();
             if (gpu != null) {
                 // transfers in flight finish, the pool is unpinned, before its memory goes
                 l1.stopPreparation();

@@ -15,7 +15,8 @@ public final class DeviceTensors implements AutoCloseable {
     private final List<IpcMemory.Mapping> mappings;
     private final long[] storageAddress;
     private final CUdeviceptr[] storagePointer;
-    private boolean closed;
+    /** Mappings given back so far (a failed close is retried from here). */
+    private int released;
 
     private DeviceTensors(CudaDevice device, List<IpcMemory.Mapping> mappings, long[] storageAddress, CUdeviceptr[] storagePointer) {
         this.device = device;
@@ -84,15 +85,15 @@ public final class DeviceTensors implements AutoCloseable {
         return mappings.size();
     }
 
-    /** Closes this worker's share of the IPC mappings (the last user unmaps them). */
+    /**
+     * Closes this worker's share of the IPC mappings (the last user unmaps them). Called by the
+     * release thread only; when a close fails, a retry resumes at the mapping that failed.
+     */
     @Override
     public synchronized void close() {
-        if (closed) {
-            return;
-        }
-        closed = true;
-        for (IpcMemory.Mapping mapping : mappings) {
-            device.ipc().release(mapping);
+        while (released < mappings.size()) {
+            device.ipc().release(mappings.get(released));
+            released++;
         }
     }
 }

@@ -1,101 +1,94 @@
 package io.lmcache.server.liveness;
 
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.Agent;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Future;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The worker reaper: every {@code timeout / 4} (sooner when the disconnect grace needs it) it asks
- * every target for its stale instances, then has every target drop each reaped id. Drops run on a
- * small bounded executor and are waited for with a timeout: a release that hangs (a CUDA IPC close
- * stuck in the driver, LMCache #4676) is logged and counted, and the reaper and every other worker
- * carry on. A target that throws is logged and the others still run.
+ * The worker reaper, an agent: every {@code timeout / 4} (sooner when the disconnect grace needs
+ * it) it asks every target for its stale instances, then has every target drop each reaped id.
+ * Dropping only enqueues the instance's native resources on the end-of-life queue: the release
+ * thread frees them, so a close that hangs in the driver (LMCache #4676) never stalls a scan. A
+ * target that throws is logged and counted, and the others still run.
  */
-public final class Reaper implements AutoCloseable {
+public final class Reaper implements Agent {
     private static final Logger LOG = LoggerFactory.getLogger(Reaper.class);
 
     private final List<InstanceLivenessTarget> targets;
     private final long timeoutNs;
     private final long graceNs;
     private final long periodNs;
-    private final long releaseTimeoutNs;
     private final PeerConnections connections;
-    private final ExecutorService releases;
+    private final ReleaseThread releases;
+    private final LongSupplier clockNs;
     private final Map<InstanceLivenessTarget.Reason, LongAdder> reaped = new EnumMap<>(InstanceLivenessTarget.Reason.class);
-    private final LongAdder releaseTimeouts = new LongAdder();
-    private final LongAdder releaseFailures = new LongAdder();
+    private final LongAdder dropFailures = new LongAdder();
     private final LongAdder targetFailures = new LongAdder();
-    private Thread thread;
-    private volatile boolean running;
+    private final LongAdder scans = new LongAdder();
+    private long deadlineNs;
 
-    public Reaper(List<InstanceLivenessTarget> targets, long timeoutNs, long graceNs, long disconnectGraceNs, long releaseTimeoutNs,
-            PeerConnections connections) {
+    public Reaper(List<InstanceLivenessTarget> targets, long timeoutNs, long graceNs, long disconnectGraceNs, ReleaseThread releases,
+            PeerConnections connections, LongSupplier clockNs) {
         this.targets = List.copyOf(targets);
         this.timeoutNs = timeoutNs;
         this.graceNs = graceNs;
-        this.releaseTimeoutNs = releaseTimeoutNs;
+        this.releases = releases;
         this.connections = connections;
+        this.clockNs = clockNs;
         long period = timeoutNs / 4;
         if (disconnectGraceNs > 0) {
             period = Math.min(period, disconnectGraceNs / 3);
         }
         this.periodNs = Math.max(TimeUnit.MILLISECONDS.toNanos(50), period);
-        this.releases = new ThreadPoolExecutor(2, 2, 0, TimeUnit.MILLISECONDS, new ArrayBlockingQueue<>(1024),
-                NamedThreads.factory("lmcache-reaper-release"));
+        this.deadlineNs = clockNs.getAsLong() + periodNs;
         for (InstanceLivenessTarget.Reason reason : InstanceLivenessTarget.Reason.values()) {
             reaped.put(reason, new LongAdder());
         }
     }
 
-    /** Starts the thread when reaping is enabled and there is something to reap from; returns whether it did. */
-    public boolean start() {
-        if (timeoutNs <= 0 || targets.isEmpty()) {
-            return false;
-        }
-        running = true;
-        thread = new Thread(this::run, "lmcache-mp-worker-reaper");
-        thread.setDaemon(true);
-        thread.start();
-        LOG.info("worker reaper: every {} ms; pinged workers reaped after {} s of silence, never-pinged ones after {} s",
-                TimeUnit.NANOSECONDS.toMillis(periodNs), timeoutNs / 1e9, graceNs / 1e9);
-        return true;
-    }
-
-    public boolean isRunning() {
-        return thread != null && thread.isAlive();
+    /** Whether reaping is on (a timeout is set and there is something to reap from); when off, {@link #doWork} does nothing. */
+    public boolean enabled() {
+        return timeoutNs > 0 && !targets.isEmpty();
     }
 
     public long periodNs() {
         return periodNs;
     }
 
-    private void run() {
-        while (running) {
-            try {
-                TimeUnit.NANOSECONDS.sleep(periodNs);
-            } catch (InterruptedException e) {
-                return;
-            }
-            if (running) {
-                scan();
-            }
+    @Override
+    public String roleName() {
+        return "worker-reaper";
+    }
+
+    @Override
+    public void onStart() {
+        if (enabled()) {
+            LOG.info("worker reaper: every {} ms; pinged workers reaped after {} s of silence, never-pinged ones after {} s",
+                    TimeUnit.NANOSECONDS.toMillis(periodNs), timeoutNs / 1e9, graceNs / 1e9);
         }
+    }
+
+    /** Scans when the period has passed; returns the instances reaped plus one for the scan, or 0 when none was due. */
+    @Override
+    public int doWork() {
+        long nowNs = clockNs.getAsLong();
+        if (!enabled() || deadlineNs - nowNs >= 0) {
+            return 0;
+        }
+        deadlineNs = nowNs + periodNs;
+        return 1 + scan().size();
     }
 
     /** One pass over every target; returns the instances reaped. */
     public List<InstanceLivenessTarget.Reaped> scan() {
+        scans.increment();
         List<InstanceLivenessTarget.Reaped> all = new ArrayList<>();
         for (InstanceLivenessTarget target : targets) {
             try {
@@ -109,35 +102,13 @@ public final class Reaper implements AutoCloseable {
             reaped.get(instance.reason()).increment();
             LOG.warn("reaping worker instance {} ({}: silent for {} s); releasing its state", instance.instanceId(),
                     instance.reason().label(), TimeUnit.NANOSECONDS.toSeconds(instance.silentNs()));
-        }
-        List<Future<?>> pending = new ArrayList<>();
-        List<String> what = new ArrayList<>();
-        for (InstanceLivenessTarget.Reaped instance : all) {
             for (InstanceLivenessTarget target : targets) {
                 try {
-                    pending.add(releases.submit(() -> target.dropInstanceState(instance.instanceId())));
-                    what.add(target.livenessName() + " / instance " + instance.instanceId());
-                } catch (RejectedExecutionException e) {
-                    releaseFailures.increment();
-                    LOG.error("cannot release {} state of instance {}: the release executor is saturated (earlier releases hang)",
-                            target.livenessName(), instance.instanceId());
+                    target.dropInstanceState(instance.instanceId());
+                } catch (RuntimeException e) {
+                    dropFailures.increment();
+                    LOG.error("cannot release {} state of instance {}", target.livenessName(), instance.instanceId(), e);
                 }
-            }
-        }
-        long deadlineNs = System.nanoTime() + releaseTimeoutNs;
-        for (int i = 0; i < pending.size(); i++) {
-            try {
-                pending.get(i).get(Math.max(0, deadlineNs - System.nanoTime()), TimeUnit.NANOSECONDS);
-            } catch (TimeoutException e) {
-                releaseTimeouts.increment();
-                LOG.error("release of {} did not finish within {} ms; it keeps running in the background, the reaper goes on",
-                        what.get(i), TimeUnit.NANOSECONDS.toMillis(releaseTimeoutNs));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return all;
-            } catch (java.util.concurrent.ExecutionException e) {
-                releaseFailures.increment();
-                LOG.error("release of {} failed", what.get(i), e.getCause());
             }
         }
         connections.prune();
@@ -148,12 +119,19 @@ public final class Reaper implements AutoCloseable {
         return reaped.get(reason).sum();
     }
 
-    public long releaseTimeouts() {
-        return releaseTimeouts.sum();
+    /** Scans run so far (a stuck release never stops them). */
+    public long scans() {
+        return scans.sum();
     }
 
+    /** Releases (of any instance, reaped or unregistered) that ran past their time on the release thread. */
+    public long releaseTimeouts() {
+        return releases.timeouts();
+    }
+
+    /** Releases that failed: on the release thread (each failed attempt), or a target that threw when asked to drop. */
     public long releaseFailures() {
-        return releaseFailures.sum();
+        return releases.failures() + dropFailures.sum();
     }
 
     public int trackedInstances() {
@@ -170,22 +148,8 @@ public final class Reaper implements AutoCloseable {
 
     public void resetCounters() {
         reaped.values().forEach(LongAdder::reset);
-        releaseTimeouts.reset();
-        releaseFailures.reset();
+        dropFailures.reset();
         targetFailures.reset();
-    }
-
-    @Override
-    public void close() {
-        running = false;
-        if (thread != null) {
-            thread.interrupt();
-            try {
-                thread.join(TimeUnit.SECONDS.toMillis(5));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
-        releases.shutdownNow();
+        releases.resetCounters();
     }
 }

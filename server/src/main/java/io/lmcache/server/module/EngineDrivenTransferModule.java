@@ -1,7 +1,10 @@
 package io.lmcache.server.module;
 
 import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.module.EngineDrivenContext.Pending;
+import io.lmcache.server.module.EngineDrivenContext.PendingKey;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
@@ -14,11 +17,14 @@ import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.KvLayout;
+import io.lmcache.server.transfer.PlanResult;
+import io.lmcache.server.transfer.TransferPlanner;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.Iterator;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -41,30 +47,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private static final Reply ALL_CACHED = new Reply.PrepareStore(List.of(), new int[0]);
     private static final Reply MISS = new Reply.PrepareRetrieve(false, List.of());
 
-    /** A reservation's identity: the key without request id, configs and readers (§7.3), the prefix named by its last chunk. */
-    private record PendingKey(String model, String salt, int worldSize, int workerId, int start, int end, long lastHi, long lastLo) {}
-
-    private record Pending(List<StoredObject> objects, long createdNs) {}
-
-    /** One registered engine-driven worker and what it has in flight; guarded by the module lock. */
-    private static final class Context {
-        final EngineDrivenRegistration registration;
-        final long objectBytes;
-        final int[] slotShape;
-        final int format;
-        final Liveness.Entry liveness;
-        final Map<PendingKey, Pending> writes = new HashMap<>();
-        final Map<PendingKey, Pending> reads = new HashMap<>();
-
-        Context(EngineDrivenRegistration registration, long objectBytes, int[] slotShape, int format, Liveness.Entry liveness) {
-            this.registration = registration;
-            this.objectBytes = objectBytes;
-            this.slotShape = slotShape;
-            this.format = format;
-            this.liveness = liveness;
-        }
-    }
-
     private final int chunkSize;
     private final ObjectStore store;
     private final L1Pool pool;
@@ -73,9 +55,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private final Liveness liveness;
     private final long writeTtlNs;
     private final long readTtlNs;
-    private final Object lock = new Object();
-    private final Map<Long, Context> contexts = new HashMap<>();
-    private final Map<Long, Context> reaped = new HashMap<>();
+    private final TransferPlanner planner;
+    private final InstanceRegistry<EngineDrivenContext> contexts;
 
     public EngineDrivenTransferModule(int chunkSize, ObjectStore store, L1Pool pool, LookupLeases leases, ServerMetrics metrics,
             Liveness liveness, long writeTtlNs, long readTtlNs) {
@@ -87,6 +68,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         this.liveness = liveness;
         this.writeTtlNs = writeTtlNs;
         this.readTtlNs = readTtlNs;
+        this.planner = new TransferPlanner(chunkSize);
+        this.contexts = new InstanceRegistry<>(liveness);
         for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {
             for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation"}) {
                 metrics.declare(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
@@ -121,15 +104,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         }
         int[] shape = r.useMla() ? new int[] {r.numLayers(), tokens, r.hiddenDimSize()} : new int[] {2, r.numLayers(), tokens, r.hiddenDimSize()};
         int format = r.useMla() ? KvLayout.FORMAT_TOKEN_MAJOR_SINGLE : KvLayout.FORMAT_TOKEN_MAJOR_KV;
-        Context replaced;
-        synchronized (lock) {
-            Context existing = contexts.get(r.instanceId());
-            if (existing != null && existing.registration.equals(r)) {
-                liveness.traffic(existing.liveness, peer);
-                return poolReply();
-            }
-            replaced = contexts.put(r.instanceId(), new Context(r, objectBytes, shape, format, liveness.newEntry(peer)));
+        EngineDrivenContext existing = contexts.traffic(r.instanceId(), peer);
+        if (existing != null && existing.registration.equals(r)) {
+            return poolReply();
         }
+        EngineDrivenContext replaced = contexts.put(r.instanceId(), new EngineDrivenContext(r, objectBytes, shape, format), peer);
         if (replaced != null) {
             release(replaced);
         }
@@ -157,10 +136,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     }
 
     public Reply unregister(Request.UnregisterEngineDrivenContext request) {
-        Context removed;
-        synchronized (lock) {
-            removed = contexts.remove(request.instanceId());
-        }
+        EngineDrivenContext removed = contexts.remove(request.instanceId());
         if (removed == null) {
             LOG.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
         } else {
@@ -173,7 +149,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     // --- store -----------------------------------------------------------------------------------
 
     public Reply prepareStore(Request.PrepareStore request, PeerId peer) {
-        Context context = context(request.instanceId(), peer, Op.PREPARE_STORE);
+        EngineDrivenContext context = context(request.instanceId(), peer, Op.PREPARE_STORE);
         CacheKey key = request.key();
         Resolved resolved = context == null ? null : resolve(context, key, Op.PREPARE_STORE);
         if (resolved == null) {
@@ -181,15 +157,14 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         }
         List<StoredObject> reserved = new ArrayList<>();
         List<Reply.Slot> slots = new ArrayList<>();
-        int[] indices = new int[resolved.range.count()];
+        int[] indices = new int[resolved.range().count()];
         int count = 0;
-        for (int j = 0; j < resolved.range.count(); j++) {
-            int chunk = resolved.range.firstChunk() + j;
-            StoredObject object = store.reserve(key.modelName(), key.cacheSalt(), key.workerId(), 0, resolved.hashes[2 * chunk],
-                    resolved.hashes[2 * chunk + 1], context.objectBytes, context.format);
+        for (int j = 0; j < resolved.range().count(); j++) {
+            int chunk = resolved.range().firstChunk() + j;
+            StoredObject object = ChunkObjects.reserve(store, key, resolved.hashes(), chunk, 0, context.objectBytes, context.format);
             if (object == ObjectStore.NO_MEMORY) {
                 fail(Op.PREPARE_STORE, "no_memory", "PREPARE_STORE for engine-driven instance " + request.instanceId()
-                        + ": no room in L1 for chunk " + j + " of " + resolved.range.count() + "; reserving the chunks before it only");
+                        + ": no room in L1 for chunk " + j + " of " + resolved.range().count() + "; reserving the chunks before it only");
                 break;
             }
             if (object != ObjectStore.EXISTS) {
@@ -201,18 +176,15 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (reserved.isEmpty()) {
             return ALL_CACHED;
         }
-        Pending previous;
-        synchronized (lock) {
-            previous = context.writes.put(resolved.pendingKey, new Pending(reserved, liveness.nowNs()));
-        }
+        Pending previous = context.putWrite(resolved.pendingKey(), new Pending(reserved, liveness.nowNs()));
         if (previous != null) {
-            previous.objects.forEach(store::abort);
+            ChunkObjects.abortAll(store, previous.objects());
         }
-        return new Reply.PrepareStore(slots, java.util.Arrays.copyOf(indices, count));
+        return new Reply.PrepareStore(slots, Arrays.copyOf(indices, count));
     }
 
     public Reply commitStore(Request.CommitStore request, PeerId peer) {
-        Context context = context(request.instanceId(), peer, Op.COMMIT_STORE);
+        EngineDrivenContext context = context(request.instanceId(), peer, Op.COMMIT_STORE);
         if (context == null) {
             return Reply.FALSE;
         }
@@ -220,14 +192,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (resolved == null) {
             return Reply.FALSE;
         }
-        Pending pending;
-        synchronized (lock) {
-            pending = context.writes.remove(resolved.pendingKey);
-        }
+        Pending pending = context.takeWrite(resolved.pendingKey());
         if (request.data().length > 0) {
             // the pickle data path, or a newer client's abort sentinel: either way nothing of ours is published
             if (pending != null) {
-                pending.objects.forEach(store::abort);
+                ChunkObjects.abortAll(store, pending.objects());
             }
             fail(Op.COMMIT_STORE, "pickle_data", "COMMIT_STORE from engine-driven instance " + request.instanceId() + " carries "
                     + request.data().length + " bytes of data: the pickle data path is not supported (use the /dev/shm pool)");
@@ -238,11 +207,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
                     + " with no reservation pending for " + request.key() + " (no PREPARE_STORE, already committed, or expired)");
             return Reply.FALSE;
         }
-        boolean all = true;
-        // last chunk first, so the head of the prefix is the most recently used
-        for (int i = pending.objects.size() - 1; i >= 0; i--) {
-            all &= store.commit(pending.objects.get(i));
-        }
+        boolean all = ChunkObjects.commitAll(store, pending.objects());
         if (!all) {
             fail(Op.COMMIT_STORE, "expired", "COMMIT_STORE from engine-driven instance " + request.instanceId()
                     + ": a reservation expired (write TTL) or was cleared before the commit");
@@ -253,22 +218,19 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     // --- retrieve --------------------------------------------------------------------------------
 
     public Reply prepareRetrieve(Request.PrepareRetrieve request, PeerId peer) {
-        Context context = context(request.instanceId(), peer, Op.PREPARE_RETRIEVE);
+        EngineDrivenContext context = context(request.instanceId(), peer, Op.PREPARE_RETRIEVE);
         CacheKey key = request.key();
         Resolved resolved = context == null ? null : resolve(context, key, Op.PREPARE_RETRIEVE);
-        if (resolved == null || resolved.range.count() == 0) {
+        if (resolved == null || resolved.range().count() == 0) {
             rememberMiss(context, resolved);
             return MISS;
         }
         List<StoredObject> pinned = new ArrayList<>();
-        for (int j = 0; j < resolved.range.count(); j++) {
-            int chunk = resolved.range.firstChunk() + j;
-            StoredObject object = store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), 0, resolved.hashes[2 * chunk],
-                    resolved.hashes[2 * chunk + 1], context.format, context.objectBytes);
+        for (int j = 0; j < resolved.range().count(); j++) {
+            int chunk = resolved.range().firstChunk() + j;
+            StoredObject object = ChunkObjects.pin(store, key, resolved.hashes(), chunk, 0, context.objectBytes, context.format);
             if (object == null) {
-                for (int i = pinned.size() - 1; i >= 0; i--) {
-                    store.unpin(pinned.get(i), false);
-                }
+                ChunkObjects.unpinAll(store, pinned, false);
                 rememberMiss(context, resolved);
                 return MISS;
             }
@@ -278,28 +240,26 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         for (StoredObject object : pinned) {
             slots.add(new Reply.Slot(object.offset(), context.objectBytes, context.slotShape, context.registration.dtypeStr()));
         }
-        Pending previous;
-        synchronized (lock) {
-            previous = context.reads.put(resolved.pendingKey, new Pending(pinned, liveness.nowNs()));
-        }
+        Pending previous = context.putRead(resolved.pendingKey(), new Pending(pinned, liveness.nowNs()));
         if (previous != null) {
-            unpinAll(previous, false);
+            ChunkObjects.unpinAll(store, previous.objects(), false);
         }
         return new Reply.PrepareRetrieve(true, slots);
     }
 
     /** A miss is followed by a COMMIT_RETRIEVE too: remember it, so that commit is answered true without a warning. */
-    private void rememberMiss(Context context, Resolved resolved) {
+    private void rememberMiss(EngineDrivenContext context, Resolved resolved) {
         if (context == null || resolved == null) {
             return;
         }
-        synchronized (lock) {
-            context.reads.put(resolved.pendingKey, new Pending(List.of(), liveness.nowNs()));
+        Pending previous = context.putRead(resolved.pendingKey(), new Pending(List.of(), liveness.nowNs()));
+        if (previous != null) {
+            ChunkObjects.unpinAll(store, previous.objects(), false);
         }
     }
 
     public Reply commitRetrieve(Request.CommitRetrieve request, PeerId peer) {
-        Context context = context(request.instanceId(), peer, Op.COMMIT_RETRIEVE);
+        EngineDrivenContext context = context(request.instanceId(), peer, Op.COMMIT_RETRIEVE);
         if (context == null) {
             return Reply.FALSE;
         }
@@ -308,75 +268,57 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (resolved == null) {
             return Reply.FALSE;
         }
-        Pending pending;
-        synchronized (lock) {
-            pending = context.reads.remove(resolved.pendingKey);
-        }
+        Pending pending = context.takeRead(resolved.pendingKey());
         if (pending == null) {
             fail(Op.COMMIT_RETRIEVE, "no_reservation", "COMMIT_RETRIEVE from engine-driven instance " + request.instanceId()
                     + " with nothing pending for " + key + " (no PREPARE_RETRIEVE, or already committed)");
             return Reply.FALSE;
         }
-        unpinAll(pending, true);
-        leases.releaseRetrieved(key.requestId(), key.workerId(), resolved.range.firstChunk(), resolved.range.endChunk());
+        ChunkObjects.unpinAll(store, pending.objects(), true);
+        leases.releaseRetrieved(key.requestId(), key.workerId(), resolved.range().firstChunk(), resolved.range().endChunk());
         return Reply.TRUE;
     }
 
     // --- shared ----------------------------------------------------------------------------------
 
-    private record Resolved(ChunkRange range, long[] hashes, PendingKey pendingKey) {}
+    private record Resolved(ChunkRange range, ChunkHashes hashes, PendingKey pendingKey) {}
 
-    private Resolved resolve(Context context, CacheKey key, Op op) {
-        String[] why = new String[1];
-        ChunkRange range = ChunkRange.of(key, chunkSize, why);
-        if (range == null) {
-            fail(op, "bad_range", op.wireName().toUpperCase() + " for engine-driven instance " + context.registration.instanceId() + ": " + why[0]);
-            return null;
-        }
-        if (!key.hasWorker() || key.workerId() >= Math.max(1, key.worldSize())) {
-            fail(op, "bad_worker_id", op.wireName().toUpperCase() + " for engine-driven instance " + context.registration.instanceId()
-                    + ": worker_id " + key.workerId() + " is not a kv rank of world size " + key.worldSize());
-            return null;
-        }
-        long[] hashes = ChunkHashes.of(key, chunkSize, range.endChunk());
-        long lastHi = range.endChunk() == 0 ? 0 : hashes[2 * range.endChunk() - 2];
-        long lastLo = range.endChunk() == 0 ? 0 : hashes[2 * range.endChunk() - 1];
-        return new Resolved(range, hashes, new PendingKey(key.modelName(), key.cacheSalt(), key.worldSize(), key.workerId(), key.start(),
-                key.end(), lastHi, lastLo));
+    private Resolved resolve(EngineDrivenContext context, CacheKey key, Op op) {
+        return switch (planner.keyPlan(key)) {
+            case PlanResult.Refused refused -> {
+                fail(op, refused.reason(), op.wireName().toUpperCase() + " for engine-driven instance " + context.registration.instanceId()
+                        + ": " + refused.message());
+                yield null;
+            }
+            case PlanResult.Planned planned -> {
+                ChunkRange range = planned.plan().range();
+                ChunkHashes hashes = planned.plan().hashes();
+                int end = range.endChunk();
+                yield new Resolved(range, hashes, new PendingKey(key.modelName(), key.cacheSalt(), key.worldSize(), key.workerId(),
+                        key.start(), key.end(), end == 0 ? 0 : hashes.hi(end - 1), end == 0 ? 0 : hashes.lo(end - 1)));
+            }
+        };
     }
 
-    private Context context(long instanceId, PeerId peer, Op op) {
-        Context context;
-        synchronized (lock) {
-            context = contexts.get(instanceId);
-            if (context != null) {
-                liveness.traffic(context.liveness, peer);
-            }
-        }
+    private EngineDrivenContext context(long instanceId, PeerId peer, Op op) {
+        EngineDrivenContext context = contexts.traffic(instanceId, peer);
         if (context == null) {
             fail(op, "unknown_instance", op.wireName().toUpperCase() + " for engine-driven instance " + instanceId + " that is not registered");
         }
         return context;
     }
 
-    private void unpinAll(Pending pending, boolean read) {
-        for (int i = pending.objects.size() - 1; i >= 0; i--) {
-            store.unpin(pending.objects.get(i), read);
-        }
+    /** Gives back everything an instance has pending: reservations are dropped, pinned slots released. */
+    private void release(EngineDrivenContext context) {
+        List<Pending> writes = new ArrayList<>();
+        List<Pending> reads = new ArrayList<>();
+        context.drain(writes, reads);
+        giveBack(writes, reads);
     }
 
-    /** Gives back everything an instance has pending: reservations are dropped, pinned slots released. */
-    private void release(Context context) {
-        List<Pending> writes;
-        List<Pending> reads;
-        synchronized (lock) {
-            writes = new ArrayList<>(context.writes.values());
-            reads = new ArrayList<>(context.reads.values());
-            context.writes.clear();
-            context.reads.clear();
-        }
-        writes.forEach(pending -> pending.objects.forEach(store::abort));
-        reads.forEach(pending -> unpinAll(pending, false));
+    private void giveBack(List<Pending> writes, List<Pending> reads) {
+        writes.forEach(pending -> ChunkObjects.abortAll(store, pending.objects()));
+        reads.forEach(pending -> ChunkObjects.unpinAll(store, pending.objects(), false));
     }
 
     /** Drops reservations and pinned slots older than their TTL (a worker that never committed). */
@@ -384,14 +326,10 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         long nowNs = liveness.nowNs();
         List<Pending> staleWrites = new ArrayList<>();
         List<Pending> staleReads = new ArrayList<>();
-        synchronized (lock) {
-            for (Context context : contexts.values()) {
-                collectOlder(context.writes, nowNs - writeTtlNs, staleWrites);
-                collectOlder(context.reads, nowNs - readTtlNs, staleReads);
-            }
+        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
+            registered.context().collectExpired(nowNs - writeTtlNs, nowNs - readTtlNs, staleWrites, staleReads);
         }
-        staleWrites.forEach(pending -> pending.objects.forEach(store::abort));
-        staleReads.forEach(pending -> unpinAll(pending, false));
+        giveBack(staleWrites, staleReads);
         if (!staleWrites.isEmpty() || !staleReads.isEmpty()) {
             LOG.warn("engine-driven: reclaimed {} reservation(s) and {} pinned retrieve(s) their workers never committed",
                     staleWrites.size(), staleReads.size());
@@ -404,55 +342,31 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         }
     }
 
-    private static void collectOlder(Map<PendingKey, Pending> pending, long cutoffNs, List<Pending> out) {
-        for (Iterator<Pending> it = pending.values().iterator(); it.hasNext(); ) {
-            Pending p = it.next();
-            if (p.createdNs - cutoffNs < 0) {
-                it.remove();
-                out.add(p);
-            }
-        }
-    }
-
     private void fail(Op op, String reason, String message) {
         metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
         LOG.warn("{}; answering with the failure value", message);
     }
 
     public int registeredInstances() {
-        synchronized (lock) {
-            return contexts.size();
-        }
+        return contexts.count();
     }
 
     /** Reservations and pins outstanding (tests, status). */
     public int pendingTransfers() {
-        synchronized (lock) {
-            int count = 0;
-            for (Context context : contexts.values()) {
-                count += context.writes.size() + context.reads.size();
-            }
-            return count;
+        int count = 0;
+        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
+            count += registered.context().pendingCount();
         }
+        return count;
     }
 
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */
     public void status(Map<String, Object> status) {
         List<Long> ids = new ArrayList<>();
-        Map<String, Object> meta = new java.util.LinkedHashMap<>();
-        synchronized (lock) {
-            for (Context context : contexts.values()) {
-                EngineDrivenRegistration r = context.registration;
-                ids.add(r.instanceId());
-                Map<String, Object> entry = new java.util.LinkedHashMap<>();
-                entry.put("model_name", r.modelName());
-                entry.put("world_size", r.worldSize());
-                entry.put("block_size", r.blockSize());
-                entry.put("use_mla", r.useMla());
-                entry.put("pending_stores", context.writes.size());
-                entry.put("pending_retrieves", context.reads.size());
-                meta.put(Long.toString(r.instanceId()), entry);
-            }
+        Map<String, Object> meta = new LinkedHashMap<>();
+        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
+            ids.add(registered.instanceId());
+            meta.put(Long.toString(registered.instanceId()), registered.context().status());
         }
         status.put("registered_non_cuda_instance_ids", ids);
         status.put("non_cuda_context_meta", meta);
@@ -467,34 +381,23 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     @Override
     public void touchInstance(long instanceId, PeerId peer) {
-        synchronized (lock) {
-            Context context = contexts.get(instanceId);
-            if (context != null) {
-                liveness.ping(context.liveness, peer);
-            }
-        }
+        contexts.ping(instanceId, peer);
     }
 
     @Override
     public List<Reaped> reapStaleInstances(long timeoutNs, long graceNs) {
-        synchronized (lock) {
-            return liveness.reapStale(contexts, reaped, context -> context.liveness, timeoutNs, graceNs);
-        }
+        return contexts.reapStale(timeoutNs, graceNs);
     }
 
     @Override
     public int trackedInstanceCount() {
-        synchronized (lock) {
-            return contexts.size();
-        }
+        return contexts.count();
     }
 
+    /** Engine-driven state is reservations in our own pool, no native mapping: it is given back inline. */
     @Override
     public void dropInstanceState(long instanceId) {
-        Context context;
-        synchronized (lock) {
-            context = reaped.remove(instanceId);
-        }
+        EngineDrivenContext context = contexts.takeReaped(instanceId);
         if (context != null) {
             release(context);
         }
@@ -502,13 +405,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     /** Releases everything (shutdown). */
     public void close() {
-        List<Context> all;
-        synchronized (lock) {
-            all = new ArrayList<>(contexts.values());
-            all.addAll(reaped.values());
-            contexts.clear();
-            reaped.clear();
-        }
-        all.forEach(this::release);
+        contexts.drainAll().forEach(this::release);
     }
 }

@@ -14,11 +14,12 @@ public final class LmcacheDrivenOps {
     /**
      * Declares the mode's ops on {@code ops}: {@code builder.module(module)} when the mode is on,
      * {@code builder.disabled("lmcache_driven")} when {@code --supported-transfer-mode} leaves it out.
-     * STORE/RETRIEVE of one worker run in order on its transfer lane.
+     * Every op of one worker runs in order on its transfer lane; REGISTER too, because opening CUDA IPC
+     * handles can block in the driver, which must never happen on the socket thread.
      */
     public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops) {
-        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.SYNC, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
-        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
+        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
+        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
         ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, FailureReplies.TRANSFER_FAILED);
         ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, LmcacheDrivenTransferModule::retrieve,
                 FailureReplies.TRANSFER_FAILED);

@@ -57,7 +57,7 @@ public final class ManagementModule implements AutoCloseable {
     }
 
     public void start() {
-        reaperRunning = reaper.start();
+        reaperRunning = reaper.enabled();
     }
 
     public Reply getChunkSize() {
@@ -125,6 +125,6 @@ public final class ManagementModule implements AutoCloseable {
 
     @Override
     public void close() {
-        reaper.close();
+        // the reaper is an agent: its runner stops it
     }
 }

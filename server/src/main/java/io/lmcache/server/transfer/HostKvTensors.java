@@ -19,7 +19,7 @@ import java.util.List;
  * (a truncated segment would fault a copy): a dead worker's transfer fails instead of touching
  * memory nobody owns any more.
  */
-public final class HostKvTensors implements KvTensors {
+public final class HostKvTensors implements AutoCloseable {
     static final Path SHM_DIR = Path.of("/dev/shm");
 
     private record Mapped(Path path, Object fileKey, long nbytes, MemorySegment segment) {}
@@ -73,7 +73,7 @@ public final class HostKvTensors implements KvTensors {
         return tensors.length;
     }
 
-    @Override
+    /** Null when the mappings still reach the worker's memory, else why not (segment deleted, replaced, truncated). */
     public String checkAlive() {
         for (Mapped tensor : tensors) {
             try {
@@ -93,6 +93,7 @@ public final class HostKvTensors implements KvTensors {
         return null;
     }
 
+    /** Unmaps; called once, by the release thread, after the last transfer using the tensors has finished. */
     @Override
     public void close() {
         arena.close();

@@ -1,42 +1,35 @@
 package io.lmcache.server.transfer;
 
-import io.lmcache.server.liveness.Liveness;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.List;
 
 /**
- * One registered worker instance: its layout and mapped tensors. Transfers hold a lease while they
- * copy, so UNREGISTER (or a reap) never unmaps memory under a copy: the mapping goes when the last
- * lease is returned.
+ * One registered worker instance: its layout and its copy path. Transfers hold a lease while they
+ * copy, so UNREGISTER (or a reap) never unmaps memory under a copy: when the context is closed and
+ * the last lease is back, the copy path goes on the end-of-life queue (never closed inline: the
+ * release thread closes it).
  */
 public final class InstanceContext {
     private final long instanceId;
     private final String modelName;
     private final int worldSize;
     private final KvLayout layout;
-    private final KvTensors tensors;
+    private final CopyPath copyPath;
     private final List<TensorWrapper> wrappers;
-    private final PeerId peer;
-    private final Liveness.Entry liveness;
+    private final EndOfLifeQueue endOfLife;
     private int leases;
     private boolean closed;
 
-    public InstanceContext(long instanceId, String modelName, int worldSize, KvLayout layout, KvTensors tensors,
-            List<TensorWrapper> wrappers, PeerId peer, Liveness.Entry liveness) {
+    public InstanceContext(long instanceId, String modelName, int worldSize, KvLayout layout, CopyPath copyPath,
+            List<TensorWrapper> wrappers, EndOfLifeQueue endOfLife) {
         this.instanceId = instanceId;
         this.modelName = modelName;
         this.worldSize = worldSize;
         this.layout = layout;
-        this.tensors = tensors;
+        this.copyPath = copyPath;
         this.wrappers = wrappers;
-        this.peer = peer;
-        this.liveness = liveness;
-    }
-
-    /** Liveness state; guarded by the owning module's lock. */
-    public Liveness.Entry liveness() {
-        return liveness;
+        this.endOfLife = endOfLife;
     }
 
     public long instanceId() {
@@ -55,54 +48,92 @@ public final class InstanceContext {
         return layout;
     }
 
-    public KvTensors tensors() {
-        return tensors;
+    public CopyPath copyPath() {
+        return copyPath;
     }
 
     public List<TensorWrapper> wrappers() {
         return wrappers;
     }
 
-    public PeerId peer() {
-        return peer;
-    }
+    /**
+     * One transfer's hold on the context, for try-with-resources. {@link #handOff()} passes it to
+     * a copy that outlives the call (the CUDA path): the new lease is returned by the copy's
+     * completion, and this one's close does nothing. Used by one thread at a time.
+     */
+    public final class Lease implements AutoCloseable {
+        private boolean held = true;
 
-    /** Takes a lease for one transfer; false when the context was already closed. */
-    public synchronized boolean acquire() {
-        if (closed) {
-            return false;
+        private Lease() {}
+
+        public InstanceContext context() {
+            return InstanceContext.this;
         }
-        leases++;
-        return true;
+
+        /** Moves the hold to a new lease for whoever finishes the transfer. */
+        public Lease handOff() {
+            if (!held) {
+                throw new IllegalStateException("lease of instance " + instanceId + " was already returned or handed off");
+            }
+            held = false;
+            return new Lease();
+        }
+
+        @Override
+        public void close() {
+            if (held) {
+                held = false;
+                returnLease();
+            }
+        }
     }
 
-    public void release() {
-        boolean unmap;
+    /** Takes a lease for one transfer; null when the context was already closed. */
+    public Lease acquire() {
+        synchronized (this) {
+            if (closed) {
+                return null;
+            }
+            leases++;
+        }
+        return new Lease();
+    }
+
+    private void returnLease() {
+        boolean last;
         synchronized (this) {
             leases--;
-            unmap = closed && leases == 0;
+            last = closed && leases == 0;
         }
-        if (unmap) {
-            tensors.close();
+        if (last) {
+            enqueueRelease();
         }
     }
 
-    /** Unregisters: the tensors are unmapped now, or when the transfers in flight finish. */
+    /** Unregisters: the copy path goes to the release thread now, or when the transfers in flight finish. */
     public void close() {
-        boolean unmap;
+        boolean idle;
         synchronized (this) {
             if (closed) {
                 return;
             }
             closed = true;
-            unmap = leases == 0;
+            idle = leases == 0;
         }
-        if (unmap) {
-            tensors.close();
+        if (idle) {
+            enqueueRelease();
         }
+    }
+
+    private void enqueueRelease() {
+        endOfLife.enqueue(copyPath.kind() + " mappings of instance " + instanceId, copyPath::close);
     }
 
     public synchronized boolean isClosed() {
         return closed;
+    }
+
+    public synchronized int leases() {
+        return leases;
     }
 }

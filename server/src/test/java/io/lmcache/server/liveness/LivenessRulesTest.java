@@ -1,5 +1,6 @@
 package io.lmcache.server.liveness;
 
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -11,9 +12,11 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -74,8 +77,19 @@ class LivenessRulesTest {
         }
     }
 
+    private final ReleaseThread releases = new ReleaseThread(200_000_000L, 16, 3, 1_000_000L, 4);
+
+    @AfterEach
+    void stopReleases() {
+        releases.close();
+    }
+
     private Reaper reaper(InstanceLivenessTarget... targets) {
-        return new Reaper(List.of(targets), TIMEOUT, GRACE, 60 * S, 200_000_000L, connections);
+        return new Reaper(List.of(targets), TIMEOUT, GRACE, 60 * S, releases, connections, nowNs::get);
+    }
+
+    private Reaper reaper(List<InstanceLivenessTarget> targets, long timeoutNs, long disconnectGraceNs) {
+        return new Reaper(targets, timeoutNs, GRACE, disconnectGraceNs, releases, connections, nowNs::get);
     }
 
     @Test
@@ -130,18 +144,33 @@ class LivenessRulesTest {
     }
 
     @Test
-    void timeoutZeroStartsNoThread() {
-        Reaper disabled = new Reaper(List.of(new FakeTarget()), 0, GRACE, 0, S, connections);
-        assertFalse(disabled.start());
-        assertFalse(disabled.isRunning());
-        Reaper noTargets = new Reaper(List.of(), TIMEOUT, GRACE, 0, S, connections);
-        assertFalse(noTargets.start());
+    void timeoutZeroDisablesReaping() {
+        Reaper disabled = reaper(List.of(new FakeTarget()), 0, 0);
+        assertFalse(disabled.enabled());
+        nowNs.addAndGet(10 * TIMEOUT);
+        assertEquals(0, disabled.doWork(), "a disabled reaper never scans");
+        assertEquals(0, disabled.scans());
+        assertFalse(reaper(List.of(), TIMEOUT, 0).enabled(), "nothing to reap from");
     }
 
     @Test
     void thePeriodIsAQuarterOfTheTimeoutOrAThirdOfTheDisconnectGrace() {
-        assertEquals(30 * S, new Reaper(List.of(), TIMEOUT, GRACE, 0, S, connections).periodNs());
-        assertEquals(10 * S, new Reaper(List.of(), TIMEOUT, GRACE, 30 * S, S, connections).periodNs());
+        assertEquals(30 * S, reaper(List.of(), TIMEOUT, 0).periodNs());
+        assertEquals(10 * S, reaper(List.of(), TIMEOUT, 30 * S).periodNs());
+    }
+
+    @Test
+    void doWorkScansOnlyWhenThePeriodHasPassed() {
+        Reaper reaper = reaper(new FakeTarget());
+        assertEquals(0, reaper.doWork(), "not due yet");
+        nowNs.addAndGet(reaper.periodNs() - 1);
+        assertEquals(0, reaper.doWork());
+        nowNs.addAndGet(2);
+        assertEquals(1, reaper.doWork(), "one scan, nothing reaped");
+        assertEquals(0, reaper.doWork(), "the next deadline is a period away");
+        nowNs.addAndGet(reaper.periodNs() + 1);
+        assertEquals(1, reaper.doWork());
+        assertEquals(2, reaper.scans());
     }
 
     @Test
@@ -189,30 +218,36 @@ class LivenessRulesTest {
 
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
-    void aHangingReleaseTimesOutAndTheReaperGoesOn() throws Exception {
+    void aHangingReleaseNeverStallsTheReaper() {
         CountDownLatch never = new CountDownLatch(1);
+        List<Long> released = Collections.synchronizedList(new ArrayList<>());
         FakeTarget hanging = new FakeTarget() {
             @Override
             public void dropInstanceState(long instanceId) {
-                try {
-                    never.await();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+                // as the transfer modules do: only enqueue; the release thread frees
+                releases.enqueue("instance " + instanceId, () -> {
+                    if (instanceId == 3) {
+                        never.await();
+                    }
+                    released.add(instanceId);
+                });
             }
         };
         hanging.register(3, null);
         liveness.ping(hanging.entries.get(3L), null);
         nowNs.addAndGet(TIMEOUT);
         Reaper reaper = reaper(hanging);
-        // the scan returns (bounded by @Timeout, not measured) and counts the release that timed out
-        assertEquals(1, reaper.scan().size());
-        assertEquals(1, reaper.releaseTimeouts());
+        assertEquals(1, reaper.scan().size(), "the scan returns at once: the release hangs on the release thread");
+        await().atMost(Duration.ofSeconds(10)).until(() -> {
+            releases.doWork();
+            return reaper.releaseTimeouts() == 1;
+        });
         hanging.register(4, null);
         liveness.ping(hanging.entries.get(4L), null);
         nowNs.addAndGet(TIMEOUT);
         assertEquals(1, reaper.scan().size(), "the next scan still reaps");
+        await().atMost(Duration.ofSeconds(10)).until(() -> released.contains(4L));
+        assertEquals(2, reaper.scans());
         never.countDown();
-        reaper.close();
     }
 }

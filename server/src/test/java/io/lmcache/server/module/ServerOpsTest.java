@@ -40,10 +40,12 @@ class ServerOpsTest {
     /**
      * Dumped from {@code HandlerKind.of}, {@code RequestDecoder.maxPayloads} and {@code FailureReplies.forOp} (chunk size
      * 256) at bc769fb, before they were removed: kind, payload frames, failure reply as encoded (empty = no frame).
+     * One deliberate change since: REGISTER_KV_CACHE and UNREGISTER_KV_CACHE moved from SYNC to the worker's
+     * transfer lane (issue 12: no driver call that can block runs on the socket thread).
      */
     private static final List<Fact> OLD_FACTS = List.of(
-            served(Op.REGISTER_KV_CACHE, HandlerKind.SYNC, 7, ""),
-            served(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, 1, ""),
+            served(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, ""),
+            served(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, ""),
             unsupported(Op.REGISTER_Q_CACHE),
             unsupported(Op.UNREGISTER_Q_CACHE),
             unsupported(Op.STORE_Q),

@@ -1,0 +1,146 @@
+package io.lmcache.server.cuda;
+
+import io.lmcache.server.protocol.TensorWrapper;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.ToLongFunction;
+
+/**
+ * The real CUDA backend: the devices, opening a worker's tensors, each device's copy engine, the
+ * pinned pool and the event poller. Exists only when a driver and a GPU were found.
+ */
+public final class CudaBackend implements GpuBackend {
+    private final CudaDevices devices;
+    private final EventPoller poller = new EventPoller();
+    private PinnedPool pinned;
+
+    CudaBackend(CudaDevices devices) {
+        this.devices = devices;
+    }
+
+    @Override
+    public boolean available() {
+        return true;
+    }
+
+    @Override
+    public String describe() {
+        return devices.describe();
+    }
+
+    public CudaDevices devices() {
+        return devices;
+    }
+
+    /** Pins the pool's regions as they are prepared, through the first GPU's context (portable to every GPU). */
+    @Override
+    public synchronized PinnedPool pinnedPool(int regions, long regionBytes) {
+        if (pinned == null) {
+            pinned = new PinnedPool(devices.devices().getFirst(), regions, regionBytes);
+        }
+        return pinned;
+    }
+
+    @Override
+    public void pin(int region, MemorySegment slice) {
+        pinned.register(region, slice);
+    }
+
+    @Override
+    public DeviceTensors open(List<TensorWrapper> wrappers) {
+        return DeviceTensors.open(devices, wrappers);
+    }
+
+    @Override
+    public CopyEngine engine(CudaDevice device) {
+        return device.engine(poller, pinned);
+    }
+
+    /** The engine of the GPU with this UUID, or of the first GPU when it is unknown (failure replies only). */
+    @Override
+    public CopyEngine engineFor(String deviceUuid) {
+        for (CudaDevice device : devices.devices()) {
+            if (deviceUuid != null && device.uuid().equals(CudaDevices.normalizeUuid(deviceUuid))) {
+                return engine(device);
+            }
+        }
+        return engine(devices.devices().getFirst());
+    }
+
+    @Override
+    public int pendingTransfers() {
+        return poller.pendingCount();
+    }
+
+    /** GPU time of the completed transfers in one direction, over every device. */
+    @Override
+    public long copyNanos(Direction direction) {
+        return sumOverEngines(engine -> engine.gpuNanos(direction));
+    }
+
+    /** Bytes of the completed transfers in one direction, over every device. */
+    @Override
+    public long copyBytes(Direction direction) {
+        return sumOverEngines(engine -> engine.copiedBytes(direction));
+    }
+
+    /** Over the devices whose copy engine exists (reading counters creates none). */
+    private long sumOverEngines(ToLongFunction<CopyEngine> counter) {
+        long total = 0;
+        for (CudaDevice device : devices.devices()) {
+            CopyEngine engine = device.existingEngine();
+            total += engine == null ? 0 : counter.applyAsLong(engine);
+        }
+        return total;
+    }
+
+    @Override
+    public void resetCopyCounters() {
+        for (CudaDevice device : devices.devices()) {
+            CopyEngine engine = device.existingEngine();
+            if (engine != null) {
+                engine.resetCounters();
+            }
+        }
+    }
+
+    /** What /status shows of CUDA. */
+    @Override
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        List<Map<String, Object>> list = new ArrayList<>();
+        int mappings = 0;
+        for (CudaDevice device : devices.devices()) {
+            int open = device.ipc().openMappings();
+            mappings += open;
+            list.add(Map.of("ordinal", device.ordinal(), "name", device.name(), "uuid", device.uuid(), "open_ipc_mappings", open));
+        }
+        status.put("devices", list);
+        status.put("open_ipc_mappings", mappings);
+        status.put("pinned_regions", pinned == null ? 0 : pinned.registeredRegions());
+        status.put("transfers_in_flight", poller.pendingCount());
+        status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
+        status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
+        status.put("store_gpu_seconds", copyNanos(Direction.TO_POOL) / 1e9);
+        status.put("retrieve_gpu_seconds", copyNanos(Direction.FROM_POOL) / 1e9);
+        return status;
+    }
+
+    @Override
+    public EventPoller eventPoller() {
+        return poller;
+    }
+
+    /** Waits for transfers in flight, unpins the pool (before its memory goes), releases the contexts. */
+    @Override
+    public void close() {
+        poller.close();
+        if (pinned != null) {
+            pinned.close();
+        }
+        devices.close();
+    }
+}

@@ -1,0 +1,94 @@
+package io.lmcache.server.module;
+
+import io.lmcache.server.protocol.EngineDrivenRegistration;
+import io.lmcache.server.storage.StoredObject;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One registered engine-driven worker and what it has in flight: reservations (PREPARE_STORE
+ * without COMMIT_STORE) and pinned retrieves (PREPARE_RETRIEVE without COMMIT_RETRIEVE). Its maps
+ * are guarded by the context itself, a leaf lock never held across calls into the store.
+ */
+final class EngineDrivenContext {
+    /** A reservation's identity: the key without request id, configs and readers (§7.3), the prefix named by its last chunk. */
+    record PendingKey(String model, String salt, int worldSize, int workerId, int start, int end, long lastHi, long lastLo) {}
+
+    record Pending(List<StoredObject> objects, long createdNs) {}
+
+    final EngineDrivenRegistration registration;
+    final long objectBytes;
+    final int[] slotShape;
+    final int format;
+    private final Map<PendingKey, Pending> writes = new HashMap<>();
+    private final Map<PendingKey, Pending> reads = new HashMap<>();
+
+    EngineDrivenContext(EngineDrivenRegistration registration, long objectBytes, int[] slotShape, int format) {
+        this.registration = registration;
+        this.objectBytes = objectBytes;
+        this.slotShape = slotShape;
+        this.format = format;
+    }
+
+    /** Records a reservation; returns the one it replaces (the caller aborts it). */
+    synchronized Pending putWrite(PendingKey key, Pending pending) {
+        return writes.put(key, pending);
+    }
+
+    synchronized Pending takeWrite(PendingKey key) {
+        return writes.remove(key);
+    }
+
+    /** Records a pinned retrieve (or a miss, with no objects); returns the one it replaces (the caller unpins it). */
+    synchronized Pending putRead(PendingKey key, Pending pending) {
+        return reads.put(key, pending);
+    }
+
+    synchronized Pending takeRead(PendingKey key) {
+        return reads.remove(key);
+    }
+
+    /** Empties both maps; the caller gives back what they held. */
+    synchronized void drain(List<Pending> writesOut, List<Pending> readsOut) {
+        writesOut.addAll(writes.values());
+        readsOut.addAll(reads.values());
+        writes.clear();
+        reads.clear();
+    }
+
+    /** Moves what is older than its TTL out of the maps; the caller gives it back. */
+    synchronized void collectExpired(long writeCutoffNs, long readCutoffNs, List<Pending> writesOut, List<Pending> readsOut) {
+        collectOlder(writes, writeCutoffNs, writesOut);
+        collectOlder(reads, readCutoffNs, readsOut);
+    }
+
+    private static void collectOlder(Map<PendingKey, Pending> pending, long cutoffNs, List<Pending> out) {
+        for (Iterator<Pending> it = pending.values().iterator(); it.hasNext(); ) {
+            Pending p = it.next();
+            if (p.createdNs() - cutoffNs < 0) {
+                it.remove();
+                out.add(p);
+            }
+        }
+    }
+
+    synchronized int pendingCount() {
+        return writes.size() + reads.size();
+    }
+
+    /** This instance's {@code non_cuda_context_meta} entry. */
+    synchronized Map<String, Object> status() {
+        EngineDrivenRegistration r = registration;
+        Map<String, Object> entry = new LinkedHashMap<>();
+        entry.put("model_name", r.modelName());
+        entry.put("world_size", r.worldSize());
+        entry.put("block_size", r.blockSize());
+        entry.put("use_mla", r.useMla());
+        entry.put("pending_stores", writes.size());
+        entry.put("pending_retrieves", reads.size());
+        return entry;
+    }
+}

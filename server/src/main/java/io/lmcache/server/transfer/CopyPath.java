@@ -1,0 +1,87 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.cuda.CudaException;
+import io.lmcache.server.cuda.DeviceTensors;
+import io.lmcache.server.cuda.Direction;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.TensorWrapper;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * How one registered instance's bytes move: chosen once at REGISTER from its tensor wrappers and
+ * held by its {@link InstanceContext}, so no transfer asks what kind of tensors it has. Host
+ * (shared memory, copied before the reply) or CUDA (IPC mappings, copied by the GPU after it).
+ */
+public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
+
+    /** Emits the pieces of one transfer (the module plans them from the transfer plan and its objects). */
+    @FunctionalInterface
+    interface PieceSource {
+        void emit(PieceSink sink);
+    }
+
+    /** Runs exactly once per {@link #copy}: inline on the host path, on the event thread on the CUDA path. */
+    @FunctionalInterface
+    interface Completion {
+        void done(boolean ok, long bytes, String error);
+    }
+
+    /**
+     * The event handle for the reply and whether the copy was accepted; {@code enqueueError} says
+     * why the GPU refused it (the completion then still runs, with {@code false}).
+     */
+    record Copied(byte[] eventHandle, boolean accepted, String enqueueError) {}
+
+    /**
+     * Copies between the instance's tensors and the pool. The lease passes to the copy: on the
+     * CUDA path the copy's completion returns it (the caller's close becomes a no-op).
+     */
+    Copied copy(Direction direction, PieceSource pieces, byte[] clientEvent, InstanceContext.Lease lease, Completion done);
+
+    /** The reply to a transfer refused before any copy: on CUDA a valid recorded event on the instance's GPU. */
+    Reply failure(Direction direction);
+
+    /** Null when the mappings still reach the worker's memory, else why not. */
+    String checkAlive();
+
+    /** Unmaps (shm) or closes the IPC mappings; called once, by the release thread only. */
+    void close() throws Exception;
+
+    /** A short name for logs and /status: "host" or "cuda". */
+    String kind();
+
+    /** Maps the registration's tensors and picks the path; throws (mapping nothing) when they cannot be served. */
+    static CopyPath open(List<TensorWrapper> wrappers, GpuBackend gpu, MemorySegment pool) throws LayoutException {
+        List<TensorWrapper.CpuShm> shm = new ArrayList<>();
+        for (TensorWrapper wrapper : wrappers) {
+            switch (wrapper) {
+                case TensorWrapper.CpuShm cpu -> shm.add(cpu);
+                case TensorWrapper.CudaIpc ipc -> { }
+                case TensorWrapper.RawCudaIpc raw -> { }
+                case TensorWrapper.Unsupported unsupported -> { }
+            }
+        }
+        if (shm.size() == wrappers.size()) {
+            return new HostCopyPath(HostKvTensors.map(shm), pool);
+        }
+        if (!shm.isEmpty()) {
+            throw new LayoutException("a registration mixes CPU shared-memory and CUDA tensors");
+        }
+        try {
+            DeviceTensors tensors = gpu.open(wrappers);
+            try {
+                // the device's copy engine (kernel module, streams, 128 MiB of staging) is made now,
+                // so the first transfer does not pay for it and a GPU too full for it fails here
+                return new CudaCopyPath(tensors, gpu.engine(tensors.device()));
+            } catch (CudaException e) {
+                tensors.close();
+                throw e;
+            }
+        } catch (CudaException e) {
+            throw new LayoutException(e.getMessage());
+        }
+    }
+}

@@ -1,0 +1,38 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.metrics.ServerMetrics;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** Counts (by op and reason) and logs the STORE/RETRIEVE requests of LMCache-driven transfers answered with false. */
+public final class TransferFailures {
+    private static final Logger LOG = LoggerFactory.getLogger(TransferFailures.class);
+    private static final String FAILURES = "lmcache_mp.transfer_failures";
+    private static final String FAILURES_HELP = "STORE/RETRIEVE answered with false, by reason";
+    private static final String[] REASONS = {"unknown_instance", "registration_failed", "bad_range", "bad_worker_id", "bad_block_ids",
+        "tensors_gone", "copy_failed", "no_memory", "not_found", "bad_skip"};
+
+    private final ServerMetrics metrics;
+
+    public TransferFailures(ServerMetrics metrics) {
+        this.metrics = metrics;
+        for (String op : new String[] {"store", "retrieve"}) {
+            for (String reason : REASONS) {
+                metrics.declare(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+            }
+        }
+    }
+
+    /** Counts one failure; logs {@code message} unless it is null. */
+    public void fail(String op, String reason, String message) {
+        metrics.increment(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+        if (message != null) {
+            LOG.warn("{}; answering false", message);
+        }
+    }
+
+    /** A refused plan: counted under its reason, logged as {@code OP for instance ID: why}. */
+    public void refused(String op, long instanceId, PlanResult.Refused refused) {
+        fail(op, refused.reason(), op.toUpperCase() + " for instance " + instanceId + ": " + refused.message());
+    }
+}
