@@ -2,7 +2,7 @@ package io.lmcache.server;
 
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.NamedThreads;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

@@ -1,5 +1,8 @@
 /**
  * The lmcache-server: {@link io.lmcache.server.Main} parses the command line and
+import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.loop.ConnectionMonitor;
+import io.lmcache.server.loop.PeerConnections;
  * {@link io.lmcache.server.LmcacheServer} wires the parts and stops them in reverse.
  *
  * <h2>Thread map</h2>

@@ -2,7 +2,7 @@ package io.lmcache.bench.latency;
 
 import io.lmcache.bench.Machine;
 import io.lmcache.bench.ResultsFile;
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.NamedThreads;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;

@@ -6,6 +6,7 @@ import java.io.UncheckedIOException;
 import java.nio.ByteOrder;
 import java.nio.LongBuffer;
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.concurrent.atomic.LongAdder;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
@@ -181,7 +182,7 @@ public final class CopyEngine implements AutoCloseable {
                 throw new CudaException("copy_pieces.ptx is missing from the jar");
             }
             byte[] text = in.readAllBytes();
-            return java.util.Arrays.copyOf(text, text.length + 1); // cuModuleLoadData wants a C string
+            return Arrays.copyOf(text, text.length + 1); // cuModuleLoadData wants a C string
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

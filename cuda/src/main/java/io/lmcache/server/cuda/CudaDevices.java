@@ -1,8 +1,10 @@
 package io.lmcache.server.cuda;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Locale;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUuuid;
 import jcuda.driver.JCudaDriver;
@@ -62,7 +64,7 @@ public final class CudaDevices implements AutoCloseable {
 
     /** Accepts torch's form, with or without nvidia-smi's {@code GPU-} prefix, any case. */
     public static String normalizeUuid(String uuid) {
-        String bare = uuid.strip().toLowerCase(java.util.Locale.ROOT);
+        String bare = uuid.strip().toLowerCase(Locale.ROOT);
         return bare.startsWith("gpu-") ? bare.substring(4) : bare;
     }
 
@@ -71,7 +73,7 @@ public final class CudaDevices implements AutoCloseable {
         while (end < bytes.length && bytes[end] != 0) {
             end++;
         }
-        return new String(bytes, 0, end, java.nio.charset.StandardCharsets.UTF_8);
+        return new String(bytes, 0, end, StandardCharsets.UTF_8);
     }
 
     public List<CudaDevice> devices() {

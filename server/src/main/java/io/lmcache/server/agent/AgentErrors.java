@@ -1,6 +1,6 @@
 package io.lmcache.server.agent;
 
-import io.lmcache.server.loop.RateLimitedLog;
+import io.lmcache.server.logging.RateLimitedLog;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;

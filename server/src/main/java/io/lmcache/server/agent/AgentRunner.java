@@ -1,6 +1,5 @@
 package io.lmcache.server.agent;
 
-import io.lmcache.server.loop.NamedThreads;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;

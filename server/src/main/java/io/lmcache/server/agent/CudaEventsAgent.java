@@ -34,14 +34,13 @@ public final class CudaEventsAgent implements Agent {
         return "cuda-events";
     }
 
-    /** Builds and starts the runner; the poller's close (GpuBackend's) drains what is left on the closing thread. */
-    public static AgentRunner start(EventPoller poller, AgentErrors errors) {
+    /** Builds the runner (the caller starts it); the poller's close (GpuBackend's) drains what is left on the closing thread. */
+    public static AgentRunner runner(EventPoller poller, AgentErrors errors) {
         // runs on: lmcache-cuda-events (after each turn)
         IdleStrategy idle = workCount -> LockSupport.parkNanos(poller.pendingCount() > 0 ? BUSY_PARK_NS : IDLE_PARK_NS);
         AgentRunner runner = new AgentRunner(THREAD, new CudaEventsAgent(poller), idle, errors, CLOSE_TIMEOUT_NS);
         // runs on: the thread that submitted the transfer (lmcache-transfer-*)
         poller.wakeUpWith(runner::wake);
-        runner.start();
         return runner;
     }
 }

@@ -17,11 +17,9 @@ public final class Housekeeping {
 
     private Housekeeping() {}
 
-    /** Builds and starts the runner over {@code agents} (each keeps its own role for error counts). */
-    public static AgentRunner start(AgentErrors errors, List<? extends Agent> agents) {
-        AgentRunner runner = new AgentRunner(THREAD, new CompositeAgent("housekeeping", errors, agents), IdleStrategy.backoff(MAX_PARK_NS),
-                errors, CLOSE_TIMEOUT_NS);
-        runner.start();
-        return runner;
+    /** Builds the runner over {@code agents} (each keeps its own role for error counts); the caller starts it. */
+    public static AgentRunner runner(AgentErrors errors, List<? extends Agent> agents) {
+        return new AgentRunner(THREAD, new CompositeAgent("housekeeping", errors, agents), IdleStrategy.backoff(MAX_PARK_NS), errors,
+                CLOSE_TIMEOUT_NS);
     }
 }

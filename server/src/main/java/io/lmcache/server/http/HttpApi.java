@@ -7,8 +7,9 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import org.slf4j.Logger;
@@ -45,7 +46,7 @@ public final class HttpApi implements AutoCloseable {
 
     private final HttpServer server;
     private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("lmcache-http-", 0).factory());
-    private final Map<String, Route> routes = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<String, Route> routes = new ConcurrentHashMap<>();
 
     public HttpApi(String host, int port) throws IOException {
         server = HttpServer.create(new InetSocketAddress(host, port), 64);
@@ -75,7 +76,7 @@ public final class HttpApi implements AutoCloseable {
             if (route == null) {
                 response = Response.json(404, Map.of("error", "not found", "path", path));
             } else {
-                response = route.handle(exchange.getRequestMethod().toUpperCase(java.util.Locale.ROOT), exchange);
+                response = route.handle(exchange.getRequestMethod().toUpperCase(Locale.ROOT), exchange);
             }
         } catch (ServerRoutes.BadRequest e) {
             response = Response.json(400, Map.of("error", e.getMessage()));

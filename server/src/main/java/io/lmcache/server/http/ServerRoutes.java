@@ -1,12 +1,14 @@
 package io.lmcache.server.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.logging.LogSetup;
 import java.io.IOException;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.function.Supplier;
 import org.slf4j.LoggerFactory;
@@ -94,7 +96,7 @@ public final class ServerRoutes {
     }
 
     private static boolean isLevel(String level) {
-        return switch (level.strip().toUpperCase(java.util.Locale.ROOT)) {
+        return switch (level.strip().toUpperCase(Locale.ROOT)) {
             case "TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "OFF" -> true;
             default -> false;
         };
@@ -105,7 +107,7 @@ public final class ServerRoutes {
     }
 
     /** The JSON body, or an empty object (a body is optional everywhere here). */
-    private static JsonNode body(com.sun.net.httpserver.HttpExchange exchange) throws IOException {
+    private static JsonNode body(HttpExchange exchange) throws IOException {
         byte[] bytes = exchange.getRequestBody().readNBytes(64 * 1024);
         if (bytes.length == 0) {
             return HttpApi.JSON.createObjectNode();

@@ -1,5 +1,6 @@
 package io.lmcache.server.liveness;
 
+import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.PeerId;
 import java.util.ArrayList;
 import java.util.Iterator;

@@ -1,7 +1,7 @@
 package io.lmcache.server.liveness;
 
 import io.lmcache.server.agent.Agent;
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.NamedThreads;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.DelayQueue;
 import java.util.concurrent.Delayed;

@@ -1,5 +1,7 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;

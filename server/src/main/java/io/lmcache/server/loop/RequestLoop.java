@@ -1,10 +1,10 @@
 package io.lmcache.server.loop;
 
-import io.lmcache.server.liveness.ConnectionMonitor;
-import io.lmcache.server.liveness.PeerConnections;
+import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.RequestDecoder;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -81,7 +81,7 @@ public final class RequestLoop implements AutoCloseable {
         // the wake-up path: a DEALER with a reserved identity, connected in-process to this ROUTER
         String wakeEndpoint = "inproc://lmcache-wake-" + System.identityHashCode(this);
         router.bind(wakeEndpoint);
-        wakeIdentity = ("\u00ffwake-" + System.identityHashCode(this)).getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        wakeIdentity = ("\u00ffwake-" + System.identityHashCode(this)).getBytes(StandardCharsets.ISO_8859_1);
         wakeSocket = context.createSocket(SocketType.DEALER);
         wakeSocket.setIdentity(wakeIdentity);
         wakeSocket.setSndHWM(16);

@@ -1,12 +1,15 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.List;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.IntSupplier;
 
@@ -34,11 +37,12 @@ public final class MetricsBinder {
         adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.writeLockExpiries, "kind", "write");
         adder(metrics, "lmcache_mp.l1_format_mismatches", "reads of an object stored in another layout (a miss)", c.formatMismatches);
         metrics.onReset(c::reset);
-        metrics.gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects", () -> store.snapshot().usedBytes());
+        // O(1) fields published by the store: a scrape never waits on the lock inline LOOKUPs take
+        metrics.gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects", store::usedBytes);
         metrics.gauge("lmcache_mp.l1_memory_total_bytes", "size of the L1 pool", store::poolBytes);
-        metrics.gauge("lmcache_mp.l1_memory_ready_bytes", "bytes of L1 prepared and allocatable", () -> store.snapshot().readyBytes());
+        metrics.gauge("lmcache_mp.l1_memory_ready_bytes", "bytes of L1 prepared and allocatable", store::readyBytes);
         metrics.gauge("lmcache_mp.l1_usage_ratio", "L1 used bytes over its size", store::usageRatio);
-        metrics.gauge("lmcache_mp.l1_objects", "chunk objects in L1", () -> store.snapshot().objects());
+        metrics.gauge("lmcache_mp.l1_objects", "chunk objects in L1", store::objectCount);
     }
 
     public static void bindLiveness(ServerMetrics metrics, Reaper reaper) {
@@ -47,11 +51,31 @@ public final class MetricsBinder {
             metrics.functionCounter("lmcache_mp.reaped_workers", "worker instances reaped, by reason", reaper, r -> r.reaped(reason),
                     "reason", reason.label());
         }
-        metrics.functionCounter("lmcache_mp.reaper_release_timeouts", "releases of a reaped worker that took too long", reaper,
-                Reaper::releaseTimeouts);
-        metrics.functionCounter("lmcache_mp.reaper_release_failures", "releases of a reaped worker that failed", reaper,
-                Reaper::releaseFailures);
+        metrics.functionCounter("lmcache_mp.reaper_scans", "passes of the worker reaper", reaper, Reaper::scans);
         metrics.onReset(reaper::resetCounters);
+    }
+
+    /** The release thread: every native release (shm unmap, CUDA IPC close) of UNREGISTER, the reaper and the last lease. */
+    public static void bindReleases(ServerMetrics metrics, ReleaseThread releases) {
+        metrics.functionCounter("lmcache_mp.release_timeouts", "native releases abandoned past their time (a close stuck in the driver)",
+                releases, ReleaseThread::timeouts);
+        metrics.functionCounter("lmcache_mp.release_failures", "native release attempts that failed (retried with backoff)", releases,
+                ReleaseThread::failures);
+        metrics.functionCounter("lmcache_mp.release_completed", "native releases done (shm unmaps, CUDA IPC closes)", releases,
+                ReleaseThread::completed);
+        metrics.functionCounter("lmcache_mp.release_dropped", "native releases dropped: the end-of-life queue was full", releases,
+                ReleaseThread::dropped);
+        metrics.functionCounter("lmcache_mp.release_abandoned_cap_hits", "stuck releases waited on: the abandoned-thread cap was hit",
+                releases, ReleaseThread::abandonedCapHits);
+        metrics.gauge("lmcache_mp.release_pending", "native releases queued or running", releases::pending);
+    }
+
+    /** Failed turns of the background agents (each keeps running), by role. */
+    public static void bindAgents(ServerMetrics metrics, AgentErrors errors, List<String> roles) {
+        for (String role : roles) {
+            metrics.functionCounter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", errors,
+                    e -> e.count(role), "role", role);
+        }
     }
 
     /** GPU time and bytes of the copies (CUDA hosts only): bytes over seconds is the rate the copies ran at on the GPU. */

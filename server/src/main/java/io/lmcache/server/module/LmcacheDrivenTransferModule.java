@@ -7,7 +7,7 @@ import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
-import io.lmcache.server.liveness.PeerConnections;
+import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;

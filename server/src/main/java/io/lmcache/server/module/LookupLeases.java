@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.storage.ObjectStore;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -27,7 +28,7 @@ public final class LookupLeases {
         Lease(ObjectStore.ReadLock[] locks, int readers, int worldSize, long createdNs) {
             this.locks = locks;
             this.remaining = new int[locks.length];
-            java.util.Arrays.fill(remaining, readers);
+            Arrays.fill(remaining, readers);
             this.worldSize = worldSize;
             this.createdNs = createdNs;
         }

@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
  * REPORT_BLOCK_ALLOCATION, and the worker reaper over every liveness target. Built last and closed
  * first, so no reap runs against a half-closed module.
  */
-public final class ManagementModule implements AutoCloseable {
+public final class ManagementModule {
     private static final Logger LOG = LoggerFactory.getLogger(ManagementModule.class);
     private static final Reply OK = new Reply.Str("OK");
     private static final Reply NO_EXPERIMENTS = new Reply.StrList(List.of());
@@ -121,10 +121,5 @@ public final class ManagementModule implements AutoCloseable {
 
     public Reaper reaper() {
         return reaper;
-    }
-
-    @Override
-    public void close() {
-        // the reaper is an agent: its runner stops it
     }
 }

@@ -1,9 +1,10 @@
 package io.lmcache.server.storage;
 
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.NamedThreads;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
@@ -222,7 +223,7 @@ public final class L1Pool implements AutoCloseable {
 
     private static void touchPages(MemorySegment slice) {
         for (long offset = 0; offset < slice.byteSize(); offset += PAGE) {
-            slice.set(java.lang.foreign.ValueLayout.JAVA_BYTE, offset, (byte) 0);
+            slice.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
         }
     }
 

@@ -14,7 +14,6 @@ public final class L1Tier implements AutoCloseable {
     private final L1Pool pool;
     private final ObjectStore store;
     private final StoreCounters counters = new StoreCounters();
-    private EvictionController controller;
 
     public L1Tier(ServerConfig config) {
         pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes());
@@ -23,21 +22,16 @@ public final class L1Tier implements AutoCloseable {
                 System::nanoTime, counters);
     }
 
-    /**
-     * Starts preparing regions (prefault, then {@code stages}) and builds the eviction controller,
-     * whose ticks also run {@code sweepers}; returns it for the housekeeping thread to run.
-     */
-    public EvictionController start(ServerConfig config, List<L1Pool.RegionStage> stages, List<EvictionController.Sweeper> sweepers) {
-        // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
-        pool.startPreparation(stages, store::addReadyRegion);
-        controller = new EvictionController(store, config.evictionPolicy(), config.evictionTriggerWatermark(), config.evictionRatio(),
-                TICK_NS, sweepers);
-        return controller;
+    /** The eviction controller, whose ticks also run {@code sweepers}: an agent for the housekeeping thread to run. */
+    public EvictionController evictionController(ServerConfig config, List<EvictionController.Sweeper> sweepers) {
+        return new EvictionController(store, config.evictionPolicy(), config.evictionTriggerWatermark(), config.evictionRatio(), TICK_NS,
+                sweepers);
     }
 
-    /** The controller {@link #start} built, or null before it. */
-    public EvictionController evictionController() {
-        return controller;
+    /** Starts preparing regions: prefault, then {@code stages} (pinning where there is a GPU). */
+    public void startPreparation(List<L1Pool.RegionStage> stages) {
+        // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
+        pool.startPreparation(stages, store::addReadyRegion);
     }
 
     public L1Pool pool() {

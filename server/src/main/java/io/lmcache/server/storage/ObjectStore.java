@@ -2,12 +2,7 @@ package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
-import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.HashSet;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
@@ -23,7 +18,10 @@ import java.util.function.LongSupplier;
  * drains the region of the least recently used object so a whole region changes class, which is
  * why a full pool never fails from fragmentation while anything is evictable.
  *
- * <p>One lock guards everything here and is never held across a copy or a call out.
+ * <p>One lock guards everything here and is never held across a copy or a call out. This class
+ * decides when locks begin and end; {@link ObjectTable} keeps the objects, their memory and
+ * eviction order, {@link LockDeadlines} the lock TTLs, {@link StoreCounts} the sizes status and
+ * the gauges read without the lock.
  */
 public final class ObjectStore {
     /** {@link #reserve} outcome: the object is already stored or being stored. */
@@ -38,34 +36,24 @@ public final class ObjectStore {
     public record ClearResult(int removed, long bytes, int deferred) {}
 
     private final ReentrantLock lock = new ReentrantLock();
-    private final SlabAllocator allocator;
-    private final NamespaceTable namespaces = new NamespaceTable();
-    private final Map<ObjectKey, StoredObject> objects = new HashMap<>();
-    private final Set<StoredObject> writing = new LinkedHashSet<>();
-    private final Set<StoredObject> readLocked = new HashSet<>();
-    /** Removed by a forced clear but still in use: their memory is freed when the use ends. */
-    private final Set<StoredObject> doomedInUse = new HashSet<>();
-    private final StoredObject[] regionHeads;
-    private final EvictionPolicy policy;
+    private final ObjectTable table;
+    private final LockDeadlines deadlines = new LockDeadlines();
+    private final StoreCounts counts;
     private final long writeTtlNs;
     private final long readTtlNs;
     private final LongSupplier clockNs;
     private final StoreCounters counters;
     private final long poolBytes;
-    private StoredObject lruHead;
-    private StoredObject lruTail;
-    private long objectBytes;
 
     public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicy policy, long writeTtlNs, long readTtlNs,
             LongSupplier clockNs, StoreCounters counters) {
-        this.allocator = allocator;
         this.poolBytes = poolBytes;
-        this.policy = policy;
         this.writeTtlNs = writeTtlNs;
         this.readTtlNs = readTtlNs;
         this.clockNs = clockNs;
         this.counters = counters;
-        this.regionHeads = new StoredObject[allocator.regionCount()];
+        this.table = new ObjectTable(allocator, policy, counters);
+        this.counts = new StoreCounts(poolBytes);
     }
 
     private static StoredObject sentinel() {
@@ -82,9 +70,9 @@ public final class ObjectStore {
     public void addReadyRegion(int region) {
         lock.lock();
         try {
-            allocator.addReadyRegion(region);
+            table.addReadyRegion(region);
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -97,26 +85,21 @@ public final class ObjectStore {
     public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format) {
         lock.lock();
         try {
-            int namespace = namespaces.peek(model, salt);
-            if (namespace != 0 && objects.containsKey(new ObjectKey(namespace, kvRank, group, hashHi, hashLo))) {
+            int namespace = table.namespace(model, salt);
+            if (namespace != 0 && table.get(namespace, kvRank, group, hashHi, hashLo) != null) {
                 return EXISTS;
             }
-            long offset = allocateEvicting(bytes);
-            if (offset < 0) {
+            long nowNs = clockNs.getAsLong();
+            StoredObject object = table.insert(model, salt, kvRank, group, hashHi, hashLo, bytes, format, nowNs);
+            if (object == null) {
                 counters.allocationFailures.increment();
                 return NO_MEMORY;
             }
-            namespace = namespaces.acquire(model, salt);
-            long nowNs = clockNs.getAsLong();
-            StoredObject object = new StoredObject(new ObjectKey(namespace, kvRank, group, hashHi, hashLo), offset, bytes, format, nowNs);
             object.writeDeadlineNs = nowNs + writeTtlNs;
-            objects.put(object.key, object);
-            writing.add(object);
-            linkRegion(object);
-            objectBytes += bytes;
+            deadlines.writeLocked(object);
             return object;
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -131,18 +114,18 @@ public final class ObjectStore {
             if (object.state != StoredObject.State.WRITING) {
                 return false;
             }
-            writing.remove(object);
+            deadlines.writeEnded(object);
             if (object.doomed) {
-                freeObject(object, EvictionReason.CLEAR);
+                table.freeObject(object, EvictionReason.CLEAR);
                 return false;
             }
             object.state = StoredObject.State.READY;
             counters.writeChunks.increment();
             counters.writeBytes.add(object.bytes);
-            relinkIfUnlocked(object);
+            table.relinkIfUnlocked(object);
             return true;
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -151,11 +134,11 @@ public final class ObjectStore {
         lock.lock();
         try {
             if (object.state == StoredObject.State.WRITING) {
-                writing.remove(object);
-                removeAndFree(object, EvictionReason.ABORTED_WRITE);
+                deadlines.writeEnded(object);
+                table.removeAndFree(object, EvictionReason.ABORTED_WRITE);
             }
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -169,11 +152,11 @@ public final class ObjectStore {
     public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes) {
         lock.lock();
         try {
-            int namespace = namespaces.peek(model, salt);
+            int namespace = table.namespace(model, salt);
             if (namespace == 0) {
                 return null;
             }
-            StoredObject object = objects.get(new ObjectKey(namespace, kvRank, group, hashHi, hashLo));
+            StoredObject object = table.get(namespace, kvRank, group, hashHi, hashLo);
             if (object == null || object.state != StoredObject.State.READY) {
                 return null;
             }
@@ -181,11 +164,10 @@ public final class ObjectStore {
                 counters.formatMismatches.increment();
                 return null;
             }
-            unlinkLru(object);
-            object.pins++;
+            table.pinned(object);
             return object;
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -193,18 +175,14 @@ public final class ObjectStore {
     public void unpin(StoredObject object, boolean read) {
         lock.lock();
         try {
-            object.pins--;
+            table.unpinned(object);
             if (read) {
                 counters.readChunks.increment();
                 counters.readBytes.add(object.bytes);
             }
-            if (object.doomed) {
-                freeIfUnreferenced(object);
-            } else {
-                relinkIfUnlocked(object);
-            }
+            table.afterUnlock(object);
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -217,7 +195,7 @@ public final class ObjectStore {
             int readers, List<ReadLock> locks) {
         lock.lock();
         try {
-            int namespace = namespaces.peek(model, salt);
+            int namespace = table.namespace(model, salt);
             if (namespace == 0) {
                 return 0;
             }
@@ -227,7 +205,7 @@ public final class ObjectStore {
             for (int chunk = fromChunk; chunk < toChunk; chunk++) {
                 boolean all = true;
                 for (int rank = 0; rank < worldSize && all; rank++) {
-                    StoredObject object = objects.get(new ObjectKey(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]));
+                    StoredObject object = table.get(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]);
                     all = object != null && object.state == StoredObject.State.READY;
                     ranks[rank] = object;
                 }
@@ -237,17 +215,17 @@ public final class ObjectStore {
                 hits++;
                 if (readers > 0) {
                     for (StoredObject object : ranks) {
-                        unlinkLru(object);
+                        table.locked(object);
                         object.readers += readers;
                         object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
-                        readLocked.add(object);
+                        deadlines.readLocked(object);
                         locks.add(new ReadLock(object, object.readEpoch));
                     }
                 }
             }
             return hits;
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -261,15 +239,11 @@ public final class ObjectStore {
             }
             object.readers = Math.max(0, object.readers - count);
             if (object.readers == 0) {
-                readLocked.remove(object);
-                if (object.doomed) {
-                    freeIfUnreferenced(object);
-                } else {
-                    relinkIfUnlocked(object);
-                }
+                deadlines.readEnded(object);
+                table.afterUnlock(object);
             }
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -287,14 +261,14 @@ public final class ObjectStore {
         while (more && freed < targetBytes) {
             lock.lock();
             try {
-                for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes && lruTail != null; batch++) {
-                    StoredObject victim = lruTail;
+                for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes && table.lruTail() != null; batch++) {
+                    StoredObject victim = table.lruTail();
                     freed += victim.bytes;
-                    removeAndFree(victim, reason);
+                    table.removeAndFree(victim, reason);
                 }
-                more = lruTail != null;
+                more = table.lruTail() != null;
             } finally {
-                lock.unlock();
+                unlock();
             }
         }
         return freed;
@@ -308,31 +282,21 @@ public final class ObjectStore {
         try {
             long nowNs = clockNs.getAsLong();
             int reclaimed = 0;
-            for (StoredObject object : List.copyOf(writing)) {
-                if (object.writeDeadlineNs - nowNs < 0) {
-                    writing.remove(object);
-                    counters.writeLockExpiries.increment();
-                    removeAndFree(object, EvictionReason.EXPIRED_WRITE);
-                    reclaimed++;
-                }
+            for (StoredObject object : deadlines.takeExpiredWrites(nowNs)) {
+                counters.writeLockExpiries.increment();
+                table.removeAndFree(object, EvictionReason.EXPIRED_WRITE);
+                reclaimed++;
             }
-            for (StoredObject object : List.copyOf(readLocked)) {
-                if (object.readDeadlineNs - nowNs < 0) {
-                    readLocked.remove(object);
-                    object.readers = 0;
-                    object.readEpoch++;
-                    counters.readLockExpiries.increment();
-                    if (object.doomed) {
-                        freeIfUnreferenced(object);
-                    } else {
-                        relinkIfUnlocked(object);
-                    }
-                    reclaimed++;
-                }
+            for (StoredObject object : deadlines.takeExpiredReads(nowNs)) {
+                object.readers = 0;
+                object.readEpoch++;
+                counters.readLockExpiries.increment();
+                table.afterUnlock(object);
+                reclaimed++;
             }
             return reclaimed;
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
@@ -346,23 +310,20 @@ public final class ObjectStore {
             int removed = 0;
             int deferred = 0;
             long bytes = 0;
-            for (StoredObject object : new ArrayList<>(objects.values())) {
+            for (StoredObject object : table.mapped()) {
                 if (!object.isLocked()) {
                     bytes += object.bytes;
-                    removeAndFree(object, EvictionReason.CLEAR);
+                    table.removeAndFree(object, EvictionReason.CLEAR);
                     removed++;
                 } else if (force) {
-                    objects.remove(object.key, object);
-                    object.doomed = true;
-                    doomedInUse.add(object);
-                    unlinkLru(object);
+                    table.doom(object);
                     if (object.state == StoredObject.State.READY && object.pins == 0) {
                         // only lookup read locks hold it: those locks no longer protect anything
-                        readLocked.remove(object);
+                        deadlines.readEnded(object);
                         object.readers = 0;
                         object.readEpoch++;
                         bytes += object.bytes;
-                        freeObject(object, EvictionReason.CLEAR);
+                        table.freeObject(object, EvictionReason.CLEAR);
                         removed++;
                     } else {
                         deferred++;
@@ -371,13 +332,13 @@ public final class ObjectStore {
             }
             return new ClearResult(removed, bytes, deferred);
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
     // --- status ----------------------------------------------------------------------------------
 
-    /** A consistent snapshot of the store, for status, metrics and tests. */
+    /** The store's sizes, for status, metrics and tests (see {@link StoreCounts} for how consistent). */
     public record Snapshot(long poolBytes, long readyBytes, long usedBytes, long objectBytes, int objects, int writeLocked,
             int readLocked, int pinned, int evictable, int namespaces, int freeRegions, int readyRegions) {
         public double usageRatio() {
@@ -385,30 +346,29 @@ public final class ObjectStore {
         }
     }
 
+    /** O(1) and without the lock: what the last change under the lock published. */
     public Snapshot snapshot() {
-        lock.lock();
-        try {
-            int pinned = 0;
-            int evictable = 0;
-            for (StoredObject object : objects.values()) {
-                pinned += object.pins > 0 ? 1 : 0;
-                evictable += object.inLru ? 1 : 0;
-            }
-            return new Snapshot(poolBytes, allocator.readyBytes(), allocator.usedBytes(), objectBytes, objects.size(), writing.size(),
-                    readLocked.size(), pinned, evictable, namespaces.size(), allocator.freeRegions(), allocator.readyRegions());
-        } finally {
-            lock.unlock();
-        }
+        return counts.snapshot();
     }
 
-    /** Used bytes over the pool size (what the watermark compares). */
+    /** Used bytes over the pool size (what the watermark compares); O(1), without the lock. */
     public double usageRatio() {
-        lock.lock();
-        try {
-            return (double) allocator.usedBytes() / poolBytes;
-        } finally {
-            lock.unlock();
-        }
+        return (double) counts.usedBytes() / poolBytes;
+    }
+
+    /** Bytes of the pool holding objects; O(1), without the lock. */
+    public long usedBytes() {
+        return counts.usedBytes();
+    }
+
+    /** Objects lookups can find; O(1), without the lock. */
+    public int objectCount() {
+        return counts.objects();
+    }
+
+    /** Bytes of the pool prepared and allocatable; O(1), without the lock. */
+    public long readyBytes() {
+        return counts.readyBytes();
     }
 
     public long poolBytes() {
@@ -416,195 +376,46 @@ public final class ObjectStore {
     }
 
     public long maxObjectBytes() {
-        return allocator.maxObjectBytes();
+        return table.maxObjectBytes();
     }
 
     /**
      * Checks the store's invariants (tests): live objects never overlap, the allocator's used bytes
      * are exactly the slots of the live objects, every live object is accounted once and sits on the
-     * LRU list exactly when it is evictable.
+     * LRU list exactly when it is evictable, and the published counts equal a full recount.
      */
     public void checkInvariants() {
         lock.lock();
         try {
-            List<StoredObject> live = new ArrayList<>(objects.values());
-            live.addAll(doomedInUse);
-            long bytes = 0;
-            long slotBytes = 0;
-            for (StoredObject object : live) {
-                if (object.state == StoredObject.State.FREED) {
-                    throw new IllegalStateException("a freed object is still live: " + object);
-                }
-                if (!allocator.isAllocated(object.offset)) {
-                    throw new IllegalStateException("a live object's slot is free in the allocator: " + object);
-                }
-                bytes += object.bytes;
-                slotBytes += allocator.slotBytesAt(object.offset);
-                boolean evictable = !object.isLocked() && !object.doomed;
-                if (evictable != object.inLru) {
-                    throw new IllegalStateException("LRU membership wrong: " + object);
-                }
-            }
-            live.sort(java.util.Comparator.comparingLong(o -> o.offset));
-            for (int i = 1; i < live.size(); i++) {
-                StoredObject previous = live.get(i - 1);
-                if (previous.offset + allocator.slotBytesAt(previous.offset) > live.get(i).offset) {
-                    throw new IllegalStateException("objects overlap: " + previous + " and " + live.get(i));
-                }
-            }
-            if (slotBytes != allocator.usedBytes() || live.size() != allocator.liveObjects()) {
-                throw new IllegalStateException("allocator counts " + allocator.usedBytes() + " bytes in " + allocator.liveObjects()
-                        + " objects, the live objects hold " + slotBytes + " in " + live.size());
-            }
-            if (bytes != objectBytes) {
-                throw new IllegalStateException("object bytes " + bytes + " differ from the accounted " + objectBytes);
-            }
-            int lruCount = 0;
-            for (StoredObject o = lruHead; o != null; o = o.lruNext) {
-                if (!o.inLru || o.isLocked() || o.doomed) {
-                    throw new IllegalStateException("locked or doomed object on the LRU list: " + o);
-                }
-                lruCount++;
-            }
-            long marked = live.stream().filter(o -> o.inLru).count();
-            if (marked != lruCount) {
-                throw new IllegalStateException("LRU list has " + lruCount + " objects, " + marked + " are marked");
-            }
+            table.check(counts);
         } finally {
-            lock.unlock();
+            unlock();
         }
     }
 
-    // --- internals (lock held) -------------------------------------------------------------------
-
-    private long allocateEvicting(long bytes) {
-        long offset = allocator.allocate(bytes);
-        if (offset >= 0 || policy == EvictionPolicy.NOOP || bytes > allocator.maxObjectBytes()) {
-            return offset;
+    /** The sizes counted by walking every object (tests: the O(1) counts must equal this). */
+    Snapshot recount() {
+        lock.lock();
+        try {
+            return table.recount(poolBytes);
+        } finally {
+            unlock();
         }
-        long slot = SlabAllocator.roundUp(bytes);
-        while (offset < 0 && lruTail != null) {
-            StoredObject victim = lruTail;
-            if (allocator.slotBytesAt(victim.offset) == slot) {
-                removeAndFree(victim, EvictionReason.DEMAND);
-            } else {
-                // another size class: free the victim's whole region so it can change class
-                drainRegion(allocator.regionOf(victim.offset));
-            }
-            offset = allocator.allocate(bytes);
-        }
-        return offset;
-    }
-
-    private void drainRegion(int region) {
-        StoredObject object = regionHeads[region];
-        while (object != null) {
-            StoredObject next = object.regionNext;
-            if (!object.isLocked()) {
-                removeAndFree(object, EvictionReason.DEMAND);
-            }
-            object = next;
-        }
-    }
-
-    private void removeAndFree(StoredObject object, EvictionReason reason) {
-        // by identity: after a forced clear the key may already name a newer object
-        objects.remove(object.key, object);
-        freeObject(object, reason);
-    }
-
-    /** Returns the memory; the object must already be out of the map or doomed. */
-    private void freeObject(StoredObject object, EvictionReason reason) {
-        if (object.state == StoredObject.State.FREED) {
-            throw new IllegalStateException("object freed twice: " + object);
-        }
-        doomedInUse.remove(object);
-        unlinkLru(object);
-        unlinkRegion(object);
-        allocator.free(object.offset);
-        namespaces.release(object.key.namespace());
-        objectBytes -= object.bytes;
-        counters.evicted(reason, object.bytes);
-        object.state = StoredObject.State.FREED;
-    }
-
-    private void freeIfUnreferenced(StoredObject object) {
-        if (object.state == StoredObject.State.READY && object.pins == 0 && object.readers == 0) {
-            freeObject(object, EvictionReason.CLEAR);
-        }
-    }
-
-    private void relinkIfUnlocked(StoredObject object) {
-        if (!object.isLocked() && !object.doomed && !object.inLru) {
-            object.lruPrev = null;
-            object.lruNext = lruHead;
-            if (lruHead != null) {
-                lruHead.lruPrev = object;
-            }
-            lruHead = object;
-            if (lruTail == null) {
-                lruTail = object;
-            }
-            object.inLru = true;
-        }
-    }
-
-    private void unlinkLru(StoredObject object) {
-        if (!object.inLru) {
-            return;
-        }
-        if (object.lruPrev != null) {
-            object.lruPrev.lruNext = object.lruNext;
-        } else {
-            lruHead = object.lruNext;
-        }
-        if (object.lruNext != null) {
-            object.lruNext.lruPrev = object.lruPrev;
-        } else {
-            lruTail = object.lruPrev;
-        }
-        object.lruPrev = null;
-        object.lruNext = null;
-        object.inLru = false;
-    }
-
-    private void linkRegion(StoredObject object) {
-        int region = allocator.regionOf(object.offset);
-        object.regionPrev = null;
-        object.regionNext = regionHeads[region];
-        if (regionHeads[region] != null) {
-            regionHeads[region].regionPrev = object;
-        }
-        regionHeads[region] = object;
-    }
-
-    private void unlinkRegion(StoredObject object) {
-        int region = allocator.regionOf(object.offset);
-        if (object.regionPrev != null) {
-            object.regionPrev.regionNext = object.regionNext;
-        } else if (regionHeads[region] == object) {
-            regionHeads[region] = object.regionNext;
-        }
-        if (object.regionNext != null) {
-            object.regionNext.regionPrev = object.regionPrev;
-        }
-        object.regionPrev = null;
-        object.regionNext = null;
     }
 
     /** Keys of READY objects (tests and debugging). */
     Set<ObjectKey> readyKeys() {
         lock.lock();
         try {
-            Set<ObjectKey> keys = new HashSet<>();
-            for (StoredObject object : objects.values()) {
-                if (object.state == StoredObject.State.READY) {
-                    keys.add(object.key);
-                }
-            }
-            return keys;
+            return table.readyKeys();
         } finally {
-            lock.unlock();
+            unlock();
         }
+    }
+
+    /** Every locked method ends here: the counts are republished before anyone else can change the store. */
+    private void unlock() {
+        table.publish(counts, deadlines);
+        lock.unlock();
     }
 }

@@ -116,6 +116,10 @@ public final class SlabAllocator {
         freeRegions[freeRegionTop++] = region;
     }
 
+    public boolean isReady(int region) {
+        return ready[region];
+    }
+
     /** Pool offset of a new slot for {@code bytes} (rounded to 4 KiB), or -1 when no region has room. */
     public long allocate(long bytes) {
         long size = roundUp(Math.max(1, bytes));

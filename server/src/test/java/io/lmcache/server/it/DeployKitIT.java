@@ -12,11 +12,13 @@ import io.lmcache.server.protocol.testing.Golden;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
@@ -59,7 +61,7 @@ class DeployKitIT {
             if (space < 0) {
                 throw new AssertionError("instruction without arguments: " + whole);
             }
-            instructions.add(new Instruction(whole.substring(0, space).toUpperCase(java.util.Locale.ROOT), whole.substring(space + 1).strip()));
+            instructions.add(new Instruction(whole.substring(0, space).toUpperCase(Locale.ROOT), whole.substring(space + 1).strip()));
         }
         assertTrue(pending.isEmpty(), "a continuation runs off the end of the Dockerfile");
         return instructions;
@@ -119,7 +121,7 @@ class DeployKitIT {
                 assertTrue(process.isAlive(), "the entrypoint exited");
                 try {
                     return Http.get("http://127.0.0.1:" + httpPort + "/healthcheck").statusCode() == 200;
-                } catch (java.io.UncheckedIOException e) {
+                } catch (UncheckedIOException e) {
                     return false;
                 }
             });

@@ -19,6 +19,8 @@ import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import io.lmcache.server.testing.WorkerProcess;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -45,8 +47,8 @@ class EngineDrivenIT {
     private static JsonNode status(ServerProcess server) {
         try {
             return new ObjectMapper().readTree(Http.get(server.httpBase() + "/status").body());
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 

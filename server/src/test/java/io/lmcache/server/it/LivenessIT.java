@@ -14,10 +14,12 @@ import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.WorkerMain;
 import io.lmcache.server.testing.WorkerProcess;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -65,7 +67,7 @@ class LivenessIT {
         try {
             return Files.readString(Path.of("/proc/" + pid + "/maps"));
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            throw new UncheckedIOException(e);
         }
     }
 
@@ -168,7 +170,7 @@ class LivenessIT {
             worker.register();
             assertTrue(worker.store(tokens, 0, 256, BLOCKS, "back"));
             assertTrue(worker.retrieve(tokens, 0, 256, JavaWorker.range(16, 16), 0, "back"));
-            assertTrue(java.util.Arrays.equals(worker.read(BLOCKS), worker.read(JavaWorker.range(16, 16))));
+            assertTrue(Arrays.equals(worker.read(BLOCKS), worker.read(JavaWorker.range(16, 16))));
         }
     }
 }

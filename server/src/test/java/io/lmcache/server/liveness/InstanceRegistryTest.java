@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.PeerId;
 import java.util.List;
 import java.util.concurrent.TimeUnit;

@@ -18,7 +18,8 @@ import org.junit.jupiter.api.Test;
  * A randomized mix of reserve, commit, abort, pin, unpin, lookup-lock, release, expiry, eviction and
  * clear from 4 threads (fixed seeds), with the store's invariants checked after every step: no two
  * live objects overlap, used bytes are exactly the live objects' slots, nothing is lost or freed
- * twice (the allocator refuses a double free), LRU membership matches lock state.
+ * twice (the allocator refuses a double free), LRU membership matches lock state, and the O(1)
+ * counts the store publishes (objects, locks, pins, evictable, bytes) equal a full recount.
  */
 class ObjectStoreConcurrencyTest {
     private static final long KIB = 1024;

@@ -11,6 +11,7 @@ import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
@@ -220,6 +221,78 @@ class ObjectStoreTest {
         store.unpin(pinned, true);
         assertFalse(store.commit(writing), "a doomed write is not published");
         assertEquals(0, store.snapshot().usedBytes());
+        store.checkInvariants();
+    }
+    @Test
+    void theO1CountsEqualAFullRecountAfterEveryStep() {
+        ObjectStore store = store(16 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        Random random = new Random(42);
+        List<StoredObject> writing = new ArrayList<>();
+        List<StoredObject> pinned = new ArrayList<>();
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
+        long[] sizes = {MIB / 2, MIB, 3 * MIB};
+        int deferredByForce = 0;
+        int maxPinned = 0;
+        for (int step = 0; step < 20_000; step++) {
+            long hash = random.nextInt(12);
+            long size = sizes[(int) (hash % sizes.length)];
+            String salt = (hash & 1) == 0 ? "" : "tenant";
+            switch (random.nextInt(14)) {
+                case 0, 1 -> {
+                    StoredObject object = store.reserve("m", salt, 0, 0, hash, hash, size, 1);
+                    if (object.offset() >= 0) {
+                        writing.add(object);
+                    }
+                }
+                case 2, 3 -> {
+                    if (!writing.isEmpty()) {
+                        store.commit(writing.remove(random.nextInt(writing.size())));
+                    }
+                }
+                case 4 -> {
+                    if (!writing.isEmpty()) {
+                        store.abort(writing.remove(random.nextInt(writing.size())));
+                    }
+                }
+                case 5, 6 -> {
+                    StoredObject object = store.pinReady("m", salt, 0, 0, hash, hash, 1, size);
+                    if (object != null) {
+                        pinned.add(object);
+                    }
+                }
+                case 7 -> {
+                    if (!pinned.isEmpty()) {
+                        store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
+                    }
+                }
+                case 8 -> store.lookupAndLock("m", salt, 1, 0, new long[] {hash, hash}, 0, 1, 1 + random.nextInt(2), locks);
+                case 9 -> {
+                    if (!locks.isEmpty()) {
+                        store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));
+                    }
+                }
+                case 10 -> {
+                    // now and then past both TTLs: write and read locks expire
+                    nowNs.addAndGet(random.nextInt(8) == 0 ? WRITE_TTL_NS + 1 : 0);
+                    store.sweepExpired();
+                }
+                case 11 -> store.evict(random.nextInt(3) * size, EvictionReason.WATERMARK);
+                default -> {
+                    if (random.nextInt(10) == 0) {
+                        boolean force = random.nextBoolean();
+                        ObjectStore.ClearResult cleared = store.clear(force);
+                        deferredByForce += force ? cleared.deferred() : 0;
+                    }
+                }
+            }
+            maxPinned = Math.max(maxPinned, store.snapshot().pinned());
+            assertEquals(store.recount(), store.snapshot(), "step " + step);
+            assertEquals(store.snapshot().usedBytes(), store.usedBytes());
+            assertEquals(store.snapshot().objects(), store.objectCount());
+        }
+        assertTrue(store.counters().evictions(EvictionReason.DEMAND) > 0, "the pool filled and evicted on demand");
+        assertTrue(store.counters().readLockExpiries.sum() > 0 && store.counters().writeLockExpiries.sum() > 0, "locks expired");
+        assertTrue(deferredByForce > 0 && maxPinned > 1, "forced clears met objects in use (" + deferredByForce + "), pins overlapped");
         store.checkInvariants();
     }
 }

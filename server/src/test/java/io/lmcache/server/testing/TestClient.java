@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import org.msgpack.core.MessageBufferPacker;
@@ -54,7 +55,7 @@ public final class TestClient implements AutoCloseable {
                 while (candidate.hasReceiveMore()) {
                     candidate.recv(0);
                 }
-                if (java.util.Arrays.equals(uid, PROBE_UID)) {
+                if (Arrays.equals(uid, PROBE_UID)) {
                     return true;
                 }
             }
@@ -116,7 +117,7 @@ public final class TestClient implements AutoCloseable {
             while (socket.hasReceiveMore()) {
                 rest.add(socket.recv(0));
             }
-        } while (java.util.Arrays.equals(uid, PROBE_UID));
+        } while (Arrays.equals(uid, PROBE_UID));
         byte[] op = rest.isEmpty() ? null : rest.get(0);
         byte[] payload = rest.size() > 1 ? rest.get(1) : null;
         return new Reply(uid, op, payload, 1 + rest.size());

@@ -1,6 +1,7 @@
 package io.lmcache.server.testing;
 
 import java.io.ByteArrayOutputStream;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -82,7 +83,7 @@ public final class WrapperPickler {
                 writeLe(value, 4);
             } else {
                 // LONG1: minimal two's-complement little-endian
-                java.math.BigInteger big = java.math.BigInteger.valueOf(value);
+                BigInteger big = BigInteger.valueOf(value);
                 byte[] be = big.toByteArray();
                 out.write(0x8a);
                 out.write(be.length);

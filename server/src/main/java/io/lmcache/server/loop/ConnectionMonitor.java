@@ -1,6 +1,6 @@
-package io.lmcache.server.liveness;
+package io.lmcache.server.loop;
 
-import io.lmcache.server.loop.NamedThreads;
+import io.lmcache.server.agent.NamedThreads;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.channels.SelectableChannel;

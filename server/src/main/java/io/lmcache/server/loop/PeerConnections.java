@@ -1,6 +1,5 @@
-package io.lmcache.server.liveness;
+package io.lmcache.server.loop;
 
-import io.lmcache.server.loop.PeerId;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;

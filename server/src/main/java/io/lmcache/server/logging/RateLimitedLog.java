@@ -1,6 +1,5 @@
-package io.lmcache.server.loop;
+package io.lmcache.server.logging;
 
-import io.lmcache.server.logging.LogCounters;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 

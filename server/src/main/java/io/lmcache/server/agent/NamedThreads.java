@@ -1,4 +1,4 @@
-package io.lmcache.server.loop;
+package io.lmcache.server.agent;
 
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;

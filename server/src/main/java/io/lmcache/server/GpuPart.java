@@ -1,0 +1,106 @@
+package io.lmcache.server;
+
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.agent.AgentRunner;
+import io.lmcache.server.agent.CudaEventsAgent;
+import io.lmcache.server.config.DeviceMode;
+import io.lmcache.server.cuda.CudaException;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.metrics.MetricsBinder;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.storage.L1Pool;
+import io.lmcache.server.storage.L1Tier;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The GPU backend as the wiring sees it: the CUDA backend, or the host-only null object
+ * ({@link GpuBackend#none()}) on a host without CUDA. What the server starts, shows and pins
+ * differently without a GPU is decided here, from {@link GpuBackend#available()}, and nowhere else.
+ */
+final class GpuPart {
+    private static final Logger LOG = LoggerFactory.getLogger(GpuPart.class);
+
+    private final GpuBackend backend;
+
+    private GpuPart(GpuBackend backend) {
+        this.backend = backend;
+    }
+
+    /** Opens the CUDA backend, or the host-only one (said in the log either way). */
+    static GpuPart open(DeviceMode mode) {
+        if (mode == DeviceMode.HOST) {
+            LOG.info("device path: host only (--device host): serving CPU shared-memory workers");
+            return new GpuPart(GpuBackend.none());
+        }
+        try {
+            GpuBackend backend = GpuBackend.open();
+            LOG.info("device path: CUDA ({}); GPU workers over CUDA IPC, CPU workers over shared memory", backend.describe());
+            return new GpuPart(backend);
+        } catch (CudaException | LinkageError e) {
+            if (mode == DeviceMode.CUDA) {
+                throw new IllegalStateException("--device cuda: no usable CUDA driver or GPU: " + e.getMessage(), e);
+            }
+            LOG.info("device path: host only (CUDA not available: {}); serving CPU shared-memory workers", e.getMessage());
+            return new GpuPart(GpuBackend.none());
+        }
+    }
+
+    /** What the transfer module opens CUDA tensors and copies with (the null object refuses CUDA tensors). */
+    GpuBackend backend() {
+        return backend;
+    }
+
+    /** The runner of the CUDA event poller (lmcache-cuda-events), not started; null without CUDA (no thread for nothing). */
+    AgentRunner eventsRunner(AgentErrors errors) {
+        return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors) : null;
+    }
+
+    void bindMetrics(ServerMetrics metrics) {
+        if (backend.available()) {
+            MetricsBinder.bindGpu(metrics, backend);
+        }
+    }
+
+    /** {@code /status}'s {@code cuda} field; null (left out) on a host without CUDA. */
+    Map<String, Object> status() {
+        return backend.available() ? backend.status() : null;
+    }
+
+    /** The region stages after prefault: pinning for DMA where there is a GPU. */
+    List<L1Pool.RegionStage> regionStages(L1Pool pool) {
+        if (!backend.available()) {
+            return List.of();
+        }
+        backend.pinnedPool(pool.regionCount(), pool.regionBytes());
+        return List.of(new PinStage(backend));
+    }
+
+    List<String> stageNames() {
+        return backend.available() ? List.of("prefault", "pin") : List.of("prefault");
+    }
+
+    /** Closes the backend: transfers in flight finish and the pool is unpinned before its memory goes (close this before {@code l1}). */
+    AutoCloseable closer(L1Tier l1) {
+        return () -> {
+            l1.stopPreparation();
+            backend.close();
+        };
+    }
+
+    /** Pins each prepared region for DMA. */
+    private record PinStage(GpuBackend backend) implements L1Pool.RegionStage {
+        @Override
+        public String name() {
+            return "pin";
+        }
+
+        @Override
+        public void prepare(int region, MemorySegment slice) { // runs on: lmcache-pool-prepare
+            backend.pin(region, slice);
+        }
+    }
+}

@@ -1,0 +1,91 @@
+package io.lmcache.server.http;
+
+import io.lmcache.server.config.ConfigLoader;
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.loop.RequestLoop;
+import io.lmcache.server.metrics.ServerMetrics;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The server's two HTTP listeners: the API on {@code --http-port} and the metrics-only one on
+ * {@code --prometheus-port}. They are bound while the server is built (a port conflict fails
+ * start-up) and routed once the parts they show exist.
+ */
+public final class ServerHttp {
+    private static final Logger LOG = LoggerFactory.getLogger(ServerHttp.class);
+
+    private ServerHttp() {}
+
+    /** The API listener, or null when {@code --http-port 0}; not started yet. */
+    public static HttpApi bindApi(ServerConfig config) {
+        return config.httpPort() == 0 ? null : bind(config.httpHost(), config.httpPort(), "the HTTP API to");
+    }
+
+    /** The metrics listener, or null when {@code --prometheus-port 0}; not started yet. */
+    public static HttpApi bindPrometheus(ServerConfig config) {
+        return config.prometheusPort() == 0 ? null : bind(config.httpHost(), config.prometheusPort(), "the metrics port");
+    }
+
+    private static HttpApi bind(String host, int port, String what) {
+        try {
+            return new HttpApi(host, port);
+        } catch (IOException e) {
+            throw new IllegalStateException("cannot bind " + what + " " + host + ":" + port + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Routes both listeners (either may be null): the API gets every endpoint, the metrics port the core ones. */
+    public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
+            RequestLoop loop, ReleaseThread releases) {
+        if (prometheus != null) {
+            CoreRoutes.register(prometheus, view, metrics.prometheus());
+        }
+        if (api == null) {
+            return;
+        }
+        CoreRoutes.register(api, view, metrics.prometheus());
+        ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken()));
+        if (config.testHooks()) {
+            LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
+                    + " makes the next native release hang");
+            // runs on: lmcache-http (a virtual thread of the API listener)
+            api.route("/test/halt-loop", (method, exchange) -> {
+                loop.halt();
+                return HttpApi.Response.json(200, Map.of("halted", true));
+            });
+            // runs on: lmcache-http; the release thread picks the flag up
+            api.route("/test/block-next-release", (method, exchange) -> {
+                releases.blockNextRelease();
+                return HttpApi.Response.json(200, Map.of("armed", true));
+            });
+        }
+        if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
+            LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
+                    + " endpoints (/cache/clear, /metrics/reset, /loglevel) accept loopback clients only until you set"
+                    + " --http-admin-token or {}", config.httpHost(), ConfigLoader.ENV_ADMIN_TOKEN);
+        }
+    }
+
+    /** Starts serving on each listener that exists (null: not configured). */
+    public static void start(HttpApi... listeners) {
+        for (HttpApi listener : listeners) {
+            if (listener != null) {
+                listener.start();
+            }
+        }
+    }
+
+    private static boolean isLoopback(String host) {
+        try {
+            return InetAddress.getByName(host).isLoopbackAddress();
+        } catch (UnknownHostException e) {
+            return false;
+        }
+    }
+}

@@ -1,0 +1,213 @@
+package io.lmcache.server.http;
+
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.config.Versions;
+import io.lmcache.server.loop.PeerConnections;
+import io.lmcache.server.loop.RequestLoop;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.EngineDrivenTransferModule;
+import io.lmcache.server.module.LmcacheDrivenTransferModule;
+import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.LookupModule;
+import io.lmcache.server.module.ManagementModule;
+import io.lmcache.server.storage.L1Pool;
+import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.storage.ObjectStore;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What HTTP shows of a running server: {@code /status} (LMCache's fields plus pool preparation),
+ * {@code /config}, {@code /cache/clear}, {@code /metrics/reset} and the health check, built from
+ * the parts it is given. Every read here is O(1) in the stored objects and never takes the object
+ * store's lock (the socket thread's inline LOOKUPs take it). Runs on the HTTP server's threads.
+ */
+public final class ServerView implements ServerRoutes.Server, HealthCheck {
+    private static final Logger LOG = LoggerFactory.getLogger(ServerView.class);
+    /** The loop wakes at least every 100 ms even when idle; a longer silence means it is stuck. */
+    private static final long LOOP_STALL_NS = TimeUnit.SECONDS.toNanos(2);
+
+    private final ServerConfig config;
+    private final ServerMetrics metrics;
+    private final L1Tier l1;
+    private final LookupLeases leases;
+    private final LookupModule lookup;
+    private final LmcacheDrivenTransferModule lmcacheDriven;
+    private final EngineDrivenTransferModule engineDriven;
+    private final ManagementModule management;
+    private final PeerConnections connections;
+    private final RequestLoop loop;
+    private final Supplier<Map<String, Object>> cudaStatus;
+    private final List<String> preparationStages;
+    private final BooleanSupplier closing;
+
+    /**
+     * {@code lmcacheDriven} and {@code engineDriven} are null when the transfer mode leaves them out;
+     * {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then).
+     */
+    public ServerView(ServerConfig config, ServerMetrics metrics, L1Tier l1, LookupLeases leases, LookupModule lookup,
+            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, ManagementModule management,
+            PeerConnections connections, RequestLoop loop, Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages,
+            BooleanSupplier closing) {
+        this.config = config;
+        this.metrics = metrics;
+        this.l1 = l1;
+        this.leases = leases;
+        this.lookup = lookup;
+        this.lmcacheDriven = lmcacheDriven;
+        this.engineDriven = engineDriven;
+        this.management = management;
+        this.connections = connections;
+        this.loop = loop;
+        this.cudaStatus = cudaStatus;
+        this.preparationStages = List.copyOf(preparationStages);
+        this.closing = closing;
+    }
+
+    /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
+    public static Map<String, Object> livenessSettings(ServerConfig config) {
+        Map<String, Object> settings = new LinkedHashMap<>();
+        settings.put("reap_timeout_seconds", config.workerReapTimeoutNs() / 1e9);
+        settings.put("registration_grace_seconds", config.workerRegistrationGraceNs() / 1e9);
+        settings.put("disconnect_grace_seconds", config.workerDisconnectGraceNs() / 1e9);
+        return settings;
+    }
+
+    /** Null when healthy; otherwise what is wrong (for /healthcheck). */
+    @Override
+    public String unhealthyReason() {
+        if (closing.getAsBoolean()) {
+            return "shutting down";
+        }
+        if (!loop.isRunning()) {
+            return "request loop is not running";
+        }
+        long sinceTurnNs = System.nanoTime() - loop.lastTurnNs();
+        if (sinceTurnNs > LOOP_STALL_NS) {
+            return "request loop has not turned for " + TimeUnit.NANOSECONDS.toMillis(sinceTurnNs) + " ms";
+        }
+        if (l1.store().readyBytes() == 0) {
+            String error = l1.pool().preparationError();
+            return error.isEmpty() ? "no L1 pool memory is ready yet" : "the L1 pool is unusable: " + error;
+        }
+        return null;
+    }
+
+    /** LMCache's {@code /status} fields, plus pool preparation progress. */
+    @Override
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        String unhealthy = unhealthyReason();
+        status.put("is_healthy", unhealthy == null);
+        if (unhealthy != null) {
+            status.put("unhealthy_reason", unhealthy);
+        }
+        status.put("engine_type", "MPCacheServer");
+        status.put("server", "lmcache-server (Java) " + Versions.version());
+        status.put("instance_id", config.instanceId());
+        status.put("chunk_size", config.chunkSize());
+        status.put("hash_algorithm", "sha256-prefix-chain");
+        status.put("active_sessions", leases.size());
+        status.put("storage_manager", storageStatus());
+        status.put("active_prefetch_jobs", lookup.pendingResults());
+        if (lmcacheDriven != null) {
+            lmcacheDriven.status(status, connections);
+        }
+        if (engineDriven != null) {
+            engineDriven.status(status);
+        }
+        status.put("worker_liveness", management.livenessStatus());
+        status.put("connections", Map.of("open", connections.openConnections()));
+        Map<String, Object> cuda = cudaStatus.get();
+        if (cuda != null) {
+            status.put("cuda", cuda);
+        }
+        return status;
+    }
+
+    private Map<String, Object> storageStatus() {
+        ObjectStore.Snapshot s = l1.store().snapshot();
+        L1Pool pool = l1.pool();
+        Map<String, Object> manager = new LinkedHashMap<>();
+        manager.put("is_healthy", pool.preparationError().isEmpty());
+        manager.put("shared_l1", pool.isShared());
+        manager.put("shm_name", pool.shmName());
+        manager.put("total_object_count", s.objects());
+        manager.put("write_locked_count", s.writeLocked());
+        manager.put("read_locked_count", s.readLocked());
+        manager.put("pinned_count", s.pinned());
+        manager.put("temporary_count", 0);
+        manager.put("staging_object_count", 0);
+        manager.put("staging_bytes", 0);
+        manager.put("memory_used_bytes", s.usedBytes());
+        manager.put("memory_total_bytes", s.poolBytes());
+        manager.put("memory_configured_bytes", config.l1SizeBytes());
+        manager.put("memory_ready_bytes", s.readyBytes());
+        manager.put("memory_usage_ratio", s.usageRatio());
+        manager.put("write_ttl_seconds", config.l1WriteTtlNs() / 1e9);
+        manager.put("read_ttl_seconds", config.l1ReadTtlNs() / 1e9);
+        Map<String, Object> preparation = new LinkedHashMap<>();
+        preparation.put("regions_total", pool.regionCount());
+        preparation.put("regions_prepared", pool.preparedRegions());
+        preparation.put("region_bytes", pool.regionBytes());
+        preparation.put("progress_ratio", (double) pool.preparedRegions() / pool.regionCount());
+        preparation.put("stages", preparationStages);
+        preparation.put("error", pool.preparationError());
+        manager.put("pool_preparation", preparation);
+        Map<String, Object> eviction = new LinkedHashMap<>();
+        eviction.put("policy", config.evictionPolicy().flagValue());
+        eviction.put("trigger_watermark", config.evictionTriggerWatermark());
+        eviction.put("eviction_ratio", config.evictionRatio());
+        Map<String, Object> storage = new LinkedHashMap<>();
+        storage.put("is_healthy", pool.preparationError().isEmpty());
+        storage.put("l1_usage", List.of(s.usedBytes(), s.poolBytes()));
+        storage.put("l1_manager", manager);
+        storage.put("l1_managers", Map.of("default", manager));
+        storage.put("eviction", eviction);
+        storage.put("l1_eviction_controller", Map.of("is_healthy", true, "eviction_policy", config.evictionPolicy().flagValue(),
+                "trigger_watermark", config.evictionTriggerWatermark(), "eviction_ratio", config.evictionRatio()));
+        storage.put("num_l2_adapters", 0);
+        return storage;
+    }
+
+    /** {@code /config}: the effective configuration, grouped as LMCache groups it (the admin token redacted). */
+    @Override
+    public Map<String, Object> config() {
+        Map<String, Object> mp = new LinkedHashMap<>();
+        Map<String, Object> storage = new LinkedHashMap<>();
+        Map<String, Object> observability = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> entry : config.describe().entrySet()) {
+            String key = entry.getKey();
+            if (key.startsWith("l1_") || key.startsWith("eviction_")) {
+                storage.put(key, entry.getValue());
+            } else if (key.startsWith("http_") || key.startsWith("prometheus_")) {
+                observability.put(key, entry.getValue());
+            } else {
+                mp.put(key, entry.getValue());
+            }
+        }
+        return Map.of("mp", mp, "storage_manager", storage, "observability", observability);
+    }
+
+    @Override
+    public Map<String, Object> clear(boolean force) {
+        ObjectStore.ClearResult result = l1.store().clear(force);
+        LOG.info("/cache/clear (force={}): removed {} object(s), {} MiB", force, result.removed(), result.bytes() >> 20);
+        Map<String, Object> cleared = new LinkedHashMap<>();
+        cleared.put("objects", result.removed());
+        cleared.put("bytes", result.bytes());
+        cleared.put("deferred", result.deferred());
+        return cleared;
+    }
+
+    @Override
+    public void resetMetrics() {
+        metrics.reset();
+    }
+}

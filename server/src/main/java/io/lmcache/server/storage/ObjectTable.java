@@ -1,0 +1,214 @@
+package io.lmcache.server.storage;
+
+import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Where the store's objects are: the key map, their memory (allocator and namespaces), their
+ * eviction order, and the sizes kept as they change. The object store decides when locks begin and
+ * end; this table applies what follows from that. Guarded by the object store's lock.
+ */
+final class ObjectTable {
+    private final SlabAllocator allocator;
+    private final EvictionPolicy policy;
+    private final StoreCounters counters;
+    private final NamespaceTable namespaces = new NamespaceTable();
+    private final Map<ObjectKey, StoredObject> objects = new HashMap<>();
+    /** Removed by a forced clear but still in use: their memory is freed when the use ends. */
+    private final Set<StoredObject> doomedInUse = new HashSet<>();
+    private final EvictionLists lists;
+    private long objectBytes;
+    /** Objects in the map with an in-flight copy (what status calls pinned). */
+    private int pinnedObjects;
+    private int readyRegions;
+
+    ObjectTable(SlabAllocator allocator, EvictionPolicy policy, StoreCounters counters) {
+        this.allocator = allocator;
+        this.policy = policy;
+        this.counters = counters;
+        this.lists = new EvictionLists(allocator.regionCount());
+    }
+
+    void addReadyRegion(int region) {
+        if (!allocator.isReady(region)) {
+            readyRegions++;
+        }
+        allocator.addReadyRegion(region);
+    }
+
+    long maxObjectBytes() {
+        return allocator.maxObjectBytes();
+    }
+
+    /** The id of a (model, salt) pair, or 0 when no object of it exists. */
+    int namespace(String model, String salt) {
+        return namespaces.peek(model, salt);
+    }
+
+    StoredObject get(int namespace, int kvRank, int group, long hashHi, long hashLo) {
+        return objects.get(new ObjectKey(namespace, kvRank, group, hashHi, hashLo));
+    }
+
+    /** A new WRITING object in fresh memory (evicting on demand), or null when none could be found. */
+    StoredObject insert(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format, long nowNs) {
+        long offset = allocateEvicting(bytes);
+        if (offset < 0) {
+            return null;
+        }
+        int namespace = namespaces.acquire(model, salt);
+        StoredObject object = new StoredObject(new ObjectKey(namespace, kvRank, group, hashHi, hashLo), offset, bytes, format, nowNs);
+        objects.put(object.key, object);
+        lists.linkRegion(object, allocator.regionOf(offset));
+        objectBytes += bytes;
+        return object;
+    }
+
+    /** The least recently used evictable object, or null. */
+    StoredObject lruTail() {
+        return lists.lruTail();
+    }
+
+    /** {@code object} is now locked (read or pinned): no longer a victim. */
+    void locked(StoredObject object) {
+        lists.unlinkLru(object);
+    }
+
+    void pinned(StoredObject object) {
+        lists.unlinkLru(object);
+        if (object.pins++ == 0) {
+            pinnedObjects++;
+        }
+    }
+
+    void unpinned(StoredObject object) {
+        if (--object.pins == 0 && !object.doomed) {
+            // a doomed object left the pinned count when a forced clear took it out of the map
+            pinnedObjects--;
+        }
+    }
+
+    /** The objects lookups can find, copied (a clear changes the map while walking it). */
+    List<StoredObject> mapped() {
+        return new ArrayList<>(objects.values());
+    }
+
+    /** Out of view at once (forced clear of an object in use); its memory goes when the use ends. */
+    void doom(StoredObject object) {
+        objects.remove(object.key, object);
+        object.doomed = true;
+        doomedInUse.add(object);
+        lists.unlinkLru(object);
+        if (object.pins > 0) {
+            pinnedObjects--;
+        }
+    }
+
+    void removeAndFree(StoredObject object, EvictionReason reason) {
+        // by identity: after a forced clear the key may already name a newer object
+        objects.remove(object.key, object);
+        freeObject(object, reason);
+    }
+
+    /** Returns the memory; the object must already be out of the map or doomed. */
+    void freeObject(StoredObject object, EvictionReason reason) {
+        if (object.state == StoredObject.State.FREED) {
+            throw new IllegalStateException("object freed twice: " + object);
+        }
+        doomedInUse.remove(object);
+        lists.unlinkLru(object);
+        lists.unlinkRegion(object, allocator.regionOf(object.offset));
+        allocator.free(object.offset);
+        namespaces.release(object.key.namespace());
+        objectBytes -= object.bytes;
+        counters.evicted(reason, object.bytes);
+        object.state = StoredObject.State.FREED;
+    }
+
+    /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */
+    void afterUnlock(StoredObject object) {
+        if (!object.doomed) {
+            relinkIfUnlocked(object);
+        } else if (object.state == StoredObject.State.READY && object.pins == 0 && object.readers == 0) {
+            freeObject(object, EvictionReason.CLEAR);
+        }
+    }
+
+    void relinkIfUnlocked(StoredObject object) {
+        if (!object.isLocked() && !object.doomed && !object.inLru) {
+            lists.pushLru(object);
+        }
+    }
+
+    private long allocateEvicting(long bytes) {
+        long offset = allocator.allocate(bytes);
+        if (offset >= 0 || policy == EvictionPolicy.NOOP || bytes > allocator.maxObjectBytes()) {
+            return offset;
+        }
+        long slot = SlabAllocator.roundUp(bytes);
+        while (offset < 0 && lists.lruTail() != null) {
+            StoredObject victim = lists.lruTail();
+            if (allocator.slotBytesAt(victim.offset) == slot) {
+                removeAndFree(victim, EvictionReason.DEMAND);
+            } else {
+                // another size class: free the victim's whole region so it can change class
+                drainRegion(allocator.regionOf(victim.offset));
+            }
+            offset = allocator.allocate(bytes);
+        }
+        return offset;
+    }
+
+    private void drainRegion(int region) {
+        StoredObject object = lists.regionHead(region);
+        while (object != null) {
+            StoredObject next = object.regionNext;
+            if (!object.isLocked()) {
+                removeAndFree(object, EvictionReason.DEMAND);
+            }
+            object = next;
+        }
+    }
+
+    // --- counts and checks -----------------------------------------------------------------------
+
+    void publish(StoreCounts counts, LockDeadlines deadlines) {
+        counts.publish(objects.size(), deadlines.writeLockedCount(), deadlines.readLockedCount(), pinnedObjects, lists.lruSize(),
+                objectBytes, namespaces.size(), allocator, readyRegions);
+    }
+
+    /** The invariants of {@link StoreAudit#check}, and the published counts equal a full recount. */
+    void check(StoreCounts counts) {
+        StoreAudit.check(live(), allocator, lists, objectBytes);
+        ObjectStore.Snapshot recounted = recount(counts.poolBytes());
+        ObjectStore.Snapshot published = counts.snapshot();
+        if (!recounted.equals(published)) {
+            throw new IllegalStateException("published counts " + published + " differ from a recount " + recounted);
+        }
+    }
+
+    ObjectStore.Snapshot recount(long poolBytes) {
+        return StoreAudit.recount(objects.values(), live(), allocator, poolBytes, namespaces.size());
+    }
+
+    private List<StoredObject> live() {
+        List<StoredObject> live = new ArrayList<>(objects.values());
+        live.addAll(doomedInUse);
+        return live;
+    }
+
+    Set<ObjectKey> readyKeys() {
+        Set<ObjectKey> keys = new HashSet<>();
+        for (StoredObject object : objects.values()) {
+            if (object.state == StoredObject.State.READY) {
+                keys.add(object.key);
+            }
+        }
+        return keys;
+    }
+}
