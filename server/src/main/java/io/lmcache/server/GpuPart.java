@@ -83,6 +83,11 @@ final class GpuPart {
         return backend.available() ? List.of("prefault", "pin") : List.of("prefault");
     }
 
+    /** Waits (bounded) for the GPU transfers in flight, running their completions on the closing thread. */
+    AutoCloseable drainer() {
+        return () -> backend.eventPoller().close();
+    }
+
     /** Closes the backend: transfers in flight finish and the pool is unpinned before its memory goes (close this before {@code l1}). */
     AutoCloseable closer(L1Tier l1) {
         return () -> {

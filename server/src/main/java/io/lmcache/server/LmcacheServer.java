@@ -72,12 +72,12 @@ public final class LmcacheServer implements AutoCloseable {
         try {
             l1 = add(new L1Tier(config));
             gpu = GpuPart.open(config.device());
-            // closed after the backend, whose close drains the events left on the closing thread
-            cudaEvents = add(gpu.eventsRunner(agentErrors));
-            // closed before l1: transfers in flight finish and the pool is unpinned before its memory goes
+            // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)
             add("GPU backend", gpu.closer(l1));
-            // closed after the modules (their last releases) and before the GPU (IPC closes need its contexts)
+            cudaEvents = add(gpu.eventsRunner(agentErrors));
             ReleaseThread releases = add(ReleaseThread.withTimeout(releaseTimeoutNs(config)));
+            // closed after the modules and before the release thread, which still frees what the last GPU completions give back
+            add("GPU transfers in flight", gpu.drainer());
             LookupLeases leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
             PrefetchResults prefetchResults = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
             // closed connections are remembered long enough for every liveness rule to use them

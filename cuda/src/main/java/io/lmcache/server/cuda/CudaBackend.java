@@ -5,6 +5,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.concurrent.Executor;
 import java.util.Map;
 import java.util.function.ToLongFunction;
 
@@ -50,8 +51,8 @@ public final class CudaBackend implements GpuBackend {
     }
 
     @Override
-    public DeviceTensors open(List<TensorWrapper> wrappers) {
-        return DeviceTensors.open(devices, wrappers);
+    public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
+        return DeviceTensors.open(devices, wrappers, release);
     }
 
     @Override

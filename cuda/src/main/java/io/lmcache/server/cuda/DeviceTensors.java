@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.Executor;
 import jcuda.driver.CUdeviceptr;
 
 /**
@@ -25,8 +26,12 @@ public final class DeviceTensors implements AutoCloseable {
         this.storagePointer = storagePointer;
     }
 
-    /** Opens every wrapper's allocation on the GPU its UUID names; on failure nothing stays open. */
-    public static DeviceTensors open(CudaDevices devices, List<TensorWrapper> wrappers) {
+    /**
+     * Opens every wrapper's allocation on the GPU its UUID names. On failure nothing stays open: the
+     * mappings opened so far are given back through {@code release} (the server's release thread:
+     * a close can hang in the driver, never on the calling thread).
+     */
+    public static DeviceTensors open(CudaDevices devices, List<TensorWrapper> wrappers, Executor release) {
         CudaDevice device = devices.byUuid(wrappers.getFirst().deviceUuid());
         List<IpcMemory.Mapping> mappings = new ArrayList<>();
         long[] addresses = new long[wrappers.size()];
@@ -61,8 +66,8 @@ public final class DeviceTensors implements AutoCloseable {
                 pointers[i] = mapping.base().withByteOffset(offset);
             }
         } catch (RuntimeException e) {
-            for (IpcMemory.Mapping mapping : mappings) {
-                device.ipc().release(mapping);
+            if (!mappings.isEmpty()) {
+                release.execute(() -> mappings.forEach(device.ipc()::release));
             }
             throw e;
         }

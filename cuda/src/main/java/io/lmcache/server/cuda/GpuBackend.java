@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.concurrent.Executor;
 import java.util.Map;
 
 /**
@@ -33,7 +34,7 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
     void pin(int region, MemorySegment slice);
 
     /** Opens a worker's CUDA IPC tensors; throws {@link CudaException} (with the reason) when it cannot. */
-    DeviceTensors open(List<TensorWrapper> wrappers);
+    DeviceTensors open(List<TensorWrapper> wrappers, Executor release);
 
     CopyEngine engine(CudaDevice device);
 

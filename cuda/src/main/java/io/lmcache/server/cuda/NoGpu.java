@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.concurrent.Executor;
 import java.util.Map;
 
 /** The backend of a server without CUDA (no driver, no GPU, or {@code --device host}): CUDA tensors are refused. */
@@ -36,7 +37,7 @@ public final class NoGpu implements GpuBackend {
     }
 
     @Override
-    public DeviceTensors open(List<TensorWrapper> wrappers) {
+    public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
         throw new CudaException(REFUSED);
     }
 

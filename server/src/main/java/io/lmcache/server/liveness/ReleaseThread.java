@@ -108,7 +108,13 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
             LOG.error("release queue full ({} waiting: releases are stalled); {} is not freed", capacity, what);
             return false;
         }
-        queue.add(new Item(what, release, 0, System.nanoTime(), sequence.incrementAndGet()));
+        Item item = new Item(what, release, 0, System.nanoTime(), sequence.incrementAndGet());
+        queue.add(item);
+        if (!accepting && queue.remove(item)) {
+            // close() ran between the check and the add: no worker will serve it any more
+            queued.decrementAndGet();
+            runInline(what, release);
+        }
         return true;
     }
 
@@ -129,13 +135,16 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
 
     private Worker startWorker() {
         Worker created = new Worker();
-        threads.newThread(created).start();
+        created.thread = threads.newThread(created);
+        created.thread.start();
         return created;
     }
 
     /** One serving thread; when the watchdog abandons it, it exits as soon as its release returns (if ever). */
     private final class Worker implements Runnable {
         final AtomicReference<Running> current = new AtomicReference<>();
+        /** Set before the thread starts; the watchdog replaces a worker whose thread died. */
+        volatile Thread thread;
 
         @Override
         public void run() {
@@ -144,7 +153,8 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
                 try {
                     item = queue.poll(POLL_NS, TimeUnit.NANOSECONDS);
                 } catch (InterruptedException e) {
-                    return;
+                    // a release may leave the flag set: nobody interrupts this thread to stop it (running does)
+                    continue;
                 }
                 if (item == null) {
                     continue;
@@ -192,15 +202,19 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
         }
     }
 
-    /** The watchdog: abandons a release past its time and starts a replacement worker. */
+    /** The watchdog: abandons a release past its time and starts a replacement worker (synchronized: close() calls it too). */
     @Override
-    public int doWork() {
+    public synchronized int doWork() {
         if (!running) {
             return 0;
         }
         Worker w = worker;
         Running r = w.current.get();
         if (r == null) {
+            if (!w.thread.isAlive()) {
+                LOG.error("the release thread {} died; starting another", w.thread.getName());
+                return replace();
+            }
             return 0;
         }
         if (r == ABANDONED) {
@@ -286,8 +300,9 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
     }
 
     /**
-     * Serves what is queued (bounded by one release timeout per entry still waiting, and never
-     * past a stuck release), then stops; later releases run on the caller's thread.
+     * Lets the workers serve what is queued for up to one release timeout in all, then stops them;
+     * what is still queued then (and every later release) runs on the caller's thread. A release
+     * stuck on a worker stays abandoned: the process is exiting.
      */
     @Override
     public void close() {
@@ -298,8 +313,14 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
         }
         accepting = false;
         running = false;
+        for (Item item : queue.toArray(new Item[0])) {
+            if (queue.remove(item)) {
+                queued.decrementAndGet();
+                runInline(item.what(), item.release());
+            }
+        }
         if (queued.get() > 0) {
-            LOG.warn("{} release(s) still pending at shutdown", queued.get());
+            LOG.warn("{} release(s) still running at shutdown (stuck in the driver?)", queued.get());
         }
     }
 }

@@ -17,6 +17,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkObjects;
+import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.InstanceStatus;
@@ -118,7 +119,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         if (request.worldSize() < 1) {
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
-        CopyPath copyPath = CopyPath.open(request.kvCaches(), gpu, pool);
+        CopyPath copyPath = CopyPath.open(request.kvCaches(), gpu, pool, endOfLife);
         return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, copyPath, request.kvCaches(),
                 endOfLife);
     }
@@ -185,11 +186,12 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
             }
-            try {
-                return retrievePlanned(request, context, plan, lease);
-            } finally {
-                // this worker's share of the lookup's read locks, also when the retrieve failed
-                leases.releaseRetrieved(key.requestId(), key.workerId(), plan.range().firstChunk(), plan.range().endChunk());
+            return retrievePlanned(request, context, plan, lease);
+        } finally {
+            // this worker's share of the lookup's read locks, also when the retrieve failed or was refused
+            ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
+            if (range != null && key.hasWorker()) {
+                leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
             }
         }
     }

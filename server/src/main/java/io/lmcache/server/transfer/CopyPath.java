@@ -4,6 +4,7 @@ import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
@@ -53,8 +54,12 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
     /** A short name for logs and /status: "host" or "cuda". */
     String kind();
 
-    /** Maps the registration's tensors and picks the path; throws (mapping nothing) when they cannot be served. */
-    static CopyPath open(List<TensorWrapper> wrappers, GpuBackend gpu, MemorySegment pool) throws LayoutException {
+    /**
+     * Maps the registration's tensors and picks the path; throws when they cannot be served, after
+     * handing whatever CUDA mappings it opened to {@code endOfLife} (never closed on this thread).
+     */
+    static CopyPath open(List<TensorWrapper> wrappers, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife)
+            throws LayoutException {
         List<TensorWrapper.CpuShm> shm = new ArrayList<>();
         for (TensorWrapper wrapper : wrappers) {
             switch (wrapper) {
@@ -71,13 +76,13 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
             throw new LayoutException("a registration mixes CPU shared-memory and CUDA tensors");
         }
         try {
-            DeviceTensors tensors = gpu.open(wrappers);
+            DeviceTensors tensors = gpu.open(wrappers, release -> endOfLife.enqueue("a refused registration's mappings", release::run));
             try {
                 // the device's copy engine (kernel module, streams, 128 MiB of staging) is made now,
                 // so the first transfer does not pay for it and a GPU too full for it fails here
                 return new CudaCopyPath(tensors, gpu.engine(tensors.device()));
             } catch (CudaException e) {
-                tensors.close();
+                endOfLife.enqueue("a refused registration's mappings", tensors::close);
                 throw e;
             }
         } catch (CudaException e) {

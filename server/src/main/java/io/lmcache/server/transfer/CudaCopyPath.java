@@ -1,11 +1,9 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.cuda.CopyEngine;
-import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.Pieces;
-import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.protocol.Reply;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -33,44 +31,52 @@ public final class CudaCopyPath implements CopyPath {
     public Copied copy(Direction direction, PieceSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
         Pieces pieces = PIECES.get();
         pieces.clear();
-        source.emit(pieces::add);
-        long bytes = pieces.totalBytes();
         InstanceContext.Lease owned = null;
+        byte[] storedAlready;
         try {
+            source.emit(pieces::add);
             if (direction == Direction.TO_POOL && pieces.count() == 0) {
                 // every chunk is stored already: nothing to wait for, a recorded event answers
-                done.done(true, 0, null);
-                return new Copied(engine.recordedEvent(direction), true, null);
+                storedAlready = engine.recordedEvent(direction);
+            } else {
+                long bytes = pieces.totalBytes();
+                owned = lease.handOff();
+                InstanceContext.Lease held = owned;
+                CopyEngine.Submitted submitted = engine.submit(direction, tensors, pieces, clientEvent, (ok, error) -> {
+                    // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight)
+                    try {
+                        done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
+                    } finally {
+                        held.close();
+                    }
+                });
+                return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());
             }
-            owned = lease.handOff();
-            InstanceContext.Lease held = owned;
-            CopyEngine.Submitted submitted = engine.submit(direction, tensors, pieces, clientEvent, (ok, error) -> {
-                // runs on: lmcache-cuda-events
-                try {
-                    done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
-                } finally {
-                    held.close();
-                }
-            });
-            return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());
-        } catch (CudaException e) {
-            // nothing was tracked: the completion will not run, so it runs here
+        } catch (RuntimeException e) {
+            // nothing was tracked: the completion will not run, so it runs here, once
             if (owned != null) {
                 owned.close();
             }
-            done.done(false, 0, "failed: " + e.getMessage());
-            return new Copied(NO_EVENT, false, null);
+            done.done(false, 0, "failed: " + e);
+            return new Copied(failureEvent(direction), false, null);
+        }
+        done.done(true, 0, null);
+        return new Copied(storedAlready, true, null);
+    }
+
+    /** A valid recorded event for a failure reply (the worker opens it), or 64 zero bytes when not even that works. */
+    private byte[] failureEvent(Direction direction) {
+        try {
+            return engine.recordedEvent(direction);
+        } catch (RuntimeException e) {
+            LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
+            return NO_EVENT;
         }
     }
 
     @Override
     public Reply failure(Direction direction) {
-        try {
-            return new Reply.Transfer(engine.recordedEvent(direction), false);
-        } catch (CudaException e) {
-            LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
-            return FailureReplies.transferFailed();
-        }
+        return new Reply.Transfer(failureEvent(direction), false);
     }
 
     @Override

@@ -163,4 +163,20 @@ class ReleaseThreadTest {
         assertTrue(releases.enqueue("late", record("late")));
         assertEquals(List.of("late"), released);
     }
+
+    @Test
+    void closeRunsWhatTheWorkersNeverReachedOnTheCaller() {
+        // no abandoned thread allowed: the worker hangs in "stuck" and what is behind it waits in the queue
+        ReleaseThread releases = start(16, 3, 0);
+        releases.enqueue("stuck", hang("stuck"));
+        releases.enqueue("queued-1", record("queued-1"));
+        releases.enqueue("queued-2", record("queued-2"));
+        String closer = Thread.currentThread().getName();
+        List<String> threads = Collections.synchronizedList(new ArrayList<>());
+        releases.enqueue("queued-3", () -> threads.add(Thread.currentThread().getName()));
+        releases.close();
+        assertEquals(List.of("queued-1", "queued-2"), released, "nothing queued is lost at shutdown");
+        assertEquals(List.of(closer), threads);
+        assertEquals(1, releases.pending(), "only the stuck one is still running");
+    }
 }
