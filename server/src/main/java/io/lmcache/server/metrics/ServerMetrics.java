@@ -213,14 +213,6 @@ public final class ServerMetrics {
         return retrieveBytes.sum();
     }
 
-    public long storeNanos() {
-        return storeNanos.sum();
-    }
-
-    public long retrieveNanos() {
-        return retrieveNanos.sum();
-    }
-
     public long lookupRequestedTokens() {
         return lookupRequestedTokens.sum();
     }

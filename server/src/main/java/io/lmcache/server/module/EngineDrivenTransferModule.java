@@ -347,19 +347,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         LOG.warn("{}; answering with the failure value", message);
     }
 
-    public int registeredInstances() {
-        return contexts.count();
-    }
-
-    /** Reservations and pins outstanding (tests, status). */
-    public int pendingTransfers() {
-        int count = 0;
-        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
-            count += registered.context().pendingCount();
-        }
-        return count;
-    }
-
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */
     public void status(Map<String, Object> status) {
         List<Long> ids = new ArrayList<>();

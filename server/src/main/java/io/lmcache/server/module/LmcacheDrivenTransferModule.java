@@ -283,10 +283,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         return null;
     }
 
-    public int registeredInstances() {
-        return instances.count();
-    }
-
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */
     public void status(Map<String, Object> status, PeerConnections connections) {
         InstanceStatus.put(status, instances.snapshot(), connections);

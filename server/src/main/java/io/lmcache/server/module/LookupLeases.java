@@ -142,19 +142,6 @@ public final class LookupLeases {
         return leases.size();
     }
 
-    /** Read locks still held by a request's lease (tests, status). */
-    public synchronized int heldLocks(String requestId) {
-        Lease lease = leases.get(requestId);
-        if (lease == null) {
-            return 0;
-        }
-        int held = 0;
-        for (int count : lease.remaining) {
-            held += count;
-        }
-        return held;
-    }
-
     private void dropOldest(List<Release> releases) {
         String oldestId = null;
         long oldestNs = Long.MAX_VALUE;

@@ -129,10 +129,6 @@ public final class InstanceContext {
         endOfLife.enqueue(copyPath.kind() + " mappings of instance " + instanceId, copyPath::close);
     }
 
-    public synchronized boolean isClosed() {
-        return closed;
-    }
-
     public synchronized int leases() {
         return leases;
     }
