@@ -129,6 +129,7 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
 
     private Worker startWorker() {
         Worker created = new Worker();
+        // runs on: lmcache-release-N (a replacement after an abandon takes the next N)
         threads.newThread(created).start();
         return created;
     }

@@ -71,6 +71,7 @@ public final class ServerMetrics {
             AtomicReference<Timer> timer = new AtomicReference<>(newTimer(op));
             latency.put(op, timer);
         }
+        // runs on: lmcache-http-* (the /metrics/reset request)
         resetHooks.add(() -> {
             for (Op op : Op.values()) {
                 Timer old = latency.get(op).get();

@@ -321,7 +321,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         reads.forEach(pending -> ChunkObjects.unpinAll(store, pending.objects(), false));
     }
 
-    /** Drops reservations and pinned slots older than their TTL (a worker that never committed). */
+    /** Drops reservations and pinned slots older than their TTL (a worker that never committed). Runs on lmcache-housekeeping. */
     public void sweep() {
         long nowNs = liveness.nowNs();
         List<Pending> staleWrites = new ArrayList<>();

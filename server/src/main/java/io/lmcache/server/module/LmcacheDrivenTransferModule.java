@@ -160,7 +160,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             long startNs = System.nanoTime();
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> planPieces(context, plan, reserved, 0, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
-                        // runs on: the caller (host path) or lmcache-cuda-events (CUDA path)
+                        // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                         if (ok) {
                             ChunkObjects.commitAll(store, reserved);
                             metrics.stored(bytes, System.nanoTime() - startNs);
@@ -210,7 +210,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
                 sink -> planPieces(context, plan, pinned, request.skipFirstNTokens(), sink), request.eventHandle(), lease,
                 (ok, bytes, error) -> {
-                    // runs on: the caller (host path) or lmcache-cuda-events (CUDA path)
+                    // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
                     if (ok) {
                         metrics.retrieved(bytes, System.nanoTime() - startNs);

@@ -119,7 +119,7 @@ public final class LookupLeases {
         apply(releases);
     }
 
-    /** Drops leases older than the read TTL. */
+    /** Drops leases older than the read TTL. Runs on lmcache-housekeeping (an eviction-tick sweeper). */
     public int sweep() {
         List<Release> releases = new ArrayList<>();
         long nowNs = clockNs.getAsLong();

@@ -45,7 +45,7 @@ public final class CudaCopyPath implements CopyPath {
             owned = lease.handOff();
             InstanceContext.Lease held = owned;
             CopyEngine.Submitted submitted = engine.submit(direction, tensors, pieces, clientEvent, (ok, error) -> {
-                // runs on: lmcache-cuda-events
+                // runs on: lmcache-cuda-events (or the closing thread while GpuBackend.close drains the poller)
                 try {
                     done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
                 } finally {
