@@ -90,6 +90,7 @@ final class GpuPart {
 
     /** Closes the backend: transfers in flight finish and the pool is unpinned before its memory goes (close this before {@code l1}). */
     AutoCloseable closer(L1Tier l1) {
+        // runs on: the thread that calls LmcacheServer.close()
         return () -> {
             l1.stopPreparation();
             backend.close();

@@ -88,6 +88,7 @@ public final class LmcacheServer implements AutoCloseable {
             LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                     ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
                             gpu.backend(), releases) : null;
+            // runs on: the thread that calls close(), as every part's close
             add("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
             EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
                     ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
@@ -102,6 +103,7 @@ public final class LmcacheServer implements AutoCloseable {
             MetricsBinder.bindStore(metrics, l1.store());
             MetricsBinder.bindLiveness(metrics, reaper);
             MetricsBinder.bindReleases(metrics, releases);
+            // runs on: lmcache-http-* (each scrape)
             MetricsBinder.bindLookups(metrics, lookup::pendingResults);
             gpu.bindMetrics(metrics);
             ReplyQueue replies = new ReplyQueue();
@@ -112,6 +114,7 @@ public final class LmcacheServer implements AutoCloseable {
             if (engineDriven != null) {
                 sweepers.add(engineDriven::sweep);
             }
+            // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
             List<Agent> agents = List.of(l1.evictionController(config, sweepers),
                     new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);
             MetricsBinder.bindAgents(metrics, agentErrors, Stream.concat(agents.stream().map(Agent::roleName),
@@ -124,7 +127,7 @@ public final class LmcacheServer implements AutoCloseable {
             // closed first: in-flight requests are answered while everything they use is still open
             // runs on: the thread that calls close() (lmcache-shutdown under Main)
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
-            // its health check reads closed; runs on: lmcache-http
+            // its health check reads closed; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, l1, leases, lookup, lmcacheDriven, engineDriven, management, connections,
                     loop, gpu::status, gpu.stageNames(), () -> closed);
             ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases);

@@ -226,6 +226,7 @@ public final class CopyEngine implements AutoCloseable {
         long bytes = pieces.totalBytes();
         int index = direction.ordinal();
         boolean accepted = error == null;
+        // runs on: lmcache-cuda-events (or the closing thread while GpuBackend.close drains the poller)
         EventPoller.Completion done = (ok, failure) -> {
             if (ok && accepted) {
                 float[] ms = new float[1];

@@ -71,11 +71,6 @@ public final class CudaBackend implements GpuBackend {
         return engine(devices.devices().getFirst());
     }
 
-    @Override
-    public int pendingTransfers() {
-        return poller.pendingCount();
-    }
-
     /** GPU time of the completed transfers in one direction, over every device. */
     @Override
     public long copyNanos(Direction direction) {

@@ -86,10 +86,6 @@ public final class DeviceTensors implements AutoCloseable {
         return storagePointer[tensor];
     }
 
-    public int mappingCount() {
-        return mappings.size();
-    }
-
     /**
      * Closes this worker's share of the IPC mappings (the last user unmaps them). Called by the
      * release thread only; when a close fails, a retry resumes at the mapping that failed.

@@ -41,8 +41,6 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
     /** The engine of the GPU with this UUID, or of the first GPU when it is unknown (failure replies only). */
     CopyEngine engineFor(String deviceUuid);
 
-    int pendingTransfers();
-
     /** GPU time of the completed transfers in one direction, over every device. */
     long copyNanos(Direction direction);
 

@@ -52,11 +52,6 @@ public final class NoGpu implements GpuBackend {
     }
 
     @Override
-    public int pendingTransfers() {
-        return 0;
-    }
-
-    @Override
     public long copyNanos(Direction direction) {
         return 0;
     }

@@ -1,8 +1,6 @@
 package io.lmcache.server.agent;
 
 import io.lmcache.server.logging.RateLimitedLog;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
@@ -11,7 +9,7 @@ import org.slf4j.LoggerFactory;
 /**
  * The error handler every runner and composite shares: a failed agent turn is counted under the
  * agent's role and logged (at most a few lines a second, so an agent failing every turn cannot
- * flood the log), and the agent keeps running. Metrics export {@link #counts()}.
+ * flood the log), and the agent keeps running. Metrics export {@link #count(String)} per role.
  */
 public final class AgentErrors {
     private static final Logger LOG = LoggerFactory.getLogger(AgentErrors.class);
@@ -30,18 +28,4 @@ public final class AgentErrors {
         return adder == null ? 0 : adder.sum();
     }
 
-    public long total() {
-        long total = 0;
-        for (LongAdder adder : byRole.values()) {
-            total += adder.sum();
-        }
-        return total;
-    }
-
-    /** Failures so far, by role (sorted, a copy). */
-    public Map<String, Long> counts() {
-        Map<String, Long> counts = new TreeMap<>();
-        byRole.forEach((role, adder) -> counts.put(role, adder.sum()));
-        return counts;
-    }
 }

@@ -40,10 +40,6 @@ public final class AgentRunner implements AutoCloseable {
         }
     }
 
-    public String threadName() {
-        return thread.getName();
-    }
-
     public Agent agent() {
         return agent;
     }

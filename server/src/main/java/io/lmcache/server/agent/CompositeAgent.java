@@ -57,8 +57,4 @@ public final class CompositeAgent implements Agent {
     public String roleName() {
         return roleName;
     }
-
-    public List<Agent> agents() {
-        return List.of(agents);
-    }
 }

@@ -4,8 +4,8 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The housekeeping thread, lmcache-housekeeping: eviction and the expiry sweeps, the activity log
- * and the worker reaper, as one composite agent. Its agents are time-driven and cheap per turn,
+ * The housekeeping thread, lmcache-housekeeping: eviction and the expiry sweeps, the activity log,
+ * the worker reaper and the release watchdog, as one composite agent. Its agents are time-driven and cheap per turn,
  * so an idle thread parks at most {@link #MAX_PARK_NS} between deadline checks.
  */
 public final class Housekeeping {

@@ -11,6 +11,7 @@ public final class CoreRoutes {
     private CoreRoutes() {}
 
     public static void register(HttpApi api, HealthCheck health, PrometheusMeterRegistry registry) {
+        // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
         api.route("/", (method, exchange) -> HttpApi.Response.json(200, Map.of("status", "ok", "service", "LMCache HTTP API")));
         api.route("/healthcheck", (method, exchange) -> {
             String reason = health.unhealthyReason();

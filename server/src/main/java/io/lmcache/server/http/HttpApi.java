@@ -51,6 +51,7 @@ public final class HttpApi implements AutoCloseable {
     public HttpApi(String host, int port) throws IOException {
         server = HttpServer.create(new InetSocketAddress(host, port), 64);
         server.setExecutor(executor);
+        // runs on: lmcache-http-* (the JDK server's dispatcher hands each exchange to the executor)
         server.createContext("/", this::dispatch);
     }
 

@@ -54,12 +54,12 @@ public final class ServerHttp {
         if (config.testHooks()) {
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
                     + " makes the next native release hang");
-            // runs on: lmcache-http (a virtual thread of the API listener)
+            // runs on: lmcache-http-* (a virtual thread of the API listener)
             api.route("/test/halt-loop", (method, exchange) -> {
                 loop.halt();
                 return HttpApi.Response.json(200, Map.of("halted", true));
             });
-            // runs on: lmcache-http; the release thread picks the flag up
+            // runs on: lmcache-http-*; the release thread picks the flag up
             api.route("/test/block-next-release", (method, exchange) -> {
                 releases.blockNextRelease();
                 return HttpApi.Response.json(200, Map.of("armed", true));

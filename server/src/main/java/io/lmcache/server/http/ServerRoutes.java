@@ -34,6 +34,7 @@ public final class ServerRoutes {
     private ServerRoutes() {}
 
     public static void register(HttpApi api, Server server, AdminGuard guard) {
+        // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
         api.route("/status", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.status())));
         api.route("/config", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.config())));
         api.route("/version", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, Versions.version())));

@@ -135,6 +135,7 @@ public final class ReleaseThread implements EndOfLifeQueue, Agent, AutoCloseable
 
     private Worker startWorker() {
         Worker created = new Worker();
+        // runs on: lmcache-release-N (a replacement after an abandon takes the next N)
         created.thread = threads.newThread(created);
         created.thread.start();
         return created;

@@ -88,7 +88,7 @@ public final class Dispatcher implements AutoCloseable {
                     }
                 }
                 case NORMAL -> runNormal(in, entry);
-                // runs on: lmcache-transfer
+                // runs on: lmcache-transfer-* (the peer's lane)
                 case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in, entry));
             }
         } catch (RejectedExecutionException e) {
@@ -101,7 +101,7 @@ public final class Dispatcher implements AutoCloseable {
     private <R extends Request> void runNormal(Inbound in, OpEntry.Handled<R> entry) {
         normalPending.incrementAndGet();
         try {
-            // runs on: lmcache-normal
+            // runs on: lmcache-normal-*
             normalPool.execute(() -> {
                 try {
                     run(in, entry);

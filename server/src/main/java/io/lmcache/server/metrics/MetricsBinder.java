@@ -13,12 +13,17 @@ import java.util.List;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.IntSupplier;
 
-/** Exposes what the L1 tier and the reaper count under LMCache's metric names. */
+/**
+ * Exposes what the L1 tier, the reaper, the release thread and the GPU count under LMCache's metric
+ * names. Every supplier bound here is read by a scrape, on lmcache-http-*; they read counters and
+ * O(1) fields only.
+ */
 public final class MetricsBinder {
     private MetricsBinder() {}
 
     public static void bindStore(ServerMetrics metrics, ObjectStore store) {
         StoreCounters c = store.counters();
+        // runs on: lmcache-http-* (each scrape), as every supplier below
         adder(metrics, "lmcache_mp.l1_write_chunks", "chunk objects written to L1 (one per chunk per kv rank)", c.writeChunks);
         adder(metrics, "lmcache_mp.l1_read_chunks", "chunk objects read from L1", c.readChunks);
         adder(metrics, "lmcache_mp.l1_write_bytes", "bytes written to L1", c.writeBytes);
@@ -46,6 +51,7 @@ public final class MetricsBinder {
     }
 
     public static void bindLiveness(ServerMetrics metrics, Reaper reaper) {
+        // runs on: lmcache-http-* (each scrape); the reset hook on the /metrics/reset request
         metrics.gauge("lmcache_mp.tracked_instances", "worker instances the liveness targets track", reaper::trackedInstances);
         for (InstanceLivenessTarget.Reason reason : InstanceLivenessTarget.Reason.values()) {
             metrics.functionCounter("lmcache_mp.reaped_workers", "worker instances reaped, by reason", reaper, r -> r.reaped(reason),
@@ -57,6 +63,7 @@ public final class MetricsBinder {
 
     /** The release thread: every native release (shm unmap, CUDA IPC close) of UNREGISTER, the reaper and the last lease. */
     public static void bindReleases(ServerMetrics metrics, ReleaseThread releases) {
+        // runs on: lmcache-http-* (each scrape)
         metrics.functionCounter("lmcache_mp.release_timeouts", "native releases abandoned past their time (a close stuck in the driver)",
                 releases, ReleaseThread::timeouts);
         metrics.functionCounter("lmcache_mp.release_failures", "native release attempts that failed (retried with backoff)", releases,
@@ -73,6 +80,7 @@ public final class MetricsBinder {
     /** Failed turns of the background agents (each keeps running), by role. */
     public static void bindAgents(ServerMetrics metrics, AgentErrors errors, List<String> roles) {
         for (String role : roles) {
+            // runs on: lmcache-http-* (each scrape)
             metrics.functionCounter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", errors,
                     e -> e.count(role), "role", role);
         }
@@ -82,6 +90,7 @@ public final class MetricsBinder {
     public static void bindGpu(ServerMetrics metrics, GpuBackend gpu) {
         for (Direction direction : Direction.values()) {
             String op = direction == Direction.TO_POOL ? "store" : "retrieve";
+            // runs on: lmcache-http-* (each scrape); the reset hook below on the /metrics/reset request
             metrics.functionCounter("lmcache_mp.gpu_copy_seconds", "GPU time of completed copies, from the copy stream reaching a transfer to its last copy",
                     gpu, g -> g.copyNanos(direction) / 1e9, "op", op);
             metrics.functionCounter("lmcache_mp.gpu_copy_bytes", "bytes of completed GPU copies", gpu, g -> g.copyBytes(direction),
@@ -91,6 +100,7 @@ public final class MetricsBinder {
     }
 
     public static void bindLookups(ServerMetrics metrics, IntSupplier pendingResults) {
+        // runs on: lmcache-http-* (each scrape)
         metrics.gauge("lmcache_mp.active_prefetch_jobs", "LOOKUP results not yet queried", pendingResults::getAsInt);
     }
 

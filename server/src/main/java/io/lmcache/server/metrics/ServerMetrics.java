@@ -71,6 +71,7 @@ public final class ServerMetrics {
             AtomicReference<Timer> timer = new AtomicReference<>(newTimer(op));
             latency.put(op, timer);
         }
+        // runs on: lmcache-http-* (the /metrics/reset request)
         resetHooks.add(() -> {
             for (Op op : Op.values()) {
                 Timer old = latency.get(op).get();
@@ -211,14 +212,6 @@ public final class ServerMetrics {
 
     public long retrieveBytes() {
         return retrieveBytes.sum();
-    }
-
-    public long storeNanos() {
-        return storeNanos.sum();
-    }
-
-    public long retrieveNanos() {
-        return retrieveNanos.sum();
     }
 
     public long lookupRequestedTokens() {

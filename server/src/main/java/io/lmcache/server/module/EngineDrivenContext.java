@@ -75,10 +75,6 @@ final class EngineDrivenContext {
         }
     }
 
-    synchronized int pendingCount() {
-        return writes.size() + reads.size();
-    }
-
     /** This instance's {@code non_cuda_context_meta} entry. */
     synchronized Map<String, Object> status() {
         EngineDrivenRegistration r = registration;

@@ -16,6 +16,7 @@ public final class EngineDrivenOps {
      * {@code builder.disabled("engine_driven")} when {@code --supported-transfer-mode} leaves it out.
      */
     public static void declare(OpTable.ModuleOps<EngineDrivenTransferModule> ops) {
+        // runs on: lmcache-request-loop (SYNC: register, unregister) or lmcache-normal-* (NORMAL: prepare, commit)
         ops.op(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, 1, RequestDecoder::registerEngineDrivenContext,
                 EngineDrivenTransferModule::register, FailureReplies.NO_POOL);
         ops.op(Op.UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, 1, RequestDecoder::unregisterEngineDrivenContext,

@@ -321,7 +321,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         reads.forEach(pending -> ChunkObjects.unpinAll(store, pending.objects(), false));
     }
 
-    /** Drops reservations and pinned slots older than their TTL (a worker that never committed). */
+    /** Drops reservations and pinned slots older than their TTL (a worker that never committed). Runs on lmcache-housekeeping. */
     public void sweep() {
         long nowNs = liveness.nowNs();
         List<Pending> staleWrites = new ArrayList<>();
@@ -345,19 +345,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private void fail(Op op, String reason, String message) {
         metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
         LOG.warn("{}; answering with the failure value", message);
-    }
-
-    public int registeredInstances() {
-        return contexts.count();
-    }
-
-    /** Reservations and pins outstanding (tests, status). */
-    public int pendingTransfers() {
-        int count = 0;
-        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
-            count += registered.context().pendingCount();
-        }
-        return count;
     }
 
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */

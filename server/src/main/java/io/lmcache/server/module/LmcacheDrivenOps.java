@@ -18,6 +18,7 @@ public final class LmcacheDrivenOps {
      * handles can block in the driver, which must never happen on the socket thread.
      */
     public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops) {
+        // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler below
         ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
         ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
         ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, FailureReplies.TRANSFER_FAILED);

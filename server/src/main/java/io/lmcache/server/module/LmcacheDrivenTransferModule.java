@@ -161,7 +161,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             long startNs = System.nanoTime();
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> planPieces(context, plan, reserved, 0, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
-                        // runs on: the caller (host path) or lmcache-cuda-events (CUDA path)
+                        // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                         if (ok) {
                             ChunkObjects.commitAll(store, reserved);
                             metrics.stored(bytes, System.nanoTime() - startNs);
@@ -212,7 +212,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
                 sink -> planPieces(context, plan, pinned, request.skipFirstNTokens(), sink), request.eventHandle(), lease,
                 (ok, bytes, error) -> {
-                    // runs on: the caller (host path) or lmcache-cuda-events (CUDA path)
+                    // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
                     if (ok) {
                         metrics.retrieved(bytes, System.nanoTime() - startNs);
@@ -283,10 +283,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         failures.fail(op, failed != null ? "registration_failed" : "unknown_instance", op.toUpperCase() + " for instance " + instanceId
                 + (failed != null ? " whose registration failed: " + failed.reason() : " that is not registered"));
         return null;
-    }
-
-    public int registeredInstances() {
-        return instances.count();
     }
 
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */

@@ -119,7 +119,7 @@ public final class LookupLeases {
         apply(releases);
     }
 
-    /** Drops leases older than the read TTL. */
+    /** Drops leases older than the read TTL. Runs on lmcache-housekeeping (an eviction-tick sweeper). */
     public int sweep() {
         List<Release> releases = new ArrayList<>();
         long nowNs = clockNs.getAsLong();
@@ -140,19 +140,6 @@ public final class LookupLeases {
 
     public synchronized int size() {
         return leases.size();
-    }
-
-    /** Read locks still held by a request's lease (tests, status). */
-    public synchronized int heldLocks(String requestId) {
-        Lease lease = leases.get(requestId);
-        if (lease == null) {
-            return 0;
-        }
-        int held = 0;
-        for (int count : lease.remaining) {
-            held += count;
-        }
-        return held;
     }
 
     private void dropOldest(List<Release> releases) {

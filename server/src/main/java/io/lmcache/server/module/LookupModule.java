@@ -46,6 +46,7 @@ public final class LookupModule {
      * NORMAL, as LMCache runs it on its CPU pool.
      */
     public void declareOps(OpTable.Builder ops) {
+        // runs on: lmcache-request-loop (QUICK, small) or lmcache-normal-* (QUICK, large; NORMAL)
         ops.op(Op.LOOKUP, HandlerKind.QUICK, 2, RequestDecoder::lookup, (r, peer) -> lookup(r), Reply.NONE);
         ops.op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchStatus,
                 (r, peer) -> query(r.requestId()), FailureReplies.ZERO);

@@ -47,6 +47,7 @@ public final class ManagementModule {
      * never waits behind a pool's queue, and always answers true.
      */
     public void declareOps(OpTable.Builder ops) {
+        // runs on: lmcache-request-loop (SYNC) or lmcache-normal-* (NORMAL: clear, block allocation report)
         ops.op(Op.GET_CHUNK_SIZE, HandlerKind.SYNC, 0, RequestDecoder::getChunkSize, (r, peer) -> getChunkSize(), chunkSize);
         ops.op(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, RequestDecoder::getExperimental, (r, peer) -> getExperimental(), NO_EXPERIMENTS);
         ops.op(Op.NOOP, HandlerKind.SYNC, 0, RequestDecoder::noop, (r, peer) -> noop(), OK);

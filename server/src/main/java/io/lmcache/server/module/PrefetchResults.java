@@ -45,6 +45,7 @@ public final class PrefetchResults {
         return result == null ? -1 : result.hits();
     }
 
+    /** Drops results older than the read TTL. Runs on lmcache-housekeeping (an eviction-tick sweeper). */
     public synchronized int sweep() {
         long nowNs = clockNs.getAsLong();
         int dropped = 0;

@@ -114,6 +114,7 @@ public final class L1Pool implements AutoCloseable {
             throw new IllegalStateException("cannot map " + (bytes >> 20) + " MiB of anonymous memory for the L1 pool");
         }
         Arena arena = Arena.ofShared();
+        // runs on: the thread that closes the arena (the server's close)
         MemorySegment segment = MemorySegment.ofAddress(address).reinterpret(bytes, arena, s -> Posix.munmap(address, bytes));
         LOG.info("L1 pool: {} MiB of anonymous memory (regions of {} MiB)", bytes >> 20, regionBytes >> 20);
         return new L1Pool(segment, arena, bytes, regionBytes, null, null, null);

@@ -3,7 +3,6 @@ package io.lmcache.server.storage;
 import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -398,16 +397,6 @@ public final class ObjectStore {
         lock.lock();
         try {
             return table.recount(poolBytes);
-        } finally {
-            unlock();
-        }
-    }
-
-    /** Keys of READY objects (tests and debugging). */
-    Set<ObjectKey> readyKeys() {
-        lock.lock();
-        try {
-            return table.readyKeys();
         } finally {
             unlock();
         }

@@ -201,14 +201,4 @@ final class ObjectTable {
         live.addAll(doomedInUse);
         return live;
     }
-
-    Set<ObjectKey> readyKeys() {
-        Set<ObjectKey> keys = new HashSet<>();
-        for (StoredObject object : objects.values()) {
-            if (object.state == StoredObject.State.READY) {
-                keys.add(object.key);
-            }
-        }
-        return keys;
-    }
 }

@@ -58,7 +58,7 @@ public final class StoredObject {
         return bytes;
     }
 
-    /** The layout the bytes are in (see {@code ObjectFormat}); readers of another layout treat it as a miss. */
+    /** The layout the bytes are in (see {@code transfer.KvLayout.format()}); readers of another layout treat it as a miss. */
     public int format() {
         return format;
     }

@@ -126,11 +126,8 @@ public final class InstanceContext {
     }
 
     private void enqueueRelease() {
+        // runs on: lmcache-release-* (or the closing thread once the release thread has closed)
         endOfLife.enqueue(copyPath.kind() + " mappings of instance " + instanceId, copyPath::close);
-    }
-
-    public synchronized boolean isClosed() {
-        return closed;
     }
 
     public synchronized int leases() {

@@ -62,10 +62,6 @@ public record KvLayout(
         return kind == Kind.CROSS_LAYER;
     }
 
-    public int tensorCount() {
-        return tensorBaseBytes.length;
-    }
-
     public int blocksPerChunk(int chunkSize) {
         return chunkSize / blockSize;
     }
