@@ -10,8 +10,11 @@ import java.util.concurrent.TimeUnit;
  */
 public final class Housekeeping {
     public static final String THREAD = "lmcache-housekeeping";
-    /** How late a housekeeping deadline may be seen; also bounds the wake-ups of an idle server (1000/s). */
-    public static final long MAX_PARK_NS = TimeUnit.MILLISECONDS.toNanos(1);
+    /**
+     * How late a housekeeping deadline may be seen (the shortest period is the reaper's, at least 50 ms); also bounds the
+     * wake-ups of an idle server to 100/s, so an idle sidecar does not keep a vCPU of a small host awake.
+     */
+    public static final long MAX_PARK_NS = TimeUnit.MILLISECONDS.toNanos(10);
     /** An eviction pass or a reap in hand gets this long to finish at shutdown. */
     public static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(5);
 
