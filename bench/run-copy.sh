@@ -7,7 +7,7 @@ port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0
 log=$(mktemp /tmp/lmcache-bench-copy-server-XXXXXX.log)
 bin/lmcache-server --l1-size-gb 6 --port "$port" --http-port 0 --host 127.0.0.1 >"$log" 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 # timing starts only once every region is prefaulted: the preparation thread would compete for the CPU
 for _ in $(seq 600); do
   grep -q 'L1 pool preparation: 100%' "$log" && break
