@@ -110,10 +110,8 @@ public final class LmcacheServer implements AutoCloseable {
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven), replies, metrics,
                     config.maxCpuWorkers(), config.maxGpuWorkers()));
             // runs on: lmcache-housekeeping (each eviction tick)
-            List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(leases::sweep, prefetchResults::sweep));
-            if (engineDriven != null) {
-                sweepers.add(engineDriven::sweep);
-            }
+            List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep)
+                    : List.of(leases::sweep, prefetchResults::sweep, engineDriven::sweep);
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
             List<Agent> agents = List.of(l1.evictionController(config, sweepers),
                     new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);
@@ -124,8 +122,7 @@ public final class LmcacheServer implements AutoCloseable {
             http = add(ServerHttp.bindApi(config));
             prometheusHttp = add(ServerHttp.bindPrometheus(config));
             loop = new RequestLoop(config.zmqEndpoint(), dispatcher, replies, connections);
-            // closed first: in-flight requests are answered while everything they use is still open
-            // runs on: the thread that calls close() (lmcache-shutdown under Main)
+            // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
             // its health check reads closed; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, l1, leases, lookup, lmcacheDriven, engineDriven, management, connections,
