@@ -88,12 +88,13 @@ class TransferFailureEventsTest {
 
     @Test
     void aHandlerExceptionIsAnsweredWithTheBackendsEvent() {
-        OpTable.Builder b = OpTable.builder();
-        for (Op op : TRANSFERS) {
-            b.op(op, HandlerKind.AFFINITY, 5, op == Op.STORE ? RequestDecoder::store : RequestDecoder::retrieve, (r, peer) -> {
-                throw new IllegalStateException("handler bug");
-            }, failures::transferFailure);
-        }
+        OpTable.Builder b = OpTable.builder()
+                .op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, (r, peer) -> {
+                    throw new IllegalStateException("handler bug");
+                }, failures::transferFailure)
+                .op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, (r, peer) -> {
+                    throw new IllegalStateException("handler bug");
+                }, failures::transferFailure);
         b.unsupported("not under test", EnumSet.complementOf(EnumSet.copyOf(TRANSFERS)).toArray(Op[]::new));
         Dispatcher dispatcher = dispatcher(b.build());
         for (Op op : TRANSFERS) {
