@@ -146,6 +146,13 @@ class Client:
         frames = self.dealer.recv()
         return unpack(frames[0]), (unpack(frames[2]) if len(frames) > 2 else None)
 
+    def send_raw(self, op, *frames):
+        """Sends payload frames as given (already encoded, or not msgpack at all)."""
+        uid = self.uid
+        self.uid += 1
+        self.dealer.send([pack(uid), pack(OP[op])] + list(frames))
+        return uid
+
     def call(self, op, *payloads):
         uid = self.send(op, *payloads)
         got, value = self.recv()
@@ -235,6 +242,8 @@ class Worker:
         assert isinstance(handle, (bytes, bytearray)) and len(handle) == 64, f"event handle {handle!r}"
         ours = torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle))
         ours.synchronize()
+        # what vLLM's get_finished does with it
+        assert ours.query(), "the server's event is complete after synchronize"
 
     def store(self, tokens, start, end, blocks, request):
         handle, ok = self.client.call("store", key(tokens, start, end, request), self.instance, [blocks], self.event())
@@ -329,6 +338,75 @@ def unknown_instance_gets_a_valid_event(server):
     check("STORE for an unknown instance: false, and its event opens and completes", not ok)
 
 
+def failure_reply(name, client, op, *frames):
+    """Sends op with raw payload frames; passes when the reply is (event, false) and the event opens and
+    completes here, as vLLM's worker opens it. Returns the handle (None when the check failed)."""
+    uid = client.send_raw(op, *frames)
+    got, value = client.recv()
+    try:
+        assert got == uid, f"reply uid {got} for request {uid}"
+        handle, ok = value
+        Worker.wait(handle)
+        check(name, not ok, f"handle {bytes(handle)[:8].hex()}...")
+        return bytes(handle)
+    except Exception as e:  # noqa: BLE001 -- the failure is the test's result
+        check(name, False, repr(e))
+        return None
+
+
+def transfer_frames(op, tokens, instance=12345, blocks=(0,)):
+    frames = [pack(key(tokens, 0, len(tokens), "f")), pack(instance), pack([list(blocks)]), pack(bytes(64))]
+    return frames + [pack(0)] if op == "retrieve" else frames
+
+
+def failure_paths_answer_with_events_a_worker_can_open(server):
+    """Issue 13, item 5: every STORE/RETRIEVE failure reply carries a valid recorded event (protocol doc
+    section 9), not 64 zero bytes, which make Event.from_ipc_handle raise and take vLLM down. Covered here:
+    undecodable requests (a token id >= 2^32, which msgpack sends as uint64; a key that is no msgpack),
+    an unknown instance, and (in disabled_mode_answers_with_events) a disabled transfer mode. Not covered
+    on the GPU: a handler exception (no request makes a handler throw; the unit test
+    TransferFailureEventsTest covers it with a throwing handler) and a request rejected during shutdown
+    (it cannot be timed from outside; same unit test)."""
+    w = Worker(server, "nhd", seed=41)
+    check("failure paths: register", w.register() is None)
+    client = Client(server.port)
+    tokens = [random.Random(42).randrange(150000) for _ in range(CHUNK)]
+    handles = []
+    for op in ("store", "retrieve"):
+        wide = [2 ** 32] + tokens[1:]
+        handles.append(failure_reply(f"{op.upper()} with a token id >= 2^32 (decode failure): false, and its event opens and completes",
+                                     client, op, *transfer_frames(op, wide, instance=w.instance)))
+        garbage = [b"\xc1"] + transfer_frames(op, tokens, instance=w.instance)[1:]
+        handles.append(failure_reply(f"{op.upper()} with a key that is no msgpack (decode failure): false, and its event opens and completes",
+                                     client, op, *garbage))
+        for i in range(3):
+            handles.append(failure_reply(f"{op.upper()} #{i} for an unknown instance: false, and its event opens and completes",
+                                         client, op, *transfer_frames(op, tokens, instance=987654321)))
+    opened = [h for h in handles if h is not None]
+    check("failure replies share one cached, complete event per GPU (opened many times)", len(set(opened)) == 1,
+          f"{len(set(opened))} distinct handles over {len(opened)} replies")
+    check("failure paths: the registered worker still works afterwards", w.store(tokens, 0, CHUNK, list(range(CHUNK // w.block)), "f-ok"))
+    w.client.call("unregister", w.instance)
+
+
+def disabled_mode_answers_with_events(args):
+    """--supported-transfer-mode engine_driven: STORE and RETRIEVE are answered by the disabled
+    lmcache-driven module's null object, with the GPU's complete event."""
+    try:
+        server = Server(args.java, args.classpath, args.out, 1, extra=("--supported-transfer-mode", "engine_driven"))
+    except Exception as e:  # noqa: BLE001 -- recorded as a failed check, the other results are still written
+        check("a server with --supported-transfer-mode engine_driven starts", False, repr(e))
+        return
+    try:
+        client = Client(server.port)
+        tokens = list(range(CHUNK))
+        for op in ("store", "retrieve"):
+            failure_reply(f"{op.upper()} with lmcache_driven disabled: false, and its event opens and completes", client, op,
+                          *transfer_frames(op, tokens))
+    finally:
+        server.stop()
+
+
 def other_layout_misses(server):
     """A chunk stored by an NHD worker is a miss for an HND worker of the same model: the bytes of a
     block piece are in another order, and the server must not hand them over as if they fit."""
@@ -362,12 +440,14 @@ def run_tests(args):
         other_layout_misses(server)
         two_workers_on_one_gpu(server)
         unknown_instance_gets_a_valid_event(server)
+        failure_paths_answer_with_events_a_worker_can_open(server)
         status = server.status()
         check("UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",
               status.get("registered_gpu_ids") == [] and status["cuda"]["open_ipc_mappings"] == 0,
               f"{status.get('registered_gpu_ids')} / {status['cuda']}")
     finally:
         server.stop()
+    disabled_mode_answers_with_events(args)
     failed = [r for r in RESULTS if not r["ok"]]
     log(f"{len(RESULTS) - len(failed)} passed, {len(failed)} failed")
     with open(os.path.join(args.out, "gpu_tests.json"), "w") as f:

@@ -15,6 +15,7 @@ import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.loop.Dispatcher;
+import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
@@ -107,7 +108,10 @@ public final class LmcacheServer implements AutoCloseable {
             MetricsBinder.bindLookups(metrics, lookup::pendingResults);
             gpu.bindMetrics(metrics);
             ReplyQueue replies = new ReplyQueue();
-            Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven), replies, metrics,
+            // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
+            // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (one rejected during shutdown)
+            Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven,
+                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics,
                     config.maxCpuWorkers(), config.maxGpuWorkers()));
             // runs on: lmcache-housekeeping (each eviction tick)
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep)

@@ -60,15 +60,23 @@ public final class CudaBackend implements GpuBackend {
         return device.engine(poller, pinned);
     }
 
-    /** The engine of the GPU with this UUID, or of the first GPU when it is unknown (failure replies only). */
+    /** The device's complete event, made once (its primary context only: no copy engine is created for a failure). */
     @Override
-    public CopyEngine engineFor(String deviceUuid) {
-        for (CudaDevice device : devices.devices()) {
-            if (deviceUuid != null && device.uuid().equals(CudaDevices.normalizeUuid(deviceUuid))) {
-                return engine(device);
+    public byte[] failureEvent(String deviceUuid) {
+        return deviceFor(deviceUuid).completedEvent();
+    }
+
+    /** The GPU with this UUID, or the first GPU when it is null or unknown. */
+    private CudaDevice deviceFor(String deviceUuid) {
+        if (deviceUuid != null) {
+            String uuid = CudaDevices.normalizeUuid(deviceUuid);
+            for (CudaDevice device : devices.devices()) {
+                if (device.uuid().equals(uuid)) {
+                    return device;
+                }
             }
         }
-        return engine(devices.devices().getFirst());
+        return devices.devices().getFirst();
     }
 
     /** GPU time of the completed transfers in one direction, over every device. */

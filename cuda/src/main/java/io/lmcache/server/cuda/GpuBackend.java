@@ -15,7 +15,16 @@ import java.util.Map;
 public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, NoGpu {
     /** Opens the driver; throws {@link CudaException} (with the reason) when there is no usable GPU. */
     static GpuBackend open() {
-        return new CudaBackend(CudaDevices.open());
+        CudaDevices devices = CudaDevices.open();
+        try {
+            // the first GPU's context is retained at start-up anyway (the pool is pinned through it): its failure
+            // event made now, no failure reply ever makes a driver call, not even on the socket thread
+            devices.devices().getFirst().completedEvent();
+        } catch (RuntimeException e) {
+            devices.close();
+            throw e;
+        }
+        return new CudaBackend(devices);
     }
 
     /** The host-only backend: nothing is CUDA, every counter is 0. */
@@ -38,8 +47,14 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
 
     CopyEngine engine(CudaDevice device);
 
-    /** The engine of the GPU with this UUID, or of the first GPU when it is unknown (failure replies only). */
-    CopyEngine engineFor(String deviceUuid);
+    /**
+     * The handle of a recorded, always-complete interprocess event on the GPU with this UUID (the
+     * first GPU when it is null or unknown), made once per GPU ({@link CudaDevice#completedEvent}):
+     * what a STORE or RETRIEVE answers with when it copied nothing, so a GPU worker can open it and
+     * wait. 64 zero bytes on the host-only backend (a CPU worker ignores the handle). Throws
+     * {@link CudaException} when CUDA cannot make it.
+     */
+    byte[] failureEvent(String deviceUuid);
 
     /** GPU time of the completed transfers in one direction, over every device. */
     long copyNanos(Direction direction);

@@ -46,9 +46,10 @@ public final class NoGpu implements GpuBackend {
         throw new CudaException(REFUSED);
     }
 
+    /** 64 zero bytes: only CPU workers are served, and they ignore the handle. */
     @Override
-    public CopyEngine engineFor(String deviceUuid) {
-        throw new CudaException(REFUSED);
+    public byte[] failureEvent(String deviceUuid) {
+        return new byte[64];
     }
 
     @Override

@@ -94,7 +94,7 @@ public final class Dispatcher implements AutoCloseable {
         } catch (RejectedExecutionException e) {
             // only during shutdown: still answer, the client is waiting
             LOG.warn("{} rejected during shutdown; answering with its failure value", in.op().wireName());
-            reply(in, entry.failure());
+            reply(in, entry);
         }
     }
 
@@ -143,12 +143,12 @@ public final class Dispatcher implements AutoCloseable {
             metrics.badRequest(e.reason());
             badInputLog.warn("bad {} request from peer {} ({}): {}; answering with its failure value", op.wireName(), in.peer(),
                     e.reason().label(), e.getMessage());
-            reply(in, entry.failure());
+            reply(in, entry);
             return;
         } catch (RuntimeException e) {
             metrics.handlerError(op);
             LOG.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(), in.peer(), e);
-            reply(in, entry.failure());
+            reply(in, entry);
             return;
         }
         Reply result;
@@ -160,23 +160,24 @@ public final class Dispatcher implements AutoCloseable {
         } catch (Throwable t) {
             metrics.handlerError(op);
             LOG.error("{} handler failed for peer {}; answering with its failure value", op.wireName(), in.peer(), t);
-            result = entry.failure();
+            result = entry.failure().get();
         }
-        reply(in, result, entry.failure());
+        reply(in, result, entry);
     }
 
-    private void reply(Inbound in, Reply failure) {
-        reply(in, failure, failure);
+    /** Answers with the entry's failure value (STORE/RETRIEVE: on a CUDA host, an event the worker can open). */
+    private void reply(Inbound in, OpEntry.Handled<?> entry) {
+        reply(in, entry.failure().get(), entry);
     }
 
-    private void reply(Inbound in, Reply reply, Reply failure) {
+    private void reply(Inbound in, Reply reply, OpEntry.Handled<?> entry) {
         byte[] payload;
         try {
             payload = CODEC.get().encoder.encode(reply);
         } catch (RuntimeException e) {
             metrics.handlerError(in.op());
             LOG.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
-            payload = CODEC.get().encoder.encode(failure);
+            payload = CODEC.get().encoder.encode(entry.failure().get());
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
         metrics.latency(in.op(), System.nanoTime() - in.receivedNs());

@@ -4,6 +4,7 @@ import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder.PayloadDecoder;
+import java.util.function.Supplier;
 
 /** What the server does with one op: one entry per {@link Op} in the {@link OpTable}. */
 public sealed interface OpEntry {
@@ -17,10 +18,11 @@ public sealed interface OpEntry {
      * @param maxPayloads the most payload frames any client version sends; more are counted and ignored
      * @param decoder reads the payload frames into the op's request record
      * @param handler answers the request; an exception is answered with {@code failure}
-     * @param failure what the waiting client gets when the request cannot be served (protocol doc §11)
+     * @param failure what the waiting client gets when the request cannot be served (protocol doc §11),
+     *     asked for each such request (STORE/RETRIEVE's comes from the GPU backend); never throws
      */
     record Handled<R extends Request>(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-            RequestHandler<? super R> handler, Reply failure) implements OpEntry {}
+            RequestHandler<? super R> handler, Supplier<Reply> failure) implements OpEntry {}
 
     /**
      * An op of a feature this server does not provide: counted, warned about once, never answered (the

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -47,9 +48,15 @@ public final class OpTable {
 
         private Builder() {}
 
-        /** Declares an op this server serves. */
+        /** Declares an op this server serves, with a constant failure value. */
         public <R extends Request> Builder op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
                 RequestHandler<? super R> handler, Reply failure) {
+            return op(op, kind, maxPayloads, decoder, handler, constant(failure));
+        }
+
+        /** Declares an op this server serves, whose failure value is made for each failure (it must never throw). */
+        public <R extends Request> Builder op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
+                RequestHandler<? super R> handler, Supplier<Reply> failure) {
             if (maxPayloads < 0) {
                 throw new IllegalArgumentException("op table: " + op.wireName() + " declares " + maxPayloads + " payload frames");
             }
@@ -119,6 +126,12 @@ public final class OpTable {
 
         public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
                 ModuleHandler<M, ? super R> handler, Reply failure) {
+            return op(op, kind, maxPayloads, decoder, handler, constant(failure));
+        }
+
+        /** An op whose failure value is made for each failure (STORE/RETRIEVE: the GPU backend's event); it must never throw. */
+        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
+                ModuleHandler<M, ? super R> handler, Supplier<Reply> failure) {
             M live = module;
             RequestHandler<R> bound = live != null
                     ? (request, peer) -> handler.handle(live, request, peer)
@@ -132,10 +145,10 @@ public final class OpTable {
     private static final class DisabledOp<R extends Request> implements RequestHandler<R> {
         private final Op op;
         private final String mode;
-        private final Reply failure;
+        private final Supplier<Reply> failure;
         private final AtomicBoolean warned = new AtomicBoolean();
 
-        DisabledOp(Op op, String mode, Reply failure) {
+        DisabledOp(Op op, String mode, Supplier<Reply> failure) {
             this.op = op;
             this.mode = mode;
             this.failure = failure;
@@ -147,7 +160,12 @@ public final class OpTable {
                 LOG.warn("{} needs {} transfers, which --supported-transfer-mode leaves out; answering with its failure value"
                         + " (further ones are not logged)", op.wireName(), mode);
             }
-            return failure;
+            return failure.get();
         }
+    }
+
+    private static Supplier<Reply> constant(Reply failure) {
+        Objects.requireNonNull(failure);
+        return () -> failure;
     }
 }

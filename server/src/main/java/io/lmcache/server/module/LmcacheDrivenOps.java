@@ -15,14 +15,15 @@ public final class LmcacheDrivenOps {
      * Declares the mode's ops on {@code ops}: {@code builder.module(module)} when the mode is on,
      * {@code builder.disabled("lmcache_driven")} when {@code --supported-transfer-mode} leaves it out.
      * Every op of one worker runs in order on its transfer lane; REGISTER too, because opening CUDA IPC
-     * handles can block in the driver, which must never happen on the socket thread.
+     * handles can block in the driver, which must never happen on the socket thread. STORE and
+     * RETRIEVE fail with {@code failures}' event, which a GPU worker can open (protocol doc §9).
      */
-    public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops) {
-        // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler below
+    public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops, FailureReplies failures) {
+        // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler and failure value below
         ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
         ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
-        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, FailureReplies.TRANSFER_FAILED);
+        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, failures::transferFailure);
         ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, LmcacheDrivenTransferModule::retrieve,
-                FailureReplies.TRANSFER_FAILED);
+                failures::transferFailure);
     }
 }

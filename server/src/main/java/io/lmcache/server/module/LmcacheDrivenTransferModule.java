@@ -142,7 +142,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     public Reply store(Request.Store request, PeerId peer) {
         try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "store")) {
             if (lease == null) {
-                return failure(request.instanceId(), Direction.TO_POOL);
+                return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
             TransferPlan plan = plan(context, request.key(), request.blockIds(), "store");
@@ -179,7 +179,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         CacheKey key = request.key();
         try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "retrieve")) {
             if (lease == null) {
-                return failure(request.instanceId(), Direction.FROM_POOL);
+                return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
             TransferPlan plan = plan(context, key, request.blockIds(), "retrieve");
@@ -258,14 +258,14 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         };
     }
 
-    /** The failure reply for an instance we do not know: with a GPU, an event on the GPU its registration named, or the first. */
-    private Reply failure(long instanceId, Direction direction) {
-        if (!gpu.available()) {
-            return FailureReplies.transferFailed();
-        }
+    /**
+     * The failure reply for an instance we do not know: the complete event of the GPU its failed
+     * registration named, or of the first GPU (64 zero bytes without CUDA).
+     */
+    private Reply failure(long instanceId) {
         RegistrationFailures.Failed failed = failedRegistrations.get(instanceId);
         try {
-            return new Reply.Transfer(gpu.engineFor(failed == null ? null : failed.deviceUuid()).recordedEvent(direction), false);
+            return new Reply.Transfer(gpu.failureEvent(failed == null ? null : failed.deviceUuid()), false);
         } catch (CudaException e) {
             LOG.error("cannot record a failure event for unknown instance {}: {}", instanceId, e.getMessage());
             return FailureReplies.transferFailed();

@@ -1,5 +1,6 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.protocol.Op;
 
@@ -12,13 +13,15 @@ public final class ServerOps {
      *
      * @param lmcacheDriven null when {@code --supported-transfer-mode} leaves the mode out
      * @param engineDriven null when {@code --supported-transfer-mode} leaves the mode out
+     * @param failures where STORE/RETRIEVE failures get their event ({@link FailureReplies#withEvents} with the GPU backend,
+     *     so that a GPU worker can open it; {@link FailureReplies#hostOnly()} on a server without CUDA)
      */
     public static OpTable table(ManagementModule management, LookupModule lookup, LmcacheDrivenTransferModule lmcacheDriven,
-            EngineDrivenTransferModule engineDriven) {
+            EngineDrivenTransferModule engineDriven, FailureReplies failures) {
         OpTable.Builder ops = OpTable.builder();
         management.declareOps(ops);
         lookup.declareOps(ops);
-        LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"));
+        LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"), failures);
         EngineDrivenOps.declare(engineDriven != null ? ops.module(engineDriven) : ops.disabled("engine_driven"));
         declareUnsupported(ops);
         return ops.build();

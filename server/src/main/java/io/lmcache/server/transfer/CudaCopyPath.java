@@ -58,16 +58,34 @@ public final class CudaCopyPath implements CopyPath {
                 owned.close();
             }
             done.done(false, 0, "failed: " + e);
-            return new Copied(failureEvent(direction), false, null);
+            return new Copied(afterEnqueued(direction), false, null);
         }
         done.done(true, 0, null);
         return new Copied(storedAlready, true, null);
     }
 
-    /** A valid recorded event for a failure reply (the worker opens it), or 64 zero bytes when not even that works. */
-    private byte[] failureEvent(Direction direction) {
+    /**
+     * The reply's event when the submit threw part way: recorded on the lane, so it also covers copies
+     * enqueued before the throw (the worker must not touch its blocks before they finish); the
+     * device's complete event when not even that can be recorded.
+     */
+    private byte[] afterEnqueued(Direction direction) {
         try {
             return engine.recordedEvent(direction);
+        } catch (RuntimeException e) {
+            LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
+            return completedEvent();
+        }
+    }
+
+    /**
+     * The device's recorded, always-complete event (made once, shared by every failure reply): a
+     * request refused before any copy has nothing to wait for. 64 zero bytes only when CUDA cannot
+     * make even that (the worker's open then fails, but there is nothing valid to send).
+     */
+    private byte[] completedEvent() {
+        try {
+            return tensors.device().completedEvent();
         } catch (RuntimeException e) {
             LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
             return NO_EVENT;
@@ -76,7 +94,7 @@ public final class CudaCopyPath implements CopyPath {
 
     @Override
     public Reply failure(Direction direction) {
-        return new Reply.Transfer(failureEvent(direction), false);
+        return new Reply.Transfer(completedEvent(), false);
     }
 
     @Override

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpEntry;
 import io.lmcache.server.loop.OpTable;
@@ -41,7 +42,8 @@ class ServerOpsTest {
      * Dumped from {@code HandlerKind.of}, {@code RequestDecoder.maxPayloads} and {@code FailureReplies.forOp} (chunk size
      * 256) at bc769fb, before they were removed: kind, payload frames, failure reply as encoded (empty = no frame).
      * One deliberate change since: REGISTER_KV_CACHE and UNREGISTER_KV_CACHE moved from SYNC to the worker's
-     * transfer lane (issue 12: no driver call that can block runs on the socket thread).
+     * transfer lane (issue 12: no driver call that can block runs on the socket thread). STORE and RETRIEVE's value is
+     * the host-only backend's: on a CUDA host it carries the GPU's complete event instead (TransferFailureEventsTest).
      */
     private static final List<Fact> OLD_FACTS = List.of(
             served(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, ""),
@@ -95,7 +97,7 @@ class ServerOpsTest {
     private static OpTable table() {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null);
-        return ServerOps.table(management, lookup, null, null);
+        return ServerOps.table(management, lookup, null, null, FailureReplies.hostOnly());
     }
 
     @Test
@@ -112,7 +114,7 @@ class ServerOpsTest {
             OpEntry.Handled<?> handled = assertInstanceOf(OpEntry.Handled.class, entry, fact.op() + " is served");
             assertEquals(fact.kind(), handled.kind(), fact.op() + " kind");
             assertEquals(fact.maxPayloads(), handled.maxPayloads(), fact.op() + " payload frames");
-            byte[] failure = encoder.encode(handled.failure());
+            byte[] failure = encoder.encode(handled.failure().get());
             assertEquals(fact.failureHex(), failure == null ? "" : HexFormat.of().formatHex(failure), fact.op() + " failure value");
         }
     }
@@ -188,7 +190,7 @@ class ServerOpsTest {
             OpEntry.Handled<?> entry = assertInstanceOf(OpEntry.Handled.class, table.entry(op));
             for (int i = 0; i < 2; i++) {
                 Reply reply = ((RequestHandler<Request>) entry.handler()).handle(null, null);
-                assertEquals(entry.failure(), reply, op.wireName());
+                assertEquals(entry.failure().get(), reply, op.wireName());
             }
         }
         assertFalse(table.entry(Op.STORE) instanceof OpEntry.Unsupported, "a disabled mode's ops are answered, not dropped");
