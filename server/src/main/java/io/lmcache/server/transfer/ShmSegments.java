@@ -24,8 +24,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Opens CPU workers' shared-memory segments by the name a REGISTER carries. Any peer that reaches
  * the port picks that name, so nothing about it is trusted: the name is one path component under
- * /dev/shm (resolved once, and only used if it is a real directory on tmpfs that only its owner can
- * rename files out of); the segment must be a regular file, not a symbolic link at open
+ * /dev/shm (resolved once, and only used if it is a real directory on tmpfs owned by root or the
+ * server's user); the segment must be a regular file, not a symbolic link at open
  * ({@code O_NOFOLLOW}) or at any check, with a single link (no hard link to another file), owned by
  * the server's own user (unless {@code --shm-allow-any-owner}), at least as long as the wrapper
  * says, and the same inode before and after the open. A refused segment fails the REGISTER; the
@@ -94,8 +94,10 @@ public final class ShmSegments {
             return real + " belongs to uid " + uid + ", neither root nor this server's user";
         }
         if ((mode & GROUP_OR_OTHER_WRITE) != 0 && (mode & STICKY) == 0) {
-            // without the sticky bit anyone may rename a file over a segment between our checks and the open
-            return real + " is writable by others without the sticky bit";
+            // Kubernetes' memory-backed emptyDir is 0777 without the sticky bit, so this is only a warning: anyone
+            // may then rename files in it, but a file swapped in between the checks and the open either fails the
+            // O_NOFOLLOW open or the inode comparison, or is a file the swapper owns, which gives nothing away
+            LOG.warn("{} is writable by others without the sticky bit: any local user can rename workers' segments", real);
         }
         return null;
     }
