@@ -202,4 +202,11 @@ class ConfigLoaderTest {
                 "5% of 100 GiB is more than 1 GiB: " + refused.text());
         assertInstanceOf(ConfigLoader.Outcome.Run.class, ConfigLoader.load(new String[] {"--l1-size-gb", "95"}, Map.of(), machine));
     }
+
+    @Test
+    void shmOwnerRuleIsStrictUnlessAllowed() throws IOException {
+        assertTrue(!run("--l1-size-gb", "1").shmAllowAnyOwner());
+        assertTrue(run("--l1-size-gb", "1", "--shm-allow-any-owner").shmAllowAnyOwner());
+        assertEquals(true, run("--l1-size-gb", "1", "--shm-allow-any-owner").describe().get("shm_allow_any_owner"));
+    }
 }
