@@ -31,6 +31,7 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.transfer.ShmSegments;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -88,7 +89,7 @@ public final class LmcacheServer implements AutoCloseable {
             LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
             LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                     ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                            gpu.backend(), releases) : null;
+                            gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases) : null;
             // runs on: the thread that calls close(), as every part's close
             add("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
             EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()

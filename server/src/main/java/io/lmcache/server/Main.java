@@ -2,6 +2,7 @@ package io.lmcache.server;
 
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.config.StartupException;
 import io.lmcache.server.agent.NamedThreads;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -24,6 +25,10 @@ public final class Main {
         LmcacheServer server;
         try {
             server = LmcacheServer.start(config);
+        } catch (StartupException e) {
+            System.err.print(ConfigLoader.errorLine(e.getMessage()));
+            System.exit(ConfigLoader.EXIT_USAGE);
+            return;
         } catch (RuntimeException e) {
             log.error("start-up failed: {}", e.getMessage(), e);
             System.exit(1);

@@ -51,6 +51,11 @@ public final class ConfigLoader {
     private ConfigLoader() {}
 
     public static Outcome load(String[] args, Map<String, String> env) {
+        return load(args, env, MemoryLimits.probe());
+    }
+
+    /** As {@link #load(String[], Map)}, with the memory limits given (tests: {@link MemoryLimits#unlimited()} or fakes). */
+    public static Outcome load(String[] args, Map<String, String> env, MemoryLimits memory) {
         List<String> warnings = new ArrayList<>();
         ServerOptions options = new ServerOptions();
         CommandLine commandLine = new CommandLine(options);
@@ -96,7 +101,7 @@ public final class ConfigLoader {
             return new Outcome.Exit(0, String.join(System.lineSeparator(), new Versions().getVersion()) + System.lineSeparator());
         }
         try {
-            ServerConfig config = validate(options, env, configFile, warnings);
+            ServerConfig config = validate(options, env, configFile, warnings, memory);
             return new Outcome.Run(config, List.copyOf(warnings));
         } catch (ConfigException e) {
             return usageError(e.getMessage());
@@ -104,7 +109,12 @@ public final class ConfigLoader {
     }
 
     private static Outcome usageError(String message) {
-        return new Outcome.Exit(EXIT_USAGE, "lmcache-server: error: " + message + " (see --help)" + System.lineSeparator());
+        return new Outcome.Exit(EXIT_USAGE, errorLine(message));
+    }
+
+    /** The one line a refused start prints on stderr (with exit code {@link #EXIT_USAGE}). */
+    public static String errorLine(String message) {
+        return "lmcache-server: error: " + message + " (see --help)" + System.lineSeparator();
     }
 
     private static String firstLine(String message) {
@@ -164,8 +174,8 @@ public final class ConfigLoader {
 
     // --- validation -------------------------------------------------------------------------
 
-    private static ServerConfig validate(ServerOptions o, Map<String, String> env, String configFile, List<String> warnings)
-            throws ConfigException {
+    private static ServerConfig validate(ServerOptions o, Map<String, String> env, String configFile, List<String> warnings,
+            MemoryLimits memory) throws ConfigException {
         String host = nonBlank("--host", o.host);
         int port = intIn("--port", o.port, 1, 65535);
         int chunkSize = intIn("--chunk-size", o.chunkSize, 1, 1 << 20);
@@ -198,6 +208,11 @@ public final class ConfigLoader {
         long l1SizeBytes = (long) (l1SizeGb * GIB) / PAGE_BYTES * PAGE_BYTES;
         if (l1SizeBytes < MIN_POOL_BYTES) {
             throw new ConfigException("--l1-size-gb", "must be at least 4 MiB (0.004), got " + o.l1SizeGb);
+        }
+        if (l1SizeBytes > memory.poolCeilingBytes()) {
+            throw new ConfigException("--l1-size-gb", o.l1SizeGb.strip() + " GiB cannot fit: " + memory.describeLimit() + " is "
+                    + gib(memory.limitBytes()) + " GiB, and 1 GiB or 5% of it (the larger) stays for the server and the system, so the"
+                    + " pool can be at most " + gib(memory.poolCeilingBytes()) + " GiB");
         }
         long regionBytes;
         if (o.l1RegionSizeMb == null) {
@@ -263,7 +278,7 @@ public final class ConfigLoader {
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
 
         return new ServerConfig(host, port, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
-                l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
+                o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
                 configFile == null ? "" : configFile, o.testHooks);
     }
@@ -331,6 +346,10 @@ public final class ConfigLoader {
 
     private static long toNanos(double seconds) {
         return Math.round(seconds * 1e9);
+    }
+
+    private static String gib(long bytes) {
+        return String.format(Locale.ROOT, "%.1f", bytes / (double) GIB);
     }
 
     private static String fmt(double seconds) {

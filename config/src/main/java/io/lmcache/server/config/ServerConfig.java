@@ -10,6 +10,7 @@ import java.util.concurrent.TimeUnit;
  *
  * @param shmName name of the L1 pool's segment in /dev/shm; empty = anonymous memory (no
  *     engine-driven shared-memory path)
+ * @param shmAllowAnyOwner map CPU workers' segments of any owner, not only the server's own user's
  * @param workerDisconnectGraceNs 0 = disconnect reclaim off
  * @param httpPort 0 = HTTP frontend off
  * @param prometheusPort 0 = metrics only on the HTTP port
@@ -25,6 +26,7 @@ public record ServerConfig(
         int maxCpuWorkers,
         TransferMode supportedTransferMode,
         String shmName,
+        boolean shmAllowAnyOwner,
         long l1SizeBytes,
         long l1RegionSizeBytes,
         long l1WriteTtlNs,
@@ -67,6 +69,7 @@ public record ServerConfig(
         out.put("max_cpu_workers", maxCpuWorkers);
         out.put("supported_transfer_mode", supportedTransferMode.flagValue());
         out.put("shm_name", shmName);
+        out.put("shm_allow_any_owner", shmAllowAnyOwner);
         out.put("l1_size_gb", l1SizeBytes / (double) (1L << 30));
         out.put("l1_region_size_mb", l1RegionSizeBytes >> 20);
         out.put("l1_write_ttl_seconds", seconds(l1WriteTtlNs));

@@ -53,6 +53,11 @@ final class ServerOptions {
                     + "(default: lmcache_l1_pool_<pid>).")
     String shmName;
 
+    @Option(names = "--shm-allow-any-owner",
+            description = "Map a CPU worker's /dev/shm segments whoever owns them; by default only segments owned by the server's own user "
+                    + "are mapped (LMCache's workers run as that user).")
+    boolean shmAllowAnyOwner;
+
     @Option(names = "--worker-reap-timeout-seconds", defaultValue = "120",
             description = "Reap a worker that has pinged and then stayed silent this long; 0 disables the reaper, else at least 30 (default: "
                     + "${DEFAULT-VALUE}).")

@@ -17,7 +17,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 class ConfigLoaderTest {
 
     private static ServerConfig run(Map<String, String> env, String... args) {
-        ConfigLoader.Outcome outcome = ConfigLoader.load(args, env);
+        // the machine's memory is no part of these rules: the memory check has tests of its own below
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args, env, MemoryLimits.unlimited());
         return assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome, () -> outcome.toString()).config();
     }
 
@@ -26,7 +27,7 @@ class ConfigLoaderTest {
     }
 
     private static ConfigLoader.Outcome.Exit exit(String... args) {
-        ConfigLoader.Outcome outcome = ConfigLoader.load(args, Map.of());
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args, Map.of(), MemoryLimits.unlimited());
         return assertInstanceOf(ConfigLoader.Outcome.Exit.class, outcome, () -> outcome.toString());
     }
 
@@ -179,5 +180,33 @@ class ConfigLoaderTest {
         assertEquals(64L << 20, run("--l1-size-gb", "0.5").l1RegionSizeBytes());
         assertEquals(1L << 30, run("--l1-size-gb", "200").l1RegionSizeBytes());
         assertEquals(8L << 20, run("--l1-size-gb", "0.0078125").l1RegionSizeBytes(), "a pool smaller than 64 MiB is one region");
+    }
+
+    @Test
+    void aPoolOverTheMemoryLimitExitsTwoWithOneLineNamingTheLimit() {
+        long gib = 1L << 30;
+        MemoryLimits cgroup = new MemoryLimits(24 * gib, 16 * gib, "/sys/fs/cgroup/memory.max");
+        ConfigLoader.Outcome outcome = ConfigLoader.load(new String[] {"--l1-size-gb", "15.5"}, Map.of(), cgroup);
+        ConfigLoader.Outcome.Exit exit = assertInstanceOf(ConfigLoader.Outcome.Exit.class, outcome, () -> outcome.toString());
+        assertEquals(2, exit.code());
+        assertEquals(1, exit.text().strip().lines().count(), exit.text());
+        assertTrue(exit.text().startsWith("lmcache-server: error: --l1-size-gb: 15.5 GiB cannot fit: the cgroup memory limit "
+                + "(/sys/fs/cgroup/memory.max) is 16.0 GiB"), exit.text());
+        assertTrue(exit.text().contains("at most 15.0 GiB"), "16 GiB less 1 GiB: " + exit.text());
+        assertInstanceOf(ConfigLoader.Outcome.Run.class, ConfigLoader.load(new String[] {"--l1-size-gb", "15"}, Map.of(), cgroup));
+
+        MemoryLimits machine = new MemoryLimits(100 * gib, MemoryLimits.UNKNOWN, "");
+        ConfigLoader.Outcome big = ConfigLoader.load(new String[] {"--l1-size-gb", "96"}, Map.of(), machine);
+        ConfigLoader.Outcome.Exit refused = assertInstanceOf(ConfigLoader.Outcome.Exit.class, big, () -> big.toString());
+        assertTrue(refused.text().contains("MemTotal (/proc/meminfo) is 100.0 GiB") && refused.text().contains("at most 95.0 GiB"),
+                "5% of 100 GiB is more than 1 GiB: " + refused.text());
+        assertInstanceOf(ConfigLoader.Outcome.Run.class, ConfigLoader.load(new String[] {"--l1-size-gb", "95"}, Map.of(), machine));
+    }
+
+    @Test
+    void shmOwnerRuleIsStrictUnlessAllowed() throws IOException {
+        assertTrue(!run("--l1-size-gb", "1").shmAllowAnyOwner());
+        assertTrue(run("--l1-size-gb", "1", "--shm-allow-any-owner").shmAllowAnyOwner());
+        assertEquals(true, run("--l1-size-gb", "1", "--shm-allow-any-owner").describe().get("shm_allow_any_owner"));
     }
 }

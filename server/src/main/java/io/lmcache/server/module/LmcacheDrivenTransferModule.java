@@ -28,6 +28,7 @@ import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PieceSink;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
+import io.lmcache.server.transfer.ShmSegments;
 import io.lmcache.server.transfer.TransferFailures;
 import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
@@ -52,21 +53,23 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final LookupLeases leases;
     private final ServerMetrics metrics;
     private final GpuBackend gpu;
+    private final ShmSegments shmSegments;
     private final EndOfLifeQueue endOfLife;
     private final TransferPlanner planner;
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
 
-    /** {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served. */
+    /** {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}. */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness, GpuBackend gpu, EndOfLifeQueue endOfLife) {
+            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
         this.leases = leases;
         this.metrics = metrics;
         this.gpu = gpu == null ? GpuBackend.none() : gpu;
+        this.shmSegments = shmSegments;
         this.endOfLife = endOfLife;
         this.planner = new TransferPlanner(chunkSize);
         this.failures = new TransferFailures(metrics);
@@ -119,7 +122,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         if (request.worldSize() < 1) {
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
-        CopyPath copyPath = CopyPath.open(request.kvCaches(), gpu, pool, endOfLife);
+        CopyPath copyPath = CopyPath.open(request.kvCaches(), shmSegments, gpu, pool, endOfLife);
         return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, copyPath, request.kvCaches(),
                 endOfLife);
     }

@@ -1,19 +1,20 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.config.StartupException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
-import java.nio.channels.OverlappingFileLockException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntConsumer;
 import org.slf4j.Logger;
@@ -22,11 +23,13 @@ import org.slf4j.LoggerFactory;
 /**
  * The L1 pool: one {@link MemorySegment} of {@code --l1-size-gb}, 64-bit offsets. Backed by a file
  * in /dev/shm (so engine-driven workers can map it) that this process holds an exclusive lock on
- * while it lives: a segment nobody locks is a dead server's and is removed at start; ours is
- * removed at close. When /dev/shm is too small (or {@code --shm-name ""}), anonymous memory
- * instead. Mapping costs nothing up front; a background thread prefaults (and, with a GPU, pins)
- * the pool region by region, and each region becomes allocatable as soon as it is ready, so the
- * server serves within moments of start at any size.
+ * while it lives and that ends in the pool's marker ({@link PoolSegmentFile}): a marked segment
+ * nobody locks is a dead server's and is removed at start; anything else under the name (a
+ * worker's segment) is never touched, and start-up is refused; ours is removed at close. When
+ * /dev/shm is too small (or {@code --shm-name ""}), anonymous memory instead. Mapping costs
+ * nothing up front; a background thread prefaults (and, with a GPU, pins) the pool region by
+ * region, and each region becomes allocatable as soon as it is ready, so the server serves
+ * within moments of start at any size.
  */
 public final class L1Pool implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(L1Pool.class);
@@ -70,7 +73,7 @@ public final class L1Pool implements AutoCloseable {
         if (!shmName.isEmpty()) {
             removeStaleSegments(shmName);
             long usable = usableShmBytes();
-            if (usable >= bytes) {
+            if (usable >= bytes + PoolSegmentFile.MARKER_BYTES) {
                 try {
                     return openShared(shmName, bytes, regionBytes);
                 } catch (IOException e) {
@@ -88,15 +91,17 @@ public final class L1Pool implements AutoCloseable {
 
     private static L1Pool openShared(String shmName, long bytes, long regionBytes) throws IOException {
         Path path = SHM_DIR.resolve(shmName);
-        FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        // CREATE_NEW is O_EXCL: it never follows a link, and fails when anything holds the name
+        FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS));
         FileLock lock;
         try {
             lock = channel.tryLock();
             if (lock == null) {
                 throw new IOException("another process locked " + path + " as it was created");
             }
-            // sparse: extending the file costs nothing until pages are touched
-            channel.write(ByteBuffer.wrap(new byte[1]), bytes - 1);
+            // sparse: extending the file costs nothing until pages are touched; the marker page comes after the pool
+            PoolSegmentFile.writeMarker(channel, bytes);
             Arena arena = Arena.ofShared();
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
             LOG.info("L1 pool: {} MiB in /dev/shm/{} (regions of {} MiB)", bytes >> 20, shmName, regionBytes >> 20);
@@ -129,44 +134,28 @@ public final class L1Pool implements AutoCloseable {
     }
 
     /**
-     * Removes our segment name if a dead server left it, and any default-named pool nobody holds.
-     * A segment that a running server locks is left alone (and, for our own name, is an error).
+     * Removes our segment name if a dead server's pool holds it, and any default-named pool of a
+     * dead server. Only files with the pool's marker that nobody locks are deleted; for our own
+     * name, a live pool or anything that is not a pool refuses the start (exit 2).
      */
     static void removeStaleSegments(String shmName) {
         Path own = SHM_DIR.resolve(shmName);
-        if (Files.exists(own) && !removeIfUnlocked(own)) {
-            throw new IllegalStateException("/dev/shm/" + shmName + " is the L1 pool of another running server; pick another --shm-name");
+        if (Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
+            PoolSegmentFile.Found found = PoolSegmentFile.removeIfStale(own);
+            switch (found.state()) {
+                case REMOVED -> { }
+                case LIVE_POOL -> throw new StartupException("--shm-name", "/dev/shm/" + shmName
+                        + " is the L1 pool of another running server; pick another name");
+                case NOT_A_POOL -> throw new StartupException("--shm-name", "/dev/shm/" + shmName + " is taken by something that is not"
+                        + " an lmcache pool (it " + found.detail() + "; a worker's segment, perhaps): left alone; pick another name");
+            }
         }
         try (DirectoryStream<Path> pools = Files.newDirectoryStream(SHM_DIR, DEFAULT_PREFIX + "*")) {
             for (Path pool : pools) {
-                removeIfUnlocked(pool);
+                PoolSegmentFile.removeIfStale(pool);
             }
         } catch (IOException e) {
             LOG.debug("cannot scan /dev/shm for stale pools: {}", e.getMessage());
-        }
-    }
-
-    private static boolean removeIfUnlocked(Path path) {
-        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            FileLock lock;
-            try {
-                lock = channel.tryLock();
-            } catch (OverlappingFileLockException e) {
-                return false;
-            }
-            if (lock == null) {
-                return false;
-            }
-            try {
-                Files.deleteIfExists(path);
-                LOG.warn("removed stale L1 pool segment {} left by a server that is gone", path);
-            } finally {
-                lock.release();
-            }
-            return true;
-        } catch (IOException e) {
-            LOG.debug("cannot inspect {}: {}", path, e.getMessage());
-            return false;
         }
     }
 

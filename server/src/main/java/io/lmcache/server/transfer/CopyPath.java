@@ -57,22 +57,23 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
     /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
      * handing whatever CUDA mappings it opened to {@code endOfLife} (never closed on this thread).
+     * Shared-memory tensors are opened by {@code shm}'s rules.
      */
-    static CopyPath open(List<TensorWrapper> wrappers, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife)
+    static CopyPath open(List<TensorWrapper> wrappers, ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife)
             throws LayoutException {
-        List<TensorWrapper.CpuShm> shm = new ArrayList<>();
+        List<TensorWrapper.CpuShm> cpu = new ArrayList<>();
         for (TensorWrapper wrapper : wrappers) {
             switch (wrapper) {
-                case TensorWrapper.CpuShm cpu -> shm.add(cpu);
+                case TensorWrapper.CpuShm tensor -> cpu.add(tensor);
                 case TensorWrapper.CudaIpc ipc -> { }
                 case TensorWrapper.RawCudaIpc raw -> { }
                 case TensorWrapper.Unsupported unsupported -> { }
             }
         }
-        if (shm.size() == wrappers.size()) {
-            return new HostCopyPath(HostKvTensors.map(shm), pool);
+        if (cpu.size() == wrappers.size()) {
+            return new HostCopyPath(HostKvTensors.map(cpu, shm), pool);
         }
-        if (!shm.isEmpty()) {
+        if (!cpu.isEmpty()) {
             throw new LayoutException("a registration mixes CPU shared-memory and CUDA tensors");
         }
         try {

@@ -1,0 +1,218 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerMetrics;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.channels.FileChannel;
+import java.nio.file.FileSystemException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Map;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Opens CPU workers' shared-memory segments by the name a REGISTER carries. Any peer that reaches
+ * the port picks that name, so nothing about it is trusted: the name is one path component under
+ * /dev/shm (resolved once, and only used if it is a real directory on tmpfs owned by root or the
+ * server's user); the segment must be a regular file, not a symbolic link at open
+ * ({@code O_NOFOLLOW}) or at any check, with a single link (no hard link to another file), owned by
+ * the server's own user (unless {@code --shm-allow-any-owner}), at least as long as the wrapper
+ * says, and the same inode before and after the open. A refused segment fails the REGISTER; the
+ * instance's STORE/RETRIEVE then answer false. Counted in
+ * {@code lmcache_mp_shm_segments_refused_total{reason}}.
+ */
+public final class ShmSegments {
+    private static final Logger LOG = LoggerFactory.getLogger(ShmSegments.class);
+    static final Path SHM_DIR = Path.of("/dev/shm");
+    private static final String REFUSED = "lmcache_mp.shm_segments_refused";
+    private static final String REFUSED_HELP = "CPU workers' shared-memory segments refused at REGISTER, by reason";
+    private static final String[] REASONS = {"bad_name", "missing", "symlink", "not_regular", "hard_link", "owner", "too_small",
+        "replaced", "shm_dir", "io"};
+    private static final int STICKY = 01000;
+    private static final int GROUP_OR_OTHER_WRITE = 0022;
+
+    /** One mapped segment and the identity (device, inode) it had when it was opened. */
+    record Segment(Path path, Object fileKey, long nbytes, MemorySegment memory) {}
+
+    private final Path dir;
+    private final String dirProblem;
+    private final int serverUid;
+    private final boolean anyOwner;
+    private final ServerMetrics metrics;
+    private final RateLimitedLog refusedLog = new RateLimitedLog(LOG, 5);
+
+    public ShmSegments(boolean anyOwner, ServerMetrics metrics) {
+        this(SHM_DIR, anyOwner, metrics);
+    }
+
+    ShmSegments(Path shmDir, boolean anyOwner, ServerMetrics metrics) {
+        this.anyOwner = anyOwner;
+        this.metrics = metrics;
+        this.serverUid = effectiveUid();
+        for (String reason : REASONS) {
+            metrics.declare(REFUSED, REFUSED_HELP, "reason", reason);
+        }
+        Path resolved = null;
+        String problem;
+        try {
+            resolved = shmDir.toRealPath();
+            problem = dirProblem(resolved);
+        } catch (IOException e) {
+            problem = shmDir + " is not usable: " + e.getMessage();
+        }
+        this.dir = resolved;
+        this.dirProblem = problem;
+        if (problem != null) {
+            LOG.warn("{}: CPU workers' shared-memory tensors will be refused", problem);
+        }
+    }
+
+    /** Null when {@code dir} is a directory on tmpfs that a stranger cannot swap files in, else what is wrong. */
+    private String dirProblem(Path real) throws IOException {
+        Map<String, Object> attributes = Files.readAttributes(real, "unix:mode,uid,isDirectory", LinkOption.NOFOLLOW_LINKS);
+        if (!(Boolean) attributes.get("isDirectory")) {
+            return real + " is not a directory";
+        }
+        String type = Files.getFileStore(real).type();
+        if (!type.equals("tmpfs")) {
+            return real + " is on " + type + ", not tmpfs";
+        }
+        int uid = (Integer) attributes.get("uid");
+        int mode = (Integer) attributes.get("mode");
+        if (uid != 0 && uid != serverUid) {
+            return real + " belongs to uid " + uid + ", neither root nor this server's user";
+        }
+        if ((mode & GROUP_OR_OTHER_WRITE) != 0 && (mode & STICKY) == 0) {
+            // Kubernetes' memory-backed emptyDir is 0777 without the sticky bit, so this is only a warning: anyone
+            // may then rename files in it, but a file swapped in between the checks and the open either fails the
+            // O_NOFOLLOW open or the inode comparison, or is a file the swapper owns, which gives nothing away
+            LOG.warn("{} is writable by others without the sticky bit: any local user can rename workers' segments", real);
+        }
+        return null;
+    }
+
+    /** Opens and maps the segment {@code wireName} names (tensor {@code index} of the REGISTER), or says why not. */
+    Segment map(int index, String wireName, long nbytes, Arena arena) throws LayoutException {
+        if (dirProblem != null) {
+            throw refused(index, wireName, "shm_dir", dirProblem);
+        }
+        String name = wireName.startsWith("/") ? wireName.substring(1) : wireName;
+        if (!validName(name)) {
+            throw refused(index, wireName, "bad_name", "not one name in /dev/shm");
+        }
+        Path path = dir.resolve(name);
+        try {
+            Object fileKey = checkAttributes(index, wireName, path, nbytes);
+            // O_NOFOLLOW: a link put in place after the check fails the open (ELOOP) instead of being followed
+            try (FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.READ, StandardOpenOption.WRITE,
+                    LinkOption.NOFOLLOW_LINKS))) {
+                long size = channel.size();
+                if (size < nbytes) {
+                    throw refused(index, wireName, "too_small", "has " + size + " bytes, the wrapper says " + nbytes);
+                }
+                // the file opened is the one checked: same device and inode as before the open
+                Object after = Files.readAttributes(path, "unix:fileKey", LinkOption.NOFOLLOW_LINKS).get("fileKey");
+                if (!fileKey.equals(after)) {
+                    throw refused(index, wireName, "replaced", "was replaced while it was being opened");
+                }
+                return new Segment(path, fileKey, nbytes, channel.map(FileChannel.MapMode.READ_WRITE, 0, nbytes, arena));
+            }
+        } catch (NoSuchFileException e) {
+            throw refused(index, wireName, "missing", "does not exist (the worker's process may be gone, or it runs in another IPC "
+                    + "namespace: share /dev/shm with the server)");
+        } catch (FileSystemException e) {
+            boolean loop = e.getReason() != null && e.getReason().contains("symbolic links");
+            throw refused(index, wireName, loop ? "symlink" : "io", loop ? "is a symbolic link" : "cannot be mapped: " + e.getMessage());
+        } catch (IOException e) {
+            throw refused(index, wireName, "io", "cannot be mapped: " + e.getMessage());
+        }
+    }
+
+    /** The file's identity once its type, links, owner and size pass; read without following a link. */
+    private Object checkAttributes(int index, String wireName, Path path, long nbytes) throws IOException, LayoutException {
+        Map<String, Object> attributes = Files.readAttributes(path, "unix:isSymbolicLink,isRegularFile,nlink,uid,size,fileKey",
+                LinkOption.NOFOLLOW_LINKS);
+        if ((Boolean) attributes.get("isSymbolicLink")) {
+            throw refused(index, wireName, "symlink", "is a symbolic link");
+        }
+        if (!(Boolean) attributes.get("isRegularFile")) {
+            throw refused(index, wireName, "not_regular", "is not a regular file");
+        }
+        int links = (Integer) attributes.get("nlink");
+        if (links != 1) {
+            throw refused(index, wireName, "hard_link", "has " + links + " hard links (a segment has one)");
+        }
+        int uid = (Integer) attributes.get("uid");
+        if (!anyOwner && uid != serverUid) {
+            throw refused(index, wireName, "owner", "belongs to uid " + uid + ", not to this server's user (uid " + serverUid
+                    + "; --shm-allow-any-owner lifts this)");
+        }
+        long size = (Long) attributes.get("size");
+        if (size < nbytes) {
+            throw refused(index, wireName, "too_small", "has " + size + " bytes, the wrapper says " + nbytes);
+        }
+        return attributes.get("fileKey");
+    }
+
+    private static boolean validName(String name) {
+        if (name.isEmpty() || name.length() > 255 || name.equals(".") || name.equals("..")) {
+            return false;
+        }
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            if (c == '/' || c < 0x20 || c == 0x7f) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private LayoutException refused(int index, String wireName, String reason, String why) {
+        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        String printable = wireName.length() > 80 ? wireName.substring(0, 80) + "..." : wireName;
+        printable = printable.replaceAll("\\p{Cntrl}", "?");
+        refusedLog.warn("REGISTER: shared-memory segment '{}' refused ({}): {}", printable, reason, why);
+        return new LayoutException("tensor " + index + ": shared-memory segment '" + printable + "' " + why);
+    }
+
+    /** Null when the segment at {@code path} is still the inode we mapped and long enough, else what happened to it. */
+    static String checkAlive(Segment segment) {
+        try {
+            Map<String, Object> attributes = Files.readAttributes(segment.path(), "unix:fileKey,size", LinkOption.NOFOLLOW_LINKS);
+            if (!segment.fileKey().equals(attributes.get("fileKey"))) {
+                return "segment " + segment.path() + " was replaced after registration";
+            }
+            long size = (Long) attributes.get("size");
+            if (size < segment.nbytes()) {
+                return "segment " + segment.path() + " was truncated to " + size + " bytes";
+            }
+            return null;
+        } catch (NoSuchFileException e) {
+            return "segment " + segment.path() + " was deleted after registration (the worker is gone)";
+        } catch (IOException e) {
+            return "segment " + segment.path() + ": " + e.getMessage();
+        }
+    }
+
+    private static int effectiveUid() {
+        try {
+            Linker linker = Linker.nativeLinker();
+            MemorySegment symbol = linker.defaultLookup().find("geteuid").orElseThrow();
+            MethodHandle geteuid = linker.downcallHandle(symbol, FunctionDescriptor.of(ValueLayout.JAVA_INT));
+            return (int) geteuid.invokeExact();
+        } catch (Throwable t) {
+            throw new IllegalStateException("cannot read this process's uid", t);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+package io.lmcache.server.it;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.lmcache.server.config.MemoryLimits;
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Start-ups refused because of the host (issue 13, items 6 and 7): a pool larger than memory, and a
+ * {@code --shm-name} taken by something that is not a dead server's pool. Both exit 2 with one
+ * line, touching nothing; a killed server's marked pool is replaced.
+ */
+@ExtendWith(ServerLogOnFailure.class)
+class StartupRefusalIT {
+    private static final long GIB = 1L << 30;
+
+    /** Launches a server expected to refuse its start; waits (bounded) for the exit. */
+    private static ServerProcess refusedStart(String... args) throws InterruptedException {
+        ServerProcess server = ServerProcess.launch(Map.of(), args);
+        assertTrue(server.process().waitFor(60, TimeUnit.SECONDS), "the server exits instead of starting");
+        server.close();
+        return server;
+    }
+
+    private static List<String> errorLines(ServerProcess server) {
+        return server.log().strip().lines().filter(line -> line.startsWith("lmcache-server: error")).toList();
+    }
+
+    @Test
+    void aPoolLargerThanMemoryExitsTwoWithOneLineBeforeTouchingMemory() throws Exception {
+        MemoryLimits limits = MemoryLimits.probe();
+        assumeTrue(limits.limitBytes() != MemoryLimits.UNKNOWN, "no memory limit readable here");
+        // 100 GiB on the 24 GiB CI machine; twice the memory wherever there is more
+        long sizeGb = Math.max(100, 2 * limits.limitBytes() / GIB);
+        ServerProcess server = refusedStart("--l1-size-gb", Long.toString(sizeGb));
+        assertEquals(2, server.process().exitValue(), server.log());
+        // the log file holds stdout and stderr together: the whole output is the one line
+        List<String> lines = server.log().strip().lines().toList();
+        assertEquals(1, lines.size(), server.log());
+        assertTrue(lines.getFirst().startsWith("lmcache-server: error: --l1-size-gb: " + sizeGb + " GiB cannot fit: "), lines.getFirst());
+        assertTrue(lines.getFirst().contains("MemTotal") || lines.getFirst().contains("cgroup"), "names the limit: " + lines.getFirst());
+    }
+
+    @Test
+    void anUnrelatedShmFileSurvivesShmName() throws Exception {
+        Path foreign = Path.of("/dev/shm", "lmcache_it_foreign_" + ProcessHandle.current().pid());
+        byte[] content = "a worker's KV segment, not a pool".getBytes();
+        Files.write(foreign, content);
+        try {
+            Object inode = Files.getAttribute(foreign, "unix:fileKey", LinkOption.NOFOLLOW_LINKS);
+            ServerProcess server = refusedStart("--shm-name", foreign.getFileName().toString());
+            assertEquals(2, server.process().exitValue(), server.log());
+            List<String> errors = errorLines(server);
+            assertEquals(1, errors.size(), server.log());
+            assertTrue(errors.getFirst().startsWith("lmcache-server: error: --shm-name: /dev/shm/" + foreign.getFileName()
+                    + " is taken by something that is not an lmcache pool"), errors.getFirst());
+            assertTrue(server.log().lines().noneMatch(line -> line.contains("Exception")), server.log());
+            assertEquals(inode, Files.getAttribute(foreign, "unix:fileKey", LinkOption.NOFOLLOW_LINKS), "the same file, not a new one");
+            assertArrayEquals(content, Files.readAllBytes(foreign), "and unchanged");
+        } finally {
+            Files.deleteIfExists(foreign);
+        }
+    }
+
+    @Test
+    void aLivePoolIsRefusedAndAKilledServersPoolIsReplaced() throws Exception {
+        String name = "lmcache_it_stale_" + ProcessHandle.current().pid();
+        Path pool = Path.of("/dev/shm", name);
+        try {
+            ServerProcess first = ServerProcess.start("--shm-name", name);
+            Object firstInode = Files.getAttribute(pool, "unix:fileKey", LinkOption.NOFOLLOW_LINKS);
+
+            ServerProcess second = refusedStart("--shm-name", name);
+            assertEquals(2, second.process().exitValue(), second.log());
+            assertEquals(1, errorLines(second).size(), second.log());
+            assertTrue(errorLines(second).getFirst().contains("is the L1 pool of another running server"), second.log());
+            assertTrue(first.isAlive() && Files.exists(pool), "the running server keeps its pool");
+
+            first.process().destroyForcibly();
+            assertTrue(first.process().waitFor(30, TimeUnit.SECONDS));
+            first.close();
+            assertTrue(Files.exists(pool, LinkOption.NOFOLLOW_LINKS), "SIGKILL leaves the pool behind");
+
+            try (ServerProcess third = ServerProcess.start("--shm-name", name)) {
+                assertNotEquals(firstInode, Files.getAttribute(pool, "unix:fileKey", LinkOption.NOFOLLOW_LINKS), "a new pool file");
+                assertTrue(Http.get(third.httpBase() + "/status").body().contains(name), "the new server serves from it");
+                third.terminate(Duration.ofSeconds(30));
+            }
+            assertTrue(Files.notExists(pool, LinkOption.NOFOLLOW_LINKS), "a clean shutdown removes the pool");
+        } finally {
+            Files.deleteIfExists(pool);
+        }
+    }
+}
