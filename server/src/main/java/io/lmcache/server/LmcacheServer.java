@@ -14,6 +14,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.ReplyQueue;
@@ -109,8 +110,8 @@ public final class LmcacheServer implements AutoCloseable {
             ReplyQueue replies = new ReplyQueue();
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven), replies, metrics,
                     config.maxCpuWorkers(), config.maxGpuWorkers()));
-            // runs on: lmcache-housekeeping (each eviction tick)
-            List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(leases::sweep, prefetchResults::sweep));
+            // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
+            List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll));
             if (engineDriven != null) {
                 sweepers.add(engineDriven::sweep);
             }
