@@ -71,6 +71,8 @@ public final class LmcacheServer implements AutoCloseable {
     private LmcacheServer(ServerConfig config) {
         this.config = config;
         try {
+            // runs on: the thread that calls close(); closed last, after every part that logs
+            add("rate-limited log summaries", RateLimitedLog::flushPending);
             l1 = add(new L1Tier(config));
             gpu = GpuPart.open(config.device());
             // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)

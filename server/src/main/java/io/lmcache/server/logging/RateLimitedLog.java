@@ -102,12 +102,16 @@ public final class RateLimitedLog {
         return false;
     }
 
-    /** Ends the window if it is over: writes its summary (if it held lines back) and starts the next. */
-    synchronized void flushIfDue() {
+    /** Ends the window if it is over (or {@code now}): writes its summary (if it held lines back) and starts the next. */
+    synchronized void flushIfDue(boolean now) {
         long nowNs = clock.getAsLong();
-        if (nowNs - windowStartNs >= windowNs) {
+        if (now ? suppressed > 0 : nowNs - windowStartNs >= windowNs) {
             summarize(nowNs);
         }
+    }
+
+    synchronized void flushIfDue() {
+        flushIfDue(false);
     }
 
     private void summarize(long nowNs) {
@@ -144,6 +148,15 @@ public final class RateLimitedLog {
 
     /** Writes the summary of every window that is over (housekeeping, each tick; runs on: lmcache-housekeeping). */
     public static void flushAll() {
+        flush(false);
+    }
+
+    /** Writes the summary of every window that held lines back, over or not (shutdown: the last flood is not lost). */
+    public static void flushPending() {
+        flush(true);
+    }
+
+    private static void flush(boolean now) {
         List<RateLimitedLog> live = new ArrayList<>();
         synchronized (ALL) {
             for (WeakReference<RateLimitedLog> ref : ALL) {
@@ -154,7 +167,7 @@ public final class RateLimitedLog {
             }
         }
         for (RateLimitedLog limiter : live) {
-            limiter.flushIfDue();
+            limiter.flushIfDue(now);
         }
     }
 }

@@ -54,6 +54,21 @@ class RateLimitedLogTest {
     }
 
     @Test
+    void shutdownFlushesTheSummaryOfAnUnfinishedWindow() {
+        ListAppender<ILoggingEvent> lines = capture("test.ratelimit.shutdown");
+        RateLimitedLog log = new RateLimitedLog(LoggerFactory.getLogger("test.ratelimit.shutdown"), "shutdown", 2, WINDOW_NS, () -> 0L);
+        for (int i = 0; i < 10; i++) {
+            log.warn("flood");
+        }
+        RateLimitedLog.flushAll();
+        assertEquals(2, lines.list.size(), "the window is not over");
+        RateLimitedLog.flushPending();
+        assertEquals(3, lines.list.size(), "the last flood's count is written at shutdown");
+        RateLimitedLog.flushPending();
+        assertEquals(3, lines.list.size(), "once");
+    }
+
+    @Test
     void summariesTakeTheHighestLevelHeldBack() {
         ListAppender<ILoggingEvent> lines = capture("test.ratelimit.levels");
         AtomicLong nowNs = new AtomicLong();
