@@ -114,7 +114,8 @@ class Server:
 
     def clear(self):
         """Empties L1, so the next STOREs copy for real."""
-        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.http}/cache/clear", data=b"{}", method="POST"), timeout=30)
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.http}/cache/clear", data=b"{}", method="POST",
+                                                      headers={"Content-Type": "application/json"}), timeout=30)
 
     def gpu_copy(self, op):
         """(GPU seconds, bytes) of the server's completed copies for op."""

@@ -14,6 +14,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerConnections;
@@ -72,6 +73,8 @@ public final class LmcacheServer implements AutoCloseable {
     private LmcacheServer(ServerConfig config) {
         this.config = config;
         try {
+            // runs on: the thread that calls close(); closed last, after every part that logs
+            add("rate-limited log summaries", RateLimitedLog::flushPending);
             l1 = add(new L1Tier(config));
             gpu = GpuPart.open(config.device());
             // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)
@@ -114,9 +117,11 @@ public final class LmcacheServer implements AutoCloseable {
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven,
                     FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics,
                     config.maxCpuWorkers(), config.maxGpuWorkers()));
-            // runs on: lmcache-housekeeping (each eviction tick)
-            List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep)
-                    : List.of(leases::sweep, prefetchResults::sweep, engineDriven::sweep);
+            // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
+            List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll));
+            if (engineDriven != null) {
+                sweepers.add(engineDriven::sweep);
+            }
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
             List<Agent> agents = List.of(l1.evictionController(config, sweepers),
                     new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);

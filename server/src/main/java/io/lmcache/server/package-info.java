@@ -34,7 +34,8 @@
  *     <td>nothing long-lived</td><td>status reads, counters and O(1) gauges, /cache/clear through the store's lock</td>
  *     <td>{@code HttpApi.close}, after the request loop</td></tr>
  * <tr><td>lmcache-housekeeping</td><td>one {@code agent.CompositeAgent} ({@code agent.Housekeeping}):
- *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps, watermark eviction),
+ *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps,
+ *     the rate-limited logs' "suppressed N" summaries, watermark eviction),
  *     {@code metrics.ActivityLog}, {@code liveness.Reaper} (the worker reaper) and the release watchdog
  *     ({@code liveness.ReleaseThread.doWork})</td>
  *     <td>the agents' deadlines</td><td>the object store, leases, prefetch results, modules (under their locks);

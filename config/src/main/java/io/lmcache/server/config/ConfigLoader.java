@@ -6,6 +6,7 @@ import com.fasterxml.jackson.dataformat.toml.TomlMapper;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -17,6 +18,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import picocli.CommandLine;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.ParameterException;
@@ -38,6 +40,9 @@ public final class ConfigLoader {
     private static final long AUTO_REGION_MIN_BYTES = 64 * MIB;
     private static final long AUTO_REGION_MAX_BYTES = GIB;
     private static final long DEFAULT_DISCONNECT_GRACE_NS = TimeUnit.SECONDS.toNanos(60);
+    /** A DNS name by its syntax (RFC 1123 labels), and what looks like a dotted IPv4 literal. */
+    private static final Pattern HOST_NAME = Pattern.compile("(?i)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\\.?");
+    private static final Pattern NUMERIC = Pattern.compile("[0-9.]+");
 
     /** What {@link #load} decided. */
     public sealed interface Outcome {
@@ -136,8 +141,17 @@ public final class ConfigLoader {
     }
 
     private static Map<String, String> readToml(Path path) throws ConfigException {
-        if (!Files.isRegularFile(path)) {
+        if (Files.isDirectory(path)) {
+            throw new ConfigException("--config-file", "is a directory, not a TOML file: " + path);
+        }
+        if (!Files.exists(path)) {
             throw new ConfigException("--config-file", "no such file: " + path);
+        }
+        if (!Files.isRegularFile(path)) {
+            throw new ConfigException("--config-file", "not a regular file: " + path);
+        }
+        if (!Files.isReadable(path)) {
+            throw new ConfigException("--config-file", "cannot read " + path + ": permission denied");
         }
         Map<String, Object> raw;
         try {
@@ -176,7 +190,7 @@ public final class ConfigLoader {
 
     private static ServerConfig validate(ServerOptions o, Map<String, String> env, String configFile, List<String> warnings,
             MemoryLimits memory) throws ConfigException {
-        String host = nonBlank("--host", o.host);
+        String host = hostOrAddress("--host", o.host, true);
         int port = intIn("--port", o.port, 1, 65535);
         int chunkSize = intIn("--chunk-size", o.chunkSize, 1, 1 << 20);
         int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
@@ -264,7 +278,7 @@ public final class ConfigLoader {
                     + " is under 3 x the client's 10 s heartbeat: a live worker that misses two pings can be reaped");
         }
 
-        String httpHost = nonBlank("--http-host", o.httpHost);
+        String httpHost = hostOrAddress("--http-host", o.httpHost, false);
         int httpPort = intIn("--http-port", o.httpPort, 0, 65535);
         int prometheusPort = o.prometheusPort == null ? 0 : intIn("--prometheus-port", o.prometheusPort, 1, 65535);
         String token = o.httpAdminToken != null ? o.httpAdminToken : env.getOrDefault(ENV_ADMIN_TOKEN, "");
@@ -293,6 +307,30 @@ public final class ConfigLoader {
         } catch (IllegalArgumentException e) {
             throw new ConfigException(flag, e.getMessage() + ", got '" + text + "'");
         }
+    }
+
+    /**
+     * An IP literal (IPv6 with or without brackets) or a host name by its syntax; {@code *} (every
+     * interface) where ZeroMQ takes it. Checked here, so {@code 999.1.1.1} is a usage error and not
+     * a DNS look-up and a failed bind; a well-formed name that does not resolve fails at the bind.
+     */
+    private static String hostOrAddress(String flag, String text, boolean wildcard) throws ConfigException {
+        String host = nonBlank(flag, text);
+        if (wildcard && host.equals("*")) {
+            return host;
+        }
+        String bare = host.startsWith("[") && host.endsWith("]") ? host.substring(1, host.length() - 1) : host;
+        boolean literal = bare.contains(":") || NUMERIC.matcher(bare).matches();
+        if (literal) {
+            try {
+                InetAddress.ofLiteral(bare);
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(flag, "not a valid IP address: '" + host + "'");
+            }
+        } else if (bare.length() > 253 || !HOST_NAME.matcher(bare).matches()) {
+            throw new ConfigException(flag, "not a valid host name or IP address: '" + host + "'");
+        }
+        return host;
     }
 
     private static String nonBlank(String flag, String text) throws ConfigException {

@@ -168,6 +168,30 @@ class ConfigLoaderTest {
     }
 
     @Test
+    void configFileThatIsADirectorySaysSo(@TempDir Path dir) {
+        ConfigLoader.Outcome.Exit exit = exit("--config-file", dir.toString());
+        assertEquals(2, exit.code());
+        assertEquals(1, exit.text().strip().lines().count(), exit.text());
+        assertTrue(exit.text().contains("--config-file: is a directory"), exit.text());
+    }
+
+    @ParameterizedTest
+    @CsvSource({"--host, 999.1.1.1", "--host, 1.2.3.4.5", "--host, '::gg'", "--host, 'bad host'", "--http-host, 256.0.0.1",
+        "--http-host, '*'"})
+    void invalidHostIsAUsageError(String flag, String host) {
+        ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", flag, host);
+        assertEquals(2, exit.code());
+        assertEquals(1, exit.text().strip().lines().count(), exit.text());
+        assertTrue(exit.text().startsWith("lmcache-server: error: " + flag + ": not a valid"), exit.text());
+    }
+
+    @ParameterizedTest
+    @CsvSource({"localhost", "127.0.0.1", "0.0.0.0", "'::1'", "'[::1]'", "'*'", "lmcache_server.local", "vllm-0.svc"})
+    void validHostsAreTaken(String host) {
+        assertEquals(host, run("--l1-size-gb", "1", "--host", host).host());
+    }
+
+    @Test
     void adminTokenFromTheEnvironmentIsRedactedInDescribe() {
         ServerConfig c = run(Map.of(ConfigLoader.ENV_ADMIN_TOKEN, "s3cret"), "--l1-size-gb", "1");
         assertEquals("s3cret", c.httpAdminToken());

@@ -1,39 +1,120 @@
 package io.lmcache.server.http;
 
 import com.sun.net.httpserver.HttpExchange;
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerMetrics;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.util.Locale;
 import java.util.Map;
+import org.slf4j.LoggerFactory;
 
 /**
- * Who may call the mutating endpoints: with a token configured, anyone presenting
- * {@code Authorization: Bearer <token>}; without one, loopback clients only (a sidecar's own pod or
- * host), so a server bound to 0.0.0.0 is never open to the network by default.
+ * Who may call the mutating endpoints ({@code POST} only). Every such request must be JSON
+ * ({@code Content-Type: application/json}, else 415) and must not come from another origin (an
+ * {@code Origin} header naming anything but this server's own host:port, else 403): a browser
+ * on the host can send neither without the page being this server's, so a web page cannot clear
+ * the cache through a loopback-trusting endpoint (CSRF). Then, with a token configured, anyone
+ * presenting {@code Authorization: Bearer <token>}; without one, loopback clients only (a
+ * sidecar's own pod or host), so a server bound to 0.0.0.0 is never open to the network by default.
  */
 public final class AdminGuard {
-    private final byte[] token;
+    private static final String REFUSED = "lmcache_mp.http_refused";
+    private static final String REFUSED_HELP = "mutating HTTP requests refused, by reason";
+    private static final RateLimitedLog LINES = new RateLimitedLog(LoggerFactory.getLogger(AdminGuard.class), "refused HTTP mutations", 10);
 
-    public AdminGuard(String token) {
+    private final byte[] token;
+    private final String httpHost;
+    private final ServerMetrics metrics;
+
+    /** {@code httpHost}: the configured {@code --http-host}, one of the names an Origin may use for this server. */
+    public AdminGuard(String token, String httpHost, ServerMetrics metrics) {
         this.token = token.getBytes(StandardCharsets.UTF_8);
+        this.httpHost = httpHost;
+        this.metrics = metrics;
+        for (String reason : new String[] {"cross_origin", "not_json", "unauthorized", "not_loopback"}) {
+            metrics.declare(REFUSED, REFUSED_HELP, "reason", reason);
+        }
     }
 
-    /** Null when allowed; else the response to send. */
+    /** Null when allowed; else the response to send (counted by reason). */
     public HttpApi.Response check(HttpExchange exchange) {
+        String origin = exchange.getRequestHeaders().getFirst("Origin");
+        if (origin != null && !isOwnOrigin(origin, exchange.getLocalAddress())) {
+            return refuse(exchange, "cross_origin", 403, "cross-origin request refused (Origin " + LogText.clip(origin) + ")");
+        }
+        if (!isJson(exchange.getRequestHeaders().getFirst("Content-Type"))) {
+            return refuse(exchange, "not_json", 415, "mutating endpoints take Content-Type: application/json");
+        }
         if (token.length > 0) {
             String header = exchange.getRequestHeaders().getFirst("Authorization");
             byte[] presented = header != null && header.startsWith("Bearer ")
                     ? header.substring(7).strip().getBytes(StandardCharsets.UTF_8) : new byte[0];
             if (!MessageDigest.isEqual(token, presented)) {
-                return HttpApi.Response.json(401, Map.of("error", "this endpoint needs Authorization: Bearer <admin token>"));
+                return refuse(exchange, "unauthorized", 401, "this endpoint needs Authorization: Bearer <admin token>");
             }
             return null;
         }
         InetAddress remote = exchange.getRemoteAddress().getAddress();
         if (remote == null || !remote.isLoopbackAddress()) {
-            return HttpApi.Response.json(403, Map.of("error", "no admin token is configured (--http-admin-token): mutating endpoints"
-                    + " accept loopback clients only"));
+            return refuse(exchange, "not_loopback", 403, "no admin token is configured (--http-admin-token): mutating endpoints"
+                    + " accept loopback clients only");
         }
         return null;
+    }
+
+    private HttpApi.Response refuse(HttpExchange exchange, String reason, int status, String error) {
+        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        LINES.warn("HTTP {} {} from {} refused ({}): {}", LogText.clip(exchange.getRequestMethod()),
+                LogText.clip(exchange.getRequestURI().getPath()), exchange.getRemoteAddress(), status, error);
+        return HttpApi.Response.json(status, Map.of("error", error));
+    }
+
+    /** {@code application/json}, with or without parameters (charset). */
+    static boolean isJson(String contentType) {
+        if (contentType == null) {
+            return false;
+        }
+        int semicolon = contentType.indexOf(';');
+        String type = (semicolon < 0 ? contentType : contentType.substring(0, semicolon)).strip().toLowerCase(Locale.ROOT);
+        return type.equals("application/json");
+    }
+
+    /**
+     * Whether {@code origin} names this listener: http, its port, and as host the address it
+     * listens on, the configured --http-host, or (on loopback) localhost. Never the request's Host
+     * header, which a DNS-rebinding page controls.
+     */
+    private boolean isOwnOrigin(String origin, InetSocketAddress local) {
+        URI uri;
+        try {
+            uri = new URI(origin.strip());
+        } catch (URISyntaxException e) {
+            return false;
+        }
+        if (!"http".equalsIgnoreCase(uri.getScheme()) || uri.getHost() == null) {
+            return false;
+        }
+        int port = uri.getPort() < 0 ? 80 : uri.getPort();
+        if (port != local.getPort()) {
+            return false;
+        }
+        String host = uri.getHost().toLowerCase(Locale.ROOT);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        InetAddress address = local.getAddress();
+        if (host.equals(httpHost.toLowerCase(Locale.ROOT)) || host.equals(address.getHostAddress().toLowerCase(Locale.ROOT))) {
+            return true;
+        }
+        if (address.isLoopbackAddress()) {
+            return host.equals("localhost") || host.equals("127.0.0.1") || host.equals("::1") || host.equals("0:0:0:0:0:0:0:1");
+        }
+        return false;
     }
 }

@@ -4,7 +4,7 @@ import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-/** {@code /}, {@code /healthcheck} and {@code /metrics}. */
+/** {@code /}, {@code /healthcheck} and {@code /metrics}: read-only, GET (and HEAD) only. */
 public final class CoreRoutes {
     private static final String PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -12,8 +12,9 @@ public final class CoreRoutes {
 
     public static void register(HttpApi api, HealthCheck health, PrometheusMeterRegistry registry) {
         // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
-        api.route("/", (method, exchange) -> HttpApi.Response.json(200, Map.of("status", "ok", "service", "LMCache HTTP API")));
-        api.route("/healthcheck", (method, exchange) -> {
+        api.route("/", (method, exchange) -> HttpApi.onlyGet(method,
+                () -> HttpApi.Response.json(200, Map.of("status", "ok", "service", "LMCache HTTP API"))));
+        api.route("/healthcheck", (method, exchange) -> HttpApi.onlyGet(method, () -> {
             String reason = health.unhealthyReason();
             if (reason == null) {
                 return HttpApi.Response.json(200, Map.of("status", "healthy"));
@@ -22,7 +23,7 @@ public final class CoreRoutes {
             body.put("status", "unhealthy");
             body.put("reason", reason);
             return HttpApi.Response.json(503, body);
-        });
-        api.route("/metrics", (method, exchange) -> HttpApi.Response.text(200, PROMETHEUS_TEXT, registry.scrape()));
+        }));
+        api.route("/metrics", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.text(200, PROMETHEUS_TEXT, registry.scrape())));
     }
 }

@@ -3,6 +3,8 @@ package io.lmcache.server.http;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
@@ -12,6 +14,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -22,6 +25,8 @@ import org.slf4j.LoggerFactory;
 public final class HttpApi implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(HttpApi.class);
     static final ObjectMapper JSON = new ObjectMapper();
+    /** Any client can make a route fail once per request. */
+    private static final RateLimitedLog FAILED = new RateLimitedLog(LOG, "failed HTTP requests", 10);
 
     /** A response: status, content type and body. */
     public record Response(int status, String contentType, byte[] body) {
@@ -73,27 +78,36 @@ public final class HttpApi implements AutoCloseable {
         Response response;
         String path = exchange.getRequestURI().getPath();
         Route route = routes.get(path.length() > 1 && path.endsWith("/") ? path.substring(0, path.length() - 1) : path);
+        String method = exchange.getRequestMethod().toUpperCase(Locale.ROOT);
+        // HEAD is GET without the body: every read-only route answers it, a POST-only route says 405
+        boolean head = method.equals("HEAD");
         try {
             if (route == null) {
                 response = Response.json(404, Map.of("error", "not found", "path", path));
             } else {
-                response = route.handle(exchange.getRequestMethod().toUpperCase(Locale.ROOT), exchange);
+                response = route.handle(head ? "GET" : method, exchange);
             }
         } catch (ServerRoutes.BadRequest e) {
             response = Response.json(400, Map.of("error", e.getMessage()));
         } catch (Exception e) {
-            LOG.warn("HTTP {} {} failed", exchange.getRequestMethod(), path, e);
+            FAILED.warn("HTTP {} {} failed", LogText.clip(exchange.getRequestMethod()), LogText.clip(path), e);
             response = Response.json(500, Map.of("error", e.getClass().getSimpleName() + ": " + e.getMessage()));
         }
         try (exchange) {
             exchange.getResponseHeaders().set("Content-Type", response.contentType());
-            exchange.sendResponseHeaders(response.status(), response.body().length == 0 ? -1 : response.body().length);
-            if (response.body().length > 0) {
+            boolean body = !head && response.body().length > 0;
+            exchange.sendResponseHeaders(response.status(), body ? response.body().length : -1);
+            if (body) {
                 try (OutputStream out = exchange.getResponseBody()) {
                     out.write(response.body());
                 }
             }
         }
+    }
+
+    /** The response of a read-only route: GET (and HEAD, which the dispatcher turns into GET) only. */
+    public static Response onlyGet(String method, Supplier<Response> response) {
+        return method.equals("GET") ? response.get() : methodNotAllowed(method);
     }
 
     public static Response methodNotAllowed(String method) {

@@ -50,7 +50,7 @@ public final class ServerHttp {
             return;
         }
         CoreRoutes.register(api, view, metrics.prometheus());
-        ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken()));
+        ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics));
         if (config.testHooks()) {
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
                     + " makes the next native release hang");

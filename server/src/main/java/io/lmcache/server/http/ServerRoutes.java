@@ -4,19 +4,21 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.logging.LogSetup;
+import io.lmcache.server.logging.LogText;
 import java.io.IOException;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
-import java.util.function.Supplier;
 import org.slf4j.LoggerFactory;
 
 /**
  * The LMCache-compatible endpoints beyond the core ones: {@code /status}, {@code /config},
- * {@code /version}, {@code /loglevel}, {@code POST /metrics/reset}, {@code POST /cache/clear}.
- * Mutating ones go through the {@link AdminGuard}; nothing here reveals the environment.
+ * {@code /version}, {@code GET /loglevel}, and the mutating ones, {@code POST} only and through the
+ * {@link AdminGuard} (JSON, same origin, token or loopback): {@code POST /metrics/reset},
+ * {@code POST /cache/clear}, {@code POST /loglevel}. A GET never changes anything (a browser
+ * prefetches and crawlers follow links); nothing here reveals the environment.
  */
 public final class ServerRoutes {
     /** What the routes need from the server. */
@@ -35,9 +37,9 @@ public final class ServerRoutes {
 
     public static void register(HttpApi api, Server server, AdminGuard guard) {
         // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
-        api.route("/status", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.status())));
-        api.route("/config", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, server.config())));
-        api.route("/version", (method, exchange) -> get(method, () -> HttpApi.Response.json(200, Versions.version())));
+        api.route("/status", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, server.status())));
+        api.route("/config", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, server.config())));
+        api.route("/version", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, Versions.version())));
         api.route("/metrics/reset", (method, exchange) -> {
             if (!method.equals("POST")) {
                 return HttpApi.methodNotAllowed(method);
@@ -72,22 +74,25 @@ public final class ServerRoutes {
         });
         api.route("/loglevel", (method, exchange) -> {
             Map<String, String> query = query(exchange.getRequestURI().getRawQuery());
-            String level = query.get("level");
-            if (method.equals("POST")) {
-                JsonNode body = body(exchange);
-                level = body.path("level").asText(level);
-            } else if (!method.equals("GET")) {
-                return HttpApi.methodNotAllowed(method);
-            }
-            if (level != null) {
+            if (method.equals("GET")) {
+                if (query.containsKey("level")) {
+                    return HttpApi.Response.json(405, Map.of("error", "GET /loglevel only reads; set a level with POST /loglevel and a"
+                            + " JSON body {\"level\": \"DEBUG\", \"logger_name\": \"\"}"));
+                }
+            } else if (method.equals("POST")) {
                 HttpApi.Response denied = guard.check(exchange);
                 if (denied != null) {
                     return denied;
                 }
-                if (!isLevel(level)) {
-                    return HttpApi.Response.json(400, Map.of("error", "unknown level '" + level + "' (DEBUG, INFO, WARNING, ERROR)"));
+                JsonNode body = body(exchange);
+                String level = body.path("level").asText(query.get("level"));
+                if (level == null || !isLevel(level)) {
+                    return HttpApi.Response.json(400, Map.of("error", "unknown level '" + LogText.clip(level)
+                            + "' (DEBUG, INFO, WARNING, ERROR)"));
                 }
-                LogSetup.setLevel(query.getOrDefault("logger_name", ""), level);
+                LogSetup.setLevel(body.path("logger_name").asText(query.getOrDefault("logger_name", "")), level);
+            } else {
+                return HttpApi.methodNotAllowed(method);
             }
             Map<String, Object> response = new LinkedHashMap<>();
             response.put("level", LogSetup.rootLevel().toString());
@@ -101,10 +106,6 @@ public final class ServerRoutes {
             case "TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "OFF" -> true;
             default -> false;
         };
-    }
-
-    private static HttpApi.Response get(String method, Supplier<HttpApi.Response> response) {
-        return method.equals("GET") ? response.get() : HttpApi.methodNotAllowed(method);
     }
 
     /** The JSON body, or an empty object (a body is optional everywhere here). */

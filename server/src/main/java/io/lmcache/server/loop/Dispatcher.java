@@ -1,7 +1,9 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.logging.RateLimitedLogs;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
@@ -10,7 +12,6 @@ import io.lmcache.server.protocol.ReplyEncoder;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import java.util.EnumSet;
-import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
@@ -43,7 +44,12 @@ public final class Dispatcher implements AutoCloseable {
     private final AtomicInteger inflight = new AtomicInteger();
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
-    private final RateLimitedLog badInputLog = new RateLimitedLog(LOG, 20);
+    // a peer can cause each of these once per message: rate-limited, one budget per kind (bad requests: per reason)
+    private static final RateLimitedLogs BAD_REQUEST_LINES = new RateLimitedLogs(LOG, "bad requests", 10);
+    private static final RateLimitedLog UNKNOWN_OP_LINES = new RateLimitedLog(LOG, "requests with an unknown op", 10);
+    private static final RateLimitedLog SHORT_MESSAGE_LINES = new RateLimitedLog(LOG, "messages with fewer than 3 frames", 10);
+    private static final RateLimitedLog HANDLER_FAILURE_LINES = new RateLimitedLog(LOG, "decoder and handler failures", 10);
+    private static final RateLimitedLog SHUTDOWN_REJECT_LINES = new RateLimitedLog(LOG, "requests rejected during shutdown", 10);
     private final Set<Op> warnedUnsupported = EnumSet.noneOf(Op.class);
 
     public Dispatcher(OpTable table, ReplyQueue replies, ServerMetrics metrics, int cpuWorkers, int transferWorkers) {
@@ -93,7 +99,7 @@ public final class Dispatcher implements AutoCloseable {
             }
         } catch (RejectedExecutionException e) {
             // only during shutdown: still answer, the client is waiting
-            LOG.warn("{} rejected during shutdown; answering with its failure value", in.op().wireName());
+            SHUTDOWN_REJECT_LINES.warn("{} rejected during shutdown; answering with its failure value", in.op().wireName());
             reply(in, entry);
         }
     }
@@ -118,13 +124,13 @@ public final class Dispatcher implements AutoCloseable {
     /** Socket thread: a message whose op frame names no operation we know. No reply: there is nothing valid to send. */
     public void unknownOp(byte[] opFrame, String detail) {
         metrics.unknownOp();
-        badInputLog.warn("request with unknown op {} ({}): no handler, no reply", HexFormat.of().formatHex(opFrame), detail);
+        UNKNOWN_OP_LINES.warn("request with unknown op {} ({}): no handler, no reply", LogText.hex(opFrame), LogText.message(detail));
     }
 
     /** Socket thread: a message that cannot even be correlated (fewer than identity, uid and op). */
     public void shortMessage(int frames) {
         metrics.shortMessage();
-        badInputLog.warn("message with {} frame(s) dropped: a request needs identity, uid and op", frames);
+        SHORT_MESSAGE_LINES.warn("message with {} frame(s) dropped: a request needs identity, uid and op", frames);
     }
 
     private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {
@@ -141,13 +147,14 @@ public final class Dispatcher implements AutoCloseable {
             request = entry.decoder().decode(codec.decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
         } catch (ProtocolException e) {
             metrics.badRequest(e.reason());
-            badInputLog.warn("bad {} request from peer {} ({}): {}; answering with its failure value", op.wireName(), in.peer(),
-                    e.reason().label(), e.getMessage());
+            BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; answering with its failure value",
+                    op.wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
             reply(in, entry);
             return;
         } catch (RuntimeException e) {
             metrics.handlerError(op);
-            LOG.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(), in.peer(), e);
+            HANDLER_FAILURE_LINES.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(),
+                    LogText.clip(in.peer()), e);
             reply(in, entry);
             return;
         }
@@ -159,7 +166,8 @@ public final class Dispatcher implements AutoCloseable {
             }
         } catch (Throwable t) {
             metrics.handlerError(op);
-            LOG.error("{} handler failed for peer {}; answering with its failure value", op.wireName(), in.peer(), t);
+            HANDLER_FAILURE_LINES.error("{} handler failed for peer {}; answering with its failure value", op.wireName(),
+                    LogText.clip(in.peer()), t);
             result = entry.failure().get();
         }
         reply(in, result, entry);
@@ -176,7 +184,7 @@ public final class Dispatcher implements AutoCloseable {
             payload = CODEC.get().encoder.encode(reply);
         } catch (RuntimeException e) {
             metrics.handlerError(in.op());
-            LOG.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
+            HANDLER_FAILURE_LINES.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
             payload = CODEC.get().encoder.encode(entry.failure().get());
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));

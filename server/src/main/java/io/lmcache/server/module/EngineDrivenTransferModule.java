@@ -5,6 +5,9 @@ import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.module.EngineDrivenContext.Pending;
 import io.lmcache.server.module.EngineDrivenContext.PendingKey;
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.logging.RateLimitedLogs;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
@@ -40,6 +43,10 @@ import org.slf4j.LoggerFactory;
  */
 public final class EngineDrivenTransferModule implements InstanceLivenessTarget {
     private static final Logger LOG = LoggerFactory.getLogger(EngineDrivenTransferModule.class);
+    // a peer can cause each of these once per message: rate-limited, one budget per kind (failures: per reason)
+    private static final RateLimitedLogs FAILURE_LINES = new RateLimitedLogs(LOG, "engine-driven failures", 10);
+    private static final RateLimitedLog REGISTERED = new RateLimitedLog(LOG, "engine-driven REGISTER/UNREGISTER", 100);
+    private static final RateLimitedLog UNKNOWN_UNREGISTER = new RateLimitedLog(LOG, "UNREGISTER of an unknown engine-driven instance", 10);
     private static final String FAILURES = "lmcache_mp.engine_driven_failures";
     private static final String FAILURES_HELP = "engine-driven requests answered with a failure value, by op and reason";
     private static final String EXPIRED = "lmcache_mp.engine_driven_expired";
@@ -112,9 +119,10 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (replaced != null) {
             release(replaced);
         }
-        LOG.info("registered engine-driven instance {} from peer {}: model {}, world size {}, {} layers x {} tokens x {} ({}{}), "
-                + "{} KiB chunk objects in /dev/shm/{}", r.instanceId(), peer, r.modelName(), r.worldSize(), r.numLayers(), tokens,
-                r.hiddenDimSize(), r.dtypeStr(), r.useMla() ? ", single plane" : ", K and V", objectBytes >> 10, pool.shmName());
+        REGISTERED.info("registered engine-driven instance {} from peer {}: model {}, world size {}, {} layers x {} tokens x {} ({}{}), "
+                + "{} KiB chunk objects in /dev/shm/{}", r.instanceId(), LogText.clip(peer), LogText.clip(r.modelName()), r.worldSize(),
+                r.numLayers(), tokens, r.hiddenDimSize(), LogText.clip(r.dtypeStr()), r.useMla() ? ", single plane" : ", K and V",
+                objectBytes >> 10, pool.shmName());
         return poolReply();
     }
 
@@ -138,10 +146,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     public Reply unregister(Request.UnregisterEngineDrivenContext request) {
         EngineDrivenContext removed = contexts.remove(request.instanceId());
         if (removed == null) {
-            LOG.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
+            metrics.increment("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode", "engine_driven");
+            UNKNOWN_UNREGISTER.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
         } else {
             release(removed);
-            LOG.info("unregistered engine-driven instance {}", request.instanceId());
+            REGISTERED.info("unregistered engine-driven instance {}", request.instanceId());
         }
         return Reply.NONE;
     }
@@ -344,7 +353,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     private void fail(Op op, String reason, String message) {
         metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
-        LOG.warn("{}; answering with the failure value", message);
+        FAILURE_LINES.of(reason).warn("{}; answering with the failure value", LogText.message(message));
     }
 
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */

@@ -7,6 +7,8 @@ import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
@@ -46,6 +48,11 @@ import org.slf4j.LoggerFactory;
  */
 public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget {
     private static final Logger LOG = LoggerFactory.getLogger(LmcacheDrivenTransferModule.class);
+    // a peer can cause each of these once per message: rate-limited, one budget per kind
+    private static final RateLimitedLog REGISTER_FAILED = new RateLimitedLog(LOG, "failed REGISTER", 10);
+    private static final RateLimitedLog REGISTERED = new RateLimitedLog(LOG, "REGISTER/UNREGISTER", 100);
+    private static final RateLimitedLog UNKNOWN_UNREGISTER = new RateLimitedLog(LOG, "UNREGISTER of an unknown instance", 10);
+    private static final RateLimitedLog NO_FAILURE_EVENT = new RateLimitedLog(LOG, "failure events not recorded", 10);
 
     private final int chunkSize;
     private final ObjectStore store;
@@ -91,8 +98,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         try {
             context = createContext(request);
         } catch (LayoutException e) {
-            LOG.error("REGISTER of instance {} (model {}) from peer {} failed: {}; its STORE/RETRIEVE will answer false", id,
-                    request.modelName(), peer, e.getMessage());
+            REGISTER_FAILED.error("REGISTER of instance {} (model {}) from peer {} failed: {}; its STORE/RETRIEVE will answer false", id,
+                    LogText.clip(request.modelName()), LogText.clip(peer), LogText.message(e.getMessage()));
             metrics.increment("lmcache_mp.registration_failures", "registrations refused (layout, mapping)");
             failedRegistrations.put(id, e.getMessage(), request.kvCaches().isEmpty() ? null : request.kvCaches().getFirst().deviceUuid());
             InstanceContext replaced = instances.remove(id);
@@ -104,11 +111,11 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         InstanceContext replaced = instances.put(id, context, peer);
         failedRegistrations.remove(id);
         if (replaced != null) {
-            LOG.info("instance {} re-registered with different tensors: replaced", id);
+            REGISTERED.info("instance {} re-registered with different tensors: replaced", id);
             replaced.close();
         }
-        LOG.info("registered instance {} from peer {}: model {}, world size {}, {} path, {}", id, peer, request.modelName(),
-                request.worldSize(), context.copyPath().kind(), context.layout().describe());
+        REGISTERED.info("registered instance {} from peer {}: model {}, world size {}, {} path, {}", id, LogText.clip(peer),
+                LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.layout().describe());
         return Reply.NONE;
     }
 
@@ -132,10 +139,11 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         InstanceContext removed = instances.remove(request.instanceId());
         failedRegistrations.remove(request.instanceId());
         if (removed == null) {
-            LOG.warn("UNREGISTER of unknown instance {}", request.instanceId());
+            metrics.increment("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode", "lmcache_driven");
+            UNKNOWN_UNREGISTER.warn("UNREGISTER of unknown instance {}", request.instanceId());
         } else {
             removed.close();
-            LOG.info("unregistered instance {}", request.instanceId());
+            REGISTERED.info("unregistered instance {}", request.instanceId());
         }
         return Reply.NONE;
     }
@@ -270,7 +278,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         try {
             return new Reply.Transfer(gpu.failureEvent(failed == null ? null : failed.deviceUuid()), false);
         } catch (CudaException e) {
-            LOG.error("cannot record a failure event for unknown instance {}: {}", instanceId, e.getMessage());
+            NO_FAILURE_EVENT.error("cannot record a failure event for unknown instance {}: {}", instanceId, LogText.message(e.getMessage()));
             return FailureReplies.transferFailed();
         }
     }

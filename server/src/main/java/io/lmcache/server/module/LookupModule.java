@@ -1,5 +1,7 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
@@ -25,6 +27,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class LookupModule {
     private static final Logger LOG = LoggerFactory.getLogger(LookupModule.class);
+    /** A peer can send one bad key per message. */
+    private static final RateLimitedLog BAD_LOOKUP = new RateLimitedLog(LOG, "LOOKUPs with an invalid key", 10);
     private static final Reply ZERO = new Reply.Int(0);
 
     private final int chunkSize;
@@ -64,7 +68,8 @@ public final class LookupModule {
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         int hits = 0;
         if (range == null || key.worldSize() < 1) {
-            LOG.warn("LOOKUP {}: {}; reporting 0 hits", key.requestId(), range == null ? why[0] : "world_size " + key.worldSize());
+            BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
+                    LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
         } else if (range.endChunk() > 0) {
             int endChunk = range.endChunk();

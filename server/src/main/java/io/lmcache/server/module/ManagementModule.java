@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.PeerId;
@@ -23,6 +24,9 @@ import org.slf4j.LoggerFactory;
  */
 public final class ManagementModule {
     private static final Logger LOG = LoggerFactory.getLogger(ManagementModule.class);
+    // a peer can send a PING or a CLEAR per message
+    private static final RateLimitedLog PING_FAILED = new RateLimitedLog(LOG, "liveness failures on PING", 10);
+    private static final RateLimitedLog CLEARED = new RateLimitedLog(LOG, "CLEAR requests", 10);
     private static final Reply OK = new Reply.Str("OK");
     private static final Reply NO_EXPERIMENTS = new Reply.StrList(List.of());
 
@@ -83,7 +87,7 @@ public final class ManagementModule {
                 try {
                     target.touchInstance(ping.instanceId(), peer);
                 } catch (RuntimeException e) {
-                    LOG.error("liveness target {} failed on PING of {}", target.livenessName(), ping.instanceId(), e);
+                    PING_FAILED.error("liveness target {} failed on PING of {}", target.livenessName(), ping.instanceId(), e);
                 }
             }
         }
@@ -93,7 +97,7 @@ public final class ManagementModule {
     /** Empties L1; objects in use stay unless forced (then they go as soon as their copy ends). */
     public Reply clear(Request.Clear clear) {
         ObjectStore.ClearResult result = store.clear(clear.force());
-        LOG.info("CLEAR (force={}): removed {} object(s), {} MiB{}", clear.force(), result.removed(), result.bytes() >> 20,
+        CLEARED.info("CLEAR (force={}): removed {} object(s), {} MiB{}", clear.force(), result.removed(), result.bytes() >> 20,
                 result.deferred() > 0 ? ", " + result.deferred() + " in use go when released" : "");
         return Reply.NONE;
     }

@@ -1,16 +1,24 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLogs;
 import io.lmcache.server.metrics.ServerMetrics;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Counts (by op and reason) and logs the STORE/RETRIEVE requests of LMCache-driven transfers answered with false. */
+/**
+ * Counts (by op and reason) and logs the STORE/RETRIEVE requests of LMCache-driven transfers answered with false;
+ * a peer can cause one per message, so the lines are rate-limited per reason.
+ */
 public final class TransferFailures {
     private static final Logger LOG = LoggerFactory.getLogger(TransferFailures.class);
     private static final String FAILURES = "lmcache_mp.transfer_failures";
     private static final String FAILURES_HELP = "STORE/RETRIEVE answered with false, by reason";
     private static final String[] REASONS = {"unknown_instance", "registration_failed", "bad_range", "bad_worker_id", "bad_block_ids",
         "tensors_gone", "copy_failed", "no_memory", "not_found", "bad_skip"};
+
+    /** Per reason: a flood of unknown-instance STOREs does not hide the first copy failure. */
+    private static final RateLimitedLogs LINES = new RateLimitedLogs(LOG, "transfer failures", 10);
 
     private final ServerMetrics metrics;
 
@@ -27,7 +35,7 @@ public final class TransferFailures {
     public void fail(String op, String reason, String message) {
         metrics.increment(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
         if (message != null) {
-            LOG.warn("{}; answering false", message);
+            LINES.of(reason).warn("{}; answering false", LogText.message(message));
         }
     }
 

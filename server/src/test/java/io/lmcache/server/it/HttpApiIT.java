@@ -177,11 +177,70 @@ class HttpApiIT {
             assertEquals(401, Http.post(base + "/metrics/reset", "").statusCode());
             assertEquals(401, Http.post(base + "/loglevel", "{\"level\":\"DEBUG\"}").statusCode());
             assertEquals(401, Http.post(base + "/cache/clear", "", "Authorization", "Bearer wrong").statusCode());
+            assertEquals(415, Http.post(base + "/cache/clear", "", "Authorization", "Bearer s3cret", "Content-Type", "text/plain")
+                    .statusCode(), "a token does not make a non-JSON POST acceptable");
+            assertEquals(403, Http.post(base + "/cache/clear", "", "Authorization", "Bearer s3cret", "Origin", "http://evil.example")
+                    .statusCode(), "nor a cross-origin one");
             assertEquals(200, Http.post(base + "/cache/clear", "", "Authorization", "Bearer s3cret").statusCode());
             assertEquals(200, Http.post(base + "/metrics/reset", "", "Authorization", "Bearer s3cret").statusCode());
             assertEquals(200, Http.get(base + "/status").statusCode(), "reading needs no token");
             assertEquals(200, Http.get(base + "/metrics").statusCode());
             assertFalse(Http.get(base + "/config").body().contains("s3cret"), "the token is never shown");
+        }
+    }
+
+    @Test
+    void aGetNeverChangesTheLogLevel() throws Exception {
+        try (ServerProcess server = ServerProcess.start()) {
+            String base = server.httpBase();
+            HttpResponse<String> get = Http.get(base + "/loglevel?level=DEBUG");
+            assertEquals(405, get.statusCode(), get.body());
+            assertTrue(json(get).get("error").asText().contains("POST"), get.body());
+            assertEquals(405, Http.get(base + "/loglevel?logger_name=io.lmcache&level=ERROR").statusCode());
+            assertEquals("INFO", json(Http.get(base + "/loglevel")).get("level").asText(), "unchanged");
+            assertFalse(json(Http.get(base + "/loglevel")).get("loggers").has("io.lmcache"), "no logger got a level");
+            HttpResponse<String> post = Http.post(base + "/loglevel", "{\"level\": \"WARNING\", \"logger_name\": \"io.lmcache\"}");
+            assertEquals(200, post.statusCode(), post.body());
+            assertEquals("WARN", json(post).get("loggers").get("io.lmcache").asText(), "POST sets it");
+        }
+    }
+
+    @Test
+    void mutationsRefuseCrossOriginAndNonJsonPosts() throws Exception {
+        try (ServerProcess server = ServerProcess.start()) {
+            String base = server.httpBase();
+            for (String path : List.of("/cache/clear", "/metrics/reset", "/loglevel")) {
+                String body = path.equals("/loglevel") ? "{\"level\": \"DEBUG\"}" : "{}";
+                // what a browser page may send without a preflight: a text/plain (or form) body, from its own origin
+                assertEquals(415, Http.post(base + path, body, "Content-Type", "text/plain").statusCode(), path);
+                assertEquals(415, Http.post(base + path, body, "Content-Type", "application/x-www-form-urlencoded").statusCode(), path);
+                assertEquals(403, Http.post(base + path, body, "Origin", "http://evil.example").statusCode(), path);
+                assertEquals(403, Http.post(base + path, body, "Origin", "http://127.0.0.1:" + (server.httpPort() + 1)).statusCode(), path);
+                assertEquals(403, Http.post(base + path, body, "Origin", "null").statusCode(), path);
+            }
+            assertEquals("INFO", json(Http.get(base + "/loglevel")).get("level").asText(), "no refused POST took effect");
+            assertEquals(6.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "not_json"));
+            assertEquals(9.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "cross_origin"));
+            // the server's own page (same host and port) and a JSON body with a charset pass
+            assertEquals(200, Http.post(base + "/metrics/reset", "{}", "Origin", base).statusCode());
+            assertEquals(200, Http.post(base + "/metrics/reset", "{}", "Origin", "http://localhost:" + server.httpPort()).statusCode());
+            assertEquals(200, Http.post(base + "/cache/clear", "{}", "Content-Type", "application/json; charset=utf-8").statusCode());
+        }
+    }
+
+    @Test
+    void headAnswersEveryReadOnlyEndpoint() {
+        try (ServerProcess server = ServerProcess.start()) {
+            String base = server.httpBase();
+            for (String path : List.of("/", "/healthcheck", "/metrics", "/status", "/config", "/version", "/loglevel")) {
+                HttpResponse<String> get = Http.get(base + path);
+                HttpResponse<String> head = Http.head(base + path);
+                assertEquals(get.statusCode(), head.statusCode(), path);
+                assertEquals(get.headers().firstValue("Content-Type"), head.headers().firstValue("Content-Type"), path);
+                assertEquals("", head.body(), path + ": no body");
+            }
+            assertEquals(405, Http.head(base + "/cache/clear").statusCode(), "HEAD is a read: a POST-only endpoint refuses it");
+            assertEquals(405, Http.post(base + "/status", "{}").statusCode(), "read-only endpoints take no POST");
         }
     }
 

@@ -4,6 +4,7 @@ import static io.lmcache.server.testing.TestClient.pack;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import io.lmcache.server.protocol.testing.Golden;
 import io.lmcache.server.testing.Http;
@@ -11,6 +12,7 @@ import io.lmcache.server.testing.Processes;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -54,14 +56,64 @@ class LifecycleIT {
         assertTrue(bad.stderr().strip().lines().noneMatch(l -> l.contains("Exception")), bad.stderr());
     }
 
+    /** Runs the server jar to its exit (bounded) and returns its combined output; asserts exit 2. */
+    private static String failedStartUp(String... args) throws InterruptedException {
+        ServerProcess server = ServerProcess.launch(Map.of(), args);
+        try {
+            assertTrue(server.process().waitFor(60, TimeUnit.SECONDS), "the server exits");
+            assertEquals(2, server.process().exitValue(), server.log());
+            return server.log();
+        } finally {
+            server.close();
+        }
+    }
+
+    /** The one error line a start-up failure prints, and no stack trace anywhere. */
+    private static String oneErrorLine(String output) {
+        List<String> lines = output.lines().filter(l -> l.startsWith("lmcache-server: error")).toList();
+        assertEquals(1, lines.size(), output);
+        assertTrue(output.lines().noneMatch(l -> l.startsWith("\tat ") || l.startsWith("Caused by:")), output);
+        return lines.getFirst();
+    }
+
     @Test
     void portInUseFailsStartUpClearly() throws Exception {
         try (ServerProcess first = ServerProcess.start()) {
-            ServerProcess second = ServerProcess.launch(Map.of(), "--port", Integer.toString(first.port()));
-            assertTrue(second.process().waitFor(60, TimeUnit.SECONDS), "second server exits");
-            assertEquals(1, second.process().exitValue());
-            assertTrue(second.log().contains("cannot bind the ZeroMQ ROUTER to tcp://127.0.0.1:" + first.port()), second.log());
-            second.close();
+            String line = oneErrorLine(failedStartUp("--port", Integer.toString(first.port())));
+            assertTrue(line.contains("cannot bind the ZeroMQ ROUTER to tcp://127.0.0.1:" + first.port()), line);
+        }
+    }
+
+    @Test
+    void httpPortInUseFailsStartUpClearly() throws Exception {
+        try (ServerProcess first = ServerProcess.start()) {
+            String line = oneErrorLine(failedStartUp("--http-port", Integer.toString(first.httpPort())));
+            assertTrue(line.contains("cannot bind the HTTP API"), line);
+        }
+    }
+
+    @Test
+    void invalidHostIsOneLineAndExitTwo() throws Exception {
+        String line = oneErrorLine(failedStartUp("--host", "999.1.1.1"));
+        assertTrue(line.contains("--host"), line);
+    }
+
+    @Test
+    void deviceCudaWithoutAGpuIsOneLineAndExitTwo() throws Exception {
+        // CI and the development machines have no GPU: there --device cuda must fail, in one line
+        assumeFalse(Files.exists(Path.of("/dev/nvidiactl")), "a GPU host: --device cuda starts");
+        String line = oneErrorLine(failedStartUp("--device", "cuda"));
+        assertTrue(line.contains("--device cuda"), line);
+    }
+
+    @Test
+    void configFileThatIsADirectoryIsOneLineAndExitTwo() throws Exception {
+        Path dir = Files.createTempDirectory("lmcache-config-dir");
+        try {
+            String line = oneErrorLine(failedStartUp("--config-file", dir.toString()));
+            assertTrue(line.contains("is a directory"), line);
+        } finally {
+            Files.deleteIfExists(dir);
         }
     }
 

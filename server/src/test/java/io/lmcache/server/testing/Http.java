@@ -20,13 +20,25 @@ public final class Http {
         return send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10)).GET().build());
     }
 
+    /** A POST as a real client sends one: JSON ({@code Content-Type: application/json}) unless {@code headers} say otherwise. */
     public static HttpResponse<String> post(String url, String body, String... headers) {
         HttpRequest.Builder builder = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10))
                 .POST(HttpRequest.BodyPublishers.ofString(body));
+        boolean typed = false;
         for (int i = 0; i + 1 < headers.length; i += 2) {
             builder.header(headers[i], headers[i + 1]);
+            typed |= headers[i].equalsIgnoreCase("Content-Type");
+        }
+        if (!typed) {
+            builder.header("Content-Type", "application/json");
         }
         return send(builder.build());
+    }
+
+    /** A HEAD request (the body handler sees none). */
+    public static HttpResponse<String> head(String url) {
+        return send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10))
+                .method("HEAD", HttpRequest.BodyPublishers.noBody()).build());
     }
 
     public static HttpResponse<String> send(HttpRequest request) {

@@ -30,10 +30,18 @@ public final class TestClient implements AutoCloseable {
     private int nextUid;
 
     public TestClient(String endpoint) {
+        this(endpoint, null);
+    }
+
+    /** A client whose ZeroMQ identity (the server's peer id) is {@code identity}; null: ZeroMQ picks one. */
+    public TestClient(String endpoint, byte[] identity) {
         for (int socketAttempt = 0; socketAttempt < 10; socketAttempt++) {
             ZMQ.Socket candidate = CONTEXT.createSocket(SocketType.DEALER);
             candidate.setLinger(0);
             candidate.setHWM(100_000);
+            if (identity != null) {
+                candidate.setIdentity(identity);
+            }
             candidate.connect(endpoint);
             if (probe(candidate)) {
                 socket = candidate;

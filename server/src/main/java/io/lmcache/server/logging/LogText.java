@@ -1,0 +1,53 @@
+package io.lmcache.server.logging;
+
+import java.util.HexFormat;
+
+/**
+ * Strings from the wire as they go into a log line: clipped (a 255-byte peer id or a megabyte of
+ * model name must not make a line huge) and with control characters replaced (no forged lines).
+ */
+public final class LogText {
+    /** Peer ids, names and other single values from the wire. */
+    public static final int MAX_VALUE_CHARS = 64;
+    /** A whole message that may quote wire values (a decoder's or a layout check's). */
+    public static final int MAX_MESSAGE_CHARS = 300;
+    private static final HexFormat HEX = HexFormat.of();
+
+    private LogText() {}
+
+    /** {@code value} (its toString) clipped to {@link #MAX_VALUE_CHARS}. */
+    public static String clip(Object value) {
+        return clip(value, MAX_VALUE_CHARS);
+    }
+
+    /** A message clipped to {@link #MAX_MESSAGE_CHARS}. */
+    public static String message(Object value) {
+        return clip(value, MAX_MESSAGE_CHARS);
+    }
+
+    /** {@code value} (its toString) clipped to {@code maxChars}, control characters as '?'. */
+    public static String clip(Object value, int maxChars) {
+        String text = String.valueOf(value);
+        int length = text.length();
+        int kept = Math.min(length, maxChars);
+        StringBuilder out = new StringBuilder(kept + 24);
+        for (int i = 0; i < kept; i++) {
+            char c = text.charAt(i);
+            out.append(Character.isISOControl(c) ? '?' : c);
+        }
+        if (length > maxChars) {
+            out.append("...(").append(length).append(" chars)");
+        }
+        return out.toString();
+    }
+
+    /** Binary from the wire, as hex of at most {@link #MAX_VALUE_CHARS} digits. */
+    public static String hex(byte[] bytes) {
+        if (bytes == null) {
+            return "null";
+        }
+        int kept = Math.min(bytes.length, MAX_VALUE_CHARS / 2);
+        String hex = HEX.formatHex(bytes, 0, kept);
+        return bytes.length > kept ? hex + "...(" + bytes.length + " bytes)" : hex;
+    }
+}
