@@ -123,7 +123,7 @@ public final class LmcacheServer implements AutoCloseable {
             housekeeping = add(Housekeeping.runner(agentErrors, agents));
             http = add(ServerHttp.bindApi(config));
             prometheusHttp = add(ServerHttp.bindPrometheus(config));
-            loop = new RequestLoop(config.zmqEndpoint(), dispatcher, replies, connections);
+            loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), dispatcher, replies, connections, metrics);
             // closed first: in-flight requests are answered while everything they use is still open
             // runs on: the thread that calls close() (lmcache-shutdown under Main)
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
