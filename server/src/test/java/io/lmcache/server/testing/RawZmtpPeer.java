@@ -1,6 +1,7 @@
 package io.lmcache.server.testing;
 
 import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -15,8 +16,9 @@ import java.time.Duration;
 /**
  * A ZMTP 3.0 peer written byte by byte, as an attacker on the host would: a plain TCP socket that
  * does the greeting and READY handshake of a DEALER (NULL mechanism) and then writes whatever
- * frames a test wants, including a frame header declaring a length it never sends. It never reads
- * unless asked to, so its receive buffer fills like that of a client that stopped reading.
+ * frames a test wants, including a frame header declaring a length it never sends. After the
+ * handshake it never reads unless asked to, so its receive buffer fills like that of a client
+ * that stopped reading.
  */
 public final class RawZmtpPeer implements AutoCloseable {
     private static final int FLAG_MORE = 0x01;
@@ -39,10 +41,16 @@ public final class RawZmtpPeer implements AutoCloseable {
                 socket.setReceiveBufferSize(receiveBufferBytes);
             }
             socket.connect(new InetSocketAddress("127.0.0.1", port), 5000);
+            socket.setSoTimeout(5000);
             RawZmtpPeer peer = new RawZmtpPeer(socket);
-            peer.out.write(greeting());
-            peer.out.write(readyCommand());
-            peer.out.flush();
+            // in turn, as libzmq does: JeroMQ now and then drops a peer that sends its READY (or more) before the server's greeting came
+            peer.write(greeting());
+            DataInputStream in = new DataInputStream(socket.getInputStream());
+            in.readFully(new byte[64]);
+            peer.write(readyCommand());
+            int flags = in.readUnsignedByte();
+            long size = (flags & FLAG_LARGE) != 0 ? in.readLong() : in.readUnsignedByte();
+            in.readFully(new byte[(int) size]);
             return peer;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
