@@ -29,6 +29,10 @@
  * <tr><td>lmcache-connection-monitor</td><td>{@code loop.ConnectionMonitor}: ROUTER accept/close events</td>
  *     <td>the monitor PAIR socket</td><td>{@code loop.PeerConnections} (thread-safe)</td>
  *     <td>flag and 200 ms receive timeout; joined by the request loop before the context closes</td></tr>
+ * <tr><td>lmcache-health-probe</td><td>{@code loop.LoopbackProbe}: a PING a second through the ROUTER over TCP, for
+ *     the health check</td>
+ *     <td>its DEALER and that socket's own ZeroMQ context</td><td>nothing else (the health check reads one volatile)</td>
+ *     <td>flag and 100 ms receive timeout; closed by the request loop as it stops</td></tr>
  * <tr><td>lmcache-http-N (virtual) and the JDK HTTP dispatcher</td><td>{@code http.HttpApi} routes (API and Prometheus
  *     listeners), metric scrapes and resets</td>
  *     <td>nothing long-lived</td><td>status reads, counters and O(1) gauges, /cache/clear through the store's lock</td>

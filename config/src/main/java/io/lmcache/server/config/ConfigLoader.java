@@ -192,6 +192,7 @@ public final class ConfigLoader {
             MemoryLimits memory) throws ConfigException {
         String host = hostOrAddress("--host", o.host, true);
         int port = intIn("--port", o.port, 1, 65535);
+        long maxMessageBytes = intIn("--max-message-mb", o.maxMessageMb, 1, 1024) * MIB;
         int chunkSize = intIn("--chunk-size", o.chunkSize, 1, 1 << 20);
         int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
         int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
@@ -291,7 +292,7 @@ public final class ConfigLoader {
         }
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
 
-        return new ServerConfig(host, port, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
+        return new ServerConfig(host, port, maxMessageBytes, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
                 configFile == null ? "" : configFile, o.testHooks);

@@ -8,6 +8,8 @@ import java.util.concurrent.TimeUnit;
  * The validated, immutable configuration of one server process. Built only by {@link ConfigLoader}
  * (command line, config file, environment), so every instance satisfies the rules there.
  *
+ * @param maxMessageBytes the largest ZeroMQ frame the ROUTER accepts (JeroMQ refuses a longer declared
+ *     length before allocating it)
  * @param shmName name of the L1 pool's segment in /dev/shm; empty = anonymous memory (no
  *     engine-driven shared-memory path)
  * @param shmAllowAnyOwner map CPU workers' segments of any owner, not only the server's own user's
@@ -20,6 +22,7 @@ import java.util.concurrent.TimeUnit;
 public record ServerConfig(
         String host,
         int port,
+        long maxMessageBytes,
         int chunkSize,
         int maxWorkers,
         int maxGpuWorkers,
@@ -63,6 +66,7 @@ public record ServerConfig(
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("host", host);
         out.put("port", port);
+        out.put("max_message_mb", maxMessageBytes >> 20);
         out.put("chunk_size", chunkSize);
         out.put("max_workers", maxWorkers);
         out.put("max_gpu_workers", maxGpuWorkers);

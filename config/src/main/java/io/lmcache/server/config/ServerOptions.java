@@ -30,6 +30,25 @@ final class ServerOptions {
     @Option(names = "--port", defaultValue = "5555", description = "ZeroMQ port (default: ${DEFAULT-VALUE}).")
     String port;
 
+    /*
+     * The largest real frame is a few MiB, so 16 leaves about three times that:
+     * - a LOOKUP/STORE/RETRIEVE key carries the whole prompt's token ids as msgpack ints, at most 5 bytes
+     *   each for any id under 2^32 (every vocabulary; 3 bytes below 65 536): a 1M-token prompt (the
+     *   longest context vLLM serves, e.g. Qwen2.5-1M) is 5 MB, about 4.8 MiB; 16 MiB holds 3.3M tokens
+     *   (1.8M even at 9 bytes an id);
+     * - STORE/RETRIEVE block ids come in a frame of their own: 1M tokens in 16-token blocks is 65 536 ids,
+     *   at most 320 KiB per KV group;
+     * - REGISTER_KV_CACHE sends one pickled wrapper of about 420 bytes per layer tensor: 4 096 tensors
+     *   are 1.7 MiB;
+     * - REPORT_BLOCK_ALLOCATION carries one scheduler step's new tokens, fewer than a whole prompt.
+     * JeroMQ allocates a frame whole as soon as its length arrives, so each connection can hold one
+     * frame of this size: bin/lmcache-server's 1 GiB of direct memory takes 64 such connections.
+     */
+    @Option(names = "--max-message-mb", defaultValue = "16",
+            description = "Largest ZeroMQ frame accepted, in MiB, 1..1024; a longer declared frame closes the connection before anything is "
+                    + "allocated. 16 holds a key of a 3-million-token prompt (default: ${DEFAULT-VALUE}).")
+    String maxMessageMb;
+
     @Option(names = "--chunk-size", defaultValue = "256",
             description = "Tokens per stored chunk; vLLM's block size must divide it (default: ${DEFAULT-VALUE}).")
     String chunkSize;

@@ -57,6 +57,17 @@ class ConfigLoaderTest {
     }
 
     @Test
+    void maxMessageSizeDefaultsTo16MibAndIsBounded() {
+        assertEquals(16L << 20, run("--l1-size-gb", "1").maxMessageBytes());
+        assertEquals(64L << 20, run("--l1-size-gb", "1", "--max-message-mb", "64").maxMessageBytes());
+        for (String bad : new String[] {"0", "1025", "-1", "1.5", "lots"}) {
+            ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", "--max-message-mb", bad);
+            assertEquals(2, exit.code());
+            assertTrue(exit.text().contains("--max-message-mb: must be"), exit.text());
+        }
+    }
+
+    @Test
     void workerPoolsInheritMaxWorkers() {
         ServerConfig c = run("--l1-size-gb", "1", "--max-workers", "4", "--max-cpu-workers", "2");
         assertEquals(4, c.maxGpuWorkers());

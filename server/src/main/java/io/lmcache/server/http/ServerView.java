@@ -92,6 +92,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         if (sinceTurnNs > LOOP_STALL_NS) {
             return "request loop has not turned for " + TimeUnit.NANOSECONDS.toMillis(sinceTurnNs) + " ms";
         }
+        // a turning loop is not enough: the ZeroMQ path (I/O thread, ROUTER, handlers) must answer a PING
+        String transport = loop.transportFailure();
+        if (transport != null) {
+            return transport;
+        }
         if (l1.store().readyBytes() == 0) {
             String error = l1.pool().preparationError();
             return error.isEmpty() ? "no L1 pool memory is ready yet" : "the L1 pool is unusable: " + error;

@@ -24,6 +24,8 @@ public final class PeerConnections {
     private final Map<PeerId, String> addressOf = new HashMap<>();
     private final Map<String, Long> closedAtNs = new HashMap<>();
     private final Map<String, Boolean> open = new HashMap<>();
+    /** The server's own health-probe connection: not a client, so not counted as an open connection. */
+    private String internalAddress;
 
     public PeerConnections(LongSupplier clockNs, long retainNs) {
         this.clockNs = clockNs;
@@ -37,6 +39,11 @@ public final class PeerConnections {
             // the accept event may come after the first message; the message proves the connection is there
             open.put(address, Boolean.TRUE);
         }
+    }
+
+    /** The request loop saw the server's own health probe connect from {@code address} (its latest connection). */
+    public synchronized void internal(String address) {
+        internalAddress = address;
     }
 
     public synchronized void accepted(String address) {
@@ -69,7 +76,7 @@ public final class PeerConnections {
     }
 
     public synchronized int openConnections() {
-        return open.size();
+        return open.size() - (internalAddress != null && open.containsKey(internalAddress) ? 1 : 0);
     }
 
     /** Forgets closed connections older than the retention (called by the reaper). */

@@ -1,14 +1,29 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.logging.RateLimitedLog;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Hands finished replies from handler threads to the one thread that owns the ROUTER socket. A
  * producer wakes that thread only when it has said it is about to block, and at most once per
  * sleep, so a busy server pays nothing per reply beyond the queue.
+ *
+ * <p>The bytes queued here are bounded ({@link #DEFAULT_BUDGET_BYTES}): past the budget a reply is
+ * dropped and counted. It is a safety net: the socket thread never blocks on a send (a peer that
+ * does not read loses its replies at the ROUTER instead, see {@code RequestLoop}) and stops reading
+ * requests while 16 384 are unanswered, so the queue holds at most about that many small replies
+ * unless the socket thread itself is stuck.
  */
 public final class ReplyQueue {
+    private static final Logger LOG = LoggerFactory.getLogger(ReplyQueue.class);
+    /** 64 MiB: some 500 000 replies of the usual size (under 128 bytes), 30 times what the in-flight limit lets queue up. */
+    public static final long DEFAULT_BUDGET_BYTES = 64L << 20;
+
     /** Interrupts the socket thread's blocking receive. */
     public interface Waker {
         void wake();
@@ -18,22 +33,57 @@ public final class ReplyQueue {
     private final AtomicBoolean wakePending = new AtomicBoolean();
     private volatile boolean consumerSleeping;
     private volatile Waker waker = () -> {};
+    private final long budgetBytes;
+    private final AtomicLong queuedBytes = new AtomicLong();
+    private final LongAdder dropped = new LongAdder();
+    private final RateLimitedLog dropLog = new RateLimitedLog(LOG, 1);
+
+    public ReplyQueue() {
+        this(DEFAULT_BUDGET_BYTES);
+    }
+
+    public ReplyQueue(long budgetBytes) {
+        this.budgetBytes = budgetBytes;
+    }
 
     public void setWaker(Waker waker) {
         this.waker = waker;
     }
 
-    /** Producer side: any thread. */
-    public void offer(Outbound reply) {
+    /** Producer side: any thread. False (the reply dropped and counted) when the queue is over its byte budget. */
+    public boolean offer(Outbound reply) {
+        long bytes = reply.bytes();
+        if (queuedBytes.addAndGet(bytes) > budgetBytes) {
+            queuedBytes.addAndGet(-bytes);
+            dropped.increment();
+            dropLog.warn("reply dropped: {} MiB of replies already wait for the socket thread (budget {} MiB)",
+                    queuedBytes.get() >> 20, budgetBytes >> 20);
+            return false;
+        }
         queue.offer(reply);
         if (consumerSleeping && wakePending.compareAndSet(false, true)) {
             waker.wake();
         }
+        return true;
     }
 
     /** Consumer side: the next reply, or null. */
     public Outbound poll() {
-        return queue.poll();
+        Outbound reply = queue.poll();
+        if (reply != null) {
+            queuedBytes.addAndGet(-reply.bytes());
+        }
+        return reply;
+    }
+
+    /** Replies dropped over the byte budget (read by the metrics). */
+    public LongAdder dropped() {
+        return dropped;
+    }
+
+    /** Bytes of the replies waiting now. */
+    public long queuedBytes() {
+        return queuedBytes.get();
     }
 
     public boolean isEmpty() {

@@ -1,13 +1,18 @@
 package io.lmcache.server.loop;
 
+import com.sun.management.HotSpotDiagnosticMXBean;
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.RequestDecoder;
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
@@ -25,6 +30,13 @@ import org.zeromq.ZMQException;
  * threads wake it with an empty message from an in-process DEALER connected to the same ROUTER:
  * JeroMQ's multi-socket poller costs several times the round trip of a plain blocking receive.
  * Shutdown is by flag and receive timeout, never by interrupting this thread.
+ *
+ * <p>What a hostile or broken peer can make the ROUTER hold is bounded: a frame longer than
+ * {@code --max-message-mb} closes its connection before JeroMQ allocates it; a peer that does not
+ * read has at most {@link #PEER_SEND_HWM} replies queued, and the rest are dropped and counted
+ * ({@link ReplyDrops}) rather than waited for, since a send never blocks this thread. A JeroMQ I/O
+ * thread that dies (it does on an {@link OutOfMemoryError}) is counted and makes the health check
+ * fail, as does a {@link LoopbackProbe} PING that goes unanswered.
  */
 public final class RequestLoop implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RequestLoop.class);
@@ -36,7 +48,15 @@ public final class RequestLoop implements AutoCloseable {
     private static final int RECEIVE_TIMEOUT_MS = 100;
     /** Stop reading new requests while this many are unanswered: ZeroMQ's queues then push back on clients. */
     private static final int MAX_INFLIGHT = 16_384;
-    public static final long MAX_MESSAGE_BYTES = 256L << 20;
+    /**
+     * Replies queued for one peer before more are dropped. A real client reads all the time and has a
+     * handful of requests in flight (a worker: a STORE or RETRIEVE per step and a PING; the scheduler:
+     * a LOOKUP and QUERY per waiting request, at most vLLM's 256 sequences); 1 000 leaves it ample room
+     * while a peer that never reads holds at most 1 000 small replies (about 300 KiB of heap).
+     */
+    static final int PEER_SEND_HWM = 1000;
+    /** Warn at start-up when fewer connections than this, each mid-way through a maximal frame, would fill direct memory. */
+    private static final int MIN_CONNECTIONS_TO_FILL_DIRECT = 32;
 
     private final String endpoint;
     private final Dispatcher dispatcher;
@@ -48,6 +68,13 @@ public final class RequestLoop implements AutoCloseable {
     private final byte[] wakeIdentity;
     private final PeerConnections connections;
     private final ConnectionMonitor monitor;
+    private final LoopbackProbe probe;
+    private final ReplyDrops drops;
+    private final LongAdder ioThreadDeaths;
+    private final LongAdder ioErrors;
+    private final RateLimitedLog ioErrorLog = new RateLimitedLog(LOG, 1);
+    /** Why a JeroMQ I/O thread died; null while none has. */
+    private volatile String ioThreadDeath;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
     private zmq.io.Metadata lastMetadata;
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -58,18 +85,34 @@ public final class RequestLoop implements AutoCloseable {
     private Thread thread;
 
     /** Binds the socket at once, so a port conflict fails start-up rather than the first request. */
-    public RequestLoop(String endpoint, Dispatcher dispatcher, ReplyQueue replies, PeerConnections connections) {
+    public RequestLoop(String endpoint, long maxMessageBytes, Dispatcher dispatcher, ReplyQueue replies, PeerConnections connections,
+            ServerMetrics metrics) {
         this.endpoint = endpoint;
         this.dispatcher = dispatcher;
         this.replies = replies;
         this.connections = connections;
+        drops = new ReplyDrops(metrics, replies);
+        ioThreadDeaths = metrics.declare("lmcache_mp.zeromq_io_thread_deaths", "JeroMQ I/O threads that died (the ROUTER stops serving)");
+        ioErrors = metrics.declare("lmcache_mp.zeromq_io_errors", "exceptions JeroMQ's I/O thread survived");
+        // set before the first socket: the context hands them to its I/O threads when it starts them
+        // runs on: a JeroMQ I/O thread that is dying
+        context.setUncaughtExceptionHandler(this::ioThreadDied);
+        // runs on: a JeroMQ I/O thread (it carries on)
+        context.setNotificationExceptionHandler((thread, error) -> {
+            ioErrors.increment();
+            ioErrorLog.warn("ZeroMQ I/O thread {}: {}", thread.getName(), error.toString());
+        });
+        warnIfDirectMemorySmall(maxMessageBytes);
         router = context.createSocket(SocketType.ROUTER);
         String monitorEndpoint = "inproc://lmcache-monitor-" + System.identityHashCode(this);
         router.monitor(monitorEndpoint, ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED);
         monitor = new ConnectionMonitor(context, monitorEndpoint, connections);
         router.setLinger(2000);
-        router.setMaxMsgSize(MAX_MESSAGE_BYTES);
-        router.setSndHWM(100_000);
+        // JeroMQ checks a frame's declared length against this before it allocates the frame (Decoder.sizeReady)
+        router.setMaxMsgSize(maxMessageBytes);
+        router.setSndHWM(PEER_SEND_HWM);
+        // a send to a full or vanished peer fails at once (EAGAIN, EHOSTUNREACH) instead of dropping silently: counted
+        router.setRouterMandatory(true);
         router.setRcvHWM(10_000);
         try {
             router.bind(endpoint);
@@ -89,6 +132,47 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.connect(wakeEndpoint);
         // runs on: any thread that queues a reply (handler pools, completions)
         replies.setWaker(this::wake);
+        probe = new LoopbackProbe(endpoint);
+    }
+
+    private void ioThreadDied(Thread thread, Throwable error) {
+        ioThreadDeaths.increment();
+        ioThreadDeath = thread.getName() + ": " + error;
+        try {
+            LOG.error("ZeroMQ I/O thread {} died ({}): the ROUTER serves no more requests; /healthcheck reports it", thread.getName(),
+                    error.toString());
+        } catch (Throwable logFailure) {
+            // out of memory, the log line may fail too: the counter and the health check still tell
+        }
+    }
+
+    /** Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. */
+    public String transportFailure() {
+        String death = ioThreadDeath;
+        if (death != null) {
+            return "zeromq: I/O thread died: " + death;
+        }
+        return probe.failure();
+    }
+
+    /**
+     * A connection holds at most one frame in progress, allocated whole when its length arrives
+     * (direct memory above 1 MiB); warn when a few dozen connections could fill the budget.
+     */
+    private static void warnIfDirectMemorySmall(long maxMessageBytes) {
+        long budgetBytes = Runtime.getRuntime().maxMemory();
+        try {
+            long option = Long.parseLong(ManagementFactory.getPlatformMXBean(HotSpotDiagnosticMXBean.class)
+                    .getVMOption("MaxDirectMemorySize").getValue());
+            budgetBytes = option > 0 ? option : budgetBytes;
+        } catch (RuntimeException e) {
+            LOG.debug("cannot read MaxDirectMemorySize: {}", e.toString());
+        }
+        if (maxMessageBytes * MIN_CONNECTIONS_TO_FILL_DIRECT > budgetBytes) {
+            LOG.warn("--max-message-mb {}: {} connections each sending a frame that long fill the {} MiB of direct memory; "
+                    + "raise -XX:MaxDirectMemorySize (LMCACHE_JAVA_OPTS)", maxMessageBytes >> 20, budgetBytes / maxMessageBytes,
+                    budgetBytes >> 20);
+        }
     }
 
     /** Any thread (serialized by the lock): one empty frame to the ROUTER; dropped if the socket is full. */
@@ -106,6 +190,7 @@ public final class RequestLoop implements AutoCloseable {
 
     public void start() {
         monitor.start();
+        probe.start();
         // runs on: lmcache-request-loop, the only thread that touches the ROUTER (not a daemon: it keeps the JVM up)
         thread = NamedThreads.thread("lmcache-request-loop", false, this::run);
         thread.start();
@@ -147,6 +232,7 @@ public final class RequestLoop implements AutoCloseable {
             LOG.error("request loop failed; no more requests will be served", e);
         } finally {
             running = false;
+            probe.close();
             monitor.close();
             context.close();
             terminated.countDown();
@@ -194,17 +280,35 @@ public final class RequestLoop implements AutoCloseable {
         int sent = 0;
         Outbound reply;
         while ((reply = replies.poll()) != null) {
-            router.send(reply.identity(), ZMQ.SNDMORE);
-            router.send(reply.uid(), ZMQ.SNDMORE);
-            if (reply.payload() == null) {
-                router.send(reply.op(), 0);
-            } else {
-                router.send(reply.op(), ZMQ.SNDMORE);
-                router.send(reply.payload(), 0);
-            }
+            send(reply);
             sent++;
         }
         return sent;
+    }
+
+    /**
+     * Never blocks: with ROUTER_MANDATORY a full or missing peer fails on the identity frame, before
+     * any part of the reply is queued, and the reply is dropped (the peer gets all of it or nothing).
+     */
+    private void send(Outbound reply) {
+        if (!router.base().send(new zmq.Msg(reply.identity()), ZMQ.SNDMORE | ZMQ.DONTWAIT)) {
+            int errno = router.base().errno();
+            if (errno == zmq.ZError.EAGAIN) {
+                drops.notReading(reply.identity(), PEER_SEND_HWM);
+            } else if (errno == zmq.ZError.EHOSTUNREACH) {
+                drops.gone();
+            } else {
+                throw new ZMQException(errno);
+            }
+            return;
+        }
+        router.send(reply.uid(), ZMQ.SNDMORE);
+        if (reply.payload() == null) {
+            router.send(reply.op(), 0);
+        } else {
+            router.send(reply.op(), ZMQ.SNDMORE);
+            router.send(reply.payload(), 0);
+        }
     }
 
     private boolean receiveOne() {
@@ -256,7 +360,11 @@ public final class RequestLoop implements AutoCloseable {
         if (count == 2 && Arrays.equals(first, wakeIdentity)) {
             return;
         }
-        if (pendingAddress != null) {
+        if (probe.isProbe(first)) {
+            if (pendingAddress != null) {
+                connections.internal(pendingAddress);
+            }
+        } else if (pendingAddress != null) {
             connections.seen(new PeerId(first), pendingAddress);
         }
         if (dropped > 0) {
@@ -289,6 +397,7 @@ public final class RequestLoop implements AutoCloseable {
         accepting = false;
         if (thread == null) {
             running = false;
+            probe.close();
             context.close();
             return;
         }

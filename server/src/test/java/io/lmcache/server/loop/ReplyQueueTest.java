@@ -182,4 +182,19 @@ class ReplyQueueTest {
         }
         return drained;
     }
+
+    @Test
+    void overTheByteBudgetAReplyIsDroppedAndCountedUntilTheSocketThreadTakesSome() {
+        Outbound reply = new Outbound(new byte[] {1}, new byte[1000], new byte[] {2}, null);
+        ReplyQueue queue = new ReplyQueue(3 * reply.bytes());
+        assertTrue(queue.offer(reply));
+        assertTrue(queue.offer(reply));
+        assertTrue(queue.offer(reply));
+        assertFalse(queue.offer(reply), "a fourth is over the budget");
+        assertEquals(1, queue.dropped().sum());
+        assertEquals(3 * reply.bytes(), queue.queuedBytes());
+        assertSame(reply, queue.poll());
+        assertTrue(queue.offer(reply), "room again once one is sent");
+        assertEquals(1, queue.dropped().sum());
+    }
 }

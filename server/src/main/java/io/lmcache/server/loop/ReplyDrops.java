@@ -1,0 +1,56 @@
+package io.lmcache.server.loop;
+
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerMetrics;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Replies the ROUTER could not take, counted by reason (never by peer: the label set stays
+ * bounded however many peers come and go) and logged once per peer that stopped reading. The set
+ * of peers already logged is bounded too: past {@link #MAX_LOGGED_PEERS} the oldest is forgotten,
+ * and the log line is rate-limited besides. Socket thread only.
+ */
+final class ReplyDrops {
+    private static final Logger LOG = LoggerFactory.getLogger(ReplyDrops.class);
+    static final int MAX_LOGGED_PEERS = 1024;
+
+    private final LongAdder notReading;
+    private final LongAdder gone;
+    private final RateLimitedLog log = new RateLimitedLog(LOG, 5);
+    private final Map<PeerId, Boolean> logged = new LinkedHashMap<>(64, 0.75f, false) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<PeerId, Boolean> eldest) {
+            return size() > MAX_LOGGED_PEERS;
+        }
+    };
+
+    ReplyDrops(ServerMetrics metrics, ReplyQueue replies) {
+        String name = "lmcache_mp.replies_dropped";
+        String description = "replies not sent: the peer does not read (its queue is full), the peer is gone, or the server's queue is full";
+        notReading = metrics.declare(name, description, "reason", "peer_not_reading");
+        gone = metrics.declare(name, description, "reason", "peer_gone");
+        // runs on: lmcache-http-* (each scrape)
+        metrics.functionCounter(name, description, replies.dropped(), LongAdder::sum, "reason", "server_queue_full");
+        // runs on: lmcache-http-* (POST /metrics/reset)
+        metrics.onReset(replies.dropped()::reset);
+    }
+
+    /** The peer's send queue is at its high-water mark: it has not read its last {@code hwm} replies. */
+    void notReading(byte[] identity, int hwm) {
+        notReading.increment();
+        PeerId peer = new PeerId(identity);
+        if (logged.putIfAbsent(peer, Boolean.TRUE) == null) {
+            log.warn("peer {} does not read its replies ({} queued): replies to it are dropped until it reads; "
+                    + "further drops are only counted (lmcache_mp_replies_dropped_total)", peer, hwm);
+        }
+    }
+
+    /** No connection of that identity any more (it closed while its request was in flight). */
+    void gone() {
+        gone.increment();
+    }
+}

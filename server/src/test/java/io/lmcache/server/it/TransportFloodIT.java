@@ -1,0 +1,216 @@
+package io.lmcache.server.it;
+
+import static io.lmcache.server.testing.TestClient.pack;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.RawZmtpPeer;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Transport floods from hostile local peers (issue 13, items 2 to 4), on the real server: frame
+ * lengths declared and never sent, peers that send and never read, and a JeroMQ I/O thread that
+ * dies. A normal client keeps its PING answered within a second where the server can serve, and
+ * {@code /healthcheck} tells the truth either way.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+@ExtendWith(ServerLogOnFailure.class)
+class TransportFloodIT {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final byte[] NIL = {(byte) 0xc0};
+    private static final byte[] PING_OP = pack(p -> p.packInt(22));
+    private static final long MIB = 1L << 20;
+
+    /** Sends a PING (instance id None) and fails unless its reply (True) comes within a second. */
+    private static void pingAnsweredWithinASecond(TestClient client) {
+        int uid = client.send(22, NIL);
+        TestClient.Reply reply = client.receive(Duration.ofSeconds(1));
+        assertNotNull(reply, "PING " + uid + " answered within 1 s");
+        assertEquals("c3", reply.payloadHex());
+    }
+
+    private static void assertHealthy(ServerProcess server) {
+        HttpResponse<String> health = Http.get(server.httpBase() + "/healthcheck");
+        assertEquals(200, health.statusCode(), health.body());
+        assertTrue(status(server).get("is_healthy").asBoolean());
+    }
+
+    private static JsonNode status(ServerProcess server) {
+        try {
+            return JSON.readTree(Http.get(server.httpBase() + "/status").body());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static double directBytes(ServerProcess server) {
+        return Http.metric(server, "jvm_buffer_memory_used_bytes", "id", "direct");
+    }
+
+    private static double heapBytes(ServerProcess server) {
+        return Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
+    }
+
+    /** The heap the server holds on to: used right after a full collection (jcmd GC.run, synchronous under ZGC). */
+    private static double liveHeapBytes(ServerProcess server) throws IOException, InterruptedException {
+        Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(), Long.toString(server.pid()),
+                "GC.run").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        assertTrue(jcmd.waitFor(30, TimeUnit.SECONDS) && jcmd.exitValue() == 0, "jcmd GC.run");
+        return heapBytes(server);
+    }
+
+    /** RSS is measured once the pool is prefaulted, so the pool's pages are in the baseline. */
+    private static void awaitPoolReady(ServerProcess server) {
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100)).until(() -> {
+            JsonNode l1 = status(server).at("/storage_manager/l1_manager");
+            return l1.get("memory_ready_bytes").asLong() == l1.get("memory_total_bytes").asLong();
+        });
+    }
+
+    @Test
+    void framesDeclaredLongerThanTheCapCloseTheirConnectionBeforeAnythingIsAllocated() throws Exception {
+        try (ServerProcess server = ServerProcess.start();
+             TestClient client = new TestClient(server.endpoint())) {
+            pingAnsweredWithinASecond(client);
+            double directBefore = directBytes(server);
+            List<RawZmtpPeer> attackers = new ArrayList<>();
+            try {
+                for (int i = 0; i < 5; i++) {
+                    RawZmtpPeer attacker = RawZmtpPeer.connect(server.port(), 0);
+                    attackers.add(attacker);
+                    attacker.declareFrame(250 * MIB);
+                }
+                for (RawZmtpPeer attacker : attackers) {
+                    assertTrue(attacker.closedByServer(Duration.ofSeconds(5)), "the server refuses a 250 MiB frame (cap 16 MiB)");
+                }
+                pingAnsweredWithinASecond(client);
+                assertTrue(directBytes(server) <= directBefore + 16 * MIB,
+                        "no frame was allocated: direct memory " + directBytes(server) + " vs " + directBefore + " before");
+                assertTrue(heapBytes(server) < 400 * MIB, "heap " + heapBytes(server));
+                assertHealthy(server);
+            } finally {
+                attackers.forEach(RawZmtpPeer::close);
+            }
+            pingAnsweredWithinASecond(client);
+            assertHealthy(server);
+            assertTrue(server.isAlive());
+        }
+    }
+
+    /**
+     * JeroMQ allocates a frame whole when its header arrives: under a cap raised past what direct
+     * memory holds, two connections mid-way through long frames kill its I/O thread. The ROUTER then
+     * serves nothing, and the health check must say so (before this issue it kept answering 200).
+     */
+    @Test
+    void aDeadZeromqIoThreadMakesTheServerUnhealthy() throws Exception {
+        Map<String, String> env = Map.of("JDK_JAVA_OPTIONS", "-XX:MaxDirectMemorySize=48m");
+        try (ServerProcess server = ServerProcess.start(env, "--max-message-mb", "32")) {
+            assertHealthy(server);
+            List<RawZmtpPeer> attackers = new ArrayList<>();
+            try {
+                for (int i = 0; i < 3; i++) {
+                    RawZmtpPeer attacker = RawZmtpPeer.connect(server.port(), 0);
+                    attackers.add(attacker);
+                    attacker.declareFrame(30 * MIB);
+                }
+                await().atMost(Duration.ofSeconds(15)).pollInterval(Duration.ofMillis(100))
+                        .until(() -> Http.get(server.httpBase() + "/healthcheck").statusCode() == 503);
+                JsonNode health = JSON.readTree(Http.get(server.httpBase() + "/healthcheck").body());
+                assertTrue(health.get("reason").asText().startsWith("zeromq: I/O thread died"), health.toString());
+                JsonNode status = status(server);
+                assertTrue(!status.get("is_healthy").asBoolean() && status.get("unhealthy_reason").asText().startsWith("zeromq:"),
+                        status.toString());
+                assertEquals(1.0, Http.metric(server, "lmcache_mp_zeromq_io_thread_deaths_total"));
+            } finally {
+                attackers.forEach(RawZmtpPeer::close);
+            }
+        }
+    }
+
+    /**
+     * 20 peers send PINGs with 1 KiB uids (every reply echoes one) and never read: before this issue
+     * each could queue 100 000 replies, 2 GB in all, and the heap ran out. Now each has at most 1 000
+     * queued and the rest are dropped and counted.
+     */
+    @Test
+    void peersThatNeverReadLoseTheirRepliesAndNobodyElseSuffers() throws Exception {
+        try (ServerProcess server = ServerProcess.start();
+             TestClient client = new TestClient(server.endpoint())) {
+            pingAnsweredWithinASecond(client);
+            awaitPoolReady(server);
+            long rssBefore = L1TierIT.rssBytes(server.pid());
+            double liveHeapBefore = liveHeapBytes(server);
+            byte[] uid = pack(p -> p.packBinaryHeader(1024).writePayload(new byte[1024]));
+            byte[] ping = RawZmtpPeer.message(uid, PING_OP, NIL);
+            byte[] batch = new byte[ping.length * 500];
+            for (int i = 0; i < 500; i++) {
+                System.arraycopy(ping, 0, batch, i * ping.length, ping.length);
+            }
+            List<RawZmtpPeer> attackers = new ArrayList<>();
+            ExecutorService writers = Executors.newFixedThreadPool(20);
+            try {
+                List<Future<?>> writing = new ArrayList<>();
+                for (int i = 0; i < 20; i++) {
+                    RawZmtpPeer attacker = RawZmtpPeer.connect(server.port(), 4096);
+                    attackers.add(attacker);
+                    // runs on: a writer pool thread (blocks while the server does not read, released by close)
+                    writing.add(writers.submit(() -> {
+                        for (int sent = 0; sent < 20_000; sent += 500) {
+                            attacker.write(batch);
+                        }
+                        return null;
+                    }));
+                }
+                long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+                while (!writing.stream().allMatch(Future::isDone) && System.nanoTime() < deadlineNs) {
+                    pingAnsweredWithinASecond(client);
+                    assertEquals(200, Http.get(server.httpBase() + "/healthcheck").statusCode());
+                    TimeUnit.MILLISECONDS.sleep(200);
+                }
+                for (Future<?> write : writing) {
+                    write.get(1, TimeUnit.SECONDS);
+                }
+                await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200))
+                        .until(() -> Http.metric(server, "lmcache_mp_requests_total", "op", "ping") >= 20 * 20_000);
+                double dropped = Http.metric(server, "lmcache_mp_replies_dropped_total", "reason", "peer_not_reading");
+                assertTrue(dropped > 0, "replies to peers that do not read are dropped and counted: " + dropped);
+                pingAnsweredWithinASecond(client);
+                // the attackers are still connected: their queued replies (1 000 each of about 1 KiB) are live
+                double liveHeap = liveHeapBytes(server);
+                assertTrue(liveHeap < liveHeapBefore + 96 * MIB, "live heap " + liveHeap / MIB + " MiB vs " + liveHeapBefore / MIB + " MiB before");
+                // the heap may grow to its limit (-Xmx512m) with garbage before ZGC returns it; nothing else may grow
+                long rssDuring = L1TierIT.rssBytes(server.pid());
+                assertTrue(rssDuring < rssBefore + 512 * MIB + 128 * MIB, "RSS " + (rssDuring >> 20) + " MiB vs " + (rssBefore >> 20) + " MiB before");
+                assertHealthy(server);
+            } finally {
+                attackers.forEach(RawZmtpPeer::close);
+                writers.shutdownNow();
+            }
+            pingAnsweredWithinASecond(client);
+            assertHealthy(server);
+        }
+    }
+}
