@@ -80,7 +80,7 @@ public final class LmcacheServer implements AutoCloseable {
             // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)
             add("GPU backend", gpu.closer(l1));
             cudaEvents = add(gpu.eventsRunner(agentErrors));
-            ReleaseThread releases = add(ReleaseThread.withTimeout(releaseTimeoutNs(config)));
+            ReleaseThread releases = add(ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(config, RELEASE_TIMEOUT_NS)));
             // closed after the modules and before the release thread, which still frees what the last GPU completions give back
             add("GPU transfers in flight", gpu.drainer());
             LookupLeases leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
@@ -105,11 +105,8 @@ public final class LmcacheServer implements AutoCloseable {
             Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
                     config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
             management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, ServerView.livenessSettings(config));
-            MetricsBinder.bindStore(metrics, l1.store());
-            MetricsBinder.bindLiveness(metrics, reaper);
-            MetricsBinder.bindReleases(metrics, releases);
             // runs on: lmcache-http-* (each scrape)
-            MetricsBinder.bindLookups(metrics, lookup::pendingResults);
+            MetricsBinder.bindCore(metrics, l1.store(), reaper, releases, lookup::pendingResults);
             gpu.bindMetrics(metrics);
             ReplyQueue replies = new ReplyQueue();
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
@@ -118,10 +115,8 @@ public final class LmcacheServer implements AutoCloseable {
                     FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics,
                     config.maxCpuWorkers(), config.maxGpuWorkers()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
-            List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll));
-            if (engineDriven != null) {
-                sweepers.add(engineDriven::sweep);
-            }
+            List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
+                    RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
             List<Agent> agents = List.of(l1.evictionController(config, sweepers),
                     new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);
@@ -142,12 +137,6 @@ public final class LmcacheServer implements AutoCloseable {
             CloseHelper.closeAll(parts.reversed());
             throw e;
         }
-    }
-
-    /** The release timeout; a test server (--test-hooks) may shorten it through LMCACHE_TEST_RELEASE_TIMEOUT_MS. */
-    private static long releaseTimeoutNs(ServerConfig config) {
-        String override = config.testHooks() ? System.getenv("LMCACHE_TEST_RELEASE_TIMEOUT_MS") : null;
-        return override == null ? RELEASE_TIMEOUT_NS : TimeUnit.MILLISECONDS.toNanos(Long.parseLong(override));
     }
 
     /** Records a part to close (null: nothing to close); returns it. */

@@ -40,6 +40,8 @@ import org.zeromq.ZMQException;
  */
 public final class RequestLoop implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(RequestLoop.class);
+    /** A peer can send one such message after another: rate-limited. */
+    private static final RateLimitedLog EXTRA_FRAME_LINES = new RateLimitedLog(LOG, "requests with too many frames", 10);
     /** Far above the 10 frames of the largest request; beyond it frames are dropped (and counted as ignored). */
     private static final int MAX_FRAMES = 64;
     private static final int RECEIVE_BATCH = 256;
@@ -368,7 +370,7 @@ public final class RequestLoop implements AutoCloseable {
             connections.seen(new PeerId(first), pendingAddress);
         }
         if (dropped > 0) {
-            LOG.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);
+            EXTRA_FRAME_LINES.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);
         }
         if (count < Inbound.FIRST_PAYLOAD) {
             dispatcher.shortMessage(count);

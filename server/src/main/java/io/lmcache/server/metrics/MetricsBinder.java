@@ -21,6 +21,14 @@ import java.util.function.IntSupplier;
 public final class MetricsBinder {
     private MetricsBinder() {}
 
+    /** The series every server has: L1, liveness, native releases, pending lookups. */
+    public static void bindCore(ServerMetrics metrics, ObjectStore store, Reaper reaper, ReleaseThread releases, IntSupplier pendingLookups) {
+        bindStore(metrics, store);
+        bindLiveness(metrics, reaper);
+        bindReleases(metrics, releases);
+        bindLookups(metrics, pendingLookups);
+    }
+
     public static void bindStore(ServerMetrics metrics, ObjectStore store) {
         StoreCounters c = store.counters();
         // runs on: lmcache-http-* (each scrape), as every supplier below

@@ -4,6 +4,7 @@ import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.Pieces;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.protocol.Reply;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -16,6 +17,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class CudaCopyPath implements CopyPath {
     private static final Logger LOG = LoggerFactory.getLogger(CudaCopyPath.class);
+    /** Can fail once per request while the driver is unwell: rate-limited. */
+    private static final RateLimitedLog EVENT_FAILURE_LINES = new RateLimitedLog(LOG, "failure events not recorded", 10);
     private static final byte[] NO_EVENT = new byte[64];
     private static final ThreadLocal<Pieces> PIECES = ThreadLocal.withInitial(Pieces::new);
 
@@ -73,7 +76,7 @@ public final class CudaCopyPath implements CopyPath {
         try {
             return engine.recordedEvent(direction);
         } catch (RuntimeException e) {
-            LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
+            EVENT_FAILURE_LINES.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
             return completedEvent();
         }
     }
@@ -87,7 +90,7 @@ public final class CudaCopyPath implements CopyPath {
         try {
             return tensors.device().completedEvent();
         } catch (RuntimeException e) {
-            LOG.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
+            EVENT_FAILURE_LINES.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
             return NO_EVENT;
         }
     }
