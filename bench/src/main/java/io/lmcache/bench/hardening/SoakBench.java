@@ -20,8 +20,8 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The soak: {@code --clients} worker processes ({@link SoakWorker}) each doing {@code --round-trips}
- * STORE / LOOKUP+QUERY / RETRIEVE round trips with checksummed data against a pool small enough
+ * The soak: {@code --clients} worker processes ({@link SoakWorker}) each making {@code --round-trips}
+ * request/reply round trips of STORE / LOOKUP+QUERY / RETRIEVE cycles with checksummed data against a pool small enough
  * that it evicts all the time, while {@code --kills} of them are SIGKILLed along the way and
  * replaced by new workers that do the rest; the reaper (short liveness flags, as LivenessIT uses)
  * must free the dead ones. Records round trips, lost replies, checksum mismatches, evictions,
@@ -214,9 +214,9 @@ public final class SoakBench {
         md.append("Machine: ").append(machine).append("  \n");
         md.append(String.format("Load averages before: %s; other processes used %.2f cores during the run.%n%n", load, foreign));
         md.append(String.format("%d worker processes (`SoakWorker`, JVMs), each with 2 layers of FlashAttention NHD `[2, 48, 16, 2, 64]` bf16 in"
-                + " shm, %d round trips each: STORE of a new 256-token prefix (256 KiB chunk object), LOOKUP + QUERY_PREFETCH_STATUS,"
-                + " RETRIEVE of it into other blocks and RETRIEVE of one of the worker's 32 previous prefixes, both compared by CRC32 with"
-                + " what was stored; PING every 200 ms. Pool `--l1-size-gb %s` (%.0f chunk objects), so it evicts all the time. %d workers"
+                + " shm, %d round trips (request sent, reply awaited) each, in cycles of STORE of a new 256-token prefix (256 KiB chunk"
+                + " object), LOOKUP + QUERY_PREFETCH_STATUS, RETRIEVE of it into other blocks and RETRIEVE of one of the worker's 32 previous"
+                + " prefixes, both compared by CRC32 with what was stored; PING every 200 ms. Pool `--l1-size-gb %s` (%.0f chunk objects), so it evicts all the time. %d workers"
                 + " were SIGKILLed at evenly spaced points of the progress (%d asked for) and replaced by new instances that did the"
                 + " rest; server flags `--test-liveness-floor-seconds 1 --worker-reap-timeout-seconds 5"
                 + " --worker-registration-grace-seconds 5 --worker-disconnect-grace-seconds 1`. A reply is lost when none comes within"
@@ -236,7 +236,7 @@ public final class SoakBench {
                 .append(ServerSample.mib(after.heapBytes())).append(" |\n");
         md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n");
         md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
-        md.append("Round trips of a killed worker count up to its last report (every 10), so a few are done twice. Requests in flight"
+        md.append("Round trips of a killed worker count up to its last report (every 10 cycles), so a few are done twice. Requests in flight"
                 + " when a worker was killed are not lost replies: nobody was left to receive them. A refused STORE or a RETRIEVE miss"
                 + " is the pool evicting, not an error; a RETRIEVE that succeeds must return the stored bytes. RSS includes the pool.\n");
         return md.toString();
@@ -244,8 +244,8 @@ public final class SoakBench {
 
     private static String label(String name) {
         return switch (name) {
-            case "round_trips" -> "round trips";
-            case "requests" -> "requests sent";
+            case "cycles" -> "cycles (STORE, LOOKUP, QUERY, RETRIEVE, RETRIEVE of an older prefix)";
+            case "round_trips" -> "round trips (requests sent, PINGs included)";
             case "lost" -> "lost replies (no reply within the timeout)";
             case "late" -> "late replies (after their timeout)";
             case "mismatches" -> "checksum mismatches (or malformed replies)";

@@ -12,11 +12,12 @@ import java.util.zip.CRC32;
 
 /**
  * One soak client in a process of its own (SoakBench kills some with SIGKILL): a CPU worker with
- * its KV cache in shm, registered, then per round trip STORE of a new 256-token prefix, LOOKUP and
+ * its KV cache in shm, registered, then cycles of STORE of a new 256-token prefix, LOOKUP and
  * QUERY_PREFETCH_STATUS as the scheduler, RETRIEVE of it into other blocks and RETRIEVE of an older
- * prefix of its own, both checksummed against what was stored; a PING every 200 ms keeps it alive
- * for the reaper. Prints {@code READY}, then {@code P <counts>} every 10 round trips and
- * {@code DONE <counts>} at the end (see {@link Counts}).
+ * prefix of its own, both checksummed against what was stored, until it has made {@code roundTrips}
+ * requests (each a round trip: request sent, reply awaited); a PING every 200 ms keeps it alive for
+ * the reaper. Prints {@code READY}, then {@code P <counts>} every 10 cycles and {@code DONE <counts>}
+ * at the end (see {@link Counts}).
  *
  * <p>Usage: {@code SoakWorker <endpoint> <instanceId> <roundTrips> <seed> <replyTimeoutMs>}
  */
@@ -33,7 +34,7 @@ public final class SoakWorker {
 
     /** What a worker reports, summed by SoakBench. */
     static final class Counts {
-        static final String[] NAMES = {"round_trips", "requests", "lost", "late", "mismatches", "stored", "store_refused", "hits",
+        static final String[] NAMES = {"cycles", "round_trips", "lost", "late", "mismatches", "stored", "store_refused", "hits",
             "retrieved", "retrieve_missed", "old_retrieved", "old_missed"};
         final long[] values = new long[NAMES.length];
 
@@ -105,7 +106,7 @@ public final class SoakWorker {
         long[] ringSeeds = new long[RING];
         long[] ringCrcs = new long[RING];
         int stored = 0;
-        for (int i = 0; i < roundTrips; i++) {
+        for (int i = 0; counts.get("round_trips") < roundTrips; i++) {
             if (System.nanoTime() - lastPingNs > PING_INTERVAL_NS) {
                 call(22, pack(p -> p.packLong(instanceId)));
                 lastPingNs = System.nanoTime();
