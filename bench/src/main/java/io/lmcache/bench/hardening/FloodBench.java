@@ -49,11 +49,12 @@ public final class FloodBench {
             FuzzRun.Tally tally = FuzzRun.run(new FuzzRun.Options(server.endpoint(), messages, connections, seed, window, Duration.ofSeconds(10)));
             double foreign = Machine.CpuSample.take(ProcessHandle.current().pid(), server.pid()).foreignCoresSince(cpuBefore);
             ServerSample after = ServerSample.take(server);
+            double heapAfterGc = ServerSample.heapAfterFullGc(server);
             String fresh;
             try (TestClient client = new TestClient(server.endpoint())) {
                 fresh = client.call(21).payloadHex();
             }
-            String md = report(tally, before, after, server.isAlive() && "cd0100".equals(fresh), machine, load, foreign,
+            String md = report(tally, before, after, heapAfterGc, server.isAlive() && "cd0100".equals(fresh), machine, load, foreign,
                     ("bench/run-flood.sh " + String.join(" ", args)).trim(), connections, window, seed);
             System.out.println(md);
             ResultsFile.writeSection(results, "flood", md);
@@ -65,7 +66,7 @@ public final class FloodBench {
         }
     }
 
-    private static String report(FuzzRun.Tally t, ServerSample before, ServerSample after, boolean answering, String machine, String load,
+    private static String report(FuzzRun.Tally t, ServerSample before, ServerSample after, double heapAfterGc, boolean answering, String machine, String load,
             double foreign, String command, int connections, int window, long seed) {
         StringBuilder md = new StringBuilder();
         md.append("## Flood: malformed messages against a running server\n\n");
@@ -91,6 +92,7 @@ public final class FloodBench {
         md.append("| server RSS before → after | ").append(before.rss()).append(" → ").append(after.rss()).append(" |\n");
         md.append("| heap used before → after | ").append(ServerSample.mib(before.heapBytes())).append(" → ")
                 .append(ServerSample.mib(after.heapBytes())).append(" |\n");
+        md.append("| heap used after a full GC (`jcmd GC.run`) | ").append(ServerSample.mib(heapAfterGc)).append(" |\n");
         md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n");
         md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
         md.append("Counters (growth during the run) against what the messages call for:\n\n");

@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The server process as the flood and soak benchmarks record it: resident memory (VmRSS of
@@ -22,6 +23,17 @@ record ServerSample(long rssKib, double heapBytes, long logBytes, String scrape)
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** Heap in use right after a full collection ({@code jcmd <pid> GC.run}): what the server really holds, garbage aside. */
+    static double heapAfterFullGc(ServerProcess server) throws IOException, InterruptedException {
+        Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(), Long.toString(server.pid()),
+                "GC.run").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        if (!jcmd.waitFor(30, TimeUnit.SECONDS)) {
+            jcmd.destroyForcibly();
+            return Double.NaN;
+        }
+        return Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
     }
 
     double metric(String name, String... labels) {

@@ -97,13 +97,14 @@ public final class SoakBench {
                 Thread.sleep(100);
             }
             ServerSample after = ServerSample.take(server);
+            double heapAfterGc = ServerSample.heapAfterFullGc(server);
             int registered = JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("registered_gpu_ids").size();
             String fresh;
             try (TestClient client = new TestClient(server.endpoint())) {
                 fresh = client.call(21).payloadHex();
             }
             String command = ("bench/run-soak.sh " + String.join(" ", args)).trim();
-            String md = bench.report(before, after, clients, roundTrips, kills, killed, registered, poolGb,
+            String md = bench.report(before, after, heapAfterGc, clients, roundTrips, kills, killed, registered, poolGb,
                     server.isAlive() && "cd0100".equals(fresh), elapsedNs, machine, load, foreign, command);
             System.out.println(md);
             ResultsFile.writeSection(results, "soak", md);
@@ -205,7 +206,7 @@ public final class SoakBench {
         launch(slot);
     }
 
-    private String report(ServerSample before, ServerSample after, int clients, long roundTrips, int kills, int killed, int registered,
+    private String report(ServerSample before, ServerSample after, double heapAfterGc, int clients, long roundTrips, int kills, int killed, int registered,
             String poolGb, boolean answering, long elapsedNs, String machine, String load, double foreign, String command) {
         StringBuilder md = new StringBuilder();
         md.append("## Soak: workers storing and retrieving through eviction while some are killed\n\n");
@@ -216,7 +217,8 @@ public final class SoakBench {
         md.append(String.format("%d worker processes (`SoakWorker`, JVMs), each with 2 layers of FlashAttention NHD `[2, 48, 16, 2, 64]` bf16 in"
                 + " shm, %d round trips (request sent, reply awaited) each, in cycles of STORE of a new 256-token prefix (256 KiB chunk"
                 + " object), LOOKUP + QUERY_PREFETCH_STATUS, RETRIEVE of it into other blocks and RETRIEVE of one of the worker's 32 previous"
-                + " prefixes, both compared by CRC32 with what was stored; PING every 200 ms. Pool `--l1-size-gb %s` (%.0f chunk objects), so it evicts all the time. %d workers"
+                + " prefixes, both compared by CRC32 with what was stored; PING every 200 ms. Pool `--l1-size-gb %s` (%.0f chunk objects),"
+                + " so it evicts all the time. %d workers"
                 + " were SIGKILLed at evenly spaced points of the progress (%d asked for) and replaced by new instances that did the"
                 + " rest; server flags `--test-liveness-floor-seconds 1 --worker-reap-timeout-seconds 5"
                 + " --worker-registration-grace-seconds 5 --worker-disconnect-grace-seconds 1`. A reply is lost when none comes within"
@@ -234,6 +236,7 @@ public final class SoakBench {
         md.append("| server RSS before → after | ").append(before.rss()).append(" → ").append(after.rss()).append(" |\n");
         md.append("| heap used before → after | ").append(ServerSample.mib(before.heapBytes())).append(" → ")
                 .append(ServerSample.mib(after.heapBytes())).append(" |\n");
+        md.append("| heap used after a full GC (`jcmd GC.run`) | ").append(ServerSample.mib(heapAfterGc)).append(" |\n");
         md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n");
         md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
         md.append("Round trips of a killed worker count up to its last report (every 10 cycles), so a few are done twice. Requests in flight"
