@@ -4,6 +4,7 @@ import io.lmcache.bench.Machine;
 import io.lmcache.bench.ResultsFile;
 import io.lmcache.server.testing.FuzzRun;
 import io.lmcache.server.testing.MalformedMessages.Outcome;
+import io.lmcache.server.testing.ServerMemory;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.nio.file.Path;
@@ -17,7 +18,7 @@ import java.util.stream.Collectors;
  * server of the default test size, a real client checking its replies meanwhile; records the
  * messages, replies owed and received, RSS, heap, log growth and counters in bench/RESULTS.md.
  *
- * <p>Usage: {@code FloodBench [--messages 1000000] [--connections 8] [--window 200] [--seed 13]
+ * <p>Usage: {@code FloodBench [--messages 1000000] [--connections 8] [--window 64] [--seed 13]
  * [--results bench/RESULTS.md]}
  */
 public final class FloodBench {
@@ -38,7 +39,7 @@ public final class FloodBench {
         Map<String, String> options = options(args);
         long messages = Long.parseLong(options.getOrDefault("messages", "1000000"));
         int connections = Integer.parseInt(options.getOrDefault("connections", "8"));
-        int window = Integer.parseInt(options.getOrDefault("window", "200"));
+        int window = Integer.parseInt(options.getOrDefault("window", "64"));
         long seed = Long.parseLong(options.getOrDefault("seed", "13"));
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
         String machine = Machine.describe();
@@ -49,7 +50,7 @@ public final class FloodBench {
             FuzzRun.Tally tally = FuzzRun.run(new FuzzRun.Options(server.endpoint(), messages, connections, seed, window, Duration.ofSeconds(10)));
             double foreign = Machine.CpuSample.take(ProcessHandle.current().pid(), server.pid()).foreignCoresSince(cpuBefore);
             ServerSample after = ServerSample.take(server);
-            double heapAfterGc = ServerSample.heapAfterFullGc(server);
+            double heapAfterGc = ServerMemory.heapAfterFullGc(server);
             String fresh;
             try (TestClient client = new TestClient(server.endpoint())) {
                 fresh = client.call(21).payloadHex();

@@ -1,12 +1,11 @@
 package io.lmcache.bench.hardening;
 
 import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.ServerMemory;
 import io.lmcache.server.testing.ServerProcess;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 
 /**
  * The server process as the flood and soak benchmarks record it: resident memory (VmRSS of
@@ -17,23 +16,11 @@ record ServerSample(long rssKib, double heapBytes, long logBytes, String scrape)
     static ServerSample take(ServerProcess server) {
         String scrape = Http.get(server.httpBase() + "/metrics").body();
         try {
-            long rss = Files.readAllLines(Path.of("/proc/" + server.pid() + "/status")).stream().filter(l -> l.startsWith("VmRSS:"))
-                    .map(l -> Long.parseLong(l.replaceAll("\\D", ""))).findFirst().orElse(-1L);
-            return new ServerSample(rss, Http.metric(scrape, "jvm_memory_used_bytes", "area", "heap"), Files.size(server.logFile()), scrape);
+            return new ServerSample(ServerMemory.rssKib(server.pid()), Http.metric(scrape, "jvm_memory_used_bytes", "area", "heap"),
+                    Files.size(server.logFile()), scrape);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-    }
-
-    /** Heap in use right after a full collection ({@code jcmd <pid> GC.run}): what the server really holds, garbage aside. */
-    static double heapAfterFullGc(ServerProcess server) throws IOException, InterruptedException {
-        Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(), Long.toString(server.pid()),
-                "GC.run").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-        if (!jcmd.waitFor(30, TimeUnit.SECONDS)) {
-            jcmd.destroyForcibly();
-            return Double.NaN;
-        }
-        return Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
     }
 
     double metric(String name, String... labels) {

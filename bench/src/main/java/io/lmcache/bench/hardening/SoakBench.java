@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.bench.Machine;
 import io.lmcache.bench.ResultsFile;
 import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.ServerMemory;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.BufferedReader;
@@ -97,7 +98,7 @@ public final class SoakBench {
                 Thread.sleep(100);
             }
             ServerSample after = ServerSample.take(server);
-            double heapAfterGc = ServerSample.heapAfterFullGc(server);
+            double heapAfterGc = ServerMemory.heapAfterFullGc(server);
             int registered = JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("registered_gpu_ids").size();
             String fresh;
             try (TestClient client = new TestClient(server.endpoint())) {
