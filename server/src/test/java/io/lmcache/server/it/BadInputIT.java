@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.MalformedMessages;
 import io.lmcache.server.testing.ServerExtension;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
@@ -102,7 +103,7 @@ class BadInputIT {
     @Test
     void pickleNamingOsSystem() {
         double before = counter("pickle_rejected");
-        byte[] evil = HexFormat.of().parseHex("80049525000000000000008c05706f736978948c0673797374656d9493948c0a6563686f2070776e656494859452942e");
+        byte[] evil = MalformedMessages.OS_SYSTEM_PICKLE;
         try (TestClient client = new TestClient(SERVER.endpoint())) {
             byte[] wrappers = pack(p -> p.packArrayHeader(1).packExtensionTypeHeader((byte) 1, evil.length).writePayload(evil));
             TestClient.Reply reply = client.call(1, pack(p -> p.packLong(43)), wrappers, pack(p -> p.packString("m")));
