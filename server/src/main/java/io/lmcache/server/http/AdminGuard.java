@@ -48,7 +48,10 @@ public final class AdminGuard {
         if (origin != null && !isOwnOrigin(origin, exchange.getLocalAddress())) {
             return refuse(exchange, "cross_origin", 403, "cross-origin request refused (Origin " + LogText.clip(origin) + ")");
         }
-        if (!isJson(exchange.getRequestHeaders().getFirst("Content-Type"))) {
+        String contentType = exchange.getRequestHeaders().getFirst("Content-Type");
+        // a bare `curl -X POST` (no Origin, no Content-Type, no body) is no browser's: a browser's POST always sends Origin
+        boolean bare = origin == null && contentType == null && !hasBody(exchange);
+        if (!bare && !isJson(contentType)) {
             return refuse(exchange, "not_json", 415, "mutating endpoints take Content-Type: application/json");
         }
         if (token.length > 0) {
@@ -73,6 +76,11 @@ public final class AdminGuard {
         LINES.warn("HTTP {} {} from {} refused ({}): {}", LogText.clip(exchange.getRequestMethod()),
                 LogText.clip(exchange.getRequestURI().getPath()), exchange.getRemoteAddress(), status, error);
         return HttpApi.Response.json(status, Map.of("error", error));
+    }
+
+    private static boolean hasBody(HttpExchange exchange) {
+        String length = exchange.getRequestHeaders().getFirst("Content-Length");
+        return exchange.getRequestHeaders().containsKey("Transfer-Encoding") || length != null && !length.strip().equals("0");
     }
 
     /** {@code application/json}, with or without parameters (charset). */

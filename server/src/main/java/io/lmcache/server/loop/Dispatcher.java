@@ -48,6 +48,7 @@ public final class Dispatcher implements AutoCloseable {
     private static final RateLimitedLogs BAD_REQUEST_LINES = new RateLimitedLogs(LOG, "bad requests", 10);
     private static final RateLimitedLog UNKNOWN_OP_LINES = new RateLimitedLog(LOG, "requests with an unknown op", 10);
     private static final RateLimitedLog SHORT_MESSAGE_LINES = new RateLimitedLog(LOG, "messages with fewer than 3 frames", 10);
+    private static final RateLimitedLog OVERSIZED_ENVELOPE_LINES = new RateLimitedLog(LOG, "messages with oversized uid or op frames", 10);
     private static final RateLimitedLog HANDLER_FAILURE_LINES = new RateLimitedLog(LOG, "decoder and handler failures", 10);
     private static final RateLimitedLog SHUTDOWN_REJECT_LINES = new RateLimitedLog(LOG, "requests rejected during shutdown", 10);
     private final Set<Op> warnedUnsupported = EnumSet.noneOf(Op.class);
@@ -131,6 +132,13 @@ public final class Dispatcher implements AutoCloseable {
     public void shortMessage(int frames) {
         metrics.shortMessage();
         SHORT_MESSAGE_LINES.warn("message with {} frame(s) dropped: a request needs identity, uid and op", frames);
+    }
+
+    /** Socket thread: a uid or op frame too long to be any client's; not answered (the reply would echo it). */
+    public void oversizedEnvelope(int uidBytes, int opBytes) {
+        metrics.oversizedEnvelope();
+        OVERSIZED_ENVELOPE_LINES.warn("message with a {}-byte uid and a {}-byte op frame dropped unanswered: a client's uid is at most"
+                + " {} bytes and its op frame at most {}", uidBytes, opBytes, RequestLoop.MAX_UID_BYTES, RequestLoop.MAX_OP_BYTES);
     }
 
     private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {

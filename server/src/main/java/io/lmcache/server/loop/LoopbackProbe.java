@@ -11,7 +11,6 @@ import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
-import org.zeromq.ZMQException;
 
 /**
  * Proves to the health check that the ZeroMQ path works end to end: a DEALER of the server's own
@@ -44,6 +43,7 @@ public final class LoopbackProbe implements AutoCloseable {
     private final ZContext context = new ZContext(1);
     private final Thread thread;
     private volatile boolean running = true;
+    private volatile String stopReason = "unknown";
     /** When the oldest PING not answered was sent; {@link #NONE} while every PING sent was answered. */
     private volatile long unansweredSinceNs = NONE;
 
@@ -81,6 +81,9 @@ public final class LoopbackProbe implements AutoCloseable {
 
     /** Null while PINGs are answered; otherwise what the health check reports. Any thread. */
     public String failure() {
+        if (running && !thread.isAlive()) {
+            return "zeromq: the health probe stopped: " + stopReason;
+        }
         long sinceNs = unansweredSinceNs;
         if (sinceNs == NONE) {
             return null;
@@ -129,7 +132,9 @@ public final class LoopbackProbe implements AutoCloseable {
                     unansweredSinceNs = NONE;
                 }
             }
-        } catch (ZMQException | IllegalStateException e) {
+        } catch (RuntimeException e) {
+            // whatever stopped it, the health check must not go on trusting the last answered PING
+            stopReason = e.toString();
             if (running) {
                 LOG.warn("health probe stopped: {}", e.toString());
             }

@@ -44,6 +44,13 @@ public final class RequestLoop implements AutoCloseable {
     private static final RateLimitedLog EXTRA_FRAME_LINES = new RateLimitedLog(LOG, "requests with too many frames", 10);
     /** Far above the 10 frames of the largest request; beyond it frames are dropped (and counted as ignored). */
     private static final int MAX_FRAMES = 64;
+    /**
+     * The uid and op frames are echoed in the reply, so their size is what a peer that never reads makes the
+     * server hold per queued reply: LMCache's uids are small msgpack values, op frames an int or an op name
+     * (at most ~45 bytes); anything longer is no client's request and gets no reply.
+     */
+    static final int MAX_UID_BYTES = 256;
+    static final int MAX_OP_BYTES = 64;
     private static final int RECEIVE_BATCH = 256;
     /** Busy-wait at most this long for a pool handler's reply before blocking (a wake-up costs more than a short spin). */
     private static final long SPIN_NS = 20_000;
@@ -374,6 +381,10 @@ public final class RequestLoop implements AutoCloseable {
         }
         if (count < Inbound.FIRST_PAYLOAD) {
             dispatcher.shortMessage(count);
+            return;
+        }
+        if (frames[1].length > MAX_UID_BYTES || frames[2].length > MAX_OP_BYTES) {
+            dispatcher.oversizedEnvelope(frames[1].length, frames[2].length);
             return;
         }
         Op op;

@@ -48,6 +48,7 @@ public final class ServerMetrics {
     private final Map<ProtocolException.Reason, LongAdder> badRequests = new EnumMap<>(ProtocolException.Reason.class);
     private final LongAdder unknownOps;
     private final LongAdder shortMessages;
+    private final LongAdder oversizedEnvelopes;
     private final LongAdder ignoredFrames;
     private final LongAdder lookupRequestedTokens;
     private final LongAdder lookupHitTokens;
@@ -84,6 +85,7 @@ public final class ServerMetrics {
         }
         unknownOps = counter("lmcache_mp.unknown_ops", "requests whose op is not in the table (no reply)");
         shortMessages = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "fewer_than_3_frames");
+        oversizedEnvelopes = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "oversized_envelope");
         ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
         lookupRequestedTokens = counter("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)");
         lookupHitTokens = counter("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)");
@@ -185,6 +187,10 @@ public final class ServerMetrics {
 
     public void shortMessage() {
         shortMessages.increment();
+    }
+
+    public void oversizedEnvelope() {
+        oversizedEnvelopes.increment();
     }
 
     public void ignoredFrames(int count) {

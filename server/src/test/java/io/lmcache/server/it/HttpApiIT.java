@@ -220,6 +220,10 @@ class HttpApiIT {
             }
             assertEquals("INFO", json(Http.get(base + "/loglevel")).get("level").asText(), "no refused POST took effect");
             assertEquals(6.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "not_json"));
+            // a bare `curl -X POST` (no Origin, no Content-Type, no body) is no browser's: accepted
+            HttpResponse<String> bare = Http.postBare(base + "/cache/clear");
+            assertEquals(200, bare.statusCode(), bare.body());
+            assertEquals(6.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "not_json"));
             assertEquals(9.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "cross_origin"));
             // the server's own page (same host and port) and a JSON body with a charset pass
             assertEquals(200, Http.post(base + "/metrics/reset", "{}", "Origin", base).statusCode());

@@ -28,6 +28,9 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.zeromq.ZMQ;
+import org.zeromq.ZContext;
+import org.zeromq.SocketType;
 
 /**
  * Transport floods from hostile local peers (issue 13, items 2 to 4), on the real server: frame
@@ -124,6 +127,33 @@ class TransportFloodIT {
      * memory holds, two connections mid-way through long frames kill its I/O thread. The ROUTER then
      * serves nothing, and the health check must say so (before this issue it kept answering 200).
      */
+    /**
+     * A reply echoes its request's uid frame: a peer that never reads and sends 4 MiB uids would make the server
+     * hold 4 GiB at 1 000 queued replies. Such envelopes are no client's and are dropped unanswered, counted.
+     */
+    @Test
+    void oversizedUidFramesFromAPeerThatNeverReadsAreDroppedUnanswered() throws Exception {
+        try (ServerProcess server = ServerProcess.start();
+             TestClient client = new TestClient(server.endpoint());
+             ZContext context = new ZContext()) {
+            pingAnsweredWithinASecond(client);
+            ZMQ.Socket attacker = context.createSocket(SocketType.DEALER);
+            attacker.setSndHWM(0);
+            attacker.connect(server.endpoint());
+            byte[] bigUid = new byte[4 << 20];
+            for (int i = 0; i < 300; i++) {
+                attacker.send(bigUid, ZMQ.SNDMORE);
+                attacker.send(PING_OP, ZMQ.SNDMORE);
+                attacker.send(NIL, 0);
+            }
+            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+                    .until(() -> Http.metric(server, "lmcache_mp_bad_requests_total", "reason", "oversized_envelope") == 300);
+            pingAnsweredWithinASecond(client);
+            assertHealthy(server);
+            assertEquals(null, attacker.recv(ZMQ.DONTWAIT), "no reply echoes an oversized uid");
+        }
+    }
+
     @Test
     void aDeadZeromqIoThreadMakesTheServerUnhealthy() throws Exception {
         Map<String, String> env = Map.of("JDK_JAVA_OPTIONS", "-XX:MaxDirectMemorySize=48m");
@@ -151,7 +181,7 @@ class TransportFloodIT {
     }
 
     /**
-     * 20 peers send PINGs with 1 KiB uids (every reply echoes one) and never read: before this issue
+     * 20 peers send PINGs with 200-byte uids (every reply echoes one) and never read: before this issue
      * each could queue 100 000 replies, 2 GB in all, and the heap ran out. Now each has at most 1 000
      * queued and the rest are dropped and counted.
      */
@@ -163,7 +193,7 @@ class TransportFloodIT {
             awaitPoolReady(server);
             long rssBefore = L1TierIT.rssBytes(server.pid());
             double liveHeapBefore = liveHeapBytes(server);
-            byte[] uid = pack(p -> p.packBinaryHeader(1024).writePayload(new byte[1024]));
+            byte[] uid = pack(p -> p.packBinaryHeader(200).writePayload(new byte[200])); // the longest uid the server answers is 256 bytes
             byte[] ping = RawZmtpPeer.message(uid, PING_OP, NIL);
             byte[] batch = new byte[ping.length * 500];
             for (int i = 0; i < 500; i++) {
@@ -198,7 +228,7 @@ class TransportFloodIT {
                 double dropped = Http.metric(server, "lmcache_mp_replies_dropped_total", "reason", "peer_not_reading");
                 assertTrue(dropped > 0, "replies to peers that do not read are dropped and counted: " + dropped);
                 pingAnsweredWithinASecond(client);
-                // the attackers are still connected: their queued replies (1 000 each of about 1 KiB) are live
+                // the attackers are still connected: their queued replies (1 000 each of about 200 bytes) are live
                 double liveHeap = liveHeapBytes(server);
                 assertTrue(liveHeap < liveHeapBefore + 96 * MIB, "live heap " + liveHeap / MIB + " MiB vs " + liveHeapBefore / MIB + " MiB before");
                 // the heap may grow to its limit (-Xmx512m) with garbage before ZGC returns it; nothing else may grow

@@ -35,6 +35,12 @@ public final class Http {
         return send(builder.build());
     }
 
+    /** A POST with no body and no Content-Type, as a bare {@code curl -X POST} sends it. */
+    public static HttpResponse<String> postBare(String url) {
+        return send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10))
+                .POST(HttpRequest.BodyPublishers.noBody()).build());
+    }
+
     /** A HEAD request (the body handler sees none). */
     public static HttpResponse<String> head(String url) {
         return send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10))
