@@ -23,6 +23,16 @@ public final class Machine {
         return source == null ? "unknown" : source;
     }
 
+    /** The head every results section starts with: title, command, sources, machine, and how quiet the machine was. */
+    public static void sectionHead(StringBuilder md, String title, String command, String machine, String loadBefore,
+            double foreignCores) {
+        md.append("## ").append(title).append("\n\n");
+        md.append("Command: `").append(command).append("`  \n");
+        md.append("Sources: commit ").append(source()).append("  \n");
+        md.append("Machine: ").append(machine).append("  \n");
+        md.append(String.format("Load averages before: %s; other processes used %.2f cores during the run.%n%n", loadBefore, foreignCores));
+    }
+
     /** One line: CPU model, cores, RAM, kernel, Java, date. */
     public static String describe() {
         String cpu = read("/proc/cpuinfo").lines().filter(l -> l.startsWith("model name")).findFirst()

@@ -70,11 +70,7 @@ public final class FloodBench {
     private static String report(FuzzRun.Tally t, ServerSample before, ServerSample after, double heapAfterGc, boolean answering, String machine, String load,
             double foreign, String command, int connections, int window, long seed) {
         StringBuilder md = new StringBuilder();
-        md.append("## Flood: malformed messages against a running server\n\n");
-        md.append("Command: `").append(command).append("`  \n");
-        md.append("Sources: commit ").append(Machine.source()).append("  \n");
-        md.append("Machine: ").append(machine).append("  \n");
-        md.append(String.format("Load averages before: %s; other processes used %.2f cores during the run.%n%n", load, foreign));
+        Machine.sectionHead(md, "Flood: malformed messages against a running server", command, machine, load, foreign);
         md.append(String.format("%d malformed messages from %d DEALERs (seed %d, each pipelining windows of %d and then awaiting the replies"
                 + " owed), interleaved with a real client's PING, GET_CHUNK_SIZE and LOOKUP (empty cache) in batches of 30, every reply"
                 + " compared byte for byte. Server: test defaults (`--l1-size-gb 0.25`, `-Xmx512m`, ZGC). The mix is FuzzIT's"

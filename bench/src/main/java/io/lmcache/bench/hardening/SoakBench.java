@@ -210,11 +210,8 @@ public final class SoakBench {
     private String report(ServerSample before, ServerSample after, double heapAfterGc, int clients, long roundTrips, int kills, int killed, int registered,
             String poolGb, boolean answering, long elapsedNs, String machine, String load, double foreign, String command) {
         StringBuilder md = new StringBuilder();
-        md.append("## Soak: workers storing and retrieving through eviction while some are killed\n\n");
-        md.append("Command: `").append(command).append("`  \n");
-        md.append("Sources: commit ").append(Machine.source()).append("  \n");
-        md.append("Machine: ").append(machine).append("  \n");
-        md.append(String.format("Load averages before: %s; other processes used %.2f cores during the run.%n%n", load, foreign));
+        Machine.sectionHead(md, "Soak: workers storing and retrieving through eviction while some are killed", command, machine, load,
+                foreign);
         md.append(String.format("%d worker processes (`SoakWorker`, JVMs), each with 2 layers of FlashAttention NHD `[2, 48, 16, 2, 64]` bf16 in"
                 + " shm, %d round trips (request sent, reply awaited) each, in cycles of STORE of a new 256-token prefix (256 KiB chunk"
                 + " object), LOOKUP + QUERY_PREFETCH_STATUS, RETRIEVE of it into other blocks and RETRIEVE of one of the worker's 32 previous"

@@ -63,12 +63,9 @@ public final class JmhMain {
     private static String report(Attempt attempt, String machine, String command) {
         List<RunResult> sorted = new ArrayList<>(attempt.results);
         sorted.sort((x, y) -> label(x.getParams()).compareTo(label(y.getParams())));
-        StringBuilder md = new StringBuilder("## JMH: slab allocator, object store, LOOKUP decode and hashing\n\n");
-        md.append("Command: `").append(command).append("`  \n");
-        md.append("Sources: commit ").append(Machine.source()).append("  \n");
-        md.append("Machine: ").append(machine).append("  \n");
-        md.append(String.format("Load averages before: %s; other processes used %.2f cores during the run.%n%n", attempt.loadBefore,
-                attempt.foreignCores));
+        StringBuilder md = new StringBuilder();
+        Machine.sectionHead(md, "JMH: slab allocator, object store, LOOKUP decode and hashing", command, machine, attempt.loadBefore,
+                attempt.foreignCores);
         BenchmarkParams any = sorted.getFirst().getParams();
         md.append(String.format("Mode SampleTime (every sampled call timed on its own), %d warm-up + %d measurement iterations of %s,"
                 + " %d fork, JVM flags %s. Error = half-width of the 99.9%% confidence interval of the mean.%n%n",

@@ -100,12 +100,7 @@ public final class AgentRunner implements AutoCloseable {
             return; // closed from its own agent: the loop ends after this turn
         }
         LockSupport.unpark(thread);
-        try {
-            thread.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(closeTimeoutNs)));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        if (thread.isAlive()) {
+        if (!NamedThreads.join(thread, closeTimeoutNs)) {
             LOG.warn("{} ({}) did not stop within {} ms; left to finish its turn", thread.getName(), agent.roleName(),
                     TimeUnit.NANOSECONDS.toMillis(closeTimeoutNs));
         }

@@ -22,6 +22,19 @@ public final class NamedThreads {
     }
 
     /** Daemon threads named {@code prefix-0}, {@code prefix-1}, ... */
+    /**
+     * Waits up to {@code timeoutNs} for a thread that was told to stop (by its flag: never interrupted); returns
+     * whether it ended. An interrupt of the waiting thread ends the wait and is kept.
+     */
+    public static boolean join(Thread thread, long timeoutNs) {
+        try {
+            thread.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(timeoutNs)));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return !thread.isAlive();
+    }
+
     public static ThreadFactory factory(String prefix) {
         AtomicInteger counter = new AtomicInteger();
         return runnable -> thread(prefix + "-" + counter.getAndIncrement(), true, runnable);

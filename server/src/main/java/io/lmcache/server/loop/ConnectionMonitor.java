@@ -7,6 +7,7 @@ import java.nio.channels.SelectableChannel;
 import java.nio.channels.SocketChannel;
 import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
@@ -95,11 +96,7 @@ public final class ConnectionMonitor implements AutoCloseable {
     @Override
     public void close() {
         running = false;
-        try {
-            thread.join(2000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        NamedThreads.join(thread, TimeUnit.SECONDS.toNanos(2));
         socket.close();
     }
 }

@@ -163,11 +163,7 @@ public final class LoopbackProbe implements AutoCloseable {
     @Override
     public void close() {
         running = false;
-        try {
-            thread.join(2000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        NamedThreads.join(thread, TimeUnit.SECONDS.toNanos(2));
         context.close();
     }
 }

@@ -14,6 +14,7 @@ import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
+import io.lmcache.server.testing.Inbounds;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumSet;
@@ -181,12 +182,6 @@ class DispatcherTest {
     }
 
     private Inbound inbound(Op op, byte[]... payloads) {
-        byte[][] frames = new byte[Inbound.FIRST_PAYLOAD + payloads.length][];
-        frames[0] = new byte[] {0, 1, 2, 3, 4};
-        int uid = nextUid++;
-        frames[1] = pack(p -> p.packInt(uid));
-        frames[2] = pack(p -> p.packInt(op.id()));
-        System.arraycopy(payloads, 0, frames, Inbound.FIRST_PAYLOAD, payloads.length);
-        return new Inbound(frames, frames.length, op, System.nanoTime());
+        return Inbounds.of(op, nextUid++, payloads);
     }
 }
