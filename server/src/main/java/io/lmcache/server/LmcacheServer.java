@@ -38,6 +38,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -53,6 +54,7 @@ public final class LmcacheServer implements AutoCloseable {
     /** A reaped worker's release (unmap, IPC close) that takes longer is logged and counted. */
     private static final long RELEASE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
     private static final long ACTIVITY_INTERVAL_NS = TimeUnit.SECONDS.toNanos(10);
+    private static final long MIN_RETAIN_NS = TimeUnit.MINUTES.toNanos(10);
 
     private final ServerConfig config;
     private final ServerMetrics metrics = new ServerMetrics();
@@ -86,8 +88,7 @@ public final class LmcacheServer implements AutoCloseable {
             LookupLeases leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
             PrefetchResults prefetchResults = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
             // closed connections are remembered long enough for every liveness rule to use them
-            PeerConnections connections = new PeerConnections(System::nanoTime,
-                    Math.max(config.workerRegistrationGraceNs(), TimeUnit.MINUTES.toNanos(10)));
+            PeerConnections connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
             LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
             LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
@@ -110,10 +111,9 @@ public final class LmcacheServer implements AutoCloseable {
             gpu.bindMetrics(metrics);
             ReplyQueue replies = new ReplyQueue();
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
-            // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (one rejected during shutdown)
+            // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven,
-                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics,
-                    config.maxCpuWorkers(), config.maxGpuWorkers()));
+                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
@@ -152,8 +152,7 @@ public final class LmcacheServer implements AutoCloseable {
 
     /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
     public static LmcacheServer start(ServerConfig config) {
-        LOG.info("lmcache-server {} starting (instance {})", Versions.version(), config.instanceId());
-        LOG.info("configuration: {}", config.describe());
+        LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), config.instanceId(), config.describe());
         LmcacheServer server = new LmcacheServer(config);
         try {
             server.startParts();
@@ -168,13 +167,14 @@ public final class LmcacheServer implements AutoCloseable {
     private void startParts() {
         l1.startPreparation(gpu.regionStages(l1.pool()));
         housekeeping.start();
-        if (cudaEvents != null) {
-            cudaEvents.start();
-        }
+        Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);
         loop.start();
         management.start();
         ServerHttp.start(prometheusHttp, http);
     }
+
+    /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more. */
+    public void onTransportDeath(Consumer<String> listener) { loop.onTransportDeath(listener); }
 
     /** Blocks until {@link #close()} has finished. */
     public void awaitStopped() throws InterruptedException {

@@ -4,6 +4,7 @@ import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.agent.NamedThreads;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -13,6 +14,10 @@ import org.slf4j.LoggerFactory;
  * the same way: one line {@code lmcache-server: error: ...} on stderr and exit code 2, no stack trace.
  */
 public final class Main {
+    /** The exit code when the ZeroMQ side died while serving (start-up failures exit 2). */
+    public static final int EXIT_TRANSPORT_DIED = 3;
+    private static final long FAILURE_CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(15);
+
     private Main() {}
 
     public static void main(String[] args) throws InterruptedException {
@@ -40,9 +45,27 @@ public final class Main {
             System.exit(ConfigLoader.EXIT_USAGE);
             return;
         }
+        // runs on: the dying JeroMQ I/O thread or request loop, which hands the stop to a thread of its own (not a daemon:
+        // the JVM waits for its exit code even once main has returned)
+        server.onTransportDeath(why -> NamedThreads.thread("lmcache-stop-on-failure", false, () -> exitAfterTransportDeath(server)).start());
         // runs on: lmcache-shutdown (the JVM's shutdown hook, on SIGTERM/SIGINT)
         Runtime.getRuntime().addShutdownHook(NamedThreads.thread("lmcache-shutdown", false, server::close));
         server.awaitStopped();
+    }
+
+    /**
+     * A sidecar that can no longer serve exits non-zero, so a restart policy (systemd, Kubernetes) starts a
+     * fresh one rather than leaving a process that only answers HTTP. The close is bounded: a ZeroMQ context
+     * whose I/O thread died may not terminate, and the exit must not wait for it.
+     */
+    private static void exitAfterTransportDeath(LmcacheServer server) {
+        System.err.println("lmcache-server: error: the ZeroMQ transport died; stopping (exit " + EXIT_TRANSPORT_DIED + ")");
+        Thread closer = NamedThreads.thread("lmcache-shutdown-on-failure", true, server::close);
+        closer.start();
+        NamedThreads.join(closer, FAILURE_CLOSE_TIMEOUT_NS);
+        System.err.flush();
+        // halt, not exit: the shutdown hook would wait on a close that may still be running
+        Runtime.getRuntime().halt(EXIT_TRANSPORT_DIED);
     }
 
     /** The failure's message (its first line), or its type when it has none; the causes' messages are in it already. */

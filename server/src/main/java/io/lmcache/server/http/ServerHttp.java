@@ -53,11 +53,16 @@ public final class ServerHttp {
         ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics));
         if (config.testHooks()) {
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
-                    + " makes the next native release hang");
+                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread");
             // runs on: lmcache-http-* (a virtual thread of the API listener)
             api.route("/test/halt-loop", (method, exchange) -> {
                 loop.halt();
                 return HttpApi.Response.json(200, Map.of("halted", true));
+            });
+            // runs on: lmcache-http-*; the I/O thread picks the flag up at the next frame over 4 KiB and dies as it did on an OOM
+            api.route("/test/fail-next-frame-allocation", (method, exchange) -> {
+                loop.failNextFrameAllocation();
+                return HttpApi.Response.json(200, Map.of("armed", true));
             });
             // runs on: lmcache-http-*; the release thread picks the flag up
             api.route("/test/block-next-release", (method, exchange) -> {

@@ -17,6 +17,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -42,6 +43,8 @@ public final class Dispatcher implements AutoCloseable {
     private final ExecutorService transferPool;
     private final KeyedSerialExecutor<PeerId> transferLanes;
     private final AtomicInteger inflight = new AtomicInteger();
+    /** The payload bytes of the requests in {@link #inflight}: the request loop stops reading above a bound. */
+    private final AtomicLong inflightBytes = new AtomicLong();
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
     // a peer can cause each of these once per message: rate-limited, one budget per kind (bad requests: per reason)
@@ -72,6 +75,23 @@ public final class Dispatcher implements AutoCloseable {
         return inflight.get();
     }
 
+    public long inflightBytes() {
+        return inflightBytes.get();
+    }
+
+    /**
+     * Socket thread: a request one of whose frames did not fit the ZeroMQ frame budget (its bytes are not
+     * the peer's, see {@code FrameBudget}). Answered at once with the op's failure value: the client waits.
+     */
+    public void overBudget(Inbound in) {
+        metrics.request(in.op());
+        if (table.entry(in.op()) instanceof OpEntry.Handled<?> entry) {
+            inflight.incrementAndGet();
+            inflightBytes.addAndGet(in.payloadBytes());
+            reply(in, entry);
+        }
+    }
+
     /** Called on the socket thread for every request with a known op. */
     public void dispatch(Inbound in) {
         metrics.request(in.op());
@@ -83,6 +103,7 @@ public final class Dispatcher implements AutoCloseable {
 
     private <R extends Request> void schedule(Inbound in, OpEntry.Handled<R> entry) {
         inflight.incrementAndGet();
+        inflightBytes.addAndGet(in.payloadBytes());
         try {
             switch (entry.kind()) {
                 case SYNC -> run(in, entry);
@@ -197,6 +218,7 @@ public final class Dispatcher implements AutoCloseable {
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
         metrics.latency(in.op(), System.nanoTime() - in.receivedNs());
+        inflightBytes.addAndGet(-in.payloadBytes());
         inflight.decrementAndGet();
     }
 

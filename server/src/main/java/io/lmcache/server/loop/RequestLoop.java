@@ -1,18 +1,16 @@
 package io.lmcache.server.loop;
 
-import com.sun.management.HotSpotDiagnosticMXBean;
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.RequestDecoder;
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.SocketType;
@@ -43,7 +41,7 @@ public final class RequestLoop implements AutoCloseable {
     /** A peer can send one such message after another: rate-limited. */
     private static final RateLimitedLog EXTRA_FRAME_LINES = new RateLimitedLog(LOG, "requests with too many frames", 10);
     /** Far above the 10 frames of the largest request; beyond it frames are dropped (and counted as ignored). */
-    private static final int MAX_FRAMES = 64;
+    static final int MAX_FRAMES = 64;
     /**
      * The uid and op frames are echoed in the reply, so their size is what a peer that never reads makes the
      * server hold per queued reply: LMCache's uids are small msgpack values, op frames an int or an op name
@@ -64,8 +62,17 @@ public final class RequestLoop implements AutoCloseable {
      * while a peer that never reads holds at most 1 000 small replies (about 300 KiB of heap).
      */
     static final int PEER_SEND_HWM = 1000;
-    /** Warn at start-up when fewer connections than this, each mid-way through a maximal frame, would fill direct memory. */
-    private static final int MIN_CONNECTIONS_TO_FILL_DIRECT = 32;
+    /**
+     * Stop reading new requests while the unanswered ones hold this many payload bytes (a few dozen maximal
+     * STOREs): the count limit alone let 16 384 long requests hold gigabytes of heap.
+     */
+    static final long MAX_INFLIGHT_BYTES = 256L << 20;
+    /**
+     * Whole messages a connection may have queued and unread (ZeroMQ counts messages, not frames). Only
+     * fills while the loop does not read (the in-flight limits): then a connection holds at most this many
+     * messages of at most {@link PartLimit#MAX_PARTS} frames, each small or inside the {@link FrameBudget}.
+     */
+    static final int PEER_RECEIVE_HWM = 1000;
 
     private final String endpoint;
     private final Dispatcher dispatcher;
@@ -79,11 +86,8 @@ public final class RequestLoop implements AutoCloseable {
     private final ConnectionMonitor monitor;
     private final LoopbackProbe probe;
     private final ReplyDrops drops;
-    private final LongAdder ioThreadDeaths;
-    private final LongAdder ioErrors;
-    private final RateLimitedLog ioErrorLog = new RateLimitedLog(LOG, 1);
-    /** Why a JeroMQ I/O thread died; null while none has. */
-    private volatile String ioThreadDeath;
+    private final FrameBudget frames;
+    private final TransportDeaths deaths;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
     private zmq.io.Metadata lastMetadata;
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -101,18 +105,16 @@ public final class RequestLoop implements AutoCloseable {
         this.replies = replies;
         this.connections = connections;
         drops = new ReplyDrops(metrics, replies);
-        ioThreadDeaths = metrics.declare("lmcache_mp.zeromq_io_thread_deaths", "JeroMQ I/O threads that died (the ROUTER stops serving)");
-        ioErrors = metrics.declare("lmcache_mp.zeromq_io_errors", "exceptions JeroMQ's I/O thread survived");
+        deaths = new TransportDeaths(metrics);
         // set before the first socket: the context hands them to its I/O threads when it starts them
         // runs on: a JeroMQ I/O thread that is dying
-        context.setUncaughtExceptionHandler(this::ioThreadDied);
+        context.setUncaughtExceptionHandler(deaths::ioThreadDied);
         // runs on: a JeroMQ I/O thread (it carries on)
-        context.setNotificationExceptionHandler((thread, error) -> {
-            ioErrors.increment();
-            ioErrorLog.warn("ZeroMQ I/O thread {}: {}", thread.getName(), error.toString());
-        });
-        warnIfDirectMemorySmall(maxMessageBytes);
+        context.setNotificationExceptionHandler(deaths::ioThreadError);
+        frames = FrameBudget.forDirectMemory(maxMessageBytes, metrics);
         router = context.createSocket(SocketType.ROUTER);
+        // every engine of this socket allocates its frames here: the budget for long ones, the cap on parts
+        router.setMsgAllocator(frames);
         String monitorEndpoint = "inproc://lmcache-monitor-" + System.identityHashCode(this);
         router.monitor(monitorEndpoint, ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED);
         monitor = new ConnectionMonitor(context, monitorEndpoint, connections);
@@ -122,7 +124,7 @@ public final class RequestLoop implements AutoCloseable {
         router.setSndHWM(PEER_SEND_HWM);
         // a send to a full or vanished peer fails at once (EAGAIN, EHOSTUNREACH) instead of dropping silently: counted
         router.setRouterMandatory(true);
-        router.setRcvHWM(10_000);
+        router.setRcvHWM(PEER_RECEIVE_HWM);
         try {
             router.bind(endpoint);
         } catch (ZMQException e) {
@@ -144,44 +146,20 @@ public final class RequestLoop implements AutoCloseable {
         probe = new LoopbackProbe(endpoint);
     }
 
-    private void ioThreadDied(Thread thread, Throwable error) {
-        ioThreadDeaths.increment();
-        ioThreadDeath = thread.getName() + ": " + error;
-        try {
-            LOG.error("ZeroMQ I/O thread {} died ({}): the ROUTER serves no more requests; /healthcheck reports it", thread.getName(),
-                    error.toString());
-        } catch (Throwable logFailure) {
-            // out of memory, the log line may fail too: the counter and the health check still tell
-        }
+    /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more (see {@link TransportDeaths}). */
+    public void onTransportDeath(Consumer<String> listener) {
+        deaths.onDeath(listener);
     }
 
     /** Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. */
     public String transportFailure() {
-        String death = ioThreadDeath;
-        if (death != null) {
-            return "zeromq: I/O thread died: " + death;
-        }
-        return probe.failure();
+        String death = deaths.ioThreadDeath();
+        return death != null ? death : probe.failure();
     }
 
-    /**
-     * A connection holds at most one frame in progress, allocated whole when its length arrives
-     * (direct memory above 1 MiB); warn when a few dozen connections could fill the budget.
-     */
-    private static void warnIfDirectMemorySmall(long maxMessageBytes) {
-        long budgetBytes = Runtime.getRuntime().maxMemory();
-        try {
-            long option = Long.parseLong(ManagementFactory.getPlatformMXBean(HotSpotDiagnosticMXBean.class)
-                    .getVMOption("MaxDirectMemorySize").getValue());
-            budgetBytes = option > 0 ? option : budgetBytes;
-        } catch (RuntimeException e) {
-            LOG.debug("cannot read MaxDirectMemorySize: {}", e.toString());
-        }
-        if (maxMessageBytes * MIN_CONNECTIONS_TO_FILL_DIRECT > budgetBytes) {
-            LOG.warn("--max-message-mb {}: {} connections each sending a frame that long fill the {} MiB of direct memory; "
-                    + "raise -XX:MaxDirectMemorySize (LMCACHE_JAVA_OPTS)", maxMessageBytes >> 20, budgetBytes / maxMessageBytes,
-                    budgetBytes >> 20);
-        }
+    /** Test hook: the next frame allocation on JeroMQ's I/O thread fails as exhausted memory did (the thread dies). */
+    public void failNextFrameAllocation() {
+        frames.failNextAllocation();
     }
 
     /** Any thread (serialized by the lock): one empty frame to the ROUTER; dropped if the socket is full. */
@@ -239,6 +217,7 @@ public final class RequestLoop implements AutoCloseable {
             }
         } catch (RuntimeException | Error e) {
             LOG.error("request loop failed; no more requests will be served", e);
+            deaths.died("request loop failed: " + e);
         } finally {
             running = false;
             probe.close();
@@ -252,7 +231,7 @@ public final class RequestLoop implements AutoCloseable {
     /** One turn: sends queued replies, then receives up to a batch of requests. Returns the work done. */
     int doWork() {
         int work = sendReplies();
-        if (accepting && dispatcher.inflight() < MAX_INFLIGHT) {
+        if (accepting && dispatcher.inflight() < MAX_INFLIGHT && dispatcher.inflightBytes() < MAX_INFLIGHT_BYTES) {
             for (int i = 0; i < RECEIVE_BATCH; i++) {
                 if (!receiveOne()) {
                     break;
@@ -344,10 +323,15 @@ public final class RequestLoop implements AutoCloseable {
             lastMetadata = metadata;
             pendingAddress = metadata.get(zmq.io.Metadata.PEER_ADDRESS);
         }
-        return msg.data();
+        pendingOverBudget |= FrameBudget.isOverBudget(msg);
+        byte[] data = msg.data();
+        FrameBudget.release(msg);
+        return data;
     }
 
     private String pendingAddress;
+    /** A frame of the message being read did not fit the frame budget: its bytes are not the peer's. */
+    private boolean pendingOverBudget;
 
     private void handleMessage(byte[] first) {
         byte[][] frames = new byte[8][];
@@ -355,6 +339,8 @@ public final class RequestLoop implements AutoCloseable {
         int count = 1;
         int dropped = 0;
         pendingAddress = null;
+        boolean overBudget = pendingOverBudget;
+        pendingOverBudget = false;
         while (router.hasReceiveMore()) {
             byte[] frame = receiveFrame(0);
             if (count == MAX_FRAMES) {
@@ -366,6 +352,8 @@ public final class RequestLoop implements AutoCloseable {
             }
             frames[count++] = frame;
         }
+        overBudget |= pendingOverBudget;
+        pendingOverBudget = false;
         if (count == 2 && Arrays.equals(first, wakeIdentity)) {
             return;
         }
@@ -398,7 +386,12 @@ public final class RequestLoop implements AutoCloseable {
             dispatcher.unknownOp(frames[2], "not in the operation table");
             return;
         }
-        dispatcher.dispatch(new Inbound(frames, count, op, System.nanoTime()));
+        Inbound inbound = new Inbound(frames, count, op, System.nanoTime());
+        if (overBudget) {
+            dispatcher.overBudget(inbound);
+        } else {
+            dispatcher.dispatch(inbound);
+        }
     }
 
     /**

@@ -10,14 +10,12 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.nio.channels.FileChannel;
-import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.Map;
-import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,8 +25,9 @@ import org.slf4j.LoggerFactory;
  * /dev/shm (resolved once, and only used if it is a real directory on tmpfs owned by root or the
  * server's user); the segment must be a regular file, not a symbolic link at open
  * ({@code O_NOFOLLOW}) or at any check, with a single link (no hard link to another file), owned by
- * the server's own user (unless {@code --shm-allow-any-owner}), at least as long as the wrapper
- * says, and the same inode before and after the open. A refused segment fails the REGISTER; the
+ * the server's own user (unless {@code --shm-allow-any-owner}) and at least as long as the wrapper
+ * says. The file is opened once and every check reads the open descriptor, never the path again, so
+ * a rename between check and map cannot swap the file. A refused segment fails the REGISTER; the
  * instance's STORE/RETRIEVE then answer false. Counted in
  * {@code lmcache_mp_shm_segments_refused_total{reason}}.
  */
@@ -38,7 +37,7 @@ public final class ShmSegments {
     private static final String REFUSED = "lmcache_mp.shm_segments_refused";
     private static final String REFUSED_HELP = "CPU workers' shared-memory segments refused at REGISTER, by reason";
     private static final String[] REASONS = {"bad_name", "missing", "symlink", "not_regular", "hard_link", "owner", "too_small",
-        "replaced", "shm_dir", "io"};
+        "shm_dir", "io"};
     private static final int STICKY = 01000;
     private static final int GROUP_OR_OTHER_WRITE = 0022;
 
@@ -67,7 +66,8 @@ public final class ShmSegments {
         String problem;
         try {
             resolved = shmDir.toRealPath();
-            problem = dirProblem(resolved);
+            problem = Files.isDirectory(NoFollowOpen.procPath(0).getParent()) ? dirProblem(resolved)
+                    : "/proc/self/fd is not mounted (segments are checked through it)";
         } catch (IOException e) {
             problem = shmDir + " is not usable: " + e.getMessage();
         }
@@ -112,40 +112,35 @@ public final class ShmSegments {
             throw refused(index, wireName, "bad_name", "not one name in /dev/shm");
         }
         Path path = dir.resolve(name);
+        int fd = NoFollowOpen.open(path);
+        if (fd < 0) {
+            throw switch (-fd) {
+                case NoFollowOpen.ENOENT -> refused(index, wireName, "missing", "does not exist (the worker's process may be gone, or it"
+                        + " runs in another IPC namespace: share /dev/shm with the server)");
+                case NoFollowOpen.ELOOP -> refused(index, wireName, "symlink", "is a symbolic link");
+                case NoFollowOpen.EISDIR, NoFollowOpen.ENXIO -> refused(index, wireName, "not_regular", "is not a regular file");
+                default -> refused(index, wireName, "io", "cannot be opened (errno " + -fd + ")");
+            };
+        }
+        // every check and the mapping go through the descriptor: what is checked is what is mapped, whatever is renamed
+        // meanwhile in a directory anyone may write to (Kubernetes' emptyDir has no sticky bit). /proc/self/fd/N names the
+        // open file itself: stat follows it to that inode, and opening it opens that inode again, never a path lookup
+        Path opened = NoFollowOpen.procPath(fd);
         try {
-            Object fileKey = checkAttributes(index, wireName, path, nbytes);
-            // O_NOFOLLOW: a link put in place after the check fails the open (ELOOP) instead of being followed
-            try (FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.READ, StandardOpenOption.WRITE,
-                    LinkOption.NOFOLLOW_LINKS))) {
-                long size = channel.size();
-                if (size < nbytes) {
-                    throw refused(index, wireName, "too_small", "has " + size + " bytes, the wrapper says " + nbytes);
-                }
-                // the file opened is the one checked: same device and inode as before the open
-                Object after = Files.readAttributes(path, "unix:fileKey", LinkOption.NOFOLLOW_LINKS).get("fileKey");
-                if (!fileKey.equals(after)) {
-                    throw refused(index, wireName, "replaced", "was replaced while it was being opened");
-                }
+            Object fileKey = checkAttributes(index, wireName, opened, nbytes);
+            try (FileChannel channel = FileChannel.open(opened, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
                 return new Segment(path, fileKey, nbytes, channel.map(FileChannel.MapMode.READ_WRITE, 0, nbytes, arena));
             }
-        } catch (NoSuchFileException e) {
-            throw refused(index, wireName, "missing", "does not exist (the worker's process may be gone, or it runs in another IPC "
-                    + "namespace: share /dev/shm with the server)");
-        } catch (FileSystemException e) {
-            boolean loop = e.getReason() != null && e.getReason().contains("symbolic links");
-            throw refused(index, wireName, loop ? "symlink" : "io", loop ? "is a symbolic link" : "cannot be mapped: " + e.getMessage());
         } catch (IOException e) {
             throw refused(index, wireName, "io", "cannot be mapped: " + e.getMessage());
+        } finally {
+            NoFollowOpen.close(fd);
         }
     }
 
-    /** The file's identity once its type, links, owner and size pass; read without following a link. */
-    private Object checkAttributes(int index, String wireName, Path path, long nbytes) throws IOException, LayoutException {
-        Map<String, Object> attributes = Files.readAttributes(path, "unix:isSymbolicLink,isRegularFile,nlink,uid,size,fileKey",
-                LinkOption.NOFOLLOW_LINKS);
-        if ((Boolean) attributes.get("isSymbolicLink")) {
-            throw refused(index, wireName, "symlink", "is a symbolic link");
-        }
+    /** The open file's identity once its type, links, owner and size pass. */
+    private Object checkAttributes(int index, String wireName, Path opened, long nbytes) throws IOException, LayoutException {
+        Map<String, Object> attributes = Files.readAttributes(opened, "unix:isRegularFile,nlink,uid,size,fileKey");
         if (!(Boolean) attributes.get("isRegularFile")) {
             throw refused(index, wireName, "not_regular", "is not a regular file");
         }

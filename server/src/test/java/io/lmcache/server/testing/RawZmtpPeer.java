@@ -105,6 +105,11 @@ public final class RawZmtpPeer implements AutoCloseable {
         return wire.toByteArray();
     }
 
+    /** One frame with the MORE flag: a part of a message that goes on. */
+    public static byte[] part(byte[] body) {
+        return frame(FLAG_MORE, body);
+    }
+
     /** Blocks while the server does not read (TCP flow control). */
     public void write(byte[] bytes) throws IOException {
         out.write(bytes);

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
@@ -13,6 +14,7 @@ import java.lang.foreign.Arena;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
@@ -118,5 +120,27 @@ class ShmSegmentsTest {
         assertRefused(path.getFileName().toString(), 4096, "owner");
         ShmSegments anyOwner = new ShmSegments(true, metrics);
         assertEquals(4096, anyOwner.map(0, path.getFileName().toString(), 4096, arena).memory().byteSize());
+    }
+
+    /**
+     * The checks and the mapping read the open descriptor (/proc/self/fd/N), not the path: a file renamed over the
+     * segment's name after the open (a directory without the sticky bit allows it) is not what they see.
+     */
+    @Test
+    void checksReadTheOpenFileNotThePathAgain() throws IOException {
+        Path segment = shmFile(4096);
+        Path swapped = shmFile(64);
+        int fd = NoFollowOpen.open(segment);
+        assertTrue(fd >= 0, "open: errno " + -fd);
+        try {
+            Object openedKey = Files.readAttributes(NoFollowOpen.procPath(fd), "unix:fileKey").get("fileKey");
+            Files.move(swapped, segment, StandardCopyOption.REPLACE_EXISTING);
+            assertEquals(openedKey, Files.readAttributes(NoFollowOpen.procPath(fd), "unix:fileKey").get("fileKey"));
+            assertEquals(4096L, Files.size(NoFollowOpen.procPath(fd)));
+            assertEquals(64L, Files.size(segment));
+        } finally {
+            NoFollowOpen.close(fd);
+        }
+        assertEquals(-NoFollowOpen.ELOOP, NoFollowOpen.open(shmLink(segment)));
     }
 }

@@ -1,0 +1,69 @@
+package io.lmcache.server.loop;
+
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerMetrics;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What ends the ZeroMQ side for good: a JeroMQ I/O thread that dies (an {@link Error} escaped its
+ * poller; the ROUTER then never answers again) or a request loop that failed. Either is counted,
+ * reported by the health check, and told once to the death listener, which stops the server and
+ * exits non-zero so that a restart policy brings back a sidecar that serves. Exceptions an I/O
+ * thread survives are only counted and logged (rate-limited). Any thread.
+ */
+final class TransportDeaths {
+    private static final Logger LOG = LoggerFactory.getLogger(TransportDeaths.class);
+
+    private final LongAdder ioThreadDeaths;
+    private final LongAdder ioErrors;
+    private final RateLimitedLog ioErrorLog = new RateLimitedLog(LOG, 1);
+    private final AtomicBoolean reported = new AtomicBoolean();
+    /** Why a JeroMQ I/O thread died; null while none has. */
+    private volatile String ioThreadDeath;
+    private volatile Consumer<String> listener;
+
+    TransportDeaths(ServerMetrics metrics) {
+        ioThreadDeaths = metrics.declare("lmcache_mp.zeromq_io_thread_deaths", "JeroMQ I/O threads that died (the ROUTER stops serving)");
+        ioErrors = metrics.declare("lmcache_mp.zeromq_io_errors", "exceptions JeroMQ's I/O thread survived");
+    }
+
+    void onDeath(Consumer<String> deathListener) {
+        listener = deathListener;
+    }
+
+    /** Runs on: the dying JeroMQ I/O thread (the context's uncaught-exception handler). */
+    void ioThreadDied(Thread thread, Throwable error) {
+        ioThreadDeaths.increment();
+        ioThreadDeath = "zeromq: I/O thread died: " + thread.getName() + ": " + error;
+        try {
+            LOG.error("ZeroMQ I/O thread {} died ({}): the ROUTER serves no more requests; the server stops", thread.getName(),
+                    error.toString());
+        } catch (Throwable logFailure) {
+            // out of memory, the log line may fail too: the counter, the health check and the exit code still tell
+        }
+        died(ioThreadDeath);
+    }
+
+    /** Runs on: a JeroMQ I/O thread that carries on (the context's notification handler). */
+    void ioThreadError(Thread thread, Throwable error) {
+        ioErrors.increment();
+        ioErrorLog.warn("ZeroMQ I/O thread {}: {}", thread.getName(), error.toString());
+    }
+
+    /** The first death is told to the listener; later ones only add to the counters. */
+    void died(String why) {
+        Consumer<String> deathListener = listener;
+        if (deathListener != null && reported.compareAndSet(false, true)) {
+            deathListener.accept(why);
+        }
+    }
+
+    /** Null while every I/O thread lives; else the health check's reason. */
+    String ioThreadDeath() {
+        return ioThreadDeath;
+    }
+}
