@@ -18,6 +18,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -45,6 +46,7 @@ public final class Dispatcher implements AutoCloseable {
     private final AtomicInteger inflight = new AtomicInteger();
     /** The payload bytes of the requests in {@link #inflight}: the request loop stops reading above a bound. */
     private final AtomicLong inflightBytes = new AtomicLong();
+    private final LongAdder overBudgetRequests;
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
     // a peer can cause each of these once per message: rate-limited, one budget per kind (bad requests: per reason)
@@ -60,6 +62,8 @@ public final class Dispatcher implements AutoCloseable {
         this.table = table;
         this.replies = replies;
         this.metrics = metrics;
+        overBudgetRequests = metrics.declare("lmcache_mp.requests_over_frame_budget",
+                "requests answered with their failure value because one of their frames did not fit the ZeroMQ frame budget");
         for (Op op : Op.values()) {
             if (table.entry(op) instanceof OpEntry.Handled<?> h && h.kind() == HandlerKind.QUICK) {
                 metrics.countInline(op);
@@ -85,6 +89,7 @@ public final class Dispatcher implements AutoCloseable {
      */
     public void overBudget(Inbound in) {
         metrics.request(in.op());
+        overBudgetRequests.increment();
         if (table.entry(in.op()) instanceof OpEntry.Handled<?> entry) {
             inflight.incrementAndGet();
             inflightBytes.addAndGet(in.payloadBytes());

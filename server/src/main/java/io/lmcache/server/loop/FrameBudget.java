@@ -1,9 +1,7 @@
 package io.lmcache.server.loop;
 
-import com.sun.management.HotSpotDiagnosticMXBean;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
-import java.lang.management.ManagementFactory;
 import java.lang.ref.PhantomReference;
 import java.lang.ref.Reference;
 import java.lang.ref.ReferenceQueue;
@@ -21,18 +19,20 @@ import zmq.msg.MsgAllocator;
 
 /**
  * The ROUTER's frame allocator: one byte budget for every frame longer than {@link #SMALL_FRAME_BYTES}
- * that the server holds before the request loop has copied it out, whether still arriving (JeroMQ
+ * that the server holds before the request loop has taken it, whether still arriving (JeroMQ
  * allocates a frame whole when its length arrives, so a peer that declares 16 MiB and sends 100 bytes
  * holds 16 MiB) or queued in a connection's pipe. Before this, about 80 idle connections declaring
- * maximal frames filled direct memory and killed JeroMQ's I/O thread.
+ * maximal frames exhausted memory and killed JeroMQ's I/O thread. Frames are heap arrays (JeroMQ's
+ * default put long ones in direct memory, which the JDK hands back to the system late, if at all),
+ * and the request loop takes a frame's array as it is, without a copy.
  *
  * <p>A frame that does not fit is not refused (the decoder cannot fail an allocation without killing
  * its thread): it is read into one shared sink buffer that many such frames scribble over, marked
- * {@link OverBudget}, and the request it belongs to is answered with its failure value. So a flood
- * costs the flooders their requests and the server nothing, and every request still gets a reply.
+ * over budget, and the request it belongs to is answered with its failure value. So a flood costs
+ * the flooders their requests and the server nothing, and every request still gets a reply.
  *
- * <p>The request loop returns a frame's bytes as soon as it has copied it ({@link #release}); frames
- * that never reach it (their connection closed mid-frame or with a full pipe) are returned when the
+ * <p>The request loop gives a frame's bytes back as soon as it has taken it ({@link #release}); frames
+ * that never reach it (their connection closed mid-frame or with a full pipe) are given back when the
  * collector finds them unreachable. Allocation runs on JeroMQ's I/O thread, release on the loop's.
  */
 final class FrameBudget implements MsgAllocator {
@@ -48,7 +48,7 @@ final class FrameBudget implements MsgAllocator {
 
     private final long budgetBytes;
     private final AtomicLong reservedBytes = new AtomicLong();
-    private final ReferenceQueue<ByteBuffer> unreachable = new ReferenceQueue<>();
+    private final ReferenceQueue<Msg> unreachable = new ReferenceQueue<>();
     /** Keeps each outstanding frame's reference reachable until it is released or enqueued. */
     private final Set<Reservation> outstanding = ConcurrentHashMap.newKeySet();
     private final LongAdder overBudget;
@@ -61,7 +61,7 @@ final class FrameBudget implements MsgAllocator {
     FrameBudget(long budgetBytes, long maxFrameBytes, ServerMetrics metrics) {
         this.budgetBytes = budgetBytes;
         // the cap (setMaxMsgSize) is below 2 GiB, so a sink of the cap fits any frame JeroMQ accepts
-        sink = ByteBuffer.allocateDirect((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
+        sink = ByteBuffer.allocate((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
         parts = new PartLimit(metrics.declare("lmcache_mp.zeromq_messages_cut",
                 "messages ended by the server at " + PartLimit.MAX_PARTS + " frames (a peer that never sends a last frame)"));
         overBudget = metrics.declare("lmcache_mp.zeromq_frames_over_budget",
@@ -72,22 +72,15 @@ final class FrameBudget implements MsgAllocator {
     }
 
     /**
-     * Half of direct memory (the rest is JeroMQ's own buffers, the NIO stack and the HTTP server), and at
+     * A quarter of the heap (as much again is for the payloads of requests in flight, {@link RequestLoop}), and at
      * least two maximal frames, so one client's longest request always fits when no one floods.
      */
-    static FrameBudget forDirectMemory(long maxMessageBytes, ServerMetrics metrics) {
-        long directBytes = Runtime.getRuntime().maxMemory();
-        try {
-            long option = Long.parseLong(ManagementFactory.getPlatformMXBean(HotSpotDiagnosticMXBean.class)
-                    .getVMOption("MaxDirectMemorySize").getValue());
-            directBytes = option > 0 ? option : directBytes;
-        } catch (RuntimeException e) {
-            LOG.debug("cannot read MaxDirectMemorySize: {}", e.toString());
-        }
-        long budgetBytes = Math.max(directBytes / 2, 2 * maxMessageBytes);
-        if (budgetBytes > directBytes * 3 / 4) {
-            LOG.warn("--max-message-mb {}: two frames that long take {} MiB of the {} MiB of direct memory; raise "
-                    + "-XX:MaxDirectMemorySize (LMCACHE_JAVA_OPTS)", maxMessageBytes >> 20, budgetBytes >> 20, directBytes >> 20);
+    static FrameBudget forHeap(long maxMessageBytes, ServerMetrics metrics) {
+        long heapBytes = Runtime.getRuntime().maxMemory();
+        long budgetBytes = Math.max(heapBytes / 4, 2 * maxMessageBytes);
+        if (budgetBytes > heapBytes / 3) {
+            LOG.warn("--max-message-mb {}: two frames that long take {} MiB of the {} MiB heap; raise -Xmx (LMCACHE_JAVA_OPTS)",
+                    maxMessageBytes >> 20, budgetBytes >> 20, heapBytes >> 20);
         }
         LOG.info("ZeroMQ frames over {} bytes share a budget of {} MiB ({} frames of the {} MiB cap)", SMALL_FRAME_BYTES,
                 budgetBytes >> 20, budgetBytes / maxMessageBytes, maxMessageBytes >> 20);
@@ -120,8 +113,9 @@ final class FrameBudget implements MsgAllocator {
                 return new OverBudget(sink.slice(0, size), parts);
             }
         }
-        ByteBuffer buffer = ByteBuffer.allocateDirect(size);
-        return new Budgeted(buffer, new Reservation(buffer, size, this), parts);
+        Budgeted frame = new Budgeted(size, parts);
+        frame.reservation = new Reservation(frame, size, this);
+        return frame;
     }
 
     private boolean reserve(long size) {
@@ -137,7 +131,7 @@ final class FrameBudget implements MsgAllocator {
 
     /** The frames whose buffers the collector found unreachable give their bytes back. */
     private void releaseUnreachable() {
-        Reference<? extends ByteBuffer> ref;
+        Reference<? extends Msg> ref;
         while ((ref = unreachable.poll()) != null) {
             ((Reservation) ref).release();
         }
@@ -159,6 +153,15 @@ final class FrameBudget implements MsgAllocator {
         }
     }
 
+    /**
+     * The frame's bytes for the request loop: a budgeted or small frame's own array (JeroMQ's data() returns it
+     * without a copy); for a frame over budget, whose bytes are garbage, a short stand-in that is still longer
+     * than any uid or op frame when the frame was, so the envelope checks judge it by its real length.
+     */
+    static byte[] bytes(Msg msg, int envelopeLimit) {
+        return msg instanceof OverBudget ? new byte[Math.min(msg.size(), envelopeLimit + 1)] : msg.data();
+    }
+
     static boolean isOverBudget(Msg msg) {
         return msg instanceof OverBudget;
     }
@@ -172,13 +175,16 @@ final class FrameBudget implements MsgAllocator {
         return reservedBytes.get();
     }
 
-    /** One frame's bytes in the budget; given back exactly once, by the loop or when the collector finds the buffer. */
-    private static final class Reservation extends PhantomReference<ByteBuffer> {
+    /**
+     * One frame's bytes in the budget; given back exactly once, by the loop or when the collector finds the frame
+     * unreachable (a frame the loop never took: the array is then garbage too).
+     */
+    private static final class Reservation extends PhantomReference<Msg> {
         private final long bytes;
         private final FrameBudget owner;
 
-        Reservation(ByteBuffer buffer, long bytes, FrameBudget owner) {
-            super(buffer, owner.unreachable);
+        Reservation(Msg frame, long bytes, FrameBudget owner) {
+            super(frame, owner.unreachable);
             this.bytes = bytes;
             this.owner = owner;
             owner.outstanding.add(this);
@@ -216,13 +222,12 @@ final class FrameBudget implements MsgAllocator {
         }
     }
 
-    /** A frame inside the budget. */
+    /** A frame inside the budget; its reservation is set right after construction (it refers to the frame). */
     private static final class Budgeted extends Frame {
-        private final Reservation reservation;
+        private Reservation reservation;
 
-        Budgeted(ByteBuffer buffer, Reservation reservation, PartLimit parts) {
-            super(buffer, parts);
-            this.reservation = reservation;
+        Budgeted(int size, PartLimit parts) {
+            super(size, parts);
         }
     }
 

@@ -66,7 +66,7 @@ public final class RequestLoop implements AutoCloseable {
      * Stop reading new requests while the unanswered ones hold this many payload bytes (a few dozen maximal
      * STOREs): the count limit alone let 16 384 long requests hold gigabytes of heap.
      */
-    static final long MAX_INFLIGHT_BYTES = 256L << 20;
+    static final long MAX_INFLIGHT_BYTES = Runtime.getRuntime().maxMemory() / 4;
     /**
      * Whole messages a connection may have queued and unread (ZeroMQ counts messages, not frames). Only
      * fills while the loop does not read (the in-flight limits): then a connection holds at most this many
@@ -111,7 +111,7 @@ public final class RequestLoop implements AutoCloseable {
         context.setUncaughtExceptionHandler(deaths::ioThreadDied);
         // runs on: a JeroMQ I/O thread (it carries on)
         context.setNotificationExceptionHandler(deaths::ioThreadError);
-        frames = FrameBudget.forDirectMemory(maxMessageBytes, metrics);
+        frames = FrameBudget.forHeap(maxMessageBytes, metrics);
         router = context.createSocket(SocketType.ROUTER);
         // every engine of this socket allocates its frames here: the budget for long ones, the cap on parts
         router.setMsgAllocator(frames);
@@ -324,7 +324,7 @@ public final class RequestLoop implements AutoCloseable {
             pendingAddress = metadata.get(zmq.io.Metadata.PEER_ADDRESS);
         }
         pendingOverBudget |= FrameBudget.isOverBudget(msg);
-        byte[] data = msg.data();
+        byte[] data = FrameBudget.bytes(msg, MAX_UID_BYTES);
         FrameBudget.release(msg);
         return data;
     }
