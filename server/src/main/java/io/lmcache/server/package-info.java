@@ -76,6 +76,9 @@
  *     itself when done</td></tr>
  * <tr><td>lmcache-shutdown</td><td>the JVM shutdown hook: {@code LmcacheServer.close}</td>
  *     <td>the close order</td><td>every part's close</td><td>returns when the close is done</td></tr>
+ * <tr><td>lmcache-stop-on-failure (not a daemon), lmcache-shutdown-on-failure</td><td>{@code Main}: after the ZeroMQ side
+ *     died ({@code loop.TransportDeaths}), the first runs the second's {@code LmcacheServer.close} for at most 15 s</td>
+ *     <td>nothing</td><td>every part's close</td><td>halts the JVM with exit code 3</td></tr>
  * </table>
  */
 package io.lmcache.server;
