@@ -2,6 +2,7 @@ package io.lmcache.server.cuda;
 
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicInteger;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.JCudaDriver;
@@ -22,7 +23,8 @@ public final class PinnedPool implements AutoCloseable {
     private final long[] deviceAddress;
     private final CUdeviceptr[] devicePointer;
     private final Pointer[] hostPointer;
-    private volatile int registered;
+    /** Regions are registered by several preparation threads at once (each on its own region). */
+    private final AtomicInteger registered = new AtomicInteger();
 
     public PinnedPool(CudaDevice registrar, int regions, long regionBytes) {
         this.registrar = registrar;
@@ -44,7 +46,7 @@ public final class PinnedPool implements AutoCloseable {
         devicePointer[region] = device;
         hostPointer[region] = host;
         deviceAddress[region] = Cu.address(device);
-        registered++;
+        registered.incrementAndGet();
     }
 
     /** Bytes per region; a DMA run never crosses a region, each is registered on its own. */
@@ -53,7 +55,7 @@ public final class PinnedPool implements AutoCloseable {
     }
 
     public int registeredRegions() {
-        return registered;
+        return registered.get();
     }
 
     /** The device-visible address of a pool offset (its region must be registered). */

@@ -1,11 +1,9 @@
 package io.lmcache.server.storage;
 
-import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.config.StartupException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.file.DirectoryStream;
@@ -15,7 +13,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 import java.util.function.IntConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -27,7 +24,7 @@ import org.slf4j.LoggerFactory;
  * nobody locks is a dead server's and is removed at start; anything else under the name (a
  * worker's segment) is never touched, and start-up is refused; ours is removed at close. When
  * /dev/shm is too small (or {@code --shm-name ""}), anonymous memory instead. Mapping costs
- * nothing up front; a background thread prefaults (and, with a GPU, pins) the pool region by
+ * nothing up front; background threads prefault (and, with a GPU, pin) the pool region by
  * region, and each region becomes allocatable as soon as it is ready, so the server serves
  * within moments of start at any size.
  */
@@ -35,7 +32,6 @@ public final class L1Pool implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(L1Pool.class);
     static final Path SHM_DIR = Path.of("/dev/shm");
     static final String DEFAULT_PREFIX = "lmcache_l1_pool_";
-    private static final long PAGE = 4096;
 
     /** One step of getting a region ready (prefault is built in; a GPU backend adds pinning). */
     public interface RegionStage {
@@ -52,10 +48,7 @@ public final class L1Pool implements AutoCloseable {
     private final Path shmPath;
     private final FileChannel lockChannel;
     private final FileLock fileLock;
-    private volatile int preparedRegions;
-    private volatile boolean closing;
-    private volatile String preparationError = "";
-    private Thread preparer;
+    private volatile PoolPreparation preparation;
 
     private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, FileChannel lockChannel, FileLock fileLock) {
         this.segment = segment;
@@ -163,8 +156,8 @@ public final class L1Pool implements AutoCloseable {
      * Starts the background preparation: each region is prefaulted, then run through {@code stages}.
      * Without stages (host memory only) every region is handed to {@code ready} at once, lowest
      * first, and prefaulting just saves later page faults; with stages (pinning for DMA) a region
-     * is handed over when its last stage is done. Regions go in order, so the first is usable
-     * within moments either way.
+     * is handed over when its last stage is done ({@link PoolPreparation}: several threads, regions
+     * taken in order, so the first are usable within moments either way).
      */
     public void startPreparation(List<RegionStage> stages, IntConsumer ready) {
         if (stages.isEmpty()) {
@@ -173,48 +166,9 @@ public final class L1Pool implements AutoCloseable {
                 ready.accept(region);
             }
         }
-        IntConsumer afterStages = stages.isEmpty() ? region -> { } : ready;
-        // runs on: lmcache-pool-prepare (one-shot; stops by the closing flag after the region in hand)
-        preparer = NamedThreads.thread("lmcache-pool-prepare", true, () -> prepareAll(stages, afterStages));
-        preparer.start();
-    }
-
-    private void prepareAll(List<RegionStage> stages, IntConsumer ready) {
-        long startNs = System.nanoTime();
-        int lastPercent = -1;
-        boolean populateWorks = true;
-        for (int region = 0; region < regionCount && !closing; region++) {
-            MemorySegment slice = slice(region);
-            try {
-                if (!(populateWorks && Posix.madvise(slice, Posix.MADV_POPULATE_WRITE))) {
-                    populateWorks = false;
-                    touchPages(slice);
-                }
-                for (RegionStage stage : stages) {
-                    stage.prepare(region, slice);
-                }
-            } catch (Throwable t) {
-                preparationError = "region " + region + ": " + t;
-                LOG.error("L1 pool preparation stopped at region {} of {}: {} — serving with the {} MiB that are ready", region,
-                        regionCount, t.toString(), (long) region * regionBytes >> 20);
-                return;
-            }
-            ready.accept(region);
-            preparedRegions = region + 1;
-            int percent = (int) (100L * preparedRegions / regionCount);
-            if (percent / 10 != lastPercent / 10 || preparedRegions == regionCount) {
-                lastPercent = percent;
-                LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms", percent, preparedRegions, regionCount,
-                        Math.min(bytes, (long) preparedRegions * regionBytes) >> 20,
-                        TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
-            }
-        }
-    }
-
-    private static void touchPages(MemorySegment slice) {
-        for (long offset = 0; offset < slice.byteSize(); offset += PAGE) {
-            slice.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
-        }
+        preparation = new PoolPreparation(this::slice, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
+                PoolPreparation.THREADS);
+        preparation.start();
     }
 
     public MemorySegment segment() {
@@ -239,11 +193,13 @@ public final class L1Pool implements AutoCloseable {
     }
 
     public int preparedRegions() {
-        return preparedRegions;
+        PoolPreparation running = preparation;
+        return running == null ? 0 : running.prepared();
     }
 
     public String preparationError() {
-        return preparationError;
+        PoolPreparation running = preparation;
+        return running == null ? "" : running.error();
     }
 
     /** The segment's name in /dev/shm (no leading slash), or "" for anonymous memory. */
@@ -255,15 +211,11 @@ public final class L1Pool implements AutoCloseable {
         return shmPath != null;
     }
 
-    /** Stops the preparation thread after the region in hand (idempotent). */
+    /** Stops the preparation threads after the regions in hand (idempotent). */
     public void stopPreparation() {
-        closing = true;
-        if (preparer != null) {
-            try {
-                preparer.join(TimeUnit.SECONDS.toMillis(30));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+        PoolPreparation running = preparation;
+        if (running != null) {
+            running.stop();
         }
     }
 

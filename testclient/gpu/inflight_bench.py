@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""One request in flight through the whole server path, on a GPU host (issue 17).
+
+A request with a cached prefix waits for its own RETRIEVE before its first token, so what matters is
+the time of one request alone: from sending it (frames built beforehand, the worker's event already
+recorded) to the server's event being complete in the worker, as vLLM's get_finished sees it. For
+1, 4, 16 and 64 chunks of Llama-8B-shaped KV (32 layers, 8 KV heads x 128, bf16, block 16: 32 MiB a
+chunk), consecutive and scattered blocks, STORE and RETRIEVE, best of --repeats, next to a raw pinned
+copy of the same bytes in the same run, and the server's handler time per request (receive to reply
+queued, from its latency metric).
+
+    python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --out $OUT/inflight
+
+LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording).
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, unpack  # noqa: E402
+
+
+def latency_totals(server):
+    """(seconds, count) of the server's request-latency timer per op, summed over its series."""
+    totals = {"store": [0.0, 0.0], "retrieve": [0.0, 0.0]}
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if not line.startswith("lmcache_mp_request_latency_seconds_"):
+                continue
+            name = line.split("{", 1)[0]
+            low = line.lower()
+            for op in totals:
+                if f'"{op}"' in low:
+                    if name.endswith("_sum"):
+                        totals[op][0] += float(line.rsplit(" ", 1)[1])
+                    elif name.endswith("_count"):
+                        totals[op][1] += float(line.rsplit(" ", 1)[1])
+    return totals
+
+
+def one(worker, op, tokens, blocks, rid):
+    """Seconds from sending one prebuilt request to its event being complete in the worker."""
+    event = worker.event()
+    k = key(tokens, 0, len(tokens), rid)
+    payloads = [k, worker.instance, [blocks], event] + ([0] if op == "retrieve" else [])
+    uid = worker.client.uid
+    worker.client.uid += 1
+    frames = [pack(uid), pack(OP[op])] + [pack(p) for p in payloads]
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    worker.client.dealer.send(frames)
+    reply = worker.client.dealer.recv()
+    handle, ok = unpack(reply[2])
+    ours = torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle))
+    ours.synchronize()
+    seconds = time.perf_counter() - t0
+    assert ok, f"{op} of {len(tokens)} tokens failed"
+    return seconds
+
+
+def sweep(server, chunks, scatter, repeats, seed):
+    block = 16
+    per_chunk = CHUNK // block
+    needed = chunks * per_chunk
+    w = Worker(server, "nhd", layers=32, blocks=3 * needed, block=block, heads=8, head=128, seed=seed)
+    assert w.register() is None
+    request_bytes = 2 * 32 * needed * block * 8 * 128 * 2
+    rng = random.Random(seed)
+    ids = list(range(3 * needed))
+    if scatter:
+        rng.shuffle(ids)
+    src, dst = ids[:needed], ids[needed:2 * needed]
+    times = {"store": [], "retrieve": []}
+    before = latency_totals(server)
+    for rep in range(repeats + 1):
+        tokens = [rng.randrange(150000) for _ in range(chunks * CHUNK)]
+        rid = f"f{seed}-{rep}"
+        s = one(w, "store", tokens, src, rid)
+        r = one(w, "retrieve", tokens, dst, rid)
+        if rep > 0:  # the first round warms the JIT and the driver
+            times["store"].append(s)
+            times["retrieve"].append(r)
+        server.clear()
+    after = latency_totals(server)
+    raw = raw_copy_gbps(request_bytes)
+    row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "request_bytes": request_bytes,
+           "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"]}
+    for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
+        best = min(times[op])
+        row[f"{op}_gbps"] = request_bytes / best / 1e9
+        row[f"{op}_vs_raw"] = row[f"{op}_gbps"] / raw_rate
+        row[f"{op}_ms_best"] = best * 1e3
+        row[f"{op}_ms_median"] = sorted(times[op])[len(times[op]) // 2] * 1e3
+        seconds, count = (a - b for a, b in zip(after[op], before[op]))
+        row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
+    w.client.call("unregister", w.instance)
+    del w
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--java", required=True)
+    p.add_argument("--classpath", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--chunks", default="1,4,16,64")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.cuda.init()
+    server = Server(args.java, args.classpath, args.out, 12, extra=("--max-gpu-workers", "2"))
+    rows = []
+    try:
+        for chunks in (int(c) for c in args.chunks.split(",")):
+            for scatter in (False, True):
+                row = sweep(server, chunks, scatter, args.repeats, 100 + chunks)
+                log(json.dumps(row))
+                rows.append(row)
+    finally:
+        server.stop()
+    props = torch.cuda.get_device_properties(0)
+    report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+                          "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
+              "command": " ".join(sys.argv), "rows": rows}
+    with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}")
+    for r in rows:
+        print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_ms_best']:>9.2f}"
+              f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
