@@ -94,7 +94,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         long id = request.instanceId();
         InstanceContext existing = instances.traffic(id, peer);
         if (existing != null && existing.wrappers().equals(request.kvCaches()) && existing.worldSize() == request.worldSize()
-                && existing.modelName().equals(request.modelName())) {
+                && existing.modelName().equals(request.modelName()) && existing.geometry().builtFrom(request.engineGroups())) {
             LOG.debug("instance {} registered again with the same tensors: kept", id);
             return Reply.NONE;
         }

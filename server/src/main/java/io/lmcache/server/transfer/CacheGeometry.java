@@ -3,6 +3,7 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -26,6 +27,23 @@ public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects
             }
         }
         return new CacheGeometry(kernels, objects, owner, !infos.isEmpty());
+    }
+
+    /** Whether {@code infos} are the groups this geometry was built from: a re-REGISTER with other groups replaces the instance. */
+    public boolean builtFrom(List<EngineGroupInfo> infos) {
+        if (infos.isEmpty() || infos.size() != kernels.size()) {
+            return infos.isEmpty() && !hybrid;
+        }
+        for (KernelGroup kernel : kernels) {
+            EngineGroupInfo info = infos.get(kernel.index());
+            int tokensPerBlock = info.tokensPerBlock() > 0 ? info.tokensPerBlock() : kernel.layout().blockSize();
+            if (info.engineGroupId() != kernel.engineGroupId() || !Arrays.equals(info.layerIndices(), kernel.tensorIds())
+                    || tokensPerBlock != kernel.tokensPerBlock() || info.swSizeTokens() != kernel.windowTokens()
+                    || info.extraObjectGroupTag() != kernel.extraTag() || info.recurrentState() != kernel.recurrent()) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** The layout of a non-hybrid registration (the first kernel group's otherwise). */

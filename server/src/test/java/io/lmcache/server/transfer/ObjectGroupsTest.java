@@ -77,6 +77,9 @@ class ObjectGroupsTest {
         assertTrue(!lookup.plain());
         assertArrayEquals(new int[] {0, 1}, gemma.objectGroupOfKernel());
         assertTrue(gemma.hybrid());
+        assertTrue(gemma.builtFrom(HybridTensors.gemmaInfos()));
+        assertTrue(!gemma.builtFrom(List.of()), "a re-REGISTER without groups is another registration");
+        assertTrue(!gemma.builtFrom(List.of(HybridTensors.gemmaInfos().get(1), HybridTensors.gemmaInfos().get(0))));
         CacheGeometry merged = CacheGeometry.of(HybridTensors.gemmaTensors(64), NHD, HybridTensors.gemmaInfos(), CHUNK, false);
         assertTrue(merged.lookupGeometry().plain(), "one merged group is looked up as full attention");
         assertEquals(gemma.cacheSizePerToken(CHUNK), merged.cacheSizePerToken(CHUNK));
