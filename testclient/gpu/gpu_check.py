@@ -10,6 +10,8 @@ so the transport is a small ZMTP 3.0 DEALER (zmtp.py) and msgpack encodes the pa
 
   python3 gpu_check.py test  --java J --classpath CP --out DIR
   python3 gpu_check.py bench --java J --classpath CP --out DIR
+
+Hybrid models (kernel and object groups, windows, Mamba snapshots): hybrid_check.py, run from both.
 """
 
 import argparse
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "stubs"))
 import torch  # noqa: E402
 
 from zmtp import Dealer  # noqa: E402
+import hybrid_check  # noqa: E402  (hybrid models, issue 14: gets this module handed in)
 from lmcache.v1.platform.cuda.ipc_wrapper import CudaIPCWrapper, RawCudaIPCWrapper  # noqa: E402
 
 try:
@@ -442,6 +445,7 @@ def run_tests(args):
         two_workers_on_one_gpu(server)
         unknown_instance_gets_a_valid_event(server)
         failure_paths_answer_with_events_a_worker_can_open(server)
+        hybrid_check.run_tests(sys.modules[__name__], server, args)
         status = server.status()
         check("UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",
               status.get("registered_gpu_ids") == [] and status["cuda"]["open_ipc_mappings"] == 0,
@@ -592,6 +596,7 @@ def run_bench(args):
         rows.append(bench_layout(server, "Llama-8B (8 KV heads x 128, bf16, block 16: 32 KiB pieces)", 8, 128, 16, 4, 24, 11))
         if os.environ.get("LMCACHE_BENCH_ROWS") != "small":
             rows.append(bench_layout(server, "large blocks (32 heads x 128, bf16, block 256: 2 MiB pieces)", 32, 128, 256, 1, 24, 12))
+        rows.append(hybrid_check.bench_hybrid(sys.modules[__name__], server))
         with urllib.request.urlopen(f"http://127.0.0.1:{server.http}/metrics", timeout=5) as r:
             # time from receiving a STORE/RETRIEVE to queueing its reply: the server's CPU share per request
             handler = [line for line in r.read().decode().splitlines()

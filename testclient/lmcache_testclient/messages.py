@@ -47,10 +47,15 @@ class IPCCacheServerKey:
 
 
 class EngineGroupInfo(msgspec.Struct, frozen=True):
-    """One engine KV group of a hybrid model (``group_view.py``); [] means a single group."""
+    """One kernel group of a hybrid model (``group_view.py``; hybrid-and-l2.md §A.2.2); [] means a
+    single group. The six core fields in LMCache's order; msgspec writes every one, defaults too."""
 
     engine_group_id: int
     layer_indices: tuple = ()
+    tokens_per_block: int = 0          # 0: the tensor's block size
+    sw_size_tokens: int = -1           # -1: full attention; Mamba/GDN groups send the block size
+    extra_object_group_tag: int = 0    # >0: a connector-private (CacheBlend aux) group
+    recurrent_state: bool = False      # Mamba/GDN state snapshots, not attention KV
 
 
 @dataclass

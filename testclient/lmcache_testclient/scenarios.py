@@ -314,3 +314,8 @@ def badinput_datapath(report: Report, opts: Options) -> None:
         then_ping(case)
 
         w.unregister()
+
+
+# --- hybrid models: registered by importing their module (it uses the decorator above) ------------
+
+from . import hybrid_scenarios  # noqa: E402,F401

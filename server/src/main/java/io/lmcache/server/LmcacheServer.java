@@ -32,6 +32,7 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ShmSegments;
 import java.util.ArrayList;
 import java.util.List;
@@ -90,10 +91,11 @@ public final class LmcacheServer implements AutoCloseable {
             // closed connections are remembered long enough for every liveness rule to use them
             PeerConnections connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
-            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
+            ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
+            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups);
             LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                     ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                            gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases) : null;
+                            gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups) : null;
             // runs on: the thread that calls close(), as every part's close
             add("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
             EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()

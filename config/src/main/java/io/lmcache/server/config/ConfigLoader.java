@@ -194,6 +194,9 @@ public final class ConfigLoader {
         int port = intIn("--port", o.port, 1, 65535);
         long maxMessageBytes = intIn("--max-message-mb", o.maxMessageMb, 1, 1024) * MIB;
         int chunkSize = intIn("--chunk-size", o.chunkSize, 1, 1 << 20);
+        if (o.separateObjectGroups && o.noSeparateObjectGroups) {
+            throw new ConfigException("--no-separate-object-groups", "contradicts --separate-object-groups; give one of them");
+        }
         int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
         int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
@@ -292,7 +295,9 @@ public final class ConfigLoader {
         }
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
 
-        return new ServerConfig(host, port, maxMessageBytes, chunkSize, maxWorkers, maxGpuWorkers, maxCpuWorkers, transferMode, shmName,
+        boolean separateObjectGroups = !o.noSeparateObjectGroups;
+        return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
+                transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
                 configFile == null ? "" : configFile, o.testHooks);

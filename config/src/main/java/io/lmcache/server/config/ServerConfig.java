@@ -8,6 +8,7 @@ import java.util.concurrent.TimeUnit;
  * The validated, immutable configuration of one server process. Built only by {@link ConfigLoader}
  * (command line, config file, environment), so every instance satisfies the rules there.
  *
+ * @param separateObjectGroups hybrid models: one object group per (aux tag, recurrent, window), not one for all groups
  * @param maxMessageBytes the largest ZeroMQ frame the ROUTER accepts (JeroMQ refuses a longer declared
  *     length before allocating it)
  * @param shmName name of the L1 pool's segment in /dev/shm; empty = anonymous memory (no
@@ -24,6 +25,7 @@ public record ServerConfig(
         int port,
         long maxMessageBytes,
         int chunkSize,
+        boolean separateObjectGroups,
         int maxWorkers,
         int maxGpuWorkers,
         int maxCpuWorkers,
@@ -68,6 +70,7 @@ public record ServerConfig(
         out.put("port", port);
         out.put("max_message_mb", maxMessageBytes >> 20);
         out.put("chunk_size", chunkSize);
+        out.put("separate_object_groups", separateObjectGroups);
         out.put("max_workers", maxWorkers);
         out.put("max_gpu_workers", maxGpuWorkers);
         out.put("max_cpu_workers", maxCpuWorkers);

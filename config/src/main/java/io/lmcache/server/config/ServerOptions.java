@@ -53,6 +53,16 @@ final class ServerOptions {
             description = "Tokens per stored chunk; vLLM's block size must divide it (default: ${DEFAULT-VALUE}).")
     String chunkSize;
 
+    // two flags rather than picocli's negatable one, so each is listed (and found in --help) by its own name
+    @Option(names = "--separate-object-groups",
+            description = "Hybrid models: store each kind of KV group (full attention, each sliding window, Mamba/GDN state) in objects of its"
+                    + " own, so a LOOKUP needs only the windows it serves (the default).")
+    boolean separateObjectGroups;
+
+    @Option(names = "--no-separate-object-groups",
+            description = "Hybrid models: one object per chunk for all KV groups, looked up as full attention.")
+    boolean noSeparateObjectGroups;
+
     @Option(names = "--max-workers", defaultValue = "1",
             description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")
     String maxWorkers;

@@ -244,4 +244,19 @@ class ConfigLoaderTest {
         assertTrue(run("--l1-size-gb", "1", "--shm-allow-any-owner").shmAllowAnyOwner());
         assertEquals(true, run("--l1-size-gb", "1", "--shm-allow-any-owner").describe().get("shm_allow_any_owner"));
     }
+
+    @Test
+    void objectGroupsAreSeparateUnlessTurnedOff(@TempDir Path dir) throws IOException {
+        assertTrue(run("--l1-size-gb", "1").separateObjectGroups(), "on by default, as in the newest LMCache");
+        assertTrue(run("--l1-size-gb", "1", "--separate-object-groups").separateObjectGroups());
+        ServerConfig off = run("--l1-size-gb", "1", "--no-separate-object-groups");
+        assertTrue(!off.separateObjectGroups());
+        assertEquals(false, off.describe().get("separate_object_groups"));
+        ConfigLoader.Outcome.Exit both = exit("--l1-size-gb", "1", "--separate-object-groups", "--no-separate-object-groups");
+        assertEquals(2, both.code());
+        assertTrue(both.text().contains("--no-separate-object-groups"), both.text());
+        Path file = dir.resolve("groups.toml");
+        Files.writeString(file, "l1_size_gb = 1\nno_separate_object_groups = true\n");
+        assertTrue(!run("--config-file", file.toString()).separateObjectGroups(), "the config file's key turns it off too");
+    }
 }

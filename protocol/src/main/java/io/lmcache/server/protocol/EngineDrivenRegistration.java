@@ -6,6 +6,8 @@ package io.lmcache.server.protocol;
  *
  * @param useMla true = one plane per layer (MLA or fused K/V), else K and V planes
  * @param numPhysicalSlots tokens per object; 0 when the client sent nil (= the chunk size)
+ * @param kvGroups KV-cache groups the payload lists ({@code engine_group_infos}, or the older
+ *     {@code group_layouts}); 0 when it lists none (one group)
  */
 public record EngineDrivenRegistration(
         long instanceId,
@@ -16,4 +18,5 @@ public record EngineDrivenRegistration(
         int hiddenDimSize,
         String dtypeStr,
         boolean useMla,
-        int numPhysicalSlots) {}
+        int numPhysicalSlots,
+        int kvGroups) {}

@@ -355,6 +355,8 @@ public final class RequestDecoder {
             int id = i;
             int[] layers = new int[0];
             int tokensPerBlock = 0;
+            int window = EngineGroupInfo.FULL_ATTENTION;
+            int tag = 0;
             boolean recurrent = false;
             for (int f = 0; f < fields; f++) {
                 String field = r.readString("engine_group_infos field name");
@@ -365,11 +367,13 @@ public final class RequestDecoder {
                     case "engine_group_id" -> id = r.readInt("engine_group_id");
                     case "layer_indices" -> layers = r.readIntArray("layer_indices");
                     case "tokens_per_block" -> tokensPerBlock = r.readInt("tokens_per_block");
+                    case "sw_size_tokens" -> window = r.readInt("sw_size_tokens");
+                    case "extra_object_group_tag" -> tag = r.readInt("extra_object_group_tag");
                     case "recurrent_state" -> recurrent = r.readBool("recurrent_state");
                     default -> r.skipValue("engine_group_infos." + field);
                 }
             }
-            groups.add(new EngineGroupInfo(id, layers, tokensPerBlock, recurrent));
+            groups.add(new EngineGroupInfo(id, layers, tokensPerBlock, window, tag, recurrent));
         }
         return List.copyOf(groups);
     }
@@ -386,6 +390,7 @@ public final class RequestDecoder {
         String dtype = "";
         boolean useMla = false;
         int slots = 0;
+        int kvGroups = 0;
         for (int i = 0; i < fields; i++) {
             String field = r.readString("payload field name");
             switch (field) {
@@ -401,6 +406,7 @@ public final class RequestDecoder {
                 case "dtype_str" -> dtype = r.readString("payload.dtype_str");
                 case "use_mla" -> useMla = r.readBool("payload.use_mla");
                 case "num_physical_slots" -> slots = r.tryReadNil("payload.num_physical_slots") ? 0 : r.readInt("payload.num_physical_slots");
+                case "engine_group_infos", "group_layouts" -> kvGroups = Math.max(kvGroups, countEntries(r, "payload." + field));
                 default -> r.skipValue("payload." + field);
             }
         }
@@ -408,6 +414,27 @@ public final class RequestDecoder {
         if (!hasInstance) {
             throw new ProtocolException(Reason.MISSING_FRAMES, "payload: instance_id is missing");
         }
-        return new EngineDrivenRegistration(instanceId, modelName, worldSize, blockSize, numLayers, hidden, dtype, useMla, slots);
+        return new EngineDrivenRegistration(instanceId, modelName, worldSize, blockSize, numLayers, hidden, dtype, useMla, slots, kvGroups);
+    }
+
+    /** Entries of an array or map value (a KV-group list some payload versions carry), skipped; 0 for nil or a scalar. */
+    private static int countEntries(MsgpackReader r, String what) throws ProtocolException {
+        ValueType type = r.nextType(what);
+        if (type == ValueType.ARRAY) {
+            int count = r.readArrayHeader(what);
+            for (int i = 0; i < count; i++) {
+                r.skipValue(what);
+            }
+            return count;
+        }
+        if (type == ValueType.MAP) {
+            int count = r.readMapHeader(what);
+            for (int i = 0; i < 2 * count; i++) {
+                r.skipValue(what);
+            }
+            return count;
+        }
+        r.skipValue(what);
+        return 0;
     }
 }

@@ -72,6 +72,59 @@ class RequestDecoderTest {
     }
 
     @Test
+    void engineGroupInfosDecodeTheSixCoreFieldsLeniently() throws Exception {
+        // as msgspec writes the Struct: a map of every field in declaration order, here with a field of a newer client
+        byte[] infos = pack(p -> {
+            p.packArrayHeader(2);
+            p.packMapHeader(7);
+            p.packString("engine_group_id").packInt(0);
+            p.packString("layer_indices").packArrayHeader(2).packInt(0).packInt(2);
+            p.packString("tokens_per_block").packInt(32);
+            p.packString("sw_size_tokens").packInt(1024);
+            p.packString("extra_object_group_tag").packInt(0);
+            p.packString("recurrent_state").packBoolean(false);
+            p.packString("cache_role").packString("sparse");
+            // an older client: the first two fields only
+            p.packMapHeader(2);
+            p.packString("engine_group_id").packInt(1);
+            p.packString("layer_indices").packArrayHeader(1).packInt(1);
+        });
+        byte[][] frames = {pack(p -> p.packLong(9)), pack(p -> p.packArrayHeader(0)), pack(p -> p.packString("m")), pack(p -> p.packInt(1)),
+            pack(p -> p.packString("vllm")), pack(p -> p.packMapHeader(0)), infos};
+        Request.RegisterKvCache register = decoder.registerKvCache(frames, 0, frames.length);
+        EngineGroupInfo sliding = register.engineGroups().get(0);
+        assertArrayEquals(new int[] {0, 2}, sliding.layerIndices());
+        assertEquals(32, sliding.tokensPerBlock());
+        assertEquals(1024, sliding.swSizeTokens());
+        assertEquals(0, sliding.extraObjectGroupTag());
+        EngineGroupInfo old = register.engineGroups().get(1);
+        assertEquals(1, old.engineGroupId());
+        assertEquals(0, old.tokensPerBlock());
+        assertEquals(EngineGroupInfo.FULL_ATTENTION, old.swSizeTokens());
+        assertEquals(false, old.recurrentState());
+    }
+
+    @Test
+    void engineDrivenPayloadCountsTheKvGroupsItLists() throws Exception {
+        for (int groups = 0; groups <= 2; groups++) {
+            int count = groups;
+            byte[] payload = pack(p -> {
+                p.packMapHeader(count == 0 ? 2 : 3);
+                p.packString("instance_id").packLong(5);
+                p.packString("model_name").packString("m");
+                if (count > 0) {
+                    p.packString("engine_group_infos").packArrayHeader(count);
+                    for (int g = 0; g < count; g++) {
+                        p.packMapHeader(1).packString("engine_group_id").packInt(g);
+                    }
+                }
+            });
+            Request.RegisterEngineDrivenContext r = decoder.registerEngineDrivenContext(new byte[][] {payload}, 0, 1);
+            assertEquals(count, r.registration().kvGroups());
+        }
+    }
+
+    @Test
     void keyToleratesUnknownFieldsAndDefaultsMissingOnes() throws Exception {
         byte[] key = pack(p -> {
             p.packMapHeader(4);

@@ -110,7 +110,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             return new Reply.EnginePool("", 0);
         }
         int[] shape = r.useMla() ? new int[] {r.numLayers(), tokens, r.hiddenDimSize()} : new int[] {2, r.numLayers(), tokens, r.hiddenDimSize()};
-        int format = r.useMla() ? KvLayout.FORMAT_TOKEN_MAJOR_SINGLE : KvLayout.FORMAT_TOKEN_MAJOR_KV;
+        int format = KvLayout.tokenMajorFormat(r.useMla() ? 1 : 2, dtype);
         EngineDrivenContext existing = contexts.traffic(r.instanceId(), peer);
         if (existing != null && existing.registration.equals(r)) {
             return poolReply();
@@ -139,6 +139,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         }
         if (chunkSize % r.blockSize() != 0) {
             return "block size " + r.blockSize() + " must divide the chunk size " + chunkSize;
+        }
+        if (r.kvGroups() > 1) {
+            // LMCache refuses this as well (#4071): one payload describes one object layout
+            return "a hybrid model with " + r.kvGroups() + " KV-cache groups cannot use engine-driven transfers; run it with"
+                    + " lmcache.mp.mp_transfer_mode=lmcache_driven (CUDA workers)";
         }
         return null;
     }

@@ -18,16 +18,15 @@ import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.CopyPath;
+import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.InstanceStatus;
-import io.lmcache.server.transfer.KvLayout;
-import io.lmcache.server.transfer.LayoutDetector;
 import io.lmcache.server.transfer.LayoutException;
-import io.lmcache.server.transfer.PiecePlanner;
-import io.lmcache.server.transfer.PieceSink;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
 import io.lmcache.server.transfer.ShmSegments;
@@ -63,13 +62,17 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final ShmSegments shmSegments;
     private final EndOfLifeQueue endOfLife;
     private final TransferPlanner planner;
+    private final ObjectGroupCatalog catalog;
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
 
-    /** {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}. */
+    /**
+     * {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}.
+     * Registrations publish their object groups to {@code catalog}, for LOOKUP.
+     */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife) {
+            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife, ObjectGroupCatalog catalog) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
@@ -79,6 +82,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         this.shmSegments = shmSegments;
         this.endOfLife = endOfLife;
         this.planner = new TransferPlanner(chunkSize);
+        this.catalog = catalog;
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
     }
@@ -90,7 +94,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         long id = request.instanceId();
         InstanceContext existing = instances.traffic(id, peer);
         if (existing != null && existing.wrappers().equals(request.kvCaches()) && existing.worldSize() == request.worldSize()
-                && existing.modelName().equals(request.modelName())) {
+                && existing.modelName().equals(request.modelName()) && existing.geometry().builtFrom(request.engineGroups())) {
             LOG.debug("instance {} registered again with the same tensors: kept", id);
             return Reply.NONE;
         }
@@ -110,18 +114,20 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
         InstanceContext replaced = instances.put(id, context, peer);
         failedRegistrations.remove(id);
+        catalog.publish(request.modelName(), request.worldSize(), context.geometry().lookupGeometry());
         if (replaced != null) {
             REGISTERED.info("instance {} re-registered with different tensors: replaced", id);
             replaced.close();
         }
         REGISTERED.info("registered instance {} from peer {}: model {}, world size {}, {} path, {}", id, LogText.clip(peer),
-                LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.layout().describe());
+                LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.geometry().describe());
         return Reply.NONE;
     }
 
     private InstanceContext createContext(Request.RegisterKvCache request) throws LayoutException {
-        KvLayout layout = LayoutDetector.detect(request.kvCaches(), request.layoutHints(), request.engineGroups(), chunkSize);
-        long objectBytes = layout.objectBytes(chunkSize);
+        CacheGeometry geometry = CacheGeometry.of(request.kvCaches(), request.layoutHints(), request.engineGroups(), chunkSize,
+                catalog.separateObjectGroups());
+        long objectBytes = geometry.largestObjectBytes();
         if (objectBytes > store.maxObjectBytes()) {
             throw new LayoutException("a chunk object of this layout takes " + (objectBytes >> 20) + " MiB, more than an L1 region ("
                     + (store.maxObjectBytes() >> 20) + " MiB): raise --l1-region-size-mb or lower --chunk-size");
@@ -130,7 +136,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
         CopyPath copyPath = CopyPath.open(request.kvCaches(), shmSegments, gpu, pool, endOfLife);
-        return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), layout, copyPath, request.kvCaches(),
+        return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), geometry, copyPath, request.kvCaches(),
                 endOfLife);
     }
 
@@ -156,7 +162,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
-            TransferPlan plan = plan(context, request.key(), request.blockIds(), "store");
+            TransferPlan plan = plan(context, request.key(), request.blockIds(), true);
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
             }
@@ -170,7 +176,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             }
             StoredObject[] reserved = reservation.objects();
             long startNs = System.nanoTime();
-            CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> planPieces(context, plan, reserved, 0, sink),
+            CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                         if (ok) {
@@ -193,7 +199,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
-            TransferPlan plan = plan(context, key, request.blockIds(), "retrieve");
+            TransferPlan plan = plan(context, key, request.blockIds(), false);
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
             }
@@ -221,7 +227,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
         long startNs = System.nanoTime();
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
-                sink -> planPieces(context, plan, pinned, request.skipFirstNTokens(), sink), request.eventHandle(), lease,
+                sink -> GroupPieces.emit(plan, pinned, request.skipFirstNTokens(), chunkSize, sink), request.eventHandle(), lease,
                 (ok, bytes, error) -> {
                     // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
@@ -235,23 +241,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         return new Reply.Transfer(copied.eventHandle(), copied.accepted());
     }
 
-    /** The pieces of every (chunk, group) object that is copied; {@code skipTokens} of the range's head are left out. */
-    private void planPieces(InstanceContext context, TransferPlan plan, StoredObject[] objects, int skipTokens,
-            PieceSink sink) {
-        KvLayout layout = context.layout();
-        for (int j = 0; j < plan.range().count(); j++) {
-            int skipInChunk = Math.max(0, skipTokens - j * chunkSize);
-            for (int g = 0; g < plan.parts().size(); g++) {
-                StoredObject object = objects[plan.objectIndex(j, g)];
-                if (object != null) {
-                    TransferPlan.GroupPart part = plan.parts().get(g);
-                    PiecePlanner.chunk(layout, part.blockIds(), j * part.blocksPerChunk(), part.blocksPerChunk(), skipInChunk,
-                            object.offset(), sink);
-                }
-            }
-        }
-    }
-
     private void enqueueFailed(String op, long instanceId, CopyPath.Copied copied) {
         if (copied.enqueueError() != null) {
             failures.fail(op, "copy_failed", op.toUpperCase() + " for instance " + instanceId + " could not be enqueued: "
@@ -259,8 +248,9 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
     }
 
-    private TransferPlan plan(InstanceContext context, CacheKey key, int[][] blockIds, String op) {
-        return switch (planner.plan(context, key, blockIds)) {
+    private TransferPlan plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store) {
+        String op = store ? "store" : "retrieve";
+        return switch (planner.plan(context, key, blockIds, store)) {
             case PlanResult.Planned planned -> planned.plan();
             case PlanResult.Refused refused -> {
                 failures.refused(op, context.instanceId(), refused);
@@ -298,7 +288,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */
     public void status(Map<String, Object> status, PeerConnections connections) {
-        InstanceStatus.put(status, instances.snapshot(), connections);
+        InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);
     }
 
     // --- liveness ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import java.util.Map;
 import java.util.function.LongSupplier;
 
 /**
- * The read locks a LOOKUP took, by request id: {@code num_kv_readers} per hit chunk and kv rank.
+ * The read locks a LOOKUP took, by request id: {@code num_kv_readers} per retained object (per
+ * chunk, kv rank and, for hybrid models, object group; hybrid-and-l2.md §A.5).
  * RETRIEVE gives back one for its rank and chunks, FREE_LOOKUP_LOCKS what is left of a range,
  * END_SESSION everything; a lease older than the read TTL is dropped (the store reclaims the locks
  * on its own at the same TTL). Store calls happen outside this class's lock.
@@ -19,22 +20,21 @@ public final class LookupLeases {
     /** More leases than this means a client is not ending its sessions: the oldest are released. */
     static final int MAX_LEASES = 1 << 20;
 
+    /** Lock {@code i} is on chunk {@code chunks[i]} of kv rank {@code ranks[i]}. */
     private static final class Lease {
         final ObjectStore.ReadLock[] locks;
+        final int[] chunks;
+        final int[] ranks;
         final int[] remaining;
-        final int worldSize;
         final long createdNs;
 
-        Lease(ObjectStore.ReadLock[] locks, int readers, int worldSize, long createdNs) {
+        Lease(ObjectStore.ReadLock[] locks, int[] chunks, int[] ranks, int readers, long createdNs) {
             this.locks = locks;
+            this.chunks = chunks;
+            this.ranks = ranks;
             this.remaining = new int[locks.length];
             Arrays.fill(remaining, readers);
-            this.worldSize = worldSize;
             this.createdNs = createdNs;
-        }
-
-        int chunks() {
-            return locks.length / worldSize;
         }
     }
 
@@ -51,12 +51,26 @@ public final class LookupLeases {
         this.clockNs = clockNs;
     }
 
-    /** Records the locks of a lookup (chunk-major, then rank), replacing (and releasing) an older lease of the same id. */
+    /** Records the locks of a lookup of one object group (chunk-major from chunk 0, then rank), replacing an older lease of the same id. */
     public void put(String requestId, List<ObjectStore.ReadLock> locks, int worldSize, int readers) {
+        int[] chunks = new int[locks.size()];
+        int[] ranks = new int[locks.size()];
+        for (int i = 0; i < chunks.length; i++) {
+            chunks[i] = i / worldSize;
+            ranks[i] = i % worldSize;
+        }
+        put(requestId, locks, chunks, ranks, readers);
+    }
+
+    /**
+     * Records the locks of a lookup, lock {@code i} on chunk {@code chunks[i]} of rank {@code ranks[i]},
+     * replacing (and releasing) an older lease of the same id.
+     */
+    public void put(String requestId, List<ObjectStore.ReadLock> locks, int[] chunks, int[] ranks, int readers) {
         List<Release> releases = new ArrayList<>();
         synchronized (this) {
             Lease old = locks.isEmpty() ? leases.remove(requestId)
-                    : leases.put(requestId, new Lease(locks.toArray(ObjectStore.ReadLock[]::new), readers, worldSize, clockNs.getAsLong()));
+                    : leases.put(requestId, new Lease(locks.toArray(ObjectStore.ReadLock[]::new), chunks, ranks, readers, clockNs.getAsLong()));
             if (old != null) {
                 collectAll(old, releases);
             }
@@ -67,19 +81,21 @@ public final class LookupLeases {
         apply(releases);
     }
 
-    /** One lock per chunk in {@code [fromChunk, toChunk)} for {@code rank}: a RETRIEVE (successful or not) of that range. */
+    /**
+     * One lock per retained object of {@code rank} on the chunks of {@code [fromChunk, toChunk)}: a
+     * RETRIEVE (successful or not) of that range, which reads every object group's kept objects.
+     */
     public void releaseRetrieved(String requestId, int rank, int fromChunk, int toChunk) {
         List<Release> releases = new ArrayList<>();
         synchronized (this) {
             Lease lease = leases.get(requestId);
-            if (lease == null || rank < 0 || rank >= lease.worldSize) {
+            if (lease == null) {
                 return;
             }
-            for (int chunk = Math.max(0, fromChunk); chunk < Math.min(toChunk, lease.chunks()); chunk++) {
-                int index = chunk * lease.worldSize + rank;
-                if (lease.remaining[index] > 0) {
-                    lease.remaining[index]--;
-                    releases.add(new Release(lease.locks[index], 1));
+            for (int i = 0; i < lease.locks.length; i++) {
+                if (lease.ranks[i] == rank && lease.chunks[i] >= fromChunk && lease.chunks[i] < toChunk && lease.remaining[i] > 0) {
+                    lease.remaining[i]--;
+                    releases.add(new Release(lease.locks[i], 1));
                 }
             }
         }
@@ -94,13 +110,10 @@ public final class LookupLeases {
             if (lease == null) {
                 return;
             }
-            for (int chunk = Math.max(0, fromChunk); chunk < Math.min(toChunk, lease.chunks()); chunk++) {
-                for (int rank = 0; rank < lease.worldSize; rank++) {
-                    int index = chunk * lease.worldSize + rank;
-                    if (lease.remaining[index] > 0) {
-                        releases.add(new Release(lease.locks[index], lease.remaining[index]));
-                        lease.remaining[index] = 0;
-                    }
+            for (int i = 0; i < lease.locks.length; i++) {
+                if (lease.chunks[i] >= fromChunk && lease.chunks[i] < toChunk && lease.remaining[i] > 0) {
+                    releases.add(new Release(lease.locks[i], lease.remaining[i]));
+                    lease.remaining[i] = 0;
                 }
             }
         }

@@ -14,13 +14,16 @@ import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
+import io.lmcache.server.transfer.LookupGeometry;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Prefix lookups and their lifecycle. LOOKUP counts the leading chunks stored for every kv rank,
+ * Prefix lookups and their lifecycle. LOOKUP counts the leading chunks stored for every kv rank
+ * (for hybrid models, in every object group under its window: {@link WindowedLookup}),
  * read-locks them for the request's readers, keeps the count under the request id and answers at
  * once; QUERY_PREFETCH_STATUS hands the count out once; FREE_LOOKUP_LOCKS and END_SESSION give back
  * the locks vLLM will not use.
@@ -36,9 +39,13 @@ public final class LookupModule {
     private final LookupLeases leases;
     private final PrefetchResults results;
     private final ServerMetrics metrics;
+    private final ObjectGroupCatalog catalog;
 
-    public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics) {
+    /** {@code catalog} says which object groups (and windows) a model's hit needs. */
+    public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
+            ObjectGroupCatalog catalog) {
         this.chunkSize = chunkSize;
+        this.catalog = catalog;
         this.store = store;
         this.leases = leases;
         this.results = results;
@@ -67,10 +74,13 @@ public final class LookupModule {
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         int hits = 0;
+        LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
         if (range == null || key.worldSize() < 1) {
             BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
                     LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
+        } else if (range.endChunk() > 0 && !geometry.plain()) {
+            hits = lookupGroups(key, geometry, range.endChunk());
         } else if (range.endChunk() > 0) {
             int endChunk = range.endChunk();
             long[] hashes = new long[2 * endChunk];
@@ -95,6 +105,16 @@ public final class LookupModule {
         }
         results.put(key.requestId(), hits);
         return Reply.NONE;
+    }
+
+    /** A model with several object groups or windows: every chunk hashed, then folded across the groups. */
+    private int lookupGroups(CacheKey key, LookupGeometry geometry, int endChunk) {
+        int readers = Math.max(0, key.numKvReaders());
+        WindowedLookup.Locked locked = WindowedLookup.lookup(store, key, geometry, ChunkHashes.of(key, chunkSize, endChunk), endChunk,
+                readers);
+        leases.put(key.requestId(), locked.locks(), locked.chunks(), locked.ranks(), readers);
+        metrics.lookup((long) endChunk * chunkSize, (long) locked.hits() * chunkSize);
+        return locked.hits();
     }
 
     /** The hit count of the request's LOOKUP, once; 0 for an unknown (or already answered) request. */

@@ -228,6 +228,29 @@ public final class ObjectStore {
         }
     }
 
+    /**
+     * Marks {@code present[chunk - fromChunk]} for each chunk of {@code [fromChunk, toChunk)} whose
+     * objects of {@code group} are readable for every kv rank {@code 0..worldSize-1}; takes no lock
+     * on them (a windowed LOOKUP first finds its hit, then locks only the chunks it keeps).
+     */
+    public void presence(String model, String salt, int worldSize, int group, long[] hashes, int fromChunk, int toChunk,
+            boolean[] present) {
+        lock.lock();
+        try {
+            int namespace = table.namespace(model, salt);
+            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
+                boolean all = namespace != 0;
+                for (int rank = 0; rank < worldSize && all; rank++) {
+                    StoredObject object = table.get(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]);
+                    all = object != null && object.state == StoredObject.State.READY;
+                }
+                present[chunk - fromChunk] = all;
+            }
+        } finally {
+            unlock();
+        }
+    }
+
     /** Releases {@code count} read locks taken by a lookup (ignored when the TTL reclaimed them). */
     public void releaseRead(ReadLock readLock, int count) {
         lock.lock();

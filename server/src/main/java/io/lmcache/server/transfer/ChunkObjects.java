@@ -27,12 +27,15 @@ public final class ChunkObjects {
         return store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), group, hashes.hi(chunk), hashes.lo(chunk), format, objectBytes);
     }
 
-    /** Reserves every (chunk, group) object of a plan, stopping at the first chunk without room: a later one could never be a prefix hit. */
+    /** Reserves every (chunk, group) object a plan moves, stopping at the first chunk without room: a later one could never be a prefix hit. */
     public static Reservation reserveAll(ObjectStore store, CacheKey key, TransferPlan plan) {
         StoredObject[] reserved = new StoredObject[plan.objectCount()];
         for (int j = 0; j < plan.range().count(); j++) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
+                if (!part.moves(j)) {
+                    continue;
+                }
                 StoredObject object = reserve(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(), part.format());
                 if (object == ObjectStore.NO_MEMORY) {
                     return new Reservation(reserved, false);
@@ -43,12 +46,15 @@ public final class ChunkObjects {
         return new Reservation(reserved, true);
     }
 
-    /** Pins every (chunk, group) object of a plan, all or nothing: null (with nothing left pinned) when one is missing. */
+    /** Pins every (chunk, group) object a plan moves, all or nothing: null (with nothing left pinned) when one is missing. */
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
         StoredObject[] pinned = new StoredObject[plan.objectCount()];
         for (int j = 0; j < plan.range().count(); j++) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
+                if (!part.moves(j)) {
+                    continue;
+                }
                 StoredObject object = pin(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(), part.format());
                 if (object == null) {
                     unpinAll(store, pinned, false);

@@ -5,7 +5,7 @@ import io.lmcache.server.protocol.TensorWrapper;
 import java.util.List;
 
 /**
- * One registered worker instance: its layout and its copy path. Transfers hold a lease while they
+ * One registered worker instance: its geometry (kernel and object groups) and its copy path. Transfers hold a lease while they
  * copy, so UNREGISTER (or a reap) never unmaps memory under a copy: when the context is closed and
  * the last lease is back, the copy path goes on the end-of-life queue (never closed inline: the
  * release thread closes it).
@@ -14,19 +14,19 @@ public final class InstanceContext {
     private final long instanceId;
     private final String modelName;
     private final int worldSize;
-    private final KvLayout layout;
+    private final CacheGeometry geometry;
     private final CopyPath copyPath;
     private final List<TensorWrapper> wrappers;
     private final EndOfLifeQueue endOfLife;
     private int leases;
     private boolean closed;
 
-    public InstanceContext(long instanceId, String modelName, int worldSize, KvLayout layout, CopyPath copyPath,
+    public InstanceContext(long instanceId, String modelName, int worldSize, CacheGeometry geometry, CopyPath copyPath,
             List<TensorWrapper> wrappers, EndOfLifeQueue endOfLife) {
         this.instanceId = instanceId;
         this.modelName = modelName;
         this.worldSize = worldSize;
-        this.layout = layout;
+        this.geometry = geometry;
         this.copyPath = copyPath;
         this.wrappers = wrappers;
         this.endOfLife = endOfLife;
@@ -44,8 +44,8 @@ public final class InstanceContext {
         return worldSize;
     }
 
-    public KvLayout layout() {
-        return layout;
+    public CacheGeometry geometry() {
+        return geometry;
     }
 
     public CopyPath copyPath() {

@@ -2,6 +2,7 @@ package io.lmcache.server.transfer;
 
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.loop.PeerConnections;
+import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -14,7 +15,7 @@ public final class InstanceStatus {
     private InstanceStatus() {}
 
     public static void put(Map<String, Object> status, List<InstanceRegistry.Registered<InstanceContext>> instances,
-            PeerConnections connections) {
+            PeerConnections connections, int chunkSize) {
         List<Long> ids = new ArrayList<>();
         Map<String, Object> meta = new LinkedHashMap<>();
         for (InstanceRegistry.Registered<InstanceContext> registered : instances) {
@@ -23,7 +24,7 @@ public final class InstanceStatus {
             Map<String, Object> entry = new LinkedHashMap<>();
             entry.put("model_name", context.modelName());
             entry.put("world_size", context.worldSize());
-            entry.put("kv_cache_layout", kvLayout(context));
+            entry.put("kv_cache_layout", kvLayout(context, chunkSize));
             entry.put("connection_closed", connections.closedSinceNs(registered.peer()) >= 0);
             meta.put(Long.toString(context.instanceId()), entry);
         }
@@ -31,27 +32,53 @@ public final class InstanceStatus {
         status.put("cache_context_meta", meta);
     }
 
-    private static Map<String, Object> kvLayout(InstanceContext context) {
-        KvLayout layout = context.layout();
+    /** LMCache's {@code kv_cache_layout} (hybrid-and-l2.md §A.7), with an {@code object_groups} summary of ours. */
+    static Map<String, Object> kvLayout(InstanceContext context, int chunkSize) {
+        CacheGeometry geometry = context.geometry();
+        List<Map<String, Object>> kernels = new ArrayList<>();
+        for (KernelGroup kernel : geometry.kernels()) {
+            kernels.add(kernelGroup(context, kernel));
+        }
+        List<Map<String, Object>> objects = new ArrayList<>();
+        for (ObjectGroup group : geometry.objects()) {
+            Map<String, Object> entry = new LinkedHashMap<>();
+            entry.put("object_group_idx", group.index());
+            entry.put("kind", group.kind().wireName());
+            entry.put("window_chunks", group.windowChunks());
+            entry.put("object_bytes", group.objectBytes());
+            entry.put("kernel_group_idxs", group.kernels().stream().map(KernelGroup::index).toList());
+            objects.add(entry);
+        }
+        Map<String, Object> kvLayout = new LinkedHashMap<>();
+        kvLayout.put("num_layers", geometry.numLayers());
+        kvLayout.put("num_blocks", geometry.firstLayout().numBlocks());
+        kvLayout.put("cache_size_per_token", geometry.cacheSizePerToken(chunkSize));
+        kvLayout.put("kernel_groups", kernels);
+        kvLayout.put("object_groups", objects);
+        return kvLayout;
+    }
+
+    private static Map<String, Object> kernelGroup(InstanceContext context, KernelGroup kernel) {
+        KvLayout layout = kernel.layout();
+        TensorWrapper first = context.wrappers().get(kernel.tensorIds()[0]);
         Map<String, Object> group = new LinkedHashMap<>();
-        group.put("kernel_group_idx", 0);
-        group.put("engine_group_idx", 0);
-        group.put("object_group_idx", 0);
+        group.put("kernel_group_idx", kernel.index());
+        group.put("engine_group_idx", kernel.engineGroupId());
+        group.put("object_group_idx", context.geometry().objectGroupOfKernel()[kernel.index()]);
         group.put("num_layers", layout.numLayers());
-        group.put("layer_indices", IntStream.range(0, layout.numLayers()).boxed().toList());
-        group.put("tokens_per_block", layout.blockSize());
+        group.put("layer_indices", layout.crossLayer() ? IntStream.range(0, layout.numLayers()).boxed().toList()
+                : Arrays.stream(kernel.tensorIds()).boxed().toList());
+        group.put("tokens_per_block", kernel.tokensPerBlock());
         group.put("slots_per_block", layout.blockSize());
-        group.put("dtype", "torch." + context.wrappers().getFirst().dtype().torchName());
-        group.put("engine_kv_concrete_shape", Arrays.toString(context.wrappers().getFirst().shape()));
+        group.put("compress_ratio", kernel.tokensPerBlock() / layout.blockSize());
+        group.put("sw_size_tokens", kernel.windowTokens());
+        group.put("recurrent_state", kernel.recurrent());
+        group.put("dtype", "torch." + first.dtype().torchName());
+        group.put("engine_kv_concrete_shape", kernel.tensorIds().length + " x " + Arrays.toString(first.shape()));
         group.put("is_mla", layout.kind() == KvLayout.Kind.MLA);
         group.put("engine_kv_format", layout.kind().name() + (layout.hnd() ? "_HND" : "_NHD"));
         group.put("engine_kv_shape", layout.kind().description());
         group.put("attention_backend", layout.kind().name());
-        Map<String, Object> kvLayout = new LinkedHashMap<>();
-        kvLayout.put("num_layers", layout.numLayers());
-        kvLayout.put("num_blocks", layout.numBlocks());
-        kvLayout.put("cache_size_per_token", layout.bytesPerToken());
-        kvLayout.put("kernel_groups", List.of(group));
-        return kvLayout;
+        return group;
     }
 }

@@ -67,7 +67,7 @@ public record KvLayout(
     }
 
     public long objectBytes(int chunkSize) {
-        return (long) planes * numLayers * blocksPerChunk(chunkSize) * pieceBytes;
+        return segmentBytes(blocksPerChunk(chunkSize));
     }
 
     /** Bytes of KV per token per worker (LMCache's {@code cache_size_per_token}). */
@@ -75,11 +75,29 @@ public record KvLayout(
         return (long) planes * numLayers * pieceBytes / blockSize;
     }
 
+    /**
+     * The object format: piece order, and the dtype, so that caches of different dtypes never mix
+     * (an fp8 cache and a bf16 one with half the heads have objects of one size).
+     */
     public int format() {
         if (!hnd || subBlocks == 1) {
-            return planes == 2 ? FORMAT_TOKEN_MAJOR_KV : FORMAT_TOKEN_MAJOR_SINGLE;
+            return tokenMajorFormat(planes, dtype);
         }
-        return (planes == 2 ? FORMAT_HEAD_MAJOR_KV : FORMAT_HEAD_MAJOR_SINGLE) | (blockSize << 8);
+        return (planes == 2 ? FORMAT_HEAD_MAJOR_KV : FORMAT_HEAD_MAJOR_SINGLE) | ((blockSize & 0xFFFF) << 8) | dtypeBits(dtype);
+    }
+
+    /** The format of token-major objects ({@code KV_2LTD}), which the engine-driven path exchanges too. */
+    public static int tokenMajorFormat(int planes, DType dtype) {
+        return (planes == 2 ? FORMAT_TOKEN_MAJOR_KV : FORMAT_TOKEN_MAJOR_SINGLE) | dtypeBits(dtype);
+    }
+
+    private static int dtypeBits(DType dtype) {
+        return (dtype.ordinal() + 1) << 24;
+    }
+
+    /** Bytes of {@code blocks} blocks of every layer and plane: a chunk's segment when {@code blocks} is its kept blocks. */
+    public long segmentBytes(int blocks) {
+        return (long) planes * numLayers * blocks * pieceBytes;
     }
 
     public int tensorIndex(int layer) {

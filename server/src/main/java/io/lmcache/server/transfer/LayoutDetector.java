@@ -1,7 +1,6 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.protocol.DType;
-import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.Arrays;
@@ -10,22 +9,17 @@ import java.util.List;
 /**
  * Recognises vLLM's KV-cache layouts from the registered tensors (protocol doc §6.4, LMCache's
  * vLLM detector): NHD unless {@code layout_hints.kv_layout == "HND"}; the block size comes from the
- * shape. Shapes and strides describe the physical layout, so a block's piece must be contiguous.
+ * shape. Shapes and strides describe the physical layout, so a block's piece must be contiguous;
+ * the block stride comes from the stride, as vLLM's hybrid allocator packs several layers' pages
+ * into one buffer. One call per kernel group ({@link KernelGroups}).
  */
 public final class LayoutDetector {
     private LayoutDetector() {}
 
-    public static KvLayout detect(List<TensorWrapper> tensors, LayoutHints hints, List<EngineGroupInfo> groups, int chunkSize)
-            throws LayoutException {
+    /** The layout of one kernel group's tensors (all of a registration's tensors when it has no groups). */
+    public static KvLayout detect(List<TensorWrapper> tensors, LayoutHints hints, int chunkSize) throws LayoutException {
         if (tensors.isEmpty()) {
             throw new LayoutException("no KV-cache tensors registered");
-        }
-        if (groups.size() > 1) {
-            throw new LayoutException("hybrid models with " + groups.size() + " KV-cache groups (engine_group_infos) are not supported yet;"
-                    + " run vLLM without hybrid KV-cache groups");
-        }
-        if (groups.size() == 1 && groups.getFirst().recurrentState()) {
-            throw new LayoutException("recurrent-state (Mamba/GDN) KV-cache groups are not supported");
         }
         TensorWrapper first = tensors.getFirst();
         for (TensorWrapper tensor : tensors) {

@@ -17,6 +17,16 @@ public final class PiecePlanner {
      */
     public static void chunk(KvLayout layout, int[] blockIds, int firstId, int blocksPerChunk, int skipTokens, long objectBase,
             PieceSink sink) {
+        chunk(layout, null, blockIds, firstId, blocksPerChunk, skipTokens, objectBase, sink);
+    }
+
+    /**
+     * As above, for a kernel group whose tensors are some of the registered ones.
+     *
+     * @param tensorIds the registered tensor (wrapper index) of each of the layout's tensors; null = the same index
+     */
+    public static void chunk(KvLayout layout, int[] tensorIds, int[] blockIds, int firstId, int blocksPerChunk, int skipTokens,
+            long objectBase, PieceSink sink) {
         int blockSize = layout.blockSize();
         int skippedBlocks = Math.min(blocksPerChunk, skipTokens / blockSize);
         int partialRows = skippedBlocks < blocksPerChunk ? skipTokens % blockSize : 0;
@@ -24,7 +34,7 @@ public final class PiecePlanner {
         long piece = layout.pieceBytes();
         for (int plane = 0; plane < layout.planes(); plane++) {
             for (int layer = 0; layer < layout.numLayers(); layer++) {
-                int tensor = layout.tensorIndex(layer);
+                int tensor = tensorIds == null ? layout.tensorIndex(layer) : tensorIds[layout.tensorIndex(layer)];
                 long objectRow = objectBase + ((long) plane * layout.numLayers() + layer) * blocksPerChunk * piece;
                 int k = skippedBlocks;
                 if (partialRows > 0) {

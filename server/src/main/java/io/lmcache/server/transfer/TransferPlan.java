@@ -4,16 +4,36 @@ import java.util.List;
 
 /**
  * The validated shape of one transfer: its chunks, their hashes, and per object group the block
- * ids to copy. One stored object per (chunk, kv rank, object group): today every registration has
- * one object group, a hybrid model adds a part per group (hybrid-and-l2.md §A.3, §A.6).
+ * ids to copy. One stored object per (chunk, kv rank, object group); a non-hybrid registration has
+ * one group (hybrid-and-l2.md §A.3, §A.6).
  */
 public record TransferPlan(ChunkRange range, ChunkHashes hashes, List<GroupPart> parts) {
 
     /**
-     * One object group's share: its block ids (the worker's list for this group), how many blocks
-     * make one chunk, and the size and format of its stored objects.
+     * One object group's share: the block ids of each of its kernel groups (the worker's lists, in
+     * the group's order) and which of the range's chunks it leaves out: a STORE the chunks whose
+     * kept ids are all vLLM's null block, a RETRIEVE those outside the group's window.
+     *
+     * @param skipped per chunk of the range; null = none left out
      */
-    public record GroupPart(int objectGroup, int[] blockIds, int blocksPerChunk, long objectBytes, int format) {}
+    public record GroupPart(ObjectGroup group, int[][] blockIds, boolean[] skipped) {
+        public int objectGroup() {
+            return group.index();
+        }
+
+        public long objectBytes() {
+            return group.objectBytes();
+        }
+
+        public int format() {
+            return group.format();
+        }
+
+        /** Whether the range's {@code j}-th chunk has an object of this group in the transfer. */
+        public boolean moves(int j) {
+            return skipped == null || !skipped[j];
+        }
+    }
 
     /** Stored objects this plan touches: one per chunk and group, indexed {@code chunk * groups + group}. */
     public int objectCount() {

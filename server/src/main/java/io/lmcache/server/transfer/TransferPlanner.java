@@ -33,8 +33,12 @@ public final class TransferPlanner {
         return new PlanResult.Planned(new TransferPlan(range, ChunkHashes.hash(key, chunkSize, range.endChunk()), List.of()));
     }
 
-    /** A full plan for an LMCache-driven STORE or RETRIEVE of a registered instance. */
-    public PlanResult plan(InstanceContext context, CacheKey key, int[][] blockIds) {
+    /**
+     * A full plan for an LMCache-driven STORE ({@code store}) or RETRIEVE of a registered instance:
+     * one block list per kernel group, each long enough for every chunk of the range (fail closed
+     * otherwise, hybrid-and-l2.md §A.3.3), its kept ids inside the group's tensors.
+     */
+    public PlanResult plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store) {
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         if (range == null) {
@@ -44,27 +48,45 @@ public final class TransferPlanner {
             return new PlanResult.Refused("bad_worker_id", "worker_id " + key.workerId() + " is not a kv rank of world size "
                     + key.worldSize());
         }
-        if (blockIds.length != 1) {
-            return new PlanResult.Refused("bad_block_ids", blockIds.length + " KV-cache groups of block ids; this server serves one");
+        CacheGeometry geometry = context.geometry();
+        if (blockIds.length != geometry.kernels().size()) {
+            return new PlanResult.Refused("bad_block_ids", blockIds.length + " lists of block ids for " + geometry.kernels().size()
+                    + " kernel group(s)");
         }
-        KvLayout layout = context.layout();
-        int blocksPerChunk = layout.blocksPerChunk(chunkSize);
-        int[] blocks = blockIds[0];
-        long needed = (long) range.count() * blocksPerChunk;
-        if (blocks.length < needed) {
-            return new PlanResult.Refused("bad_block_ids", blocks.length + " block ids for " + range.count() + " chunk(s) of "
-                    + blocksPerChunk + " blocks");
-        }
-        for (int i = 0; i < needed; i++) {
-            if (blocks[i] < 0 || blocks[i] >= layout.numBlocks()) {
-                return new PlanResult.Refused("bad_block_ids", "block id " + blocks[i] + " is outside 0.." + (layout.numBlocks() - 1));
+        for (KernelGroup kernel : geometry.kernels()) {
+            String bad = checkBlocks(kernel, blockIds[kernel.index()], range.count());
+            if (bad != null) {
+                return new PlanResult.Refused("bad_block_ids", bad);
             }
         }
         String dead = context.copyPath().checkAlive();
         if (dead != null) {
             return new PlanResult.Refused("tensors_gone", dead);
         }
-        TransferPlan.GroupPart part = new TransferPlan.GroupPart(0, blocks, blocksPerChunk, layout.objectBytes(chunkSize), layout.format());
-        return new PlanResult.Planned(new TransferPlan(range, ChunkHashes.hash(key, chunkSize, range.endChunk()), List.of(part)));
+        List<TransferPlan.GroupPart> parts = GroupParts.of(geometry, range.count(), blockIds, store);
+        return new PlanResult.Planned(new TransferPlan(range, ChunkHashes.hash(key, chunkSize, range.endChunk()), parts));
+    }
+
+    /** Null when the list covers every chunk and its kept ids are blocks of the group's tensors, else why not. */
+    private static String checkBlocks(KernelGroup kernel, int[] blocks, int chunks) {
+        int perChunk = kernel.blocksPerChunk();
+        long needed = (long) chunks * perChunk;
+        String group = geometryName(kernel);
+        if (blocks.length < needed) {
+            return blocks.length + " block ids" + group + " for " + chunks + " chunk(s) of " + perChunk + " blocks";
+        }
+        int numBlocks = kernel.layout().numBlocks();
+        for (int j = 0; j < chunks; j++) {
+            for (int b = j * perChunk + kernel.firstKept(); b < (j + 1) * perChunk; b++) {
+                if (blocks[b] < 0 || blocks[b] >= numBlocks) {
+                    return "block id " + blocks[b] + group + " is outside 0.." + (numBlocks - 1);
+                }
+            }
+        }
+        return null;
+    }
+
+    private static String geometryName(KernelGroup kernel) {
+        return kernel.index() == 0 ? "" : " of kernel group " + kernel.index();
     }
 }

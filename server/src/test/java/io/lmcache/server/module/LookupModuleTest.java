@@ -13,6 +13,7 @@ import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -45,7 +46,7 @@ class LookupModuleTest {
                 }
                 PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
                 LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
-                LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics());
+                LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics(), new ObjectGroupCatalog(true));
 
                 module.lookup(new Request.Lookup(key(tokens, worldSize, "req"), worldSize));
 

@@ -96,7 +96,7 @@ class ServerOpsTest {
     /** The modules that declare ops, built without the parts their handlers use (this test never runs them). */
     private static OpTable table() {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
-        LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null);
+        LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
         return ServerOps.table(management, lookup, null, null, FailureReplies.hostOnly());
     }
 

@@ -25,6 +25,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.HexFormat;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -140,7 +141,7 @@ class TransferFailureEventsTest {
 
     private OpTable serverTable(LmcacheDrivenTransferModule lmcacheDriven) {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
-        LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null);
+        LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
         return ServerOps.table(management, lookup, lmcacheDriven, null, failures);
     }
 
@@ -148,7 +149,7 @@ class TransferFailureEventsTest {
     private LmcacheDrivenTransferModule liveModule() {
         PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
         Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
-        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, null, metrics, liveness, null, null, null);
+        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, null, metrics, liveness, null, null, null, new ObjectGroupCatalog(true));
     }
 
     private Dispatcher dispatcher(OpTable table) {

@@ -52,6 +52,36 @@ class SlabAllocatorTest {
     }
 
     @Test
+    void objectSizesOfNonPowerOfTwoChunksPackAndReuseTheirRegions() {
+        for (int chunk : new int[] {544, 784, 944}) {
+            // a Qwen-like hybrid: 2 x 28 attention layers of 1 x 256 bf16 per token, and one Mamba snapshot object
+            long attention = 2L * 28 * chunk * 256 * 2;
+            long snapshot = 2L * 3 * chunk * 96 * 2 + 6;
+            SlabAllocator allocator = ready(64 * MIB, 16 * MIB);
+            Set<Long> offsets = new HashSet<>();
+            long slot = SlabAllocator.roundUp(attention);
+            long perRegion = 16 * MIB / slot;
+            for (int i = 0; i < 2 * perRegion; i++) {
+                long offset = allocator.allocate(attention);
+                assertTrue(offset >= 0, chunk + ": allocation " + i);
+                assertEquals(allocator.regionOf(offset), allocator.regionOf(offset + slot - 1), "object within one region");
+                assertTrue(offsets.add(offset));
+            }
+            long state = allocator.allocate(snapshot);
+            assertTrue(state >= 0);
+            assertTrue(offsets.stream().noneMatch(o -> allocator.regionOf(o) == allocator.regionOf(state)),
+                    "the snapshot class takes a region of its own");
+            assertEquals(SlabAllocator.roundUp(snapshot), allocator.slotBytesAt(state));
+            for (long offset : offsets) {
+                allocator.free(offset);
+            }
+            allocator.free(state);
+            assertEquals(0, allocator.usedBytes());
+            assertEquals(4, allocator.freeRegions(), chunk + ": every region is free again");
+        }
+    }
+
+    @Test
     void anEmptiedRegionChangesClass() {
         SlabAllocator allocator = ready(16 * MIB, 16 * MIB);
         long small = allocator.allocate(MIB);

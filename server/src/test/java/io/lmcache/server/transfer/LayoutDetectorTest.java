@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.DType;
-import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;
@@ -41,7 +40,7 @@ class LayoutDetectorTest {
 
     @Test
     void flashAttentionNhd() throws Exception {
-        KvLayout layout = LayoutDetector.detect(layers(4, 2, 96, 16, 8, 128), NHD, List.of(), 256);
+        KvLayout layout = LayoutDetector.detect(layers(4, 2, 96, 16, 8, 128), NHD, 256);
         assertEquals(KvLayout.Kind.FLASH_ATTENTION, layout.kind());
         assertEquals(16, layout.blockSize());
         assertEquals(8, layout.numHeads());
@@ -51,24 +50,24 @@ class LayoutDetectorTest {
         assertEquals(layout.pieceBytes(), layout.blockStrideBytes(), "a layer's blocks are adjacent");
         assertEquals(96L * layout.pieceBytes(), layout.planeStrideBytes());
         assertEquals(2L * 4 * 16 * layout.pieceBytes(), layout.objectBytes(256));
-        assertEquals(KvLayout.FORMAT_TOKEN_MAJOR_KV, layout.format());
+        assertEquals(KvLayout.tokenMajorFormat(2, DType.BFLOAT16), layout.format());
         assertEquals(2L * 4 * 8 * 128 * 2, layout.bytesPerToken());
     }
 
     @Test
     void flashAttentionHndReadsBlockSizeFromTheOtherDim() throws Exception {
-        KvLayout layout = LayoutDetector.detect(layers(2, 2, 64, 8, 16, 128), HND, List.of(), 256);
+        KvLayout layout = LayoutDetector.detect(layers(2, 2, 64, 8, 16, 128), HND, 256);
         assertTrue(layout.hnd());
         assertEquals(16, layout.blockSize());
         assertEquals(8, layout.numHeads());
         assertEquals(8, layout.subBlocks());
         assertEquals(128 * 2, layout.rowBytes());
-        assertTrue(layout.format() != KvLayout.FORMAT_TOKEN_MAJOR_KV, "HND objects are tagged apart");
+        assertTrue(layout.format() != KvLayout.tokenMajorFormat(2, DType.BFLOAT16), "HND objects are tagged apart");
     }
 
     @Test
     void flashInferBlocksFirst() throws Exception {
-        KvLayout layout = LayoutDetector.detect(layers(3, 64, 2, 16, 4, 64), NHD, List.of(), 256);
+        KvLayout layout = LayoutDetector.detect(layers(3, 64, 2, 16, 4, 64), NHD, 256);
         assertEquals(KvLayout.Kind.FLASH_INFER, layout.kind());
         assertEquals(2 * layout.pieceBytes(), layout.blockStrideBytes());
         assertEquals(layout.pieceBytes(), layout.planeStrideBytes());
@@ -76,19 +75,19 @@ class LayoutDetectorTest {
 
     @Test
     void fusedAndMlaAreSinglePlane() throws Exception {
-        KvLayout fused = LayoutDetector.detect(layers(2, 64, 16, 4, 128), NHD, List.of(), 256);
+        KvLayout fused = LayoutDetector.detect(layers(2, 64, 16, 4, 128), NHD, 256);
         assertEquals(KvLayout.Kind.FUSED, fused.kind());
         assertEquals(1, fused.planes());
         assertEquals(64, fused.headSize());
-        KvLayout mla = LayoutDetector.detect(layers(61, 128, 64, 576), LayoutHints.NONE, List.of(), 256);
+        KvLayout mla = LayoutDetector.detect(layers(61, 128, 64, 576), LayoutHints.NONE, 256);
         assertEquals(KvLayout.Kind.MLA, mla.kind());
         assertEquals(64, mla.blockSize());
-        assertEquals(KvLayout.FORMAT_TOKEN_MAJOR_SINGLE, mla.format());
+        assertEquals(KvLayout.tokenMajorFormat(1, DType.BFLOAT16), mla.format());
     }
 
     @Test
     void crossLayerSingleTensor() throws Exception {
-        KvLayout layout = LayoutDetector.detect(layers(1, 32, 6, 2, 16, 4, 64), NHD, List.of(), 256);
+        KvLayout layout = LayoutDetector.detect(layers(1, 32, 6, 2, 16, 4, 64), NHD, 256);
         assertEquals(KvLayout.Kind.CROSS_LAYER, layout.kind());
         assertEquals(6, layout.numLayers());
         assertEquals(32, layout.numBlocks());
@@ -98,25 +97,21 @@ class LayoutDetectorTest {
 
     @Test
     void refusesWhatItCannotServe() {
-        LayoutException shape = assertThrows(LayoutException.class, () -> LayoutDetector.detect(layers(2, 7, 7), NHD, List.of(), 256));
+        LayoutException shape = assertThrows(LayoutException.class, () -> LayoutDetector.detect(layers(2, 7, 7), NHD, 256));
         assertTrue(shape.getMessage().contains("[7, 7]"), shape.getMessage());
         LayoutException block = assertThrows(LayoutException.class,
-                () -> LayoutDetector.detect(layers(2, 2, 10, 24, 4, 64), NHD, List.of(), 256));
+                () -> LayoutDetector.detect(layers(2, 2, 10, 24, 4, 64), NHD, 256));
         assertTrue(block.getMessage().contains("block size 24"), block.getMessage());
-        List<EngineGroupInfo> hybrid = List.of(new EngineGroupInfo(0, new int[] {0}, 16, false), new EngineGroupInfo(1, new int[] {1}, 16, false));
-        LayoutException groups = assertThrows(LayoutException.class,
-                () -> LayoutDetector.detect(layers(2, 2, 10, 16, 4, 64), NHD, hybrid, 256));
-        assertTrue(groups.getMessage().contains("2 KV-cache groups"), groups.getMessage());
         List<TensorWrapper> mixed = new ArrayList<>(layers(1, 2, 10, 16, 4, 64));
         mixed.addAll(layers(1, 2, 12, 16, 4, 64));
-        assertThrows(LayoutException.class, () -> LayoutDetector.detect(mixed, NHD, List.of(), 256));
+        assertThrows(LayoutException.class, () -> LayoutDetector.detect(mixed, NHD, 256));
         long[] shapeDims = {2, 10, 16, 4, 64};
         long[] padded = {10 * 16 * 4 * 64, 16 * 4 * 64, 4 * 64 * 2, 64, 1};
         List<TensorWrapper> strided = List.of(new TensorWrapper.CpuShm("/x", 1 << 22, DType.BFLOAT16, shapeDims, padded, 0, "cpu"));
-        assertThrows(LayoutException.class, () -> LayoutDetector.detect(strided, NHD, List.of(), 256));
+        assertThrows(LayoutException.class, () -> LayoutDetector.detect(strided, NHD, 256));
         List<TensorWrapper> tooSmall = List.of(new TensorWrapper.CpuShm("/x", 100, DType.BFLOAT16, new long[] {2, 10, 16, 4, 64},
                 contiguous(2, 10, 16, 4, 64), 0, "cpu"));
-        LayoutException span = assertThrows(LayoutException.class, () -> LayoutDetector.detect(tooSmall, NHD, List.of(), 256));
+        LayoutException span = assertThrows(LayoutException.class, () -> LayoutDetector.detect(tooSmall, NHD, 256));
         assertFalse(span.getMessage().isEmpty());
     }
 }

@@ -20,7 +20,7 @@ class PiecePlannerTest {
     @Test
     void adjacentBlocksMergeAndEveryObjectByteIsWrittenOnce() throws Exception {
         // FlashAttention NHD, 2 layers, blocks of 16 tokens, chunk of 4 blocks
-        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(2, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(2, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), 64);
         List<Piece> pieces = plan(layout, new int[] {4, 5, 6, 9}, 0);
         // per plane and layer: [4,5,6] as one run, [9] alone
         assertEquals(2 * 2 * 2, pieces.size());
@@ -40,21 +40,21 @@ class PiecePlannerTest {
 
     @Test
     void flashInferBlocksNeverMerge() throws Exception {
-        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(1, 32, 2, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(1, 32, 2, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), 64);
         List<Piece> pieces = plan(layout, new int[] {0, 1, 2, 3}, 0);
         assertEquals(2 * 4, pieces.size(), "K and V of a block are interleaved with the next block's");
     }
 
     @Test
     void skipLeavesWholeBlocksThenRowsOfThePartialOne() throws Exception {
-        KvLayout nhd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), List.of(), 64);
+        KvLayout nhd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), 64);
         List<Piece> pieces = plan(nhd, new int[] {0, 1, 2, 3}, 20);
         long rowBytes = nhd.rowBytes();
         // plane 0: block 1 from row 4 on, then blocks 2..3 merged
         assertArrayEquals(new long[] {nhd.pieceBytes() + 4 * rowBytes, 1000 + nhd.pieceBytes() + 4 * rowBytes, 12 * rowBytes},
                 new long[] {pieces.get(0).tensorOffset(), pieces.get(0).objectOffset(), pieces.get(0).length()});
         assertEquals(2 * nhd.pieceBytes(), pieces.get(1).length());
-        KvLayout hnd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 2, 16, 8), new LayoutHints("HND", 0, 0, 0), List.of(), 64);
+        KvLayout hnd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 2, 16, 8), new LayoutHints("HND", 0, 0, 0), 64);
         List<Piece> hndPieces = plan(hnd, new int[] {0, 1, 2, 3}, 20);
         // plane 0: two heads of block 1, rows 4..15 each, then blocks 2..3
         assertEquals(12 * hnd.rowBytes(), hndPieces.get(0).length());

@@ -1,0 +1,32 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.storage.StoredObject;
+
+/**
+ * Emits the copies of a planned transfer, for either copy path: per chunk and object group that
+ * has an object, each kernel group's kept blocks go to (or come from) its segment of the object.
+ */
+public final class GroupPieces {
+    private GroupPieces() {}
+
+    /** {@code skipTokens} of the range's head are not written (RETRIEVE's skip; 0 for STORE). */
+    public static void emit(TransferPlan plan, StoredObject[] objects, int skipTokens, int chunkSize, PieceSink sink) {
+        for (int j = 0; j < plan.range().count(); j++) {
+            int skipInChunk = Math.clamp((long) skipTokens - (long) j * chunkSize, 0, chunkSize);
+            for (int g = 0; g < plan.parts().size(); g++) {
+                StoredObject object = objects[plan.objectIndex(j, g)];
+                if (object == null) {
+                    continue;
+                }
+                TransferPlan.GroupPart part = plan.parts().get(g);
+                ObjectGroup group = part.group();
+                for (int i = 0; i < group.kernels().size(); i++) {
+                    KernelGroup kernel = group.kernels().get(i);
+                    PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), part.blockIds()[i], j * kernel.blocksPerChunk() + kernel.firstKept(),
+                            kernel.blocksKept(), SkipRule.keptTokensToSkip(kernel, skipInChunk), object.offset() + group.segmentOffsets()[i],
+                            sink);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.protocol.EngineGroupInfo;
+import io.lmcache.server.protocol.LayoutHints;
+import io.lmcache.server.protocol.TensorWrapper;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.IntStream;
+
+/**
+ * Builds a registration's kernel groups from its tensors and {@code engine_group_infos}
+ * (hybrid-and-l2.md §A.2, §A.9): one group per info, in wire order, each with the layout of its
+ * tensors; tensors no info lists are excluded (vLLM's KV-sharing layers). Geometries this server
+ * cannot serve correctly are refused here with the reason, never accepted and served wrong.
+ */
+public final class KernelGroups {
+    private KernelGroups() {}
+
+    public static List<KernelGroup> detect(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize)
+            throws LayoutException {
+        if (infos.isEmpty()) {
+            // no infos: one non-hybrid group of every tensor
+            KvLayout layout = LayoutDetector.detect(wrappers, hints, chunkSize);
+            int blocks = layout.blocksPerChunk(chunkSize);
+            return List.of(new KernelGroup(0, 0, IntStream.range(0, wrappers.size()).toArray(), layout, layout.blockSize(),
+                    EngineGroupInfo.FULL_ATTENTION, 0, false, blocks, blocks));
+        }
+        // one tokens_per_block hint cannot describe groups of different block sizes
+        LayoutHints groupHints = infos.size() > 1 ? new LayoutHints(hints.kvLayout(), 0, 0, 0) : hints;
+        int[] owner = new int[wrappers.size()];
+        Arrays.fill(owner, -1);
+        List<KernelGroup> groups = new ArrayList<>(infos.size());
+        for (int g = 0; g < infos.size(); g++) {
+            EngineGroupInfo info = infos.get(g);
+            String name = "kernel group " + g + " (engine group " + info.engineGroupId() + ")";
+            int[] layers = info.layerIndices();
+            if (layers.length == 0) {
+                throw new LayoutException(name + " lists no layers");
+            }
+            List<TensorWrapper> tensors = new ArrayList<>(layers.length);
+            for (int layer : layers) {
+                if (layer < 0 || layer >= wrappers.size()) {
+                    throw new LayoutException(name + ": layer index " + layer + " is outside the " + wrappers.size() + " registered tensors");
+                }
+                if (owner[layer] >= 0) {
+                    throw new LayoutException(name + ": layer index " + layer + " is listed by kernel group " + owner[layer] + " too");
+                }
+                owner[layer] = g;
+                tensors.add(wrappers.get(layer));
+            }
+            KvLayout layout;
+            try {
+                layout = LayoutDetector.detect(tensors, groupHints, chunkSize);
+            } catch (LayoutException e) {
+                throw new LayoutException(name + ", layers " + Arrays.toString(layers) + ": " + e.getMessage());
+            }
+            groups.add(group(g, name, info, layers.clone(), layout, chunkSize));
+        }
+        return List.copyOf(groups);
+    }
+
+    /** Applies the chunk/block divisibility rules (§A.2.2) and the window rules to one group. */
+    private static KernelGroup group(int index, String name, EngineGroupInfo info, int[] layers, KvLayout layout, int chunkSize)
+            throws LayoutException {
+        int slots = layout.blockSize();
+        int tokensPerBlock = info.tokensPerBlock() > 0 ? info.tokensPerBlock() : slots;
+        if (info.tokensPerBlock() < 0) {
+            throw new LayoutException(name + ": tokens_per_block " + info.tokensPerBlock() + " is negative");
+        }
+        if (tokensPerBlock > slots) {
+            throw new LayoutException(name + ": tokens_per_block " + tokensPerBlock + " is more than the " + slots + " slots of a block:"
+                    + " compressed caches (DeepSeek-V4 sparse MLA) are not supported yet");
+        }
+        if (tokensPerBlock % slots != 0) {
+            throw new LayoutException(name + ": tokens_per_block " + tokensPerBlock + " is not a multiple of the " + slots
+                    + " slots of a block");
+        }
+        if (chunkSize % tokensPerBlock != 0) {
+            throw new LayoutException(name + ": the chunk size " + chunkSize + " is not a multiple of tokens_per_block " + tokensPerBlock);
+        }
+        if (info.extraObjectGroupTag() < 0) {
+            throw new LayoutException(name + ": extra_object_group_tag " + info.extraObjectGroupTag() + " is negative");
+        }
+        int window = info.swSizeTokens();
+        if (window == 0 || window < EngineGroupInfo.FULL_ATTENTION) {
+            throw new LayoutException(name + ": sw_size_tokens " + window + " is neither -1 (full attention) nor a window");
+        }
+        int blocksPerChunk = chunkSize / tokensPerBlock;
+        int kept = blocksPerChunk;
+        if (info.recurrentState()) {
+            // vLLM sends the block size: one snapshot; -1 from an older client means the same, as only the last state is ever used
+            int stateTokens = window < 0 ? tokensPerBlock : window;
+            if (stateTokens > chunkSize || stateTokens % tokensPerBlock != 0) {
+                throw new LayoutException(name + ": a recurrent-state group's sw_size_tokens " + window + " must be a multiple of"
+                        + " tokens_per_block " + tokensPerBlock + " and at most the chunk size " + chunkSize
+                        + " (vLLM sends the block size; run --chunk-size N with N the unified block size)");
+            }
+            kept = stateTokens / tokensPerBlock;
+        } else if (window > 0 && window < chunkSize) {
+            throw new LayoutException(name + ": its sliding window of " + window + " tokens is smaller than the chunk size " + chunkSize
+                    + ": sub-chunk windows of attention groups are not supported yet; run with --chunk-size " + window + " or less");
+        }
+        return new KernelGroup(index, info.engineGroupId(), layers, layout, tokensPerBlock, window, info.extraObjectGroupTag(),
+                info.recurrentState(), blocksPerChunk, kept);
+    }
+}
