@@ -46,6 +46,20 @@ def latency_totals(server):
     return totals
 
 
+def submit_cpu(server):
+    """The server's per-phase seconds of its handlers (/status transfer_handler_cpu: plan, objects, copy) and of the
+    GPU submits within the copy (cuda.submit_cpu: open, enqueue, export), per op."""
+    status = server.status()
+    phases = {}
+    for op in ("store", "retrieve"):
+        handler = status.get("transfer_handler_cpu", {}).get(op, {})
+        submit = status.get("cuda", {}).get("submit_cpu", {}).get(op, {})
+        phases[op] = {"requests": handler.get("requests", 0), "submits": submit.get("submits", 0),
+                      **{k: v for k, v in handler.items() if k.endswith("_seconds")},
+                      **{k: v for k, v in submit.items() if k.endswith("_seconds")}}
+    return phases
+
+
 def one(worker, op, tokens, blocks, rid):
     """Seconds from sending one prebuilt request to its event being complete in the worker."""
     event = worker.event()
@@ -66,6 +80,29 @@ def one(worker, op, tokens, blocks, rid):
     return seconds
 
 
+def warm_up(server, rounds):
+    """A server that has served for a while: its request path compiled by the JIT's top tier (thousands of
+    requests; a fresh JVM interprets the first ones), as in production. Rounds of 1-chunk STORE, LOOKUP, RETRIEVE."""
+    if rounds <= 0:
+        return
+    w = Worker(server, "nhd", layers=32, blocks=48, block=16, heads=8, head=128, seed=7)
+    assert w.register() is None
+    rng = random.Random(7)
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        tokens = [rng.randrange(150000) for _ in range(CHUNK)]
+        one(w, "store", tokens, list(range(16)), f"w{i}")
+        deadline = time.time() + 5
+        while w.lookup(tokens, CHUNK, f"w{i}-l{time.time()}") != 1:
+            assert time.time() < deadline
+        one(w, "retrieve", tokens, list(range(16, 32)), f"w{i}")
+        if i % 50 == 49:
+            server.clear()
+    server.clear()
+    w.client.call("unregister", w.instance)
+    log(f"warm-up: {rounds} rounds in {time.perf_counter() - t0:.1f} s")
+
+
 def sweep(server, chunks, scatter, repeats, seed):
     block = 16
     per_chunk = CHUNK // block
@@ -79,17 +116,25 @@ def sweep(server, chunks, scatter, repeats, seed):
         rng.shuffle(ids)
     src, dst = ids[:needed], ids[needed:2 * needed]
     times = {"store": [], "retrieve": []}
-    before = latency_totals(server)
     for rep in range(repeats + 1):
+        if rep == 1:  # the first round warms the JIT and the driver: counted from the second on
+            before = latency_totals(server)
+            phases_before = submit_cpu(server)
         tokens = [rng.randrange(150000) for _ in range(chunks * CHUNK)]
         rid = f"f{seed}-{rep}"
         s = one(w, "store", tokens, src, rid)
+        # as vLLM's scheduler does before a RETRIEVE: LOOKUP until the stored chunks are committed (the
+        # server commits a STORE when its copy completes, moments after the worker's event fired)
+        deadline = time.time() + 5
+        while w.lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
+            assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
         r = one(w, "retrieve", tokens, dst, rid)
-        if rep > 0:  # the first round warms the JIT and the driver
+        if rep > 0:
             times["store"].append(s)
             times["retrieve"].append(r)
         server.clear()
     after = latency_totals(server)
+    phases_after = submit_cpu(server)
     raw = raw_copy_gbps(request_bytes)
     row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "request_bytes": request_bytes,
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"]}
@@ -101,6 +146,12 @@ def sweep(server, chunks, scatter, repeats, seed):
         row[f"{op}_ms_median"] = sorted(times[op])[len(times[op]) // 2] * 1e3
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
+        a, b = phases_after.get(op, {}), phases_before.get(op, {})
+        for phase in ("plan", "objects", "copy", "open", "enqueue", "export"):
+            count_key = "requests" if phase in ("plan", "objects", "copy") else "submits"
+            count_ = a.get(count_key, 0) - b.get(count_key, 0)
+            key_ = f"{phase}_seconds"
+            row[f"{op}_{phase}_us"] = 1e6 * (a.get(key_, 0) - b.get(key_, 0)) / count_ if count_ else None
     w.client.call("unregister", w.instance)
     del w
     torch.cuda.empty_cache()
@@ -114,14 +165,17 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--chunks", default="1,4,16,64")
+    p.add_argument("--pattern", default="consecutive,scattered")
+    p.add_argument("--warmup", type=int, default=1000, help="rounds of 1-chunk STORE/LOOKUP/RETRIEVE before measuring")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.cuda.init()
     server = Server(args.java, args.classpath, args.out, 12, extra=("--max-gpu-workers", "2"))
     rows = []
     try:
+        warm_up(server, args.warmup)
         for chunks in (int(c) for c in args.chunks.split(",")):
-            for scatter in (False, True):
+            for scatter in (p == "scattered" for p in args.pattern.split(",")):
                 row = sweep(server, chunks, scatter, args.repeats, 100 + chunks)
                 log(json.dumps(row))
                 rows.append(row)
@@ -133,10 +187,15 @@ def main():
               "command": " ".join(sys.argv), "rows": rows}
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}")
+    print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}"
+          "  store plan/obj/copy(open/enq/exp) us   retr plan/obj/copy(open/enq/exp) us")
     for r in rows:
+        def us(op, ph):
+            return f"{r.get(f'{op}_{ph}_us') or 0:.0f}"
+        phases = "  ".join(f"{us(op, 'plan')}/{us(op, 'objects')}/{us(op, 'copy')}({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')})"
+                           for op in ("store", "retrieve"))
         print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_ms_best']:>9.2f}"
-              f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}")
+              f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     return 0
 
 

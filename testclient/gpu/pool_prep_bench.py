@@ -27,11 +27,11 @@ def status(http):
 
 def one(args, threads):
     port, http = free_port(), free_port()
-    path = os.path.join(args.out, f"server-prep-{threads}.log")
+    path = os.path.join(args.out, f"server-prep-{threads}{'-anon' if args.anonymous else ''}.log")
     cmd = [args.java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g",
            f"-Dlmcache.l1.prepareThreads={threads}", "-cp", args.classpath, "io.lmcache.server.Main", "--device", "cuda",
            "--host", "127.0.0.1", "--port", str(port), "--http-host", "127.0.0.1", "--http-port", str(http),
-           "--l1-size-gb", str(args.gb)]
+           "--l1-size-gb", str(args.gb)] + (["--shm-name", ""] if args.anonymous else [])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=open(path, "w"), stderr=subprocess.STDOUT)
     first = None
@@ -56,8 +56,9 @@ def one(args, threads):
         proc.terminate()
         proc.wait(60)
     text = open(path).read()
-    rates = re.findall(r"L1 pool preparation: 100% .* in (\d+) ms \(([\d.]+) GiB/s\)", text)
-    row = {"threads": threads, "gib": args.gb, "first_region_ready_s": first, "all_ready_s_from_launch": total,
+    rates = re.findall(r"L1 pool preparation: 100% .* in (\d+) ms \(([\d.]+) GiB/s", text)
+    split = re.findall(r"100% .*thread time: ([^)]*)\)", text)
+    row = {"threads": threads, "gib": args.gb, "pool": "anonymous" if args.anonymous else "shm", "thread_time": split[-1] if split else None, "first_region_ready_s": first, "all_ready_s_from_launch": total,
            "server_prepare_ms": int(rates[-1][0]) if rates else None, "server_gib_per_s": float(rates[-1][1]) if rates else None}
     log(json.dumps(row))
     return row
@@ -70,6 +71,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--gb", type=int, default=64)
     p.add_argument("--threads", default="1,8")
+    p.add_argument("--anonymous", action="store_true", help="--shm-name '': anonymous memory (transparent huge pages where enabled)")
+    p.add_argument("--tag", default="")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     thp = {}
@@ -80,7 +83,7 @@ def main():
             thp[name] = str(e)
     rows = [one(args, int(t)) for t in args.threads.split(",")]
     report = {"thp": thp, "cpus": os.cpu_count(), "command": " ".join(sys.argv), "rows": rows}
-    with open(os.path.join(args.out, "pool_prep.json"), "w") as f:
+    with open(os.path.join(args.out, f"pool_prep{args.tag}.json"), "w") as f:
         json.dump(report, f, indent=1)
     log(json.dumps(report, indent=1))
     return 0

@@ -130,6 +130,14 @@ public final class CudaBackend implements GpuBackend {
         status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
         status.put("store_gpu_seconds", copyNanos(Direction.TO_POOL) / 1e9);
         status.put("retrieve_gpu_seconds", copyNanos(Direction.FROM_POOL) / 1e9);
+        List<SubmitTimes> times = new ArrayList<>();
+        for (CudaDevice device : devices.devices()) {
+            CopyEngine engine = device.existingEngine();
+            if (engine != null) {
+                times.add(engine.submitTimes());
+            }
+        }
+        status.put("submit_cpu", SubmitTimes.status(times));
         return status;
     }
 

@@ -32,15 +32,23 @@ public final class StagedBatch {
         return length > stagingBytes;
     }
 
+    /** The whole buffer as the batch's budget (see the full form). */
+    public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, long stagingAddress, long stagingBytes,
+            long regionBytes) {
+        return fill(pieces, from, tensorBases, direction, stagingAddress, stagingBytes, stagingBytes, regionBytes);
+    }
+
     /**
-     * Takes pieces from {@code from} on, skipping those that go straight to DMA, until the staging
-     * buffer or the descriptor slot is full, and returns the index of the first piece not looked
-     * at. Descriptors are {@code {src, dst, bytes}} with absolute addresses (the direction decides
-     * which side is the staging buffer); runs are {@code {poolOffset, stagingOffset, bytes}}, each
+     * Takes pieces from {@code from} on, skipping those that go straight to DMA, until {@code batchBytes}
+     * (at most the buffer's size) or the descriptor slot is full, and returns the index of the first piece
+     * not looked at. A batch always takes its first piece, however long (pieces longer than the buffer are
+     * direct), so a small budget never stalls. The copy engine grows the budget batch by batch: a small
+     * first batch starts the link early, larger ones keep the kernel launches few. Descriptors are
+     * {@code {src, dst, bytes}} with absolute addresses (the direction decides which side is the staging buffer); runs are {@code {poolOffset, stagingOffset, bytes}}, each
      * contiguous on both sides and inside one pool region (regions are registered one by one).
      */
     public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, long stagingAddress, long stagingBytes,
-            long regionBytes) {
+            long batchBytes, long regionBytes) {
         pieceCount = 0;
         runCount = 0;
         stagedBytes = 0;
@@ -51,7 +59,7 @@ public final class StagedBatch {
                 continue;
             }
             long at = (stagedBytes + ALIGN - 1) & -ALIGN;
-            if (at + length > stagingBytes) {
+            if (at + length > (pieceCount == 0 ? stagingBytes : Math.min(batchBytes, stagingBytes))) {
                 break; // never on an empty batch: a piece that fits no buffer is direct
             }
             long device = tensorBases[pieces.tensor(i)] + pieces.tensorOffset(i);

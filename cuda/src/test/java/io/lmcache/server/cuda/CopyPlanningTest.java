@@ -117,4 +117,21 @@ class CopyPlanningTest {
             assertTrue(ptx.contains(".entry copy_pieces("), "the entry point the engine launches");
         }
     }
+
+    /** The engine's small first batches: a budget below the buffer ends a batch early, but never before its first piece. */
+    @Test
+    void aBatchBudgetEndsTheBatchEarlyButAlwaysTakesOnePiece() {
+        Pieces pieces = new Pieces();
+        for (int i = 0; i < 8; i++) {
+            pieces.add(0, (long) i << 20, (long) i << 20, 1 << 20); // 1 MiB pieces
+        }
+        StagedBatch batch = new StagedBatch(64);
+        int next = batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 2 << 20, REGION);
+        assertEquals(2, next, "a 2 MiB budget takes two 1 MiB pieces");
+        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 4 << 20, REGION);
+        assertEquals(6, next, "the doubled budget takes four");
+        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 512 << 10, REGION);
+        assertEquals(7, next, "a budget smaller than the piece still takes one (no empty batch, no stall)");
+        assertEquals(1L << 20, batch.stagedBytes());
+    }
 }

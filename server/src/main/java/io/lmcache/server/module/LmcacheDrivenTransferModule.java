@@ -20,6 +20,7 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.ChunkObjects;
+import io.lmcache.server.transfer.HandlerTimes;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.GroupPieces;
@@ -62,6 +63,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final ShmSegments shmSegments;
     private final EndOfLifeQueue endOfLife;
     private final TransferPlanner planner;
+    private final HandlerTimes times = new HandlerTimes();
     private final ObjectGroupCatalog catalog;
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
@@ -157,6 +159,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     // --- transfers -----------------------------------------------------------------------------
 
     public Reply store(Request.Store request, PeerId peer) {
+        long lapNs = System.nanoTime();
         try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "store")) {
             if (lease == null) {
                 return failure(request.instanceId());
@@ -166,6 +169,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
             }
+            lapNs = times.lap(true, HandlerTimes.Phase.PLAN, lapNs);
             ChunkObjects.Reservation reservation = ChunkObjects.reserveAll(store, request.key(), plan);
             if (!reservation.allFit()) {
                 ObjectStore.Snapshot pool = store.snapshot();
@@ -175,7 +179,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         + " MiB ready in use, " + (pool.objects() - pool.evictable()) + " object(s) locked or being written); storing what fit");
             }
             StoredObject[] reserved = reservation.objects();
-            long startNs = System.nanoTime();
+            long startNs = times.lap(true, HandlerTimes.Phase.OBJECTS, lapNs);
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
@@ -188,12 +192,15 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         }
                     });
             enqueueFailed("store", request.instanceId(), copied);
+            times.lap(true, HandlerTimes.Phase.COPY, startNs);
+            times.done(true);
             return new Reply.Transfer(copied.eventHandle(), copied.accepted() && reservation.allFit());
         }
     }
 
     public Reply retrieve(Request.Retrieve request, PeerId peer) {
         CacheKey key = request.key();
+        long lapNs = System.nanoTime();
         try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "retrieve")) {
             if (lease == null) {
                 return failure(request.instanceId());
@@ -203,7 +210,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
             }
-            return retrievePlanned(request, context, plan, lease);
+            return retrievePlanned(request, context, plan, lease, times.lap(false, HandlerTimes.Phase.PLAN, lapNs));
         } finally {
             // this worker's share of the lookup's read locks, also when the retrieve failed or was refused
             ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
@@ -213,7 +220,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
     }
 
-    private Reply retrievePlanned(Request.Retrieve request, InstanceContext context, TransferPlan plan, InstanceContext.Lease lease) {
+    private Reply retrievePlanned(Request.Retrieve request, InstanceContext context, TransferPlan plan, InstanceContext.Lease lease,
+            long plannedNs) {
         if (request.skipFirstNTokens() < 0) {
             failures.fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
             return context.copyPath().failure(Direction.FROM_POOL);
@@ -225,7 +233,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     "not_found");
             return context.copyPath().failure(Direction.FROM_POOL);
         }
-        long startNs = System.nanoTime();
+        long startNs = times.lap(false, HandlerTimes.Phase.OBJECTS, plannedNs);
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
                 sink -> GroupPieces.emit(plan, pinned, request.skipFirstNTokens(), chunkSize, sink), request.eventHandle(), lease,
                 (ok, bytes, error) -> {
@@ -238,6 +246,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     }
                 });
         enqueueFailed("retrieve", request.instanceId(), copied);
+        times.lap(false, HandlerTimes.Phase.COPY, startNs);
+        times.done(false);
         return new Reply.Transfer(copied.eventHandle(), copied.accepted());
     }
 
@@ -289,6 +299,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */
     public void status(Map<String, Object> status, PeerConnections connections) {
         InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);
+        status.put("transfer_handler_cpu", times.status());
     }
 
     // --- liveness ---------------------------------------------------------------------------

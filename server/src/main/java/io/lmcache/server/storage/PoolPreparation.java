@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.IntConsumer;
 import java.util.function.IntFunction;
 import org.slf4j.Logger;
@@ -40,6 +41,8 @@ final class PoolPreparation {
     private final int threadCount;
     private final AtomicInteger nextRegion = new AtomicInteger();
     private final AtomicInteger prepared = new AtomicInteger();
+    /** Thread-nanoseconds of prefaulting, then of each stage: which part bounds the rate. */
+    private final LongAdder[] stageNanos;
     private final List<Thread> threads = new ArrayList<>();
     private volatile boolean stopping;
     private volatile String error = "";
@@ -50,6 +53,10 @@ final class PoolPreparation {
             IntConsumer ready, int threadCount) {
         this.slices = slices;
         this.threadCount = threadCount;
+        this.stageNanos = new LongAdder[stages.size() + 1];
+        for (int i = 0; i < stageNanos.length; i++) {
+            stageNanos[i] = new LongAdder();
+        }
         this.regionCount = regionCount;
         this.bytes = bytes;
         this.regionBytes = regionBytes;
@@ -77,13 +84,19 @@ final class PoolPreparation {
             }
             MemorySegment slice = slices.apply(region);
             try {
+                long stepNs = System.nanoTime();
                 Posix.madvise(slice, MADV_HUGEPAGE);
                 if (!(populateWorks && Posix.madvise(slice, Posix.MADV_POPULATE_WRITE))) {
                     populateWorks = false;
                     touchPages(slice);
                 }
-                for (L1Pool.RegionStage stage : stages) {
-                    stage.prepare(region, slice);
+                for (int i = 0; i <= stages.size(); i++) {
+                    if (i > 0) {
+                        stages.get(i - 1).prepare(region, slice);
+                    }
+                    long nowNs = System.nanoTime();
+                    stageNanos[i].add(nowNs - stepNs);
+                    stepNs = nowNs;
                 }
             } catch (Throwable t) {
                 stopping = true;
@@ -93,19 +106,25 @@ final class PoolPreparation {
                 return;
             }
             ready.accept(region);
-            progress(prepared.incrementAndGet());
+            progress();
         }
     }
 
-    /** A line at every tenth of the pool, and at the end with the rate. */
-    private void progress(int done) {
+    /** A line at every tenth of the pool, and at the end with the rate (in order: the count and its line go together). */
+    private synchronized void progress() {
+        int done = prepared.incrementAndGet();
         int tenth = (int) (10L * done / regionCount);
         if (tenth != (int) (10L * (done - 1) / regionCount) || done == regionCount) {
             long elapsedNs = System.nanoTime() - startNs;
             long doneBytes = Math.min(bytes, (long) done * regionBytes);
-            LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms ({} GiB/s)", 100L * done / regionCount, done,
-                    regionCount, doneBytes >> 20, TimeUnit.NANOSECONDS.toMillis(elapsedNs),
-                    String.format("%.1f", doneBytes / (elapsedNs / 1e9) / (1L << 30)));
+            StringBuilder split = new StringBuilder("prefault");
+            for (int i = 0; i < stageNanos.length; i++) {
+                split.append(i == 0 ? "" : ", " + stages.get(i - 1).name()).append(' ')
+                        .append(TimeUnit.NANOSECONDS.toMillis(stageNanos[i].sum())).append(" ms");
+            }
+            LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms ({} GiB/s; thread time: {})", 100L * done / regionCount,
+                    done, regionCount, doneBytes >> 20, TimeUnit.NANOSECONDS.toMillis(elapsedNs),
+                    String.format("%.1f", doneBytes / (elapsedNs / 1e9) / (1L << 30)), split);
         }
     }
 

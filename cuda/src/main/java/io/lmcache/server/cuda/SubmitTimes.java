@@ -1,0 +1,57 @@
+package io.lmcache.server.cuda;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Where a transfer's submit spends its CPU time, per direction: opening and waiting on the worker's
+ * event, enqueueing the copies (descriptors, kernel launches, DMA calls), and making the reply's
+ * interprocess event. A request in flight alone waits for all of it before its first byte moves, so
+ * this is what the one-in-flight benchmark reads (from /status) to tell the phases apart.
+ */
+final class SubmitTimes {
+    enum Phase { OPEN, ENQUEUE, EXPORT }
+
+    private final LongAdder[][] nanos = new LongAdder[Direction.values().length][Phase.values().length];
+    private final LongAdder[] submits = new LongAdder[Direction.values().length];
+
+    SubmitTimes() {
+        for (int d = 0; d < submits.length; d++) {
+            submits[d] = new LongAdder();
+            for (int p = 0; p < Phase.values().length; p++) {
+                nanos[d][p] = new LongAdder();
+            }
+        }
+    }
+
+    void add(Direction direction, Phase phase, long elapsedNs) {
+        nanos[direction.ordinal()][phase.ordinal()].add(elapsedNs);
+    }
+
+    void submitted(Direction direction) {
+        submits[direction.ordinal()].increment();
+    }
+
+    /** Per direction: submits and the seconds of each phase, summed. */
+    static Map<String, Object> status(Iterable<SubmitTimes> engines) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (Direction direction : Direction.values()) {
+            long count = 0;
+            long[] phaseNanos = new long[Phase.values().length];
+            for (SubmitTimes times : engines) {
+                count += times.submits[direction.ordinal()].sum();
+                for (Phase phase : Phase.values()) {
+                    phaseNanos[phase.ordinal()] += times.nanos[direction.ordinal()][phase.ordinal()].sum();
+                }
+            }
+            Map<String, Object> entry = new LinkedHashMap<>();
+            entry.put("submits", count);
+            for (Phase phase : Phase.values()) {
+                entry.put(phase.name().toLowerCase() + "_seconds", phaseNanos[phase.ordinal()] / 1e9);
+            }
+            out.put(direction == Direction.TO_POOL ? "store" : "retrieve", entry);
+        }
+        return out;
+    }
+}
