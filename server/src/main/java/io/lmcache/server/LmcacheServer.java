@@ -32,6 +32,8 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.tier.ObjectShapes;
 import io.lmcache.server.transfer.ShmSegments;
 import java.util.ArrayList;
 import java.util.List;
@@ -63,6 +65,7 @@ public final class LmcacheServer implements AutoCloseable {
     private final ManagementModule management;
     private final AgentErrors agentErrors = new AgentErrors();
     private final AgentRunner housekeeping;
+    private final L2Tier l2;
     private final AgentRunner cudaEvents;
     private final HttpApi http;
     private final HttpApi prometheusHttp;
@@ -89,7 +92,6 @@ public final class LmcacheServer implements AutoCloseable {
             PeerConnections connections = new PeerConnections(System::nanoTime,
                     Math.max(config.workerRegistrationGraceNs(), TimeUnit.MINUTES.toNanos(10)));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
-            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics);
             LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                     ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
                             gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases) : null;
@@ -99,6 +101,11 @@ public final class LmcacheServer implements AutoCloseable {
                     ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
                             config.l1WriteTtlNs(), config.l1ReadTtlNs()) : null;
             add("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
+            // a LOOKUP loads from L2 in the object shapes its model's workers registered; closed after the loop and housekeeping
+            l2 = add(L2Tier.open(config.l2(), l1.store(), l1.pool().segment(), config.chunkSize(), ObjectShapes.firstOf(
+                    lmcacheDriven == null ? null : lmcacheDriven::objectShapes, engineDriven == null ? null : engineDriven::objectShapes),
+                    metrics, agentErrors));
+            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, l2.prefetcher());
             // built after the modules: the reaper runs over modules that are complete, and stops before they close
             List<InstanceLivenessTarget> targets = Stream.<InstanceLivenessTarget>of(lmcacheDriven, engineDriven)
                     .filter(Objects::nonNull).toList();
@@ -118,8 +125,9 @@ public final class LmcacheServer implements AutoCloseable {
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
-            List<Agent> agents = List.of(l1.evictionController(config, sweepers),
-                    new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);
+            List<Agent> agents = Stream.of(l1.evictionController(config, sweepers),
+                    new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases,
+                    l2.evictionAgent()).filter(Objects::nonNull).toList();
             MetricsBinder.bindAgents(metrics, agentErrors, Stream.concat(agents.stream().map(Agent::roleName),
                     Stream.ofNullable(cudaEvents).map(runner -> runner.agent().roleName())).toList());
             // stops after the drain and before the modules it sweeps and reaps close
@@ -130,7 +138,7 @@ public final class LmcacheServer implements AutoCloseable {
             // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
             // its health check reads closed; runs on: lmcache-http-*
-            ServerView view = new ServerView(config, metrics, l1, leases, lookup, lmcacheDriven, engineDriven, management, connections,
+            ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
                     loop, gpu::status, gpu.stageNames(), () -> closed);
             ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases);
         } catch (RuntimeException | Error e) {
@@ -168,6 +176,7 @@ public final class LmcacheServer implements AutoCloseable {
     private void startParts() {
         l1.startPreparation(gpu.regionStages(l1.pool()));
         housekeeping.start();
+        l2.start();
         if (cudaEvents != null) {
             cudaEvents.start();
         }

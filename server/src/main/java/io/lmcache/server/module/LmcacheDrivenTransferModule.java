@@ -26,6 +26,7 @@ import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.KvLayout;
 import io.lmcache.server.transfer.LayoutDetector;
 import io.lmcache.server.transfer.LayoutException;
+import io.lmcache.server.transfer.ObjectShape;
 import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PieceSink;
 import io.lmcache.server.transfer.PlanResult;
@@ -293,6 +294,18 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         RegistrationFailures.Failed failed = failedRegistrations.get(instanceId);
         failures.fail(op, failed != null ? "registration_failed" : "unknown_instance", op.toUpperCase() + " for instance " + instanceId
                 + (failed != null ? " whose registration failed: " + failed.reason() : " that is not registered"));
+        return null;
+    }
+
+    /** The object shapes of a registered instance of this model and world size (what an L2 load reserves), or null when none is. */
+    public List<ObjectShape> objectShapes(String model, int worldSize) {
+        for (InstanceRegistry.Registered<InstanceContext> registered : instances.snapshot()) {
+            InstanceContext context = registered.context();
+            if (context.modelName().equals(model) && context.worldSize() == worldSize) {
+                KvLayout layout = context.layout();
+                return List.of(new ObjectShape(0, layout.objectBytes(chunkSize), layout.format()));
+            }
+        }
         return null;
     }
 

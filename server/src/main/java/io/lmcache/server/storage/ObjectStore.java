@@ -43,6 +43,7 @@ public final class ObjectStore {
     private final LongSupplier clockNs;
     private final StoreCounters counters;
     private final long poolBytes;
+    private volatile CommitListener commitListener; // the L2 write-through feed: null without L2, set before the first STORE
 
     public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicy policy, long writeTtlNs, long readTtlNs,
             LongSupplier clockNs, StoreCounters counters) {
@@ -63,6 +64,10 @@ public final class ObjectStore {
 
     public StoreCounters counters() {
         return counters;
+    }
+
+    public void setCommitListener(CommitListener listener) {
+        this.commitListener = listener;
     }
 
     /** Regions become allocatable as the pool prepares them. */
@@ -110,22 +115,61 @@ public final class ObjectStore {
     public boolean commit(StoredObject object) {
         lock.lock();
         try {
-            if (object.state != StoredObject.State.WRITING) {
+            if (!publish(object)) {
                 return false;
             }
-            deadlines.writeEnded(object);
-            if (object.doomed) {
-                table.freeObject(object, EvictionReason.CLEAR);
-                return false;
+            CommitListener listener = commitListener;
+            if (listener != null && listener.committed(new CommitListener.Committed(table.model(object), table.salt(object),
+                    object.key.kvRank(), object.key.group(), object.key.hashHi(), object.key.hashLo(), object))) {
+                table.pinned(object); // the L2 write's read hold: not evictable until it is given back
             }
-            object.state = StoredObject.State.READY;
-            counters.writeChunks.increment();
-            counters.writeBytes.add(object.bytes);
             table.relinkIfUnlocked(object);
             return true;
         } finally {
             unlock();
         }
+    }
+
+    /** WRITING to READY (under the lock); false, with the object freed, when a forced clear doomed it meanwhile. */
+    boolean publish(StoredObject object) {
+        if (object.state != StoredObject.State.WRITING) {
+            return false;
+        }
+        deadlines.writeEnded(object);
+        if (object.doomed) {
+            table.freeObject(object, EvictionReason.CLEAR);
+            return false;
+        }
+        object.state = StoredObject.State.READY;
+        counters.writeChunks.increment();
+        counters.writeBytes.add(object.bytes);
+        return true;
+    }
+
+    /** {@code readers} read locks on a READY object until {@code deadlineNs} at the earliest (under the lock). */
+    ReadLock readLock(StoredObject object, int readers, long deadlineNs) {
+        table.locked(object);
+        object.readers += readers;
+        object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
+        deadlines.readLocked(object);
+        return new ReadLock(object, object.readEpoch);
+    }
+
+    /** A read-lock deadline starting now. */
+    long readDeadlineNs() {
+        return clockNs.getAsLong() + readTtlNs;
+    }
+
+    void lockStore() { // TierAccess works under this store's lock
+        lock.lock();
+    }
+
+    void unlockStore() {
+        unlock();
+    }
+
+    ObjectTable table() {
+        return table;
     }
 
     /** Drops a reservation whose fill failed or will never come. */
@@ -214,11 +258,7 @@ public final class ObjectStore {
                 hits++;
                 if (readers > 0) {
                     for (StoredObject object : ranks) {
-                        table.locked(object);
-                        object.readers += readers;
-                        object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
-                        deadlines.readLocked(object);
-                        locks.add(new ReadLock(object, object.readEpoch));
+                        locks.add(readLock(object, readers, deadlineNs));
                     }
                 }
             }
