@@ -161,6 +161,13 @@ public final class StoreController implements Agent, CommitListener {
     }
 
     private void completed(int adapter, StoreResult result, List<Write> writes) {
+        // holds go back before the counters move: whoever waits on a counter finds the objects released
+        for (Write write : writes) {
+            write.allOk &= result.ok();
+            if (--write.remaining == 0) {
+                release(write);
+            }
+        }
         L2Metrics.Adapter counters = metrics.adapter(adapter);
         counters.inflightStores().decrementAndGet();
         if (result.ok()) {
@@ -173,12 +180,6 @@ public final class StoreController implements Agent, CommitListener {
             failedTasks.increment();
             failedKeys.add(writes.size());
             logFailure(adapter, writes.size());
-        }
-        for (Write write : writes) {
-            write.allOk &= result.ok();
-            if (--write.remaining == 0) {
-                release(write);
-            }
         }
     }
 

@@ -22,6 +22,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -60,7 +61,7 @@ class L2TierIT {
     }
 
     private static ServerProcess server(String adapter, String... more) {
-        List<String> args = new java.util.ArrayList<>(List.of("--l1-size-gb", "0.0625", "--l2-adapter", adapter)); // inline FQN: test only
+        List<String> args = new ArrayList<>(List.of("--l1-size-gb", "0.0625", "--l2-adapter", adapter));
         args.addAll(List.of(more));
         return ServerProcess.start(args.toArray(String[]::new));
     }
@@ -83,8 +84,10 @@ class L2TierIT {
 
     /** Empties L1, so what a LOOKUP hits next comes from L2. */
     private static void clearL1(ServerProcess server) {
-        assertEquals(200, Http.post(server.httpBase() + "/cache/clear", "{\"tier\": \"l1\"}").statusCode());
-        await().atMost(Duration.ofSeconds(10)).until(() -> Http.metric(server, "lmcache_mp_l1_objects") == 0);
+        await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20)).until(() -> {
+            assertEquals(200, Http.post(server.httpBase() + "/cache/clear", "{\"tier\": \"l1\"}").statusCode());
+            return Http.metric(server, "lmcache_mp_l1_objects") == 0;
+        });
     }
 
     /** LOOKUP as the scheduler sends it, then QUERY_PREFETCH_STATUS until it answers a count (None while the prefetch runs). */
