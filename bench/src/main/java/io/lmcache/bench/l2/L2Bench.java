@@ -31,7 +31,7 @@ import java.util.stream.Stream;
  * that hits L2 adds to a LOOKUP. Page caches are dropped before each read figure when the kernel lets
  * us, so reads come from the disk; writes are not synced (fs_native does not sync either).
  *
- * <p>{@code bench/run-l2.sh [--chunks 64] [--iterations 40] [--dir /var/tmp] [--results bench/RESULTS.md]}
+ * <p>{@code bench/run-l2.sh [--chunks 64] [--iterations 100] [--dir /var/tmp] [--results bench/RESULTS.md]}
  */
 public final class L2Bench {
     private static final int CHUNK = 256;
@@ -50,7 +50,7 @@ public final class L2Bench {
             options.put(args[i].replaceFirst("^--", ""), args[i + 1]);
         }
         int chunks = Integer.parseInt(options.getOrDefault("chunks", "64"));
-        int iterations = Integer.parseInt(options.getOrDefault("iterations", "40"));
+        int iterations = Integer.parseInt(options.getOrDefault("iterations", "100"));
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
         Path dir = Files.createTempDirectory(Path.of(options.getOrDefault("dir", "/var/tmp")), "lmcache-l2-bench-");
         try {
@@ -91,6 +91,7 @@ public final class L2Bench {
                 // warm-up (the JIT, the classes of the write path): a prompt of its own, written through before the timed one
                 check(worker.store(WARM_UP, 0, WARM_UP.length, JavaWorker.range(0, WARM_UP.length / 16), "warm-up"), "warm-up STORE");
                 awaitFiles(dir.resolve("l2"), WARM_UP.length / CHUNK);
+                sync(); // the warm-up's dirty pages are not flushed during the timed writes
                 long t0 = System.nanoTime();
                 check(worker.store(tokens, 0, chunks * CHUNK, blocks, "write"), "STORE");
                 long t1 = System.nanoTime();
@@ -102,6 +103,7 @@ public final class L2Bench {
                 foreign = Machine.CpuSample.take(server.pid(), self).foreignCoresSince(cpuBefore);
             }
         }
+        sync();
         double rawWriteS = rawWrite(dir.resolve("raw"), chunks, objectBytes);
         try (ServerProcess server = ServerProcess.start(serverArgs)) {
             awaitPool(server);
@@ -133,6 +135,8 @@ public final class L2Bench {
     /** LOOKUP until QUERY_PREFETCH_STATUS answers, of a one-chunk prefix: in L1, and (after END_SESSION freed the loaded copy) in L2 only. */
     private static Latency latency(ServerProcess server, JavaWorker worker, int[] tokens, int iterations) throws Exception {
         int[] other = JavaWorker.tokens(43, CHUNK);
+        int[] first = Arrays.copyOf(tokens, CHUNK); // the stored prompt's first chunk, in a key as short as the L1 one
+
         check(worker.store(other, 0, CHUNK, JavaWorker.range(0, CHUNK / 16), "l1"), "STORE of the L1 prompt");
         double[] l1 = new double[iterations];
         double[] l2 = new double[iterations];
@@ -141,8 +145,10 @@ public final class L2Bench {
             check(lookup(worker, other, CHUNK, "l1-" + i) == 1, "an L1 hit");
             l1[i] = (System.nanoTime() - t0) / 1e3;
             worker.endSession("l1-" + i);
-            t0 = System.nanoTime();
-            check(lookup(worker, tokens, CHUNK, "l2-" + i) == 1, "an L2 hit");
+        }
+        for (int i = 0; i < iterations; i++) {
+            long t0 = System.nanoTime();
+            check(lookup(worker, first, CHUNK, "l2-" + i) == 1, "an L2 hit");
             l2[i] = (System.nanoTime() - t0) / 1e3;
             worker.endSession("l2-" + i); // the loaded copy is temporary: gone with its lock, so the next one misses L1 again
         }
@@ -223,10 +229,14 @@ public final class L2Bench {
         }
     }
 
+    private static void sync() throws IOException, InterruptedException {
+        new ProcessBuilder("sync").inheritIO().start().waitFor();
+    }
+
     /** sync, then drop the page cache (root only): the next reads come from the disk. False when the kernel refuses. */
     private static boolean dropCaches() {
         try {
-            new ProcessBuilder("sync").inheritIO().start().waitFor();
+            sync();
             Files.writeString(Path.of("/proc/sys/vm/drop_caches"), "3");
             return true;
         } catch (IOException | InterruptedException e) {
@@ -254,16 +264,17 @@ public final class L2Bench {
                 + " workers, buffered I/O) on ext4 under /var/tmp. Write-through: from the STORE's reply (its objects are committed and queued"
                 + " for L2 by then; the STORE's own copy into L1 took %.3f s) until all %d files were in place (a file appears when its rename lands, whole). Prefetch: a"
                 + " restarted server (empty L1, same base_path) from the LOOKUP until QUERY_PREFETCH_STATUS answered %d, i.e. hashing, L2"
-                + " look-ups, reservations and reads. Raw: the same number of files of the same size written and read with FileChannel in this"
-                + " JVM, in the same run. Page cache %s before each read figure; writes are not synced, as fs_native does not sync.%n%n",
+                + " look-ups, reservations and reads. Raw: the same number of files of the same size written and read one after another with FileChannel"
+                + " in this JVM (dd-style, one thread; fs_native spreads a task's objects over its 4 I/O threads), in the same run; each"
+                + " timed write starts after a sync. Page cache %s before each read figure; writes are not synced, as fs_native does not sync.%n%n",
                 chunks, objectBytes >> 20, totalBytes >> 20, l1StoreS, chunks, chunks, dropped ? "dropped (sync; drop_caches 3)" : "NOT dropped"));
-        md.append("| figure | fs_native | raw FileChannel | ratio |\n|---|---:|---:|---:|\n");
+        md.append("| figure | fs_native | raw FileChannel | fs_native / raw |\n|---|---:|---:|---:|\n");
         md.append(String.format(Locale.ROOT, "| write-through, GB/s | %s | %s | %.2f |%n", gbs(totalBytes, writeThroughS), gbs(totalBytes, rawWriteS),
                 rawWriteS / writeThroughS));
         md.append(String.format(Locale.ROOT, "| prefetch (read), GB/s | %s | %s | %.2f |%n%n", gbs(totalBytes, prefetchS), gbs(totalBytes, rawReadS),
                 rawReadS / prefetchS));
         md.append(String.format(Locale.ROOT, "LOOKUP of a one-chunk prefix until QUERY_PREFETCH_STATUS answers, %d"
-                + " times each, page cache warm: an L1 hit, and an L1 miss that loads the %d MiB object from L2 (END_SESSION after each frees the"
+                + " times each (all the L1 hits, then all the L2 ones), page cache warm: an L1 hit, and an L1 miss that loads the %d MiB object from L2 (END_SESSION after each frees the"
                 + " temporary copy, so every one misses L1), after a warm-up prompt of 8 chunks in each server. The client polls every 100 µs.%n%n", iterations, objectBytes >> 20));
         md.append("| LOOKUP | median µs | p90 µs |\n|---|---:|---:|\n");
         md.append(String.format(Locale.ROOT, "| L1 hit | %.0f | %.0f |%n", latency.l1HitMedianUs(), latency.l1HitP90Us()));
