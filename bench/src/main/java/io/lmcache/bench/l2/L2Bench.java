@@ -262,7 +262,8 @@ public final class L2Bench {
         md.append(String.format(Locale.ROOT, "One prompt of %d chunks (%d MiB chunk objects: 8 layers of FlashAttention NHD `[2, nb, 16, 8, 128]`"
                 + " bf16, %d MiB in all), one CPU worker, `--l1-size-gb 2 --l2-adapter '{\"type\":\"fs_native\",\"base_path\":...}'` (4 I/O"
                 + " workers, buffered I/O) on ext4 under /var/tmp. Write-through: from the STORE's reply (its objects are committed and queued"
-                + " for L2 by then; the STORE's own copy into L1 took %.3f s) until all %d files were in place (a file appears when its rename lands, whole). Prefetch: a"
+                + " for L2 by then; the STORE's own copy into L1 took %.3f s) until all %d files were in place (a file appears when its"
+                + " rename lands, whole). Prefetch: a"
                 + " restarted server (empty L1, same base_path) from the LOOKUP until QUERY_PREFETCH_STATUS answered %d, i.e. hashing, L2"
                 + " look-ups, reservations and reads. Raw: the same number of files of the same size written and read one after another with FileChannel"
                 + " in this JVM (dd-style, one thread; fs_native spreads a task's objects over its 4 I/O threads), in the same run; each"
@@ -274,8 +275,9 @@ public final class L2Bench {
         md.append(String.format(Locale.ROOT, "| prefetch (read), GB/s | %s | %s | %.2f |%n%n", gbs(totalBytes, prefetchS), gbs(totalBytes, rawReadS),
                 rawReadS / prefetchS));
         md.append(String.format(Locale.ROOT, "LOOKUP of a one-chunk prefix until QUERY_PREFETCH_STATUS answers, %d"
-                + " times each (all the L1 hits, then all the L2 ones), page cache warm: an L1 hit, and an L1 miss that loads the %d MiB object from L2 (END_SESSION after each frees the"
-                + " temporary copy, so every one misses L1), after a warm-up prompt of 8 chunks in each server. The client polls every 100 µs.%n%n", iterations, objectBytes >> 20));
+                + " times each (all the L1 hits, then all the L2 ones), page cache warm: an L1 hit, and an L1 miss that loads the %d MiB"
+                + " object from L2 (END_SESSION after each frees the temporary copy, so every one misses L1), after a warm-up prompt of 8"
+                + " chunks in each server. The client polls every 100 µs.%n%n", iterations, objectBytes >> 20));
         md.append("| LOOKUP | median µs | p90 µs |\n|---|---:|---:|\n");
         md.append(String.format(Locale.ROOT, "| L1 hit | %.0f | %.0f |%n", latency.l1HitMedianUs(), latency.l1HitP90Us()));
         md.append(String.format(Locale.ROOT, "| L1 miss, L2 hit | %.0f | %.0f |%n", latency.l2HitMedianUs(), latency.l2HitP90Us()));
