@@ -32,8 +32,7 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
-import io.lmcache.server.transfer.ObjectGroupCatalog;
-import io.lmcache.server.transfer.ShmSegments;
+import io.lmcache.server.tier.L2Tier;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -66,6 +65,7 @@ public final class LmcacheServer implements AutoCloseable {
     private final ManagementModule management;
     private final AgentErrors agentErrors = new AgentErrors();
     private final AgentRunner housekeeping;
+    private final L2Tier l2;
     private final AgentRunner cudaEvents;
     private final HttpApi http;
     private final HttpApi prometheusHttp;
@@ -91,20 +91,13 @@ public final class LmcacheServer implements AutoCloseable {
             // closed connections are remembered long enough for every liveness rule to use them
             PeerConnections connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
-            ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
-            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups);
-            LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                    ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                            gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups) : null;
-            // runs on: the thread that calls close(), as every part's close
-            add("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
-            EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
-                    ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
-                            config.l1WriteTtlNs(), config.l1ReadTtlNs()) : null;
-            add("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
+            DataModules data = DataModules.open(config, l1, gpu, leases, prefetchResults, metrics, liveness, releases, agentErrors, this::add);
+            l2 = data.l2();
+            LookupModule lookup = data.lookup();
+            LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
+            EngineDrivenTransferModule engineDriven = data.engineDriven();
             // built after the modules: the reaper runs over modules that are complete, and stops before they close
-            List<InstanceLivenessTarget> targets = Stream.<InstanceLivenessTarget>of(lmcacheDriven, engineDriven)
-                    .filter(Objects::nonNull).toList();
+            List<InstanceLivenessTarget> targets = data.livenessTargets();
             Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
                     config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
             management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, ServerView.livenessSettings(config));
@@ -120,8 +113,9 @@ public final class LmcacheServer implements AutoCloseable {
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
-            List<Agent> agents = List.of(l1.evictionController(config, sweepers),
-                    new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases);
+            List<Agent> agents = Stream.of(l1.evictionController(config, sweepers),
+                    new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases,
+                    l2.evictionAgent()).filter(Objects::nonNull).toList();
             MetricsBinder.bindAgents(metrics, agentErrors, Stream.concat(agents.stream().map(Agent::roleName),
                     Stream.ofNullable(cudaEvents).map(runner -> runner.agent().roleName())).toList());
             // stops after the drain and before the modules it sweeps and reaps close
@@ -132,7 +126,7 @@ public final class LmcacheServer implements AutoCloseable {
             // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
             // its health check reads closed; runs on: lmcache-http-*
-            ServerView view = new ServerView(config, metrics, l1, leases, lookup, lmcacheDriven, engineDriven, management, connections,
+            ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
                     loop, gpu::status, gpu.stageNames(), () -> closed);
             ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases);
         } catch (RuntimeException | Error e) {
@@ -169,6 +163,7 @@ public final class LmcacheServer implements AutoCloseable {
     private void startParts() {
         l1.startPreparation(gpu.regionStages(l1.pool()));
         housekeeping.start();
+        l2.start();
         Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);
         loop.start();
         management.start();

@@ -37,11 +37,23 @@
  *     listeners), metric scrapes and resets</td>
  *     <td>nothing long-lived</td><td>status reads, counters and O(1) gauges, /cache/clear through the store's lock</td>
  *     <td>{@code HttpApi.close}, after the request loop</td></tr>
+ * <tr><td>lmcache-l2 (only with {@code --l2-adapter})</td><td>one {@code agent.CompositeAgent}: {@code tier.StoreController}
+ *     (write-through of committed L1 objects) and {@code tier.PrefetchController} (LOOKUP's L2 lookups and loads), woken by
+ *     the adapters' completion signals and by commits and LOOKUPs</td>
+ *     <td>the controllers' task maps and prefetch requests</td><td>the object store (its lock, through {@code storage.TierAccess}),
+ *     the pool's bytes it reserved or holds, the adapters (non-blocking submits and queries), leases and prefetch results
+ *     through the LOOKUP's completion</td>
+ *     <td>{@code tier.L2Tier.close}: flag, unpark and a 5 s join, after housekeeping and before the adapters close</td></tr>
+ * <tr><td>lmcache-l2-TYPE-I-N</td><td>adapter I's own I/O workers ({@code l2.FsNativeAdapter}: {@code num_workers} of them):
+ *     one file write, read or stat per job</td>
+ *     <td>the file handles of the job in hand</td><td>the L1 pool bytes of the task's buffers (held by the controllers until the
+ *     result is taken); the adapter's result queues and lock counts</td>
+ *     <td>the adapter's close: executor shutdown, 10 s wait</td></tr>
  * <tr><td>lmcache-housekeeping</td><td>one {@code agent.CompositeAgent} ({@code agent.Housekeeping}):
  *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps,
  *     the rate-limited logs' "suppressed N" summaries, watermark eviction),
- *     {@code metrics.ActivityLog}, {@code liveness.Reaper} (the worker reaper) and the release watchdog
- *     ({@code liveness.ReleaseThread.doWork})</td>
+ *     {@code metrics.ActivityLog}, {@code liveness.Reaper} (the worker reaper), the release watchdog
+ *     ({@code liveness.ReleaseThread.doWork}) and, with an evicting L2 adapter, {@code tier.L2EvictionController}</td>
  *     <td>the agents' deadlines</td><td>the object store, leases, prefetch results, modules (under their locks);
  *     the end-of-life queue (enqueue only); metrics</td>
  *     <td>after the HTTP servers and before the dispatcher and the modules it sweeps and reaps (5 s bounded join)</td></tr>

@@ -67,10 +67,11 @@ public final class ConfigLoader {
         commandLine.setUsageHelpWidth(100);
 
         String configFile = findConfigFile(args, env);
+        List<String> fileL2Adapters = new ArrayList<>();
         if (configFile != null) {
             Map<String, String> fileValues;
             try {
-                fileValues = readToml(Path.of(configFile));
+                fileValues = readToml(Path.of(configFile), fileL2Adapters);
             } catch (ConfigException e) {
                 return usageError(e.getMessage());
             }
@@ -106,6 +107,9 @@ public final class ConfigLoader {
             return new Outcome.Exit(0, String.join(System.lineSeparator(), new Versions().getVersion()) + System.lineSeparator());
         }
         try {
+            if (options.l2Adapter == null || options.l2Adapter.isEmpty()) {
+                options.l2Adapter = fileL2Adapters; // flags win: the file's adapters only when none is given
+            }
             ServerConfig config = validate(options, env, configFile, warnings, memory);
             return new Outcome.Run(config, List.copyOf(warnings));
         } catch (ConfigException e) {
@@ -140,7 +144,8 @@ public final class ConfigLoader {
         return fromEnv == null || fromEnv.isBlank() ? null : fromEnv;
     }
 
-    private static Map<String, String> readToml(Path path) throws ConfigException {
+    /** The file's values as text; {@code l2_adapter} (a JSON string, an inline table, or an array of either) goes to {@code l2Adapters}. */
+    private static Map<String, String> readToml(Path path, List<String> l2Adapters) throws ConfigException {
         if (Files.isDirectory(path)) {
             throw new ConfigException("--config-file", "is a directory, not a TOML file: " + path);
         }
@@ -164,6 +169,10 @@ public final class ConfigLoader {
         Map<String, String> values = new LinkedHashMap<>();
         for (Map.Entry<String, Object> entry : raw.entrySet()) {
             Object value = entry.getValue();
+            if (entry.getKey().replace('-', '_').equals("l2_adapter")) {
+                L2Flags.fromToml(value, l2Adapters);
+                continue;
+            }
             if (value instanceof Map<?, ?> || value instanceof List<?>) {
                 throw new ConfigException("--config-file", "key '" + entry.getKey() + "' must be a plain value, not a table or array");
             }
@@ -294,13 +303,15 @@ public final class ConfigLoader {
             throw new ConfigException("--prometheus-port", "must differ from --port and --http-port, got " + prometheusPort);
         }
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
+        L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
+                o.l2PrefetchMaxInFlight, 1, 1024));
 
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks);
+                configFile == null ? "" : configFile, o.testHooks, l2);
     }
 
     private interface Parser<T> {

@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
+ * @param l2 the L2 tier (no adapters: L1 only)
  */
 public record ServerConfig(
         String host,
@@ -50,7 +51,8 @@ public record ServerConfig(
         String hashAlgorithm,
         DeviceMode device,
         String configFile,
-        boolean testHooks) {
+        boolean testHooks,
+        L2Settings l2) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -95,6 +97,10 @@ public record ServerConfig(
         out.put("hash_algorithm", hashAlgorithm);
         out.put("device", device.flagValue());
         out.put("config_file", configFile);
+        out.put("l2_adapter", l2.adapterJson());
+        out.put("l2_store_policy", l2.skipL1() ? "skip_l1" : "default");
+        out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
+        out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
         return out;
     }
 

@@ -1,5 +1,6 @@
 package io.lmcache.server.config;
 
+import java.util.List;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -143,6 +144,25 @@ final class ServerOptions {
     @Option(names = "--eviction-ratio", defaultValue = "0.2",
             description = "Fraction of the pool one background eviction frees, in (0, 1] (default: ${DEFAULT-VALUE}).")
     String evictionRatio;
+
+    // --- L2 ----------------------------------------------------------------------------------
+    @Option(names = "--l2-adapter",
+            description = "An L2 adapter as a JSON object with a \"type\" (fs_native, fault_inject), e.g. "
+                    + "'{\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}'. Repeatable: the order is the adapter index and lookup order.")
+    List<String> l2Adapter;
+
+    @Option(names = "--l2-store-policy", defaultValue = "default",
+            description = "default (write through to every adapter, keep in L1) or skip_l1 (drop from L1 once every adapter has it) "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String l2StorePolicy;
+
+    @Option(names = "--l2-prefetch-policy", defaultValue = "default",
+            description = "default (objects loaded from L2 leave L1 with their last reader) or retain (they stay) (default: ${DEFAULT-VALUE}).")
+    String l2PrefetchPolicy;
+
+    @Option(names = "--l2-prefetch-max-in-flight", defaultValue = "8",
+            description = "LOOKUPs loading from L2 at once, 1..1024; more wait their turn (default: ${DEFAULT-VALUE}).")
+    String l2PrefetchMaxInFlight;
 
     // --- HTTP and metrics --------------------------------------------------------------------
     @Option(names = "--http-host", defaultValue = "0.0.0.0", description = "HTTP status/metrics address (default: ${DEFAULT-VALUE}).")

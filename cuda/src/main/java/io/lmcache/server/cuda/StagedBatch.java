@@ -44,8 +44,8 @@ public final class StagedBatch {
      * not looked at. A batch always takes its first piece, however long (pieces longer than the buffer are
      * direct), so a small budget never stalls. The copy engine grows the budget batch by batch: a small
      * first batch starts the link early, larger ones keep the kernel launches few. Descriptors are
-     * {@code {src, dst, bytes}} with absolute addresses (the direction decides which side is the staging buffer); runs are {@code {poolOffset, stagingOffset, bytes}}, each
-     * contiguous on both sides and inside one pool region (regions are registered one by one).
+     * {@code {src, dst, bytes}} with absolute addresses (the direction decides which side is the staging buffer);
+     * runs are {@code {poolOffset, stagingOffset, bytes}}, each contiguous on both sides and inside one pool region (regions are registered one by one).
      */
     public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, long stagingAddress, long stagingBytes,
             long batchBytes, long regionBytes) {

@@ -13,6 +13,7 @@ import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.tier.L2Tier;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,6 +37,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final ServerConfig config;
     private final ServerMetrics metrics;
     private final L1Tier l1;
+    private final L2Tier l2;
     private final LookupLeases leases;
     private final LookupModule lookup;
     private final LmcacheDrivenTransferModule lmcacheDriven;
@@ -51,13 +53,14 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
      * {@code lmcacheDriven} and {@code engineDriven} are null when the transfer mode leaves them out;
      * {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then).
      */
-    public ServerView(ServerConfig config, ServerMetrics metrics, L1Tier l1, LookupLeases leases, LookupModule lookup,
+    public ServerView(ServerConfig config, ServerMetrics metrics, L1Tier l1, L2Tier l2, LookupLeases leases, LookupModule lookup,
             LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, ManagementModule management,
             PeerConnections connections, RequestLoop loop, Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages,
             BooleanSupplier closing) {
         this.config = config;
         this.metrics = metrics;
         this.l1 = l1;
+        this.l2 = l2;
         this.leases = leases;
         this.lookup = lookup;
         this.lmcacheDriven = lmcacheDriven;
@@ -177,7 +180,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         storage.put("eviction", eviction);
         storage.put("l1_eviction_controller", Map.of("is_healthy", true, "eviction_policy", config.evictionPolicy().flagValue(),
                 "trigger_watermark", config.evictionTriggerWatermark(), "eviction_ratio", config.evictionRatio()));
-        storage.put("num_l2_adapters", 0);
+        l2.putStatus(storage);
         return storage;
     }
 
@@ -189,7 +192,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         Map<String, Object> observability = new LinkedHashMap<>();
         for (Map.Entry<String, Object> entry : config.describe().entrySet()) {
             String key = entry.getKey();
-            if (key.startsWith("l1_") || key.startsWith("eviction_")) {
+            if (key.startsWith("l1_") || key.startsWith("l2_") || key.startsWith("eviction_")) {
                 storage.put(key, entry.getValue());
             } else if (key.startsWith("http_") || key.startsWith("prometheus_")) {
                 observability.put(key, entry.getValue());

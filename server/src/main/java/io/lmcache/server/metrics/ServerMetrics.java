@@ -52,6 +52,7 @@ public final class ServerMetrics {
     private final LongAdder ignoredFrames;
     private final LongAdder lookupRequestedTokens;
     private final LongAdder lookupHitTokens;
+    private final LongAdder[] lookupSplit = new LongAdder[4];
     private final LongAdder storeBytes;
     private final LongAdder retrieveBytes;
     private final LongAdder storeNanos;
@@ -89,6 +90,10 @@ public final class ServerMetrics {
         ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
         lookupRequestedTokens = counter("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)");
         lookupHitTokens = counter("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)");
+        lookupSplit[0] = counter("lmcache_mp.lookup_hit_l1", "tokens of LOOKUP hits found in L1");
+        lookupSplit[1] = counter("lmcache_mp.lookup_hit_l2", "tokens of LOOKUP hits loaded from L2");
+        lookupSplit[2] = counter("lmcache_mp.lookup_hit_l1_keys", "objects of LOOKUP hits found in L1 (one per chunk, kv rank and object group)");
+        lookupSplit[3] = counter("lmcache_mp.lookup_hit_l2_keys", "objects of LOOKUP hits loaded from L2");
         storeBytes = counter("lmcache_mp.store_bytes", "bytes copied into L1 by STORE");
         retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
         storeNanos = counter("lmcache_mp.store_copy_nanoseconds", "time spent copying for STORE");
@@ -200,6 +205,14 @@ public final class ServerMetrics {
     public void lookup(long requestedTokens, long hitTokens) {
         lookupRequestedTokens.add(requestedTokens);
         lookupHitTokens.add(hitTokens);
+    }
+
+    /** A LOOKUP's hits by tier: tokens of chunks hit in L1 and of those loaded from L2, and the objects (keys) of each. */
+    public void lookupSplit(long l1Tokens, long l2Tokens, long l1Keys, long l2Keys) {
+        lookupSplit[0].add(l1Tokens);
+        lookupSplit[1].add(l2Tokens);
+        lookupSplit[2].add(l1Keys);
+        lookupSplit[3].add(l2Keys);
     }
 
     public void stored(long bytes, long nanos) {

@@ -23,6 +23,7 @@ import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.KvLayout;
+import io.lmcache.server.transfer.ObjectShape;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.TransferPlanner;
 import java.util.ArrayList;
@@ -359,6 +360,17 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private void fail(Op op, String reason, String message) {
         metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
         FAILURE_LINES.of(reason).warn("{}; answering with the failure value", LogText.message(message));
+    }
+
+    /** The object shape of a registered instance of this model and world size (what an L2 load reserves), or null when none is. */
+    public List<ObjectShape> objectShapes(String model, int worldSize) {
+        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
+            EngineDrivenContext context = registered.context();
+            if (context.registration.modelName().equals(model) && context.registration.worldSize() == worldSize) {
+                return List.of(new ObjectShape(0, context.objectBytes, context.format));
+            }
+        }
+        return null;
     }
 
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */

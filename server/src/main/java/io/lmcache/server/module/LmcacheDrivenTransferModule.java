@@ -27,7 +27,9 @@ import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.LayoutException;
+import io.lmcache.server.transfer.ObjectGroup;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.transfer.ObjectShape;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
 import io.lmcache.server.transfer.ShmSegments;
@@ -35,6 +37,7 @@ import io.lmcache.server.transfer.TransferFailures;
 import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -293,6 +296,21 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         RegistrationFailures.Failed failed = failedRegistrations.get(instanceId);
         failures.fail(op, failed != null ? "registration_failed" : "unknown_instance", op.toUpperCase() + " for instance " + instanceId
                 + (failed != null ? " whose registration failed: " + failed.reason() : " that is not registered"));
+        return null;
+    }
+
+    /** The object shapes of a registered instance of this model and world size (what an L2 load reserves), or null when none is. */
+    public List<ObjectShape> objectShapes(String model, int worldSize) {
+        for (InstanceRegistry.Registered<InstanceContext> registered : instances.snapshot()) {
+            InstanceContext context = registered.context();
+            if (context.modelName().equals(model) && context.worldSize() == worldSize) {
+                List<ObjectShape> shapes = new ArrayList<>();
+                for (ObjectGroup group : context.geometry().objects()) {
+                    shapes.add(new ObjectShape(group.index(), group.objectBytes(), group.format()));
+                }
+                return shapes;
+            }
+        }
         return null;
     }
 

@@ -12,6 +12,7 @@ import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreLookups;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.LookupGeometry;
@@ -26,13 +27,16 @@ import org.slf4j.LoggerFactory;
  * (for hybrid models, in every object group under its window: {@link WindowedLookup}),
  * read-locks them for the request's readers, keeps the count under the request id and answers at
  * once; QUERY_PREFETCH_STATUS hands the count out once; FREE_LOOKUP_LOCKS and END_SESSION give back
- * the locks vLLM will not use.
+ * the locks vLLM will not use. With an L2 tier, a LOOKUP that L1 does not fully hit is handed to the
+ * {@link L2Prefetcher}, and QUERY_PREFETCH_STATUS answers None (still running) until it is done.
  */
 public final class LookupModule {
     private static final Logger LOG = LoggerFactory.getLogger(LookupModule.class);
     /** A peer can send one bad key per message. */
     private static final RateLimitedLog BAD_LOOKUP = new RateLimitedLog(LOG, "LOOKUPs with an invalid key", 10);
     private static final Reply ZERO = new Reply.Int(0);
+    /** WAIT_PREFETCH_STATUS holds one of the few CPU workers: never longer than this, whatever the client asks. */
+    private static final long MAX_WAIT_NS = 5_000_000_000L;
 
     private final int chunkSize;
     private final ObjectStore store;
@@ -40,16 +44,27 @@ public final class LookupModule {
     private final PrefetchResults results;
     private final ServerMetrics metrics;
     private final ObjectGroupCatalog catalog;
+    private final L2Prefetcher prefetcher;
 
-    /** {@code catalog} says which object groups (and windows) a model's hit needs. */
+    /** L1 only. */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
             ObjectGroupCatalog catalog) {
+        this(chunkSize, store, leases, results, metrics, catalog, null);
+    }
+
+    /**
+     * {@code catalog} says which object groups (and windows) a model's hit needs; {@code prefetcher} null: L1 only. Models with
+     * several object groups or windows are looked up in L1 only for now: L2 prefetch folds one group's leading run.
+     */
+    public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
+            ObjectGroupCatalog catalog, L2Prefetcher prefetcher) {
         this.chunkSize = chunkSize;
         this.catalog = catalog;
         this.store = store;
         this.leases = leases;
         this.results = results;
         this.metrics = metrics;
+        this.prefetcher = prefetcher;
     }
 
     /**
@@ -64,7 +79,7 @@ public final class LookupModule {
         ops.op(Op.QUERY_PREFETCH_LOOKUP_HITS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchLookupHits,
                 (r, peer) -> peekHits(r.requestId()), FailureReplies.ZERO);
         ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, 2, RequestDecoder::waitPrefetchStatus,
-                (r, peer) -> query(r.requestId()), FailureReplies.ZERO);
+                (r, peer) -> waitQuery(r), FailureReplies.ZERO);
         ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, 2, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
         ops.op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
     }
@@ -89,10 +104,12 @@ public final class LookupModule {
             // 8 000-token prompt costs one chunk's hash, not 31, and a hit of n chunks takes the store lock
             // about log2(n) + 1 times instead of once
             int from = 0;
+            int hashed = 0;
             for (int window = 1; from < endChunk; window *= 2) {
                 int to = Math.min(endChunk, from + window);
                 ChunkHashes.extend(key, chunkSize, from, to, hashes);
-                int found = store.lookupAndLock(key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, from, to,
+                hashed = to;
+                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, from, to,
                         Math.max(0, key.numKvReaders()), locks);
                 hits += found;
                 if (found < to - from) {
@@ -100,8 +117,12 @@ public final class LookupModule {
                 }
                 from = to;
             }
+            if (hits < endChunk && prefetcher != null && handOver(key, hashes, hashed, endChunk, hits, locks)) {
+                return Reply.NONE;
+            }
             leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
             metrics.lookup((long) range.endChunk() * chunkSize, (long) hits * chunkSize);
+            metrics.lookupSplit((long) hits * chunkSize, 0, (long) hits * key.worldSize(), 0);
         }
         results.put(key.requestId(), hits);
         return Reply.NONE;
@@ -117,9 +138,43 @@ public final class LookupModule {
         return locked.hits();
     }
 
-    /** The hit count of the request's LOOKUP, once; 0 for an unknown (or already answered) request. */
+    /** The rest of the LOOKUP goes to L2: the result stays pending until the prefetcher completes it. */
+    private boolean handOver(CacheKey key, long[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks) {
+        long token = results.putPending(key.requestId(), l1Hits);
+        // runs on: lmcache-l2 (the prefetch controller), once
+        L2Prefetcher.Completion done = (hitChunks, allLocks, l2Keys) -> prefetched(key, token, endChunk, l1Hits, hitChunks, allLocks, l2Keys);
+        return prefetcher.submit(new L2Prefetcher.Job(key, hashes, hashed, endChunk, l1Hits, locks, done));
+    }
+
+    private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
+        int readers = Math.max(0, key.numKvReaders());
+        if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
+            // the request ended (or looked up again) meanwhile: nobody will retrieve these
+            for (int i = locks.size() - 1; i >= 0; i--) {
+                store.releaseRead(locks.get(i), readers);
+            }
+        }
+        metrics.lookup((long) endChunk * chunkSize, (long) hitChunks * chunkSize);
+        metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
+                l2Keys);
+    }
+
+    /** The hit count of the request's LOOKUP, once; None while its L2 prefetch runs; 0 for an unknown (or already answered) request. */
     public Reply query(String requestId) {
         int hits = results.take(requestId);
+        if (hits == PrefetchResults.PENDING) {
+            return Reply.NONE;
+        }
+        return hits <= 0 ? ZERO : new Reply.Int(hits);
+    }
+
+    /** As {@link #query}, waiting (at most {@link #MAX_WAIT_NS}: it holds a CPU worker) for a prefetch that runs. */
+    public Reply waitQuery(Request.WaitPrefetchStatus request) throws InterruptedException {
+        long timeoutNs = (long) Math.min(MAX_WAIT_NS, Math.max(0, request.timeoutSeconds()) * 1e9);
+        int hits = results.await(request.requestId(), timeoutNs);
+        if (hits == PrefetchResults.PENDING) {
+            return Reply.NONE;
+        }
         return hits <= 0 ? ZERO : new Reply.Int(hits);
     }
 
@@ -137,6 +192,7 @@ public final class LookupModule {
     }
 
     public Reply endSession(Request.EndSession request) {
+        results.cancelPending(request.requestId());
         leases.end(request.requestId());
         return Reply.NONE;
     }

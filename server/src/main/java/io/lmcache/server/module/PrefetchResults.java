@@ -7,16 +7,22 @@ import java.util.function.LongSupplier;
 
 /**
  * LOOKUP results waiting for QUERY_PREFETCH_STATUS, by request id: returned once, then forgotten.
- * Bounded in count and age, so a scheduler that never queries cannot grow it without limit.
+ * A LOOKUP that loads from L2 leaves a pending entry, answered as "still running" until its
+ * prefetch completes it. Bounded in count and age, so a scheduler that never queries cannot grow
+ * it without limit.
  */
 public final class PrefetchResults {
     static final int MAX_RESULTS = 1 << 20;
+    /** {@link #take}: the request's prefetch is still running. */
+    public static final int PENDING = -2;
 
-    private record Result(int hits, long createdNs) {}
+    /** {@code token}: which LOOKUP of the request id this is, so a late prefetch never completes a newer one. */
+    private record Result(int hits, boolean pending, long token, long createdNs) {}
 
     private final long ttlNs;
     private final LongSupplier clockNs;
     private final LinkedHashMap<String, Result> results = new LinkedHashMap<>();
+    private long nextToken = 1;
 
     public PrefetchResults(long ttlNs, LongSupplier clockNs) {
         this.ttlNs = ttlNs;
@@ -24,8 +30,19 @@ public final class PrefetchResults {
     }
 
     public synchronized void put(String requestId, int hits) {
+        add(requestId, new Result(hits, false, 0, clockNs.getAsLong()));
+    }
+
+    /** A LOOKUP whose prefetch runs: {@code l1Hits} is what {@link #peek} shows meanwhile; returns the token that completes it. */
+    public synchronized long putPending(String requestId, int l1Hits) {
+        long token = nextToken++;
+        add(requestId, new Result(l1Hits, true, token, clockNs.getAsLong()));
+        return token;
+    }
+
+    private void add(String requestId, Result result) {
         results.remove(requestId);
-        results.put(requestId, new Result(hits, clockNs.getAsLong()));
+        results.put(requestId, result);
         if (results.size() > MAX_RESULTS) {
             Iterator<String> oldest = results.keySet().iterator();
             oldest.next();
@@ -33,13 +50,55 @@ public final class PrefetchResults {
         }
     }
 
-    /** The hit count, once; -1 when there is none (unknown id, already taken, or expired). */
-    public synchronized int take(String requestId) {
-        Result result = results.remove(requestId);
-        return result == null ? -1 : result.hits();
+    /**
+     * Completes the pending LOOKUP {@code token} with {@code hits}: runs {@code beforePublish} (the lease is recorded before a
+     * client can see the count and retrieve) and returns true; false when that LOOKUP was replaced, ended or expired meanwhile.
+     */
+    public synchronized boolean complete(String requestId, long token, int hits, Runnable beforePublish) {
+        Result result = results.get(requestId);
+        if (result == null || !result.pending() || result.token() != token) {
+            return false;
+        }
+        beforePublish.run();
+        add(requestId, new Result(hits, false, 0, clockNs.getAsLong()));
+        notifyAll();
+        return true;
     }
 
-    /** The hit count without consuming it; -1 when there is none. */
+    /** Forgets a pending LOOKUP (END_SESSION): its prefetch then releases what it loaded. */
+    public synchronized void cancelPending(String requestId) {
+        Result result = results.get(requestId);
+        if (result != null && result.pending()) {
+            results.remove(requestId);
+        }
+    }
+
+    /** The hit count, once; {@link #PENDING} while its prefetch runs; -1 when there is none (unknown id, already taken, or expired). */
+    public synchronized int take(String requestId) {
+        Result result = results.get(requestId);
+        if (result == null) {
+            return -1;
+        }
+        if (result.pending()) {
+            return PENDING;
+        }
+        results.remove(requestId);
+        return result.hits();
+    }
+
+    /** As {@link #take}, waiting up to {@code timeoutNs} for a running prefetch (WAIT_PREFETCH_STATUS, on a CPU worker). */
+    public synchronized int await(String requestId, long timeoutNs) throws InterruptedException {
+        long deadlineNs = System.nanoTime() + timeoutNs;
+        int hits = take(requestId);
+        while (hits == PENDING && deadlineNs - System.nanoTime() > 0) {
+            long waitNs = deadlineNs - System.nanoTime();
+            wait(Math.max(1, waitNs / 1_000_000), 0);
+            hits = take(requestId);
+        }
+        return hits;
+    }
+
+    /** The hit count without consuming it (the L1 part while a prefetch runs); -1 when there is none. */
     public synchronized int peek(String requestId) {
         Result result = results.get(requestId);
         return result == null ? -1 : result.hits();

@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreLookups;
 import io.lmcache.server.transfer.LookupGeometry;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -25,7 +26,7 @@ final class WindowedLookup {
         boolean[][] present = new boolean[geometry.groups()][chunks];
         for (int g = 0; g < geometry.groups(); g++) {
             if (LookupFold.keeps(geometry, g)) {
-                store.presence(key.modelName(), key.cacheSalt(), worldSize, g, hashes, 0, chunks, present[g]);
+                StoreLookups.presence(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, 0, chunks, present[g]);
             }
         }
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -41,7 +42,7 @@ final class WindowedLookup {
                 }
                 int from = LookupFold.firstKept(geometry, g, hit);
                 int before = locks.size();
-                int found = store.lookupAndLock(key.modelName(), key.cacheSalt(), worldSize, g, hashes, from, hit, readers, locks);
+                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, from, hit, readers, locks);
                 lockChunks = appendChunks(lockChunks, from, (locks.size() - before) / Math.max(1, worldSize), worldSize);
                 if (found < hit - from) {
                     hole = from + found;

@@ -2,7 +2,6 @@ package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
-import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -43,6 +42,7 @@ public final class ObjectStore {
     private final LongSupplier clockNs;
     private final StoreCounters counters;
     private final long poolBytes;
+    private volatile CommitListener commitListener; // the L2 write-through feed: null without L2, set before the first STORE
 
     public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicy policy, long writeTtlNs, long readTtlNs,
             LongSupplier clockNs, StoreCounters counters) {
@@ -63,6 +63,10 @@ public final class ObjectStore {
 
     public StoreCounters counters() {
         return counters;
+    }
+
+    public void setCommitListener(CommitListener listener) {
+        this.commitListener = listener;
     }
 
     /** Regions become allocatable as the pool prepares them. */
@@ -110,22 +114,61 @@ public final class ObjectStore {
     public boolean commit(StoredObject object) {
         lock.lock();
         try {
-            if (object.state != StoredObject.State.WRITING) {
+            if (!publish(object)) {
                 return false;
             }
-            deadlines.writeEnded(object);
-            if (object.doomed) {
-                table.freeObject(object, EvictionReason.CLEAR);
-                return false;
+            CommitListener listener = commitListener;
+            if (listener != null && listener.committed(new CommitListener.Committed(table.model(object), table.salt(object),
+                    object.key.kvRank(), object.key.group(), object.key.hashHi(), object.key.hashLo(), object))) {
+                table.pinned(object); // the L2 write's read hold: not evictable until it is given back
             }
-            object.state = StoredObject.State.READY;
-            counters.writeChunks.increment();
-            counters.writeBytes.add(object.bytes);
             table.relinkIfUnlocked(object);
             return true;
         } finally {
             unlock();
         }
+    }
+
+    /** WRITING to READY (under the lock); false, with the object freed, when a forced clear doomed it meanwhile. */
+    boolean publish(StoredObject object) {
+        if (object.state != StoredObject.State.WRITING) {
+            return false;
+        }
+        deadlines.writeEnded(object);
+        if (object.doomed) {
+            table.freeObject(object, EvictionReason.CLEAR);
+            return false;
+        }
+        object.state = StoredObject.State.READY;
+        counters.writeChunks.increment();
+        counters.writeBytes.add(object.bytes);
+        return true;
+    }
+
+    /** {@code readers} read locks on a READY object until {@code deadlineNs} at the earliest (under the lock). */
+    ReadLock readLock(StoredObject object, int readers, long deadlineNs) {
+        table.locked(object);
+        object.readers += readers;
+        object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
+        deadlines.readLocked(object);
+        return new ReadLock(object, object.readEpoch);
+    }
+
+    /** A read-lock deadline starting now. */
+    long readDeadlineNs() {
+        return clockNs.getAsLong() + readTtlNs;
+    }
+
+    void lockStore() { // TierAccess and StoreLookups work under this store's lock
+        lock.lock();
+    }
+
+    void unlockStore() {
+        unlock();
+    }
+
+    ObjectTable table() {
+        return table;
     }
 
     /** Drops a reservation whose fill failed or will never come. */
@@ -180,72 +223,6 @@ public final class ObjectStore {
                 counters.readBytes.add(object.bytes);
             }
             table.afterUnlock(object);
-        } finally {
-            unlock();
-        }
-    }
-
-    /**
-     * Counts the leading chunks of {@code [fromChunk, toChunk)} whose objects exist for every kv rank
-     * {@code 0..worldSize-1} and takes {@code readers} read locks on each of them (into {@code locks});
-     * stops at the first miss.
-     */
-    public int lookupAndLock(String model, String salt, int worldSize, int group, long[] hashes, int fromChunk, int toChunk,
-            int readers, List<ReadLock> locks) {
-        lock.lock();
-        try {
-            int namespace = table.namespace(model, salt);
-            if (namespace == 0) {
-                return 0;
-            }
-            long deadlineNs = clockNs.getAsLong() + readTtlNs;
-            int hits = 0;
-            StoredObject[] ranks = new StoredObject[worldSize];
-            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
-                boolean all = true;
-                for (int rank = 0; rank < worldSize && all; rank++) {
-                    StoredObject object = table.get(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]);
-                    all = object != null && object.state == StoredObject.State.READY;
-                    ranks[rank] = object;
-                }
-                if (!all) {
-                    break;
-                }
-                hits++;
-                if (readers > 0) {
-                    for (StoredObject object : ranks) {
-                        table.locked(object);
-                        object.readers += readers;
-                        object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
-                        deadlines.readLocked(object);
-                        locks.add(new ReadLock(object, object.readEpoch));
-                    }
-                }
-            }
-            return hits;
-        } finally {
-            unlock();
-        }
-    }
-
-    /**
-     * Marks {@code present[chunk - fromChunk]} for each chunk of {@code [fromChunk, toChunk)} whose
-     * objects of {@code group} are readable for every kv rank {@code 0..worldSize-1}; takes no lock
-     * on them (a windowed LOOKUP first finds its hit, then locks only the chunks it keeps).
-     */
-    public void presence(String model, String salt, int worldSize, int group, long[] hashes, int fromChunk, int toChunk,
-            boolean[] present) {
-        lock.lock();
-        try {
-            int namespace = table.namespace(model, salt);
-            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
-                boolean all = namespace != 0;
-                for (int rank = 0; rank < worldSize && all; rank++) {
-                    StoredObject object = table.get(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]);
-                    all = object != null && object.state == StoredObject.State.READY;
-                }
-                present[chunk - fromChunk] = all;
-            }
         } finally {
             unlock();
         }

@@ -51,6 +51,14 @@ final class ObjectTable {
         return namespaces.peek(model, salt);
     }
 
+    String model(StoredObject object) {
+        return namespaces.model(object.key.namespace());
+    }
+
+    String salt(StoredObject object) {
+        return namespaces.salt(object.key.namespace());
+    }
+
     StoredObject get(int namespace, int kvRank, int group, long hashHi, long hashLo) {
         return objects.get(new ObjectKey(namespace, kvRank, group, hashHi, hashLo));
     }
@@ -132,7 +140,9 @@ final class ObjectTable {
 
     /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */
     void afterUnlock(StoredObject object) {
-        if (!object.doomed) {
+        if (!object.doomed && object.temporary && !object.isLocked()) {
+            removeAndFree(object, EvictionReason.PREFETCH_RELEASED); // loaded from L2 for one request, which is done with it
+        } else if (!object.doomed) {
             relinkIfUnlocked(object);
         } else if (object.state == StoredObject.State.READY && object.pins == 0 && object.readers == 0) {
             freeObject(object, EvictionReason.CLEAR);

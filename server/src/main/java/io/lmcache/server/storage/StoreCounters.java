@@ -15,7 +15,11 @@ public final class StoreCounters {
         /** A write lock left by a client that never finished, reclaimed at its TTL. */
         EXPIRED_WRITE("expired_write"),
         /** The writer gave up (copy failed, worker gone). */
-        ABORTED_WRITE("aborted_write");
+        ABORTED_WRITE("aborted_write"),
+        /** Loaded from L2 for a lookup and released by its last reader. */
+        PREFETCH_RELEASED("prefetch_released"),
+        /** Written to every L2 adapter under {@code --l2-store-policy skip_l1}. */
+        MOVED_TO_L2("moved_to_l2");
 
         private final String label;
 

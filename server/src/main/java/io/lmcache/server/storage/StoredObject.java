@@ -36,6 +36,8 @@ public final class StoredObject {
     StoredObject regionNext;
     /** Removed by a forced clear while locked: freed when the last lock goes, never published. */
     boolean doomed;
+    /** Loaded from L2 for a lookup: freed when its last read lock or pin goes (not with --l2-prefetch-policy retain). */
+    boolean temporary;
 
     StoredObject(ObjectKey key, long offset, long bytes, int format, long nowNs) {
         this.key = key;

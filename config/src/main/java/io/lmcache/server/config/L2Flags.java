@@ -1,0 +1,57 @@
+package io.lmcache.server.config;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.L2AdapterSpecs;
+import io.lmcache.server.l2.L2SpecException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/** The L2 flags' rules: each {@code --l2-adapter} parsed by the adapter registry, refused as {@code --l2-adapter #i: ...}. */
+final class L2Flags {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private L2Flags() {}
+
+    static L2Settings validate(List<String> adapters, String storePolicy, String prefetchPolicy, int maxInFlight) throws ConfigException {
+        List<String> json = adapters == null ? List.of() : adapters;
+        List<L2AdapterSpec> specs = new ArrayList<>();
+        for (int i = 0; i < json.size(); i++) {
+            try {
+                specs.add(L2AdapterSpecs.parse(json.get(i)));
+            } catch (L2SpecException e) {
+                throw new ConfigException("--l2-adapter #" + i, e.getMessage());
+            }
+        }
+        String store = storePolicy.strip();
+        if (!store.equals("default") && !store.equals("skip_l1")) {
+            throw new ConfigException("--l2-store-policy", "must be default or skip_l1, got '" + storePolicy + "'");
+        }
+        String prefetch = prefetchPolicy.strip();
+        if (!prefetch.equals("default") && !prefetch.equals("retain")) {
+            throw new ConfigException("--l2-prefetch-policy", "must be default or retain, got '" + prefetchPolicy + "'");
+        }
+        return new L2Settings(json, specs, store.equals("skip_l1"), prefetch.equals("retain"), maxInFlight);
+    }
+
+    /** A TOML {@code l2_adapter}: a JSON string, an inline table, or an array of those, each one adapter. */
+    static void fromToml(Object value, List<String> out) throws ConfigException {
+        if (value instanceof List<?> list) {
+            for (Object item : list) {
+                fromToml(item, out);
+            }
+        } else if (value instanceof String text) {
+            out.add(text);
+        } else if (value instanceof Map<?, ?> table) {
+            try {
+                out.add(JSON.writeValueAsString(table));
+            } catch (JsonProcessingException e) {
+                throw new ConfigException("--config-file", "l2_adapter: " + e.getOriginalMessage());
+            }
+        } else {
+            throw new ConfigException("--config-file", "l2_adapter must be a JSON string, a table, or an array of them, got " + value);
+        }
+    }
+}

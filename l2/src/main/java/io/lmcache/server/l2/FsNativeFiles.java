@@ -1,0 +1,225 @@
+package io.lmcache.server.l2;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * fs_native's files (hybrid-and-l2.md §B.6): one file per key, the object's raw bytes, no header.
+ * Named {@code {model, "/" -> "-SEP-"}@0x{rank 8 hex}@{og hex}@{hash hex}[@salt].data} in the base
+ * directory. A write goes to a temporary name unique to the writer and is renamed into place, so
+ * two writers of one key never share a file and a reader sees a whole file or none (LMCache #4991);
+ * a file shorter than its object is a miss and is removed. Nothing here follows a symbolic link.
+ * Thread-safe: every call works on its own file handles.
+ */
+final class FsNativeFiles {
+    enum Write { WROTE, EXISTED }
+
+    /** What a read or an existence check found: a whole file, none, a short one (removed), or one of another size (kept). */
+    enum Found { WHOLE, MISSING, SHORT, WRONG_SIZE }
+
+    private static final LinkOption[] NO_FOLLOW = {LinkOption.NOFOLLOW_LINKS};
+    /** O_DIRECT ({@code com.sun.nio.file.DIRECT}), looked up by name: naming the JDK-internal type draws a warning. */
+    private static final OpenOption DIRECT = directOption();
+    /** File names are at most 255 bytes; a temporary name adds its writer tag and counter to the final one. */
+    private static final int MAX_NAME_BYTES = 255 - 48;
+
+    private final Path base;
+    private final Path tmpDir;
+    private final boolean odirect;
+    private final long blockBytes;
+    private final String writerTag;
+    private final AtomicLong nextTmp = new AtomicLong();
+    final AtomicLong odirectFallbacks = new AtomicLong();
+
+    FsNativeFiles(Path base, String relativeTmpDir, boolean odirect) throws IOException {
+        Files.createDirectories(base);
+        this.base = base.toRealPath();
+        this.tmpDir = relativeTmpDir.isEmpty() ? this.base : this.base.resolve(relativeTmpDir);
+        Files.createDirectories(tmpDir);
+        if (!Files.isDirectory(tmpDir, NO_FOLLOW)) {
+            throw new IOException(tmpDir + " is not a directory (a symbolic link is not followed)");
+        }
+        this.odirect = odirect;
+        this.blockBytes = Files.getFileStore(this.base).getBlockSize();
+        this.writerTag = ProcessHandle.current().pid() + "-" + Long.toHexString(ThreadLocalRandom.current().nextLong());
+    }
+
+    Path base() {
+        return base;
+    }
+
+    /** The file name of a key, or null when the key cannot be a file name (a NUL, or too long). */
+    static String fileName(L2Key key) {
+        String salt = key.salt().isEmpty() ? "" : "@" + safe(key.salt());
+        String name = safe(key.model()) + "@0x" + HexFormat.of().toHexDigits(key.kvRank()) + "@" + Integer.toHexString(key.objectGroup()) + "@"
+                + key.hashHex() + salt + ".data";
+        if (name.indexOf('\0') >= 0 || name.getBytes(StandardCharsets.UTF_8).length > MAX_NAME_BYTES) {
+            return null;
+        }
+        return name;
+    }
+
+    private static String safe(String part) {
+        return part.replace("/", "-SEP-");
+    }
+
+    /** Writes {@code src} as the file {@code name}, unless a whole file of that size is there already. */
+    Write write(String name, MemorySegment src) throws IOException {
+        long length = src.byteSize();
+        BasicFileAttributes existing = attributes(base.resolve(name));
+        if (existing != null && existing.isRegularFile() && existing.size() == length) {
+            return Write.EXISTED;
+        }
+        String stem = name.substring(0, name.length() - ".data".length());
+        Path tmp = tmpDir.resolve(stem + "." + writerTag + "-" + nextTmp.getAndIncrement() + ".tmp");
+        try {
+            try (FileChannel channel = open(tmp, src, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+                ByteBuffer buffer = src.asByteBuffer();
+                while (buffer.hasRemaining()) {
+                    channel.write(buffer);
+                }
+            }
+            // rename(2) replaces the target atomically and never follows a link there
+            Files.move(tmp, base.resolve(name), StandardCopyOption.ATOMIC_MOVE);
+            return Write.WROTE;
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(tmp);
+            throw e;
+        }
+    }
+
+    /** Reads the file {@code name} into {@code dst}, which has the object's size; a short file is removed. */
+    Found read(String name, MemorySegment dst) throws IOException {
+        Path path = base.resolve(name);
+        BasicFileAttributes before = attributes(path);
+        if (before == null || !before.isRegularFile()) {
+            return Found.MISSING;
+        }
+        long length = dst.byteSize();
+        if (before.size() < length) {
+            removeIfSame(path, before);
+            return Found.SHORT;
+        }
+        if (before.size() != length) {
+            return Found.WRONG_SIZE;
+        }
+        try (FileChannel channel = open(path, dst, StandardOpenOption.READ)) {
+            ByteBuffer buffer = dst.asByteBuffer();
+            while (buffer.hasRemaining()) {
+                if (channel.read(buffer) < 0) {
+                    removeIfSame(path, before);
+                    return Found.SHORT;
+                }
+            }
+            return Found.WHOLE;
+        } catch (NoSuchFileException e) {
+            return Found.MISSING;
+        }
+    }
+
+    /** Whether a whole file of {@code name} is there ({@code expectedBytes} 0: any size); a short one is removed. */
+    Found exists(String name, long expectedBytes) throws IOException {
+        Path path = base.resolve(name);
+        BasicFileAttributes attributes = attributes(path);
+        if (attributes == null || !attributes.isRegularFile()) {
+            return Found.MISSING;
+        }
+        if (expectedBytes > 0 && attributes.size() < expectedBytes) {
+            removeIfSame(path, attributes);
+            return Found.SHORT;
+        }
+        return expectedBytes <= 0 || attributes.size() == expectedBytes ? Found.WHOLE : Found.WRONG_SIZE;
+    }
+
+    /** Removes the file {@code name} (a link is removed, not followed); true when there was one. */
+    boolean delete(String name) throws IOException {
+        return Files.deleteIfExists(base.resolve(name));
+    }
+
+    /** Temporary files of writers that are gone: they are never read, only taking space. */
+    List<Path> staleTemporaries(long olderThanMs) throws IOException {
+        List<Path> stale = new ArrayList<>();
+        long cutoffMs = System.currentTimeMillis() - olderThanMs;
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(tmpDir, "*.tmp")) {
+            for (Path entry : entries) {
+                BasicFileAttributes attributes = attributes(entry);
+                if (attributes != null && attributes.isRegularFile() && attributes.lastModifiedTime().toMillis() < cutoffMs) {
+                    stale.add(entry);
+                }
+            }
+        }
+        return stale;
+    }
+
+    /** A short file is removed only while it is still the file that was found short, never a newer one renamed over it. */
+    private static void removeIfSame(Path path, BasicFileAttributes found) throws IOException {
+        BasicFileAttributes now = attributes(path);
+        if (now != null && Objects.equals(now.fileKey(), found.fileKey()) && now.size() == found.size()) {
+            Files.deleteIfExists(path);
+        }
+    }
+
+    private static BasicFileAttributes attributes(Path path) throws IOException {
+        try {
+            return Files.readAttributes(path, BasicFileAttributes.class, NO_FOLLOW);
+        } catch (NoSuchFileException e) {
+            return null;
+        }
+    }
+
+    /**
+     * Opens without following a link. With use_odirect, O_DIRECT when the buffer's address and length are multiples of the
+     * file system's block size; otherwise (or where the file system refuses it) buffered, counted.
+     */
+    private static OpenOption directOption() {
+        try {
+            for (Object constant : Class.forName("com.sun.nio.file.ExtendedOpenOption").getEnumConstants()) {
+                if (constant.toString().equals("DIRECT")) {
+                    return (OpenOption) constant;
+                }
+            }
+        } catch (ClassNotFoundException e) {
+            // a JDK without it: use_odirect falls back to buffered I/O, counted
+        }
+        return null;
+    }
+
+    private FileChannel open(Path path, MemorySegment buffer, OpenOption... options) throws IOException {
+        List<OpenOption> all = new ArrayList<>(List.of(options));
+        all.add(LinkOption.NOFOLLOW_LINKS);
+        if (odirect) {
+            if (DIRECT != null && buffer.address() % blockBytes == 0 && buffer.byteSize() % blockBytes == 0) {
+                all.add(DIRECT);
+                try {
+                    return FileChannel.open(path, all.toArray(OpenOption[]::new));
+                } catch (IOException | UnsupportedOperationException e) {
+                    all.remove(DIRECT);
+                    // a CREATE_NEW that failed for O_DIRECT created nothing only if the open itself failed; remove a leftover
+                    if (all.contains(StandardOpenOption.CREATE_NEW)) {
+                        Files.deleteIfExists(path);
+                    }
+                }
+            }
+            odirectFallbacks.incrementAndGet();
+        }
+        return FileChannel.open(path, all.toArray(OpenOption[]::new));
+    }
+}

@@ -1,0 +1,54 @@
+package io.lmcache.server.l2;
+
+import java.util.List;
+
+/** One parsed {@code --l2-adapter} JSON object (hybrid-and-l2.md §B.5–§B.7), validated by {@link L2AdapterSpecs}. */
+public sealed interface L2AdapterSpec {
+    /** The JSON {@code type}. */
+    String type();
+
+    /** The adapter's L2 eviction settings (its inner adapter's for a decorator); null: never evicted. */
+    EvictionSpec eviction();
+
+    /** Settings that were accepted but have no effect here, for a start-up warning each. */
+    List<String> warnings();
+
+    /**
+     * The {@code "eviction"} object: LRU by bytes at the watermark, or noop.
+     *
+     * @param lru false for {@code noop}
+     */
+    record EvictionSpec(boolean lru, double triggerWatermark, double evictionRatio) {}
+
+    /** {@code fs_native}: one file per key under {@code basePath}. */
+    record FsNative(String basePath, int numWorkers, String relativeTmpDir, boolean useOdirect, long maxCapacityBytes,
+            boolean persistEnabled, EvictionSpec eviction, List<String> warnings) implements L2AdapterSpec {
+        public FsNative {
+            warnings = List.copyOf(warnings);
+        }
+
+        @Override
+        public String type() {
+            return "fs_native";
+        }
+    }
+
+    /** {@code fault_inject}: drops load results of {@code inner} by {@code rules}. */
+    record FaultInject(L2AdapterSpec inner, FaultRules rules) implements L2AdapterSpec {
+        @Override
+        public String type() {
+            return "fault_inject";
+        }
+
+        @Override
+        public EvictionSpec eviction() {
+            return inner.eviction();
+        }
+
+        /** Its inner adapter's warnings are its own, logged as that adapter is built. */
+        @Override
+        public List<String> warnings() {
+            return List.of();
+        }
+    }
+}

@@ -1,0 +1,60 @@
+package io.lmcache.server;
+
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.EngineDrivenTransferModule;
+import io.lmcache.server.module.LmcacheDrivenTransferModule;
+import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.LookupModule;
+import io.lmcache.server.module.PrefetchResults;
+import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.tier.ObjectShapes;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.transfer.ShmSegments;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.BiConsumer;
+import java.util.stream.Stream;
+
+/**
+ * The modules that move and find KV data, built in dependency order for the composition root: the
+ * two transfer modules (either may be off, per {@code --supported-transfer-mode}), the L2 tier (its
+ * loads take the object shapes the transfer modules' workers registered) and the lookup module
+ * (which hands L1 misses to the L2 prefetcher). Each close is registered through {@code closer} as
+ * it is built, so the root closes them in reverse order.
+ */
+record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup) {
+
+    static DataModules open(ServerConfig config, L1Tier l1, GpuPart gpu, LookupLeases leases, PrefetchResults prefetchResults,
+            ServerMetrics metrics, Liveness liveness, ReleaseThread releases, AgentErrors agentErrors,
+            BiConsumer<String, AutoCloseable> closer) {
+        ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
+        LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
+                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
+                        gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups) : null;
+        // runs on: the thread that calls close(), as every part's close
+        closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
+        EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
+                ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
+                        config.l1WriteTtlNs(), config.l1ReadTtlNs()) : null;
+        closer.accept("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
+        // a LOOKUP loads from L2 in the object shapes its model's workers registered; closed after the loop and housekeeping
+        L2Tier l2 = L2Tier.open(config.l2(), l1.store(), l1.pool().segment(), config.chunkSize(), ObjectShapes.firstOf(
+                lmcacheDriven == null ? null : lmcacheDriven::objectShapes, engineDriven == null ? null : engineDriven::objectShapes),
+                metrics, agentErrors);
+        closer.accept("L2 tier", l2);
+        LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
+                l2.prefetcher());
+        return new DataModules(lmcacheDriven, engineDriven, l2, lookup);
+    }
+
+    /** The modules the reaper watches (those that are on). */
+    List<InstanceLivenessTarget> livenessTargets() {
+        return Stream.<InstanceLivenessTarget>of(lmcacheDriven, engineDriven).filter(Objects::nonNull).toList();
+    }
+}

@@ -1,0 +1,155 @@
+package io.lmcache.server.tier;
+
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.agent.AgentRunner;
+import io.lmcache.server.agent.CloseHelper;
+import io.lmcache.server.agent.CompositeAgent;
+import io.lmcache.server.agent.IdleStrategy;
+import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.config.L2Settings;
+import io.lmcache.server.config.StartupException;
+import io.lmcache.server.l2.CompletionSignals;
+import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.L2Adapters;
+import io.lmcache.server.l2.L2Lru;
+import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.L2Prefetcher;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.TierAccess;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The L2 tier assembled (hybrid-and-l2.md §B.1): the adapters in {@code --l2-adapter} order, the
+ * store and prefetch controllers (agents sharing the lmcache-l2 thread, woken by the adapters'
+ * completion signals) and the L2 eviction agent for the housekeeping thread. Without adapters it
+ * is inert: no thread, no hooks, {@code num_l2_adapters} 0.
+ */
+public final class L2Tier implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(L2Tier.class);
+    public static final String THREAD = "lmcache-l2";
+    /** The adapters' signals wake the thread; this bounds a wake-up that was somehow missed. */
+    private static final long MAX_PARK_NS = TimeUnit.MILLISECONDS.toNanos(50);
+    private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(5);
+
+    private final List<L2Adapter> adapters;
+    private final ObjectStore store;
+    private final StoreController storeController;
+    private final PrefetchController prefetchController;
+    private final L2EvictionController eviction;
+    private final AgentRunner runner;
+
+    private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
+            L2EvictionController eviction, AgentRunner runner) {
+        this.adapters = adapters;
+        this.store = store;
+        this.storeController = storeController;
+        this.prefetchController = prefetchController;
+        this.eviction = eviction;
+        this.runner = runner;
+    }
+
+    /**
+     * Opens the adapters and builds the controllers; throws {@link StartupException} (one line, exit 2) when an adapter's storage
+     * cannot be opened. {@code shapes} says which objects a LOOKUP's keys have (the registered layouts).
+     */
+    public static L2Tier open(L2Settings settings, ObjectStore store, MemorySegment pool, int chunkSize, ObjectShapes shapes,
+            ServerMetrics serverMetrics, AgentErrors errors) {
+        if (!settings.enabled()) {
+            return new L2Tier(List.of(), store, null, null, null, null);
+        }
+        List<L2Adapter> adapters = openAdapters(settings.adapters());
+        L2Metrics metrics = new L2Metrics(serverMetrics);
+        List<L2EvictionController.Target> targets = new ArrayList<>();
+        for (int i = 0; i < adapters.size(); i++) {
+            L2Adapter adapter = adapters.get(i);
+            // runs on: lmcache-http-* (each scrape)
+            metrics.adapter(serverMetrics, i, settings.adapters().get(i).type(), () -> adapter.usage().totalBytesUsed());
+            L2AdapterSpec.EvictionSpec evictionSpec = settings.adapters().get(i).eviction();
+            if (evictionSpec != null && evictionSpec.lru()) {
+                L2Lru lru = new L2Lru();
+                adapter.registerListener(lru);
+                targets.add(new L2EvictionController.Target(i, adapter, lru, evictionSpec));
+            }
+        }
+        AgentRunner[] runner = new AgentRunner[1];
+        // runs on: whichever thread completes an L2 task or commits an L1 object; unparks lmcache-l2
+        Runnable wake = () -> runner[0].wake();
+        // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
+        StoreController storeController = new StoreController(adapters, store, pool, settings.skipL1(), store.poolBytes() / 4, metrics,
+                wake);
+        PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, new TierAccess(store), pool,
+                chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
+        runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
+                IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
+        adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));
+        store.setCommitListener(storeController);
+        LOG.info("L2 tier: {} adapter(s) {}, store policy {}, prefetch policy {}, at most {} prefetches in flight", adapters.size(),
+                settings.adapters().stream().map(L2AdapterSpec::type).toList(), settings.skipL1() ? "skip_l1" : "default",
+                settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight());
+        return new L2Tier(adapters, store, storeController, prefetchController,
+                targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
+    }
+
+    private static List<L2Adapter> openAdapters(List<L2AdapterSpec> specs) {
+        List<L2Adapter> adapters = new ArrayList<>();
+        for (int i = 0; i < specs.size(); i++) {
+            try {
+                adapters.add(L2Adapters.create(specs.get(i), NamedThreads.factory("lmcache-l2-" + specs.get(i).type() + "-" + i)));
+            } catch (IOException | RuntimeException e) {
+                CloseHelper.closeAll(adapters.reversed());
+                throw new StartupException("--l2-adapter #" + i, "cannot open " + specs.get(i).type() + ": " + e.getMessage());
+            }
+        }
+        return adapters;
+    }
+
+    /** The LOOKUP hand-over, or null without L2. */
+    public L2Prefetcher prefetcher() {
+        return prefetchController;
+    }
+
+    /** The L2 eviction agent for lmcache-housekeeping, or null when no adapter evicts. */
+    public L2EvictionController evictionAgent() {
+        return eviction;
+    }
+
+    public void start() {
+        if (runner != null) {
+            runner.start();
+        }
+    }
+
+    /** {@code storage_manager}'s L2 fields: {@code num_l2_adapters}, {@code l2_adapters} (each adapter's status), the controllers. */
+    public void putStatus(Map<String, Object> storage) {
+        storage.put("num_l2_adapters", adapters.size());
+        List<Map<String, Object>> statuses = new ArrayList<>();
+        for (L2Adapter adapter : adapters) {
+            statuses.add(adapter.status());
+        }
+        storage.put("l2_adapters", statuses);
+        if (storeController != null) {
+            storage.put("store_controller", storeController.status());
+            storage.put("prefetch_controller", prefetchController.status());
+        }
+    }
+
+    /** Stops feeding and running the controllers, then closes the adapters (each waits, bounded, for its I/O in flight). */
+    @Override
+    public void close() {
+        if (runner == null) {
+            return;
+        }
+        store.setCommitListener(null);
+        runner.close();
+        CloseHelper.closeAll(adapters.reversed());
+    }
+}

@@ -1,0 +1,118 @@
+package io.lmcache.server.tier;
+
+import io.lmcache.server.agent.Agent;
+import io.lmcache.server.module.L2Prefetcher;
+import io.lmcache.server.transfer.ObjectShape;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Loads from L2 what a LOOKUP did not find in L1 (hybrid-and-l2.md §B.4), an agent on lmcache-l2:
+ * jobs arrive from the lookup handlers, at most {@code maxInFlight} run at once (the rest wait in
+ * order), and each {@link PrefetchRequest} advances as its adapters answer. The waiting queue is
+ * bounded: past it, a LOOKUP is answered from L1 alone, counted.
+ */
+public final class PrefetchController implements Agent, L2Prefetcher {
+    static final int MAX_WAITING = 4096;
+
+    private final PrefetchContext ctx;
+    private final ObjectShapes shapes;
+    private final int maxInFlight;
+    private final Runnable wake;
+    private final ConcurrentLinkedQueue<PrefetchRequest.Pending> incoming = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger waitingCount = new AtomicInteger();
+    private final ArrayDeque<PrefetchRequest.Pending> waiting = new ArrayDeque<>();
+    private final List<PrefetchRequest> running = new ArrayList<>();
+    private final AtomicInteger runningCount = new AtomicInteger();
+    private final LongAdder completed = new LongAdder();
+
+    PrefetchController(PrefetchContext ctx, ObjectShapes shapes, int maxInFlight, Runnable wake) {
+        this.ctx = ctx;
+        this.shapes = shapes;
+        this.maxInFlight = maxInFlight;
+        this.wake = wake;
+    }
+
+    @Override
+    public String roleName() {
+        return "l2-prefetch";
+    }
+
+    /** Runs on the LOOKUP's thread (lmcache-request-loop or lmcache-normal-*): a queue append and a wake-up. */
+    @Override
+    public boolean submit(Job job) {
+        List<ObjectShape> layout = shapes.shapes(job.key().modelName(), job.key().worldSize());
+        if (layout == null || layout.isEmpty()) {
+            ctx.metrics().prefetchNoLayout.increment(); // no worker registered this model: nothing could receive the objects
+            return false;
+        }
+        if (waitingCount.incrementAndGet() > MAX_WAITING) {
+            waitingCount.decrementAndGet();
+            ctx.metrics().prefetchQueueFull.increment();
+            return false;
+        }
+        incoming.add(new PrefetchRequest.Pending(job, layout));
+        wake.run();
+        return true;
+    }
+
+    @Override
+    public int doWork() {
+        int work = 0;
+        for (PrefetchRequest.Pending pending = incoming.poll(); pending != null; pending = incoming.poll()) {
+            waiting.add(pending);
+            work++;
+        }
+        while (running.size() < maxInFlight && !waiting.isEmpty()) {
+            waitingCount.decrementAndGet();
+            PrefetchRequest.Pending next = waiting.poll();
+            running.add(new PrefetchRequest(ctx, next.job(), next.shapes()));
+            work++;
+        }
+        for (Iterator<PrefetchRequest> it = running.iterator(); it.hasNext(); ) {
+            PrefetchRequest request = it.next();
+            work += request.poll();
+            if (request.done()) {
+                it.remove();
+                completed.increment();
+            }
+        }
+        runningCount.set(running.size());
+        return work;
+    }
+
+    /** Shutdown: every LOOKUP still waiting or running is answered with its L1 hits. */
+    @Override
+    public void onClose() {
+        for (PrefetchRequest.Pending pending = incoming.poll(); pending != null; pending = incoming.poll()) {
+            waiting.add(pending);
+        }
+        for (PrefetchRequest.Pending pending : waiting) {
+            pending.job().completion().done(pending.job().l1Hits(), pending.job().l1Locks(), 0);
+        }
+        waiting.clear();
+        running.forEach(PrefetchRequest::abandon);
+        running.clear();
+    }
+
+    /** {@code /status} {@code storage_manager.prefetch_controller}; counters only (lmcache-http-*). */
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("is_healthy", true);
+        status.put("prefetch_policy", ctx.retain() ? "retain" : "default");
+        status.put("max_in_flight", maxInFlight);
+        status.put("in_flight_request_count", runningCount.get());
+        status.put("waiting_request_count", Math.max(0, waitingCount.get()));
+        status.put("completed_request_count", completed.sum());
+        status.put("l1_oom_key_count", ctx.metrics().prefetchL1Oom.sum());
+        status.put("not_found_key_count", ctx.metrics().prefetchNotFound.sum());
+        return status;
+    }
+}

@@ -1,0 +1,363 @@
+package io.lmcache.server.tier;
+
+import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.module.L2Prefetcher;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ObjectShape;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One LOOKUP's L2 prefetch (hybrid-and-l2.md §B.4), a small state machine driven by the prefetch
+ * controller on lmcache-l2. Its keys are the chunks after the L1 hit, chunk-major (every kv rank,
+ * then every object group). Steps: see which keys L1 has; ask every adapter to look up and lock the
+ * others; fold L1 ∪ L2 into a prefix; lock the L1 keys of the prefix and reserve L1 objects for the
+ * rest, each loaded by the lowest adapter that has it; fold again over what could be reserved;
+ * unlock in L2 at once what will not be loaded; load; unlock the loaded keys; publish each loaded
+ * object with its readers' locks in one step, drop the failed ones and fold a last time.
+ */
+final class PrefetchRequest {
+    /** A job waiting for its turn, with the object shapes its model had when it was submitted. */
+    record Pending(L2Prefetcher.Job job, List<ObjectShape> shapes) {}
+
+    private enum Stage { LOOKUP, LOAD, DONE }
+
+    private final PrefetchContext ctx;
+    private final L2Prefetcher.Job job;
+    private final List<ObjectShape> shapes;
+    private final int readers;
+    private final int keysPerChunk;
+    private final int chunks;
+    private final L2Key[] keys;
+    private final boolean[] inL1;
+    private final int[] asked;
+    private final long[] lookupTasks;
+    private final Bitmap[] found;
+    private final int[] owner;
+    private final StoredObject[] reserved;
+    private final ObjectStore.ReadLock[] locks;
+    private final Bitmap ok;
+    private final long[] loadTasks;
+    private final int[][] loadIndices;
+    private final Bitmap[] loaded;
+    private Stage stage = Stage.LOOKUP;
+
+    PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes) {
+        this.ctx = ctx;
+        this.job = job;
+        this.shapes = List.copyOf(shapes);
+        CacheKey key = job.key();
+        this.readers = Math.max(0, key.numKvReaders());
+        this.keysPerChunk = key.worldSize() * shapes.size();
+        this.chunks = job.endChunk() - job.l1Hits();
+        int n = chunks * keysPerChunk;
+        this.keys = new L2Key[n];
+        this.inL1 = new boolean[n];
+        int adapters = ctx.adapters().size();
+        this.lookupTasks = new long[adapters];
+        this.found = new Bitmap[adapters];
+        this.owner = new int[n];
+        this.reserved = new StoredObject[n];
+        this.locks = new ObjectStore.ReadLock[n];
+        this.ok = new Bitmap(n);
+        this.loadTasks = new long[adapters];
+        this.loadIndices = new int[adapters][];
+        this.loaded = new Bitmap[adapters];
+        this.asked = start();
+    }
+
+    L2Prefetcher.Job job() {
+        return job;
+    }
+
+    boolean done() {
+        return stage == Stage.DONE;
+    }
+
+    /** Hashes the rest of the prompt, finds what L1 has and asks every adapter about the others. */
+    private int[] start() {
+        CacheKey key = job.key();
+        if (job.hashedChunks() < job.endChunk()) {
+            ChunkHashes.extend(key, ctx.chunkSize(), job.hashedChunks(), job.endChunk(), job.hashes());
+        }
+        int n = keys.length;
+        int[] ranks = new int[n];
+        int[] groups = new int[n];
+        long[] hi = new long[n];
+        long[] lo = new long[n];
+        for (int i = 0; i < n; i++) {
+            int chunk = job.l1Hits() + i / keysPerChunk;
+            ranks[i] = i % keysPerChunk / shapes.size();
+            groups[i] = shapes.get(i % shapes.size()).objectGroup();
+            hi[i] = job.hashes()[2 * chunk];
+            lo[i] = job.hashes()[2 * chunk + 1];
+            keys[i] = new L2Key(key.modelName(), ranks[i], groups[i], hi[i], lo[i], key.cacheSalt());
+        }
+        ctx.tier().readyKeys(key.modelName(), key.cacheSalt(), ranks, groups, hi, lo, inL1);
+        List<Integer> ask = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            if (!inL1[i]) {
+                ask.add(i);
+            }
+        }
+        int[] askedKeys = ask.stream().mapToInt(Integer::intValue).toArray();
+        List<L2Key> askList = ask.stream().map(i -> keys[i]).toList();
+        Map<Integer, Long> bytesByGroup = new HashMap<>();
+        shapes.forEach(shape -> bytesByGroup.put(shape.objectGroup(), shape.objectBytes()));
+        ctx.metrics().prefetchLookups.increment();
+        ctx.metrics().prefetchLookupObjects.add(askedKeys.length);
+        for (int a = 0; a < ctx.adapters().size(); a++) {
+            lookupTasks[a] = ctx.adapters().get(a).submitLookupAndLock(askList, bytesByGroup);
+        }
+        return askedKeys;
+    }
+
+    /** Advances as far as the adapters' results allow; returns how much it did. */
+    int poll() {
+        List<L2Adapter> adapters = ctx.adapters();
+        int work = 0;
+        if (stage == Stage.LOOKUP) {
+            boolean all = true;
+            for (int a = 0; a < adapters.size(); a++) {
+                if (found[a] == null) {
+                    found[a] = adapters.get(a).queryLookupAndLock(lookupTasks[a]);
+                    work += found[a] == null ? 0 : 1;
+                    all &= found[a] != null;
+                }
+            }
+            if (all) {
+                plan();
+                work++;
+            }
+        } else if (stage == Stage.LOAD) {
+            boolean all = true;
+            for (int a = 0; a < adapters.size(); a++) {
+                if (loadIndices[a] != null && loaded[a] == null) {
+                    loaded[a] = adapters.get(a).queryLoad(loadTasks[a]);
+                    work += loaded[a] == null ? 0 : 1;
+                    all &= loaded[a] != null;
+                }
+            }
+            if (all) {
+                loadFinished();
+                work++;
+            }
+        }
+        return work;
+    }
+
+    private void plan() {
+        int n = keys.length;
+        Bitmap present = new Bitmap(n);
+        for (int i = 0; i < n; i++) {
+            owner[i] = -1;
+            if (inL1[i]) {
+                present.set(i);
+            }
+        }
+        for (int a = found.length - 1; a >= 0; a--) {
+            for (int j : found[a].indices()) {
+                owner[asked[j]] = a; // walked from the last adapter down: the lowest that has the key wins
+                present.set(asked[j]);
+            }
+        }
+        ctx.metrics().prefetchHitObjects.add(present.popcount() - countL1());
+        int prefix = ctx.fold().hitChunks(present, chunks, keysPerChunk) * keysPerChunk;
+        CacheKey key = job.key();
+        for (int i = 0; i < prefix; i++) {
+            if (owner[i] >= 0) {
+                ShapeAt shape = shapeAt(i);
+                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(),
+                        keys[i].hashHi(), keys[i].hashLo(), shape.bytes, shape.format);
+                if (object == ObjectStore.NO_MEMORY) {
+                    ctx.metrics().prefetchL1Oom.increment();
+                    ctx.metrics().l1AllocationFailures.increment();
+                    continue;
+                }
+                if (object != ObjectStore.EXISTS) {
+                    reserved[i] = object;
+                    ok.set(i);
+                    continue;
+                }
+                // stored meanwhile (by a STORE or another prefetch): used from L1 if it is readable now
+            }
+            if (lockL1(i)) {
+                ok.set(i);
+            }
+        }
+        int kept = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
+        unlockNotLoaded(kept);
+        submitLoads(kept);
+    }
+
+    private record ShapeAt(long bytes, int format) {}
+
+    private ShapeAt shapeAt(int i) {
+        ObjectShape shape = shapes.get(i % shapes.size());
+        return new ShapeAt(shape.objectBytes(), shape.format());
+    }
+
+    private int countL1() {
+        int count = 0;
+        for (boolean l1 : inL1) {
+            count += l1 ? 1 : 0;
+        }
+        return count;
+    }
+
+    private boolean lockL1(int i) {
+        List<ObjectStore.ReadLock> taken = new ArrayList<>(1);
+        CacheKey key = job.key();
+        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(), keys[i].hashHi(),
+                keys[i].hashLo(), readers, taken)) {
+            return false;
+        }
+        locks[i] = taken.isEmpty() ? null : taken.getFirst();
+        return true;
+    }
+
+    /** Gives back everything held for keys from {@code keep} on (outside the prefix); returns {@code keep}. */
+    private int releaseBeyond(int keep) {
+        for (int i = keys.length - 1; i >= keep; i--) {
+            if (reserved[i] != null) {
+                ctx.store().abort(reserved[i]);
+                reserved[i] = null;
+            }
+            if (locks[i] != null) {
+                ctx.store().releaseRead(locks[i], readers);
+                locks[i] = null;
+            }
+            ok.clear(i);
+        }
+        return keep;
+    }
+
+    /** Phase-1 unlock: each adapter's found keys that it will not load are unlocked in L2 at once. */
+    private void unlockNotLoaded(int prefix) {
+        for (int a = 0; a < found.length; a++) {
+            List<L2Key> unlock = new ArrayList<>();
+            for (int j : found[a].indices()) {
+                int i = asked[j];
+                if (!(i < prefix && owner[i] == a && reserved[i] != null)) {
+                    unlock.add(keys[i]);
+                }
+            }
+            if (!unlock.isEmpty()) {
+                ctx.adapters().get(a).submitUnlock(unlock);
+            }
+        }
+    }
+
+    private void submitLoads(int prefix) {
+        boolean any = false;
+        for (int a = 0; a < ctx.adapters().size(); a++) {
+            List<Integer> indices = new ArrayList<>();
+            for (int i = 0; i < prefix; i++) {
+                if (owner[i] == a && reserved[i] != null) {
+                    indices.add(i);
+                }
+            }
+            if (indices.isEmpty()) {
+                continue;
+            }
+            loadIndices[a] = indices.stream().mapToInt(Integer::intValue).toArray();
+            List<L2Key> loadKeys = new ArrayList<>(indices.size());
+            List<MemorySegment> buffers = new ArrayList<>(indices.size());
+            for (int i : loadIndices[a]) {
+                loadKeys.add(keys[i]);
+                buffers.add(ctx.pool().asSlice(reserved[i].offset(), reserved[i].bytes()));
+            }
+            loadTasks[a] = ctx.adapters().get(a).submitLoad(loadKeys, buffers);
+            ctx.metrics().adapter(a).inflightLoads().incrementAndGet();
+            ctx.metrics().loadSubmitted.increment();
+            ctx.metrics().loadSubmittedObjects.add(indices.size());
+            any = true;
+        }
+        if (any) {
+            stage = Stage.LOAD;
+        } else {
+            finish(prefix / Math.max(1, keysPerChunk));
+        }
+    }
+
+    /** Phase-2 unlock, then each loaded object published with its read locks, the failed ones dropped, and a last fold. */
+    private void loadFinished() {
+        for (int a = 0; a < loadIndices.length; a++) {
+            if (loadIndices[a] == null) {
+                continue;
+            }
+            countLoad(a);
+            List<L2Key> unlock = new ArrayList<>(loadIndices[a].length);
+            for (int j = 0; j < loadIndices[a].length; j++) {
+                int i = loadIndices[a][j];
+                unlock.add(keys[i]);
+                if (loaded[a].get(j)) {
+                    publish(i);
+                } else {
+                    ctx.store().abort(reserved[i]);
+                    reserved[i] = null;
+                    ok.clear(i);
+                    ctx.metrics().prefetchNotFound.increment();
+                }
+            }
+            ctx.adapters().get(a).submitUnlock(unlock);
+        }
+        int prefix = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
+        finish(prefix / Math.max(1, keysPerChunk));
+    }
+
+    private void countLoad(int a) {
+        L2Metrics.Adapter counters = ctx.metrics().adapter(a);
+        counters.inflightLoads().decrementAndGet();
+        counters.loadCompleted().increment();
+        for (int j = 0; j < loadIndices[a].length; j++) {
+            if (loaded[a].get(j)) {
+                counters.loadBytes().add(reserved[loadIndices[a][j]].bytes());
+            }
+        }
+    }
+
+    private void publish(int i) {
+        StoredObject object = reserved[i];
+        ObjectStore.ReadLock lock = ctx.tier().commitLoaded(object, readers, !ctx.retain());
+        if (readers > 0 && lock == null) {
+            // reclaimed before it was published (a forced clear): its memory is gone
+            reserved[i] = null;
+            ok.clear(i);
+            return;
+        }
+        locks[i] = lock;
+        ctx.metrics().loadCompletedObjects.increment();
+    }
+
+    /** Hands the job back: the L1 locks of the LOOKUP, then this prefix's, chunk-major. */
+    private void finish(int hitChunks) {
+        List<ObjectStore.ReadLock> all = new ArrayList<>(job.l1Locks());
+        int l2Keys = 0;
+        for (int i = 0; i < hitChunks * keysPerChunk; i++) {
+            if (locks[i] != null) {
+                all.add(locks[i]);
+            }
+            l2Keys += owner[i] >= 0 && reserved[i] != null ? 1 : 0;
+        }
+        stage = Stage.DONE;
+        job.completion().done(job.l1Hits() + hitChunks, all, l2Keys);
+    }
+
+    /** Shutdown before the adapters answered: the LOOKUP is answered with its L1 hits; what this request holds stays until TTL. */
+    void abandon() {
+        if (stage != Stage.DONE) {
+            stage = Stage.DONE;
+            job.completion().done(job.l1Hits(), job.l1Locks(), 0);
+        }
+    }
+}

@@ -1,0 +1,233 @@
+package io.lmcache.server.tier;
+
+import io.lmcache.server.agent.Agent;
+import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.l2.StoreResult;
+import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.storage.CommitListener;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.storage.TierAccess;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Write-through to L2 (hybrid-and-l2.md §B.3), an agent on lmcache-l2. Each object a STORE
+ * publishes in L1 arrives here under the store's lock with a read hold on it (so eviction cannot
+ * take it mid-write); this agent groups the objects by (model, kv rank, object group), submits each
+ * group to every adapter, and gives the hold back when the last adapter has answered. With
+ * {@code skip_l1}, an object every adapter stored then leaves L1. A failed task is counted and
+ * logged (the first in full, then at most once a minute) and never retried. The backlog of held
+ * objects is bounded in bytes; past it, objects stay L1-only, counted.
+ */
+public final class StoreController implements Agent, CommitListener {
+    private static final Logger LOG = LoggerFactory.getLogger(StoreController.class);
+    /** Objects submitted per task: large enough to batch, small enough that one slow key holds few others. */
+    static final int MAX_TASK_OBJECTS = 64;
+    private static final long FAILURE_LOG_INTERVAL_NS = 60_000_000_000L;
+
+    /** One committed object on its way to every adapter; {@code remaining} adapters have not answered yet. */
+    private static final class Write {
+        final Committed committed;
+        final L2Key key;
+        int remaining;
+        boolean allOk = true;
+
+        Write(Committed committed, int adapters) {
+            this.committed = committed;
+            this.key = new L2Key(committed.model(), committed.kvRank(), committed.group(), committed.hashHi(), committed.hashLo(),
+                    committed.salt());
+            this.remaining = adapters;
+        }
+    }
+
+    private record Shape(String model, int kvRank, int group) {}
+
+    private final List<L2Adapter> adapters;
+    private final ObjectStore store;
+    private final TierAccess tier;
+    private final MemorySegment pool;
+    private final boolean skipL1;
+    private final long maxBacklogBytes;
+    private final L2Metrics metrics;
+    private final ConcurrentLinkedQueue<Write> pending = new ConcurrentLinkedQueue<>();
+    /** Bytes of objects held for L2 (queued or being written): the backlog bound. */
+    private final AtomicLong heldBytes = new AtomicLong();
+    private final AtomicLong pendingKeys = new AtomicLong();
+    private final List<Map<Long, List<Write>>> inFlight = new ArrayList<>();
+    private final LongAdder failedTasks = new LongAdder();
+    private final LongAdder failedKeys = new LongAdder();
+    private final Runnable wake;
+    private volatile long processingKeys; // written on lmcache-l2 only, read by status
+    private long lastFailureLogNs;
+    private boolean failureLogged;
+
+    public StoreController(List<L2Adapter> adapters, ObjectStore store, MemorySegment pool, boolean skipL1, long maxBacklogBytes,
+            L2Metrics metrics, Runnable wake) {
+        this.adapters = List.copyOf(adapters);
+        this.store = store;
+        this.tier = new TierAccess(store);
+        this.pool = pool;
+        this.skipL1 = skipL1;
+        this.maxBacklogBytes = maxBacklogBytes;
+        this.metrics = metrics;
+        this.wake = wake;
+        for (int i = 0; i < adapters.size(); i++) {
+            inFlight.add(new HashMap<>());
+        }
+    }
+
+    @Override
+    public String roleName() {
+        return "l2-store";
+    }
+
+    /** Runs on the committing thread under the object store's lock: only a bound check, a queue append and a wake-up. */
+    @Override
+    public boolean committed(Committed committed) {
+        long bytes = committed.object().bytes();
+        if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
+            heldBytes.addAndGet(-bytes);
+            metrics.storeSkippedObjects.increment();
+            return false;
+        }
+        pending.add(new Write(committed, adapters.size()));
+        pendingKeys.incrementAndGet();
+        wake.run();
+        return true;
+    }
+
+    @Override
+    public int doWork() {
+        return submitPending() + collectCompleted();
+    }
+
+    private int submitPending() {
+        Map<Shape, List<Write>> groups = new LinkedHashMap<>();
+        int taken = 0;
+        for (Write write = pending.poll(); write != null; write = pending.poll()) {
+            pendingKeys.decrementAndGet();
+            Committed c = write.committed;
+            groups.computeIfAbsent(new Shape(c.model(), c.kvRank(), c.group()), s -> new ArrayList<>()).add(write);
+            taken++;
+        }
+        for (List<Write> group : groups.values()) {
+            for (int from = 0; from < group.size(); from += MAX_TASK_OBJECTS) {
+                List<Write> batch = group.subList(from, Math.min(group.size(), from + MAX_TASK_OBJECTS));
+                List<L2Key> keys = new ArrayList<>(batch.size());
+                List<MemorySegment> objects = new ArrayList<>(batch.size());
+                for (Write write : batch) {
+                    StoredObject object = write.committed.object();
+                    keys.add(write.key);
+                    objects.add(pool.asSlice(object.offset(), object.bytes()));
+                }
+                // the default store policy: every object to every adapter
+                for (int a = 0; a < adapters.size(); a++) {
+                    long taskId = adapters.get(a).submitStore(keys, objects);
+                    inFlight.get(a).put(taskId, List.copyOf(batch));
+                    metrics.adapter(a).inflightStores().incrementAndGet();
+                    metrics.storeSubmitted.increment();
+                    metrics.storeSubmittedObjects.add(batch.size());
+                }
+                processingKeys += batch.size();
+            }
+        }
+        return taken;
+    }
+
+    private int collectCompleted() {
+        int done = 0;
+        for (int a = 0; a < adapters.size(); a++) {
+            for (Map.Entry<Long, StoreResult> entry : adapters.get(a).popCompletedStores().entrySet()) {
+                List<Write> writes = inFlight.get(a).remove(entry.getKey());
+                if (writes == null) {
+                    continue; // not ours: cannot happen with one controller per adapter, kept harmless
+                }
+                done++;
+                completed(a, entry.getValue(), writes);
+            }
+        }
+        return done;
+    }
+
+    private void completed(int adapter, StoreResult result, List<Write> writes) {
+        // holds go back before the counters move: whoever waits on a counter finds the objects released
+        for (Write write : writes) {
+            write.allOk &= result.ok();
+            if (--write.remaining == 0) {
+                release(write);
+            }
+        }
+        L2Metrics.Adapter counters = metrics.adapter(adapter);
+        counters.inflightStores().decrementAndGet();
+        if (result.ok()) {
+            counters.storeCompleted().increment();
+            counters.storeBytes().add(result.bytesTransferred());
+            metrics.storeCompletedObjects.add(writes.size());
+        } else {
+            counters.storeFailed().increment();
+            metrics.storeFailedObjects.add(writes.size());
+            failedTasks.increment();
+            failedKeys.add(writes.size());
+            logFailure(adapter, writes.size());
+        }
+    }
+
+    /** Every adapter answered: the read hold goes back, and under skip_l1 an object all of them stored leaves L1. */
+    private void release(Write write) {
+        StoredObject object = write.committed.object();
+        processingKeys--;
+        store.unpin(object, false);
+        heldBytes.addAndGet(-object.bytes());
+        if (skipL1 && write.allOk) {
+            tier.dropIfIdle(object);
+        }
+    }
+
+    private void logFailure(int adapter, int keys) {
+        long nowNs = System.nanoTime();
+        if (!failureLogged || nowNs - lastFailureLogNs - FAILURE_LOG_INTERVAL_NS > 0) {
+            LOG.warn("L2 adapter #{} ({}) failed a store of {} object(s); not retried, the objects stay in L1 ({} failed task(s) so far; "
+                    + "its /status entry has the cause)", adapter, adapters.get(adapter).typeName(), keys, failedTasks.sum());
+            failureLogged = true;
+            lastFailureLogNs = nowNs;
+        }
+    }
+
+    /** Gives back the holds of writes that will never be answered (the agent stops before its adapters close). */
+    @Override
+    public void onClose() {
+        for (Write write = pending.poll(); write != null; write = pending.poll()) {
+            store.unpin(write.committed.object(), false);
+        }
+    }
+
+    /** {@code /status} {@code storage_manager.store_controller}; read on lmcache-http-* from counters only. */
+    public Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("is_healthy", true);
+        status.put("store_policy", skipL1 ? "skip_l1" : "default");
+        status.put("pending_keys_count", pendingKeys.get());
+        status.put("processing_keys_count", processingKeys);
+        int tasks = 0;
+        for (int a = 0; a < adapters.size(); a++) {
+            tasks += metrics.adapter(a).inflightStores().get();
+        }
+        status.put("in_flight_task_count", tasks);
+        status.put("failed_task_count", failedTasks.sum());
+        status.put("failed_key_count", failedKeys.sum());
+        status.put("held_bytes", heldBytes.get());
+        status.put("max_held_bytes", maxBacklogBytes);
+        return status;
+    }
+}

@@ -1,0 +1,228 @@
+package io.lmcache.server.it;
+
+import static io.lmcache.server.testing.TestClient.pack;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.ServerLogOnFailure;
+import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The L2 tier on the real server (issue 15): write-through to fs_native, a restart that finds the
+ * files again, LOOKUPs that load from L2 and RETRIEVEs that return the exact bytes, a truncated file
+ * that is a miss, and fault_inject's gaps. Waits are bounded and assert on counters.
+ */
+@ExtendWith(ServerLogOnFailure.class)
+class L2TierIT {
+    private static final int CHUNK = 256;
+    private static final int CHUNKS = 4;
+    /** 2 layers x 2 heads x 64, blocks of 16: 4 KiB pieces, 256 KiB chunk objects. */
+    private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(2, 128, 16, 2, 64);
+    private static final int[] STORED = JavaWorker.range(0, CHUNKS * CHUNK / 16);
+    private static final String MODEL = "org/l2-model";
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path dir;
+
+    private static final int[] TOKENS = JavaWorker.tokens(15, CHUNKS * CHUNK);
+
+    private String fsNative() {
+        return "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}";
+    }
+
+    private String faultInject(String knobs) {
+        return "{\"type\":\"fault_inject\"," + knobs + ",\"inner\":" + fsNative() + "}";
+    }
+
+    private static ServerProcess server(String adapter, String... more) {
+        List<String> args = new ArrayList<>(List.of("--l1-size-gb", "0.0625", "--l2-adapter", adapter));
+        args.addAll(List.of(more));
+        return ServerProcess.start(args.toArray(String[]::new));
+    }
+
+    /** Registers a worker whose blocks 0..63 hold the 4 chunks' data (the same bytes in every process: a fixed seed). */
+    private static JavaWorker worker(ServerProcess server, long instanceId) {
+        JavaWorker worker = new JavaWorker(server.endpoint(), instanceId, MODEL, GEOMETRY);
+        worker.register();
+        worker.fill(STORED, 77);
+        return worker;
+    }
+
+    /** Stores the 4 chunks and waits until the adapter has all of them. */
+    private static void storeThrough(ServerProcess server, JavaWorker worker) {
+        double before = Http.metric(server, "lmcache_mp_l2_store_completed_objects_total");
+        assertTrue(worker.store(TOKENS, 0, CHUNKS * CHUNK, STORED, "store"));
+        await("write-through").atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(20))
+                .until(() -> Http.metric(server, "lmcache_mp_l2_store_completed_objects_total") >= before + CHUNKS);
+    }
+
+    /** Empties L1, so what a LOOKUP hits next comes from L2. */
+    private static void clearL1(ServerProcess server) {
+        await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20)).until(() -> {
+            assertEquals(200, Http.post(server.httpBase() + "/cache/clear", "{\"tier\": \"l1\"}").statusCode());
+            return Http.metric(server, "lmcache_mp_l1_objects") == 0;
+        });
+    }
+
+    /** LOOKUP as the scheduler sends it, then QUERY_PREFETCH_STATUS until it answers a count (None while the prefetch runs). */
+    private static int lookup(JavaWorker worker, String requestId) {
+        TestClient client = worker.client();
+        assertNull(client.call(8, worker.key(TOKENS, 0, CHUNKS * CHUNK, requestId, null, 1, 1), pack(p -> p.packInt(1))).payload());
+        int[] hits = {-1};
+        await("prefetch of " + requestId).atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            TestClient.Reply reply = client.call(9, pack(p -> p.packString(requestId)));
+            if (reply.payload() != null) {
+                hits[0] = Integer.parseInt(reply.payloadHex(), 16);
+            }
+            return reply.payload() != null;
+        });
+        return hits[0];
+    }
+
+    /** RETRIEVEs the first {@code chunks} chunks into blocks 64.. and compares them with the stored blocks. */
+    private static void assertRetrievesExactly(JavaWorker worker, int chunks, String requestId) {
+        int[] target = JavaWorker.range(64, chunks * CHUNK / 16);
+        worker.zero(target);
+        assertTrue(worker.retrieve(TOKENS, 0, chunks * CHUNK, target, 0, requestId), "RETRIEVE of " + chunks + " chunk(s)");
+        assertArrayEquals(worker.read(JavaWorker.range(0, chunks * CHUNK / 16)), worker.read(target), "byte-exact");
+    }
+
+    @Test
+    void aRestartFindsTheChunksInL2AndRetrievesThemByteExact() throws Exception {
+        try (ServerProcess first = server(fsNative()); JavaWorker worker = worker(first, 1)) {
+            storeThrough(first, worker);
+            assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(first, "lmcache_mp_l2_store_bytes_total"));
+        }
+        try (Stream<Path> files = Files.list(dir)) {
+            assertEquals(CHUNKS, files.filter(f -> f.getFileName().toString().startsWith("org-SEP-l2-model@0x00000000@0@")).count());
+        }
+        try (ServerProcess second = server(fsNative()); JavaWorker worker = worker(second, 2)) {
+            assertEquals(0, Http.metric(second, "lmcache_mp_l1_objects"), "a new process: L1 is empty");
+            assertEquals(CHUNKS, lookup(worker, "after-restart"));
+            assertEquals(CHUNKS * CHUNK, Http.metric(second, "lmcache_mp_lookup_hit_l2_total"));
+            assertEquals(0, Http.metric(second, "lmcache_mp_lookup_hit_l1_total"));
+            assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l2_prefetch_load_completed_total"));
+            assertRetrievesExactly(worker, CHUNKS, "after-restart");
+            // the loaded objects were temporary: the RETRIEVE gave back their only read locks, and they left L1
+            await().atMost(Duration.ofSeconds(5)).until(() -> Http.metric(second, "lmcache_mp_l1_objects") == 0);
+            assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l1_evicted_chunks_total", "reason", "prefetch_released"));
+            JsonNode storage = JSON.readTree(Http.get(second.httpBase() + "/status").body()).get("storage_manager");
+            assertEquals(1, storage.get("num_l2_adapters").asInt());
+            assertEquals("FSNativeL2Adapter", storage.get("l2_adapters").get(0).get("type").asText());
+            assertEquals(0, storage.get("store_controller").get("failed_task_count").asInt());
+            assertEquals(1, storage.get("prefetch_controller").get("completed_request_count").asInt());
+        }
+    }
+
+    @Test
+    void aTruncatedFileIsAMissNeverWrongBytes() throws Exception {
+        try (ServerProcess server = server(fsNative()); JavaWorker worker = worker(server, 3)) {
+            storeThrough(server, worker);
+            clearL1(server);
+            Path third = dir.resolve(fileName(2));
+            try (FileChannel channel = FileChannel.open(third, StandardOpenOption.WRITE)) {
+                channel.truncate(Files.size(third) / 2);
+            }
+            assertEquals(2, lookup(worker, "truncated"), "chunk 2's file is short: the prefix ends before it");
+            assertFalse(Files.exists(third), "the short file was removed");
+            assertRetrievesExactly(worker, 2, "truncated");
+        }
+    }
+
+    /** The file of chunk {@code chunk}: our own chunk hash (so not a Python LMCache server's file). */
+    private static String fileName(int chunk) {
+        long[] hashes = new long[2 * CHUNKS];
+        new ChunkHasher().hashChunks(TOKENS, CHUNK, CHUNKS, hashes);
+        HexFormat hex = HexFormat.of();
+        return "org-SEP-l2-model@0x00000000@0@" + hex.toHexDigits(hashes[2 * chunk]) + hex.toHexDigits(hashes[2 * chunk + 1]) + ".data";
+    }
+
+    @Test
+    void faultInjectTailRatioHalfLeavesTwoOfFourAndTheyAreExact() throws Exception {
+        try (ServerProcess server = server(faultInject("\"gap_tail_ratios\":[0.5]")); JavaWorker worker = worker(server, 4)) {
+            storeThrough(server, worker);
+            clearL1(server);
+            assertEquals(2, lookup(worker, "gap"), "round_half_even(0.5 * 3) = 2: the third chunk's load fails");
+            assertEquals(1, Http.metric(server, "lmcache_mp_l2_prefetch_failure_total", "reason", "not_found"));
+            assertRetrievesExactly(worker, 2, "gap");
+            assertEquals(1, server.countLog("WARN.*FaultInjectL2Adapter ACTIVE \\(rate=0\\.000 seed=0 gap_indices=\\[\\] "
+                    + "gap_tail_ratios=\\[0\\.5\\]\\) wrapping FSNativeL2Adapter -- test/diagnostic use only\\."), server.log());
+            JsonNode adapter = JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("storage_manager").get("l2_adapters").get(0);
+            assertEquals("FSNativeL2Adapter", adapter.get("type").asText(), "the inner adapter's status");
+            assertEquals(0.5, adapter.get("fault_inject").get("gap_tail_ratios").get(0).asDouble());
+        }
+    }
+
+    @Test
+    void faultInjectGapIndexZeroAndRateOneHitNothingRateZeroHitsAll() throws Exception {
+        Map<String, Integer> expected = Map.of("\"gap_indices\":[0]", 0, "\"rate\":1.0", 0, "\"rate\":0.0", CHUNKS);
+        int instance = 10;
+        for (Map.Entry<String, Integer> knob : expected.entrySet()) {
+            try (ServerProcess server = server(faultInject(knob.getKey())); JavaWorker worker = worker(server, instance++)) {
+                storeThrough(server, worker);
+                clearL1(server);
+                assertEquals(knob.getValue(), lookup(worker, "knob"), knob.getKey());
+                if (knob.getValue() > 0) {
+                    assertRetrievesExactly(worker, knob.getValue(), "knob");
+                } else {
+                    worker.endSession("knob");
+                }
+                // whatever the load failed leaves nothing behind: no L1 object, no lock held in L2
+                await().atMost(Duration.ofSeconds(5)).until(() -> Http.metric(server, "lmcache_mp_l1_objects") == 0);
+                JsonNode adapter = JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("storage_manager").get("l2_adapters")
+                        .get(0);
+                assertEquals(0, adapter.get("locked_keys").asInt(), knob.getKey());
+            }
+        }
+    }
+
+    @Test
+    void anAdapterThatCannotBeParsedExitsTwoWithOneLine() throws Exception {
+        ServerProcess server = ServerProcess.launch(Map.of(), "--l1-size-gb", "0.0625", "--l2-adapter", fsNative(), "--l2-adapter",
+                "{\"type\":\"bogus\"}");
+        assertTrue(server.process().waitFor(60, TimeUnit.SECONDS));
+        server.close();
+        assertEquals(2, server.process().exitValue());
+        assertEquals("lmcache-server: error: --l2-adapter #1: unknown type 'bogus' (known: fs_native, fault_inject) (see --help)",
+                server.log().strip());
+    }
+
+    @Test
+    void aBasePathThatCannotBeCreatedExitsTwo() throws IOException, InterruptedException {
+        Path file = Files.writeString(dir.resolve("a-file"), "x");
+        ServerProcess server = ServerProcess.launch(Map.of(), "--l1-size-gb", "0.0625", "--l2-adapter",
+                "{\"type\":\"fs_native\",\"base_path\":\"" + file.resolve("sub") + "\"}");
+        assertTrue(server.process().waitFor(60, TimeUnit.SECONDS));
+        server.close();
+        assertEquals(2, server.process().exitValue());
+        List<String> errors = server.log().lines().filter(line -> line.startsWith("lmcache-server: error:")).toList();
+        assertEquals(1, errors.size(), server.log());
+        assertTrue(errors.getFirst().startsWith("lmcache-server: error: --l2-adapter #0: cannot open fs_native: "), errors.getFirst());
+    }
+}

@@ -1,0 +1,295 @@
+package io.lmcache.server.tier;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.LookupModule;
+import io.lmcache.server.module.PrefetchResults;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.SlabAllocator;
+import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.storage.TierAccess;
+import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ObjectShape;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The store and prefetch controllers against in-memory adapters and a real L1 store over real memory. */
+class L2ControllersTest {
+    private static final int CHUNK = 16;
+    private static final int CHUNKS = 4;
+    private static final long OBJECT_BYTES = 64 * 1024;
+    private static final int FORMAT = 1;
+    private static final int[] TOKENS = IntStream.range(0, CHUNK * CHUNKS).map(i -> i * 7 + 3).toArray();
+    private final Arena arena = Arena.ofShared();
+    private final ServerMetrics serverMetrics = new ServerMetrics();
+    private final L2Metrics metrics = new L2Metrics(serverMetrics);
+    private ObjectStore store;
+    private MemorySegment pool;
+    private final long[] hashes = ChunkHashes.of(key("x"), CHUNK, CHUNKS);
+
+    @AfterEach
+    void close() {
+        arena.close();
+    }
+
+    private void l1(int objects) {
+        long bytes = objects * OBJECT_BYTES;
+        pool = arena.allocate(bytes, 4096);
+        SlabAllocator allocator = new SlabAllocator(bytes, bytes);
+        store = new ObjectStore(allocator, bytes, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600), TimeUnit.SECONDS.toNanos(300),
+                System::nanoTime, new StoreCounters());
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            store.addReadyRegion(r);
+        }
+    }
+
+    private static CacheKey key(String requestId) {
+        return new CacheKey("org/model", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, requestId, "", 1);
+    }
+
+    private L2Key l2Key(int chunk) {
+        return new L2Key("org/model", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], "");
+    }
+
+    private static byte[] pattern(int seed) {
+        byte[] bytes = new byte[(int) OBJECT_BYTES];
+        Arrays.fill(bytes, (byte) seed);
+        bytes[0] = (byte) (seed * 31);
+        return bytes;
+    }
+
+    private void has(MemoryAdapter adapter, int chunk, int seed) {
+        adapter.data.put(l2Key(chunk), pattern(seed));
+    }
+
+    private record Setup(LookupModule lookup, PrefetchController controller, LookupLeases leases) {}
+
+    private Setup prefetch(boolean retain, L2Adapter... adapters) {
+        for (int a = 0; a < adapters.length; a++) {
+            metrics.adapter(serverMetrics, a, "memory", () -> 0);
+        }
+        PrefetchContext ctx = new PrefetchContext(List.of(adapters), store, new TierAccess(store), pool, CHUNK, PrefixFold.LEADING_RUN, retain,
+                metrics);
+        PrefetchController controller = new PrefetchController(ctx, (model, worldSize) -> List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)),
+                8, () -> { });
+        LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        return new Setup(new LookupModule(CHUNK, store, leases, results, serverMetrics, new ObjectGroupCatalog(true), controller), controller,
+                leases);
+    }
+
+    /** LOOKUP, then QUERY: None until the controller has run the prefetch through. */
+    private static Reply lookupAndRun(Setup setup, String requestId) {
+        setup.lookup().lookup(new Request.Lookup(key(requestId), 1));
+        assertEquals(Reply.NONE, setup.lookup().query(requestId), "QUERY_PREFETCH_STATUS answers None while the prefetch runs");
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        return setup.lookup().query(requestId);
+    }
+
+    private byte[] l1Bytes(int chunk) {
+        StoredObject object = store.pinReady("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], FORMAT, OBJECT_BYTES);
+        try {
+            return pool.asSlice(object.offset(), OBJECT_BYTES).toArray(ValueLayout.JAVA_BYTE);
+        } finally {
+            store.unpin(object, false);
+        }
+    }
+
+    @Test
+    void theLowestAdapterLoadsEachKeyAndEveryL2LockIsGivenBack() {
+        l1(8);
+        MemoryAdapter first = new MemoryAdapter();
+        MemoryAdapter second = new MemoryAdapter();
+        for (int chunk = 0; chunk < CHUNKS; chunk++) {
+            has(second, chunk, 20 + chunk);
+        }
+        has(first, 0, 10);
+        has(first, 1, 11);
+        Setup setup = prefetch(false, first, second);
+        assertEquals(new Reply.Int(CHUNKS), lookupAndRun(setup, "r"));
+        assertArrayEquals(pattern(10), l1Bytes(0), "adapter 0 had chunk 0: it loaded it");
+        assertArrayEquals(pattern(22), l1Bytes(2), "only adapter 1 had chunk 2");
+        assertTrue(first.locks.isEmpty() && second.locks.isEmpty(), "phase-1 and phase-2 unlocks balance every lookup lock");
+        assertEquals(List.of(l2Key(0), l2Key(1)), second.unlocks.getFirst(), "adapter 1's keys that adapter 0 loads: unlocked at once");
+        assertEquals(CHUNKS, store.snapshot().readLocked(), "each loaded object published with its reader's lock");
+        setup.leases().end("r");
+        assertEquals(0, store.snapshot().objects(), "temporary objects leave L1 with their last read lock");
+        assertEquals(CHUNKS, metrics.loadCompletedObjects.sum());
+        store.checkInvariants();
+    }
+
+    @Test
+    void aGapTrimsThePlanAndAFailedLoadShrinksThePrefixAgain() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        has(adapter, 3, 4);
+        Setup setup = prefetch(false, adapter);
+        assertEquals(new Reply.Int(2), lookupAndRun(setup, "gap"), "chunk 2 is missing: chunk 3 is never loaded");
+        assertEquals(List.of(l2Key(3)), adapter.unlocks.getFirst(), "found but outside the prefix: unlocked before any load");
+        setup.leases().end("gap");
+
+        adapter.failingLoads.add(l2Key(1));
+        assertEquals(new Reply.Int(1), lookupAndRun(setup, "failed"), "the load of chunk 1 failed: the prefix re-folds to 1");
+        assertEquals(1, metrics.prefetchNotFound.sum());
+        assertEquals(1, store.snapshot().objects(), "the failed reservation was dropped");
+        assertTrue(adapter.locks.isEmpty());
+        setup.leases().end("failed");
+        assertEquals(0, store.snapshot().objects());
+        store.checkInvariants();
+    }
+
+    @Test
+    void noRoomInL1TrimsThePlanAndIsCounted() {
+        l1(2);
+        MemoryAdapter adapter = new MemoryAdapter();
+        for (int chunk = 0; chunk < CHUNKS; chunk++) {
+            has(adapter, chunk, chunk);
+        }
+        Setup setup = prefetch(false, adapter);
+        assertEquals(new Reply.Int(2), lookupAndRun(setup, "oom"));
+        assertEquals(2, metrics.prefetchL1Oom.sum());
+        assertTrue(adapter.locks.isEmpty());
+        store.checkInvariants();
+    }
+
+    @Test
+    void retainKeepsLoadedObjectsAfterTheirLastReader() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        Setup setup = prefetch(true, adapter);
+        assertEquals(new Reply.Int(1), lookupAndRun(setup, "keep"));
+        setup.leases().end("keep");
+        assertEquals(1, store.snapshot().objects());
+        assertEquals(1, store.snapshot().evictable(), "an ordinary L1 object now");
+    }
+
+    @Test
+    void anEndedRequestGivesBackWhatItsPrefetchLoaded() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("gone"), 1));
+        setup.lookup().endSession(new Request.EndSession("gone", false));
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(0, store.snapshot().objects(), "nobody will retrieve them: released at completion");
+        assertEquals(0, store.snapshot().readLocked());
+        assertEquals(new Reply.Int(0), setup.lookup().query("gone"));
+    }
+
+    @Test
+    void l1HitsAreKeptAndOnlyTheRestIsAskedOfL2() {
+        l1(8);
+        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        store.commit(first);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 1, 2);
+        Setup setup = prefetch(false, adapter);
+        assertEquals(new Reply.Int(2), lookupAndRun(setup, "mixed"));
+        assertEquals(3, metrics.prefetchLookupObjects.sum(), "chunks 1..3: chunk 0 was an L1 hit");
+        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l1").functionCounter().count(), 0.0, "one chunk's tokens from L1");
+        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l2").functionCounter().count(), 0.0, "one from L2");
+    }
+
+    // --- store controller -----------------------------------------------------------------------
+
+    private StoredObject commit(int chunk) {
+        StoredObject object = store.reserve("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, FORMAT);
+        pool.asSlice(object.offset(), OBJECT_BYTES).copyFrom(MemorySegment.ofArray(pattern(chunk)));
+        assertTrue(store.commit(object));
+        return object;
+    }
+
+    private StoreController storeController(boolean skipL1, long backlogBytes, MemoryAdapter... adapters) {
+        for (int a = 0; a < adapters.length; a++) {
+            metrics.adapter(serverMetrics, a, "memory", () -> 0);
+        }
+        StoreController controller = new StoreController(List.of(adapters), store, pool, skipL1, backlogBytes, metrics, () -> { });
+        store.setCommitListener(controller);
+        return controller;
+    }
+
+    @Test
+    void writeThroughHoldsTheObjectUntilEveryAdapterAnswered() {
+        l1(8);
+        MemoryAdapter fast = new MemoryAdapter();
+        MemoryAdapter slow = new MemoryAdapter();
+        slow.holdStores = true;
+        StoreController controller = storeController(false, Long.MAX_VALUE, fast, slow);
+        commit(0);
+        controller.doWork();
+        assertArrayEquals(pattern(0), fast.data.get(l2Key(0)));
+        assertEquals(0, store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK), "held for the slow adapter: not evictable");
+        slow.releaseStores();
+        controller.doWork();
+        assertArrayEquals(pattern(0), slow.data.get(l2Key(0)));
+        assertEquals(OBJECT_BYTES, store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK), "given back: evictable again");
+        assertEquals(2, metrics.storeCompletedObjects.sum());
+    }
+
+    @Test
+    void aFailedStoreIsCountedNotRetriedAndTheObjectStaysInL1() {
+        l1(8);
+        MemoryAdapter good = new MemoryAdapter();
+        MemoryAdapter bad = new MemoryAdapter();
+        bad.failStores = true;
+        StoreController controller = storeController(true, Long.MAX_VALUE, good, bad);
+        commit(0);
+        for (int turn = 0; turn < 5; turn++) {
+            controller.doWork();
+        }
+        assertEquals(1, bad.storeTasks, "never retried");
+        assertEquals(1L, controller.status().get("failed_task_count"));
+        assertEquals(1L, controller.status().get("failed_key_count"));
+        assertEquals(1, store.snapshot().objects(), "skip_l1 drops only what every adapter stored");
+        assertEquals(1, store.snapshot().evictable());
+    }
+
+    @Test
+    void skipL1DropsWhatEveryAdapterStoredAndTheBacklogIsBounded() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        adapter.holdStores = true;
+        StoreController controller = storeController(true, OBJECT_BYTES, adapter);
+        commit(0);
+        commit(1);
+        assertEquals(1, metrics.storeSkippedObjects.sum(), "the second object found the backlog full: L1 only");
+        assertEquals(1, store.snapshot().pinned());
+        controller.doWork();
+        adapter.releaseStores();
+        controller.doWork();
+        assertFalse(adapter.data.containsKey(l2Key(1)));
+        assertEquals(1, store.snapshot().objects(), "chunk 0 moved to L2, chunk 1 stayed");
+        assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.MOVED_TO_L2));
+        store.checkInvariants();
+    }
+}
