@@ -18,6 +18,7 @@ import java.util.concurrent.TimeUnit;
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
+ * @param operator the pool file's mode, metric sampling and instance label
  */
 public record ServerConfig(
         String host,
@@ -48,7 +49,8 @@ public record ServerConfig(
         String hashAlgorithm,
         DeviceMode device,
         String configFile,
-        boolean testHooks) {
+        boolean testHooks,
+        OperatorSettings operator) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -92,6 +94,9 @@ public record ServerConfig(
         out.put("hash_algorithm", hashAlgorithm);
         out.put("device", device.flagValue());
         out.put("config_file", configFile);
+        out.put("shm_mode", operator.shmModeText());
+        out.put("metrics_sample_rate", operator.metricsSampleRate());
+        out.put("service_instance_id", operator.serviceInstanceId());
         return out;
     }
 

@@ -91,7 +91,7 @@ public final class LookupModule {
                 from = to;
             }
             leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
-            metrics.lookup((long) range.endChunk() * chunkSize, (long) hits * chunkSize);
+            metrics.lookup(key.modelName(), key.cacheSalt(), (long) range.endChunk() * chunkSize, (long) hits * chunkSize);
         }
         results.put(key.requestId(), hits);
         return Reply.NONE;
