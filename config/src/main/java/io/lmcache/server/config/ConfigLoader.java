@@ -77,11 +77,11 @@ public final class ConfigLoader {
                 for (Map.Entry<String, Object> entry : fileValues.entrySet()) {
                     String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
                     Object value = entry.getValue();
-                    if (LmcacheFlags.fromFile(key, value, configFile, warnings)) {
-                        continue;
-                    }
+                    // a flag of this server first (it may also be in LMCache's table), then LMCache's others
                     if (!byKey.containsKey(key) || key.equals("config_file")) {
-                        warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
+                        if (!LmcacheFlags.fromFile(key, value, configFile, warnings)) {
+                            warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
+                        }
                     } else if (value instanceof Map<?, ?> || value instanceof List<?>) {
                         // LMCache only warns about a value it cannot use; so does this server
                         warnings.add("config file " + configFile + ": key '" + entry.getKey() + "' must be a plain value, not a table or"

@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.function.Function;
 import java.util.stream.Collectors;
+import picocli.CommandLine;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.ParseResult;
@@ -120,6 +121,12 @@ final class LmcacheFlags {
     private static Flag unsupported(String name, Kind kind, String feature, String... offValues) {
         Set<String> off = kind == Kind.VALUE && offValues.length == 0 ? EMPTY : Set.of(offValues);
         return new Flag(name, kind, new Rule.Unsupported(feature, off));
+    }
+
+    /** The table's flags this server does not declare itself (all of them unless a branch added the feature). */
+    static List<Flag> active() {
+        CommandSpec spec = new CommandLine(new ServerOptions()).getCommandSpec();
+        return TABLE.stream().filter(flag -> spec.findOption(flag.name()) == null).toList();
     }
 
     /** Adds every table flag the command line does not declare itself, hidden from {@code --help} (the README lists them). */
