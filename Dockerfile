@@ -1,8 +1,11 @@
-# lmcache-server: build with Maven, run on a small Java 25 runtime as a non-root user.
-# docker build -t lmcache-server .
-# docker run --ipc=host --gpus all -p 5555:5555 -p 8080:8080 lmcache-server --l1-size-gb 20
+# lmcache-server: built with Maven, run on a jlinked Java 25 runtime (about 50 MB) as a non-root user.
+#   docker build --build-arg LMCACHE_COMMIT=$(git rev-parse HEAD) -t lmcache-server .
+#   docker run --ipc=host --gpus all -p 5555:5555 -p 8080:8080 lmcache-server --l1-size-gb 20
+# `lmcache server ...` works too: /opt/venv/bin/lmcache is where LMCache's Kubernetes operator looks.
+# Without access to Docker Hub, deploy/container/make-local-base-images.sh makes the two base images locally.
 
 FROM maven:3.9-eclipse-temurin-25 AS build
+ARG LMCACHE_COMMIT=unknown
 WORKDIR /src
 # dependencies first, so a code change does not download them again
 COPY pom.xml ./
@@ -17,25 +20,37 @@ COPY config config
 COPY cuda cuda
 COPY server server
 COPY bin bin
-RUN mvn -B -q -pl server -am -DskipTests package
+RUN mvn -B -q -pl server -am -DskipTests -Dlmcache.commit="${LMCACHE_COMMIT}" package
+# the modules the server and the lmcache CLI use (jdeps), java.xml for a logback file given with -Dlogback.configurationFile;
+# --strip-java-debug-attributes, not --strip-debug: that one also strips native symbols with objcopy, which the image may lack
+RUN jlink --add-modules java.base,java.logging,java.management,java.naming,java.net.http,java.xml,jdk.httpserver,jdk.management,jdk.unsupported \
+      --strip-java-debug-attributes --no-header-files --no-man-pages --compress=zip-6 --output /opt/java/runtime
 
-FROM eclipse-temurin:25-jre
-# curl serves the HEALTHCHECK
-RUN apt-get update \
- && apt-get install -y --no-install-recommends curl \
- && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 lmcache \
+FROM debian:bookworm-slim
+ARG LMCACHE_COMMIT=unknown
+LABEL org.opencontainers.image.title="lmcache-server" \
+      org.opencontainers.image.description="Java drop-in for LMCache's multiprocess KV-cache server (lmcache server), vLLM's LMCacheMPConnector sidecar" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.revision="${LMCACHE_COMMIT}"
+RUN groupadd --system --gid 10001 lmcache \
  && useradd --system --uid 10001 --gid lmcache --home-dir /opt/lmcache-server --shell /usr/sbin/nologin lmcache
+ENV JAVA_HOME=/opt/java/runtime
+COPY --from=build /opt/java/runtime /opt/java/runtime
 WORKDIR /opt/lmcache-server
-# the same layout as a source checkout, so bin/lmcache-server runs unchanged (it finds the jar built)
+# the same layout as a source checkout, so the launchers run unchanged (they find the jar built)
 COPY --from=build /src/server/target/lmcache-server.jar server/target/lmcache-server.jar
 COPY --from=build /src/server/target/lib server/target/lib
-COPY --from=build /src/bin/lmcache-server bin/lmcache-server
-RUN ln -s /opt/lmcache-server/bin/lmcache-server /usr/local/bin/lmcache-server
+COPY --from=build /src/bin/lmcache-server /src/bin/lmcache /src/bin/lmcache-healthcheck bin/
+COPY LICENSE LICENSE
+# on PATH through links (the launchers find their real location), and where LMCache's operator runs `lmcache server`
+RUN ln -s /opt/lmcache-server/bin/lmcache-server /usr/local/bin/lmcache-server \
+ && ln -s /opt/lmcache-server/bin/lmcache /usr/local/bin/lmcache \
+ && mkdir -p /opt/venv/bin && ln -s /opt/lmcache-server/bin/lmcache /opt/venv/bin/lmcache
 USER lmcache
 # ZeroMQ requests, HTTP status/metrics, the optional separate metrics port
 EXPOSE 5555 8080 9090
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8080/healthcheck || exit 1
+# bash alone (no curl): GET /healthcheck on the --http-port the server was started with
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["/opt/lmcache-server/bin/lmcache-healthcheck"]
 ENTRYPOINT ["lmcache-server"]
 CMD ["--host", "0.0.0.0", "--port", "5555", "--http-port", "8080", "--l1-size-gb", "4"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
-#   mvn -q -B -DskipTests install && ../shared/tools/gpu-host/prepare.sh
+#   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
 #   bash testclient/gpu/run-on-device.sh [test|bench|all]
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).

@@ -57,7 +57,7 @@ public final class LmcacheServer implements AutoCloseable {
     private static final long MIN_RETAIN_NS = TimeUnit.MINUTES.toNanos(10);
 
     private final ServerConfig config;
-    private final ServerMetrics metrics = new ServerMetrics();
+    private final ServerMetrics metrics;
     /** What {@link #close} closes, in construction order; closed last to first. */
     private final List<AutoCloseable> parts = new ArrayList<>();
     private final L1Tier l1;
@@ -75,6 +75,7 @@ public final class LmcacheServer implements AutoCloseable {
 
     private LmcacheServer(ServerConfig config) {
         this.config = config;
+        this.metrics = new ServerMetrics(config.operator().serviceInstanceId());
         try {
             // runs on: the thread that calls close(); closed last, after every part that logs
             add("rate-limited log summaries", RateLimitedLog::flushPending);

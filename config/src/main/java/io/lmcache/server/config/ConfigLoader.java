@@ -65,25 +65,34 @@ public final class ConfigLoader {
         ServerOptions options = new ServerOptions();
         CommandLine commandLine = new CommandLine(options);
         commandLine.setUsageHelpWidth(100);
+        LmcacheFlags.register(commandLine.getCommandSpec());
 
         String configFile = findConfigFile(args, env);
         List<String> fileL2Adapters = new ArrayList<>();
         if (configFile != null) {
-            Map<String, String> fileValues;
-            try {
-                fileValues = readToml(Path.of(configFile), fileL2Adapters);
-            } catch (ConfigException e) {
-                return usageError(e.getMessage());
-            }
+            Map<String, Object> fileValues;
             Map<String, OptionSpec> byKey = optionsByKey(commandLine);
             Map<String, String> known = new LinkedHashMap<>();
-            for (Map.Entry<String, String> entry : fileValues.entrySet()) {
-                String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
-                if (byKey.containsKey(key) && !key.equals("config_file")) {
-                    known.put(key, entry.getValue());
-                } else {
-                    warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
+            try {
+                fileValues = readToml(Path.of(configFile), fileL2Adapters);
+                for (Map.Entry<String, Object> entry : fileValues.entrySet()) {
+                    String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
+                    Object value = entry.getValue();
+                    // a flag of this server first (it may also be in LMCache's table), then LMCache's others
+                    if (!byKey.containsKey(key) || key.equals("config_file")) {
+                        if (!LmcacheFlags.fromFile(key, value, configFile, warnings)) {
+                            warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
+                        }
+                    } else if (value instanceof Map<?, ?> || value instanceof List<?>) {
+                        // LMCache only warns about a value it cannot use; so does this server
+                        warnings.add("config file " + configFile + ": key '" + entry.getKey() + "' must be a plain value, not a table or"
+                                + " array; ignored");
+                    } else {
+                        known.put(key, String.valueOf(value));
+                    }
                 }
+            } catch (ConfigException e) {
+                return usageError(e.getMessage());
             }
             commandLine.setDefaultValueProvider(argSpec -> {
                 if (argSpec instanceof OptionSpec option) {
@@ -110,6 +119,7 @@ public final class ConfigLoader {
             if (options.l2Adapter == null || options.l2Adapter.isEmpty()) {
                 options.l2Adapter = fileL2Adapters; // flags win: the file's adapters only when none is given
             }
+            LmcacheFlags.check(commandLine.getParseResult(), warnings);
             ServerConfig config = validate(options, env, configFile, warnings, memory);
             return new Outcome.Run(config, List.copyOf(warnings));
         } catch (ConfigException e) {
@@ -144,8 +154,8 @@ public final class ConfigLoader {
         return fromEnv == null || fromEnv.isBlank() ? null : fromEnv;
     }
 
-    /** The file's values as text; {@code l2_adapter} (a JSON string, an inline table, or an array of either) goes to {@code l2Adapters}. */
-    private static Map<String, String> readToml(Path path, List<String> l2Adapters) throws ConfigException {
+    /** The file's values; {@code l2_adapter} (a JSON string, an inline table, or an array of either) goes to {@code l2Adapters}. */
+    private static Map<String, Object> readToml(Path path, List<String> l2Adapters) throws ConfigException {
         if (Files.isDirectory(path)) {
             throw new ConfigException("--config-file", "is a directory, not a TOML file: " + path);
         }
@@ -166,17 +176,13 @@ public final class ConfigLoader {
         } catch (IOException e) {
             throw new ConfigException("--config-file", "cannot read " + path + ": " + e.getMessage());
         }
-        Map<String, String> values = new LinkedHashMap<>();
+        Map<String, Object> values = new LinkedHashMap<>();
         for (Map.Entry<String, Object> entry : raw.entrySet()) {
-            Object value = entry.getValue();
             if (entry.getKey().replace('-', '_').equals("l2_adapter")) {
-                L2Flags.fromToml(value, l2Adapters);
-                continue;
+                L2Flags.fromToml(entry.getValue(), l2Adapters);
+            } else {
+                values.put(entry.getKey(), entry.getValue());
             }
-            if (value instanceof Map<?, ?> || value instanceof List<?>) {
-                throw new ConfigException("--config-file", "key '" + entry.getKey() + "' must be a plain value, not a table or array");
-            }
-            values.put(entry.getKey(), String.valueOf(value));
         }
         return values;
     }
@@ -211,7 +217,12 @@ public final class ConfigLoader {
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
         TransferMode transferMode = choice("--supported-transfer-mode", o.supportedTransferMode, TransferMode::parse);
         DeviceMode device = choice("--device", o.device, DeviceMode::parse);
-        EvictionPolicy evictionPolicy = choice("--eviction-policy", o.evictionPolicy, EvictionPolicy::parse);
+        String policy = o.evictionPolicy.strip();
+        if (policy.equalsIgnoreCase("IsolatedLRU")) {
+            warnings.add("--eviction-policy IsolatedLRU runs as LRU: per-cache_salt quotas are not supported by lmcache-server");
+            policy = "LRU";
+        }
+        EvictionPolicy evictionPolicy = choice("--eviction-policy", policy, EvictionPolicy::parse);
         String hashAlgorithm = o.hashAlgorithm.strip().toLowerCase(Locale.ROOT);
         if (!Set.of("blake3", "builtin", "sha256_cbor").contains(hashAlgorithm)) {
             throw new ConfigException("--hash-algorithm", "must be one of blake3, builtin, sha256_cbor, got '" + o.hashAlgorithm + "'");
@@ -305,13 +316,15 @@ public final class ConfigLoader {
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
         L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
                 o.l2PrefetchMaxInFlight, 1, 1024));
+        OperatorSettings operator = OperatorSettings.validate(o.shmMode, o.metricsSampleRate,
+                o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator);
     }
 
     private interface Parser<T> {
@@ -409,6 +422,13 @@ public final class ConfigLoader {
 
     private static String fmt(double seconds) {
         return seconds == Math.rint(seconds) ? Long.toString((long) seconds) : Double.toString(seconds);
+    }
+
+    /** The server's command line as picocli builds it, LMCache's compatibility flags included (hidden): for shell completion. */
+    public static CommandLine commandLine() {
+        CommandLine commandLine = new CommandLine(new ServerOptions());
+        LmcacheFlags.register(commandLine.getCommandSpec());
+        return commandLine;
     }
 
     /** The flag names, for tests and docs. */

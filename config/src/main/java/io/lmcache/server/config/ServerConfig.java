@@ -20,6 +20,7 @@ import java.util.concurrent.TimeUnit;
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
  * @param l2 the L2 tier (no adapters: L1 only)
+ * @param operator the pool file's mode, metric sampling and instance label
  */
 public record ServerConfig(
         String host,
@@ -52,7 +53,8 @@ public record ServerConfig(
         DeviceMode device,
         String configFile,
         boolean testHooks,
-        L2Settings l2) {
+        L2Settings l2,
+        OperatorSettings operator) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -101,6 +103,9 @@ public record ServerConfig(
         out.put("l2_store_policy", l2.skipL1() ? "skip_l1" : "default");
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
+        out.put("shm_mode", operator.shmModeText());
+        out.put("metrics_sample_rate", operator.metricsSampleRate());
+        out.put("service_instance_id", operator.serviceInstanceId());
         return out;
     }
 

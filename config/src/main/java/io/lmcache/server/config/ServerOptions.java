@@ -178,6 +178,21 @@ final class ServerOptions {
     @Option(names = "--prometheus-port", description = "Also serve /metrics on this port (default: only on the HTTP port).")
     String prometheusPort;
 
+    // --- operators (beyond LMCache's flags) ---------------------------------------------------
+    @Option(names = "--shm-mode",
+            description = "Permission bits of the L1 pool's file in /dev/shm, e.g. 0660 so that an engine-driven worker running under another"
+                    + " uid in the server's group can map it (default: 0666 less the umask, usually 0644).")
+    String shmMode;
+
+    @Option(names = "--metrics-sample-rate", defaultValue = "0.01",
+            description = "Fraction of chunks whose lifecycle (lifetime, idle time, reuse gaps) the histograms record, in (0, 1]; counters"
+                    + " count every chunk (default: ${DEFAULT-VALUE}).")
+    String metricsSampleRate;
+
+    @Option(names = "--service-instance-id",
+            description = "The service_instance_id label on every metric and target_info (default: --instance-id).")
+    String serviceInstanceId;
+
     // --- tests only ---------------------------------------------------------------------------
     @Option(names = "--test-hooks", hidden = true, description = "TESTS ONLY: enables POST /test/halt-loop.")
     boolean testHooks;

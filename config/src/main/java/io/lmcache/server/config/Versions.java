@@ -6,31 +6,57 @@ import java.io.UncheckedIOException;
 import java.util.Properties;
 import picocli.CommandLine.IVersionProvider;
 
-/** The build's version, read from a resource Maven filters at build time. */
+/**
+ * The build's version and commit, read from a resource Maven filters at build time. The commit comes
+ * from the build's {@code -Dlmcache.commit=...} (bin/lmcache-server and the Dockerfile pass it; a bare
+ * {@code mvn package} leaves "unknown").
+ */
 public final class Versions implements IVersionProvider {
-    private static final String VERSION = load();
+    private static final Properties BUILD = load();
+    private static final String VERSION = BUILD.getProperty("version", "unknown");
+    private static final String COMMIT = commitOf(BUILD.getProperty("commit", ""));
 
     public static String version() {
         return VERSION;
     }
 
+    /** The commit the build was made from, or "unknown". */
+    public static String commit() {
+        return COMMIT;
+    }
+
+    /** The version with the commit as build metadata ({@code 0.1.0+1a2b3c4d5e6f}), as {@code /version} shows it. */
+    public static String versionWithCommit() {
+        if (COMMIT.equals("unknown")) {
+            return VERSION;
+        }
+        boolean dirty = COMMIT.endsWith("-dirty");
+        String hex = dirty ? COMMIT.substring(0, COMMIT.length() - "-dirty".length()) : COMMIT;
+        return VERSION + "+" + hex.substring(0, Math.min(12, hex.length())) + (dirty ? "-dirty" : "");
+    }
+
     @Override
     public String[] getVersion() {
         return new String[] {
-            "lmcache-server " + VERSION,
+            "lmcache-server " + VERSION + " (commit " + COMMIT + ")",
             "LMCache MP wire protocol: frozen op ids 1..34 and string op names",
             "Java " + Runtime.version()
         };
     }
 
-    private static String load() {
+    /** A filtered value, or "unknown" when the build did not set it (the placeholder is left as is). */
+    static String commitOf(String raw) {
+        String value = raw.strip();
+        return value.isEmpty() || value.startsWith("${") || !value.matches("[0-9a-fA-F]{7,40}(-dirty)?") ? "unknown" : value;
+    }
+
+    private static Properties load() {
         try (InputStream in = Versions.class.getResourceAsStream("/lmcache-server-version.properties")) {
-            if (in == null) {
-                return "unknown";
-            }
             Properties props = new Properties();
-            props.load(in);
-            return props.getProperty("version", "unknown");
+            if (in != null) {
+                props.load(in);
+            }
+            return props;
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

@@ -29,7 +29,8 @@ public final class CudaDevices implements AutoCloseable {
     /** Loads JCuda's natives and the driver, and lists the GPUs. */
     public static CudaDevices open() {
         try {
-            JCudaDriver.setExceptionsEnabled(false);
+            // the first touch of JCudaDriver unpacks and loads its native library: in a private directory
+            NativeLibraryDir.loadPrivately(() -> JCudaDriver.setExceptionsEnabled(false));
             Cu.check(JCudaDriver.cuInit(0), "cuInit");
         } catch (UnsatisfiedLinkError | NoClassDefFoundError e) {
             String reason = String.valueOf(e.getMessage()).lines().findFirst().orElse("");

@@ -1,8 +1,8 @@
 package io.lmcache.server.http;
 
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.Supplier;
 
 /** {@code /}, {@code /healthcheck} and {@code /metrics}: read-only, GET (and HEAD) only. */
 public final class CoreRoutes {
@@ -10,7 +10,8 @@ public final class CoreRoutes {
 
     private CoreRoutes() {}
 
-    public static void register(HttpApi api, HealthCheck health, PrometheusMeterRegistry registry) {
+    /** {@code scrape} makes the Prometheus text of one scrape. */
+    public static void register(HttpApi api, HealthCheck health, Supplier<String> scrape) {
         // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
         api.route("/", (method, exchange) -> HttpApi.onlyGet(method,
                 () -> HttpApi.Response.json(200, Map.of("status", "ok", "service", "LMCache HTTP API"))));
@@ -24,6 +25,6 @@ public final class CoreRoutes {
             body.put("reason", reason);
             return HttpApi.Response.json(503, body);
         }));
-        api.route("/metrics", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.text(200, PROMETHEUS_TEXT, registry.scrape())));
+        api.route("/metrics", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.text(200, PROMETHEUS_TEXT, scrape.get())));
     }
 }

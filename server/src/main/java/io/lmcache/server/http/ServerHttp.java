@@ -44,12 +44,12 @@ public final class ServerHttp {
     public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
             RequestLoop loop, ReleaseThread releases) {
         if (prometheus != null) {
-            CoreRoutes.register(prometheus, view, metrics.prometheus());
+            CoreRoutes.register(prometheus, view, metrics::scrape);
         }
         if (api == null) {
             return;
         }
-        CoreRoutes.register(api, view, metrics.prometheus());
+        CoreRoutes.register(api, view, metrics::scrape);
         ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics));
         if (config.testHooks()) {
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"

@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The LMCache-compatible endpoints beyond the core ones: {@code /status}, {@code /config},
- * {@code /version}, {@code GET /loglevel}, and the mutating ones, {@code POST} only and through the
+ * {@code /version}, {@code /lmc_version}, {@code /commit_id}, {@code GET /loglevel}, and the mutating ones, {@code POST} only and through the
  * {@link AdminGuard} (JSON, same origin, token or loopback): {@code POST /metrics/reset},
  * {@code POST /cache/clear}, {@code POST /loglevel}. A GET never changes anything (a browser
  * prefetches and crawlers follow links); nothing here reveals the environment.
@@ -39,7 +39,10 @@ public final class ServerRoutes {
         // runs on: lmcache-http-* (each route below, one virtual thread per exchange)
         api.route("/status", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, server.status())));
         api.route("/config", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, server.config())));
-        api.route("/version", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, Versions.version())));
+        // bare JSON strings, as LMCache answers them: the version with the commit as build metadata, and the commit
+        api.route("/version", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, Versions.versionWithCommit())));
+        api.route("/lmc_version", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, Versions.versionWithCommit())));
+        api.route("/commit_id", (method, exchange) -> HttpApi.onlyGet(method, () -> HttpApi.Response.json(200, Versions.commit())));
         api.route("/metrics/reset", (method, exchange) -> {
             if (!method.equals("POST")) {
                 return HttpApi.methodNotAllowed(method);

@@ -174,6 +174,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         eviction.put("eviction_ratio", config.evictionRatio());
         Map<String, Object> storage = new LinkedHashMap<>();
         storage.put("is_healthy", pool.preparationError().isEmpty());
+        // where LMCache's `lmcache describe kvcache` reads the policy
+        storage.put("eviction_controller", Map.of("eviction_policy", config.evictionPolicy().flagValue()));
         storage.put("l1_usage", List.of(s.usedBytes(), s.poolBytes()));
         storage.put("l1_manager", manager);
         storage.put("l1_managers", Map.of("default", manager));

@@ -3,11 +3,13 @@ package io.lmcache.server.logging;
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.LoggerContext;
+import ch.qos.logback.classic.encoder.JsonEncoder;
 import ch.qos.logback.classic.encoder.PatternLayoutEncoder;
 import ch.qos.logback.classic.spi.Configurator;
 import ch.qos.logback.classic.spi.ConfiguratorRank;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.ConsoleAppender;
+import ch.qos.logback.core.encoder.Encoder;
 import ch.qos.logback.core.spi.ContextAwareBase;
 import java.util.Locale;
 import java.util.Map;
@@ -15,29 +17,33 @@ import java.util.TreeMap;
 import org.slf4j.LoggerFactory;
 
 /**
- * Configures logback in code (no XML, so the runtime needs no java.xml): LMCache's line format
- * {@code [time] LMCache LEVEL: message (logger:thread)} on stderr, level from {@code LMCACHE_LOG_LEVEL}.
+ * Configures logback in code: LMCache's line format {@code [time] LMCache LEVEL: message (logger:thread)}
+ * on stderr, or one JSON object a line with {@code LMCACHE_LOG_FORMAT=json} (for log collectors);
+ * level from {@code LMCACHE_LOG_LEVEL}. A logback file given with {@code -Dlogback.configurationFile}
+ * (through {@code LMCACHE_JAVA_OPTS}) replaces all of this; the log-line counters stay attached.
  */
 @ConfiguratorRank(ConfiguratorRank.CUSTOM_HIGH_PRIORITY)
 public final class LogSetup extends ContextAwareBase implements Configurator {
     public static final String ENV_LEVEL = "LMCACHE_LOG_LEVEL";
+    public static final String ENV_FORMAT = "LMCACHE_LOG_FORMAT";
+    /** Logback's own property for a configuration file; when set, that file configures the appenders. */
+    static final String CONFIG_FILE_PROPERTY = "logback.configurationFile";
     private static final String PATTERN = "[%d{\"yyyy-MM-dd HH:mm:ss,SSS\"}] LMCache %replace(%level){'^WARN$','WARNING'}: %msg \\(%logger{0}:%thread\\)%n%ex";
 
     @Override
     public ExecutionStatus configure(LoggerContext context) {
-        PatternLayoutEncoder encoder = new PatternLayoutEncoder();
-        encoder.setContext(context);
-        encoder.setPattern(PATTERN);
-        encoder.start();
-        ConsoleAppender<ILoggingEvent> console = new ConsoleAppender<>();
-        console.setContext(context);
-        console.setName("stderr");
-        console.setTarget("System.err");
-        console.setEncoder(encoder);
-        console.start();
         Logger root = context.getLogger(Logger.ROOT_LOGGER_NAME);
         root.detachAndStopAllAppenders();
-        root.addAppender(console);
+        boolean ownFile = System.getProperty(CONFIG_FILE_PROPERTY) != null;
+        if (!ownFile) {
+            ConsoleAppender<ILoggingEvent> console = new ConsoleAppender<>();
+            console.setContext(context);
+            console.setName("stderr");
+            console.setTarget("System.err");
+            console.setEncoder(encoder(context, System.getenv(ENV_FORMAT)));
+            console.start();
+            root.addAppender(console);
+        }
         LogCounters.CountingAppender counting = new LogCounters.CountingAppender();
         counting.setContext(context);
         counting.setName("counters");
@@ -47,7 +53,29 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         // chatty third-party internals stay at WARN unless asked for explicitly
         context.getLogger("org.zeromq").setLevel(Level.WARN);
         context.getLogger("zmq").setLevel(Level.WARN);
-        return ExecutionStatus.DO_NOT_INVOKE_NEXT_IF_ANY;
+        // the operator's file (read by logback's next configurator) adds its appenders to these
+        return ownFile ? ExecutionStatus.INVOKE_NEXT_IF_ANY : ExecutionStatus.DO_NOT_INVOKE_NEXT_IF_ANY;
+    }
+
+    /** LMCache's line format, or JSON lines ({@code LMCACHE_LOG_FORMAT=json}: time, level, thread, logger, message, stack). */
+    static Encoder<ILoggingEvent> encoder(LoggerContext context, String format) {
+        if (format != null && format.strip().equalsIgnoreCase("json")) {
+            JsonEncoder json = new JsonEncoder();
+            json.setContext(context);
+            json.setWithSequenceNumber(false);
+            json.setWithNanoseconds(false);
+            json.setWithContext(false);
+            json.setWithMessage(false);
+            json.setWithArguments(false);
+            json.setWithFormattedMessage(true);
+            json.start();
+            return json;
+        }
+        PatternLayoutEncoder pattern = new PatternLayoutEncoder();
+        pattern.setContext(context);
+        pattern.setPattern(PATTERN);
+        pattern.start();
+        return pattern;
     }
 
     /** Python's level names (WARNING, CRITICAL) and logback's; INFO when unset or unknown. */

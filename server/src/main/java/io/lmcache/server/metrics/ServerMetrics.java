@@ -1,10 +1,12 @@
 package io.lmcache.server.metrics;
 
+import io.lmcache.server.config.Versions;
 import io.lmcache.server.logging.LogCounters;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.Timer;
@@ -13,6 +15,7 @@ import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
 import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
 import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.core.instrument.binder.system.UptimeMetrics;
+import io.micrometer.core.instrument.config.MeterFilter;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.time.Duration;
@@ -29,12 +32,21 @@ import java.util.function.ToDoubleFunction;
 
 /**
  * The server's meters, named as LMCache's exporter names them ({@code lmcache_mp_*}; Micrometer
- * adds {@code _total} to counters). Counters are {@link LongAdder}s behind function counters, so a
- * hot path counts without allocating and {@code POST /metrics/reset} can zero them; meters a hot
- * path touches are created once, up front.
+ * adds {@code _total} to counters and {@code _seconds} to timers). Counters are {@link LongAdder}s
+ * behind function counters, so a hot path counts without allocating and {@code POST /metrics/reset}
+ * can zero them; meters a hot path touches are created once, up front. Every series carries
+ * {@code service_instance_id} (LMCache's dashboard groups by it), and the scrape ends with
+ * {@code target_info} and {@code lmcache_mp_build_info}.
  */
 public final class ServerMetrics {
-    private static final double[] PERCENTILES = {0.5, 0.99, 0.999};
+    /**
+     * Request latency buckets, receive to reply queued: an inline LOOKUP takes microseconds, a STORE's
+     * handler a millisecond, a stuck one seconds. Explicit buckets aggregate across pods (a summary's
+     * quantiles do not).
+     */
+    private static final Duration[] LATENCY_BUCKETS = {Duration.ofNanos(10_000), Duration.ofNanos(25_000), Duration.ofNanos(50_000),
+        Duration.ofNanos(100_000), Duration.ofNanos(250_000), Duration.ofNanos(500_000), Duration.ofMillis(1), Duration.ofMillis(5),
+        Duration.ofMillis(25), Duration.ofMillis(100), Duration.ofSeconds(1), Duration.ofSeconds(10)};
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     private final List<LongAdder> resettable = new ArrayList<>();
@@ -50,15 +62,39 @@ public final class ServerMetrics {
     private final LongAdder shortMessages;
     private final LongAdder oversizedEnvelopes;
     private final LongAdder ignoredFrames;
-    private final LongAdder lookupRequestedTokens;
-    private final LongAdder lookupHitTokens;
+    private final LongAdder lookupRequestedTokens = new LongAdder();
+    private final LongAdder lookupHitTokens = new LongAdder();
+    /** model name → cache salt → {requested, hit}: LMCache labels the lookup counters with both. */
+    private final Map<String, Map<String, LongAdder[]>> lookupTokens = new ConcurrentHashMap<>();
     private final LongAdder[] lookupSplit = new LongAdder[4];
     private final LongAdder storeBytes;
     private final LongAdder retrieveBytes;
     private final LongAdder storeNanos;
     private final LongAdder retrieveNanos;
 
+    private final String serviceInstanceId;
+    private final LabelValues labels = new LabelValues(this);
+    private final TransferMetrics transfers;
+
+    /** Without an instance label (tests). */
     public ServerMetrics() {
+        this("");
+    }
+
+    /** {@code serviceInstanceId} labels every series ({@code --service-instance-id}); empty: no such label. */
+    public ServerMetrics(String serviceInstanceId) {
+        this.serviceInstanceId = serviceInstanceId;
+        if (!serviceInstanceId.isEmpty()) {
+            registry.config().commonTags("service_instance_id", serviceInstanceId);
+        }
+        // what `promtool check metrics` objects to in Micrometer's binders: a counter in nanoseconds (process_cpu_usage
+        // stays) and a gauge whose name ends in _count
+        registry.config().meterFilter(MeterFilter.denyNameStartsWith("process.cpu.time")).meterFilter(new MeterFilter() {
+            @Override
+            public Meter.Id map(Meter.Id id) {
+                return id.getName().equals("system.cpu.count") ? id.withName("system.cpus") : id;
+            }
+        });
         new JvmMemoryMetrics().bindTo(registry);
         new JvmGcMetrics().bindTo(registry);
         new JvmThreadMetrics().bindTo(registry);
@@ -88,16 +124,17 @@ public final class ServerMetrics {
         shortMessages = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "fewer_than_3_frames");
         oversizedEnvelopes = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "oversized_envelope");
         ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
-        lookupRequestedTokens = counter("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)");
-        lookupHitTokens = counter("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)");
         lookupSplit[0] = counter("lmcache_mp.lookup_hit_l1", "tokens of LOOKUP hits found in L1");
         lookupSplit[1] = counter("lmcache_mp.lookup_hit_l2", "tokens of LOOKUP hits loaded from L2");
         lookupSplit[2] = counter("lmcache_mp.lookup_hit_l1_keys", "objects of LOOKUP hits found in L1 (one per chunk, kv rank and object group)");
         lookupSplit[3] = counter("lmcache_mp.lookup_hit_l2_keys", "objects of LOOKUP hits loaded from L2");
         storeBytes = counter("lmcache_mp.store_bytes", "bytes copied into L1 by STORE");
         retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
-        storeNanos = counter("lmcache_mp.store_copy_nanoseconds", "time spent copying for STORE");
-        retrieveNanos = counter("lmcache_mp.retrieve_copy_nanoseconds", "time spent copying for RETRIEVE");
+        storeNanos = new LongAdder();
+        retrieveNanos = new LongAdder();
+        secondsCounter("lmcache_mp.store_copy_seconds", "time from submitting a STORE's copy to its completion", storeNanos);
+        secondsCounter("lmcache_mp.retrieve_copy_seconds", "time from submitting a RETRIEVE's copy to its completion", retrieveNanos);
+        transfers = new TransferMetrics(this, labels);
         functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.warnings(), LongAdder::sum, "level", "warn");
         functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.errors(), LongAdder::sum, "level", "error");
         functionCounter("lmcache_mp.log_suppressed_lines", "log lines a rate limit held back", LogCounters.suppressed(), LongAdder::sum);
@@ -106,8 +143,15 @@ public final class ServerMetrics {
 
     private Timer newTimer(Op op) {
         return Timer.builder("lmcache_mp.request_latency").description("time from receiving a request to queueing its reply")
-                .tag("op", op.wireName()).publishPercentiles(PERCENTILES)
-                .minimumExpectedValue(Duration.ofNanos(5_000)).maximumExpectedValue(Duration.ofSeconds(30)).register(registry);
+                .tag("op", op.wireName()).serviceLevelObjectives(LATENCY_BUCKETS).register(registry);
+    }
+
+    /** A counter in seconds over nanoseconds counted in {@code nanos} (zeroed by {@link #reset}). */
+    private void secondsCounter(String name, String description, LongAdder nanos) {
+        FunctionCounter.builder(name, nanos, n -> n.sum() / 1e9).description(description).register(registry);
+        synchronized (resettable) {
+            resettable.add(nanos);
+        }
     }
 
     /** A counter backed by a LongAdder (zeroed by {@link #reset}). */
@@ -202,9 +246,62 @@ public final class ServerMetrics {
         ignoredFrames.add(count);
     }
 
-    public void lookup(long requestedTokens, long hitTokens) {
+    /** A LOOKUP's tokens asked for and found, under LMCache's model_name and cache_salt labels. */
+    public void lookup(String model, String cacheSalt, long requestedTokens, long hitTokens) {
         lookupRequestedTokens.add(requestedTokens);
         lookupHitTokens.add(hitTokens);
+        Map<String, LongAdder[]> bySalt = lookupTokens.get(model);
+        LongAdder[] pair = bySalt == null ? null : bySalt.get(cacheSalt);
+        if (pair == null) {
+            // first LOOKUP of this model and salt: its two series (later lookups find them without allocating)
+            String modelLabel = labels.of("model_name", model);
+            String saltLabel = labels.of("cache_salt", cacheSalt);
+            LongAdder[] created = {
+                declare("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)", "model_name", modelLabel,
+                        "cache_salt", saltLabel),
+                declare("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)", "model_name", modelLabel,
+                        "cache_salt", saltLabel)};
+            pair = lookupTokens.computeIfAbsent(model, m -> new ConcurrentHashMap<>()).computeIfAbsent(cacheSalt, s -> created);
+        }
+        pair[0].add(requestedTokens);
+        pair[1].add(hitTokens);
+    }
+
+    /** The L0-L1 copy series (LMCache's num_submitted/finished_*, throughput histograms, num_chunks_loaded). */
+    public TransferMetrics transfers() {
+        return transfers;
+    }
+
+    LabelValues labels() {
+        return labels;
+    }
+
+    /** A label value from the wire, bounded (see {@link LabelValues}). */
+    public String label(String label, String value) {
+        return labels.of(label, value);
+    }
+
+    /**
+     * The Prometheus text: the registry's series, then {@code target_info} (LMCache's resource attributes)
+     * and {@code lmcache_mp_build_info}, written here because the Prometheus client reserves {@code _info}.
+     */
+    public String scrape() {
+        StringBuilder out = new StringBuilder(registry.scrape());
+        out.append("# HELP target_info Target metadata\n# TYPE target_info gauge\n");
+        out.append("target_info{service_instance_id=\"").append(escape(serviceInstanceId))
+                .append("\",service_name=\"lmcache-server\",service_version=\"").append(escape(Versions.version())).append("\"} 1\n");
+        out.append("# HELP lmcache_mp_build_info The build of this server\n# TYPE lmcache_mp_build_info gauge\n");
+        out.append("lmcache_mp_build_info{");
+        if (!serviceInstanceId.isEmpty()) {
+            out.append("service_instance_id=\"").append(escape(serviceInstanceId)).append("\",");
+        }
+        out.append("version=\"").append(escape(Versions.version())).append("\",commit=\"").append(escape(Versions.commit()))
+                .append("\",java_version=\"").append(escape(Runtime.version().toString())).append("\"} 1\n");
+        return out.toString();
+    }
+
+    private static String escape(String value) {
+        return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
     }
 
     /** A LOOKUP's hits by tier: tokens of chunks hit in L1 and of those loaded from L2, and the objects (keys) of each. */

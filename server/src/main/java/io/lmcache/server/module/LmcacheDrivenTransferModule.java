@@ -13,6 +13,7 @@ import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferMetrics;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
@@ -183,12 +184,13 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             }
             StoredObject[] reserved = reservation.objects();
             long startNs = times.lap(true, HandlerTimes.Phase.OBJECTS, lapNs);
+            TransferMetrics.InFlight meter = metrics.transfers().store(context.copyPath().device(), context.instanceId(), context.modelName());
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
+                        meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
                             ChunkObjects.commitAll(store, reserved);
-                            metrics.stored(bytes, System.nanoTime() - startNs);
                         } else {
                             ChunkObjects.abortAll(store, reserved);
                             failures.fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " " + error);
@@ -232,19 +234,21 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         StoredObject[] pinned = ChunkObjects.pinAll(store, request.key(), plan);
         if (pinned == null) {
             failures.fail("retrieve", "not_found", null);
-            metrics.increment("lmcache_mp.l1_read_failure", "reads of chunks that were not in L1", "during", "l1_retrieve", "reason",
-                    "not_found");
+            metrics.declare("lmcache_mp.l1_read_failure_chunks", "chunks a RETRIEVE could not read from L1 (after its LOOKUP found them)",
+                    "during", "l1_retrieve", "reason", "not_found", "model_name", metrics.label("model_name", context.modelName()))
+                    .add(plan.range().count());
             return context.copyPath().failure(Direction.FROM_POOL);
         }
         long startNs = times.lap(false, HandlerTimes.Phase.OBJECTS, plannedNs);
+        TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
+                request.key().workerId(), request.key().cacheSalt());
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
                 sink -> GroupPieces.emit(plan, pinned, request.skipFirstNTokens(), chunkSize, sink), request.eventHandle(), lease,
                 (ok, bytes, error) -> {
                     // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
-                    if (ok) {
-                        metrics.retrieved(bytes, System.nanoTime() - startNs);
-                    } else {
+                    meter.finished(ok, bytes, plan.range().count());
+                    if (!ok) {
                         failures.fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " " + error);
                     }
                 });

@@ -121,7 +121,7 @@ public final class LookupModule {
                 return Reply.NONE;
             }
             leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
-            metrics.lookup((long) range.endChunk() * chunkSize, (long) hits * chunkSize);
+            metrics.lookup(key.modelName(), key.cacheSalt(), (long) range.endChunk() * chunkSize, (long) hits * chunkSize);
             metrics.lookupSplit((long) hits * chunkSize, 0, (long) hits * key.worldSize(), 0);
         }
         results.put(key.requestId(), hits);
@@ -134,7 +134,7 @@ public final class LookupModule {
         WindowedLookup.Locked locked = WindowedLookup.lookup(store, key, geometry, ChunkHashes.of(key, chunkSize, endChunk), endChunk,
                 readers);
         leases.put(key.requestId(), locked.locks(), locked.chunks(), locked.ranks(), readers);
-        metrics.lookup((long) endChunk * chunkSize, (long) locked.hits() * chunkSize);
+        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) locked.hits() * chunkSize);
         return locked.hits();
     }
 
@@ -154,7 +154,7 @@ public final class LookupModule {
                 store.releaseRead(locks.get(i), readers);
             }
         }
-        metrics.lookup((long) endChunk * chunkSize, (long) hitChunks * chunkSize);
+        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hitChunks * chunkSize);
         metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
                 l2Keys);
     }

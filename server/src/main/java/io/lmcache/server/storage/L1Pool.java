@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Set;
 import java.util.function.IntConsumer;
@@ -61,14 +62,22 @@ public final class L1Pool implements AutoCloseable {
         this.fileLock = fileLock;
     }
 
-    /** Opens the pool: in /dev/shm under {@code shmName}, or anonymous when the name is empty or shm is too small. */
+    /** Opens the pool with the file mode the umask gives (tests). */
     public static L1Pool open(String shmName, long bytes, long regionBytes) {
+        return open(shmName, bytes, regionBytes, -1);
+    }
+
+    /**
+     * Opens the pool: in /dev/shm under {@code shmName}, or anonymous when the name is empty or shm is too small.
+     * {@code shmMode} (permission bits, -1 for the umask's) lets engine-driven workers of another uid map it.
+     */
+    public static L1Pool open(String shmName, long bytes, long regionBytes, int shmMode) {
         if (!shmName.isEmpty()) {
             removeStaleSegments(shmName);
             long usable = usableShmBytes();
             if (usable >= bytes + PoolSegmentFile.MARKER_BYTES) {
                 try {
-                    return openShared(shmName, bytes, regionBytes);
+                    return openShared(shmName, bytes, regionBytes, shmMode);
                 } catch (IOException e) {
                     LOG.warn("cannot create the L1 pool in /dev/shm/{} ({}); using anonymous memory: engine-driven shared-memory"
                             + " transfers are unavailable", shmName, e.getMessage());
@@ -82,7 +91,7 @@ public final class L1Pool implements AutoCloseable {
         return openAnonymous(bytes, regionBytes);
     }
 
-    private static L1Pool openShared(String shmName, long bytes, long regionBytes) throws IOException {
+    private static L1Pool openShared(String shmName, long bytes, long regionBytes, int shmMode) throws IOException {
         Path path = SHM_DIR.resolve(shmName);
         // CREATE_NEW is O_EXCL: it never follows a link, and fails when anything holds the name
         FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
@@ -92,6 +101,10 @@ public final class L1Pool implements AutoCloseable {
             lock = channel.tryLock();
             if (lock == null) {
                 throw new IOException("another process locked " + path + " as it was created");
+            }
+            if (shmMode >= 0) {
+                // the umask masks a mode given at creation: set it now, on the name this process just created (O_EXCL)
+                Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(permissions(shmMode)));
             }
             // sparse: extending the file costs nothing until pages are touched; the marker page comes after the pool
             PoolSegmentFile.writeMarker(channel, bytes);
@@ -104,6 +117,16 @@ public final class L1Pool implements AutoCloseable {
             Files.deleteIfExists(path);
             throw e instanceof IOException io ? io : new IOException(e);
         }
+    }
+
+    /** {@code 0660} as {@code rw-rw----}. */
+    static String permissions(int mode) {
+        StringBuilder text = new StringBuilder(9);
+        for (int shift = 6; shift >= 0; shift -= 3) {
+            int bits = mode >> shift;
+            text.append((bits & 4) != 0 ? 'r' : '-').append((bits & 2) != 0 ? 'w' : '-').append((bits & 1) != 0 ? 'x' : '-');
+        }
+        return text.toString();
     }
 
     private static L1Pool openAnonymous(long bytes, long regionBytes) {

@@ -16,7 +16,8 @@ public final class L1Tier implements AutoCloseable {
     private final StoreCounters counters = new StoreCounters();
 
     public L1Tier(ServerConfig config) {
-        pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes());
+        pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode());
+        counters.lifecycle().sampleRate(config.operator().metricsSampleRate());
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
         store = new ObjectStore(allocator, pool.bytes(), config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(),
                 System::nanoTime, counters);

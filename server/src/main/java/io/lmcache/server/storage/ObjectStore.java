@@ -95,7 +95,7 @@ public final class ObjectStore {
             long nowNs = clockNs.getAsLong();
             StoredObject object = table.insert(model, salt, kvRank, group, hashHi, hashLo, bytes, format, nowNs);
             if (object == null) {
-                counters.allocationFailures.increment();
+                counters.allocationFailed(model);
                 return NO_MEMORY;
             }
             object.writeDeadlineNs = nowNs + writeTtlNs;
@@ -221,6 +221,7 @@ public final class ObjectStore {
             if (read) {
                 counters.readChunks.increment();
                 counters.readBytes.add(object.bytes);
+                table.read(object);
             }
             table.afterUnlock(object);
         } finally {

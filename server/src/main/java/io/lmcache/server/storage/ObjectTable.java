@@ -72,6 +72,7 @@ final class ObjectTable {
         int namespace = namespaces.acquire(model, salt);
         StoredObject object = new StoredObject(new ObjectKey(namespace, kvRank, group, hashHi, hashLo), offset, bytes, format, nowNs);
         objects.put(object.key, object);
+        counters.lifecycle().written(object, salt);
         lists.linkRegion(object, allocator.regionOf(offset));
         objectBytes += bytes;
         return object;
@@ -135,7 +136,13 @@ final class ObjectTable {
         namespaces.release(object.key.namespace());
         objectBytes -= object.bytes;
         counters.evicted(reason, object.bytes);
+        counters.lifecycle().removed(object, reason == EvictionReason.WATERMARK || reason == EvictionReason.DEMAND);
         object.state = StoredObject.State.FREED;
+    }
+
+    /** A copy out of {@code object} served a read (the chunk lifecycle's touch). */
+    void read(StoredObject object) {
+        counters.lifecycle().read(object, namespaces.salt(object.key.namespace()));
     }
 
     /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */

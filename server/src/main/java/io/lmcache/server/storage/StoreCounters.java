@@ -1,6 +1,8 @@
 package io.lmcache.server.storage;
 
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /** What the L1 tier counts; the metrics layer exports these under LMCache's names. */
 public final class StoreCounters {
@@ -45,8 +47,17 @@ public final class StoreCounters {
     public final LongAdder evictionLoopTriggered = new LongAdder();
     private final LongAdder[] evictions = new LongAdder[EvictionReason.values().length];
     private final LongAdder[] evictedBytes = new LongAdder[EvictionReason.values().length];
+    private final ChunkLifecycle lifecycle;
+    /** Told of each allocation failure with the chunk's model (LMCache's model_name label); set once, before traffic. */
+    private volatile Consumer<String> allocationFailureListener = model -> { };
 
     public StoreCounters() {
+        this(System::nanoTime);
+    }
+
+    /** With the chunk lifecycle's clock given (tests). */
+    StoreCounters(LongSupplier lifecycleClockNs) {
+        lifecycle = new ChunkLifecycle(lifecycleClockNs);
         for (int i = 0; i < evictions.length; i++) {
             evictions[i] = new LongAdder();
             evictedBytes[i] = new LongAdder();
@@ -56,6 +67,21 @@ public final class StoreCounters {
     void evicted(EvictionReason reason, long bytes) {
         evictions[reason.ordinal()].increment();
         evictedBytes[reason.ordinal()].add(bytes);
+    }
+
+    /** A chunk of {@code model} found no room in L1. */
+    void allocationFailed(String model) {
+        allocationFailures.increment();
+        allocationFailureListener.accept(model);
+    }
+
+    public void onAllocationFailure(Consumer<String> listener) {
+        allocationFailureListener = listener;
+    }
+
+    /** The sampled chunk lifecycle (its histograms are LMCache's l1_chunk_* series). */
+    public ChunkLifecycle lifecycle() {
+        return lifecycle;
     }
 
     public long evictions(EvictionReason reason) {

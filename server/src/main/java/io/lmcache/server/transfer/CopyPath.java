@@ -54,6 +54,9 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
     /** A short name for logs and /status: "host" or "cuda". */
     String kind();
 
+    /** The device LMCache's transfer metrics name: "cuda:N" (this process's device ordinal) or "cpu". */
+    String device();
+
     /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
      * handing whatever CUDA mappings it opened to {@code endOfLife} (never closed on this thread).

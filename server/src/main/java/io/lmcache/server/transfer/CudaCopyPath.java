@@ -114,4 +114,9 @@ public final class CudaCopyPath implements CopyPath {
     public String kind() {
         return "cuda";
     }
+
+    @Override
+    public String device() {
+        return "cuda:" + tensors.device().ordinal();
+    }
 }

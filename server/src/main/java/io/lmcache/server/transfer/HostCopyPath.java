@@ -55,6 +55,11 @@ public final class HostCopyPath implements CopyPath {
         return "host";
     }
 
+    @Override
+    public String device() {
+        return "cpu";
+    }
+
     /** Copies pieces between a worker's shared-memory tensors and the pool, in the direction given. */
     private static final class HostCopy implements PieceSink {
         private final HostKvTensors tensors;

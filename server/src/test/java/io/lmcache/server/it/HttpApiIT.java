@@ -86,7 +86,7 @@ class HttpApiIT {
             assertEquals(server.port(), config.get("mp").get("port").asInt());
             assertEquals("LRU", config.get("storage_manager").get("eviction_policy").asText());
             assertFalse(Http.get(base + "/config").body().contains("PATH"), "nothing dumps the environment");
-            assertEquals("\"0.1.0\"", Http.get(base + "/version").body());
+            assertTrue(Http.get(base + "/version").body().startsWith("\"0.1.0"), "a bare JSON string, the commit as build metadata");
             JsonNode logLevel = json(Http.get(base + "/loglevel"));
             assertEquals("INFO", logLevel.get("level").asText());
             HttpResponse<String> missing = Http.get(base + "/no/such/path");
@@ -112,7 +112,7 @@ class HttpApiIT {
 
     @Test
     void metricsCarryLmcacheNamesAndValuesThroughARealParserAndReset() throws Exception {
-        try (ServerProcess server = ServerProcess.start();
+        try (ServerProcess server = ServerProcess.start("--instance-id", "http-api-it");
              JavaWorker worker = new JavaWorker(server.endpoint(), 43, "http/model", GEOMETRY)) {
             worker.register();
             int[] blocks = JavaWorker.range(0, 32);
@@ -125,19 +125,27 @@ class HttpApiIT {
             Map<String, Double> samples = parseWithPrometheusClient(Http.get(server.httpBase() + "/metrics").body());
             assertEquals(2.0, samples.get("lmcache_mp_l1_write_chunks_total"));
             assertEquals(2.0, samples.get("lmcache_mp_l1_read_chunks_total"));
-            assertEquals(768.0, samples.get("lmcache_mp_lookup_requested_tokens_total"), "512 + 256 tokens asked");
-            assertEquals(512.0, samples.get("lmcache_mp_lookup_hit_tokens_total"));
+            assertEquals(768.0, samples.get("lmcache_mp_lookup_requested_tokens_total{cache_salt=,model_name=http/model}"), "512 + 256 tokens asked");
+            assertEquals(512.0, samples.get("lmcache_mp_lookup_hit_tokens_total{cache_salt=,model_name=http/model}"), "labelled as LMCache labels it");
             long objectBytes = GEOMETRY.chunkObjectBytes(256);
             assertEquals(2.0 * objectBytes, samples.get("lmcache_mp_l1_memory_usage_bytes"));
             assertEquals(2.0 * objectBytes, samples.get("lmcache_mp_store_bytes_total"));
             assertEquals(1.0, samples.get("lmcache_mp_tracked_instances"));
             assertEquals(1.0, samples.get("lmcache_mp_requests_total{op=store}"));
-            assertTrue(samples.get("lmcache_mp_request_latency_seconds{op=store,quantile=0.99}") > 0, "p99 of STORE latency");
-            assertTrue(samples.containsKey("lmcache_mp_request_latency_seconds{op=ping,quantile=0.999}"), "p99.9 published");
+            // a histogram with fixed buckets from 10 us to 10 s (the parser reports buckets as name_bucket{le=...})
+            assertEquals(1.0, samples.get("lmcache_mp_request_latency_seconds_count{op=store}"));
+            assertEquals(1.0, samples.get("lmcache_mp_request_latency_seconds_bucket{le=+Inf,op=store}"));
+            assertEquals(13, samples.keySet().stream().filter(k -> k.startsWith("lmcache_mp_request_latency_seconds_bucket{") && k.endsWith(
+                    ",op=ping}")).count(), "12 buckets and +Inf");
+            assertEquals(1.0, samples.get("lmcache_mp_num_submitted_stores_total{device=cpu}"));
+            assertEquals(1.0, samples.get("lmcache_mp_num_finished_retrieves_total{device=cpu}"));
+            assertEquals(2.0, samples.get("lmcache_mp_num_chunks_loaded_total{cache_salt=,model_name=http/model,worker_id=0}"));
+            assertTrue(samples.get("lmcache_mp_store_copy_seconds_total") > 0, "seconds, not nanoseconds");
+            assertEquals(1.0, samples.get("target_info{service_instance_id=http-api-it,service_name=lmcache-server,service_version=0.1.0}"));
             assertEquals(200, Http.post(server.httpBase() + "/metrics/reset", "").statusCode());
             Map<String, Double> after = parseWithPrometheusClient(Http.get(server.httpBase() + "/metrics").body());
             assertEquals(0.0, after.get("lmcache_mp_l1_write_chunks_total"));
-            assertEquals(0.0, after.get("lmcache_mp_lookup_hit_tokens_total"));
+            assertEquals(0.0, after.get("lmcache_mp_lookup_hit_tokens_total{cache_salt=,model_name=http/model}"));
             assertEquals(0.0, after.get("lmcache_mp_requests_total{op=store}"));
             assertEquals(2.0 * objectBytes, after.get("lmcache_mp_l1_memory_usage_bytes"), "gauges show the present");
         }
@@ -161,7 +169,12 @@ class HttpApiIT {
         for (String line : out.lines().toList()) {
             JsonNode sample = JSON.readTree(line);
             List<String> labels = new ArrayList<>();
-            sample.get("labels").fields().forEachRemaining(e -> labels.add(e.getKey() + "=" + e.getValue().asText()));
+            // every series carries the instance label; the keys leave it out (target_info keeps it)
+            sample.get("labels").fields().forEachRemaining(e -> {
+                if (!e.getKey().equals("service_instance_id") || sample.get("name").asText().equals("target_info")) {
+                    labels.add(e.getKey() + "=" + e.getValue().asText());
+                }
+            });
             labels.sort(null);
             String key = sample.get("name").asText() + (labels.isEmpty() ? "" : "{" + String.join(",", labels) + "}");
             samples.merge(key, sample.get("value").asDouble(), Double::sum);

@@ -44,12 +44,17 @@ class TransportFloodIT {
     private static final byte[] NIL = {(byte) 0xc0};
     private static final byte[] PING_OP = pack(p -> p.packInt(22));
     private static final long MIB = 1L << 20;
+    /** How long a reply may take before the test calls it lost: no figure of speed (see pingAnswered). */
+    private static final Duration ANSWER_BOUND = Duration.ofSeconds(15);
 
-    /** Sends a PING (instance id None) and fails unless its reply (True) comes within a second. */
-    private static void pingAnsweredWithinASecond(TestClient client) {
+    /**
+     * Sends a PING (instance id None) and fails unless its reply (True) comes: the server keeps serving.
+     * The bound is generous, for a loaded machine; how fast it answers under a flood is bench/run-flood.sh's figure.
+     */
+    private static void pingAnswered(TestClient client) {
         int uid = client.send(22, NIL);
-        TestClient.Reply reply = client.receive(Duration.ofSeconds(1));
-        assertNotNull(reply, "PING " + uid + " answered within 1 s");
+        TestClient.Reply reply = client.receive(ANSWER_BOUND);
+        assertNotNull(reply, "PING " + uid + " answered");
         assertEquals("c3", reply.payloadHex());
     }
 
@@ -95,7 +100,7 @@ class TransportFloodIT {
     void framesDeclaredLongerThanTheCapCloseTheirConnectionBeforeAnythingIsAllocated() throws Exception {
         try (ServerProcess server = ServerProcess.start();
              TestClient client = new TestClient(server.endpoint())) {
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             double directBefore = directBytes(server);
             List<RawZmtpPeer> attackers = new ArrayList<>();
             try {
@@ -107,7 +112,7 @@ class TransportFloodIT {
                 for (RawZmtpPeer attacker : attackers) {
                     assertTrue(attacker.closedByServer(Duration.ofSeconds(5)), "the server refuses a 250 MiB frame (cap 16 MiB)");
                 }
-                pingAnsweredWithinASecond(client);
+                pingAnswered(client);
                 assertTrue(directBytes(server) <= directBefore + 16 * MIB,
                         "no frame was allocated: direct memory " + directBytes(server) + " vs " + directBefore + " before");
                 assertTrue(heapBytes(server) < 400 * MIB, "heap " + heapBytes(server));
@@ -115,7 +120,7 @@ class TransportFloodIT {
             } finally {
                 attackers.forEach(RawZmtpPeer::close);
             }
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             assertHealthy(server);
             assertTrue(server.isAlive());
         }
@@ -130,7 +135,7 @@ class TransportFloodIT {
         try (ServerProcess server = ServerProcess.start();
              TestClient client = new TestClient(server.endpoint());
              ZContext context = new ZContext()) {
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             ZMQ.Socket attacker = context.createSocket(SocketType.DEALER);
             attacker.setSndHWM(0);
             attacker.connect(server.endpoint());
@@ -142,7 +147,7 @@ class TransportFloodIT {
             }
             await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
                     .until(() -> Http.metric(server, "lmcache_mp_bad_requests_total", "reason", "oversized_envelope") == 300);
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             assertHealthy(server);
             assertEquals(null, attacker.recv(ZMQ.DONTWAIT), "no reply echoes an oversized uid");
         }
@@ -157,7 +162,7 @@ class TransportFloodIT {
     void connectionsMidWayThroughMaximalFramesCostTheirOwnRequestsNotTheServer() throws Exception {
         try (ServerProcess server = ServerProcess.start();
              TestClient client = new TestClient(server.endpoint())) {
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             double directBefore = directBytes(server);
             List<RawZmtpPeer> attackers = new ArrayList<>();
             try {
@@ -169,12 +174,12 @@ class TransportFloodIT {
                 }
                 await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(100))
                         .until(() -> overBudget(server) >= 80 - FRAMES_IN_BUDGET);
-                pingAnsweredWithinASecond(client);
+                pingAnswered(client);
                 // a request with a long frame while the budget is spent still gets its reply (the failure value)
                 double before = overBudget(server);
                 double answeredBefore = Http.metric(server, "lmcache_mp_requests_over_frame_budget_total");
                 client.send(22, NIL, new byte[8192]);
-                assertNotNull(client.receive(Duration.ofSeconds(1)), "a request whose frame is over budget is answered");
+                assertNotNull(client.receive(ANSWER_BOUND), "a request whose frame is over budget is answered");
                 assertEquals(before + 1, overBudget(server));
                 assertEquals(answeredBefore + 1, Http.metric(server, "lmcache_mp_requests_over_frame_budget_total"),
                         "answered with its failure value, not handled (its frame's bytes are garbage)");
@@ -190,9 +195,9 @@ class TransportFloodIT {
             await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200)).until(() -> {
                 double before = overBudget(server);
                 client.send(22, NIL, new byte[8192]);
-                return client.receive(Duration.ofSeconds(1)) != null && overBudget(server) == before;
+                return client.receive(ANSWER_BOUND) != null && overBudget(server) == before;
             });
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             assertEquals(0.0, Http.metric(server, "lmcache_mp_zeromq_io_thread_deaths_total"));
             assertHealthy(server);
         }
@@ -226,7 +231,7 @@ class TransportFloodIT {
             // 100 000 frames, 63 to a message
             await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(100))
                     .until(() -> Http.metric(server, "lmcache_mp_zeromq_messages_cut_total") >= 100_000 / 63);
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             assertTrue(liveHeapBytes(server) < 200 * MIB, "live heap " + liveHeapBytes(server));
             assertHealthy(server);
         }
@@ -257,7 +262,7 @@ class TransportFloodIT {
     void peersThatNeverReadLoseTheirRepliesAndNobodyElseSuffers() throws Exception {
         try (ServerProcess server = ServerProcess.start();
              TestClient client = new TestClient(server.endpoint())) {
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             awaitPoolReady(server);
             long rssBefore = L1TierIT.rssBytes(server.pid());
             double liveHeapBefore = liveHeapBytes(server);
@@ -284,7 +289,7 @@ class TransportFloodIT {
                 }
                 long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
                 while (!writing.stream().allMatch(Future::isDone) && System.nanoTime() < deadlineNs) {
-                    pingAnsweredWithinASecond(client);
+                    pingAnswered(client);
                     assertEquals(200, Http.get(server.httpBase() + "/healthcheck").statusCode());
                     TimeUnit.MILLISECONDS.sleep(200);
                 }
@@ -295,7 +300,7 @@ class TransportFloodIT {
                         .until(() -> Http.metric(server, "lmcache_mp_requests_total", "op", "ping") >= 20 * 20_000);
                 double dropped = Http.metric(server, "lmcache_mp_replies_dropped_total", "reason", "peer_not_reading");
                 assertTrue(dropped > 0, "replies to peers that do not read are dropped and counted: " + dropped);
-                pingAnsweredWithinASecond(client);
+                pingAnswered(client);
                 // the attackers are still connected: their queued replies (1 000 each of about 200 bytes) are live
                 double liveHeap = liveHeapBytes(server);
                 assertTrue(liveHeap < liveHeapBefore + 96 * MIB, "live heap " + liveHeap / MIB + " MiB vs " + liveHeapBefore / MIB + " MiB before");
@@ -307,7 +312,7 @@ class TransportFloodIT {
                 attackers.forEach(RawZmtpPeer::close);
                 writers.shutdownNow();
             }
-            pingAnsweredWithinASecond(client);
+            pingAnswered(client);
             assertHealthy(server);
         }
     }

@@ -1,0 +1,203 @@
+package io.lmcache.server.config;
+
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+import picocli.CommandLine;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.ParseResult;
+
+/**
+ * LMCache's {@code lmcache server} flags that have no counterpart here, so that every command line
+ * and config file written for LMCache is accepted or refused by rule, never by "unknown option":
+ * <ul>
+ *   <li>{@link Rule.NoEffect}: the flag changes nothing that matters here (an allocator tuning knob, an
+ *       observability switch, a timeout of a feature that is off); accepted with one warning at start;</li>
+ *   <li>{@link Rule.Unsupported}: without the feature the server would behave differently from what the
+ *       operator asked for (GDS, DAX, P2P, coordinator, CacheBlend, L2); any value other than LMCache's
+ *       "off" refuses the start with "not supported by lmcache-server" (exit 2).</li>
+ * </ul>
+ * A flag this server declares itself (another branch may add L2 or hybrid flags) is never added
+ * here: the real option wins.
+ */
+final class LmcacheFlags {
+    /** What follows the flag on LMCache's command line. */
+    enum Kind {
+        /** {@code store_true}: no value. */
+        FLAG,
+        /** One value. */
+        VALUE,
+        /** {@code nargs="*"}: any number of values. */
+        LIST
+    }
+
+    /** What the flag does here. */
+    sealed interface Rule {
+        /** Accepted; one warning says why it changes nothing. */
+        record NoEffect(String why) implements Rule {}
+
+        /** Refused unless its value is one of {@code offValues} (LMCache's defaults, which leave the feature off). */
+        record Unsupported(String feature, Set<String> offValues) implements Rule {}
+    }
+
+    /** One LMCache flag. */
+    record Flag(String name, Kind kind, Rule rule) {
+        /** The config file's key ({@code l1_init_size_gb}). */
+        String key() {
+            return name.substring(2).replace('-', '_');
+        }
+    }
+
+    private static final Set<String> EMPTY = Set.of("");
+    /** Marks the options added here (a real option of the same name is never marked). */
+    private static final String COMPAT = "lmcache.compat";
+
+    static final List<Flag> TABLE = List.of(
+            // --- MP server
+            unsupported("--engine-type", Kind.VALUE, "CacheBlend (--engine-type blend, blend_legacy)", "default"),
+            unsupported("--runtime-plugin-locations", Kind.LIST, "runtime plugins"),
+            noEffect("--runtime-plugin-config", Kind.VALUE, "no runtime plugins run here"),
+            noEffect("--script-allowed-imports", Kind.LIST, "there is no /run_script endpoint"),
+            noEffect("--enable-segmented-prefix", Kind.FLAG, "it applies to CacheBlend only"),
+            unsupported("--enable", Kind.LIST, "experimental transfer modules (--enable)"),
+            // --- P2P and coordinator
+            unsupported("--p2p-advertise-url", Kind.VALUE, "P2P KV sharing", ""),
+            unsupported("--p2p-listen-url", Kind.VALUE, "P2P KV sharing", ""),
+            noEffect("--p2p-lookup-timeout", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-load-timeout", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-transfer-engine", Kind.VALUE, "P2P is off"),
+            unsupported("--coordinator-url", Kind.VALUE, "the MP coordinator", ""),
+            noEffect("--coordinator-advertise-ip", Kind.VALUE, "there is no coordinator"),
+            noEffect("--coordinator-heartbeat-interval", Kind.VALUE, "there is no coordinator"),
+            noEffect("--coordinator-event-reporting", Kind.FLAG, "there is no coordinator"),
+            noEffect("--coordinator-event-flush-interval", Kind.VALUE, "there is no coordinator"),
+            // --- L1 memory
+            noEffect("--l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),
+            noEffect("--no-l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),
+            noEffect("--l1-init-size-gb", Kind.VALUE, "the pool is usable from its first prepared region"),
+            noEffect("--l1-align-bytes", Kind.VALUE, "objects live in size classes of 2 MiB pages"),
+            unsupported("--l1-devdax-path", Kind.VALUE, "Device-DAX as L1 memory", ""),
+            unsupported("--gds-l1-path", Kind.VALUE, "GPUDirect Storage as L1 memory", ""),
+            noEffect("--gds-l1-use-direct-io", Kind.FLAG, "GPUDirect Storage is off"),
+            noEffect("--no-gds-l1-use-direct-io", Kind.FLAG, "GPUDirect Storage is off"),
+            unsupported("--l1-manager", Kind.VALUE, "custom L1 managers (--l1-manager)", ""),
+            noEffect("--eviction-target-watermark", Kind.VALUE, "a background eviction frees --eviction-ratio of the pool"),
+            // --- L2
+            noEffect("--periodic-notifier-interval-ms", Kind.VALUE, "there is no L2 tier"),
+            // --- observability
+            noEffect("--disable-observability", Kind.FLAG, "metrics and logs stay on (LMCACHE_LOG_LEVEL sets how much is logged)"),
+            noEffect("--disable-metrics", Kind.FLAG, "/metrics stays on; it costs nothing when nobody scrapes it"),
+            noEffect("--disable-logging", Kind.FLAG, "logging stays on (LMCACHE_LOG_LEVEL=ERROR quiets it)"),
+            noEffect("--enable-tracing", Kind.FLAG, "there is no OpenTelemetry tracing"),
+            noEffect("--otlp-endpoint", Kind.VALUE, "metrics are not pushed; Prometheus scrapes /metrics"),
+            noEffect("--event-bus-queue-size", Kind.VALUE, "metrics are counted in place, there is no event bus"),
+            noEffect("--trace-level", Kind.VALUE, "there is no trace recording"),
+            noEffect("--trace-output", Kind.VALUE, "there is no trace recording"),
+            noEffect("--lookup-hash-log-dir", Kind.VALUE, "there is no lookup-hash log"),
+            noEffect("--lookup-hash-log-rotation-interval", Kind.VALUE, "there is no lookup-hash log"),
+            noEffect("--lookup-hash-log-rotation-max-size", Kind.VALUE, "there is no lookup-hash log"),
+            noEffect("--lookup-hash-log-max-files", Kind.VALUE, "there is no lookup-hash log"),
+            noEffect("--enable-extra-logging", Kind.FLAG, "the activity log line every 10 s already reports L1 use and transfers"),
+            noEffect("--extra-logging-interval", Kind.VALUE, "the activity log runs every 10 s"));
+
+    private static final Map<String, Flag> BY_KEY = TABLE.stream().collect(Collectors.toMap(Flag::key, Function.identity()));
+
+    private LmcacheFlags() {}
+
+    private static Flag noEffect(String name, Kind kind, String why) {
+        return new Flag(name, kind, new Rule.NoEffect(why));
+    }
+
+    private static Flag unsupported(String name, Kind kind, String feature, String... offValues) {
+        Set<String> off = kind == Kind.VALUE && offValues.length == 0 ? EMPTY : Set.of(offValues);
+        return new Flag(name, kind, new Rule.Unsupported(feature, off));
+    }
+
+    /** The table's flags this server does not declare itself (all of them unless a branch added the feature). */
+    static List<Flag> active() {
+        CommandSpec spec = new CommandLine(new ServerOptions()).getCommandSpec();
+        return TABLE.stream().filter(flag -> spec.findOption(flag.name()) == null).toList();
+    }
+
+    /** Adds every table flag the command line does not declare itself, hidden from {@code --help} (the README lists them). */
+    static void register(CommandSpec spec) {
+        for (Flag flag : TABLE) {
+            if (spec.findOption(flag.name()) != null) {
+                continue;
+            }
+            OptionSpec.Builder option = OptionSpec.builder(flag.name()).hidden(true).descriptionKey(COMPAT)
+                    .description("LMCache compatibility: " + describe(flag));
+            switch (flag.kind()) {
+                case FLAG -> option.arity("0").type(boolean.class);
+                case VALUE -> option.arity("1").type(String.class);
+                case LIST -> option.arity("0..*").type(List.class).auxiliaryTypes(String.class);
+            }
+            spec.addOption(option.build());
+        }
+    }
+
+    /** The README's words for a flag's rule. */
+    static String describe(Flag flag) {
+        return switch (flag.rule()) {
+            case Rule.NoEffect(String why) -> "accepted, no effect (" + why + ")";
+            case Rule.Unsupported(String feature, Set<String> off) -> "refused: " + feature + " is not supported by lmcache-server";
+        };
+    }
+
+    /** Applies the rules to the table flags given on the command line: warnings, or the first refusal. */
+    static void check(ParseResult parsed, List<String> warnings) throws ConfigException {
+        for (Flag flag : TABLE) {
+            OptionSpec option = parsed.matchedOption(flag.name());
+            // a flag declared for real elsewhere is matched under its own spec, not ours
+            if (option != null && COMPAT.equals(option.descriptionKey())) {
+                apply(flag, flag.name(), option.getValue(), warnings);
+            }
+        }
+    }
+
+    /** A config file's key: true when it is a table flag (its rule applied), false when not. */
+    static boolean fromFile(String key, Object value, String file, List<String> warnings) throws ConfigException {
+        Flag flag = BY_KEY.get(key);
+        if (flag == null) {
+            return false;
+        }
+        Object normalized = value;
+        if (flag.kind() == Kind.FLAG && !(value instanceof Boolean)) {
+            normalized = Boolean.parseBoolean(String.valueOf(value));
+        } else if (flag.kind() == Kind.VALUE && !(value instanceof String)) {
+            normalized = String.valueOf(value);
+        }
+        apply(flag, "config file " + file + ": " + key, normalized, warnings);
+        return true;
+    }
+
+    private static void apply(Flag flag, String where, Object value, List<String> warnings) throws ConfigException {
+        boolean given = switch (flag.kind()) {
+            case FLAG -> Boolean.TRUE.equals(value);
+            case VALUE -> value != null;
+            case LIST -> value instanceof List<?> list && !list.isEmpty();
+        };
+        if (!given) {
+            return;
+        }
+        switch (flag.rule()) {
+            case Rule.NoEffect(String why) -> warnings.add(where + " is accepted for compatibility with LMCache and has no effect here: " + why);
+            case Rule.Unsupported(String feature, Set<String> off) -> {
+                if (flag.kind() == Kind.VALUE && off.contains(String.valueOf(value).strip().toLowerCase(Locale.ROOT))) {
+                    return;
+                }
+                throw new ConfigException(where.startsWith("--") ? where : "--config-file", (where.startsWith("--") ? "" : where + ": ")
+                        + feature + " is not supported by lmcache-server (got " + shown(value) + ")");
+            }
+        }
+    }
+
+    private static String shown(Object value) {
+        String text = value instanceof Boolean ? "the flag" : String.valueOf(value);
+        return text.length() > 80 ? text.substring(0, 80) + "..." : text;
+    }
+}

@@ -1,0 +1,72 @@
+package io.lmcache.server.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+
+/** GETs from a running server's HTTP API (what {@code lmcache ping} and {@code describe} read). */
+final class StatusClient {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Duration TIMEOUT = Duration.ofSeconds(10);
+
+    /** The answer: status code, body and the round trip. */
+    record Answer(int status, String body, long roundTripNs) {}
+
+    /** Why nothing usable came back; the message is what the CLI prints. */
+    static final class Failure extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        Failure(String message) {
+            super(message);
+        }
+    }
+
+    private final String baseUrl;
+    private final HttpClient client = HttpClient.newBuilder().connectTimeout(TIMEOUT).build();
+
+    StatusClient(String url) {
+        this.baseUrl = normalize(url);
+    }
+
+    /** {@code host:port} gets {@code http://}; a trailing slash goes. */
+    static String normalize(String url) {
+        String withScheme = url.startsWith("http://") || url.startsWith("https://") ? url : "http://" + url;
+        return withScheme.endsWith("/") ? withScheme.substring(0, withScheme.length() - 1) : withScheme;
+    }
+
+    String baseUrl() {
+        return baseUrl;
+    }
+
+    Answer get(String path) throws Failure {
+        long startNs = System.nanoTime();
+        try {
+            HttpResponse<String> response = client.send(HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(TIMEOUT).GET().build(),
+                    HttpResponse.BodyHandlers.ofString());
+            return new Answer(response.statusCode(), response.body(), System.nanoTime() - startNs);
+        } catch (IOException | IllegalArgumentException e) {
+            throw new Failure("Cannot connect to " + baseUrl + path + ": " + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new Failure("interrupted");
+        }
+    }
+
+    /** The JSON at {@code path}; a non-200 answer or a body that is not JSON is a failure. */
+    JsonNode json(String path) throws Failure {
+        Answer answer = get(path);
+        if (answer.status() != 200) {
+            throw new Failure("HTTP " + answer.status() + " from " + baseUrl + path + ": " + answer.body().strip());
+        }
+        try {
+            return JSON.readTree(answer.body());
+        } catch (IOException e) {
+            throw new Failure(baseUrl + path + " did not answer JSON: " + e.getMessage());
+        }
+    }
+}

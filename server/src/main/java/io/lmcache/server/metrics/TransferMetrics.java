@@ -1,0 +1,110 @@
+package io.lmcache.server.metrics;
+
+import io.micrometer.core.instrument.DistributionSummary;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * LMCache's series for the copies between a worker's GPU blocks (L0) and the pool (L1): per device
+ * {@code num_submitted_stores/retrieves} and {@code num_finished_stores/retrieves} (their difference is
+ * what is in flight), per request {@code l0_l1_store/load_throughput_GB_per_second} (engine_id, device,
+ * model_name) and per worker {@code num_chunks_loaded} (worker_id, model_name, cache_salt). A
+ * finished transfer counts whether it succeeded or not, as LMCache's does, so the in-flight
+ * difference never strands a failed one; only successes give a throughput sample.
+ *
+ * <p>The throughput is bytes over the time from submitting the copy to its completion (waiting for
+ * the worker's event included); {@code gpu_copy_seconds} holds the GPU's own copy time.
+ */
+public final class TransferMetrics {
+    private static final double GB = 1e9;
+    /** GB/s: from a slow pageable copy to two GPUs' worth of PCIe 5. */
+    private static final double[] THROUGHPUT_BUCKETS = {0.5, 1, 2, 5, 10, 20, 30, 40, 50, 60, 80, 120};
+
+    private final ServerMetrics metrics;
+    private final LabelValues labels;
+    private final Map<String, LongAdder> counters = new ConcurrentHashMap<>();
+    private final Map<String, DistributionSummary> throughput = new ConcurrentHashMap<>();
+
+    TransferMetrics(ServerMetrics metrics, LabelValues labels) {
+        this.metrics = metrics;
+        this.labels = labels;
+        // runs on: lmcache-http-* (/metrics/reset): histograms cannot be zeroed, so the next sample makes new ones
+        metrics.onReset(() -> {
+            throughput.values().forEach(metrics.registry()::remove);
+            throughput.clear();
+        });
+    }
+
+    /** A STORE's copy is about to be submitted on {@code device} ("cuda:N" or "cpu") for worker instance {@code engineId}. */
+    public InFlight store(String device, long engineId, String model) {
+        return new InFlight(true, device, engineId, model, -1, "");
+    }
+
+    /** A RETRIEVE's copy is about to be submitted; {@code workerId} is the kv rank that loads the chunks. */
+    public InFlight retrieve(String device, long engineId, String model, int workerId, String cacheSalt) {
+        return new InFlight(false, device, engineId, model, workerId, cacheSalt);
+    }
+
+    private LongAdder deviceCounter(String name, String help, String device) {
+        return counters.computeIfAbsent(name + '\0' + device, k -> metrics.declare(name, help, "device", device));
+    }
+
+    /** One submitted copy; {@link #finished} is called once, from its completion. */
+    public final class InFlight {
+        private final boolean store;
+        private final String device;
+        private final long engineId;
+        private final String model;
+        private final int workerId;
+        private final String cacheSalt;
+        private final long submittedNs = System.nanoTime();
+
+        private InFlight(boolean store, String device, long engineId, String model, int workerId, String cacheSalt) {
+            this.store = store;
+            this.device = device;
+            this.engineId = engineId;
+            this.model = model;
+            this.workerId = workerId;
+            this.cacheSalt = cacheSalt;
+            deviceCounter(store ? "lmcache_mp.num_submitted_stores" : "lmcache_mp.num_submitted_retrieves",
+                    store ? "STORE copies submitted, by device" : "RETRIEVE copies submitted, by device", device).increment();
+        }
+
+        /**
+         * The copy ended; {@code chunks} is how many chunks it covered. Runs on the transfer thread (host path)
+         * or lmcache-cuda-events (CUDA path).
+         */
+        public void finished(boolean ok, long bytes, int chunks) {
+            long elapsedNs = System.nanoTime() - submittedNs;
+            deviceCounter(store ? "lmcache_mp.num_finished_stores" : "lmcache_mp.num_finished_retrieves",
+                    store ? "STORE copies finished (done or failed), by device" : "RETRIEVE copies finished (done or failed), by device",
+                    device).increment();
+            if (!ok) {
+                return;
+            }
+            if (store) {
+                metrics.stored(bytes, elapsedNs);
+            } else {
+                metrics.retrieved(bytes, elapsedNs);
+                String worker = Integer.toString(workerId);
+                metrics.declare("lmcache_mp.num_chunks_loaded", "chunks RETRIEVE loaded into a worker's KV cache",
+                        "worker_id", labels.of("worker_id", worker), "model_name", labels.of("model_name", model),
+                        "cache_salt", labels.of("cache_salt", cacheSalt)).add(chunks);
+            }
+            if (elapsedNs > 0 && bytes > 0) {
+                summary(store, Long.toString(engineId), device, model).record(bytes / GB / (elapsedNs / 1e9));
+            }
+        }
+    }
+
+    private DistributionSummary summary(boolean store, String engineId, String device, String model) {
+        String name = store ? "lmcache_mp.l0_l1_store_throughput_GB_per_second" : "lmcache_mp.l0_l1_load_throughput_GB_per_second";
+        String engine = labels.of("engine_id", engineId);
+        String modelName = labels.of("model_name", model);
+        return throughput.computeIfAbsent(name + '\0' + engine + '\0' + device + '\0' + modelName, k -> DistributionSummary.builder(name)
+                .description(store ? "GB/s of each STORE copy, submit to completion" : "GB/s of each RETRIEVE copy, submit to completion")
+                .tags("engine_id", engine, "device", device, "model_name", modelName)
+                .serviceLevelObjectives(THROUGHPUT_BUCKETS).register(metrics.registry()));
+    }
+}

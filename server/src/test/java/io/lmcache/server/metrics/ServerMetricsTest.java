@@ -1,0 +1,68 @@
+package io.lmcache.server.metrics;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.SlabAllocator;
+import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.testing.Http;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** The scrape's shape: LMCache's names and labels, seconds, the latency histogram, the info series, bounded label values. */
+class ServerMetricsTest {
+    private static final long MIB = 1 << 20;
+
+    @Test
+    void latencyIsAHistogramInSecondsAndTheScrapeEndsWithTheInfoSeries() {
+        ServerMetrics metrics = new ServerMetrics("pod-1");
+        metrics.latency(Op.PING, TimeUnit.MICROSECONDS.toNanos(30));
+        metrics.latency(Op.PING, TimeUnit.MILLISECONDS.toNanos(3));
+        metrics.stored(MIB, TimeUnit.MILLISECONDS.toNanos(1500));
+        String scrape = metrics.scrape();
+        assertEquals(0, Http.metric(scrape, "lmcache_mp_request_latency_seconds_bucket", "op", "ping", "le", "2.5E-5"));
+        assertEquals(1, Http.metric(scrape, "lmcache_mp_request_latency_seconds_bucket", "op", "ping", "le", "5.0E-5"));
+        assertEquals(2, Http.metric(scrape, "lmcache_mp_request_latency_seconds_bucket", "op", "ping", "le", "0.005"));
+        assertEquals(2, Http.metric(scrape, "lmcache_mp_request_latency_seconds_count", "op", "ping", "service_instance_id", "pod-1"));
+        assertEquals(1.5, Http.metric(scrape, "lmcache_mp_store_copy_seconds_total"), 1e-9);
+        assertFalse(scrape.contains("nanoseconds"), "no series in nanoseconds");
+        assertEquals(1, Http.metric(scrape, "target_info", "service_instance_id", "pod-1", "service_name", "lmcache-server"));
+        assertEquals(1, Http.metric(scrape, "lmcache_mp_build_info", "version", "0.1.0"));
+        assertTrue(scrape.contains("system_cpus{"), "Micrometer's system_cpu_count, renamed for promtool");
+        assertFalse(scrape.contains("process_cpu_time_ns"), "a counter in nanoseconds, left out for promtool");
+        metrics.reset();
+        assertEquals(0, Http.metric(metrics.scrape(), "lmcache_mp_request_latency_seconds_count", "op", "ping"));
+    }
+
+    @Test
+    void wireLabelValuesAreBoundedAndTheOverflowIsCounted() {
+        ServerMetrics metrics = new ServerMetrics("pod-1");
+        for (int i = 0; i < LabelValues.LIMIT + 10; i++) {
+            metrics.lookup("model", "salt-" + i, 256, 0);
+        }
+        String scrape = metrics.scrape();
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", "salt-0"));
+        assertEquals(10 * 256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", LabelValues.OTHER));
+        assertEquals(10, Http.metric(scrape, "lmcache_mp_metric_label_values_folded_total", "label", "cache_salt"));
+        assertEquals(LabelValues.LIMIT, scrape.lines().filter(l -> l.startsWith("lmcache_mp_lookup_hit_tokens_total{")
+                && !l.contains(LabelValues.OTHER)).count());
+    }
+
+    @Test
+    void anAllocationFailureIsCountedInChunksUnderItsModel() {
+        ServerMetrics metrics = new ServerMetrics("pod-1");
+        StoreCounters counters = new StoreCounters();
+        ObjectStore store = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicy.NOOP, TimeUnit.SECONDS.toNanos(60),
+                TimeUnit.SECONDS.toNanos(60), System::nanoTime, counters);
+        store.addReadyRegion(0);
+        MetricsBinder.bindStore(metrics, store);
+        for (long hash = 1; hash <= 5; hash++) {
+            store.reserve("llama", "", 0, 0, hash, hash, MIB, 1);
+        }
+        assertEquals(1, Http.metric(metrics.scrape(), "lmcache_mp_l1_allocation_failure_chunks_total", "during", "l1_store", "model_name", "llama"));
+    }
+}

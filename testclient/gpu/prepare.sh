@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Stages what a GPU run needs into <repo>/.device/ (git ignores it), to be carried to a CUDA host that
+# has no Java: a small jlinked Java 25 runtime and the server's jars with their runtime dependencies.
+# Usage, from the repository root:
+#   testclient/gpu/prepare.sh            (builds first: mvn -pl server -am package)
+# then on the GPU host:  bash testclient/gpu/run-on-device.sh [test|bench|all]
+#                        or .device/java -cp '.device/lib/*' <main class> <args>
+set -euo pipefail
+root=$(cd "$(dirname "$(readlink -f -- "${BASH_SOURCE[0]}")")/../.." && pwd)
+cd "$root"
+jdk=${JDK_HOME:-${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}}
+export JAVA_HOME=$jdk
+if [ -d .git ] || [ -f .git ]; then
+  exclude=$(git rev-parse --git-path info/exclude)
+  grep -qx '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
+fi
+mvn -q -B -DskipTests -pl server -am package
+mkdir -p .device/lib
+if [ ! -x .device/jre/bin/java ]; then
+  # the image's module set (see the Dockerfile)
+  "$jdk/bin/jlink" --add-modules java.base,java.logging,java.management,java.naming,java.net.http,java.xml,jdk.httpserver,jdk.management,jdk.unsupported \
+    --strip-debug --no-header-files --no-man-pages --compress=zip-9 --output .device/jre
+  command -v strip >/dev/null && strip --strip-unneeded .device/jre/lib/server/libjvm.so || true
+fi
+rm -f .device/lib/*.jar
+# the server jar with its runtime dependencies (as the package build copied them), and the other modules' jars
+cp server/target/lmcache-server.jar server/target/lib/*.jar .device/lib/
+for module in protocol config cuda server; do
+  cp "$module"/target/*-tests.jar .device/lib/ 2>/dev/null || true
+done
+# keep under the 64 MiB that travel: JCuda's PTX-compiler binding (24 MiB) is not needed there
+for j in .device/lib/jcuda-natives-*.jar; do
+  [ -f "$j" ] && command -v zip >/dev/null && zip -q -d "$j" 'lib/libJNvPTXCompiler*' >/dev/null 2>&1 || true
+done
+cat > .device/java <<'EOS'
+#!/usr/bin/env bash
+# java on the GPU machine, with native access allowed for JCuda and FFM
+here=$(cd "$(dirname "$0")" && pwd)
+exec "$here/jre/bin/java" --enable-native-access=ALL-UNNAMED "$@"
+EOS
+chmod +x .device/java
+du -sh .device | awk '{print "staged .device: " $1 " (at most 64 MiB travel, checkout included)"}'
