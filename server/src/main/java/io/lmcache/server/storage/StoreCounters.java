@@ -21,7 +21,9 @@ public final class StoreCounters {
         /** Loaded from L2 for a lookup and released by its last reader. */
         PREFETCH_RELEASED("prefetch_released"),
         /** Written to every L2 adapter under {@code --l2-store-policy skip_l1}. */
-        MOVED_TO_L2("moved_to_l2");
+        MOVED_TO_L2("moved_to_l2"),
+        /** A STORE of another layout (dtype, backend, block size) for the same key replaced it. */
+        REPLACED_LAYOUT("replaced_layout");
 
         private final String label;
 
