@@ -86,6 +86,12 @@ public final class ObjectStore {
      * WRITING object, {@link #EXISTS} when the key is stored or being stored, or {@link #NO_MEMORY}.
      */
     public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format) {
+        return reserve(model, salt, kvRank, group, hashHi, hashLo, bytes, format, StoreCounters.DURING_L1_STORE);
+    }
+
+    /** {@link #reserve} for someone other than a STORE: {@code during} labels a failure ({@link StoreCounters#DURING_L2_PREFETCH}). */
+    public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format,
+            String during) {
         lock.lock();
         try {
             int namespace = table.namespace(model, salt);
@@ -101,7 +107,7 @@ public final class ObjectStore {
             long nowNs = clockNs.getAsLong();
             StoredObject object = table.insert(model, salt, kvRank, group, hashHi, hashLo, bytes, format, nowNs);
             if (object == null) {
-                counters.allocationFailed(model);
+                counters.allocationFailed(during, model);
                 return NO_MEMORY;
             }
             object.writeDeadlineNs = nowNs + writeTtlNs;

@@ -7,6 +7,7 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ObjectShape;
@@ -49,6 +50,10 @@ final class PrefetchRequest {
     private final long[] loadTasks;
     private final int[][] loadIndices;
     private final Bitmap[] loaded;
+    /** Per adapter: L1 bytes reserved for its load, when it was submitted and when its result came (throughput). */
+    private final long[] loadReservedBytes;
+    private final long[] loadSubmittedNs;
+    private final long[] loadDoneNs;
     private Stage stage = Stage.LOOKUP;
 
     PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes) {
@@ -72,6 +77,9 @@ final class PrefetchRequest {
         this.loadTasks = new long[adapters];
         this.loadIndices = new int[adapters][];
         this.loaded = new Bitmap[adapters];
+        this.loadReservedBytes = new long[adapters];
+        this.loadSubmittedNs = new long[adapters];
+        this.loadDoneNs = new long[adapters];
         this.asked = start();
     }
 
@@ -113,8 +121,12 @@ final class PrefetchRequest {
         List<L2Key> askList = ask.stream().map(i -> keys[i]).toList();
         Map<Integer, Long> bytesByGroup = new HashMap<>();
         shapes.forEach(shape -> bytesByGroup.put(shape.objectGroup(), shape.objectBytes()));
-        ctx.metrics().prefetchLookups.increment();
-        ctx.metrics().prefetchLookupObjects.add(askedKeys.length);
+        L2Metrics metrics = ctx.metrics();
+        metrics.prefetchLookups.increment();
+        metrics.prefetchLookupObjects.add(key.cacheSalt(), askedKeys.length);
+        // the failure series of this model exist from its first prefetch on, at zero until a load fails
+        metrics.prefetchL1Oom.declare(key.modelName());
+        metrics.prefetchNotFound.declare(key.modelName());
         for (int a = 0; a < ctx.adapters().size(); a++) {
             lookupTasks[a] = ctx.adapters().get(a).submitLookupAndLock(askList, bytesByGroup);
         }
@@ -143,7 +155,10 @@ final class PrefetchRequest {
             for (int a = 0; a < adapters.size(); a++) {
                 if (loadIndices[a] != null && loaded[a] == null) {
                     loaded[a] = adapters.get(a).queryLoad(loadTasks[a]);
-                    work += loaded[a] == null ? 0 : 1;
+                    if (loaded[a] != null) {
+                        loadDoneNs[a] = System.nanoTime();
+                        work++;
+                    }
                     all &= loaded[a] != null;
                 }
             }
@@ -173,14 +188,14 @@ final class PrefetchRequest {
         ctx.metrics().prefetchHitObjects.add(present.popcount() - countL1());
         int prefix = ctx.fold().hitChunks(present, chunks, keysPerChunk) * keysPerChunk;
         CacheKey key = job.key();
+        int noMemory = 0;
         for (int i = 0; i < prefix; i++) {
             if (owner[i] >= 0) {
                 ShapeAt shape = shapeAt(i);
                 StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(),
-                        keys[i].hashHi(), keys[i].hashLo(), shape.bytes, shape.format);
+                        keys[i].hashHi(), keys[i].hashLo(), shape.bytes, shape.format, StoreCounters.DURING_L2_PREFETCH);
                 if (object == ObjectStore.NO_MEMORY) {
-                    ctx.metrics().prefetchL1Oom.increment();
-                    ctx.metrics().l1AllocationFailures.increment();
+                    noMemory++;
                     continue;
                 }
                 if (object != ObjectStore.EXISTS) {
@@ -194,6 +209,8 @@ final class PrefetchRequest {
                 ok.set(i);
             }
         }
+        // the store counted them as l1_allocation_failure_chunks{during="l2_prefetch"}
+        ctx.metrics().prefetchL1Oom.add(key.modelName(), noMemory);
         int kept = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
         unlockNotLoaded(kept);
         submitLoads(kept);
@@ -272,14 +289,20 @@ final class PrefetchRequest {
             loadIndices[a] = indices.stream().mapToInt(Integer::intValue).toArray();
             List<L2Key> loadKeys = new ArrayList<>(indices.size());
             List<MemorySegment> buffers = new ArrayList<>(indices.size());
+            long bytes = 0;
             for (int i : loadIndices[a]) {
                 loadKeys.add(keys[i]);
                 buffers.add(ctx.pool().asSlice(reserved[i].offset(), reserved[i].bytes()));
+                bytes += reserved[i].bytes();
             }
+            L2Metrics.Adapter counters = ctx.metrics().adapter(a);
+            loadReservedBytes[a] = bytes;
+            counters.inflightLoadBytes().addAndGet(bytes);
+            counters.inflightLoads().incrementAndGet();
+            loadSubmittedNs[a] = System.nanoTime();
             loadTasks[a] = ctx.adapters().get(a).submitLoad(loadKeys, buffers);
-            ctx.metrics().adapter(a).inflightLoads().incrementAndGet();
             ctx.metrics().loadSubmitted.increment();
-            ctx.metrics().loadSubmittedObjects.add(indices.size());
+            ctx.metrics().loadSubmittedObjects.add(job.key().cacheSalt(), indices.size());
             any = true;
         }
         if (any) {
@@ -291,6 +314,8 @@ final class PrefetchRequest {
 
     /** Phase-2 unlock, then each loaded object published with its read locks, the failed ones dropped, and a last fold. */
     private void loadFinished() {
+        int published = 0;
+        int notFound = 0;
         for (int a = 0; a < loadIndices.length; a++) {
             if (loadIndices[a] == null) {
                 continue;
@@ -301,16 +326,18 @@ final class PrefetchRequest {
                 int i = loadIndices[a][j];
                 unlock.add(keys[i]);
                 if (loaded[a].get(j)) {
-                    publish(i);
+                    published += publish(i) ? 1 : 0;
                 } else {
                     ctx.store().abort(reserved[i]);
                     reserved[i] = null;
                     ok.clear(i);
-                    ctx.metrics().prefetchNotFound.increment();
+                    notFound++;
                 }
             }
             ctx.adapters().get(a).submitUnlock(unlock);
         }
+        ctx.metrics().loadCompletedObjects.add(job.key().cacheSalt(), published);
+        ctx.metrics().prefetchNotFound.add(job.key().modelName(), notFound);
         int prefix = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
         finish(prefix / Math.max(1, keysPerChunk));
     }
@@ -318,25 +345,30 @@ final class PrefetchRequest {
     private void countLoad(int a) {
         L2Metrics.Adapter counters = ctx.metrics().adapter(a);
         counters.inflightLoads().decrementAndGet();
+        counters.inflightLoadBytes().addAndGet(-loadReservedBytes[a]);
         counters.loadCompleted().increment();
+        long bytes = 0;
         for (int j = 0; j < loadIndices[a].length; j++) {
             if (loaded[a].get(j)) {
-                counters.loadBytes().add(reserved[loadIndices[a][j]].bytes());
+                bytes += reserved[loadIndices[a][j]].bytes();
             }
         }
+        counters.loadBytes().add(bytes);
+        counters.loadThroughput().record(bytes, loadDoneNs[a] - loadSubmittedNs[a]);
     }
 
-    private void publish(int i) {
+    /** Publishes loaded object {@code i}; false when it was reclaimed first. */
+    private boolean publish(int i) {
         StoredObject object = reserved[i];
         ObjectStore.ReadLock lock = ctx.tier().commitLoaded(object, readers, !ctx.retain());
         if (readers > 0 && lock == null) {
             // reclaimed before it was published (a forced clear): its memory is gone
             reserved[i] = null;
             ok.clear(i);
-            return;
+            return false;
         }
         locks[i] = lock;
-        ctx.metrics().loadCompletedObjects.increment();
+        return true;
     }
 
     /** Hands the job back: the L1 locks of the LOOKUP, then this prefix's, chunk-major. */
@@ -355,6 +387,15 @@ final class PrefetchRequest {
 
     /** Shutdown before the adapters answered: the LOOKUP is answered with its L1 hits; what this request holds stays until TTL. */
     void abandon() {
+        if (stage == Stage.LOAD) {
+            // loads never counted as finished: they leave the in-flight gauges
+            for (int a = 0; a < loadIndices.length; a++) {
+                if (loadIndices[a] != null) {
+                    ctx.metrics().adapter(a).inflightLoads().decrementAndGet();
+                    ctx.metrics().adapter(a).inflightLoadBytes().addAndGet(-loadReservedBytes[a]);
+                }
+            }
+        }
         if (stage != Stage.DONE) {
             stage = Stage.DONE;
             job.completion().done(job.l1Hits(), job.l1Locks(), 0);

@@ -9,6 +9,7 @@ import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
@@ -142,6 +143,51 @@ class L2ControllersTest {
     }
 
     @Test
+    void aLoadInFlightShowsInTheGaugesAndTheSeriesCarryLmcachesNamesAndLabels() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        adapter.holdLoads = true;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("held"), 1));
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(1, counters.inflightLoads().get(), "one load task, not answered yet");
+        assertEquals(2 * OBJECT_BYTES, counters.inflightLoadBytes().get(), "the L1 bytes reserved for its two objects");
+        String during = serverMetrics.scrape();
+        assertTrue(during.contains("lmcache_mp_inflight_load_memory_usage_bytes{adapter_index=\"0\",l2_name=\"memory\"} " + 2.0 * OBJECT_BYTES),
+                during);
+        assertTrue(during.contains("lmcache_mp_l2_prefetch_failure_chunks_total{model_name=\"org/model\",reason=\"not_found\"} 0.0"),
+                "declared at zero with the model's first prefetch:\n" + during);
+        adapter.holdLoads = false;
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(new Reply.Int(2), setup.lookup().query("held"));
+        assertEquals(0, counters.inflightLoads().get());
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(1, counters.loadThroughput().count(), "one GB/s sample per finished load task");
+        String scrape = serverMetrics.scrape();
+        for (String line : List.of("lmcache_mp_l2_prefetch_lookup_requests_total 1.0",
+                "lmcache_mp_l2_prefetch_lookup_objects_chunks_total{cache_salt=\"\"} 4.0", "lmcache_mp_l2_prefetch_hit_chunks_total 2.0",
+                "lmcache_mp_l2_prefetch_load_submitted_requests_total 1.0",
+                "lmcache_mp_l2_prefetch_load_submitted_objects_chunks_total{cache_salt=\"\"} 2.0",
+                "lmcache_mp_l2_prefetch_load_completed_chunks_total{cache_salt=\"\"} 2.0",
+                "lmcache_mp_l2_load_completed_requests_total{adapter_index=\"0\",l2_name=\"memory\"} 1.0",
+                "lmcache_mp_l2_load_bytes_total{adapter_index=\"0\",l2_name=\"memory\"} " + 2.0 * OBJECT_BYTES,
+                "lmcache_mp_l2_load_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 1",
+                "lmcache_mp_num_inflight_l2_loads{adapter_index=\"0\",l2_name=\"memory\"} 0.0",
+                "lmcache_mp_l2_usage_bytes{adapter_index=\"0\",l2_name=\"memory\"} 0.0")) {
+            assertTrue(scrape.contains(line), line + " in\n" + scrape);
+        }
+        setup.leases().end("held");
+        store.checkInvariants();
+    }
+
+    @Test
     void aGapTrimsThePlanAndAFailedLoadShrinksThePrefixAgain() {
         l1(8);
         MemoryAdapter adapter = new MemoryAdapter();
@@ -166,6 +212,7 @@ class L2ControllersTest {
     @Test
     void noRoomInL1TrimsThePlanAndIsCounted() {
         l1(2);
+        MetricsBinder.bindStore(serverMetrics, store);
         MemoryAdapter adapter = new MemoryAdapter();
         for (int chunk = 0; chunk < CHUNKS; chunk++) {
             has(adapter, chunk, chunk);
@@ -173,6 +220,11 @@ class L2ControllersTest {
         Setup setup = prefetch(false, adapter);
         assertEquals(new Reply.Int(2), lookupAndRun(setup, "oom"));
         assertEquals(2, metrics.prefetchL1Oom.sum());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_failure_chunks_total{model_name=\"org/model\",reason=\"l1_oom\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l1_allocation_failure_chunks_total{during=\"l2_prefetch\",model_name=\"org/model\"} 2.0"),
+                scrape);
+        assertFalse(scrape.contains("during=\"l1_store\""), "a prefetch's failures are not a STORE's");
         assertTrue(adapter.locks.isEmpty());
         store.checkInvariants();
     }
@@ -254,6 +306,19 @@ class L2ControllersTest {
         assertArrayEquals(pattern(0), slow.data.get(l2Key(0)));
         assertEquals(OBJECT_BYTES, store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK), "given back: evictable again");
         assertEquals(2, metrics.storeCompletedObjects.sum());
+        assertEquals(1, metrics.adapter(0).storeThroughput().count(), "one GB/s sample per store task that wrote bytes");
+        assertEquals(1, metrics.adapter(1).storeThroughput().count());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_requests_total 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_objects_chunks_total{cache_salt=\"\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_completed_objects_chunks_total{cache_salt=\"\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_completed_requests_total{adapter_index=\"1\",l2_name=\"memory\"} 1.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 1"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_num_inflight_l2_stores{adapter_index=\"1\",l2_name=\"memory\"} 0.0"), scrape);
+        serverMetrics.reset();
+        assertEquals(0, metrics.adapter(0).storeThroughput().count(), "a reset histogram starts again");
+        assertEquals(0, metrics.storeCompletedObjects.sum());
+        assertTrue(serverMetrics.scrape().contains("lmcache_mp_l2_store_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 0"));
     }
 
     @Test

@@ -17,7 +17,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
-/** An in-memory adapter for the controllers' tests: answers at once (or, for stores, when told), and records what it was asked. */
+/** An in-memory adapter for the controllers' tests: answers at once (or, for stores and loads, when told), and records what it was asked. */
 final class MemoryAdapter implements L2Adapter {
     final Map<L2Key, byte[]> data = new ConcurrentHashMap<>();
     final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
@@ -25,6 +25,8 @@ final class MemoryAdapter implements L2Adapter {
     final Set<L2Key> failingLoads = new HashSet<>();
     boolean failStores;
     boolean holdStores;
+    /** While set, load results are not handed out (the load stays in flight). */
+    volatile boolean holdLoads;
     int storeTasks;
     private final TaskResults results = new TaskResults();
     private final List<Runnable> heldStores = new ArrayList<>();
@@ -112,7 +114,7 @@ final class MemoryAdapter implements L2Adapter {
 
     @Override
     public Bitmap queryLoad(long taskId) {
-        return results.takeLoad(taskId);
+        return holdLoads ? null : results.takeLoad(taskId);
     }
 
     @Override
