@@ -108,10 +108,12 @@ class Server:
             return json.loads(r.read())
 
     def metric(self, name, labels=""):
-        """The value of one sample; labels is the exact label text, e.g. 'op="store"'."""
+        """The value of one sample; labels are label pairs it must carry, e.g. 'op="store"'."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith(f"{name}{{{labels}}} " if labels else name + " "):
+                # every series also carries service_instance_id: the given labels need only be among the line's
+                series = line.split(" ", 1)[0]
+                if series == name or (series.startswith(name + "{") and all(p in series for p in labels.split(",") if p)):
                     return float(line.rsplit(" ", 1)[1])
         return 0.0
 
@@ -263,6 +265,19 @@ class Worker:
         assert self.client.call("lookup", key(tokens, 0, end, request, worker_id=None), 1) is None
         return self.client.call("query", request)
 
+    def lookup_after_store(self, tokens, end, request, want, timeout=2.0):
+        """LOOKUP+QUERY right after a STORE: the server commits a STORE when its event poller sees the copy done, moments
+        after the worker's wait returned, so a LOOKUP sent at once may still miss (vLLM's next LOOKUP comes later). Retries
+        with fresh request ids until `want` chunks hit or the timeout; returns the last count."""
+        deadline = time.time() + timeout
+        attempt = 0
+        while True:
+            got = self.lookup(tokens, end, f"{request}-{attempt}")
+            if got == want or time.time() > deadline:
+                return got
+            attempt += 1
+            time.sleep(0.005)
+
 
 def check(name, ok, detail=""):
     RESULTS.append({"name": name, "ok": bool(ok), "detail": detail})
@@ -283,7 +298,7 @@ def roundtrip(server, layout, raw=False, seed=1):
     dst = list(range(2 * per_chunk, 4 * per_chunk))
     before = [w.block_bytes(b).clone() for b in src]
     check(f"{name}: STORE 2 chunks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
-    check(f"{name}: LOOKUP+QUERY = 2", w.lookup(tokens, 2 * CHUNK, f"{name}-r") == 2)
+    check(f"{name}: LOOKUP+QUERY = 2", w.lookup_after_store(tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
     w.set_blocks(src, 0.0)
     w.set_blocks(dst, 0.0)
     torch.cuda.synchronize()
