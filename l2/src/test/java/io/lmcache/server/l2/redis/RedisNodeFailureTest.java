@@ -126,6 +126,40 @@ class RedisNodeFailureTest {
         assertFalse(nodes(adapter).isEmpty());
     }
 
+    @Test
+    void aMasterThatStopsAnsweringTimesOutItsKeysAndTheirBuffersStayUntouched() throws Exception {
+        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,"
+                + "\"key_prefix\":\"hung\",\"request_timeout\":1.0,\"connection_timeout\":1.0}");
+        awaitConnected(adapter);
+        List<L2Key> keys = keys(1000, KEYS);
+        List<MemorySegment> objects = driver.filled(1000, KEYS, BYTES);
+        assertTrue(store(adapter, keys, objects).ok());
+        int victim = 1;
+        List<MemorySegment> buffers = driver.blank(KEYS, BYTES, (byte) 0x22);
+        Bitmap loaded;
+        long t0 = System.nanoTime();
+        cluster.pause(victim);
+        try {
+            loaded = load(adapter, keys, buffers);
+        } finally {
+            cluster.resume(victim);
+        }
+        long loadMs = (System.nanoTime() - t0) / 1_000_000;
+        assertTrue(loadMs >= REQUEST_TIMEOUT_MS / 2 && loadMs < ANSWER_BOUND_MS + 1000, "answered after the timeout: " + loadMs + " ms");
+        byte[] untouched = new byte[BYTES];
+        Arrays.fill(untouched, (byte) 0x22);
+        for (int i = 0; i < KEYS; i++) {
+            boolean hung = cluster.nodeOf(adapter.wireKey(keys.get(i))) == victim;
+            assertEquals(!hung, loaded.get(i), "key " + i);
+            assertArrayEquals(hung ? untouched : objects.get(i).toArray(ValueLayout.JAVA_BYTE), buffers.get(i).toArray(ValueLayout.JAVA_BYTE),
+                    "key " + i + ": a late reply never lands in a buffer that was given back");
+        }
+        assertTrue(((Map<?, ?>) adapter.status().get("failures_by_reason")).containsKey("timeout"), String.valueOf(adapter.status()));
+        // resumed: its late replies are discarded, and the next requests work
+        await("the resumed master answers again").atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200))
+                .until(() -> load(adapter, keys, driver.blank(KEYS, BYTES, (byte) 0)).popcount() == KEYS);
+    }
+
     @SuppressWarnings("unchecked")
     private static List<Map<String, Object>> nodes(RedisAdapter adapter) {
         return (List<Map<String, Object>>) adapter.status().get("nodes");

@@ -125,6 +125,19 @@ public final class RedisNodes implements AutoCloseable {
         }
     }
 
+    /** SIGSTOP: the node keeps its connections but answers nothing (a hung or failing-over node) until {@link #resume}. */
+    public void pause(int i) {
+        signal(i, "STOP");
+    }
+
+    public void resume(int i) {
+        signal(i, "CONT");
+    }
+
+    private void signal(int i, String signal) {
+        run(List.of("kill", "-" + signal, Long.toString(processes[i].pid())));
+    }
+
     public int port(int i) {
         return ports[i];
     }
