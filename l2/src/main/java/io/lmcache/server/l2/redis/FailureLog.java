@@ -10,7 +10,7 @@ import org.slf4j.Logger;
 
 /**
  * An adapter's failures: every one counted by reason (for {@code /status}), the last kept, and
- * logged rate-limited (the first in full, then at most once a minute), so a node that is down for
+ * logged rate-limited (the first of each reason in full, then at most once a minute per reason), so a node that is down for
  * an hour costs a few log lines, not one per request. The first success after failures is logged
  * once, so the log shows when the adapter recovered. Thread-safe.
  */
@@ -20,10 +20,10 @@ final class FailureLog {
     private final Logger log;
     private final String name;
     private final Map<String, LongAdder> byReason = new ConcurrentHashMap<>();
-    private final AtomicLong lastLoggedNs = new AtomicLong();
+    /** Per reason: a connect failure logged must not hide the first timeout that follows. */
+    private final Map<String, AtomicLong> lastLoggedNs = new ConcurrentHashMap<>();
     private final AtomicLong sinceLastSuccess = new AtomicLong();
     private final AtomicLong lastRecoveryLoggedNs = new AtomicLong(System.nanoTime() - LOG_INTERVAL_NS);
-    private volatile boolean anyLogged;
     private volatile String lastError = "";
 
     FailureLog(Logger log, String name) {
@@ -38,11 +38,10 @@ final class FailureLog {
         String message = what + (cause == null ? "" : ": " + describe(cause));
         lastError = reason + ": " + message;
         long nowNs = System.nanoTime();
-        long lastNs = lastLoggedNs.get();
-        if (!anyLogged || (nowNs - lastNs - LOG_INTERVAL_NS > 0 && lastLoggedNs.compareAndSet(lastNs, nowNs))) {
-            anyLogged = true;
-            lastLoggedNs.set(nowNs);
-            log.warn("{}: {} ({}; failures are counted in /status by reason, logged at most once a minute)", name, message, reason);
+        AtomicLong last = lastLoggedNs.computeIfAbsent(reason, r -> new AtomicLong(nowNs - 2 * LOG_INTERVAL_NS));
+        long lastNs = last.get();
+        if (nowNs - lastNs - LOG_INTERVAL_NS > 0 && last.compareAndSet(lastNs, nowNs)) {
+            log.warn("{}: {} ({}; failures are counted in /status by reason, logged at most once a minute each)", name, message, reason);
         }
     }
 

@@ -12,12 +12,13 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * Per-node reachability and {@code INFO memory} for {@code /status}: each node is asked in the
- * background (bounded by the request timeout), and status shows the last answers, never waiting
- * on a node that is down. A status read older than {@link #STALE_NS} starts the next round.
+ * Per-node reachability and {@code INFO memory} for {@code /status}: every node is asked once a
+ * second in the background (bounded by the request timeout), and status shows the last answers,
+ * never waiting on a node that is down. Asking also keeps both connections' links to every master
+ * open ({@link RedisLink#infoMemory}).
  */
 final class NodeProbe {
-    private static final long STALE_NS = TimeUnit.SECONDS.toNanos(1);
+    private static final long PERIOD_NS = TimeUnit.SECONDS.toNanos(1);
     /** The INFO memory fields status shows. */
     private static final Set<String> MEMORY_FIELDS = Set.of("used_memory", "used_memory_human", "used_memory_peak", "maxmemory",
             "maxmemory_human", "maxmemory_policy", "mem_fragmentation_ratio");
@@ -45,7 +46,6 @@ final class NodeProbe {
     private final long timeoutNs;
     private final AtomicBoolean running = new AtomicBoolean();
     private volatile List<NodeState> last = List.of();
-    private volatile long lastStartNs = System.nanoTime() - 2 * STALE_NS;
 
     NodeProbe(RedisLink link, ScheduledExecutorService scheduler, long timeoutNs) {
         this.link = link;
@@ -53,12 +53,24 @@ final class NodeProbe {
         this.timeoutNs = timeoutNs;
     }
 
-    /** The last round's answers (empty before the first); starts a new round when they are stale. */
-    List<NodeState> snapshot() {
-        if (System.nanoTime() - lastStartNs - STALE_NS > 0 && link.connections() != null && running.compareAndSet(false, true)) {
-            lastStartNs = System.nanoTime();
-            probe();
+    /** Probes every {@link #PERIOD_NS} on the scheduler, from now until it shuts down. */
+    void start() {
+        // runs on: the adapter's scheduler thread
+        scheduler.scheduleWithFixedDelay(this::round, PERIOD_NS, PERIOD_NS, TimeUnit.NANOSECONDS);
+    }
+
+    private void round() {
+        if (link.connections() != null && running.compareAndSet(false, true)) {
+            try {
+                probe();
+            } catch (RuntimeException e) {
+                running.set(false); // the next round tries again
+            }
         }
+    }
+
+    /** The last round's answers (empty before the first). */
+    List<NodeState> snapshot() {
         return last;
     }
 

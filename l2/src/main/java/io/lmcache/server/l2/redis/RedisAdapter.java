@@ -92,6 +92,7 @@ public final class RedisAdapter implements L2Adapter {
         this.window = new ValueWindow(spec.numWorkers(), scheduler);
         this.accounting = new UsageAccounting(spec.maxCapacityBytes());
         link.start();
+        probe.start();
     }
 
     @Override

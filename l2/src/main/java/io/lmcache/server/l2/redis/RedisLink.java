@@ -210,17 +210,24 @@ final class RedisLink implements AutoCloseable {
         return nodes;
     }
 
-    /** {@code INFO memory} of one node, on the control connection (bounded by the request timeout like every command). */
+    /**
+     * {@code INFO memory} of one node on the control connection, after a PING on the values connection (each bounded by the request
+     * timeout like every command): the node is reachable when both links to it work. In a cluster this goes through the pooled
+     * links slot routing uses (by host and port), and opens them when missing: a master that was down when a link was first wanted
+     * gets its links again here, before traffic needs them (Lettuce would refuse the first commands to a link still opening).
+     */
     CompletableFuture<String> infoMemory(Node node) {
         Connections now = connections();
         if (now == null) {
             return CompletableFuture.failedFuture(new IllegalStateException("not connected"));
         }
-        if (now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> cluster) {
+        if (now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> control
+                && now.values() instanceof StatefulRedisClusterConnection<String, LentBuffer> values) {
             int colon = node.address().lastIndexOf(':');
-            // by host and port: the same pooled link slot routing writes through, so a node that is down shows as down
-            return cluster.getConnectionAsync(node.address().substring(0, colon), Integer.parseInt(node.address().substring(colon + 1)))
-                    .thenCompose(c -> c.async().info("memory"));
+            String host = node.address().substring(0, colon);
+            int port = Integer.parseInt(node.address().substring(colon + 1));
+            return values.getConnectionAsync(host, port).thenCompose(c -> c.async().ping())
+                    .thenCompose(pong -> control.getConnectionAsync(host, port)).thenCompose(c -> c.async().info("memory"));
         }
         if (now.control() instanceof StatefulRedisConnection<String, LentBuffer> single) {
             return single.async().info("memory").toCompletableFuture();
