@@ -26,6 +26,7 @@ import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.regex.Pattern;
 
 /**
  * The valkey adapter on a local 3-master Redis cluster (bench/RESULTS.md, section redis): write-through
@@ -82,6 +83,7 @@ public final class RedisBench {
             try (ServerProcess a = ServerProcess.start("--l1-size-gb", Double.toString(Math.max(1, 4.5 * chunks * objectBytes / (1L << 30))),
                     "--l2-adapter", adapter); JavaWorker worker = new JavaWorker(a.endpoint(), 1, MODEL, geometry)) {
                 awaitPool(a);
+                awaitConnected(a);
                 Machine.CpuSample cpuBefore = Machine.CpuSample.take(a.pid(), self);
                 worker.register();
                 worker.fill(blocks, 7);
@@ -100,6 +102,7 @@ public final class RedisBench {
             try (ServerProcess b = ServerProcess.start("--l1-size-gb", Double.toString(Math.max(1, 1.5 * chunks * objectBytes / (1L << 30))),
                     "--l2-adapter", adapter); JavaWorker worker = new JavaWorker(b.endpoint(), 2, MODEL, geometry)) {
                 awaitPool(b);
+                awaitConnected(b);
                 Machine.CpuSample cpuBefore = Machine.CpuSample.take(b.pid(), self);
                 worker.register();
                 check(lookup(worker, warmUp, "warm-up") == WARM_UP_CHUNKS, "the warm-up prompt hits the cluster");
@@ -211,6 +214,21 @@ public final class RedisBench {
         long deadlineNs = System.nanoTime() + WAIT_NS;
         while (!server.log().contains("L1 pool preparation: 100%")) {
             check(deadlineNs - System.nanoTime() > 0, "the L1 pool is prefaulted within 120 s");
+            Thread.sleep(50);
+        }
+    }
+
+    /** The adapter connects in the background (the server is ready before): until its status says connected and healthy. */
+    private static void awaitConnected(ServerProcess server) throws InterruptedException {
+        Pattern connected = Pattern.compile("\"connected\"\\s*:\\s*true");
+        Pattern healthy = Pattern.compile("\"is_healthy\"\\s*:\\s*true");
+        long deadlineNs = System.nanoTime() + WAIT_NS;
+        while (true) {
+            String status = Http.get(server.httpBase() + "/status").body();
+            if (connected.matcher(status).find() && healthy.matcher(status).find()) {
+                return;
+            }
+            check(deadlineNs - System.nanoTime() > 0, "the valkey adapter is connected within 120 s");
             Thread.sleep(50);
         }
     }
