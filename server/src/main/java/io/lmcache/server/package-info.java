@@ -45,7 +45,9 @@
  *     through the LOOKUP's completion</td>
  *     <td>{@code tier.L2Tier.close}: flag, unpark and a 5 s join, after housekeeping and before the adapters close</td></tr>
  * <tr><td>lmcache-l2-TYPE-I-N</td><td>adapter I's own I/O workers ({@code l2.FsNativeAdapter}: {@code num_workers} of them):
- *     one file write, read or stat per job</td>
+ *     one file write, read or stat per job; {@code l2.redis.RedisAdapter}: Lettuce's event loops (2 to 4: encode a SET from
+ *     L1, decode a GET into L1, complete commands), its computation pool (2) and timer, and one scheduler (connects, backstop
+ *     timeouts, node probes)</td>
  *     <td>the file handles of the job in hand</td><td>the L1 pool bytes of the task's buffers (held by the controllers until the
  *     result is taken); the adapter's result queues and lock counts</td>
  *     <td>the adapter's close: executor shutdown, 10 s wait</td></tr>

@@ -33,7 +33,9 @@ final class L2Flags {
         if (!prefetch.equals("default") && !prefetch.equals("retain")) {
             throw new ConfigException("--l2-prefetch-policy", "must be default or retain, got '" + prefetchPolicy + "'");
         }
-        return new L2Settings(json, specs, store.equals("skip_l1"), prefetch.equals("retain"), maxInFlight);
+        // /config and the start-up log show the adapters' JSON: never a resp/valkey password
+        return new L2Settings(json.stream().map(L2AdapterSpecs::redacted).toList(), specs, store.equals("skip_l1"), prefetch.equals("retain"),
+                maxInFlight);
     }
 
     /** A TOML {@code l2_adapter}: a JSON string, an inline table, or an array of those, each one adapter. */

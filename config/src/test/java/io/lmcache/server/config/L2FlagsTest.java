@@ -60,7 +60,8 @@ class L2FlagsTest {
     void aBadAdapterExitsTwoNamingItsIndex() {
         assertTrue(refused("--l1-size-gb", "1", "--l2-adapter", FS, "--l2-adapter", "{\"type\":").startsWith(
                 "lmcache-server: error: --l2-adapter #1: not valid JSON: "));
-        assertEquals("lmcache-server: error: --l2-adapter #0: unknown type 'mooncake_store' (known: fs_native, fault_inject) (see --help)",
+        assertEquals("lmcache-server: error: --l2-adapter #0: unknown type 'mooncake_store' (known: fs_native, fault_inject, resp, valkey)"
+                + " (see --help)",
                 refused("--l1-size-gb", "1", "--l2-adapter", "{\"type\":\"mooncake_store\"}"));
         assertTrue(refused("--l1-size-gb", "1", "--l2-store-policy", "full_attention_only").contains("--l2-store-policy: must be default"));
         assertTrue(refused("--l1-size-gb", "1", "--l2-prefetch-policy", "striped").contains("--l2-prefetch-policy: must be default"));

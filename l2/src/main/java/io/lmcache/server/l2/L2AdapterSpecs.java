@@ -3,23 +3,25 @@ package io.lmcache.server.l2;
 import com.fasterxml.jackson.core.JacksonException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
 /**
  * Parses and validates {@code --l2-adapter} JSON objects (the registry of adapter types): every
- * rule of hybrid-and-l2.md §B.5–§B.7, so a bad value stops the start with one line naming it.
+ * rule of hybrid-and-l2.md §B.5–§B.8 (resp and valkey in {@link RedisSpecs}), so a bad value stops the start with one line naming it.
  * Pure: nothing is created or touched on disk here.
  */
 public final class L2AdapterSpecs {
     /** The types this server builds. */
-    public static final List<String> TYPES = List.of("fs_native", "fault_inject");
+    public static final List<String> TYPES = List.of("fs_native", "fault_inject", "resp", "valkey");
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long GIB = 1L << 30;
-    private static final Set<String> GENERIC = Set.of("type", "eviction", "persist_enabled", "serde");
+    static final Set<String> GENERIC = Set.of("type", "eviction", "persist_enabled", "serde");
     private static final Set<String> FS_NATIVE = Set.of("base_path", "num_workers", "relative_tmp_dir", "use_odirect", "read_ahead_size",
             "max_capacity_gb", "disk_high_watermark", "disk_min_free_gb", "read_io_depth", "read_max_bytes_in_flight", "shard_directories");
     /** Accepted for compatibility, with a warning that they do nothing here. */
@@ -29,18 +31,50 @@ public final class L2AdapterSpecs {
 
     private L2AdapterSpecs() {}
 
-    /** One adapter's JSON text. */
+    /** One adapter's JSON text; {@code resp}'s {@code LMCACHE_RESP_*} variables come from this process's environment. */
     public static L2AdapterSpec parse(String json) throws L2SpecException {
-        JsonNode node;
+        return parse(json, System.getenv());
+    }
+
+    /** One adapter's JSON text, with the environment {@code resp} reads its overrides from. */
+    public static L2AdapterSpec parse(String json, Map<String, String> env) throws L2SpecException {
+        return parse(tree(json), env);
+    }
+
+    /** The JSON with the value of every {@code "password"} key replaced by {@code "<set>"}: what logs and {@code /config} may show. */
+    public static String redacted(String json) {
         try {
-            node = JSON.readTree(json);
+            JsonNode node = JSON.readTree(json);
+            return redact(node) ? JSON.writeValueAsString(node) : json;
+        } catch (JacksonException e) {
+            return json; // refused by parse before it is ever shown
+        }
+    }
+
+    /** Whether a password was replaced (the text is then written anew; otherwise it is shown as given). */
+    private static boolean redact(JsonNode node) {
+        boolean changed = false;
+        if (node instanceof ObjectNode object) {
+            if (object.has("password") && !object.get("password").asText("").isEmpty()) {
+                object.put("password", "<set>");
+                changed = true;
+            }
+            for (JsonNode child : object) {
+                changed |= redact(child);
+            }
+        }
+        return changed;
+    }
+
+    private static JsonNode tree(String json) throws L2SpecException {
+        try {
+            return JSON.readTree(json);
         } catch (JacksonException e) {
             throw new L2SpecException("not valid JSON: " + firstLine(e.getOriginalMessage()));
         }
-        return parse(node);
     }
 
-    private static L2AdapterSpec parse(JsonNode node) throws L2SpecException {
+    private static L2AdapterSpec parse(JsonNode node, Map<String, String> env) throws L2SpecException {
         if (node == null || !node.isObject()) {
             throw new L2SpecException("must be a JSON object with a \"type\", e.g. {\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}");
         }
@@ -50,7 +84,9 @@ public final class L2AdapterSpecs {
         }
         return switch (type.asText()) {
             case "fs_native" -> fsNative(node);
-            case "fault_inject" -> faultInject(node);
+            case "fault_inject" -> faultInject(node, env);
+            case "resp" -> RedisSpecs.resp(node, env);
+            case "valkey" -> RedisSpecs.valkey(node);
             default -> throw new L2SpecException("unknown type '" + type.asText() + "' (known: " + String.join(", ", TYPES) + ")");
         };
     }
@@ -94,7 +130,7 @@ public final class L2AdapterSpecs {
         return new L2AdapterSpec.FsNative(base.asText(), workers, tmpDir, odirect, (long) (capacityGb * GIB), persist, eviction, warnings);
     }
 
-    private static L2AdapterSpec.FaultInject faultInject(JsonNode node) throws L2SpecException {
+    private static L2AdapterSpec.FaultInject faultInject(JsonNode node, Map<String, String> env) throws L2SpecException {
         unknownKeys(node, "fault_inject", Set.of(), FAULT_INJECT);
         JsonNode inner = node.get("inner");
         if (inner == null || !inner.isObject()) {
@@ -102,7 +138,7 @@ public final class L2AdapterSpecs {
         }
         L2AdapterSpec innerSpec;
         try {
-            innerSpec = parse(inner);
+            innerSpec = parse(inner, env);
         } catch (L2SpecException e) {
             throw new L2SpecException("fault_inject inner: " + e.getMessage());
         }
@@ -145,7 +181,7 @@ public final class L2AdapterSpecs {
         return new L2AdapterSpec.FaultInject(innerSpec, rules);
     }
 
-    private static L2AdapterSpec.EvictionSpec eviction(JsonNode node) throws L2SpecException {
+    static L2AdapterSpec.EvictionSpec eviction(JsonNode node) throws L2SpecException {
         if (node == null || node.isNull()) {
             return null;
         }
@@ -162,7 +198,7 @@ public final class L2AdapterSpecs {
         return new L2AdapterSpec.EvictionSpec(policy.equals("LRU"), watermark, ratio);
     }
 
-    private static void unknownKeys(JsonNode node, String what, Set<String> generic, Set<String> own) throws L2SpecException {
+    static void unknownKeys(JsonNode node, String what, Set<String> generic, Set<String> own) throws L2SpecException {
         for (Iterator<String> names = node.fieldNames(); names.hasNext(); ) {
             String name = names.next();
             if (!generic.contains(name) && !own.contains(name)) {
@@ -171,7 +207,7 @@ public final class L2AdapterSpecs {
         }
     }
 
-    private static String text(JsonNode node, String key, String fallback) throws L2SpecException {
+    static String text(JsonNode node, String key, String fallback) throws L2SpecException {
         JsonNode value = node.get(key);
         if (value == null) {
             return fallback;
@@ -182,7 +218,7 @@ public final class L2AdapterSpecs {
         return value.asText();
     }
 
-    private static boolean bool(JsonNode node, String key, boolean fallback) throws L2SpecException {
+    static boolean bool(JsonNode node, String key, boolean fallback) throws L2SpecException {
         JsonNode value = node.get(key);
         if (value == null) {
             return fallback;
@@ -193,7 +229,7 @@ public final class L2AdapterSpecs {
         return value.asBoolean();
     }
 
-    private static long integer(JsonNode node, String key, long fallback, long min, long max) throws L2SpecException {
+    static long integer(JsonNode node, String key, long fallback, long min, long max) throws L2SpecException {
         JsonNode value = node.get(key);
         if (value == null) {
             return fallback;
@@ -204,7 +240,7 @@ public final class L2AdapterSpecs {
         return value.asLong();
     }
 
-    private static double number(JsonNode node, String key, double fallback, double min, double max) throws L2SpecException {
+    static double number(JsonNode node, String key, double fallback, double min, double max) throws L2SpecException {
         JsonNode value = node.get(key);
         if (value == null) {
             return fallback;

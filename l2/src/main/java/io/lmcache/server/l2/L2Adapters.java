@@ -1,5 +1,6 @@
 package io.lmcache.server.l2;
 
+import io.lmcache.server.l2.redis.RedisAdapter;
 import java.io.IOException;
 import java.util.concurrent.ThreadFactory;
 import org.slf4j.Logger;
@@ -21,6 +22,8 @@ public final class L2Adapters {
         return switch (spec) {
             case L2AdapterSpec.FsNative fs -> new FsNativeAdapter(fs, threads);
             case L2AdapterSpec.FaultInject fault -> new FaultInjectAdapter(create(fault.inner(), threads), fault.rules());
+            // connects in the background: a node or cluster that is not up yet is retried, not a start failure
+            case L2AdapterSpec.Redis redis -> new RedisAdapter(redis, threads);
         };
     }
 }

@@ -1,0 +1,435 @@
+package io.lmcache.server.l2.redis;
+
+import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.RedisCommandTimeoutException;
+import io.lettuce.core.RedisConnectionException;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.output.IntegerOutput;
+import io.lettuce.core.output.StatusOutput;
+import io.lettuce.core.protocol.AsyncCommand;
+import io.lettuce.core.protocol.Command;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.CommandType;
+import io.lmcache.server.l2.AdapterUsage;
+import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.CompletionSignals;
+import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2AdapterListener;
+import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.l2.StoreResult;
+import io.lmcache.server.l2.TaskResults;
+import io.lmcache.server.l2.UsageAccounting;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BiConsumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@code resp} and {@code valkey} (hybrid-and-l2.md §B.8): each key's raw object bytes in Redis or
+ * Valkey, one node or a cluster (slots spread evenly: the key has no hash tag). SET per key for a
+ * store (a task fails if any key fails; the bytes count only keys written), a pipelined EXISTS per
+ * key for a lookup with a lock count per key kept here (the server has no locks; a locked key is
+ * never deleted by eviction), GET per key into the caller's buffer for a load (a nil or a reply of
+ * another length is a miss). Every command answers within {@code request_timeout}: a node that is
+ * down fails its keys, so a LOOKUP sees a shorter prefix, and Lettuce reconnects when it is back.
+ * Holds no L1 state: the buffers it is lent go back before their task answers ({@link LentBuffer}).
+ */
+public final class RedisAdapter implements L2Adapter {
+    private static final Logger LOG = LoggerFactory.getLogger(RedisAdapter.class);
+    /** Lettuce times every command out at request_timeout; this much later our own timer answers for it, whatever happened. */
+    private static final long BACKSTOP_NS = TimeUnit.SECONDS.toNanos(1);
+    /** delete() runs on the housekeeping thread: it waits this long for the DEL replies, later ones still count. */
+    private static final long DELETE_WAIT_NS = TimeUnit.MILLISECONDS.toNanos(500);
+    private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(5);
+
+    private final L2AdapterSpec.Redis spec;
+    private final String name;
+    private final ScheduledThreadPoolExecutor scheduler;
+    private final FailureLog failures;
+    private final RedisLink link;
+    private final NodeProbe probe;
+    private final ValueWindow window;
+    private final TaskResults results = new TaskResults();
+    private final UsageAccounting accounting;
+    private final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
+    private final Set<LentBuffer> lent = ConcurrentHashMap.newKeySet();
+    private final LongAdder storedKeys = new LongAdder();
+    private final LongAdder lookupKeys = new LongAdder();
+    private final LongAdder lookupHits = new LongAdder();
+    private final LongAdder loadedKeys = new LongAdder();
+    private final LongAdder loadMisses = new LongAdder();
+    private volatile boolean closed;
+
+    /** Starts connecting in the background; its threads (Lettuce's I/O and timer, the adapter's scheduler) come from {@code threads}. */
+    public RedisAdapter(L2AdapterSpec.Redis spec, ThreadFactory threads) {
+        this.spec = spec;
+        this.name = spec.type() + " " + spec.nodes();
+        this.scheduler = new ScheduledThreadPoolExecutor(1, threads);
+        scheduler.setRemoveOnCancelPolicy(true); // one backstop timer per command, nearly all cancelled
+        this.failures = new FailureLog(LOG, name);
+        this.link = new RedisLink(spec, name, threads, scheduler, failures);
+        this.probe = new NodeProbe(link, scheduler, spec.requestTimeoutNs());
+        this.window = new ValueWindow(spec.numWorkers(), scheduler);
+        this.accounting = new UsageAccounting(spec.maxCapacityBytes());
+        link.start();
+        probe.start();
+    }
+
+    @Override
+    public String typeName() {
+        return spec.type().equals("resp") ? "RESPL2Adapter" : "ValkeyL2Adapter";
+    }
+
+    @Override
+    public void setCompletionSignals(CompletionSignals signals) {
+        results.setSignals(signals);
+    }
+
+    /** {@code [key_prefix@]model@rank08x@og_hex@hash_hex[@salt]}: no hash tag, so keys spread over every slot. */
+    String wireKey(L2Key key) {
+        return spec.keyPrefix().isEmpty() ? key.wireKey() : spec.keyPrefix() + "@" + key.wireKey();
+    }
+
+    // --- store ---------------------------------------------------------------------------------
+
+    @Override
+    public long submitStore(List<L2Key> keys, List<MemorySegment> objects) {
+        long taskId = results.newTaskId();
+        AtomicBoolean ok = new AtomicBoolean(true);
+        LongAdder written = new LongAdder();
+        Countdown task = new Countdown(keys.size(), () -> results.storeDone(taskId, new StoreResult(ok.get(), ok.get() ? written.sum() : 0)));
+        if (connections() == null) {
+            ok.set(false);
+            failures.failed(closed ? "closed" : "not_connected", keys.size(), "store of " + keys.size() + " key(s)", null);
+            keys.forEach(key -> task.oneDone());
+        } else {
+            for (int i = 0; i < keys.size(); i++) {
+                L2Key key = keys.get(i);
+                LentBuffer value = lend(objects.get(i));
+                String wire = wireKey(key);
+                window.submit(() -> {
+                    CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire).addValue(value);
+                    if (spec.ttlMs() > 0) {
+                        args.add("PX").add(spec.ttlMs());
+                    }
+                    sendValue(new Command<>(CommandType.SET, new StatusOutput<>(ValueCodec.INSTANCE), args), value, (reply, error) -> {
+                        if (error == null && "OK".equals(reply)) {
+                            accounting.stored(List.of(key), new long[] {value.size()});
+                            written.add(value.size());
+                            storedKeys.increment();
+                            failures.succeeded();
+                        } else {
+                            ok.set(false);
+                            failures.failed(error == null ? "store_reply" : reason(error), 1, "SET " + wire + (error == null ? " answered "
+                                    + reply : ""), error);
+                        }
+                        task.oneDone();
+                    });
+                });
+            }
+        }
+        task.submitted();
+        return taskId;
+    }
+
+    @Override
+    public Map<Long, StoreResult> popCompletedStores() {
+        return results.popStores();
+    }
+
+    // --- lookup and lock -----------------------------------------------------------------------
+
+    /** EXISTS per key, all sent before any answer (pipelined); a stored object of another size is found here and misses at load. */
+    @Override
+    public long submitLookupAndLock(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup) {
+        long taskId = results.newTaskId();
+        List<L2Key> taskKeys = List.copyOf(keys);
+        Bitmap found = new Bitmap(taskKeys.size());
+        Countdown task = new Countdown(taskKeys.size(), () -> {
+            Bitmap result;
+            synchronized (found) {
+                result = found.copy();
+            }
+            lookupHits.add(result.popcount());
+            results.lookupDone(taskId, result);
+        });
+        lookupKeys.add(taskKeys.size());
+        RedisLink.Connections now = connections();
+        if (now == null) {
+            failures.failed(closed ? "closed" : "not_connected", taskKeys.size(), "lookup of " + taskKeys.size() + " key(s)", null);
+            taskKeys.forEach(key -> task.oneDone());
+        } else {
+            for (int i = 0; i < taskKeys.size(); i++) {
+                int index = i;
+                L2Key key = taskKeys.get(i);
+                // the lock comes first: an eviction between the answer and the lock could delete a key reported found
+                locks.merge(key, 1, Integer::sum);
+                CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
+                send(now.control(), new Command<>(CommandType.EXISTS, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
+                    if (error == null && count != null && count == 1) {
+                        synchronized (found) {
+                            found.set(index);
+                        }
+                    } else {
+                        unlock(key);
+                        if (error != null) {
+                            failures.failed(reason(error), 1, "EXISTS " + wireKey(key), error);
+                        }
+                    }
+                    task.oneDone();
+                });
+            }
+        }
+        task.submitted();
+        return taskId;
+    }
+
+    @Override
+    public Bitmap queryLookupAndLock(long taskId) {
+        return results.takeLookup(taskId);
+    }
+
+    @Override
+    public void submitUnlock(List<L2Key> keys) {
+        // a map update cannot fail: done inline, so the unlock is never lost
+        keys.forEach(this::unlock);
+    }
+
+    private void unlock(L2Key key) {
+        locks.computeIfPresent(key, (k, count) -> count <= 1 ? null : count - 1);
+    }
+
+    // --- load ----------------------------------------------------------------------------------
+
+    @Override
+    public long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
+        long taskId = results.newTaskId();
+        List<L2Key> taskKeys = List.copyOf(keys);
+        Bitmap loaded = new Bitmap(taskKeys.size());
+        Countdown task = new Countdown(taskKeys.size(), () -> {
+            Bitmap result;
+            synchronized (loaded) {
+                result = loaded.copy();
+            }
+            results.loadDone(taskId, result);
+        });
+        if (connections() == null) {
+            failures.failed(closed ? "closed" : "not_connected", taskKeys.size(), "load of " + taskKeys.size() + " key(s)", null);
+            taskKeys.forEach(key -> task.oneDone());
+        } else {
+            for (int i = 0; i < taskKeys.size(); i++) {
+                int index = i;
+                L2Key key = taskKeys.get(i);
+                LentBuffer target = lend(buffers.get(i));
+                String wire = wireKey(key);
+                window.submit(() -> {
+                    LoadOutput output = new LoadOutput(target);
+                    CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire);
+                    sendValue(new Command<>(CommandType.GET, output, args), target, (outcome, error) -> {
+                        if (error == null && outcome == LoadOutput.Outcome.HIT) {
+                            synchronized (loaded) {
+                                loaded.set(index);
+                            }
+                            accounting.stored(List.of(key), new long[] {target.size()});
+                            accounting.accessed(List.of(key));
+                            loadedKeys.increment();
+                            failures.succeeded();
+                        } else if (error == null && outcome == LoadOutput.Outcome.MISSING) {
+                            loadMisses.increment(); // gone since the lookup (expired, evicted, deleted by another server): a miss, not a fault
+                        } else {
+                            failures.failed(error != null ? reason(error) : outcome == LoadOutput.Outcome.WRONG_SIZE ? "load_wrong_size"
+                                    : "timeout", 1, "GET " + wire + (error == null ? " answered " + outcome + " for " + target.size()
+                                    + " bytes" : ""), error);
+                        }
+                        task.oneDone();
+                    });
+                });
+            }
+        }
+        task.submitted();
+        return taskId;
+    }
+
+    @Override
+    public Bitmap queryLoad(long taskId) {
+        return results.takeLoad(taskId);
+    }
+
+    // --- commands --------------------------------------------------------------------------------
+
+    private RedisLink.Connections connections() {
+        return closed ? null : link.connections();
+    }
+
+    private LentBuffer lend(MemorySegment segment) {
+        LentBuffer buffer = new LentBuffer(segment);
+        lent.add(buffer);
+        return buffer;
+    }
+
+    /** A SET or GET on the values connection, holding a place in the window; the buffer goes back before {@code done} runs. */
+    private <T> void sendValue(Command<String, LentBuffer, T> command, LentBuffer buffer, BiConsumer<T, Throwable> done) {
+        RedisLink.Connections now = connections();
+        BiConsumer<T, Throwable> giveBack = (value, error) -> {
+            buffer.revoke();
+            lent.remove(buffer);
+            window.release();
+            done.accept(value, error);
+        };
+        if (now == null) {
+            giveBack.accept(null, new RedisException(closed ? "the adapter is closed" : "not connected"));
+            return;
+        }
+        send(now.values(), command, giveBack);
+    }
+
+    /** Dispatches one command; {@code done} runs exactly once: with Lettuce's answer, or with a timeout from our backstop timer. */
+    private <T> void send(StatefulConnection<String, LentBuffer> connection, Command<String, LentBuffer, T> command,
+            BiConsumer<T, Throwable> done) {
+        AsyncCommand<String, LentBuffer, T> async = new AsyncCommand<>(command);
+        CompletableFuture<T> answer = new CompletableFuture<>();
+        ScheduledFuture<?> backstop = null;
+        try {
+            backstop = scheduler.schedule(() -> answer.completeExceptionally(new TimeoutException("no answer from Lettuce within "
+                    + TimeUnit.NANOSECONDS.toMillis(spec.requestTimeoutNs() + BACKSTOP_NS) + " ms")), spec.requestTimeoutNs() + BACKSTOP_NS,
+                    TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException e) {
+            // closing: Lettuce's own timeout still bounds the command
+        }
+        ScheduledFuture<?> timer = backstop;
+        // runs on: a Lettuce I/O thread (an answer), the scheduler (a timeout), or this thread (a command refused at once)
+        answer.whenComplete((value, error) -> {
+            if (timer != null) {
+                timer.cancel(false);
+            }
+            done.accept(value, error);
+        });
+        async.whenComplete((value, error) -> {
+            if (error == null) {
+                answer.complete(value);
+            } else {
+                answer.completeExceptionally(error);
+            }
+        });
+        try {
+            connection.dispatch(async);
+        } catch (RuntimeException e) {
+            answer.completeExceptionally(e);
+        }
+    }
+
+    /** The failure reason a /status counter is kept under. */
+    private static String reason(Throwable error) {
+        Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+        return switch (cause) {
+            case RedisCommandTimeoutException t -> "timeout";
+            case TimeoutException t -> "timeout";
+            case RedisConnectionException e -> "connection";
+            case RedisCommandExecutionException e -> "server_error";
+            case RedisException e when String.valueOf(e.getMessage()).contains("not connected") -> "disconnected";
+            default -> "error";
+        };
+    }
+
+    // --- delete, usage, status, close ------------------------------------------------------------
+
+    /** Runs on the caller's thread (L2 eviction): DEL per unlocked key, waiting at most {@link #DELETE_WAIT_NS} for the replies. */
+    @Override
+    public List<L2Key> delete(List<L2Key> keys) {
+        RedisLink.Connections now = link.connections();
+        if (now == null) {
+            return List.of();
+        }
+        List<L2Key> removed = Collections.synchronizedList(new ArrayList<>());
+        List<L2Key> unlocked = keys.stream().filter(key -> !locks.containsKey(key)).toList();
+        CountDownLatch answered = new CountDownLatch(unlocked.size());
+        for (L2Key key : unlocked) {
+            CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
+            send(now.control(), new Command<>(CommandType.DEL, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
+                if (error == null && count != null) {
+                    accounting.deleted(List.of(key)); // gone either way: 0 means it expired or another server deleted it first
+                    if (count == 1) {
+                        removed.add(key);
+                    }
+                } else {
+                    failures.failed(reason(error), 1, "DEL " + wireKey(key), error);
+                }
+                answered.countDown();
+            });
+        }
+        try {
+            answered.await(DELETE_WAIT_NS, TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        synchronized (removed) {
+            return List.copyOf(removed);
+        }
+    }
+
+    @Override
+    public AdapterUsage usage() {
+        return accounting.usage();
+    }
+
+    @Override
+    public void registerListener(L2AdapterListener listener) {
+        accounting.register(listener);
+    }
+
+    @Override
+    public Map<String, Object> status() {
+        return RedisStatus.of(this, spec, link, probe.snapshot(), new RedisStatus.Counts(locks.size(), window.inFlight(), window.waiting(),
+                storedKeys.sum(), lookupKeys.sum(), lookupHits.sum(), loadedKeys.sum(), loadMisses.sum()), failures);
+    }
+
+    /**
+     * New tasks fail at once; those in flight get {@link #CLOSE_WAIT_NS} to answer; then every buffer still lent goes back (no copy
+     * touches L1 after this returns), with persist_enabled false the keys this process wrote or read are deleted, and the
+     * connections and threads end.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        window.close().forEach(Runnable::run);
+        long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
+        while (!lent.isEmpty() && deadlineNs - System.nanoTime() > 0) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+        }
+        if (!lent.isEmpty()) {
+            LOG.warn("{}: {} value(s) still in flight after {} ms at close; abandoned", name, lent.size(), TimeUnit.NANOSECONDS.toMillis(
+                    CLOSE_WAIT_NS));
+        }
+        lent.forEach(LentBuffer::revoke);
+        if (!spec.persistEnabled()) {
+            locks.clear();
+            int removed = delete(accounting.knownKeys()).size();
+            LOG.info("{}: persist_enabled is false: deleted the {} key(s) this process wrote or read", name, removed);
+        }
+        link.close();
+        scheduler.shutdownNow();
+    }
+}

@@ -1,0 +1,191 @@
+package io.lmcache.server.l2.redis;
+
+import static io.lmcache.server.l2.redis.AdapterDriver.awaitConnected;
+import static io.lmcache.server.l2.redis.AdapterDriver.keys;
+import static io.lmcache.server.l2.redis.AdapterDriver.load;
+import static io.lmcache.server.l2.redis.AdapterDriver.lookup;
+import static io.lmcache.server.l2.redis.AdapterDriver.store;
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.l2.StoreResult;
+import io.lmcache.server.l2.testing.RedisNodes;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** resp and valkey against real redis-server processes: one 3-master cluster for the class, standalone nodes where needed. */
+class RedisAdapterTest {
+    private static final int BYTES = 64 * 1024;
+    private static RedisNodes cluster;
+    private final AdapterDriver driver = new AdapterDriver();
+
+    @BeforeAll
+    static void startCluster() {
+        cluster = RedisNodes.cluster(3);
+    }
+
+    @AfterAll
+    static void stopCluster() {
+        if (cluster != null) {
+            cluster.close();
+        }
+    }
+
+    @AfterEach
+    void closeAdapters() {
+        driver.close();
+    }
+
+    private String valkey(String extra) {
+        return "{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,\"request_timeout\":2"
+                + extra + "}";
+    }
+
+    private static byte[] bytes(MemorySegment segment) {
+        return segment.toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    @Test
+    void storesLooksUpAndLoadsByteExactOverEveryMaster() throws Exception {
+        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t1\""));
+        awaitConnected(adapter);
+        List<L2Key> keys = keys(0, 24);
+        List<MemorySegment> objects = driver.filled(0, 24, BYTES);
+        assertEquals(new StoreResult(true, 24L * BYTES), store(adapter, keys, objects));
+        for (int node = 0; node < 3; node++) {
+            assertTrue(cluster.keyCount(node) > 0, "no hash tag: keys spread over every master, node " + node + " has none");
+        }
+        String wire = "t1@org/model@00000000@0@" + keys.get(5).hashHex();
+        assertEquals(wire, adapter.wireKey(keys.get(5)));
+        assertEquals("1", cluster.cli(cluster.nodeOf(wire), "EXISTS", wire).strip(), "the spec's key form on the node of its slot");
+        assertEquals(String.valueOf(BYTES), cluster.cli(cluster.nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
+
+        List<L2Key> asked = keys(0, 26); // the last two were never stored
+        Bitmap found = lookup(adapter, asked);
+        assertEquals(24, found.popcount());
+        assertEquals(24, found.countLeadingOnes());
+        assertEquals(24, adapter.status().get("locked_keys"));
+        List<MemorySegment> buffers = driver.blank(24, BYTES, (byte) 0);
+        assertEquals(24, load(adapter, keys, buffers).popcount());
+        for (int i = 0; i < 24; i++) {
+            assertArrayEquals(bytes(objects.get(i)), bytes(buffers.get(i)), "key " + i);
+        }
+        adapter.submitUnlock(keys);
+        assertEquals(0, adapter.status().get("locked_keys"));
+        assertEquals(new StoreResult(true, 2L * BYTES), store(adapter, keys.subList(0, 2), objects.subList(0, 2)));
+        assertEquals(24L * BYTES, adapter.usage().totalBytesUsed(), "a re-store is counted once");
+        Map<String, Object> status = adapter.status();
+        assertEquals("ValkeyL2Adapter", status.get("type"));
+        assertEquals(0L, status.get("failures"), String.valueOf(status));
+        await().atMost(Duration.ofSeconds(10)).until(() -> ((List<?>) adapter.status().get("nodes")).size() == 3
+                && (Boolean) adapter.status().get("is_healthy"));
+        assertTrue(((Map<?, ?>) adapter.status().get("node_memory")).values().stream().allMatch(m -> ((Map<?, ?>) m).containsKey(
+                "used_memory")), "INFO memory per node: " + adapter.status().get("node_memory"));
+    }
+
+    @Test
+    void aValueOfAnotherSizeIsAMissAndItsBufferIsNeverWritten() throws Exception {
+        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t2\""));
+        awaitConnected(adapter);
+        List<L2Key> keys = keys(100, 1);
+        assertTrue(store(adapter, keys, driver.filled(100, 1, BYTES)).ok());
+        assertEquals(1, lookup(adapter, keys).popcount(), "EXISTS does not know the size: found");
+        List<MemorySegment> small = driver.blank(1, BYTES / 2, (byte) 0x5a);
+        assertFalse(load(adapter, keys, small).get(0), "a GET of another length is a miss");
+        assertTrue(bytes(small.getFirst()).length == BYTES / 2 && allEqual(bytes(small.getFirst()), (byte) 0x5a), "untouched");
+        assertFalse(load(adapter, keys(101, 1), driver.blank(1, BYTES, (byte) 0)).get(0), "a nil is a miss");
+        adapter.submitUnlock(keys);
+        Map<?, ?> reasons = (Map<?, ?>) adapter.status().get("failures_by_reason");
+        assertEquals(1L, reasons.get("load_wrong_size"), String.valueOf(reasons));
+        assertEquals(1L, adapter.status().get("load_misses"));
+    }
+
+    private static boolean allEqual(byte[] data, byte value) {
+        for (byte b : data) {
+            if (b != value) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    @Test
+    void deleteSkipsLockedKeysAndCountsWhatItRemoved() throws Exception {
+        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t3\",\"max_capacity_gb\":1,\"eviction\":{}"));
+        awaitConnected(adapter);
+        List<L2Key> keys = keys(200, 2);
+        assertTrue(store(adapter, keys, driver.filled(200, 2, BYTES)).ok());
+        assertEquals(2, lookup(adapter, keys).popcount());
+        assertEquals(List.of(), adapter.delete(keys), "both are locked");
+        adapter.submitUnlock(keys.subList(0, 1));
+        assertEquals(keys.subList(0, 1), adapter.delete(keys));
+        assertEquals(BYTES, adapter.usage().totalBytesUsed());
+        assertEquals(1, lookup(adapter, keys).popcount());
+        adapter.submitUnlock(keys);
+    }
+
+    @Test
+    void ttlSecondsGivesEveryKeyAnExpiry() throws Exception {
+        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t4\",\"ttl_seconds\":30"));
+        awaitConnected(adapter);
+        List<L2Key> keys = keys(300, 1);
+        assertTrue(store(adapter, keys, driver.filled(300, 1, 1024)).ok());
+        String wire = adapter.wireKey(keys.getFirst());
+        long pttl = Long.parseLong(cluster.cli(cluster.nodeOf(wire), "PTTL", wire).strip());
+        assertTrue(pttl > 0 && pttl <= 30_000, "PTTL " + pttl);
+    }
+
+    @Test
+    void respOnOneNodeWithAPasswordAndAWrongPasswordThatNeverConnects() throws Exception {
+        try (RedisNodes node = RedisNodes.standalone("--requirepass", "s3cret")) {
+            RedisAdapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+                    + ",\"password\":\"s3cret\"}");
+            awaitConnected(adapter);
+            List<L2Key> keys = keys(400, 4);
+            List<MemorySegment> objects = driver.filled(400, 4, BYTES);
+            assertTrue(store(adapter, keys, objects).ok());
+            assertEquals(4, lookup(adapter, keys).popcount());
+            List<MemorySegment> buffers = driver.blank(4, BYTES, (byte) 0);
+            assertEquals(4, load(adapter, keys, buffers).popcount());
+            assertArrayEquals(bytes(objects.get(3)), bytes(buffers.get(3)));
+            assertEquals("RESPL2Adapter", adapter.status().get("type"));
+            assertFalse(adapter.status().toString().contains("s3cret"), "the password is never shown");
+
+            RedisAdapter wrong = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+                    + ",\"password\":\"nope\",\"request_timeout\":0.5,\"connection_timeout\":0.5}");
+            await().atMost(Duration.ofSeconds(10)).until(() -> ((Map<?, ?>) wrong.status().get("failures_by_reason")).containsKey("connect"));
+            assertEquals(0, lookup(wrong, keys).popcount(), "answered at once, all misses");
+            assertFalse(store(wrong, keys, objects).ok());
+            assertEquals(false, wrong.status().get("is_healthy"));
+        }
+    }
+
+    @Test
+    void aNodeThatIsNotUpYetIsUsedOnceItStarts() throws Exception {
+        try (RedisNodes node = RedisNodes.standaloneNotStarted()) {
+            RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+                    + ",\"request_timeout\":0.5,\"connection_timeout\":0.5}");
+            List<L2Key> keys = keys(500, 2);
+            List<MemorySegment> objects = driver.filled(500, 2, BYTES);
+            assertFalse(store(adapter, keys, objects).ok(), "not connected: the task fails at once");
+            assertEquals(false, adapter.status().get("connected"));
+            node.start(0);
+            awaitConnected(adapter);
+            assertTrue(store(adapter, keys, objects).ok());
+            assertEquals(2, lookup(adapter, keys).popcount());
+            adapter.submitUnlock(keys);
+        }
+    }
+}
