@@ -22,6 +22,8 @@ public final class L2Metrics {
     public final LongAdder storeCompletedObjects;
     public final LongAdder storeFailedObjects;
     public final LongAdder storeSkippedObjects;
+    public final LongAdder storeNoLayout;
+    public final LongAdder storeAmbiguousLayout;
     public final LongAdder prefetchLookups;
     public final LongAdder prefetchLookupObjects;
     public final LongAdder prefetchHitObjects;
@@ -32,6 +34,8 @@ public final class L2Metrics {
     public final LongAdder prefetchNotFound;
     public final LongAdder prefetchNoLayout;
     public final LongAdder prefetchQueueFull;
+    public final LongAdder prefetchObjectGroups;
+    public final LongAdder prefetchTimeouts;
     public final LongAdder l1AllocationFailures;
     public final LongAdder evictedObjects;
     private final List<Adapter> adapters = new ArrayList<>();
@@ -41,8 +45,11 @@ public final class L2Metrics {
         storeSubmittedObjects = m.counter("lmcache_mp.l2_store_submitted_objects", "objects submitted for writing to L2");
         storeCompletedObjects = m.counter("lmcache_mp.l2_store_completed_objects", "objects written to L2 (tasks that succeeded)");
         storeFailedObjects = m.counter("lmcache_mp.l2_store_failed_objects", "objects of L2 store tasks that failed (not retried)");
-        storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects",
-                "committed objects not written to L2: the write-through backlog was full", "reason", "backlog");
+        String skipped = "committed objects not written to L2, by reason (backlog: the write-through backlog was full; no_layout, "
+                + "ambiguous_layout: no single registered world size has objects of that shape, so the packed kv rank is unknown)";
+        storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects", skipped, "reason", "backlog");
+        storeNoLayout = m.counter("lmcache_mp.l2_store_skipped_objects", skipped, "reason", "no_layout");
+        storeAmbiguousLayout = m.counter("lmcache_mp.l2_store_skipped_objects", skipped, "reason", "ambiguous_layout");
         prefetchLookups = m.counter("lmcache_mp.l2_prefetch_lookup", "LOOKUPs that asked L2 for the chunks L1 did not hit");
         prefetchLookupObjects = m.counter("lmcache_mp.l2_prefetch_lookup_objects", "objects asked of L2 by those LOOKUPs");
         prefetchHitObjects = m.counter("lmcache_mp.l2_prefetch_hit", "objects some L2 adapter reported present");
@@ -53,6 +60,10 @@ public final class L2Metrics {
         prefetchNotFound = m.counter("lmcache_mp.l2_prefetch_failure", "objects found in L2 but not loaded, by reason", "reason", "not_found");
         prefetchNoLayout = m.counter("lmcache_mp.l2_prefetch_rejected", "LOOKUPs answered from L1 alone, by reason", "reason", "no_layout");
         prefetchQueueFull = m.counter("lmcache_mp.l2_prefetch_rejected", "LOOKUPs answered from L1 alone, by reason", "reason", "queue_full");
+        prefetchObjectGroups = m.counter("lmcache_mp.l2_prefetch_rejected", "LOOKUPs answered from L1 alone, by reason", "reason",
+                "object_groups");
+        prefetchTimeouts = m.counter("lmcache_mp.l2_prefetch_timeout",
+                "LOOKUPs whose L2 prefetch passed its deadline: answered with their L1 hits, the adapters' late answers cleaned up");
         l1AllocationFailures = m.counter("lmcache_mp.l1_allocation_failure", "chunks that found no room in L1", "during", "l2_prefetch");
         evictedObjects = m.counter("lmcache_mp.l2_evicted_objects", "objects L2 eviction removed");
     }
@@ -70,7 +81,7 @@ public final class L2Metrics {
         // runs on: lmcache-http-* (each scrape)
         m.gauge("lmcache_mp.num_inflight_l2_stores", "L2 store tasks in flight", stores::get, tags);
         m.gauge("lmcache_mp.num_inflight_l2_loads", "L2 load tasks in flight", loads::get, tags);
-        m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (counted since this process started)", usedBytes::getAsLong, tags);
+        m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (fs_native: with earlier runs' files)", usedBytes::getAsLong, tags);
         adapters.add(adapter);
         return adapter;
     }

@@ -24,10 +24,16 @@ import java.util.Map;
  * rest, each loaded by the lowest adapter that has it; fold again over what could be reserved;
  * unlock in L2 at once what will not be loaded; load; unlock the loaded keys; publish each loaded
  * object with its readers' locks in one step, drop the failed ones and fold a last time.
+ *
+ * <p>Past its deadline the controller {@link #expire expires} it: the LOOKUP is answered with its
+ * L1 hits at once, the L1 locks it took since are given back, and each adapter's late answer is
+ * cleaned up as it comes (found keys unlocked; a load's reserved objects dropped only then, since
+ * the load writes into them until it answers). The L2 keys carry LMCache's packed kv rank and the
+ * object's format; L1 keys carry the rank index.
  */
 final class PrefetchRequest {
-    /** A job waiting for its turn, with the object shapes its model had when it was submitted. */
-    record Pending(L2Prefetcher.Job job, List<ObjectShape> shapes) {}
+    /** A job waiting for its turn, with the object shapes its model had when it was submitted, and when that was. */
+    record Pending(L2Prefetcher.Job job, List<ObjectShape> shapes, long submittedNs) {}
 
     private enum Stage { LOOKUP, LOAD, DONE }
 
@@ -37,7 +43,10 @@ final class PrefetchRequest {
     private final int readers;
     private final int keysPerChunk;
     private final int chunks;
+    private final long submittedNs;
     private final L2Key[] keys;
+    /** Per key, its kv rank index (what L1 keys objects by). */
+    private final int[] ranks;
     private final boolean[] inL1;
     private final int[] asked;
     private final long[] lookupTasks;
@@ -49,18 +58,25 @@ final class PrefetchRequest {
     private final long[] loadTasks;
     private final int[][] loadIndices;
     private final Bitmap[] loaded;
+    /** Per adapter, whether its load's late answer (after expiry) was cleaned up. */
+    private final boolean[] cleaned;
     private Stage stage = Stage.LOOKUP;
+    /** The LOOKUP has its answer (the job is complete): at the end, or at expiry. */
+    private boolean answered;
+    private boolean expired;
 
-    PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes) {
+    PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes, long submittedNs) {
         this.ctx = ctx;
         this.job = job;
         this.shapes = List.copyOf(shapes);
+        this.submittedNs = submittedNs;
         CacheKey key = job.key();
         this.readers = Math.max(0, key.numKvReaders());
         this.keysPerChunk = key.worldSize() * shapes.size();
         this.chunks = job.endChunk() - job.l1Hits();
         int n = chunks * keysPerChunk;
         this.keys = new L2Key[n];
+        this.ranks = new int[n];
         this.inL1 = new boolean[n];
         int adapters = ctx.adapters().size();
         this.lookupTasks = new long[adapters];
@@ -72,15 +88,22 @@ final class PrefetchRequest {
         this.loadTasks = new long[adapters];
         this.loadIndices = new int[adapters][];
         this.loaded = new Bitmap[adapters];
+        this.cleaned = new boolean[adapters];
         this.asked = start();
     }
 
-    L2Prefetcher.Job job() {
-        return job;
+    long submittedNs() {
+        return submittedNs;
     }
 
+    /** Every adapter has answered and everything is handed over or given back. */
     boolean done() {
         return stage == Stage.DONE;
+    }
+
+    /** The LOOKUP has its answer (it may still be waiting for adapters' late answers to clean up). */
+    boolean answered() {
+        return answered;
     }
 
     /** Hashes the rest of the prompt, finds what L1 has and asks every adapter about the others. */
@@ -90,17 +113,18 @@ final class PrefetchRequest {
             ChunkHashes.extend(key, ctx.chunkSize(), job.hashedChunks(), job.endChunk(), job.hashes());
         }
         int n = keys.length;
-        int[] ranks = new int[n];
         int[] groups = new int[n];
         long[] hi = new long[n];
         long[] lo = new long[n];
         for (int i = 0; i < n; i++) {
             int chunk = job.l1Hits() + i / keysPerChunk;
             ranks[i] = i % keysPerChunk / shapes.size();
-            groups[i] = shapes.get(i % shapes.size()).objectGroup();
+            ObjectShape shape = shapes.get(i % shapes.size());
+            groups[i] = shape.objectGroup();
             hi[i] = job.hashes()[2 * chunk];
             lo[i] = job.hashes()[2 * chunk + 1];
-            keys[i] = new L2Key(key.modelName(), ranks[i], groups[i], hi[i], lo[i], key.cacheSalt());
+            keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hi[i], lo[i],
+                    key.cacheSalt());
         }
         ctx.tier().readyKeys(key.modelName(), key.cacheSalt(), ranks, groups, hi, lo, inL1);
         List<Integer> ask = new ArrayList<>();
@@ -134,7 +158,11 @@ final class PrefetchRequest {
                     all &= found[a] != null;
                 }
             }
-            if (all) {
+            if (all && expired) {
+                unlockNotLoaded(0); // nothing will be loaded: every key found is unlocked
+                stage = Stage.DONE;
+                work++;
+            } else if (all) {
                 plan();
                 work++;
             }
@@ -147,10 +175,63 @@ final class PrefetchRequest {
                     all &= loaded[a] != null;
                 }
             }
-            if (all) {
+            if (expired) {
+                work += cleanUpLateLoads();
+            } else if (all) {
                 loadFinished();
                 work++;
             }
+        }
+        return work;
+    }
+
+    /**
+     * Past the deadline: the LOOKUP is answered with its L1 hits now and the L1 locks taken since are given back. What the adapters
+     * hold is given back as each answers ({@link #poll}): reserved objects are never dropped while a load may write into them.
+     */
+    void expire() {
+        if (answered) {
+            return;
+        }
+        expired = true;
+        answered = true;
+        job.completion().done(job.l1Hits(), job.l1Locks(), 0);
+        for (int i = 0; i < keys.length; i++) {
+            if (locks[i] != null) {
+                ctx.store().releaseRead(locks[i], readers);
+                locks[i] = null;
+            }
+        }
+        if (stage == Stage.LOAD) {
+            cleanUpLateLoads();
+        }
+    }
+
+    /** Expired, loading: each adapter whose load answered gets its keys unlocked and their reserved objects dropped; done when all did. */
+    private int cleanUpLateLoads() {
+        int work = 0;
+        boolean all = true;
+        for (int a = 0; a < loadIndices.length; a++) {
+            if (loadIndices[a] == null || cleaned[a]) {
+                continue;
+            }
+            if (loaded[a] == null) {
+                all = false;
+                continue;
+            }
+            countLoad(a);
+            List<L2Key> unlock = new ArrayList<>(loadIndices[a].length);
+            for (int i : loadIndices[a]) {
+                unlock.add(keys[i]);
+                ctx.store().abort(reserved[i]);
+                reserved[i] = null;
+            }
+            ctx.adapters().get(a).submitUnlock(unlock);
+            cleaned[a] = true;
+            work++;
+        }
+        if (all) {
+            stage = Stage.DONE;
         }
         return work;
     }
@@ -175,9 +256,9 @@ final class PrefetchRequest {
         CacheKey key = job.key();
         for (int i = 0; i < prefix; i++) {
             if (owner[i] >= 0) {
-                ShapeAt shape = shapeAt(i);
-                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(),
-                        keys[i].hashHi(), keys[i].hashLo(), shape.bytes, shape.format);
+                ObjectShape shape = shapes.get(i % shapes.size());
+                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(),
+                        keys[i].hashHi(), keys[i].hashLo(), shape.objectBytes(), shape.format());
                 if (object == ObjectStore.NO_MEMORY) {
                     ctx.metrics().prefetchL1Oom.increment();
                     ctx.metrics().l1AllocationFailures.increment();
@@ -199,13 +280,6 @@ final class PrefetchRequest {
         submitLoads(kept);
     }
 
-    private record ShapeAt(long bytes, int format) {}
-
-    private ShapeAt shapeAt(int i) {
-        ObjectShape shape = shapes.get(i % shapes.size());
-        return new ShapeAt(shape.objectBytes(), shape.format());
-    }
-
     private int countL1() {
         int count = 0;
         for (boolean l1 : inL1) {
@@ -217,7 +291,7 @@ final class PrefetchRequest {
     private boolean lockL1(int i) {
         List<ObjectStore.ReadLock> taken = new ArrayList<>(1);
         CacheKey key = job.key();
-        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(), keys[i].hashHi(),
+        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(), keys[i].hashHi(),
                 keys[i].hashLo(), readers, taken)) {
             return false;
         }
@@ -350,13 +424,15 @@ final class PrefetchRequest {
             l2Keys += owner[i] >= 0 && reserved[i] != null ? 1 : 0;
         }
         stage = Stage.DONE;
+        answered = true;
         job.completion().done(job.l1Hits() + hitChunks, all, l2Keys);
     }
 
     /** Shutdown before the adapters answered: the LOOKUP is answered with its L1 hits; what this request holds stays until TTL. */
     void abandon() {
-        if (stage != Stage.DONE) {
-            stage = Stage.DONE;
+        stage = Stage.DONE;
+        if (!answered) {
+            answered = true;
             job.completion().done(job.l1Hits(), job.l1Locks(), 0);
         }
     }
