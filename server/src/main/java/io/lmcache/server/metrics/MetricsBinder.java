@@ -46,9 +46,9 @@ public final class MetricsBinder {
         adder(metrics, "lmcache_mp.l1_eviction_loop_triggered", "passes that found usage at the watermark", c.evictionLoopTriggered);
         adder(metrics, "lmcache_mp.l1_eviction_failures", "eviction passes that failed (the controller kept running)", c.evictionFailures);
         // LMCache's l1_allocation_failure_chunks{during, model_name}: made at the first failure of a model (the names are not known before)
-        // runs on: the thread that reserved (a transfer lane, the CPU pool), under the object store's lock
-        c.onAllocationFailure(model -> metrics.declare("lmcache_mp.l1_allocation_failure_chunks", "chunks that found no room in L1",
-                "during", "l1_store", "model_name", metrics.label("model_name", model)).increment());
+        // runs on: the thread that reserved (a transfer lane, the CPU pool, lmcache-l2), under the object store's lock
+        c.onAllocationFailure((during, model) -> metrics.declare("lmcache_mp.l1_allocation_failure_chunks", "chunks that found no room in L1",
+                "during", during, "model_name", metrics.label("model_name", model)).increment());
         c.lifecycle().sink(new LifecycleMetrics(metrics, metrics.labels()));
         adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.readLockExpiries, "kind", "read");
         adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.writeLockExpiries, "kind", "write");

@@ -177,6 +177,10 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         for (int j = 0; j < resolved.range().count(); j++) {
             int chunk = resolved.range().firstChunk() + j;
             StoredObject object = ChunkObjects.reserve(store, key, resolved.hashes(), chunk, 0, context.objectBytes, context.format);
+            if (object != ObjectStore.NO_MEMORY && object != ObjectStore.EXISTS) {
+                // the worker fills it through the shared pool and may die: the write TTL frees it
+                store.markExternalFill(object);
+            }
             if (object == ObjectStore.NO_MEMORY) {
                 fail(Op.PREPARE_STORE, "no_memory", "PREPARE_STORE for engine-driven instance " + request.instanceId()
                         + ": no room in L1 for chunk " + j + " of " + resolved.range().count() + "; reserving the chunks before it only");

@@ -86,16 +86,28 @@ public final class ObjectStore {
      * WRITING object, {@link #EXISTS} when the key is stored or being stored, or {@link #NO_MEMORY}.
      */
     public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format) {
+        return reserve(model, salt, kvRank, group, hashHi, hashLo, bytes, format, StoreCounters.DURING_L1_STORE);
+    }
+
+    /** {@link #reserve} for someone other than a STORE: {@code during} labels a failure ({@link StoreCounters#DURING_L2_PREFETCH}). */
+    public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format,
+            String during) {
         lock.lock();
         try {
             int namespace = table.namespace(model, salt);
-            if (namespace != 0 && table.get(namespace, kvRank, group, hashHi, hashLo) != null) {
-                return EXISTS;
+            StoredObject existing = namespace == 0 ? null : table.get(namespace, kvRank, group, hashHi, hashLo);
+            if (existing != null) {
+                if (existing.isLocked() || (existing.format == format && existing.bytes == bytes)) {
+                    return EXISTS;
+                }
+                // the engine restarted with another dtype, backend or block size: the old layout's object would answer
+                // every LOOKUP, fail every RETRIEVE and, touched by those lookups, never be evicted
+                table.removeAndFree(existing, EvictionReason.REPLACED_LAYOUT);
             }
             long nowNs = clockNs.getAsLong();
             StoredObject object = table.insert(model, salt, kvRank, group, hashHi, hashLo, bytes, format, nowNs);
             if (object == null) {
-                counters.allocationFailed(model);
+                counters.allocationFailed(during, model);
                 return NO_MEMORY;
             }
             object.writeDeadlineNs = nowNs + writeTtlNs;
@@ -169,6 +181,16 @@ public final class ObjectStore {
 
     ObjectTable table() {
         return table;
+    }
+
+    /** The reservation is filled by another process (see {@link StoredObject#externalFill}): its write-lock expiry frees it. */
+    public void markExternalFill(StoredObject object) {
+        lock.lock();
+        try {
+            object.externalFill = true;
+        } finally {
+            unlock();
+        }
     }
 
     /** Drops a reservation whose fill failed or will never come. */
@@ -284,7 +306,15 @@ public final class ObjectStore {
             int reclaimed = 0;
             for (StoredObject object : deadlines.takeExpiredWrites(nowNs)) {
                 counters.writeLockExpiries.increment();
-                table.removeAndFree(object, EvictionReason.EXPIRED_WRITE);
+                if (object.externalFill) {
+                    table.removeAndFree(object, EvictionReason.EXPIRED_WRITE);
+                } else {
+                    // a fill of ours may still be writing into it: out of sight now, freed by its publish or abort, and
+                    // write-locked (counted so) until then, with no deadline left to expire again
+                    table.doom(object);
+                    object.writeDeadlineNs = nowNs + Long.MAX_VALUE / 2;
+                    deadlines.writeLocked(object);
+                }
                 reclaimed++;
             }
             for (StoredObject object : deadlines.takeExpiredReads(nowNs)) {

@@ -1,7 +1,7 @@
 package io.lmcache.server.storage;
 
 import java.util.concurrent.atomic.LongAdder;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import java.util.function.LongSupplier;
 
 /** What the L1 tier counts; the metrics layer exports these under LMCache's names. */
@@ -21,7 +21,9 @@ public final class StoreCounters {
         /** Loaded from L2 for a lookup and released by its last reader. */
         PREFETCH_RELEASED("prefetch_released"),
         /** Written to every L2 adapter under {@code --l2-store-policy skip_l1}. */
-        MOVED_TO_L2("moved_to_l2");
+        MOVED_TO_L2("moved_to_l2"),
+        /** A STORE of another layout (dtype, backend, block size) for the same key replaced it. */
+        REPLACED_LAYOUT("replaced_layout");
 
         private final String label;
 
@@ -33,6 +35,11 @@ public final class StoreCounters {
             return label;
         }
     }
+
+    /** LMCache's {@code during} of an allocation failure: a STORE's objects. */
+    public static final String DURING_L1_STORE = "l1_store";
+    /** LMCache's {@code during} of an allocation failure: the objects an L2 prefetch loads into. */
+    public static final String DURING_L2_PREFETCH = "l2_prefetch";
 
     public final LongAdder writeChunks = new LongAdder();
     public final LongAdder writeBytes = new LongAdder();
@@ -48,8 +55,8 @@ public final class StoreCounters {
     private final LongAdder[] evictions = new LongAdder[EvictionReason.values().length];
     private final LongAdder[] evictedBytes = new LongAdder[EvictionReason.values().length];
     private final ChunkLifecycle lifecycle;
-    /** Told of each allocation failure with the chunk's model (LMCache's model_name label); set once, before traffic. */
-    private volatile Consumer<String> allocationFailureListener = model -> { };
+    /** Told of each allocation failure with who asked and the chunk's model (LMCache's during and model_name); set once, before traffic. */
+    private volatile BiConsumer<String, String> allocationFailureListener = (during, model) -> { };
 
     public StoreCounters() {
         this(System::nanoTime);
@@ -69,13 +76,14 @@ public final class StoreCounters {
         evictedBytes[reason.ordinal()].add(bytes);
     }
 
-    /** A chunk of {@code model} found no room in L1. */
-    void allocationFailed(String model) {
+    /** A chunk of {@code model} found no room in L1; {@code during} says who asked ({@link #DURING_L1_STORE}, ...). */
+    void allocationFailed(String during, String model) {
         allocationFailures.increment();
-        allocationFailureListener.accept(model);
+        allocationFailureListener.accept(during, model);
     }
 
-    public void onAllocationFailure(Consumer<String> listener) {
+    /** {@code listener} gets (during, model) of each failure. */
+    public void onAllocationFailure(BiConsumer<String, String> listener) {
         allocationFailureListener = listener;
     }
 

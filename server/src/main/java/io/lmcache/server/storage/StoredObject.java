@@ -36,6 +36,12 @@ public final class StoredObject {
     StoredObject regionNext;
     /** Removed by a forced clear while locked: freed when the last lock goes, never published. */
     boolean doomed;
+    /**
+     * Filled by another process (an engine-driven worker writing into the shared pool): an expired write lock frees it, since
+     * the worker may be gone. A fill of this process (a GPU or host copy, an L2 load) always ends in a publish or an abort,
+     * and may still be writing: its expired write lock only dooms it, and that end frees it (never memory a fill writes into).
+     */
+    boolean externalFill;
     /** Loaded from L2 for a lookup: freed when its last read lock or pin goes (not with --l2-prefetch-policy retain). */
     boolean temporary;
 

@@ -7,7 +7,9 @@ import io.lmcache.server.l2.L2AdapterSpec;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.L2Lru;
 import io.lmcache.server.metrics.L2Metrics;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -61,7 +63,9 @@ public final class L2EvictionController implements Agent {
         }
         List<L2Key> victims = target.lru().victims((long) (target.eviction().evictionRatio() * usage.totalCapacityBytes()));
         List<L2Key> removed = target.adapter().delete(victims);
-        metrics.evictedObjects.add(removed.size());
+        Map<String, Integer> bySalt = new HashMap<>();
+        removed.forEach(key -> bySalt.merge(key.salt(), 1, Integer::sum));
+        bySalt.forEach(metrics.evictedObjects::add);
         LOG.info("L2 adapter #{} ({}) usage {}% is at or above the {}% watermark: evicted {} of {} least recently used object(s)",
                 target.index(), target.adapter().typeName(), Math.round(usage.usageFraction() * 1000) / 10.0,
                 Math.round(target.eviction().triggerWatermark() * 1000) / 10.0, removed.size(), victims.size());

@@ -3,10 +3,10 @@ package io.lmcache.server.tier;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
-import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ObjectShape;
@@ -58,8 +58,8 @@ final class PrefetchRequest {
     private final long[] loadTasks;
     private final int[][] loadIndices;
     private final Bitmap[] loaded;
-    /** Per adapter, whether its load's late answer (after expiry) was cleaned up. */
-    private final boolean[] cleaned;
+    /** Its series; the loads' in-flight gauges are left exactly once however a load ends. */
+    private final PrefetchMeter meter;
     private Stage stage = Stage.LOOKUP;
     /** The LOOKUP has its answer (the job is complete): at the end, or at expiry. */
     private boolean answered;
@@ -88,7 +88,7 @@ final class PrefetchRequest {
         this.loadTasks = new long[adapters];
         this.loadIndices = new int[adapters][];
         this.loaded = new Bitmap[adapters];
-        this.cleaned = new boolean[adapters];
+        this.meter = new PrefetchMeter(ctx.metrics(), adapters);
         this.asked = start();
     }
 
@@ -137,8 +137,7 @@ final class PrefetchRequest {
         List<L2Key> askList = ask.stream().map(i -> keys[i]).toList();
         Map<Integer, Long> bytesByGroup = new HashMap<>();
         shapes.forEach(shape -> bytesByGroup.put(shape.objectGroup(), shape.objectBytes()));
-        ctx.metrics().prefetchLookups.increment();
-        ctx.metrics().prefetchLookupObjects.add(askedKeys.length);
+        meter.lookingUp(key, askedKeys.length);
         for (int a = 0; a < ctx.adapters().size(); a++) {
             lookupTasks[a] = ctx.adapters().get(a).submitLookupAndLock(askList, bytesByGroup);
         }
@@ -171,7 +170,10 @@ final class PrefetchRequest {
             for (int a = 0; a < adapters.size(); a++) {
                 if (loadIndices[a] != null && loaded[a] == null) {
                     loaded[a] = adapters.get(a).queryLoad(loadTasks[a]);
-                    work += loaded[a] == null ? 0 : 1;
+                    if (loaded[a] != null) {
+                        meter.answered(a);
+                        work++;
+                    }
                     all &= loaded[a] != null;
                 }
             }
@@ -212,7 +214,7 @@ final class PrefetchRequest {
         int work = 0;
         boolean all = true;
         for (int a = 0; a < loadIndices.length; a++) {
-            if (loadIndices[a] == null || cleaned[a]) {
+            if (loadIndices[a] == null || !meter.inFlight(a)) {
                 continue;
             }
             if (loaded[a] == null) {
@@ -227,7 +229,6 @@ final class PrefetchRequest {
                 reserved[i] = null;
             }
             ctx.adapters().get(a).submitUnlock(unlock);
-            cleaned[a] = true;
             work++;
         }
         if (all) {
@@ -254,14 +255,14 @@ final class PrefetchRequest {
         ctx.metrics().prefetchHitObjects.add(present.popcount() - countL1());
         int prefix = ctx.fold().hitChunks(present, chunks, keysPerChunk) * keysPerChunk;
         CacheKey key = job.key();
+        int noMemory = 0;
         for (int i = 0; i < prefix; i++) {
             if (owner[i] >= 0) {
                 ObjectShape shape = shapes.get(i % shapes.size());
                 StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(),
-                        keys[i].hashHi(), keys[i].hashLo(), shape.objectBytes(), shape.format());
+                        keys[i].hashHi(), keys[i].hashLo(), shape.objectBytes(), shape.format(), StoreCounters.DURING_L2_PREFETCH);
                 if (object == ObjectStore.NO_MEMORY) {
-                    ctx.metrics().prefetchL1Oom.increment();
-                    ctx.metrics().l1AllocationFailures.increment();
+                    noMemory++;
                     continue;
                 }
                 if (object != ObjectStore.EXISTS) {
@@ -275,6 +276,8 @@ final class PrefetchRequest {
                 ok.set(i);
             }
         }
+        // the store counted them as l1_allocation_failure_chunks{during="l2_prefetch"}
+        ctx.metrics().prefetchL1Oom.add(key.modelName(), noMemory);
         int kept = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
         unlockNotLoaded(kept);
         submitLoads(kept);
@@ -346,14 +349,14 @@ final class PrefetchRequest {
             loadIndices[a] = indices.stream().mapToInt(Integer::intValue).toArray();
             List<L2Key> loadKeys = new ArrayList<>(indices.size());
             List<MemorySegment> buffers = new ArrayList<>(indices.size());
+            long bytes = 0;
             for (int i : loadIndices[a]) {
                 loadKeys.add(keys[i]);
                 buffers.add(ctx.pool().asSlice(reserved[i].offset(), reserved[i].bytes()));
+                bytes += reserved[i].bytes();
             }
+            meter.submitting(a, job.key(), indices.size(), bytes);
             loadTasks[a] = ctx.adapters().get(a).submitLoad(loadKeys, buffers);
-            ctx.metrics().adapter(a).inflightLoads().incrementAndGet();
-            ctx.metrics().loadSubmitted.increment();
-            ctx.metrics().loadSubmittedObjects.add(indices.size());
             any = true;
         }
         if (any) {
@@ -365,6 +368,8 @@ final class PrefetchRequest {
 
     /** Phase-2 unlock, then each loaded object published with its read locks, the failed ones dropped, and a last fold. */
     private void loadFinished() {
+        int published = 0;
+        int notFound = 0;
         for (int a = 0; a < loadIndices.length; a++) {
             if (loadIndices[a] == null) {
                 continue;
@@ -375,42 +380,44 @@ final class PrefetchRequest {
                 int i = loadIndices[a][j];
                 unlock.add(keys[i]);
                 if (loaded[a].get(j)) {
-                    publish(i);
+                    published += publish(i) ? 1 : 0;
                 } else {
                     ctx.store().abort(reserved[i]);
                     reserved[i] = null;
                     ok.clear(i);
-                    ctx.metrics().prefetchNotFound.increment();
+                    notFound++;
                 }
             }
             ctx.adapters().get(a).submitUnlock(unlock);
         }
+        meter.loadsFinished(job.key(), published, notFound);
         int prefix = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
         finish(prefix / Math.max(1, keysPerChunk));
     }
 
+    /** Adapter {@code a}'s load answered (in time or late): it leaves the in-flight gauges, counted with the bytes it loaded. */
     private void countLoad(int a) {
-        L2Metrics.Adapter counters = ctx.metrics().adapter(a);
-        counters.inflightLoads().decrementAndGet();
-        counters.loadCompleted().increment();
+        long bytes = 0;
         for (int j = 0; j < loadIndices[a].length; j++) {
             if (loaded[a].get(j)) {
-                counters.loadBytes().add(reserved[loadIndices[a][j]].bytes());
+                bytes += reserved[loadIndices[a][j]].bytes();
             }
         }
+        meter.counted(a, bytes);
     }
 
-    private void publish(int i) {
+    /** Publishes loaded object {@code i}; false when it was reclaimed first. */
+    private boolean publish(int i) {
         StoredObject object = reserved[i];
         ObjectStore.ReadLock lock = ctx.tier().commitLoaded(object, readers, !ctx.retain());
         if (readers > 0 && lock == null) {
             // reclaimed before it was published (a forced clear): its memory is gone
             reserved[i] = null;
             ok.clear(i);
-            return;
+            return false;
         }
         locks[i] = lock;
-        ctx.metrics().loadCompletedObjects.increment();
+        return true;
     }
 
     /** Hands the job back: the L1 locks of the LOOKUP, then this prefix's, chunk-major. */
@@ -430,6 +437,7 @@ final class PrefetchRequest {
 
     /** Shutdown before the adapters answered: the LOOKUP is answered with its L1 hits; what this request holds stays until TTL. */
     void abandon() {
+        meter.abandoned(); // loads that never answered (or whose late answer was not cleaned up yet) leave the in-flight gauges
         stage = Stage.DONE;
         if (!answered) {
             answered = true;

@@ -63,6 +63,9 @@ public final class StoreController implements Agent, CommitListener {
 
     private record Shape(String model, int kvRank, int group, long bytes, int format) {}
 
+    /** One adapter's store task: its objects and when it was submitted (the throughput's start). */
+    private record Task(List<Write> writes, long submittedNs) {}
+
     private final List<L2Adapter> adapters;
     private final ObjectStore store;
     private final TierAccess tier;
@@ -76,7 +79,7 @@ public final class StoreController implements Agent, CommitListener {
     /** Bytes of objects held for L2 (queued or being written): the backlog bound. */
     private final AtomicLong heldBytes = new AtomicLong();
     private final AtomicLong pendingKeys = new AtomicLong();
-    private final List<Map<Long, List<Write>>> inFlight = new ArrayList<>();
+    private final List<Map<Long, Task>> inFlight = new ArrayList<>();
     private final LongAdder failedTasks = new LongAdder();
     private final LongAdder failedKeys = new LongAdder();
     private final LongAdder keptInL1 = new LongAdder();
@@ -153,11 +156,12 @@ public final class StoreController implements Agent, CommitListener {
                 }
                 // the default store policy: every object to every adapter
                 for (int a = 0; a < adapters.size(); a++) {
+                    long submittedNs = System.nanoTime();
                     long taskId = adapters.get(a).submitStore(keys, objects);
-                    inFlight.get(a).put(taskId, List.copyOf(batch));
+                    inFlight.get(a).put(taskId, new Task(List.copyOf(batch), submittedNs));
                     metrics.adapter(a).inflightStores().incrementAndGet();
                     metrics.storeSubmitted.increment();
-                    metrics.storeSubmittedObjects.add(batch.size());
+                    countBySalt(metrics.storeSubmittedObjects, batch);
                 }
                 processingKeys += batch.size();
             }
@@ -192,18 +196,19 @@ public final class StoreController implements Agent, CommitListener {
         int done = 0;
         for (int a = 0; a < adapters.size(); a++) {
             for (Map.Entry<Long, StoreResult> entry : adapters.get(a).popCompletedStores().entrySet()) {
-                List<Write> writes = inFlight.get(a).remove(entry.getKey());
-                if (writes == null) {
+                Task task = inFlight.get(a).remove(entry.getKey());
+                if (task == null) {
                     continue; // not ours: cannot happen with one controller per adapter, kept harmless
                 }
                 done++;
-                completed(a, entry.getValue(), writes);
+                completed(a, entry.getValue(), task);
             }
         }
         return done;
     }
 
-    private void completed(int adapter, StoreResult result, List<Write> writes) {
+    private void completed(int adapter, StoreResult result, Task task) {
+        List<Write> writes = task.writes();
         // holds go back before the counters move: whoever waits on a counter finds the objects released
         for (Write write : writes) {
             write.allOk &= result.ok();
@@ -216,13 +221,36 @@ public final class StoreController implements Agent, CommitListener {
         if (result.ok()) {
             counters.storeCompleted().increment();
             counters.storeBytes().add(result.bytesTransferred());
-            metrics.storeCompletedObjects.add(writes.size());
+            // bytes actually written: a task whose keys were all there already gives no sample
+            counters.storeThroughput().record(result.bytesTransferred(), System.nanoTime() - task.submittedNs());
+            countBySalt(metrics.storeCompletedObjects, writes);
         } else {
             counters.storeFailed().increment();
-            metrics.storeFailedObjects.add(writes.size());
+            countBySalt(metrics.storeFailedObjects, writes);
             failedTasks.increment();
             failedKeys.add(writes.size());
             logFailure(adapter, writes.size());
+        }
+    }
+
+    /** Counts {@code writes} under their cache salts: one series update per salt (a task's objects mostly share one). */
+    private static void countBySalt(L2Metrics.Family family, List<Write> writes) {
+        String first = writes.getFirst().committed.salt();
+        int same = 0;
+        Map<String, Integer> others = null;
+        for (Write write : writes) {
+            if (write.committed.salt().equals(first)) {
+                same++;
+            } else {
+                if (others == null) {
+                    others = new HashMap<>();
+                }
+                others.merge(write.committed.salt(), 1, Integer::sum);
+            }
+        }
+        family.add(first, same);
+        if (others != null) {
+            others.forEach(family::add);
         }
     }
 

@@ -19,6 +19,12 @@ public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects
     public static CacheGeometry of(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize,
             boolean separateObjectGroups) throws LayoutException {
         List<KernelGroup> kernels = KernelGroups.detect(wrappers, hints, infos, chunkSize);
+        if (!separateObjectGroups && kernels.stream().anyMatch(KernelGroup::recurrent)) {
+            // one object per chunk for all groups is stored whenever the attention blocks are real, also where vLLM gave the
+            // Mamba group its null block (no snapshot there): a LOOKUP would hit such chunks and a RETRIEVE restore junk state
+            throw new LayoutException("recurrent-state (Mamba/GDN) groups need separate object groups: start the server without "
+                    + "--no-separate-object-groups");
+        }
         List<ObjectGroup> objects = ObjectGroups.bucket(kernels, chunkSize, separateObjectGroups);
         int[] owner = new int[kernels.size()];
         for (ObjectGroup group : objects) {

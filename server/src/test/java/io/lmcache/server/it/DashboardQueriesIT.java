@@ -15,14 +15,17 @@ import io.lmcache.server.testing.PromQl;
 import io.lmcache.server.testing.Scrape;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -30,8 +33,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Both dashboards against a live server: traffic that stores, looks up, retrieves, evicts and
- * stores evicted chunks again, a scrape before and after a second round of it, and every query of
+ * Both dashboards against a live server with an fs_native L2 tier: traffic that stores (written
+ * through to L2), looks up, retrieves, evicts, loads an evicted prompt back from L2 for a LOOKUP
+ * and stores it again, a scrape before and after a second round of it, and every query of
  * LMCache's official dashboard that applies here (deploy/grafana/lmcache-official-dashboard-queries.json)
  * and of ours evaluated over the two scrapes as Prometheus would: each must return data. The alert
  * rules are evaluated the same way, and {@code promtool} (Debian's prometheus package) checks the
@@ -47,13 +51,16 @@ class DashboardQueriesIT {
     /** Series that exist only where CUDA copies run: our dashboard's GPU copy-rate line. */
     private static final Set<String> CUDA_ONLY = Set.of("lmcache_mp_gpu_copy_bytes_total", "lmcache_mp_gpu_copy_seconds_total");
 
+    private static Path l2Dir;
     private static ServerProcess server;
     private static PromQl promQl;
     private static String lastScrape;
 
     @BeforeAll
     static void trafficBetweenTwoScrapes() throws Exception {
-        server = ServerProcess.start("--l1-size-gb", "0.0625", "--metrics-sample-rate", "1", "--instance-id", "dashboard-it");
+        l2Dir = Files.createTempDirectory("dashboard-l2");
+        server = ServerProcess.start("--l1-size-gb", "0.0625", "--metrics-sample-rate", "1", "--instance-id", "dashboard-it", "--l2-adapter",
+                "{\"type\":\"fs_native\",\"base_path\":\"" + l2Dir + "\"}");
         try (JavaWorker worker = new JavaWorker(server.endpoint(), 77, "dash/model", GEOMETRY)) {
             worker.register();
             worker.fill(JavaWorker.range(0, 32), 7);
@@ -68,13 +75,23 @@ class DashboardQueriesIT {
     }
 
     @AfterAll
-    static void stop() {
+    static void stop() throws IOException {
         if (server != null) {
             server.close();
         }
+        if (l2Dir != null) {
+            try (Stream<Path> files = Files.walk(l2Dir)) {
+                for (Path file : files.sorted(Comparator.reverseOrder()).toList()) {
+                    Files.delete(file);
+                }
+            }
+        }
     }
 
-    /** Stores 40 two-chunk prompts (80 MiB into a 64 MiB pool: evictions), reads the newest back, stores the evicted first again. */
+    /**
+     * Stores 40 two-chunk prompts (80 MiB into a 64 MiB pool: evictions; each written through to L2), reads the newest back, looks up
+     * the evicted first (L1 misses it, L2 has it: loaded back and retrieved) and stores it again.
+     */
     private static void round(JavaWorker worker, int round) throws InterruptedException {
         int[][] prompts = new int[PROMPTS][];
         for (int i = 0; i < PROMPTS; i++) {
@@ -86,7 +103,12 @@ class DashboardQueriesIT {
             assertEquals(2, worker.lookup(prompts[i], 512, request, 1, 1), "the newest prompts are in L1");
             assertTrue(worker.retrieve(prompts[i], 0, 512, JavaWorker.range(0, 32), 0, request));
         }
-        assertEquals(0, worker.lookup(prompts[0], 512, "gone-" + round, 1, 0), "the oldest prompt was evicted");
+        // the oldest prompt left L1 long ago and its write-through finished: its LOOKUP loads both chunks from L2
+        double fromL2 = Http.metric(server, "lmcache_mp_lookup_hit_l2_keys_total");
+        String back = "from-l2-" + round;
+        assertEquals(2, worker.lookup(prompts[0], 512, back, 1, 1), "the oldest prompt comes back from L2");
+        assertEquals(fromL2 + 2, Http.metric(server, "lmcache_mp_lookup_hit_l2_keys_total"), "both chunks missed L1 and were loaded from L2");
+        assertTrue(worker.retrieve(prompts[0], 0, 512, JavaWorker.range(0, 32), 0, back));
         assertTrue(worker.store(prompts[0], 0, 512, JavaWorker.range(0, 32), "again-" + round));
         // the eviction loop ticks every 250 ms: let it turn a few times inside the window
         TimeUnit.MILLISECONDS.sleep(1200);
@@ -111,7 +133,7 @@ class DashboardQueriesIT {
             }
         }
         assertEquals(68, list.get("queries").size(), "every Prometheus query of the official dashboard is listed");
-        assertEquals(28, applicable);
+        assertEquals(47, applicable);
         assertTrue(empty.isEmpty(), "queries without data:\n" + String.join("\n", empty));
     }
 
@@ -181,7 +203,8 @@ class DashboardQueriesIT {
         Files.deleteIfExists(scrape);
         List<String> complaints = lint.stdout().lines().toList();
         // LMCache's own spelling of these series (its dashboard queries them so): promtool wants snake_case
-        List<String> ours = complaints.stream().filter(line -> !line.matches("lmcache_mp_l0_l1_(store|load)_throughput_GB_per_second \\S.*")).toList();
+        List<String> ours = complaints.stream()
+                .filter(line -> !line.matches("lmcache_mp_(l0_l1|l2)_(store|load)_throughput_GB_per_second \\S.*")).toList();
         assertTrue(ours.isEmpty(), "promtool check metrics:\n" + String.join("\n", ours));
 
         JsonNode rules = new YAMLMapper().readTree(ROOT.resolve("deploy/kubernetes/prometheus-rules.yaml").toFile());

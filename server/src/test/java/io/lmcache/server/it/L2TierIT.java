@@ -27,6 +27,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -76,10 +77,10 @@ class L2TierIT {
 
     /** Stores the 4 chunks and waits until the adapter has all of them. */
     private static void storeThrough(ServerProcess server, JavaWorker worker) {
-        double before = Http.metric(server, "lmcache_mp_l2_store_completed_objects_total");
+        double before = Http.metric(server, "lmcache_mp_l2_store_completed_objects_chunks_total");
         assertTrue(worker.store(TOKENS, 0, CHUNKS * CHUNK, STORED, "store"));
         await("write-through").atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(20))
-                .until(() -> Http.metric(server, "lmcache_mp_l2_store_completed_objects_total") >= before + CHUNKS);
+                .until(() -> Http.metric(server, "lmcache_mp_l2_store_completed_objects_chunks_total") >= before + CHUNKS);
     }
 
     /** Empties L1, so what a LOOKUP hits next comes from L2. */
@@ -130,10 +131,20 @@ class L2TierIT {
             await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20)).until(() -> JSON.readTree(Http.get(second.httpBase()
                     + "/status").body()).get("storage_manager").get("l2_adapters").get(0).get("used_bytes").asLong()
                     == CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK));
+            assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(second, "lmcache_mp_l2_usage_bytes", "l2_name", "fs_native"),
+                    "and shown by LMCache's usage gauge");
             assertEquals(CHUNKS, lookup(worker, "after-restart"));
+            String scrape = Http.get(second.httpBase() + "/metrics").body();
+            for (String series : List.of("lmcache_mp_l2_prefetch_timeout_requests_total", "lmcache_mp_l2_prefetch_rejected_requests_total",
+                    "lmcache_mp_l2_store_skipped_objects_chunks_total")) {
+                assertTrue(Pattern.compile("^" + series + "(\\{[^}]*\\})? 0\\.0$", Pattern.MULTILINE).matcher(scrape).find(),
+                        series + " exported, at zero:\n" + scrape);
+            }
+            assertEquals(0, Http.metric(second, "lmcache_mp_num_inflight_l2_loads"), "the load answered: no longer in flight");
+            assertEquals(0, Http.metric(second, "lmcache_mp_inflight_load_memory_usage_bytes"));
             assertEquals(CHUNKS * CHUNK, Http.metric(second, "lmcache_mp_lookup_hit_l2_total"));
             assertEquals(0, Http.metric(second, "lmcache_mp_lookup_hit_l1_total"));
-            assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l2_prefetch_load_completed_total"));
+            assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l2_prefetch_load_completed_chunks_total"));
             assertRetrievesExactly(worker, CHUNKS, "after-restart");
             // the loaded objects were temporary: the RETRIEVE gave back their only read locks, and they left L1
             await().atMost(Duration.ofSeconds(5)).until(() -> Http.metric(second, "lmcache_mp_l1_objects") == 0);
@@ -181,7 +192,7 @@ class L2TierIT {
             storeThrough(server, worker);
             clearL1(server);
             assertEquals(2, lookup(worker, "gap"), "round_half_even(0.5 * 3) = 2: the third chunk's load fails");
-            assertEquals(1, Http.metric(server, "lmcache_mp_l2_prefetch_failure_total", "reason", "not_found"));
+            assertEquals(1, Http.metric(server, "lmcache_mp_l2_prefetch_failure_chunks_total", "reason", "not_found"));
             assertRetrievesExactly(worker, 2, "gap");
             assertEquals(1, server.countLog("WARN.*FaultInjectL2Adapter ACTIVE \\(rate=0\\.000 seed=0 gap_indices=\\[\\] "
                     + "gap_tail_ratios=\\[0\\.5\\]\\) wrapping FSNativeL2Adapter -- test/diagnostic use only\\."), server.log());

@@ -109,14 +109,14 @@ class ChunkLifecycleTest {
         assertEquals(1, counters.readChunks.sum());
         StoreCounters allFailures = new StoreCounters(nowNs::get);
         List<String> models = new ArrayList<>();
-        allFailures.onAllocationFailure(models::add);
+        allFailures.onAllocationFailure((during, model) -> models.add(during + " " + model));
         ObjectStore full = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicy.NOOP, 1, 1, nowNs::get, allFailures);
         full.addReadyRegion(0);
         for (long hash = 1; hash <= 4; hash++) {
             assertTrue(full.commit(full.reserve("llama", "", 0, 0, hash, hash, MIB, 1)));
         }
         assertSame(ObjectStore.NO_MEMORY, full.reserve("llama", "", 0, 0, 9, 9, MIB, 1));
-        assertEquals(List.of("llama"), models, "the failure names its model (LMCache's model_name label)");
+        assertEquals(List.of("l1_store llama"), models, "the failure names who asked and its model (LMCache's during and model_name)");
         assertEquals(1, allFailures.allocationFailures.sum());
     }
 }

@@ -145,6 +145,8 @@ class ObjectStoreTest {
     void anAbandonedWriteIsReclaimedAtItsTtl() {
         ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
         StoredObject abandoned = store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1);
+        // an engine-driven worker's reservation: it fills the pool itself and may be gone
+        store.markExternalFill(abandoned);
         nowNs.addAndGet(WRITE_TTL_NS - 1);
         assertEquals(0, store.sweepExpired());
         nowNs.addAndGet(2);
@@ -153,6 +155,51 @@ class ObjectStoreTest {
         assertEquals(0, store.snapshot().usedBytes());
         assertFalse(store.commit(abandoned), "a late commit finds its object gone");
         assertTrue(store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1).offset() >= 0, "the key can be stored again");
+        store.checkInvariants();
+    }
+
+    /**
+     * A fill of this process (a GPU copy, an L2 load) always ends in a commit or an abort, but may outlast the write TTL (an L2
+     * read queued behind a long backlog). Its expiry hides the object and frees the key, but the memory stays the fill's until
+     * that end: freed at once, another STORE got it and the late fill wrote into that STORE's object.
+     */
+    @Test
+    void anExpiredWriteOfOurOwnFillIsFreedOnlyWhenTheFillEnds() {
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+        StoredObject slow = store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1);
+        nowNs.addAndGet(WRITE_TTL_NS + 1);
+        assertEquals(1, store.sweepExpired());
+        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1),
+                "the key is free again, but the memory is still the slow fill's");
+        assertEquals(4 * MIB, store.snapshot().usedBytes());
+        assertFalse(store.commit(slow), "the late commit finds its object gone, and frees it");
+        assertEquals(0, store.snapshot().usedBytes());
+        StoredObject next = store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1);
+        assertTrue(next.offset() >= 0, "now the key can be stored again");
+        store.checkInvariants();
+        // the same with an abort as the fill's end
+        nowNs.addAndGet(WRITE_TTL_NS + 1);
+        assertEquals(1, store.sweepExpired());
+        store.abort(next);
+        assertEquals(0, store.snapshot().usedBytes());
+        store.checkInvariants();
+    }
+
+    /** An engine restarted with another dtype, backend or block size: its STORE replaces the old layout's unlocked object. */
+    @Test
+    void aStoreOfAnotherLayoutReplacesAnUnlockedObject() {
+        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicy.LRU);
+        put(store, 1, MIB);
+        StoredObject replacement = store.reserve("m", "", 0, 0, 1, 1, MIB, 2);
+        assertTrue(replacement.offset() >= 0, "the old format's object is replaced, not answered with EXISTS");
+        assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.REPLACED_LAYOUT));
+        assertTrue(store.commit(replacement));
+        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 1, MIB), "the old layout is gone");
+        StoredObject pinned = store.pinReady("m", "", 0, 0, 1, 1, 2, MIB);
+        assertNotNull(pinned);
+        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 3), "a pinned object is never replaced");
+        store.unpin(pinned, false);
+        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 2), "the same layout still exists");
         store.checkInvariants();
     }
 

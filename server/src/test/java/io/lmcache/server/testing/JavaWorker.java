@@ -15,7 +15,9 @@ import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import org.msgpack.core.MessageBufferPacker;
 
 /**
@@ -174,14 +176,26 @@ public final class JavaWorker implements AutoCloseable {
         return hex.endsWith("c3");
     }
 
-    /** LOOKUP (scheduler: worker_id None) then QUERY_PREFETCH_STATUS; returns the hit chunks. */
+    /**
+     * LOOKUP (scheduler: worker_id None) then QUERY_PREFETCH_STATUS until it answers a count (None while an L2 prefetch runs, 20 s
+     * at most); returns the hit chunks.
+     */
     public int lookup(int[] tokens, int end, String requestId, int worldSize, int readers) {
         TestClient.Reply ack = client.call(8, key(tokens, 0, end, requestId, null, worldSize, readers), pack(p -> p.packInt(1)));
         if (ack.payload() != null) {
             throw new AssertionError("LOOKUP replied with a payload");
         }
-        TestClient.Reply query = client.call(9, pack(p -> p.packString(requestId)));
-        return Integer.parseInt(query.payloadHex(), 16);
+        long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (true) {
+            TestClient.Reply query = client.call(9, pack(p -> p.packString(requestId)));
+            if (query.payload() != null) {
+                return Integer.parseInt(query.payloadHex(), 16);
+            }
+            if (System.nanoTime() - deadlineNs > 0) {
+                throw new AssertionError("QUERY_PREFETCH_STATUS of " + requestId + " still answers None after 20 s");
+            }
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+        }
     }
 
     public void freeLookupLocks(int[] tokens, int start, int end, String requestId) {

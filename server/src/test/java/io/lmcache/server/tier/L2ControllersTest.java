@@ -9,6 +9,7 @@ import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
+import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
@@ -155,6 +156,51 @@ class L2ControllersTest {
     }
 
     @Test
+    void aLoadInFlightShowsInTheGaugesAndTheSeriesCarryLmcachesNamesAndLabels() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        adapter.holdLoads = true;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("held"), 1));
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(1, counters.inflightLoads().get(), "one load task, not answered yet");
+        assertEquals(2 * OBJECT_BYTES, counters.inflightLoadBytes().get(), "the L1 bytes reserved for its two objects");
+        String during = serverMetrics.scrape();
+        assertTrue(during.contains("lmcache_mp_inflight_load_memory_usage_bytes{adapter_index=\"0\",l2_name=\"memory\"} " + 2.0 * OBJECT_BYTES),
+                during);
+        assertTrue(during.contains("lmcache_mp_l2_prefetch_failure_chunks_total{model_name=\"org/model\",reason=\"not_found\"} 0.0"),
+                "declared at zero with the model's first prefetch:\n" + during);
+        adapter.releaseLoads();
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(new Reply.Int(2), setup.lookup().query("held"));
+        assertEquals(0, counters.inflightLoads().get());
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(1, counters.loadThroughput().count(), "one GB/s sample per finished load task");
+        String scrape = serverMetrics.scrape();
+        for (String line : List.of("lmcache_mp_l2_prefetch_lookup_requests_total 1.0",
+                "lmcache_mp_l2_prefetch_lookup_objects_chunks_total{cache_salt=\"\"} 4.0", "lmcache_mp_l2_prefetch_hit_chunks_total 2.0",
+                "lmcache_mp_l2_prefetch_load_submitted_requests_total 1.0",
+                "lmcache_mp_l2_prefetch_load_submitted_objects_chunks_total{cache_salt=\"\"} 2.0",
+                "lmcache_mp_l2_prefetch_load_completed_chunks_total{cache_salt=\"\"} 2.0",
+                "lmcache_mp_l2_load_completed_requests_total{adapter_index=\"0\",l2_name=\"memory\"} 1.0",
+                "lmcache_mp_l2_load_bytes_total{adapter_index=\"0\",l2_name=\"memory\"} " + 2.0 * OBJECT_BYTES,
+                "lmcache_mp_l2_load_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 1",
+                "lmcache_mp_num_inflight_l2_loads{adapter_index=\"0\",l2_name=\"memory\"} 0.0",
+                "lmcache_mp_l2_usage_bytes{adapter_index=\"0\",l2_name=\"memory\"} 0.0")) {
+            assertTrue(scrape.contains(line), line + " in\n" + scrape);
+        }
+        setup.leases().end("held");
+        store.checkInvariants();
+    }
+
+    @Test
     void aGapTrimsThePlanAndAFailedLoadShrinksThePrefixAgain() {
         l1(8);
         MemoryAdapter adapter = new MemoryAdapter();
@@ -179,6 +225,7 @@ class L2ControllersTest {
     @Test
     void noRoomInL1TrimsThePlanAndIsCounted() {
         l1(2);
+        MetricsBinder.bindStore(serverMetrics, store);
         MemoryAdapter adapter = new MemoryAdapter();
         for (int chunk = 0; chunk < CHUNKS; chunk++) {
             has(adapter, chunk, chunk);
@@ -186,6 +233,11 @@ class L2ControllersTest {
         Setup setup = prefetch(false, adapter);
         assertEquals(new Reply.Int(2), lookupAndRun(setup, "oom"));
         assertEquals(2, metrics.prefetchL1Oom.sum());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_failure_chunks_total{model_name=\"org/model\",reason=\"l1_oom\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l1_allocation_failure_chunks_total{during=\"l2_prefetch\",model_name=\"org/model\"} 2.0"),
+                scrape);
+        assertFalse(scrape.contains("during=\"l1_store\""), "a prefetch's failures are not a STORE's");
         assertTrue(adapter.locks.isEmpty());
         store.checkInvariants();
     }
@@ -268,6 +320,19 @@ class L2ControllersTest {
         assertArrayEquals(pattern(0), slow.data.get(l2Key(0)));
         assertEquals(OBJECT_BYTES, store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK), "given back: evictable again");
         assertEquals(2, metrics.storeCompletedObjects.sum());
+        assertEquals(1, metrics.adapter(0).storeThroughput().count(), "one GB/s sample per store task that wrote bytes");
+        assertEquals(1, metrics.adapter(1).storeThroughput().count());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_requests_total 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_objects_chunks_total{cache_salt=\"\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_completed_objects_chunks_total{cache_salt=\"\"} 2.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_completed_requests_total{adapter_index=\"1\",l2_name=\"memory\"} 1.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 1"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_num_inflight_l2_stores{adapter_index=\"1\",l2_name=\"memory\"} 0.0"), scrape);
+        serverMetrics.reset();
+        assertEquals(0, metrics.adapter(0).storeThroughput().count(), "a reset histogram starts again");
+        assertEquals(0, metrics.storeCompletedObjects.sum());
+        assertTrue(serverMetrics.scrape().contains("lmcache_mp_l2_store_throughput_GB_per_second_count{adapter_index=\"0\",l2_name=\"memory\"} 0"));
     }
 
     @Test
@@ -377,6 +442,13 @@ class L2ControllersTest {
         commit(1);
         controller.doWork();
         assertEquals(1, metrics.storeNoLayout.sum(), "no worker of the model is registered (any more)");
+        String scrape = serverMetrics.scrape();
+        for (String reason : List.of("ambiguous_layout", "no_layout")) {
+            String line = "lmcache_mp_l2_store_skipped_objects_chunks_total{reason=\"" + reason + "\"} 1.0";
+            assertTrue(scrape.contains(line), line + " in\n" + scrape);
+        }
+        assertTrue(scrape.contains("lmcache_mp_l2_store_skipped_objects_chunks_total{reason=\"backlog\"} 0.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_requests_total 0.0"), "neither was submitted:\n" + scrape);
         assertEquals(2, store.snapshot().objects(), "both stay in L1, skip_l1 or not");
         assertEquals(2, store.snapshot().evictable(), "their holds were given back");
         assertEquals(0L, controller.status().get("held_bytes"));
@@ -422,6 +494,9 @@ class L2ControllersTest {
         setup.controller().doWork();
         assertEquals(0, adapter.lookupTasks, "L2 was not asked");
         assertEquals(1, metrics.prefetchObjectGroups.sum());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_rejected_requests_total{reason=\"object_groups\"} 1.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_rejected_requests_total{reason=\"no_layout\"} 0.0"), scrape);
         assertEquals(1, store.snapshot().readLocked(), "the L1 hit's lock is the lease's");
         setup.leases().end("groups");
         assertEquals(0, store.snapshot().readLocked(), "and given back with it");
@@ -453,17 +528,64 @@ class L2ControllersTest {
         setup.controller().doWork();
         assertEquals(new Reply.Int(1), setup.lookup().query("slow"), "past it: the LOOKUP's L1 hit, at once");
         assertEquals(1, metrics.prefetchTimeouts.sum());
+        assertTrue(serverMetrics.scrape().contains("lmcache_mp_l2_prefetch_timeout_requests_total 1.0"), serverMetrics.scrape());
         assertEquals(3, store.snapshot().objects(), "the two objects the load writes into are still reserved");
         assertEquals(1, setup.controller().status().get("in_flight_request_count"), "its slot is held until the adapter answers");
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(1, counters.inflightLoads().get(), "still in flight: the adapter has not answered");
+        assertEquals(2 * OBJECT_BYTES, counters.inflightLoadBytes().get(), "and still writing into its two reserved objects");
         adapter.releaseLoads();
-        setup.controller().doWork();
+        for (int turn = 0; turn < 5; turn++) {
+            setup.controller().doWork();
+        }
         assertEquals(1, store.snapshot().objects(), "the late load's objects are dropped once it answered");
         assertTrue(adapter.locks.isEmpty(), "and its keys unlocked in L2");
         assertEquals(0, setup.controller().status().get("in_flight_request_count"));
+        assertEquals(0, counters.inflightLoads().get(), "the late answer took it out of the gauges, once");
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(1, counters.loadCompleted().sum(), "the task finished, late");
+        assertEquals(0, metrics.loadCompletedObjects.sum(), "but published nothing");
         assertEquals(1, store.snapshot().readLocked(), "the L1 hit's lock is the lease's");
         setup.leases().end("slow");
         assertEquals(0, store.snapshot().readLocked());
         store.checkInvariants();
+    }
+
+    @Test
+    void aLoadAbandonedAtShutdownLeavesTheInFlightGaugesOnceExpiredOrNot() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        adapter.holdLoads = true;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("expired"), 1));
+        setup.controller().doWork();
+        nowNs += PrefetchController.DEADLINE_NS + 1;
+        setup.controller().doWork();
+        assertEquals(new Reply.Int(0), setup.lookup().query("expired"), "past the deadline, its load still in flight");
+        // another model's prompt (the expired load still holds this one's reservations)
+        CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1);
+        long[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
+        for (int chunk = 0; chunk < 2; chunk++) {
+            adapter.data.put(new L2Key("org/other", 0x01000100, 0, FORMAT, otherHashes[2 * chunk], otherHashes[2 * chunk + 1], ""),
+                    pattern(chunk));
+        }
+        setup.lookup().lookup(new Request.Lookup(other, 1));
+        for (int turn = 0; turn < 3; turn++) {
+            setup.controller().doWork();
+        }
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(2, counters.inflightLoads().get(), "two loads in flight, one of an expired prefetch");
+        assertEquals(4 * OBJECT_BYTES, counters.inflightLoadBytes().get());
+        setup.controller().onClose();
+        assertEquals(new Reply.Int(0), setup.lookup().query("running"), "answered with its L1 hits at shutdown");
+        assertEquals(0, counters.inflightLoads().get(), "both left the gauges");
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(0, counters.loadCompleted().sum(), "neither finished");
+        adapter.releaseLoads();
+        setup.controller().doWork();
+        assertEquals(0, counters.inflightLoads().get(), "a late answer after shutdown changes nothing");
     }
 
     @Test

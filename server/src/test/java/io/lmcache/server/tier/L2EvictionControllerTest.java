@@ -37,7 +37,8 @@ class L2EvictionControllerTest {
         // 0.0005 GiB = 512 KiB of capacity: 8 objects fill it
         L2AdapterSpec spec = L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\",\"max_capacity_gb\":0.00048828125,"
                 + "\"eviction\":{\"eviction_policy\":\"LRU\",\"trigger_watermark\":0.75,\"eviction_ratio\":0.25}}");
-        L2Metrics metrics = new L2Metrics(new ServerMetrics());
+        ServerMetrics serverMetrics = new ServerMetrics();
+        L2Metrics metrics = new L2Metrics(serverMetrics);
         try (Arena arena = Arena.ofShared(); L2Adapter adapter = L2Adapters.create(spec, Thread.ofPlatform().daemon().factory())) {
             L2Lru lru = new L2Lru();
             adapter.registerListener(lru);
@@ -56,6 +57,7 @@ class L2EvictionControllerTest {
             int removed = controller.evict(new L2EvictionController.Target(0, adapter, lru, spec.eviction()));
             assertEquals(1, removed, "a quarter of 512 KiB is two objects' worth: key 0 (locked) is skipped, key 2 goes");
             assertEquals(1, metrics.evictedObjects.sum());
+            assertTrue(serverMetrics.scrape().contains("lmcache_mp_l2_evicted_objects_chunks_total{cache_salt=\"\"} 1.0"), "LMCache's name");
             assertTrue(dir.resolve(name(0)).toFile().exists(), "the locked key stays");
             assertTrue(dir.resolve(name(1)).toFile().exists(), "the recently loaded key stays");
             assertFalse(dir.resolve(name(2)).toFile().exists(), "the least recently used unlocked key is gone");

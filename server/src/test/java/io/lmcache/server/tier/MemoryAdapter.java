@@ -17,7 +17,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
-/** An in-memory adapter for the controllers' tests: answers at once (or when told), and records what it was asked. */
+/**
+ * An in-memory adapter for the controllers' tests: answers at once (or, for stores, lookups and loads, when told: a held task does
+ * nothing until released), and records what it was asked.
+ */
 final class MemoryAdapter implements L2Adapter {
     final Map<L2Key, byte[]> data = new ConcurrentHashMap<>();
     final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
@@ -26,6 +29,7 @@ final class MemoryAdapter implements L2Adapter {
     boolean failStores;
     boolean holdStores;
     boolean holdLookups;
+    /** While set, a submitted load neither writes nor answers until {@link #releaseLoads} (it stays in flight). */
     boolean holdLoads;
     int storeTasks;
     int lookupTasks;

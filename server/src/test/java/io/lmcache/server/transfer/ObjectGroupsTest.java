@@ -5,6 +5,7 @@ import static io.lmcache.server.transfer.HybridTensors.info;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.DType;
@@ -44,6 +45,18 @@ class ObjectGroupsTest {
         assertEquals(groups.get(0).format(), groups.get(1).format(), "the same segments: the key's object group tells them apart");
         assertTrue(groups.get(0).format() < 0, "a multi-kernel format never equals a plain one");
         assertNotEquals(kernels.get(2).layout().format(), groups.get(2).format(), "a snapshot object is not a whole-chunk object");
+    }
+
+    /** One object per chunk for all groups would store null-block "state" of a Mamba group: such a registration is refused. */
+    @Test
+    void recurrentGroupsWithoutSeparationAreRefusedAtRegister() throws Exception {
+        int n = 544;
+        LayoutException refused = assertThrows(LayoutException.class,
+                () -> CacheGeometry.of(HybridTensors.qwenTensors(16, n), NHD, HybridTensors.qwenInfos(n), n, false));
+        assertTrue(refused.getMessage().contains("--no-separate-object-groups"), refused.getMessage());
+        assertEquals(2, CacheGeometry.of(HybridTensors.qwenTensors(16, n), NHD, HybridTensors.qwenInfos(n), n, true).objects().size());
+        // attention-only hybrids (windows) may still share one object group
+        assertEquals(1, CacheGeometry.of(HybridTensors.gemmaTensors(64), NHD, HybridTensors.gemmaInfos(), 256, false).objects().size());
     }
 
     @Test
