@@ -43,10 +43,12 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
                 ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
                         config.l1WriteTtlNs(), config.l1ReadTtlNs()) : null;
         closer.accept("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
-        // a LOOKUP loads from L2 in the object shapes its model's workers registered; closed after the loop and housekeeping
+        // a LOOKUP loads from L2 in the object shapes its model's workers registered, and only for models whose lookup geometry is
+        // plain (hybrid ones look up in L1 alone, so skip_l1 keeps their objects); closed after the loop and housekeeping
         L2Tier l2 = L2Tier.open(config.l2(), l1.store(), l1.pool().segment(), config.chunkSize(), ObjectShapes.firstOf(
                 lmcacheDriven == null ? null : lmcacheDriven::objectShapes, engineDriven == null ? null : engineDriven::objectShapes),
-                metrics, agentErrors);
+                // runs on: lmcache-l2 (the store controller), per batch of committed objects
+                (model, worldSize) -> objectGroups.lookupGeometry(model, worldSize).plain(), metrics, agentErrors);
         closer.accept("L2 tier", l2);
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());

@@ -24,20 +24,31 @@ import org.slf4j.LoggerFactory;
 
 /**
  * fs_native (hybrid-and-l2.md §B.6): L2 on a local or shared file system, one file per key (see
- * {@link FsNativeFiles} for names and how they are written and read). Its I/O runs on
- * {@code num_workers} threads it owns, each key of a task a job of its own. Lookup-and-lock is an
- * existence and size check plus a lock count per key, kept here (the disk has no locks): a locked
- * key is never deleted by eviction.
+ * {@link FsNativeFiles} for names and how they are written and read). Its I/O runs on threads it
+ * owns, each key of a task a job of its own: writes on {@code num_workers} writers, lookups and
+ * loads on a read pool of their own ({@code read_io_depth}, default {@code num_workers}), so a
+ * LOOKUP never waits behind the write-through backlog. Lookup-and-lock is an existence and size
+ * check plus a lock count per key, kept here (the disk has no locks): a locked key is never
+ * deleted by eviction. At start a background scan counts the files an earlier process left
+ * (oldest first, at most {@link #MAX_SCANNED_FILES}), so their bytes are in the usage and L2
+ * eviction can remove them.
  */
 public final class FsNativeAdapter implements L2Adapter {
     private static final Logger LOG = LoggerFactory.getLogger(FsNativeAdapter.class);
     private static final long CLOSE_TIMEOUT_MS = 10_000;
     /** A temporary file this old belongs to a writer that died: removed at start. */
     private static final long STALE_TMP_MS = TimeUnit.HOURS.toMillis(1);
+    /** Files of earlier processes counted at start, at most (a few hundred bytes of heap each); past it the newest are left out. */
+    static final int MAX_SCANNED_FILES = 1 << 20;
+    private static final long SCAN_JOIN_MS = 5_000;
 
     private final L2AdapterSpec.FsNative spec;
     private final FsNativeFiles files;
     private final ExecutorService workers;
+    private final ExecutorService readers;
+    private final Thread scanner;
+    private volatile boolean closing;
+    private volatile Map<String, Object> scanStatus = Map.of("state", "running");
     private final TaskResults results = new TaskResults();
     private final UsageAccounting accounting;
     private final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
@@ -55,8 +66,18 @@ public final class FsNativeAdapter implements L2Adapter {
         this.accounting = new UsageAccounting(spec.maxCapacityBytes());
         this.workers = new ThreadPoolExecutor(spec.numWorkers(), spec.numWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
                 threads);
+        this.readers = new ThreadPoolExecutor(spec.readWorkers(), spec.readWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
+                threads);
         // runs on: an fs worker thread; a start must not wait for a directory walk
-        execute(this::removeStaleTemporaries, () -> { });
+        execute(workers, this::removeStaleTemporaries, () -> { });
+        // runs on: a thread of its own, once; a start must not wait for a directory walk
+        this.scanner = threads.newThread(this::scanEarlierFiles);
+        scanner.start();
+    }
+
+    /** Tests only: the files, for their hooks. */
+    FsNativeFiles files() {
+        return files;
     }
 
     @Override
@@ -82,8 +103,8 @@ public final class FsNativeAdapter implements L2Adapter {
         for (int i = 0; i < taskKeys.size(); i++) {
             L2Key key = taskKeys.get(i);
             MemorySegment object = objects.get(i);
-            // runs on: an fs worker thread (lmcache-l2-fs-*)
-            execute(() -> {
+            // runs on: an fs writer thread (lmcache-l2-fs_native-*)
+            execute(workers, () -> {
                 if (store(key, object, written)) {
                     accounting.stored(List.of(key), new long[] {object.byteSize()});
                 } else {
@@ -129,8 +150,8 @@ public final class FsNativeAdapter implements L2Adapter {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
         Map<Integer, Long> sizes = Map.copyOf(objectBytesByGroup);
-        // runs on: an fs worker thread (lmcache-l2-fs-*); one job: a stat per key is far cheaper than a hand-off
-        execute(() -> results.lookupDone(taskId, lookupAndLock(taskKeys, sizes)), () -> results.lookupDone(taskId, new Bitmap(taskKeys.size())));
+        // runs on: an fs reader thread (lmcache-l2-fs_native-*); one job: a stat per key is far cheaper than a hand-off
+        execute(readers, () -> results.lookupDone(taskId, lookupAndLock(taskKeys, sizes)), () -> results.lookupDone(taskId, new Bitmap(taskKeys.size())));
         return taskId;
     }
 
@@ -191,8 +212,8 @@ public final class FsNativeAdapter implements L2Adapter {
             int index = i;
             L2Key key = taskKeys.get(i);
             MemorySegment buffer = buffers.get(i);
-            // runs on: an fs worker thread (lmcache-l2-fs-*)
-            execute(() -> {
+            // runs on: an fs reader thread (lmcache-l2-fs_native-*)
+            execute(readers, () -> {
                 if (load(key, buffer)) {
                     synchronized (loaded) {
                         loaded.set(index);
@@ -239,25 +260,30 @@ public final class FsNativeAdapter implements L2Adapter {
 
     // --- delete, usage, status -----------------------------------------------------------------
 
-    /** Runs on the caller's thread (L2 eviction): unlinks are quick. Locked keys stay. */
+    /**
+     * Runs on the caller's thread (L2 eviction): unlinks are quick. Locked keys stay. A key whose file is gone already (removed by
+     * hand, or a file found at start that went before it was counted) is no longer counted either, so eviction never keeps
+     * choosing it; it is not among the keys returned.
+     */
     @Override
     public List<L2Key> delete(List<L2Key> keys) {
         List<L2Key> removed = new ArrayList<>();
+        List<L2Key> gone = new ArrayList<>();
         for (L2Key key : keys) {
             String name = FsNativeFiles.fileName(key);
             if (name == null || locks.containsKey(key)) {
                 continue;
             }
             try {
-                if (files.delete(name)) {
-                    removed.add(key);
-                }
+                (files.delete(name) ? removed : gone).add(key);
             } catch (IOException | RuntimeException e) {
                 failed("delete " + name, e);
             }
         }
-        if (!removed.isEmpty()) {
-            accounting.deleted(removed);
+        if (!removed.isEmpty() || !gone.isEmpty()) {
+            List<L2Key> uncounted = new ArrayList<>(removed);
+            uncounted.addAll(gone);
+            accounting.deleted(uncounted);
         }
         return removed;
     }
@@ -281,6 +307,7 @@ public final class FsNativeAdapter implements L2Adapter {
         status.put("relative_tmp_dir", spec.relativeTmpDir());
         status.put("use_odirect", spec.useOdirect());
         status.put("num_workers", spec.numWorkers());
+        status.put("read_workers", spec.readWorkers());
         status.put("read_ahead_size", null);
         status.put("pad_buffers_to_alignment", false);
         status.put("persist_enabled", spec.persistEnabled());
@@ -294,17 +321,23 @@ public final class FsNativeAdapter implements L2Adapter {
         status.put("short_files_removed", shortFilesRemoved.sum());
         status.put("invalid_keys", badKeys.sum());
         status.put("odirect_fallbacks", files.odirectFallbacks.get());
+        status.put("startup_scan", scanStatus);
         status.put("last_error", lastError);
         return status;
     }
 
     @Override
     public void close() {
+        closing = true;
         workers.shutdown();
+        readers.shutdown();
         try {
-            if (!workers.awaitTermination(CLOSE_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+            long deadlineNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_TIMEOUT_MS);
+            if (!workers.awaitTermination(CLOSE_TIMEOUT_MS, TimeUnit.MILLISECONDS)
+                    || !readers.awaitTermination(Math.max(0, deadlineNs - System.nanoTime()), TimeUnit.NANOSECONDS)) {
                 LOG.warn("fs_native {}: I/O still running after {} ms at close; left to finish", files.base(), CLOSE_TIMEOUT_MS);
             }
+            scanner.join(SCAN_JOIN_MS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
@@ -318,9 +351,9 @@ public final class FsNativeAdapter implements L2Adapter {
 
     // --- helpers ---------------------------------------------------------------------------------
 
-    private void execute(Runnable job, Runnable rejected) {
+    private static void execute(ExecutorService pool, Runnable job, Runnable rejected) {
         try {
-            workers.execute(job);
+            pool.execute(job);
         } catch (RejectedExecutionException e) {
             rejected.run(); // closing: the task still completes, as a failure
         }
@@ -335,6 +368,43 @@ public final class FsNativeAdapter implements L2Adapter {
             lastErrorAtMs.set(nowMs);
             LOG.warn("fs_native {}: {} failed: {} (further failures are counted in /status, logged at most once a minute)", files.base(),
                     what, e.toString());
+        }
+    }
+
+    /** Counts the files an earlier process left (oldest first), so usage covers them and L2 eviction can remove them. */
+    private void scanEarlierFiles() {
+        long startNs = System.nanoTime();
+        try {
+            FsNativeFiles.Scan scan = files.scan(MAX_SCANNED_FILES, () -> closing);
+            List<L2Key> keys = new ArrayList<>(scan.files().size());
+            long[] sizes = new long[scan.files().size()];
+            long bytes = 0;
+            for (int i = 0; i < sizes.length; i++) {
+                keys.add(scan.files().get(i).key());
+                sizes[i] = scan.files().get(i).bytes();
+                bytes += sizes[i];
+            }
+            accounting.found(keys, sizes);
+            Map<String, Object> status = new LinkedHashMap<>();
+            status.put("state", closing ? "stopped" : "done");
+            status.put("files", keys.size());
+            status.put("bytes", bytes);
+            status.put("unrecognized_files", scan.unrecognized());
+            status.put("truncated", scan.truncated());
+            scanStatus = status;
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs);
+            if (!keys.isEmpty() || scan.unrecognized() > 0) {
+                LOG.info("fs_native {}: found {} object file(s), {} bytes, left by earlier runs in {} ms: counted in its usage, evictable "
+                        + "oldest first{}", files.base(), keys.size(), bytes, ms, scan.truncated() ? " (only the oldest " + MAX_SCANNED_FILES
+                        + " counted: more are there)" : "");
+            }
+            if (scan.unrecognized() > 0) {
+                LOG.warn("fs_native {}: {} .data file(s) are not objects of this version (an older file name without the format field, "
+                        + "or not ours): never read, counted or evicted; remove them by hand", files.base(), scan.unrecognized());
+            }
+        } catch (IOException | RuntimeException e) {
+            scanStatus = Map.of("state", "failed", "error", e.toString());
+            failed("scan the files of earlier runs", e);
         }
     }
 

@@ -15,16 +15,23 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.PriorityQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * fs_native's files (hybrid-and-l2.md §B.6): one file per key, the object's raw bytes, no header.
- * Named {@code {model, "/" -> "-SEP-"}@0x{rank 8 hex}@{og hex}@{hash hex}[@salt].data} in the base
- * directory. A write goes to a temporary name unique to the writer and is renamed into place, so
+ * Named {@code {model, "/" -> "-SEP-"}@0x{packed kv rank, 8 hex}@{og hex}@f{format hex}@{hash hex}[@salt].data}
+ * in the base directory (the format field is ours, see {@link L2Key}). A write goes to a temporary name unique to the writer and is renamed into place, so
  * two writers of one key never share a file and a reader sees a whole file or none (LMCache #4991);
  * a file shorter than its object is a miss and is removed. Nothing here follows a symbolic link.
  * Thread-safe: every call works on its own file handles.
@@ -38,6 +45,8 @@ final class FsNativeFiles {
     private static final LinkOption[] NO_FOLLOW = {LinkOption.NOFOLLOW_LINKS};
     /** O_DIRECT ({@code com.sun.nio.file.DIRECT}), looked up by name: naming the JDK-internal type draws a warning. */
     private static final OpenOption DIRECT = directOption();
+    private static final Pattern NAME =
+            Pattern.compile("(.+?)@0x([0-9a-f]{8})@([0-9a-f]{1,8})@f([0-9a-f]{1,8})@([0-9a-f]{32})(?:@(.+))?\\.data", Pattern.DOTALL);
     /** File names are at most 255 bytes; a temporary name adds its writer tag and counter to the final one. */
     private static final int MAX_NAME_BYTES = 255 - 48;
 
@@ -48,6 +57,10 @@ final class FsNativeFiles {
     private final String writerTag;
     private final AtomicLong nextTmp = new AtomicLong();
     final AtomicLong odirectFallbacks = new AtomicLong();
+    /** Tests only: runs in {@link #read} between the check of the name and the open, where another writer may rename a file. */
+    volatile Runnable beforeOpen = () -> { };
+    /** Tests only: runs as {@link #write} starts (a slow disk). */
+    volatile Runnable beforeWrite = () -> { };
 
     FsNativeFiles(Path base, String relativeTmpDir, boolean odirect) throws IOException {
         Files.createDirectories(base);
@@ -69,20 +82,39 @@ final class FsNativeFiles {
     /** The file name of a key, or null when the key cannot be a file name (a NUL, or too long). */
     static String fileName(L2Key key) {
         String salt = key.salt().isEmpty() ? "" : "@" + safe(key.salt());
-        String name = safe(key.model()) + "@0x" + HexFormat.of().toHexDigits(key.kvRank()) + "@" + Integer.toHexString(key.objectGroup()) + "@"
-                + key.hashHex() + salt + ".data";
+        String name = safe(key.model()) + "@0x" + HexFormat.of().toHexDigits(key.kvRank()) + "@" + Integer.toHexString(key.objectGroup()) + "@f"
+                + Integer.toHexString(key.format()) + "@" + key.hashHex() + salt + ".data";
         if (name.indexOf('\0') >= 0 || name.getBytes(StandardCharsets.UTF_8).length > MAX_NAME_BYTES) {
             return null;
         }
         return name;
     }
 
+    /** The key a file of this name holds, or null when the name is not one {@link #fileName} gives (another version's, a stranger's). */
+    static L2Key parse(String name) {
+        Matcher m = NAME.matcher(name);
+        if (!m.matches()) {
+            return null;
+        }
+        HexFormat hex = HexFormat.of();
+        String salt = m.group(6) == null ? "" : unsafe(m.group(6));
+        L2Key key = new L2Key(unsafe(m.group(1)), Integer.parseUnsignedInt(m.group(2), 16), Integer.parseUnsignedInt(m.group(3), 16),
+                Integer.parseUnsignedInt(m.group(4), 16), hex.fromHexDigitsToLong(m.group(5), 0, 16), hex.fromHexDigitsToLong(m.group(5), 16, 32),
+                salt);
+        return name.equals(fileName(key)) ? key : null;
+    }
+
     private static String safe(String part) {
         return part.replace("/", "-SEP-");
     }
 
+    private static String unsafe(String part) {
+        return part.replace("-SEP-", "/");
+    }
+
     /** Writes {@code src} as the file {@code name}, unless a whole file of that size is there already. */
     Write write(String name, MemorySegment src) throws IOException {
+        beforeWrite.run();
         long length = src.byteSize();
         BasicFileAttributes existing = attributes(base.resolve(name));
         if (existing != null && existing.isRegularFile() && existing.size() == length) {
@@ -106,26 +138,32 @@ final class FsNativeFiles {
         }
     }
 
-    /** Reads the file {@code name} into {@code dst}, which has the object's size; a short file is removed. */
+    /**
+     * Reads the file {@code name} into {@code dst}, which has the object's size. The size that counts is the size of the file
+     * opened, not of whatever the name pointed to before (a writer may rename another file over it in between): a short one is
+     * removed, one of another size is a miss and kept.
+     */
     Found read(String name, MemorySegment dst) throws IOException {
         Path path = base.resolve(name);
         BasicFileAttributes before = attributes(path);
         if (before == null || !before.isRegularFile()) {
-            return Found.MISSING;
+            return Found.MISSING; // and never opened: a FIFO would block, a directory is no object
         }
+        beforeOpen.run();
         long length = dst.byteSize();
-        if (before.size() < length) {
-            removeIfSame(path, before);
-            return Found.SHORT;
-        }
-        if (before.size() != length) {
-            return Found.WRONG_SIZE;
-        }
         try (FileChannel channel = open(path, dst, StandardOpenOption.READ)) {
+            long size = channel.size();
+            if (size < length) {
+                removeIfSize(path, size);
+                return Found.SHORT;
+            }
+            if (size != length) {
+                return Found.WRONG_SIZE;
+            }
             ByteBuffer buffer = dst.asByteBuffer();
             while (buffer.hasRemaining()) {
                 if (channel.read(buffer) < 0) {
-                    removeIfSame(path, before);
+                    removeIfSize(path, channel.size());
                     return Found.SHORT;
                 }
             }
@@ -154,6 +192,51 @@ final class FsNativeFiles {
         return Files.deleteIfExists(base.resolve(name));
     }
 
+    /** One object file found by {@link #scan}: its key, size and last modification. */
+    record Scanned(L2Key key, long bytes, long modifiedMs) {}
+
+    /**
+     * The object files in the base directory, oldest first (at most {@code max}; links and other non-files skipped, never followed).
+     *
+     * @param unrecognized files ending in {@code .data} whose names are no key of this version
+     * @param truncated true when there were more than {@code max} (the newest beyond it are left out)
+     */
+    record Scan(List<Scanned> files, int unrecognized, boolean truncated) {}
+
+    Scan scan(int max, BooleanSupplier stop) throws IOException {
+        // the newest on top: past max, the newest seen is dropped, so a bounded scan keeps the oldest (what eviction wants first)
+        PriorityQueue<Scanned> oldest = new PriorityQueue<>(Comparator.comparingLong(Scanned::modifiedMs).reversed());
+        int unrecognized = 0;
+        boolean truncated = false;
+        Map<String, String> names = new HashMap<>(); // one String per model and salt, however many files share it
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(base, "*.data")) {
+            for (Path entry : entries) {
+                if (stop.getAsBoolean()) {
+                    break;
+                }
+                BasicFileAttributes attributes = attributes(entry);
+                if (attributes == null || !attributes.isRegularFile()) {
+                    continue;
+                }
+                L2Key key = parse(entry.getFileName().toString());
+                if (key == null) {
+                    unrecognized++;
+                    continue;
+                }
+                key = new L2Key(names.computeIfAbsent(key.model(), m -> m), key.kvRank(), key.objectGroup(), key.format(), key.hashHi(),
+                        key.hashLo(), names.computeIfAbsent(key.salt(), m -> m));
+                oldest.add(new Scanned(key, attributes.size(), attributes.lastModifiedTime().toMillis()));
+                if (oldest.size() > max) {
+                    oldest.poll();
+                    truncated = true;
+                }
+            }
+        }
+        List<Scanned> files = new ArrayList<>(oldest);
+        files.sort(Comparator.comparingLong(Scanned::modifiedMs));
+        return new Scan(files, unrecognized, truncated);
+    }
+
     /** Temporary files of writers that are gone: they are never read, only taking space. */
     List<Path> staleTemporaries(long olderThanMs) throws IOException {
         List<Path> stale = new ArrayList<>();
@@ -167,6 +250,14 @@ final class FsNativeFiles {
             }
         }
         return stale;
+    }
+
+    /** The opened file was {@code size} bytes, short: removed if the name still holds a file of that size (not a whole one renamed over it). */
+    private static void removeIfSize(Path path, long size) throws IOException {
+        BasicFileAttributes now = attributes(path);
+        if (now != null && now.isRegularFile() && now.size() == size) {
+            removeIfSame(path, now);
+        }
     }
 
     /** A short file is removed only while it is still the file that was found short, never a newer one renamed over it. */

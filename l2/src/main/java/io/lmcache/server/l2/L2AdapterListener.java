@@ -12,6 +12,14 @@ public interface L2AdapterListener {
     default void onKeysStored(List<L2Key> keys, long[] sizes) {
     }
 
+    /**
+     * {@code keys[i]}, {@code sizes[i]} bytes, was left by an earlier process (found at start, oldest first): older than every key
+     * stored or loaded since. The default treats it as stored.
+     */
+    default void onKeysFound(List<L2Key> keys, long[] sizes) {
+        onKeysStored(keys, sizes);
+    }
+
     /** The keys were loaded. */
     default void onKeysAccessed(List<L2Key> keys) {
     }

@@ -20,8 +20,14 @@ public sealed interface L2AdapterSpec {
      */
     record EvictionSpec(boolean lru, double triggerWatermark, double evictionRatio) {}
 
-    /** {@code fs_native}: one file per key under {@code basePath}. */
-    record FsNative(String basePath, int numWorkers, String relativeTmpDir, boolean useOdirect, long maxCapacityBytes,
+    /**
+     * {@code fs_native}: one file per key under {@code basePath}.
+     *
+     * @param numWorkers threads that write (write-through)
+     * @param readWorkers threads that look up and load ({@code read_io_depth}; {@code num_workers} when it is 0), apart from the
+     *     writers so a LOOKUP never queues behind the write-through backlog
+     */
+    record FsNative(String basePath, int numWorkers, int readWorkers, String relativeTmpDir, boolean useOdirect, long maxCapacityBytes,
             boolean persistEnabled, EvictionSpec eviction, List<String> warnings) implements L2AdapterSpec {
         public FsNative {
             warnings = List.copyOf(warnings);

@@ -26,7 +26,7 @@ public final class L2AdapterSpecs {
             "max_capacity_gb", "disk_high_watermark", "disk_min_free_gb", "read_io_depth", "read_max_bytes_in_flight", "shard_directories");
     /** Accepted for compatibility, with a warning that they do nothing here. */
     private static final Set<String> FS_NATIVE_IGNORED = Set.of("read_ahead_size", "disk_high_watermark", "disk_min_free_gb",
-            "read_io_depth", "read_max_bytes_in_flight");
+            "read_max_bytes_in_flight");
     private static final Set<String> FAULT_INJECT = Set.of("type", "inner", "rate", "seed", "gap_indices", "gap_tail_ratios");
 
     private L2AdapterSpecs() {}
@@ -107,6 +107,7 @@ public final class L2AdapterSpecs {
             throw new L2SpecException("fs_native: \"base_path\" contains a NUL character");
         }
         int workers = (int) integer(node, "num_workers", 4, 1, 256);
+        int readWorkers = (int) integer(node, "read_io_depth", 0, 0, 256);
         String tmpDir = text(node, "relative_tmp_dir", "");
         if (tmpDir.startsWith("/") || List.of(tmpDir.split("/")).contains("..") || tmpDir.indexOf('\0') >= 0) {
             throw new L2SpecException("fs_native: \"relative_tmp_dir\" must be a relative path inside base_path, got '" + tmpDir + "'");
@@ -127,7 +128,8 @@ public final class L2AdapterSpecs {
         if (eviction != null && eviction.lru() && capacityGb == 0) {
             warnings.add("fs_native: an \"eviction\" block needs max_capacity_gb > 0 to evict anything");
         }
-        return new L2AdapterSpec.FsNative(base.asText(), workers, tmpDir, odirect, (long) (capacityGb * GIB), persist, eviction, warnings);
+        return new L2AdapterSpec.FsNative(base.asText(), workers, readWorkers == 0 ? workers : readWorkers, tmpDir, odirect,
+                (long) (capacityGb * GIB), persist, eviction, warnings);
     }
 
     private static L2AdapterSpec.FaultInject faultInject(JsonNode node, Map<String, String> env) throws L2SpecException {

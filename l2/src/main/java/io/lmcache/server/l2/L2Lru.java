@@ -8,18 +8,32 @@ import java.util.Map;
 
 /**
  * One adapter's LRU order for L2 eviction (hybrid-and-l2.md §B.5), fed by the adapter's listener
- * events: stores and loads touch a key, deletions drop it. Thread-safe (adapter workers feed it,
+ * events: stores and loads touch a key, deletions drop it, and files found at start (an earlier
+ * process's) come before everything else, oldest first. Thread-safe (adapter workers feed it,
  * the eviction pass reads it).
  */
 public final class L2Lru implements L2AdapterListener {
     /** Keys by recency, least recent first, with their sizes. */
-    private final LinkedHashMap<L2Key, Long> order = new LinkedHashMap<>(16, 0.75f, true);
+    private LinkedHashMap<L2Key, Long> order = new LinkedHashMap<>(16, 0.75f, true);
 
     @Override
     public synchronized void onKeysStored(List<L2Key> keys, long[] sizes) {
         for (int i = 0; i < keys.size(); i++) {
             order.put(keys.get(i), sizes[i]);
         }
+    }
+
+    /** Files an earlier process left: least recent of all, in the order given (oldest first); a key known already keeps its place. */
+    @Override
+    public synchronized void onKeysFound(List<L2Key> keys, long[] sizes) {
+        LinkedHashMap<L2Key, Long> reordered = new LinkedHashMap<>(Math.max(16, (order.size() + keys.size()) * 4 / 3), 0.75f, true);
+        for (int i = 0; i < keys.size(); i++) {
+            if (!order.containsKey(keys.get(i))) {
+                reordered.put(keys.get(i), sizes[i]);
+            }
+        }
+        reordered.putAll(order);
+        order = reordered;
     }
 
     @Override

@@ -53,19 +53,19 @@ class FaultRulesTest {
 
     @Test
     void identAndBucketMatchPython() {
-        L2Key qwen = new L2Key("Qwen/Qwen3-8B", 0, 0, HI, LO, "");
+        L2Key qwen = new L2Key("Qwen/Qwen3-8B", 0, 0, 0, HI, LO, "");
         assertEquals("0:0123456789abcdeffedcba9876543210:Qwen/Qwen3-8B:0:0:", FaultRules.ident(0, qwen));
         assertEquals(0xb90e98bd18aaa693L, Blake2b.hash64BigEndian(FaultRules.ident(0, qwen).getBytes(StandardCharsets.UTF_8)));
         assertEquals(695187, FaultRules.bucket(0, qwen));
-        L2Key salted = new L2Key("m", 1, 2, HI, LO, "tenant-a");
+        L2Key salted = new L2Key("m", 1, 2, 0, HI, LO, "tenant-a");
         assertEquals("42:0123456789abcdeffedcba9876543210:m:1:2:tenant-a", FaultRules.ident(42, salted));
         assertEquals(945755, FaultRules.bucket(42, salted), "the digest da89cb1b8913409b has its top bit set: read unsigned");
-        assertEquals(510099, FaultRules.bucket(7, new L2Key("fault/model", 0, 0, HI, LO, "")));
+        assertEquals(510099, FaultRules.bucket(7, new L2Key("fault/model", 0, 0, 0, HI, LO, "")));
     }
 
     @Test
     void rateDropsExactlyTheKeysBelowTheTruncatedThreshold() {
-        L2Key key = new L2Key("Qwen/Qwen3-8B", 0, 0, HI, LO, ""); // bucket 695187
+        L2Key key = new L2Key("Qwen/Qwen3-8B", 0, 0, 0, HI, LO, ""); // bucket 695187
         assertFalse(rules(0.0).dropByRate(key), "rate 0 never drops");
         assertFalse(rules(0.695187).dropByRate(key), "int(0.695187e6) = 695187 is not above the bucket");
         assertTrue(rules(0.695188).dropByRate(key));
@@ -90,7 +90,7 @@ class FaultRulesTest {
     void aPositionIsDroppedWhenAnyRuleMatches() {
         List<L2Key> keys = new ArrayList<>();
         for (int i = 0; i < 6; i++) {
-            keys.add(new L2Key("m", 0, 0, HI, i, ""));
+            keys.add(new L2Key("m", 0, 0, 0, HI, i, ""));
         }
         assertArrayEquals(new int[] {2}, new FaultRules(0, 0, Set.of(), List.of(0.5)).dropPositions(keys));
         assertArrayEquals(new int[] {0, 2, 5}, new FaultRules(0, 0, new TreeSet<>(Set.of(0, 9)), List.of(0.5, 0.0)).dropPositions(keys),

@@ -8,13 +8,16 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.FileTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -49,8 +52,12 @@ class FsNativeAdapterTest {
         return adapter;
     }
 
+    /** A layout format as KvLayout gives it (token-major K/V, a dtype in the top byte). */
+    private static final int FORMAT = 0x0300_0001;
+
+    /** Rank 3 of a world of 4. */
     private static L2Key key(int i) {
-        return new L2Key("org/model", 3, 0, 0x1111L * i, 0x2222L + i, "");
+        return new L2Key("org/model", L2Key.packKvRank(4, 3), 0, FORMAT, 0x1111L * i, 0x2222L + i, "");
     }
 
     private MemorySegment filled(long seed) {
@@ -99,20 +106,139 @@ class FsNativeAdapterTest {
         assertEquals(new StoreResult(true, 2L * BYTES), stored);
         assertEquals(new StoreResult(true, 0), store(first, List.of(key(1)), List.of(objects.getFirst())), "a re-store writes nothing");
         assertEquals(2L * BYTES, first.usage().totalBytesUsed());
-        assertTrue(Files.isRegularFile(dir.resolve("org-SEP-model@0x00000003@0@" + key(1).hashHex() + ".data")), "the settled file name");
+        assertTrue(Files.isRegularFile(dir.resolve("org-SEP-model@0x04030403@0@f3000001@" + key(1).hashHex() + ".data")),
+                "the file name: packed kv rank (world 4, rank 3, local world 4, local rank 3), object group, format, hash");
         first.close();
         adapters.clear();
 
         FsNativeAdapter second = adapter("");
-        assertEquals(0, second.usage().totalBytesUsed(), "accounting starts at 0 in a new process");
+        await().atMost(Duration.ofSeconds(10)).until(() -> second.usage().totalBytesUsed() == 2L * BYTES);
         Bitmap found = lookup(second, List.of(key(1), key(7), key(2)));
         assertEquals("101", found.toString());
         List<MemorySegment> buffers = List.of(arena.allocate(BYTES), arena.allocate(BYTES));
         assertEquals("11", load(second, List.of(key(1), key(2)), buffers).toString());
         assertArrayEquals(bytes(objects.get(0)), bytes(buffers.get(0)));
         assertArrayEquals(bytes(objects.get(1)), bytes(buffers.get(1)));
-        assertEquals(2L * BYTES, second.usage().totalBytesUsed(), "a key loaded in this process is counted");
+        assertEquals(2L * BYTES, second.usage().totalBytesUsed(), "a key found at start and loaded since counts once");
         second.submitUnlock(List.of(key(1), key(2)));
+    }
+
+    @Test
+    void theKvRankIsLmcachesPackedOne() {
+        assertEquals(0x01000100, L2Key.packKvRank(1, 0), "LMCache's single-GPU kv_rank (its docs' Qwen3-8B example file)");
+        assertEquals(0x02010201, L2Key.packKvRank(2, 1));
+        assertEquals("m@02000200@1@f3000001@" + key(1).hashHex() + "@s",
+                new L2Key("m", L2Key.packKvRank(2, 0), 1, FORMAT, key(1).hashHi(), key(1).hashLo(), "s").wireKey());
+        L2Key parsed = FsNativeFiles.parse(FsNativeFiles.fileName(new L2Key("a/b@c", 7, 2, FORMAT, 1, 2, "x/y")));
+        assertEquals(new L2Key("a/b@c", 7, 2, FORMAT, 1, 2, "x/y"), parsed, "a file name gives its key back");
+        assertNull(FsNativeFiles.parse("org-SEP-model@0x00000003@0@" + key(1).hashHex() + ".data"), "the name without a format field");
+    }
+
+    @Test
+    void anotherWorldSizeOrFormatIsAnotherFileNeverLoaded() throws Exception {
+        FsNativeAdapter adapter = adapter("");
+        L2Key tp1 = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, FORMAT, 5, 6, "");
+        assertTrue(store(adapter, List.of(tp1), List.of(filled(11))).ok());
+        L2Key tp2 = new L2Key("org/model", L2Key.packKvRank(2, 0), 0, FORMAT, 5, 6, "");
+        L2Key otherFormat = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, FORMAT + 1, 5, 6, "");
+        assertEquals("100", lookup(adapter, List.of(tp1, tp2, otherFormat)).toString(), "same model, hash and size: only the writer's key");
+        adapter.submitUnlock(List.of(tp1));
+        List<MemorySegment> buffers = List.of(arena.allocate(BYTES), arena.allocate(BYTES));
+        assertEquals("00", load(adapter, List.of(tp2, otherFormat), buffers).toString());
+    }
+
+    @Test
+    void aReadGoesByTheSizeOfTheFileItOpenedNotOfTheNameBefore() throws Exception {
+        FsNativeAdapter adapter = adapter("");
+        assertTrue(store(adapter, List.of(key(1)), List.of(filled(12))).ok());
+        Path file = dir.resolve(FsNativeFiles.fileName(key(1)));
+        Path bigger = dir.resolve("bigger.bin");
+        Files.write(bigger, new byte[2 * BYTES]);
+        // a writer of another layout renames its (bigger) object over the name between the check and the open
+        adapter.files().beforeOpen = () -> {
+            try {
+                Files.move(bigger, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        };
+        MemorySegment buffer = filled(13);
+        assertEquals("0", load(adapter, List.of(key(1)), List.of(buffer)).toString(), "the file opened is not the object's size: a miss");
+        assertArrayEquals(bytes(filled(13)), bytes(buffer), "and nothing of it was read into the buffer");
+        assertEquals(2L * BYTES, Files.size(file), "a file of another size is left alone");
+    }
+
+    @Test
+    void lookupsAndLoadsNeverWaitBehindTheWriteBacklog() throws Exception {
+        FsNativeAdapter adapter = adapter(",\"num_workers\":1");
+        MemorySegment object = filled(14);
+        assertTrue(store(adapter, List.of(key(1)), List.of(object)).ok());
+        CountDownLatch disk = new CountDownLatch(1);
+        adapter.files().beforeWrite = () -> {
+            try {
+                disk.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+        List<Long> backlog = new ArrayList<>();
+        for (int i = 2; i < 10; i++) {
+            backlog.add(adapter.submitStore(List.of(key(i)), List.of(object))); // the one writer is stuck on the first
+        }
+        assertEquals("1", lookup(adapter, List.of(key(1))).toString(), "answered while every write waits");
+        MemorySegment buffer = arena.allocate(BYTES);
+        assertEquals("1", load(adapter, List.of(key(1)), List.of(buffer)).toString());
+        assertArrayEquals(bytes(object), bytes(buffer));
+        adapter.submitUnlock(List.of(key(1)));
+        assertTrue(adapter.popCompletedStores().isEmpty(), "the writes are still waiting");
+        disk.countDown();
+        List<Long> done = new ArrayList<>();
+        await().atMost(Duration.ofSeconds(10)).until(() -> {
+            done.addAll(adapter.popCompletedStores().keySet());
+            return done.containsAll(backlog);
+        });
+        assertEquals(1, adapter.status().get("read_workers"), "read_io_depth unset: as many readers as num_workers, in a pool of their own");
+    }
+
+    @Test
+    void filesOfEarlierRunsAreCountedOldestFirstAndEvictable() throws Exception {
+        FsNativeAdapter first = adapter("");
+        store(first, List.of(key(1), key(2), key(3)), List.of(filled(1), filled(2), filled(3)));
+        first.close();
+        adapters.clear();
+        long nowMs = System.currentTimeMillis();
+        for (int i = 1; i <= 3; i++) {
+            // key 3 is the oldest, key 1 the newest
+            Files.setLastModifiedTime(dir.resolve(FsNativeFiles.fileName(key(i))), FileTime.fromMillis(nowMs - 3_600_000L * i));
+        }
+        Files.write(dir.resolve("not-ours.data"), new byte[100]);
+        Path outside = Files.createTempFile("outside", ".data");
+        Files.write(outside, new byte[BYTES]);
+        Files.createSymbolicLink(dir.resolve(FsNativeFiles.fileName(key(9))), outside);
+
+        FsNativeAdapter second = adapter(",\"max_capacity_gb\":1");
+        L2Lru early = new L2Lru();
+        second.registerListener(early);
+        assertTrue(store(second, List.of(key(4)), List.of(filled(4))).ok());
+        await().atMost(Duration.ofSeconds(10)).until(() -> "done".equals(((Map<?, ?>) second.status().get("startup_scan")).get("state")));
+        assertEquals(4L * BYTES, second.usage().totalBytesUsed(), "the three files found (the link not followed) and the new one");
+        Map<?, ?> scan = (Map<?, ?>) second.status().get("startup_scan");
+        assertEquals(3, scan.get("files"));
+        assertEquals(1, scan.get("unrecognized_files"), "not-ours.data");
+        L2Lru late = new L2Lru();
+        second.registerListener(late);
+        for (L2Lru lru : List.of(early, late)) {
+            assertEquals(List.of(key(3), key(2), key(1), key(4)), lru.victims(4L * BYTES), "found files first, oldest first, then this run's");
+        }
+        assertEquals(List.of(key(3)), second.delete(late.victims(1)));
+        assertFalse(Files.exists(dir.resolve(FsNativeFiles.fileName(key(3)))), "an earlier run's file is evicted");
+        assertEquals(3L * BYTES, second.usage().totalBytesUsed());
+        Files.delete(dir.resolve(FsNativeFiles.fileName(key(2))));
+        assertEquals(List.of(), second.delete(List.of(key(2))), "removed by hand: nothing to remove");
+        assertEquals(2L * BYTES, second.usage().totalBytesUsed(), "but no longer counted, nor chosen again");
+        assertEquals(List.of(key(1)), late.victims(1));
+        assertTrue(Files.exists(outside), "the link's target is never touched");
+        Files.delete(outside);
     }
 
     @Test

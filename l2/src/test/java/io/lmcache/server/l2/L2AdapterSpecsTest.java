@@ -16,11 +16,16 @@ class L2AdapterSpecsTest {
     @Test
     void fsNativeDefaultsAndSettings() throws Exception {
         L2AdapterSpec.FsNative plain = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}");
-        assertEquals(new L2AdapterSpec.FsNative("/data/l2", 4, "", false, 0, true, null, List.of()), plain);
+        assertEquals(new L2AdapterSpec.FsNative("/data/l2", 4, 4, "", false, 0, true, null, List.of()), plain);
         L2AdapterSpec.FsNative full = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
                 + "\"num_workers\":2,\"relative_tmp_dir\":\"tmp\",\"use_odirect\":true,\"max_capacity_gb\":1.5,\"persist_enabled\":false,"
                 + "\"eviction\":{\"eviction_policy\":\"LRU\",\"trigger_watermark\":0.9,\"eviction_ratio\":0.1},\"read_ahead_size\":4096}");
+        L2AdapterSpec.FsNative readers = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
+                + "\"read_io_depth\":16}");
+        assertEquals(16, readers.readWorkers());
+        assertEquals(List.of(), readers.warnings(), "read_io_depth is the read pool's size now, not ignored");
         assertEquals(2, full.numWorkers());
+        assertEquals(2, full.readWorkers(), "read_io_depth 0 (unset): as many readers as num_workers, in a pool of their own");
         assertEquals((long) (1.5 * (1L << 30)), full.maxCapacityBytes());
         assertEquals(new L2AdapterSpec.EvictionSpec(true, 0.9, 0.1), full.eviction());
         assertEquals(1, full.warnings().size(), "read_ahead_size has no effect here: " + full.warnings());

@@ -17,7 +17,7 @@ import java.util.function.LongSupplier;
  * Objects are counted per {@code cache_salt} and failures per {@code model_name}, both values from the
  * wire and bounded by {@link LabelValues}; per-adapter series carry {@code l2_name} (the adapter's
  * type) and {@code adapter_index}. Series of our own that LMCache lacks: failed and skipped stores,
- * rejected prefetches, and the bytes each adapter wrote and loaded.
+ * rejected and timed-out prefetches, and the bytes each adapter wrote and loaded.
  */
 public final class L2Metrics {
     private static final double GB = 1e9;
@@ -34,6 +34,8 @@ public final class L2Metrics {
     public final Family storeCompletedObjects;
     public final Family storeFailedObjects;
     public final LongAdder storeSkippedObjects;
+    public final LongAdder storeNoLayout;
+    public final LongAdder storeAmbiguousLayout;
     public final LongAdder prefetchLookups;
     public final Family prefetchLookupObjects;
     public final LongAdder prefetchHitObjects;
@@ -44,6 +46,8 @@ public final class L2Metrics {
     public final Family prefetchNotFound;
     public final LongAdder prefetchNoLayout;
     public final LongAdder prefetchQueueFull;
+    public final LongAdder prefetchObjectGroups;
+    public final LongAdder prefetchTimeouts;
     public final Family evictedObjects;
     private final List<Adapter> adapters = new ArrayList<>();
 
@@ -55,8 +59,11 @@ public final class L2Metrics {
                 "cache_salt");
         storeFailedObjects = new Family(m, "lmcache_mp.l2_store_failed_objects_chunks", "objects of L2 store tasks that failed (not retried)",
                 "cache_salt");
-        storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects_chunks",
-                "committed objects not written to L2: the write-through backlog was full", "reason", "backlog");
+        String skipped = "committed objects not written to L2, by reason (backlog: the write-through backlog was full; no_layout, "
+                + "ambiguous_layout: no single registered world size has objects of that shape, so the packed kv rank is unknown)";
+        storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "backlog");
+        storeNoLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "no_layout");
+        storeAmbiguousLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "ambiguous_layout");
         prefetchLookups = m.counter("lmcache_mp.l2_prefetch_lookup_requests", "LOOKUPs that asked L2 for the chunks L1 did not hit");
         prefetchLookupObjects = new Family(m, "lmcache_mp.l2_prefetch_lookup_objects_chunks", "objects asked of L2 by those LOOKUPs",
                 "cache_salt");
@@ -73,6 +80,10 @@ public final class L2Metrics {
                 "no_layout");
         prefetchQueueFull = m.counter("lmcache_mp.l2_prefetch_rejected_requests", "LOOKUPs answered from L1 alone, by reason", "reason",
                 "queue_full");
+        prefetchObjectGroups = m.counter("lmcache_mp.l2_prefetch_rejected_requests", "LOOKUPs answered from L1 alone, by reason", "reason",
+                "object_groups");
+        prefetchTimeouts = m.counter("lmcache_mp.l2_prefetch_timeout_requests",
+                "LOOKUPs whose L2 prefetch passed its deadline: answered with their L1 hits, the adapters' late answers cleaned up");
         evictedObjects = new Family(m, "lmcache_mp.l2_evicted_objects_chunks", "objects L2 eviction removed", "cache_salt");
     }
 
@@ -95,7 +106,7 @@ public final class L2Metrics {
         m.gauge("lmcache_mp.num_inflight_l2_stores", "L2 store tasks in flight", stores::get, tags);
         m.gauge("lmcache_mp.num_inflight_l2_loads", "L2 load tasks in flight", loads::get, tags);
         m.gauge("lmcache_mp.inflight_load_memory_usage_bytes", "L1 bytes reserved by L2 loads in flight", loadBytes::get, tags);
-        m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (counted since this process started)", usedBytes::getAsLong, tags);
+        m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (fs_native: with earlier runs' files)", usedBytes::getAsLong, tags);
         adapters.add(adapter);
         return adapter;
     }

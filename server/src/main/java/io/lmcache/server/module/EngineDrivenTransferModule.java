@@ -366,15 +366,16 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         FAILURE_LINES.of(reason).warn("{}; answering with the failure value", LogText.message(message));
     }
 
-    /** The object shape of a registered instance of this model and world size (what an L2 load reserves), or null when none is. */
-    public List<ObjectShape> objectShapes(String model, int worldSize) {
+    /** Per world size, the object shape of a registered instance of this model (what L2 loads reserve and stores are keyed by). */
+    public Map<Integer, List<ObjectShape>> objectShapes(String model) {
+        Map<Integer, List<ObjectShape>> byWorldSize = new LinkedHashMap<>();
         for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
             EngineDrivenContext context = registered.context();
-            if (context.registration.modelName().equals(model) && context.registration.worldSize() == worldSize) {
-                return List.of(new ObjectShape(0, context.objectBytes, context.format));
+            if (context.registration.modelName().equals(model)) {
+                byWorldSize.putIfAbsent(context.registration.worldSize(), List.of(new ObjectShape(0, context.objectBytes, context.format)));
             }
         }
-        return null;
+        return byWorldSize;
     }
 
     /** LMCache's {@code registered_non_cuda_instance_ids} and {@code non_cuda_context_meta} status entries. */

@@ -39,6 +39,7 @@ import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -303,19 +304,20 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         return null;
     }
 
-    /** The object shapes of a registered instance of this model and world size (what an L2 load reserves), or null when none is. */
-    public List<ObjectShape> objectShapes(String model, int worldSize) {
+    /** Per world size, the object shapes of a registered instance of this model (what L2 loads reserve and stores are keyed by). */
+    public Map<Integer, List<ObjectShape>> objectShapes(String model) {
+        Map<Integer, List<ObjectShape>> byWorldSize = new LinkedHashMap<>();
         for (InstanceRegistry.Registered<InstanceContext> registered : instances.snapshot()) {
             InstanceContext context = registered.context();
-            if (context.modelName().equals(model) && context.worldSize() == worldSize) {
+            if (context.modelName().equals(model) && !byWorldSize.containsKey(context.worldSize())) {
                 List<ObjectShape> shapes = new ArrayList<>();
                 for (ObjectGroup group : context.geometry().objects()) {
                     shapes.add(new ObjectShape(group.index(), group.objectBytes(), group.format()));
                 }
-                return shapes;
+                byWorldSize.put(context.worldSize(), shapes);
             }
         }
-        return null;
+        return byWorldSize;
     }
 
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */

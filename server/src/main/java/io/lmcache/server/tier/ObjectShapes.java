@@ -1,31 +1,63 @@
 package io.lmcache.server.tier;
 
 import io.lmcache.server.transfer.ObjectShape;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.stream.Stream;
 
 /**
- * The object shapes (per object group: size and byte order) of a model and world size that some
- * worker has registered: the one place an L2 load learns which object groups a key has and how
- * big its objects are. A hybrid registration answers one shape per object group.
+ * The object shapes (per object group: size and byte order) of a model that some worker has
+ * registered, per world size: the one place an L2 load learns which object groups a key has and
+ * how big its objects are, and an L2 store which world size (so which packed kv rank) wrote an
+ * object. A hybrid registration answers one shape per object group.
  */
 @FunctionalInterface
 public interface ObjectShapes {
-    /** Null when no worker of that model and world size is registered (then L2 is not asked). */
-    List<ObjectShape> shapes(String model, int worldSize);
+    /** Per world size some worker of {@code model} registered, its shapes (one registration's); empty when none is registered. */
+    Map<Integer, List<ObjectShape>> byWorldSize(String model);
 
-    /** The first of {@code sources} (nulls skipped: a transfer mode that is off) that knows the model. */
-    static ObjectShapes firstOf(ObjectShapes... sources) {
-        List<ObjectShapes> present = Stream.of(sources).filter(Objects::nonNull).toList();
-        return (model, worldSize) -> {
-            for (ObjectShapes source : present) {
-                List<ObjectShape> shapes = source.shapes(model, worldSize);
-                if (shapes != null) {
-                    return shapes;
+    /** Null when no worker of that model and world size is registered (then L2 is not asked). */
+    default List<ObjectShape> shapes(String model, int worldSize) {
+        return byWorldSize(model).get(worldSize);
+    }
+
+    /** {@link #worldSizeOf}'s answer when several registered world sizes have such an object. */
+    int AMBIGUOUS = -1;
+
+    /**
+     * The world size whose registered workers write objects of this object group, size and format at kv rank {@code rank}: 0 when
+     * none does, {@link #AMBIGUOUS} when several do (then the object's L2 key cannot be told).
+     */
+    default int worldSizeOf(String model, int rank, int group, long bytes, int format) {
+        int found = 0;
+        for (Map.Entry<Integer, List<ObjectShape>> entry : byWorldSize(model).entrySet()) {
+            if (rank >= entry.getKey()) {
+                continue;
+            }
+            for (ObjectShape shape : entry.getValue()) {
+                if (shape.objectGroup() == group && shape.objectBytes() == bytes && shape.format() == format) {
+                    if (found != 0) {
+                        return AMBIGUOUS;
+                    }
+                    found = entry.getKey();
+                    break;
                 }
             }
-            return null;
+        }
+        return found;
+    }
+
+    /** The sources merged (nulls skipped: a transfer mode that is off); for a world size two of them know, the first wins. */
+    static ObjectShapes firstOf(ObjectShapes... sources) {
+        List<ObjectShapes> present = Stream.of(sources).filter(Objects::nonNull).toList();
+        return model -> {
+            Map<Integer, List<ObjectShape>> merged = new LinkedHashMap<>();
+            for (ObjectShapes source : present) {
+                source.byWorldSize(model).forEach(merged::putIfAbsent);
+            }
+            return merged;
         };
     }
 }

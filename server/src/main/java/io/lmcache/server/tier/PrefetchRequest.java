@@ -3,7 +3,6 @@ package io.lmcache.server.tier;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
-import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
@@ -25,10 +24,16 @@ import java.util.Map;
  * rest, each loaded by the lowest adapter that has it; fold again over what could be reserved;
  * unlock in L2 at once what will not be loaded; load; unlock the loaded keys; publish each loaded
  * object with its readers' locks in one step, drop the failed ones and fold a last time.
+ *
+ * <p>Past its deadline the controller {@link #expire expires} it: the LOOKUP is answered with its
+ * L1 hits at once, the L1 locks it took since are given back, and each adapter's late answer is
+ * cleaned up as it comes (found keys unlocked; a load's reserved objects dropped only then, since
+ * the load writes into them until it answers). The L2 keys carry LMCache's packed kv rank and the
+ * object's format; L1 keys carry the rank index.
  */
 final class PrefetchRequest {
-    /** A job waiting for its turn, with the object shapes its model had when it was submitted. */
-    record Pending(L2Prefetcher.Job job, List<ObjectShape> shapes) {}
+    /** A job waiting for its turn, with the object shapes its model had when it was submitted, and when that was. */
+    record Pending(L2Prefetcher.Job job, List<ObjectShape> shapes, long submittedNs) {}
 
     private enum Stage { LOOKUP, LOAD, DONE }
 
@@ -38,7 +43,10 @@ final class PrefetchRequest {
     private final int readers;
     private final int keysPerChunk;
     private final int chunks;
+    private final long submittedNs;
     private final L2Key[] keys;
+    /** Per key, its kv rank index (what L1 keys objects by). */
+    private final int[] ranks;
     private final boolean[] inL1;
     private final int[] asked;
     private final long[] lookupTasks;
@@ -50,22 +58,25 @@ final class PrefetchRequest {
     private final long[] loadTasks;
     private final int[][] loadIndices;
     private final Bitmap[] loaded;
-    /** Per adapter: L1 bytes reserved for its load, when it was submitted and when its result came (throughput). */
-    private final long[] loadReservedBytes;
-    private final long[] loadSubmittedNs;
-    private final long[] loadDoneNs;
+    /** Its series; the loads' in-flight gauges are left exactly once however a load ends. */
+    private final PrefetchMeter meter;
     private Stage stage = Stage.LOOKUP;
+    /** The LOOKUP has its answer (the job is complete): at the end, or at expiry. */
+    private boolean answered;
+    private boolean expired;
 
-    PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes) {
+    PrefetchRequest(PrefetchContext ctx, L2Prefetcher.Job job, List<ObjectShape> shapes, long submittedNs) {
         this.ctx = ctx;
         this.job = job;
         this.shapes = List.copyOf(shapes);
+        this.submittedNs = submittedNs;
         CacheKey key = job.key();
         this.readers = Math.max(0, key.numKvReaders());
         this.keysPerChunk = key.worldSize() * shapes.size();
         this.chunks = job.endChunk() - job.l1Hits();
         int n = chunks * keysPerChunk;
         this.keys = new L2Key[n];
+        this.ranks = new int[n];
         this.inL1 = new boolean[n];
         int adapters = ctx.adapters().size();
         this.lookupTasks = new long[adapters];
@@ -77,18 +88,22 @@ final class PrefetchRequest {
         this.loadTasks = new long[adapters];
         this.loadIndices = new int[adapters][];
         this.loaded = new Bitmap[adapters];
-        this.loadReservedBytes = new long[adapters];
-        this.loadSubmittedNs = new long[adapters];
-        this.loadDoneNs = new long[adapters];
+        this.meter = new PrefetchMeter(ctx.metrics(), adapters);
         this.asked = start();
     }
 
-    L2Prefetcher.Job job() {
-        return job;
+    long submittedNs() {
+        return submittedNs;
     }
 
+    /** Every adapter has answered and everything is handed over or given back. */
     boolean done() {
         return stage == Stage.DONE;
+    }
+
+    /** The LOOKUP has its answer (it may still be waiting for adapters' late answers to clean up). */
+    boolean answered() {
+        return answered;
     }
 
     /** Hashes the rest of the prompt, finds what L1 has and asks every adapter about the others. */
@@ -98,17 +113,18 @@ final class PrefetchRequest {
             ChunkHashes.extend(key, ctx.chunkSize(), job.hashedChunks(), job.endChunk(), job.hashes());
         }
         int n = keys.length;
-        int[] ranks = new int[n];
         int[] groups = new int[n];
         long[] hi = new long[n];
         long[] lo = new long[n];
         for (int i = 0; i < n; i++) {
             int chunk = job.l1Hits() + i / keysPerChunk;
             ranks[i] = i % keysPerChunk / shapes.size();
-            groups[i] = shapes.get(i % shapes.size()).objectGroup();
+            ObjectShape shape = shapes.get(i % shapes.size());
+            groups[i] = shape.objectGroup();
             hi[i] = job.hashes()[2 * chunk];
             lo[i] = job.hashes()[2 * chunk + 1];
-            keys[i] = new L2Key(key.modelName(), ranks[i], groups[i], hi[i], lo[i], key.cacheSalt());
+            keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hi[i], lo[i],
+                    key.cacheSalt());
         }
         ctx.tier().readyKeys(key.modelName(), key.cacheSalt(), ranks, groups, hi, lo, inL1);
         List<Integer> ask = new ArrayList<>();
@@ -121,12 +137,7 @@ final class PrefetchRequest {
         List<L2Key> askList = ask.stream().map(i -> keys[i]).toList();
         Map<Integer, Long> bytesByGroup = new HashMap<>();
         shapes.forEach(shape -> bytesByGroup.put(shape.objectGroup(), shape.objectBytes()));
-        L2Metrics metrics = ctx.metrics();
-        metrics.prefetchLookups.increment();
-        metrics.prefetchLookupObjects.add(key.cacheSalt(), askedKeys.length);
-        // the failure series of this model exist from its first prefetch on, at zero until a load fails
-        metrics.prefetchL1Oom.declare(key.modelName());
-        metrics.prefetchNotFound.declare(key.modelName());
+        meter.lookingUp(key, askedKeys.length);
         for (int a = 0; a < ctx.adapters().size(); a++) {
             lookupTasks[a] = ctx.adapters().get(a).submitLookupAndLock(askList, bytesByGroup);
         }
@@ -146,7 +157,11 @@ final class PrefetchRequest {
                     all &= found[a] != null;
                 }
             }
-            if (all) {
+            if (all && expired) {
+                unlockNotLoaded(0); // nothing will be loaded: every key found is unlocked
+                stage = Stage.DONE;
+                work++;
+            } else if (all) {
                 plan();
                 work++;
             }
@@ -156,16 +171,68 @@ final class PrefetchRequest {
                 if (loadIndices[a] != null && loaded[a] == null) {
                     loaded[a] = adapters.get(a).queryLoad(loadTasks[a]);
                     if (loaded[a] != null) {
-                        loadDoneNs[a] = System.nanoTime();
+                        meter.answered(a);
                         work++;
                     }
                     all &= loaded[a] != null;
                 }
             }
-            if (all) {
+            if (expired) {
+                work += cleanUpLateLoads();
+            } else if (all) {
                 loadFinished();
                 work++;
             }
+        }
+        return work;
+    }
+
+    /**
+     * Past the deadline: the LOOKUP is answered with its L1 hits now and the L1 locks taken since are given back. What the adapters
+     * hold is given back as each answers ({@link #poll}): reserved objects are never dropped while a load may write into them.
+     */
+    void expire() {
+        if (answered) {
+            return;
+        }
+        expired = true;
+        answered = true;
+        job.completion().done(job.l1Hits(), job.l1Locks(), 0);
+        for (int i = 0; i < keys.length; i++) {
+            if (locks[i] != null) {
+                ctx.store().releaseRead(locks[i], readers);
+                locks[i] = null;
+            }
+        }
+        if (stage == Stage.LOAD) {
+            cleanUpLateLoads();
+        }
+    }
+
+    /** Expired, loading: each adapter whose load answered gets its keys unlocked and their reserved objects dropped; done when all did. */
+    private int cleanUpLateLoads() {
+        int work = 0;
+        boolean all = true;
+        for (int a = 0; a < loadIndices.length; a++) {
+            if (loadIndices[a] == null || !meter.inFlight(a)) {
+                continue;
+            }
+            if (loaded[a] == null) {
+                all = false;
+                continue;
+            }
+            countLoad(a);
+            List<L2Key> unlock = new ArrayList<>(loadIndices[a].length);
+            for (int i : loadIndices[a]) {
+                unlock.add(keys[i]);
+                ctx.store().abort(reserved[i]);
+                reserved[i] = null;
+            }
+            ctx.adapters().get(a).submitUnlock(unlock);
+            work++;
+        }
+        if (all) {
+            stage = Stage.DONE;
         }
         return work;
     }
@@ -191,9 +258,9 @@ final class PrefetchRequest {
         int noMemory = 0;
         for (int i = 0; i < prefix; i++) {
             if (owner[i] >= 0) {
-                ShapeAt shape = shapeAt(i);
-                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(),
-                        keys[i].hashHi(), keys[i].hashLo(), shape.bytes, shape.format, StoreCounters.DURING_L2_PREFETCH);
+                ObjectShape shape = shapes.get(i % shapes.size());
+                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(),
+                        keys[i].hashHi(), keys[i].hashLo(), shape.objectBytes(), shape.format(), StoreCounters.DURING_L2_PREFETCH);
                 if (object == ObjectStore.NO_MEMORY) {
                     noMemory++;
                     continue;
@@ -216,13 +283,6 @@ final class PrefetchRequest {
         submitLoads(kept);
     }
 
-    private record ShapeAt(long bytes, int format) {}
-
-    private ShapeAt shapeAt(int i) {
-        ObjectShape shape = shapes.get(i % shapes.size());
-        return new ShapeAt(shape.objectBytes(), shape.format());
-    }
-
     private int countL1() {
         int count = 0;
         for (boolean l1 : inL1) {
@@ -234,7 +294,7 @@ final class PrefetchRequest {
     private boolean lockL1(int i) {
         List<ObjectStore.ReadLock> taken = new ArrayList<>(1);
         CacheKey key = job.key();
-        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), keys[i].kvRank(), keys[i].objectGroup(), keys[i].hashHi(),
+        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(), keys[i].hashHi(),
                 keys[i].hashLo(), readers, taken)) {
             return false;
         }
@@ -295,14 +355,8 @@ final class PrefetchRequest {
                 buffers.add(ctx.pool().asSlice(reserved[i].offset(), reserved[i].bytes()));
                 bytes += reserved[i].bytes();
             }
-            L2Metrics.Adapter counters = ctx.metrics().adapter(a);
-            loadReservedBytes[a] = bytes;
-            counters.inflightLoadBytes().addAndGet(bytes);
-            counters.inflightLoads().incrementAndGet();
-            loadSubmittedNs[a] = System.nanoTime();
+            meter.submitting(a, job.key(), indices.size(), bytes);
             loadTasks[a] = ctx.adapters().get(a).submitLoad(loadKeys, buffers);
-            ctx.metrics().loadSubmitted.increment();
-            ctx.metrics().loadSubmittedObjects.add(job.key().cacheSalt(), indices.size());
             any = true;
         }
         if (any) {
@@ -336,25 +390,20 @@ final class PrefetchRequest {
             }
             ctx.adapters().get(a).submitUnlock(unlock);
         }
-        ctx.metrics().loadCompletedObjects.add(job.key().cacheSalt(), published);
-        ctx.metrics().prefetchNotFound.add(job.key().modelName(), notFound);
+        meter.loadsFinished(job.key(), published, notFound);
         int prefix = releaseBeyond(ctx.fold().hitChunks(ok, chunks, keysPerChunk) * keysPerChunk);
         finish(prefix / Math.max(1, keysPerChunk));
     }
 
+    /** Adapter {@code a}'s load answered (in time or late): it leaves the in-flight gauges, counted with the bytes it loaded. */
     private void countLoad(int a) {
-        L2Metrics.Adapter counters = ctx.metrics().adapter(a);
-        counters.inflightLoads().decrementAndGet();
-        counters.inflightLoadBytes().addAndGet(-loadReservedBytes[a]);
-        counters.loadCompleted().increment();
         long bytes = 0;
         for (int j = 0; j < loadIndices[a].length; j++) {
             if (loaded[a].get(j)) {
                 bytes += reserved[loadIndices[a][j]].bytes();
             }
         }
-        counters.loadBytes().add(bytes);
-        counters.loadThroughput().record(bytes, loadDoneNs[a] - loadSubmittedNs[a]);
+        meter.counted(a, bytes);
     }
 
     /** Publishes loaded object {@code i}; false when it was reclaimed first. */
@@ -382,22 +431,16 @@ final class PrefetchRequest {
             l2Keys += owner[i] >= 0 && reserved[i] != null ? 1 : 0;
         }
         stage = Stage.DONE;
+        answered = true;
         job.completion().done(job.l1Hits() + hitChunks, all, l2Keys);
     }
 
     /** Shutdown before the adapters answered: the LOOKUP is answered with its L1 hits; what this request holds stays until TTL. */
     void abandon() {
-        if (stage == Stage.LOAD) {
-            // loads never counted as finished: they leave the in-flight gauges
-            for (int a = 0; a < loadIndices.length; a++) {
-                if (loadIndices[a] != null) {
-                    ctx.metrics().adapter(a).inflightLoads().decrementAndGet();
-                    ctx.metrics().adapter(a).inflightLoadBytes().addAndGet(-loadReservedBytes[a]);
-                }
-            }
-        }
-        if (stage != Stage.DONE) {
-            stage = Stage.DONE;
+        meter.abandoned(); // loads that never answered (or whose late answer was not cleaned up yet) leave the in-flight gauges
+        stage = Stage.DONE;
+        if (!answered) {
+            answered = true;
             job.completion().done(job.l1Hits(), job.l1Locks(), 0);
         }
     }

@@ -9,6 +9,7 @@ import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.storage.TierAccess;
+import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -24,11 +25,15 @@ import org.slf4j.LoggerFactory;
 /**
  * Write-through to L2 (hybrid-and-l2.md §B.3), an agent on lmcache-l2. Each object a STORE
  * publishes in L1 arrives here under the store's lock with a read hold on it (so eviction cannot
- * take it mid-write); this agent groups the objects by (model, kv rank, object group), submits each
- * group to every adapter, and gives the hold back when the last adapter has answered. With
- * {@code skip_l1}, an object every adapter stored then leaves L1. A failed task is counted and
- * logged (the first in full, then at most once a minute) and never retried. The backlog of held
- * objects is bounded in bytes; past it, objects stay L1-only, counted.
+ * take it mid-write); this agent groups the objects by (model, kv rank, object group, format),
+ * submits each group to every adapter, and gives the hold back when the last adapter has answered.
+ * The L2 key carries LMCache's packed kv rank, so it needs the world size that wrote the object:
+ * the one registered world size whose workers have objects of its group, size and format at its
+ * rank; an object for which there is none, or more than one, stays L1-only, counted. With
+ * {@code skip_l1}, an object every adapter stored then leaves L1, unless a LOOKUP of its model
+ * would never look in L2 (hybrid models look up in L1 alone): those stay. A failed task is counted
+ * and logged (the first in full, then at most once a minute) and never retried. The backlog of
+ * held objects is bounded in bytes; past it, objects stay L1-only, counted.
  */
 public final class StoreController implements Agent, CommitListener {
     private static final Logger LOG = LoggerFactory.getLogger(StoreController.class);
@@ -36,22 +41,27 @@ public final class StoreController implements Agent, CommitListener {
     static final int MAX_TASK_OBJECTS = 64;
     private static final long FAILURE_LOG_INTERVAL_NS = 60_000_000_000L;
 
+    /** Whether a LOOKUP of a model at a world size can load from L2 (else skip_l1 must keep its objects in L1). */
+    @FunctionalInterface
+    public interface L2Lookups {
+        boolean consultsL2(String model, int worldSize);
+    }
+
     /** One committed object on its way to every adapter; {@code remaining} adapters have not answered yet. */
     private static final class Write {
         final Committed committed;
-        final L2Key key;
+        L2Key key;
+        boolean mayLeaveL1;
         int remaining;
         boolean allOk = true;
 
         Write(Committed committed, int adapters) {
             this.committed = committed;
-            this.key = new L2Key(committed.model(), committed.kvRank(), committed.group(), committed.hashHi(), committed.hashLo(),
-                    committed.salt());
             this.remaining = adapters;
         }
     }
 
-    private record Shape(String model, int kvRank, int group) {}
+    private record Shape(String model, int kvRank, int group, long bytes, int format) {}
 
     /** One adapter's store task: its objects and when it was submitted (the throughput's start). */
     private record Task(List<Write> writes, long submittedNs) {}
@@ -61,6 +71,8 @@ public final class StoreController implements Agent, CommitListener {
     private final TierAccess tier;
     private final MemorySegment pool;
     private final boolean skipL1;
+    private final ObjectShapes shapes;
+    private final L2Lookups lookups;
     private final long maxBacklogBytes;
     private final L2Metrics metrics;
     private final ConcurrentLinkedQueue<Write> pending = new ConcurrentLinkedQueue<>();
@@ -70,18 +82,21 @@ public final class StoreController implements Agent, CommitListener {
     private final List<Map<Long, Task>> inFlight = new ArrayList<>();
     private final LongAdder failedTasks = new LongAdder();
     private final LongAdder failedKeys = new LongAdder();
+    private final LongAdder keptInL1 = new LongAdder();
     private final Runnable wake;
     private volatile long processingKeys; // written on lmcache-l2 only, read by status
     private long lastFailureLogNs;
     private boolean failureLogged;
 
-    public StoreController(List<L2Adapter> adapters, ObjectStore store, MemorySegment pool, boolean skipL1, long maxBacklogBytes,
-            L2Metrics metrics, Runnable wake) {
+    public StoreController(List<L2Adapter> adapters, ObjectStore store, MemorySegment pool, boolean skipL1, ObjectShapes shapes,
+            L2Lookups lookups, long maxBacklogBytes, L2Metrics metrics, Runnable wake) {
         this.adapters = List.copyOf(adapters);
         this.store = store;
         this.tier = new TierAccess(store);
         this.pool = pool;
         this.skipL1 = skipL1;
+        this.shapes = shapes;
+        this.lookups = lookups;
         this.maxBacklogBytes = maxBacklogBytes;
         this.metrics = metrics;
         this.wake = wake;
@@ -121,10 +136,15 @@ public final class StoreController implements Agent, CommitListener {
         for (Write write = pending.poll(); write != null; write = pending.poll()) {
             pendingKeys.decrementAndGet();
             Committed c = write.committed;
-            groups.computeIfAbsent(new Shape(c.model(), c.kvRank(), c.group()), s -> new ArrayList<>()).add(write);
+            Shape shape = new Shape(c.model(), c.kvRank(), c.group(), c.object().bytes(), c.object().format());
+            groups.computeIfAbsent(shape, s -> new ArrayList<>()).add(write);
             taken++;
         }
-        for (List<Write> group : groups.values()) {
+        for (Map.Entry<Shape, List<Write>> entry : groups.entrySet()) {
+            List<Write> group = entry.getValue();
+            if (!keyed(entry.getKey(), group)) {
+                continue;
+            }
             for (int from = 0; from < group.size(); from += MAX_TASK_OBJECTS) {
                 List<Write> batch = group.subList(from, Math.min(group.size(), from + MAX_TASK_OBJECTS));
                 List<L2Key> keys = new ArrayList<>(batch.size());
@@ -147,6 +167,29 @@ public final class StoreController implements Agent, CommitListener {
             }
         }
         return taken;
+    }
+
+    /** Gives the group's writes their L2 keys, or, when the world size that wrote them cannot be told, gives their holds back. */
+    private boolean keyed(Shape shape, List<Write> group) {
+        int worldSize = shapes.worldSizeOf(shape.model(), shape.kvRank(), shape.group(), shape.bytes(), shape.format());
+        if (worldSize <= 0 || worldSize > L2Key.MAX_WORLD_SIZE) {
+            (worldSize == ObjectShapes.AMBIGUOUS ? metrics.storeAmbiguousLayout : metrics.storeNoLayout).add(group.size());
+            for (Write write : group) {
+                store.unpin(write.committed.object(), false);
+                heldBytes.addAndGet(-write.committed.object().bytes());
+            }
+            return false;
+        }
+        int kvRank = L2Key.packKvRank(worldSize, shape.kvRank());
+        // a LOOKUP loads from L2 only for a plain geometry and a single object group (PrefetchController refuses several)
+        List<ObjectShape> registered = shapes.shapes(shape.model(), worldSize);
+        boolean mayLeaveL1 = skipL1 && lookups.consultsL2(shape.model(), worldSize) && registered != null && registered.size() == 1;
+        for (Write write : group) {
+            Committed c = write.committed;
+            write.key = new L2Key(c.model(), kvRank, c.group(), shape.format(), c.hashHi(), c.hashLo(), c.salt());
+            write.mayLeaveL1 = mayLeaveL1;
+        }
+        return true;
     }
 
     private int collectCompleted() {
@@ -192,17 +235,17 @@ public final class StoreController implements Agent, CommitListener {
 
     /** Counts {@code writes} under their cache salts: one series update per salt (a task's objects mostly share one). */
     private static void countBySalt(L2Metrics.Family family, List<Write> writes) {
-        String first = writes.getFirst().key.salt();
+        String first = writes.getFirst().committed.salt();
         int same = 0;
         Map<String, Integer> others = null;
         for (Write write : writes) {
-            if (write.key.salt().equals(first)) {
+            if (write.committed.salt().equals(first)) {
                 same++;
             } else {
                 if (others == null) {
                     others = new HashMap<>();
                 }
-                others.merge(write.key.salt(), 1, Integer::sum);
+                others.merge(write.committed.salt(), 1, Integer::sum);
             }
         }
         family.add(first, same);
@@ -211,14 +254,18 @@ public final class StoreController implements Agent, CommitListener {
         }
     }
 
-    /** Every adapter answered: the read hold goes back, and under skip_l1 an object all of them stored leaves L1. */
+    /** Every adapter answered: the read hold goes back, and under skip_l1 an object all of them stored leaves L1 if L2 can serve it. */
     private void release(Write write) {
         StoredObject object = write.committed.object();
         processingKeys--;
         store.unpin(object, false);
         heldBytes.addAndGet(-object.bytes());
         if (skipL1 && write.allOk) {
-            tier.dropIfIdle(object);
+            if (write.mayLeaveL1) {
+                tier.dropIfIdle(object);
+            } else {
+                keptInL1.increment(); // its LOOKUP reads L1 alone (a hybrid model): dropped, it could never hit again
+            }
         }
     }
 
@@ -254,6 +301,7 @@ public final class StoreController implements Agent, CommitListener {
         status.put("in_flight_task_count", tasks);
         status.put("failed_task_count", failedTasks.sum());
         status.put("failed_key_count", failedKeys.sum());
+        status.put("skip_l1_kept_key_count", keptInL1.sum());
         status.put("held_bytes", heldBytes.get());
         status.put("max_held_bytes", maxBacklogBytes);
         return status;

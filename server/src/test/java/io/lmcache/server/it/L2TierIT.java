@@ -27,6 +27,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -120,11 +121,27 @@ class L2TierIT {
             assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(first, "lmcache_mp_l2_store_bytes_total"));
         }
         try (Stream<Path> files = Files.list(dir)) {
-            assertEquals(CHUNKS, files.filter(f -> f.getFileName().toString().startsWith("org-SEP-l2-model@0x00000000@0@")).count());
+            // LMCache's packed kv rank of world size 1, rank 0; object group 0; the object's layout format (ours)
+            assertEquals(CHUNKS, files.filter(f -> f.getFileName().toString().matches("org-SEP-l2-model@0x01000100@0@f[0-9a-f]+@[0-9a-f]{32}\\.data"))
+                    .count());
         }
         try (ServerProcess second = server(fsNative()); JavaWorker worker = worker(second, 2)) {
             assertEquals(0, Http.metric(second, "lmcache_mp_l1_objects"), "a new process: L1 is empty");
+            // the files of the first run are counted at start (in the background)
+            await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20)).until(() -> JSON.readTree(Http.get(second.httpBase()
+                    + "/status").body()).get("storage_manager").get("l2_adapters").get(0).get("used_bytes").asLong()
+                    == CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK));
+            assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(second, "lmcache_mp_l2_usage_bytes", "l2_name", "fs_native"),
+                    "and shown by LMCache's usage gauge");
             assertEquals(CHUNKS, lookup(worker, "after-restart"));
+            String scrape = Http.get(second.httpBase() + "/metrics").body();
+            for (String series : List.of("lmcache_mp_l2_prefetch_timeout_requests_total", "lmcache_mp_l2_prefetch_rejected_requests_total",
+                    "lmcache_mp_l2_store_skipped_objects_chunks_total")) {
+                assertTrue(Pattern.compile("^" + series + "(\\{[^}]*\\})? 0\\.0$", Pattern.MULTILINE).matcher(scrape).find(),
+                        series + " exported, at zero:\n" + scrape);
+            }
+            assertEquals(0, Http.metric(second, "lmcache_mp_num_inflight_l2_loads"), "the load answered: no longer in flight");
+            assertEquals(0, Http.metric(second, "lmcache_mp_inflight_load_memory_usage_bytes"));
             assertEquals(CHUNKS * CHUNK, Http.metric(second, "lmcache_mp_lookup_hit_l2_total"));
             assertEquals(0, Http.metric(second, "lmcache_mp_lookup_hit_l1_total"));
             assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l2_prefetch_load_completed_chunks_total"));
@@ -145,7 +162,7 @@ class L2TierIT {
         try (ServerProcess server = server(fsNative()); JavaWorker worker = worker(server, 3)) {
             storeThrough(server, worker);
             clearL1(server);
-            Path third = dir.resolve(fileName(2));
+            Path third = file(2);
             try (FileChannel channel = FileChannel.open(third, StandardOpenOption.WRITE)) {
                 channel.truncate(Files.size(third) / 2);
             }
@@ -155,12 +172,18 @@ class L2TierIT {
         }
     }
 
-    /** The file of chunk {@code chunk}: our own chunk hash (so not a Python LMCache server's file). */
-    private static String fileName(int chunk) {
+    /** The file of chunk {@code chunk}: our own chunk hash (so not a Python LMCache server's file), whatever the layout format. */
+    private Path file(int chunk) throws IOException {
         long[] hashes = new long[2 * CHUNKS];
         new ChunkHasher().hashChunks(TOKENS, CHUNK, CHUNKS, hashes);
         HexFormat hex = HexFormat.of();
-        return "org-SEP-l2-model@0x00000000@0@" + hex.toHexDigits(hashes[2 * chunk]) + hex.toHexDigits(hashes[2 * chunk + 1]) + ".data";
+        String suffix = "@" + hex.toHexDigits(hashes[2 * chunk]) + hex.toHexDigits(hashes[2 * chunk + 1]) + ".data";
+        try (Stream<Path> files = Files.list(dir)) {
+            List<Path> found = files.filter(f -> f.getFileName().toString().startsWith("org-SEP-l2-model@0x01000100@0@f")
+                    && f.getFileName().toString().endsWith(suffix)).toList();
+            assertEquals(1, found.size(), "chunk " + chunk + "'s file");
+            return found.getFirst();
+        }
     }
 
     @Test

@@ -12,11 +12,13 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.testing.RedisNodes;
 import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.server.protocol.DType;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import io.lmcache.server.transfer.KvLayout;
 import java.time.Duration;
 import java.util.function.IntPredicate;
 import org.junit.jupiter.api.AfterAll;
@@ -39,6 +41,8 @@ class RedisL2IT {
     /** 2 layers x 2 heads x 64, blocks of 16: 256 KiB chunk objects. */
     private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(2, 128, 16, 2, 64);
     private static final int[] STORED = JavaWorker.range(0, CHUNKS * CHUNK / 16);
+    /** The layout format of the workers' objects (FlashAttention NHD, K and V, bfloat16): part of every L2 key. */
+    private static final int OBJECT_FORMAT = KvLayout.tokenMajorFormat(2, DType.BFLOAT16);
     private static final String MODEL = "org/redis-model";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration ANSWER = Duration.ofSeconds(20);
@@ -158,7 +162,8 @@ class RedisL2IT {
             new ChunkHasher().hashChunks(tokens, CHUNK, CHUNKS, hashes);
             boolean fits = true;
             for (int c = 0; c < CHUNKS && fits; c++) {
-                String wire = prefix + "@" + new L2Key(MODEL, 0, 0, hashes[2 * c], hashes[2 * c + 1], "").wireKey();
+                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, hashes[2 * c], hashes[2 * c + 1], "")
+                        .wireKey();
                 fits = (c == 0 ? first : rest).test(cluster.nodeOf(wire));
             }
             if (fits) {

@@ -17,6 +17,8 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.transfer.GroupKind;
+import io.lmcache.server.transfer.LookupGeometry;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
@@ -30,6 +32,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
@@ -48,6 +51,11 @@ class L2ControllersTest {
     private ObjectStore store;
     private MemorySegment pool;
     private final long[] hashes = ChunkHashes.of(key("x"), CHUNK, CHUNKS);
+    /** What the workers registered: one object group at world size 1, unless a test says otherwise. */
+    private ObjectShapes shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)));
+    private StoreController.L2Lookups lookups = (model, worldSize) -> true;
+    private int maxInFlight = 8;
+    private long nowNs;
 
     @AfterEach
     void close() {
@@ -66,11 +74,16 @@ class L2ControllersTest {
     }
 
     private static CacheKey key(String requestId) {
-        return new CacheKey("org/model", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, requestId, "", 1);
+        return key(requestId, 1);
     }
 
+    private static CacheKey key(String requestId, int worldSize) {
+        return new CacheKey("org/model", worldSize, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, requestId, "", 1);
+    }
+
+    /** Chunk {@code chunk}'s key as world size 1 writes it: LMCache's packed kv rank 0x01000100, and the object's format. */
     private L2Key l2Key(int chunk) {
-        return new L2Key("org/model", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], "");
+        return new L2Key("org/model", 0x01000100, 0, FORMAT, hashes[2 * chunk], hashes[2 * chunk + 1], "");
     }
 
     private static byte[] pattern(int seed) {
@@ -92,8 +105,8 @@ class L2ControllersTest {
         }
         PrefetchContext ctx = new PrefetchContext(List.of(adapters), store, new TierAccess(store), pool, CHUNK, PrefixFold.LEADING_RUN, retain,
                 metrics);
-        PrefetchController controller = new PrefetchController(ctx, (model, worldSize) -> List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)),
-                8, () -> { });
+        PrefetchController controller = new PrefetchController(ctx, model -> shapes.byWorldSize(model), maxInFlight, () -> { }, () -> nowNs,
+                PrefetchController.DEADLINE_NS);
         LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
         PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
         return new Setup(new LookupModule(CHUNK, store, leases, results, serverMetrics, new ObjectGroupCatalog(true), controller), controller,
@@ -162,7 +175,7 @@ class L2ControllersTest {
                 during);
         assertTrue(during.contains("lmcache_mp_l2_prefetch_failure_chunks_total{model_name=\"org/model\",reason=\"not_found\"} 0.0"),
                 "declared at zero with the model's first prefetch:\n" + during);
-        adapter.holdLoads = false;
+        adapter.releaseLoads();
         for (int turn = 0; turn < 10; turn++) {
             setup.controller().doWork();
         }
@@ -285,7 +298,8 @@ class L2ControllersTest {
         for (int a = 0; a < adapters.length; a++) {
             metrics.adapter(serverMetrics, a, "memory", () -> 0);
         }
-        StoreController controller = new StoreController(List.of(adapters), store, pool, skipL1, backlogBytes, metrics, () -> { });
+        StoreController controller = new StoreController(List.of(adapters), store, pool, skipL1, model -> shapes.byWorldSize(model),
+                (model, worldSize) -> lookups.consultsL2(model, worldSize), backlogBytes, metrics, () -> { });
         store.setCommitListener(controller);
         return controller;
     }
@@ -356,5 +370,248 @@ class L2ControllersTest {
         assertEquals(1, store.snapshot().objects(), "chunk 0 moved to L2, chunk 1 stayed");
         assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.MOVED_TO_L2));
         store.checkInvariants();
+    }
+
+    // --- the L2 key's layout identity (review item 1) --------------------------------------------
+
+    /** Writes chunks 0..3 through to the adapter, then empties L1, so a LOOKUP can only hit them in L2. */
+    private void writeThroughAndClearL1(MemoryAdapter adapter) {
+        StoreController controller = storeController(false, Long.MAX_VALUE, adapter);
+        for (int chunk = 0; chunk < CHUNKS; chunk++) {
+            commit(chunk);
+        }
+        controller.doWork();
+        store.setCommitListener(null);
+        assertEquals(CHUNKS, adapter.data.size());
+        store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK);
+        assertEquals(0, store.snapshot().objects());
+    }
+
+    @Test
+    void writeThroughKeysCarryThePackedKvRankAndTheFormat() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        writeThroughAndClearL1(adapter);
+        assertArrayEquals(pattern(2), adapter.data.get(l2Key(2)), "world size 1, rank 0: kv rank 0x01000100; the object's format");
+        Setup setup = prefetch(false, adapter);
+        assertEquals(new Reply.Int(CHUNKS), lookupAndRun(setup, "same"), "the same layout finds its objects again");
+        setup.leases().end("same");
+    }
+
+    @Test
+    void anotherFormatOfTheSameSizeIsAMissNeverALoad() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        writeThroughAndClearL1(adapter);
+        // the model is registered again in another layout (say HND, or another dtype) whose objects have the same size
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1)));
+        Setup setup = prefetch(false, adapter);
+        assertEquals(new Reply.Int(0), lookupAndRun(setup, "other-format"));
+        assertEquals(0, adapter.loadTasks, "nothing was loaded");
+        assertEquals(0, store.snapshot().objects());
+        store.checkInvariants();
+    }
+
+    @Test
+    void anotherWorldSizeNeverSharesAnObject() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        writeThroughAndClearL1(adapter);
+        // a TP=2 deployment of the model whose per-rank objects happen to have the TP=1 size and format
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)), 2, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)));
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("tp2", 2), 1));
+        for (int turn = 0; turn < 10; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(new Reply.Int(0), setup.lookup().query("tp2"), "rank 0 of TP=2 (0x02000200) is not rank 0 of TP=1 (0x01000100)");
+        assertEquals(0, adapter.loadTasks);
+    }
+
+    @Test
+    void anObjectWhoseWorldSizeCannotBeToldStaysL1Only() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)), 2, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)));
+        StoreController controller = storeController(true, Long.MAX_VALUE, adapter);
+        commit(0);
+        controller.doWork();
+        assertEquals(0, adapter.storeTasks, "rank 0 of world size 1 or 2: no key is right, none is written");
+        assertEquals(1, metrics.storeAmbiguousLayout.sum());
+        shapes = model -> Map.of();
+        commit(1);
+        controller.doWork();
+        assertEquals(1, metrics.storeNoLayout.sum(), "no worker of the model is registered (any more)");
+        String scrape = serverMetrics.scrape();
+        for (String reason : List.of("ambiguous_layout", "no_layout")) {
+            String line = "lmcache_mp_l2_store_skipped_objects_chunks_total{reason=\"" + reason + "\"} 1.0";
+            assertTrue(scrape.contains(line), line + " in\n" + scrape);
+        }
+        assertTrue(scrape.contains("lmcache_mp_l2_store_skipped_objects_chunks_total{reason=\"backlog\"} 0.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_store_submitted_requests_total 0.0"), "neither was submitted:\n" + scrape);
+        assertEquals(2, store.snapshot().objects(), "both stay in L1, skip_l1 or not");
+        assertEquals(2, store.snapshot().evictable(), "their holds were given back");
+        assertEquals(0L, controller.status().get("held_bytes"));
+    }
+
+    // --- skip_l1 and hybrid models (review item 3) -----------------------------------------------
+
+    @Test
+    void skipL1KeepsTheObjectsOfModelsWhoseLookupNeverReadsL2() {
+        l1(8);
+        ObjectGroupCatalog catalog = new ObjectGroupCatalog(true);
+        // a hybrid model: a full-attention group and a sliding window of 2 chunks; its LOOKUP folds in L1 alone
+        catalog.publish("org/model", 1, new LookupGeometry(new int[] {-1, 2}, new GroupKind[] {GroupKind.ATTENTION, GroupKind.ATTENTION}));
+        lookups = (model, worldSize) -> catalog.lookupGeometry(model, worldSize).plain(); // as DataModules builds it
+        MemoryAdapter adapter = new MemoryAdapter();
+        StoreController controller = storeController(true, Long.MAX_VALUE, adapter);
+        commit(0);
+        controller.doWork();
+        assertArrayEquals(pattern(0), adapter.data.get(l2Key(0)), "written through");
+        assertEquals(1, store.snapshot().objects(), "and kept in L1: dropped, it could never hit again");
+        assertEquals(0, store.counters().evictions(StoreCounters.EvictionReason.MOVED_TO_L2));
+        assertEquals(1L, controller.status().get("skip_l1_kept_key_count"));
+        catalog.publish("org/model", 1, LookupGeometry.SINGLE);
+        commit(1);
+        controller.doWork();
+        assertEquals(1, store.snapshot().objects(), "registered again as a plain model: skip_l1 moves chunk 1 to L2");
+        assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.MOVED_TO_L2));
+    }
+
+    // --- several object groups (review item 4) ---------------------------------------------------
+
+    @Test
+    void aLayoutOfSeveralObjectGroupsIsAnsweredFromL1AloneAndItsLocksLineUp() {
+        l1(8);
+        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        store.commit(first);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 1, 2);
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT), new ObjectShape(1, OBJECT_BYTES / 2, FORMAT)));
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("groups"), 1));
+        assertEquals(new Reply.Int(1), setup.lookup().query("groups"), "answered at once with the L1 hit: no prefetch");
+        setup.controller().doWork();
+        assertEquals(0, adapter.lookupTasks, "L2 was not asked");
+        assertEquals(1, metrics.prefetchObjectGroups.sum());
+        String scrape = serverMetrics.scrape();
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_rejected_requests_total{reason=\"object_groups\"} 1.0"), scrape);
+        assertTrue(scrape.contains("lmcache_mp_l2_prefetch_rejected_requests_total{reason=\"no_layout\"} 0.0"), scrape);
+        assertEquals(1, store.snapshot().readLocked(), "the L1 hit's lock is the lease's");
+        setup.leases().end("groups");
+        assertEquals(0, store.snapshot().readLocked(), "and given back with it");
+        store.checkInvariants();
+    }
+
+    // --- the prefetch deadline (review item 2) ---------------------------------------------------
+
+    @Test
+    void aLoadPastTheDeadlineAnswersWithTheL1HitsAndKeepsItsReservationsUntilTheAdapterAnswers() {
+        l1(8);
+        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        store.commit(first);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 1, 2);
+        has(adapter, 2, 3);
+        adapter.holdLoads = true;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("slow"), 1));
+        for (int turn = 0; turn < 5; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(1, adapter.loadTasks);
+        assertEquals(Reply.NONE, setup.lookup().query("slow"), "loading");
+        nowNs += PrefetchController.DEADLINE_NS - 1;
+        setup.controller().doWork();
+        assertEquals(Reply.NONE, setup.lookup().query("slow"), "not yet past the deadline");
+        nowNs += 2;
+        setup.controller().doWork();
+        assertEquals(new Reply.Int(1), setup.lookup().query("slow"), "past it: the LOOKUP's L1 hit, at once");
+        assertEquals(1, metrics.prefetchTimeouts.sum());
+        assertTrue(serverMetrics.scrape().contains("lmcache_mp_l2_prefetch_timeout_requests_total 1.0"), serverMetrics.scrape());
+        assertEquals(3, store.snapshot().objects(), "the two objects the load writes into are still reserved");
+        assertEquals(1, setup.controller().status().get("in_flight_request_count"), "its slot is held until the adapter answers");
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(1, counters.inflightLoads().get(), "still in flight: the adapter has not answered");
+        assertEquals(2 * OBJECT_BYTES, counters.inflightLoadBytes().get(), "and still writing into its two reserved objects");
+        adapter.releaseLoads();
+        for (int turn = 0; turn < 5; turn++) {
+            setup.controller().doWork();
+        }
+        assertEquals(1, store.snapshot().objects(), "the late load's objects are dropped once it answered");
+        assertTrue(adapter.locks.isEmpty(), "and its keys unlocked in L2");
+        assertEquals(0, setup.controller().status().get("in_flight_request_count"));
+        assertEquals(0, counters.inflightLoads().get(), "the late answer took it out of the gauges, once");
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(1, counters.loadCompleted().sum(), "the task finished, late");
+        assertEquals(0, metrics.loadCompletedObjects.sum(), "but published nothing");
+        assertEquals(1, store.snapshot().readLocked(), "the L1 hit's lock is the lease's");
+        setup.leases().end("slow");
+        assertEquals(0, store.snapshot().readLocked());
+        store.checkInvariants();
+    }
+
+    @Test
+    void aLoadAbandonedAtShutdownLeavesTheInFlightGaugesOnceExpiredOrNot() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        has(adapter, 1, 2);
+        adapter.holdLoads = true;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("expired"), 1));
+        setup.controller().doWork();
+        nowNs += PrefetchController.DEADLINE_NS + 1;
+        setup.controller().doWork();
+        assertEquals(new Reply.Int(0), setup.lookup().query("expired"), "past the deadline, its load still in flight");
+        // another model's prompt (the expired load still holds this one's reservations)
+        CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1);
+        long[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
+        for (int chunk = 0; chunk < 2; chunk++) {
+            adapter.data.put(new L2Key("org/other", 0x01000100, 0, FORMAT, otherHashes[2 * chunk], otherHashes[2 * chunk + 1], ""),
+                    pattern(chunk));
+        }
+        setup.lookup().lookup(new Request.Lookup(other, 1));
+        for (int turn = 0; turn < 3; turn++) {
+            setup.controller().doWork();
+        }
+        L2Metrics.Adapter counters = metrics.adapter(0);
+        assertEquals(2, counters.inflightLoads().get(), "two loads in flight, one of an expired prefetch");
+        assertEquals(4 * OBJECT_BYTES, counters.inflightLoadBytes().get());
+        setup.controller().onClose();
+        assertEquals(new Reply.Int(0), setup.lookup().query("running"), "answered with its L1 hits at shutdown");
+        assertEquals(0, counters.inflightLoads().get(), "both left the gauges");
+        assertEquals(0, counters.inflightLoadBytes().get());
+        assertEquals(0, counters.loadCompleted().sum(), "neither finished");
+        adapter.releaseLoads();
+        setup.controller().doWork();
+        assertEquals(0, counters.inflightLoads().get(), "a late answer after shutdown changes nothing");
+    }
+
+    @Test
+    void aLookupOrAWaitPastTheDeadlineIsAnsweredAndItsLateLocksAreGivenBack() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        has(adapter, 0, 1);
+        adapter.holdLookups = true;
+        maxInFlight = 1;
+        Setup setup = prefetch(false, adapter);
+        setup.lookup().lookup(new Request.Lookup(key("running"), 1));
+        setup.controller().doWork();
+        setup.lookup().lookup(new Request.Lookup(key("waiting"), 1));
+        setup.controller().doWork();
+        assertEquals(1, adapter.lookupTasks, "one in flight, one waiting its turn");
+        nowNs += PrefetchController.DEADLINE_NS + 1;
+        setup.controller().doWork();
+        assertEquals(new Reply.Int(0), setup.lookup().query("running"));
+        assertEquals(new Reply.Int(0), setup.lookup().query("waiting"), "the waiting one never started");
+        assertEquals(2, metrics.prefetchTimeouts.sum());
+        assertEquals(1, adapter.lookupTasks);
+        adapter.releaseLookups();
+        setup.controller().doWork();
+        assertTrue(adapter.locks.isEmpty(), "what the late lookup found and locked is unlocked");
+        assertEquals(0, adapter.loadTasks, "and never loaded");
+        assertEquals(0, store.snapshot().objects());
+        assertEquals(0, setup.controller().status().get("in_flight_request_count"));
     }
 }

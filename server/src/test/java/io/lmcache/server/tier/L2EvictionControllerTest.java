@@ -15,10 +15,13 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -63,11 +66,43 @@ class L2EvictionControllerTest {
     }
 
     private static L2Key key(int i) {
-        return new L2Key("m", 0, 0, 5, i, "");
+        return new L2Key("m", L2Key.packKvRank(1, 0), 0, 1, 5, i, "");
     }
 
     private static String name(int i) {
-        return "m@0x00000000@0@" + key(i).hashHex() + ".data";
+        return "m@0x01000100@0@f1@" + key(i).hashHex() + ".data";
+    }
+
+    @Test
+    void aRestartCountsTheFilesOfEarlierRunsAndEvictsTheOldestFirst() throws Exception {
+        // 512 KiB of capacity, as above; an earlier run left 6 objects: 6/8 is at the 0.75 watermark
+        L2AdapterSpec spec = L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\",\"max_capacity_gb\":0.00048828125,"
+                + "\"eviction\":{\"eviction_policy\":\"LRU\",\"trigger_watermark\":0.75,\"eviction_ratio\":0.25}}");
+        try (Arena arena = Arena.ofShared(); L2Adapter earlier = L2Adapters.create(spec, Thread.ofPlatform().daemon().factory())) {
+            for (int i = 0; i < 6; i++) {
+                store(earlier, key(i), arena.allocate(BYTES));
+            }
+        }
+        long nowMs = System.currentTimeMillis();
+        for (int i = 0; i < 6; i++) {
+            // written in another order than their names': key 4 is the oldest, then 2, 0, 1, 3, 5
+            long ageMin = new int[] {30, 20, 40, 10, 50, 5}[i];
+            Files.setLastModifiedTime(dir.resolve(name(i)), FileTime.fromMillis(nowMs - TimeUnit.MINUTES.toMillis(ageMin)));
+        }
+        L2Metrics metrics = new L2Metrics(new ServerMetrics());
+        try (L2Adapter adapter = L2Adapters.create(spec, Thread.ofPlatform().daemon().factory())) {
+            L2Lru lru = new L2Lru();
+            adapter.registerListener(lru);
+            L2EvictionController.Target target = new L2EvictionController.Target(0, adapter, lru, spec.eviction());
+            await().atMost(Duration.ofSeconds(10)).until(() -> adapter.usage().totalBytesUsed() == 6 * BYTES);
+            assertEquals(2, new L2EvictionController(List.of(target), metrics).evict(target), "two objects' worth, the two oldest");
+            assertFalse(Files.exists(dir.resolve(name(4))));
+            assertFalse(Files.exists(dir.resolve(name(2))));
+            for (int i : new int[] {0, 1, 3, 5}) {
+                assertTrue(Files.exists(dir.resolve(name(i))), "key " + i + " is newer");
+            }
+            assertEquals(4 * BYTES, adapter.usage().totalBytesUsed());
+        }
     }
 
     private static void store(L2Adapter adapter, L2Key key, MemorySegment object) {

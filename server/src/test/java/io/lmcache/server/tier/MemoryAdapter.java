@@ -17,7 +17,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
-/** An in-memory adapter for the controllers' tests: answers at once (or, for stores and loads, when told), and records what it was asked. */
+/**
+ * An in-memory adapter for the controllers' tests: answers at once (or, for stores, lookups and loads, when told: a held task does
+ * nothing until released), and records what it was asked.
+ */
 final class MemoryAdapter implements L2Adapter {
     final Map<L2Key, byte[]> data = new ConcurrentHashMap<>();
     final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
@@ -25,11 +28,16 @@ final class MemoryAdapter implements L2Adapter {
     final Set<L2Key> failingLoads = new HashSet<>();
     boolean failStores;
     boolean holdStores;
-    /** While set, load results are not handed out (the load stays in flight). */
-    volatile boolean holdLoads;
+    boolean holdLookups;
+    /** While set, a submitted load neither writes nor answers until {@link #releaseLoads} (it stays in flight). */
+    boolean holdLoads;
     int storeTasks;
+    int lookupTasks;
+    int loadTasks;
     private final TaskResults results = new TaskResults();
     private final List<Runnable> heldStores = new ArrayList<>();
+    private final List<Runnable> heldLookups = new ArrayList<>();
+    private final List<Runnable> heldLoads = new ArrayList<>();
 
     @Override
     public String typeName() {
@@ -71,18 +79,36 @@ final class MemoryAdapter implements L2Adapter {
         return results.popStores();
     }
 
+    synchronized void releaseLookups() {
+        heldLookups.forEach(Runnable::run);
+        heldLookups.clear();
+    }
+
+    synchronized void releaseLoads() {
+        heldLoads.forEach(Runnable::run);
+        heldLoads.clear();
+    }
+
     @Override
-    public long submitLookupAndLock(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup) {
+    public synchronized long submitLookupAndLock(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup) {
         long id = results.newTaskId();
-        Bitmap found = new Bitmap(keys.size());
-        for (int i = 0; i < keys.size(); i++) {
-            byte[] bytes = data.get(keys.get(i));
-            if (bytes != null && bytes.length == objectBytesByGroup.get(keys.get(i).objectGroup())) {
-                found.set(i);
-                locks.merge(keys.get(i), 1, Integer::sum);
+        lookupTasks++;
+        Runnable complete = () -> {
+            Bitmap found = new Bitmap(keys.size());
+            for (int i = 0; i < keys.size(); i++) {
+                byte[] bytes = data.get(keys.get(i));
+                if (bytes != null && bytes.length == objectBytesByGroup.get(keys.get(i).objectGroup())) {
+                    found.set(i);
+                    locks.merge(keys.get(i), 1, Integer::sum);
+                }
             }
+            results.lookupDone(id, found);
+        };
+        if (holdLookups) {
+            heldLookups.add(complete);
+        } else {
+            complete.run();
         }
-        results.lookupDone(id, found);
         return id;
     }
 
@@ -98,23 +124,31 @@ final class MemoryAdapter implements L2Adapter {
     }
 
     @Override
-    public long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
+    public synchronized long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
         long id = results.newTaskId();
-        Bitmap loaded = new Bitmap(keys.size());
-        for (int i = 0; i < keys.size(); i++) {
-            byte[] bytes = data.get(keys.get(i));
-            if (bytes != null && !failingLoads.contains(keys.get(i))) {
-                MemorySegment.copy(bytes, 0, buffers.get(i), ValueLayout.JAVA_BYTE, 0, bytes.length);
-                loaded.set(i);
+        loadTasks++;
+        Runnable complete = () -> {
+            Bitmap loaded = new Bitmap(keys.size());
+            for (int i = 0; i < keys.size(); i++) {
+                byte[] bytes = data.get(keys.get(i));
+                if (bytes != null && !failingLoads.contains(keys.get(i))) {
+                    MemorySegment.copy(bytes, 0, buffers.get(i), ValueLayout.JAVA_BYTE, 0, bytes.length);
+                    loaded.set(i);
+                }
             }
+            results.loadDone(id, loaded);
+        };
+        if (holdLoads) {
+            heldLoads.add(complete);
+        } else {
+            complete.run();
         }
-        results.loadDone(id, loaded);
         return id;
     }
 
     @Override
     public Bitmap queryLoad(long taskId) {
-        return holdLoads ? null : results.takeLoad(taskId);
+        return results.takeLoad(taskId);
     }
 
     @Override

@@ -35,7 +35,7 @@ final class AdapterDriver implements AutoCloseable {
     }
 
     static L2Key key(int i) {
-        return new L2Key("org/model", 0, 0, 0x1234_5678_0000L + i, 0x9abcL * (i + 1), "");
+        return new L2Key("org/model", L2Key.packKvRank(1, 0), 0, 1, 0x1234_5678_0000L + i, 0x9abcL * (i + 1), "");
     }
 
     static List<L2Key> keys(int from, int count) {
