@@ -96,7 +96,7 @@ public final class RedisBench {
                 awaitKeys(connection, cluster, WARM_UP_CHUNKS + chunks);
                 l1StoreS = (t1 - t0) / 1e9;
                 writeThroughS = (System.nanoTime() - t1) / 1e9;
-                check(Http.metric(a, "lmcache_mp_l2_store_failed_total") == 0, "no write-through failed");
+                check(Http.metric(a, "lmcache_mp_l2_store_failed_requests_total") == 0, "no write-through failed");
                 foreign = Machine.CpuSample.take(a.pid(), self).foreignCoresSince(cpuBefore);
             }
             try (ServerProcess b = ServerProcess.start("--l1-size-gb", Double.toString(Math.max(1, 1.5 * chunks * objectBytes / (1L << 30))),

@@ -79,14 +79,14 @@ class RedisL2IT {
 
     /** Stores the prompt through {@code worker}'s server and waits until the write-through answered (written or failed). */
     private static void storeThrough(ServerProcess server, JavaWorker worker, int[] tokens, String requestId) {
-        double before = Http.metric(server, "lmcache_mp_l2_store_completed_objects_total") + Http.metric(server,
-                "lmcache_mp_l2_store_failed_objects_total");
-        double failedTasks = Http.metric(server, "lmcache_mp_l2_store_failed_total");
+        double before = Http.metric(server, "lmcache_mp_l2_store_completed_objects_chunks_total") + Http.metric(server,
+                "lmcache_mp_l2_store_failed_objects_chunks_total");
+        double failedTasks = Http.metric(server, "lmcache_mp_l2_store_failed_requests_total");
         assertTrue(worker.store(tokens, 0, CHUNKS * CHUNK, STORED, requestId), "STORE is answered");
         await("write-through of " + requestId).atMost(ANSWER).pollInterval(Duration.ofMillis(20)).until(() ->
-                Http.metric(server, "lmcache_mp_l2_store_completed_objects_total") + Http.metric(server,
-                        "lmcache_mp_l2_store_failed_objects_total") >= before + CHUNKS
-                        || Http.metric(server, "lmcache_mp_l2_store_failed_total") > failedTasks);
+                Http.metric(server, "lmcache_mp_l2_store_completed_objects_chunks_total") + Http.metric(server,
+                        "lmcache_mp_l2_store_failed_objects_chunks_total") >= before + CHUNKS
+                        || Http.metric(server, "lmcache_mp_l2_store_failed_requests_total") > failedTasks);
     }
 
     /** LOOKUP, then QUERY_PREFETCH_STATUS until it answers a count; every wait is bounded. */
@@ -126,7 +126,7 @@ class RedisL2IT {
         try (ServerProcess a = server(valkey("share")); ServerProcess b = server(valkey("share")); JavaWorker wa = worker(a, 1);
                 JavaWorker wb = worker(b, 2)) {
             storeThrough(a, wa, tokens, "a-store");
-            assertEquals(CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_total"));
+            assertEquals(CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_chunks_total"));
             assertEquals(0, Http.metric(b, "lmcache_mp_l1_objects"), "B never stored anything");
             assertEquals(CHUNKS, lookup(wb, tokens, "b-lookup"));
             assertEquals(CHUNKS * CHUNK, Http.metric(b, "lmcache_mp_lookup_hit_l2_total"), "every chunk came from the cluster");
@@ -183,7 +183,7 @@ class RedisL2IT {
                 JavaWorker wb = worker(b, 6)) {
             storeThrough(a, wa, alive, "alive");
             storeThrough(a, wa, onVictim, "victim");
-            assertEquals(2 * CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_total"));
+            assertEquals(2 * CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_chunks_total"));
 
             cluster.kill(victim);
             for (int round = 0; round < 3; round++) {
@@ -195,7 +195,7 @@ class RedisL2IT {
                 storeThrough(a, wa, JavaWorker.tokens(3000 + round, CHUNKS * CHUNK), "during-" + round);
                 assertTrue(a.isAlive() && b.isAlive());
             }
-            assertTrue(Http.metric(a, "lmcache_mp_l2_store_failed_total") > 0, "write-through to the dead master failed, counted");
+            assertTrue(Http.metric(a, "lmcache_mp_l2_store_failed_requests_total") > 0, "write-through to the dead master failed, counted");
             await("B sees the dead master").atMost(ANSWER).pollInterval(Duration.ofMillis(100)).until(() ->
                     !adapterStatus(b).get("is_healthy").asBoolean());
 
@@ -209,10 +209,10 @@ class RedisL2IT {
             int[][] after = new int[1][];
             int[] attempt = {0};
             await("write-through to the restarted master").atMost(ANSWER).pollInterval(Duration.ofMillis(200)).until(() -> {
-                double failed = Http.metric(a, "lmcache_mp_l2_store_failed_total");
+                double failed = Http.metric(a, "lmcache_mp_l2_store_failed_requests_total");
                 after[0] = prompt(prefix, 10_000 * (1 + attempt[0]), node -> node == victim, node -> true);
                 storeThrough(a, wa, after[0], "after-" + attempt[0]++);
-                return Http.metric(a, "lmcache_mp_l2_store_failed_total") == failed;
+                return Http.metric(a, "lmcache_mp_l2_store_failed_requests_total") == failed;
             });
             // B uses the restarted master again (its links reopen within about a second); whatever it finds meanwhile is exact
             int[] tries = {0};

@@ -67,9 +67,10 @@ class RedisAdapterTest {
         for (int node = 0; node < 3; node++) {
             assertTrue(cluster.keyCount(node) > 0, "no hash tag: keys spread over every master, node " + node + " has none");
         }
-        String wire = "t1@org/model@00000000@0@" + keys.get(5).hashHex();
+        // the packed kv rank of rank 0 of 1, object group 0, format 1
+        String wire = "t1@org/model@01000100@0@f1@" + keys.get(5).hashHex();
         assertEquals(wire, adapter.wireKey(keys.get(5)));
-        assertEquals("1", cluster.cli(cluster.nodeOf(wire), "EXISTS", wire).strip(), "the spec's key form on the node of its slot");
+        assertEquals("1", cluster.cli(cluster.nodeOf(wire), "EXISTS", wire).strip(), "our key form (with the format) on its slot's node");
         assertEquals(String.valueOf(BYTES), cluster.cli(cluster.nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
 
         List<L2Key> asked = keys(0, 26); // the last two were never stored
