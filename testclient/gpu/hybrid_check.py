@@ -88,6 +88,18 @@ class HybridWorker:
         assert self.client.call("lookup", hkey(self.model, tokens, 0, end, request, worker_id=None), 1) is None
         return self.client.call("query", request)
 
+    def lookup_after_store(self, tokens, end, request, want, timeout=2.0):
+        """As gpu_check's Worker: LOOKUP+QUERY right after a STORE retries (fresh request ids) until `want` chunks hit or
+        the timeout, since the server commits a STORE when its event poller sees the copy done."""
+        deadline = time.time() + timeout
+        attempt = 0
+        while True:
+            got = self.lookup(tokens, end, f"{request}-{attempt}")
+            if got == want or time.time() > deadline:
+                return got
+            attempt += 1
+            time.sleep(0.005)
+
 
 def gemma_like(g, server):
     chunk, nb = 256, 128
