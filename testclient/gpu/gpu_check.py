@@ -171,6 +171,20 @@ def key(tokens, start, end, request_id, worker_id=0, world_size=1, readers=1):
             "end": end, "request_id": request_id, "cache_salt": "", "request_configs": None, "num_kv_readers": readers}
 
 
+def lookup_after_store(worker, tokens, end, request, want, timeout=2.0):
+    """LOOKUP+QUERY right after a STORE: the server commits a STORE when its event poller sees the copy done, moments
+    after the worker's wait returned, so a LOOKUP sent at once may still miss (vLLM's next LOOKUP comes later). Retries
+    with fresh request ids until `want` chunks hit or the timeout; returns the last count. Any worker with lookup()."""
+    deadline = time.time() + timeout
+    attempt = 0
+    while True:
+        got = worker.lookup(tokens, end, f"{request}-{attempt}")
+        if got == want or time.time() > deadline:
+            return got
+        attempt += 1
+        time.sleep(0.005)
+
+
 # --- the worker's KV cache ----------------------------------------------------------------------
 
 class Worker:
@@ -265,19 +279,6 @@ class Worker:
         assert self.client.call("lookup", key(tokens, 0, end, request, worker_id=None), 1) is None
         return self.client.call("query", request)
 
-    def lookup_after_store(self, tokens, end, request, want, timeout=2.0):
-        """LOOKUP+QUERY right after a STORE: the server commits a STORE when its event poller sees the copy done, moments
-        after the worker's wait returned, so a LOOKUP sent at once may still miss (vLLM's next LOOKUP comes later). Retries
-        with fresh request ids until `want` chunks hit or the timeout; returns the last count."""
-        deadline = time.time() + timeout
-        attempt = 0
-        while True:
-            got = self.lookup(tokens, end, f"{request}-{attempt}")
-            if got == want or time.time() > deadline:
-                return got
-            attempt += 1
-            time.sleep(0.005)
-
 
 def check(name, ok, detail=""):
     RESULTS.append({"name": name, "ok": bool(ok), "detail": detail})
@@ -298,7 +299,7 @@ def roundtrip(server, layout, raw=False, seed=1):
     dst = list(range(2 * per_chunk, 4 * per_chunk))
     before = [w.block_bytes(b).clone() for b in src]
     check(f"{name}: STORE 2 chunks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
-    check(f"{name}: LOOKUP+QUERY = 2", w.lookup_after_store(tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
+    check(f"{name}: LOOKUP+QUERY = 2", lookup_after_store(w, tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
     w.set_blocks(src, 0.0)
     w.set_blocks(dst, 0.0)
     torch.cuda.synchronize()

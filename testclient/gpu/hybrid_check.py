@@ -88,18 +88,6 @@ class HybridWorker:
         assert self.client.call("lookup", hkey(self.model, tokens, 0, end, request, worker_id=None), 1) is None
         return self.client.call("query", request)
 
-    def lookup_after_store(self, tokens, end, request, want, timeout=2.0):
-        """As gpu_check's Worker: LOOKUP+QUERY right after a STORE retries (fresh request ids) until `want` chunks hit or
-        the timeout, since the server commits a STORE when its event poller sees the copy done."""
-        deadline = time.time() + timeout
-        attempt = 0
-        while True:
-            got = self.lookup(tokens, end, f"{request}-{attempt}")
-            if got == want or time.time() > deadline:
-                return got
-            attempt += 1
-            time.sleep(0.005)
-
 
 def gemma_like(g, server):
     chunk, nb = 256, 128
@@ -113,7 +101,7 @@ def gemma_like(g, server):
     dst = [list(range(17, 33)), list(range(33, 65))]
     before = [[w.block(gi, b).clone() for b in ids] for gi, ids in enumerate(src)]
     check("gemma-like: STORE 2 chunks", w.transfer("store", tokens, src, "gl-1"))
-    check("gemma-like: LOOKUP+QUERY = 2", w.lookup_after_store(tokens, 2 * chunk, "gl-1", 2) == 2)
+    check("gemma-like: LOOKUP+QUERY = 2", g.lookup_after_store(w, tokens, 2 * chunk, "gl-1", 2) == 2)
     for gi in range(2):
         w.fill(gi, dst[gi], 0.0)
     torch.cuda.synchronize()
@@ -127,7 +115,7 @@ def gemma_like(g, server):
     torch.cuda.synchronize()
     stored6 = [[w.block(0, b).clone() for b in ids6[0][16:]], [w.block(1, b).clone() for b in ids6[1]]]
     check("gemma-like: STORE 6 chunks, sliding ids null for chunks 0-1", w.transfer("store", tokens6, ids6, "gl-6"))
-    check("gemma-like: LOOKUP 6 chunks = 6", w.lookup_after_store(tokens6, 6 * chunk, "gl-6", 6) == 6)
+    check("gemma-like: LOOKUP 6 chunks = 6", g.lookup_after_store(w, tokens6, 6 * chunk, "gl-6", 6) == 6)
     check("gemma-like: LOOKUP of the first 2 chunks = 0 (outside the window nothing was stored)",
           w.lookup(tokens6, 2 * chunk, "gl-2") == 0)
     w.fill(0, ids6[0][16:], 0.0)
@@ -160,7 +148,7 @@ def qwen_like(g, args):
         snapshot = w.block(0, 5).clone()
         attention = [w.block(1, b).clone() for b in (1, 2, 3)]
         check("qwen-like: STORE 3 chunks, a snapshot at the end of chunk 2 only", w.transfer("store", tokens, [[NULL, NULL, 5], [1, 2, 3]], "q-3"))
-        check("qwen-like: LOOKUP 3 = 3", w.lookup_after_store(tokens, 3 * n, "q-3", 3) == 3)
+        check("qwen-like: LOOKUP 3 = 3", g.lookup_after_store(w, tokens, 3 * n, "q-3", 3) == 3)
         check("qwen-like: LOOKUP 2 = 0 (no snapshot at the end of chunk 1)", w.lookup(tokens, 2 * n, "q-2") == 0)
         check("qwen-like: RETRIEVE 3 chunks", w.transfer("retrieve", tokens, [[NULL, NULL, 9], [11, 12, 13]], "q-3"))
         check("qwen-like: the restored state equals the snapshot", torch.equal(w.block(0, 9), snapshot))

@@ -8,7 +8,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
@@ -51,7 +50,7 @@ public final class FsNativeAdapter implements L2Adapter {
     private volatile Map<String, Object> scanStatus = Map.of("state", "running");
     private final TaskResults results = new TaskResults();
     private final UsageAccounting accounting;
-    private final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
+    private final KeyLocks locks = new KeyLocks();
     private final LongAdder storeFailures = new LongAdder();
     private final LongAdder loadFailures = new LongAdder();
     private final LongAdder shortFilesRemoved = new LongAdder();
@@ -162,16 +161,16 @@ public final class FsNativeAdapter implements L2Adapter {
             String name = FsNativeFiles.fileName(key);
             try {
                 // the lock comes first: an eviction between the check and the lock could remove a file reported found
-                locks.merge(key, 1, Integer::sum);
+                locks.lock(key);
                 FsNativeFiles.Found exists = name == null ? FsNativeFiles.Found.MISSING : files.exists(name, sizes.getOrDefault(key.objectGroup(), 0L));
                 if (exists == FsNativeFiles.Found.WHOLE) {
                     found.set(i);
                 } else {
-                    unlock(key);
+                    locks.unlock(key);
                     shortFileRemoved(key, exists);
                 }
             } catch (IOException | RuntimeException e) {
-                unlock(key);
+                locks.unlock(key);
                 failed("look up " + name, e);
             }
         }
@@ -185,12 +184,8 @@ public final class FsNativeAdapter implements L2Adapter {
 
     @Override
     public void submitUnlock(List<L2Key> keys) {
-        // a map update cannot fail: done inline, so the unlock is never lost
-        keys.forEach(this::unlock);
-    }
-
-    private void unlock(L2Key key) {
-        locks.computeIfPresent(key, (k, count) -> count <= 1 ? null : count - 1);
+        // done inline: it cannot fail, so the unlock is never lost
+        locks.unlockAll(keys);
     }
 
     // --- load ----------------------------------------------------------------------------------
@@ -271,7 +266,7 @@ public final class FsNativeAdapter implements L2Adapter {
         List<L2Key> gone = new ArrayList<>();
         for (L2Key key : keys) {
             String name = FsNativeFiles.fileName(key);
-            if (name == null || locks.containsKey(key)) {
+            if (name == null || locks.isLocked(key)) {
                 continue;
             }
             try {
@@ -315,7 +310,7 @@ public final class FsNativeAdapter implements L2Adapter {
         status.put("max_capacity_bytes", usage.totalCapacityBytes());
         status.put("used_bytes", usage.totalBytesUsed());
         status.put("usage_fraction", usage.usageFraction());
-        status.put("locked_keys", locks.size());
+        status.put("locked_keys", locks.lockedKeys());
         status.put("store_failures", storeFailures.sum());
         status.put("load_failures", loadFailures.sum());
         status.put("short_files_removed", shortFilesRemoved.sum());

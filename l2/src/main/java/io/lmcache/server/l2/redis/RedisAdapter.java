@@ -17,6 +17,7 @@ import io.lmcache.server.l2.CompletionSignals;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.KeyLocks;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.l2.TaskResults;
@@ -71,7 +72,7 @@ public final class RedisAdapter implements L2Adapter {
     private final ValueWindow window;
     private final TaskResults results = new TaskResults();
     private final UsageAccounting accounting;
-    private final Map<L2Key, Integer> locks = new ConcurrentHashMap<>();
+    private final KeyLocks locks = new KeyLocks();
     private final Set<LentBuffer> lent = ConcurrentHashMap.newKeySet();
     private final LongAdder storedKeys = new LongAdder();
     private final LongAdder lookupKeys = new LongAdder();
@@ -183,7 +184,7 @@ public final class RedisAdapter implements L2Adapter {
                 int index = i;
                 L2Key key = taskKeys.get(i);
                 // the lock comes first: an eviction between the answer and the lock could delete a key reported found
-                locks.merge(key, 1, Integer::sum);
+                locks.lock(key);
                 CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
                 send(now.control(), new Command<>(CommandType.EXISTS, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
                     if (error == null && count != null && count == 1) {
@@ -191,7 +192,7 @@ public final class RedisAdapter implements L2Adapter {
                             found.set(index);
                         }
                     } else {
-                        unlock(key);
+                        locks.unlock(key);
                         if (error != null) {
                             failures.failed(reason(error), 1, "EXISTS " + wireKey(key), error);
                         }
@@ -211,12 +212,8 @@ public final class RedisAdapter implements L2Adapter {
 
     @Override
     public void submitUnlock(List<L2Key> keys) {
-        // a map update cannot fail: done inline, so the unlock is never lost
-        keys.forEach(this::unlock);
-    }
-
-    private void unlock(L2Key key) {
-        locks.computeIfPresent(key, (k, count) -> count <= 1 ? null : count - 1);
+        // done inline: it cannot fail, so the unlock is never lost
+        locks.unlockAll(keys);
     }
 
     // --- load ----------------------------------------------------------------------------------
@@ -361,7 +358,7 @@ public final class RedisAdapter implements L2Adapter {
             return List.of();
         }
         List<L2Key> removed = Collections.synchronizedList(new ArrayList<>());
-        List<L2Key> unlocked = keys.stream().filter(key -> !locks.containsKey(key)).toList();
+        List<L2Key> unlocked = keys.stream().filter(key -> !locks.isLocked(key)).toList();
         CountDownLatch answered = new CountDownLatch(unlocked.size());
         for (L2Key key : unlocked) {
             CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
@@ -399,7 +396,7 @@ public final class RedisAdapter implements L2Adapter {
 
     @Override
     public Map<String, Object> status() {
-        return RedisStatus.of(this, spec, link, probe.snapshot(), new RedisStatus.Counts(locks.size(), window.inFlight(), window.waiting(),
+        return RedisStatus.of(this, spec, link, probe.snapshot(), new RedisStatus.Counts(locks.lockedKeys(), window.inFlight(), window.waiting(),
                 storedKeys.sum(), lookupKeys.sum(), lookupHits.sum(), loadedKeys.sum(), loadMisses.sum()), failures);
     }
 
