@@ -15,7 +15,6 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
@@ -95,10 +94,9 @@ public final class FsNativeAdapter implements L2Adapter {
     public long submitStore(List<L2Key> keys, List<MemorySegment> objects) {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
-        PerKey task = new PerKey(taskKeys.size());
         AtomicBoolean ok = new AtomicBoolean(true);
         LongAdder written = new LongAdder();
-        task.onDone = () -> results.storeDone(taskId, new StoreResult(ok.get(), ok.get() ? written.sum() : 0));
+        Countdown task = new Countdown(taskKeys.size(), () -> results.storeDone(taskId, new StoreResult(ok.get(), ok.get() ? written.sum() : 0)));
         for (int i = 0; i < taskKeys.size(); i++) {
             L2Key key = taskKeys.get(i);
             MemorySegment object = objects.get(i);
@@ -195,14 +193,13 @@ public final class FsNativeAdapter implements L2Adapter {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
         Bitmap loaded = new Bitmap(taskKeys.size());
-        PerKey task = new PerKey(taskKeys.size());
-        task.onDone = () -> {
+        Countdown task = new Countdown(taskKeys.size(), () -> {
             Bitmap result;
             synchronized (loaded) {
                 result = loaded.copy();
             }
             results.loadDone(taskId, result);
-        };
+        });
         for (int i = 0; i < taskKeys.size(); i++) {
             int index = i;
             L2Key key = taskKeys.get(i);
@@ -410,27 +407,6 @@ public final class FsNativeAdapter implements L2Adapter {
             }
         } catch (IOException | RuntimeException e) {
             failed("clean stale temporary files", e);
-        }
-    }
-
-    /** Counts the per-key jobs of one task down, and the submitter's own count, so the task completes once, after both. */
-    private static final class PerKey {
-        private final AtomicInteger remaining;
-        private volatile Runnable onDone = () -> { };
-
-        PerKey(int count) {
-            this.remaining = new AtomicInteger(count + 1);
-        }
-
-        void oneDone() {
-            if (remaining.decrementAndGet() == 0) {
-                onDone.run();
-            }
-        }
-
-        /** Every job is queued: a task of no keys, or whose jobs all finished already, completes now. */
-        void submitted() {
-            oneDone();
         }
     }
 }

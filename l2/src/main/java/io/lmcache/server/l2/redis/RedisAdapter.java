@@ -17,6 +17,7 @@ import io.lmcache.server.l2.CompletionSignals;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.Countdown;
 import io.lmcache.server.l2.KeyLocks;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
