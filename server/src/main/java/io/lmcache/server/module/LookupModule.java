@@ -148,15 +148,16 @@ public final class LookupModule {
 
     private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
         int readers = Math.max(0, key.numKvReaders());
+        // counters before the result: a worker that has its answer finds the LOOKUP counted
+        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hitChunks * chunkSize);
+        metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
+                l2Keys);
         if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
             // the request ended (or looked up again) meanwhile: nobody will retrieve these
             for (int i = locks.size() - 1; i >= 0; i--) {
                 store.releaseRead(locks.get(i), readers);
             }
         }
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hitChunks * chunkSize);
-        metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
-                l2Keys);
     }
 
     /** The hit count of the request's LOOKUP, once; None while its L2 prefetch runs; 0 for an unknown (or already answered) request. */

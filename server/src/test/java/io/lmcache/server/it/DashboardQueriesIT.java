@@ -1,5 +1,6 @@
 package io.lmcache.server.it;
 
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -97,13 +98,16 @@ class DashboardQueriesIT {
         for (int i = 0; i < PROMPTS; i++) {
             prompts[i] = JavaWorker.tokens(1000L * round + i, 512);
             assertTrue(worker.store(prompts[i], 0, 512, JavaWorker.range(0, 32), "store-" + round + "-" + i));
+            // an object whose write-through runs is pinned and skipped by eviction: waiting for the writes keeps the LRU order
+            // exact, so the oldest prompt is the one evicted (on a slow disk it otherwise outlives younger ones)
+            writeThroughDone();
         }
         for (int i = PROMPTS - 4; i < PROMPTS; i++) {
             String request = "read-" + round + "-" + i;
             assertEquals(2, worker.lookup(prompts[i], 512, request, 1, 1), "the newest prompts are in L1");
             assertTrue(worker.retrieve(prompts[i], 0, 512, JavaWorker.range(0, 32), 0, request));
         }
-        // the oldest prompt left L1 long ago and its write-through finished: its LOOKUP loads both chunks from L2
+        // the oldest prompt left L1 long ago (written through first): its LOOKUP loads both chunks from L2
         double fromL2 = Http.metric(server, "lmcache_mp_lookup_hit_l2_keys_total");
         String back = "from-l2-" + round;
         assertEquals(2, worker.lookup(prompts[0], 512, back, 1, 1), "the oldest prompt comes back from L2");
@@ -112,6 +116,14 @@ class DashboardQueriesIT {
         assertTrue(worker.store(prompts[0], 0, 512, JavaWorker.range(0, 32), "again-" + round));
         // the eviction loop ticks every 250 ms: let it turn a few times inside the window
         TimeUnit.MILLISECONDS.sleep(1200);
+    }
+
+    private static void writeThroughDone() {
+        await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(5)).until(() -> {
+            String scrape = Http.get(server.httpBase() + "/metrics").body();
+            return Http.metric(scrape, "lmcache_mp_l2_store_submitted_objects_chunks_total") == Http.metric(scrape,
+                    "lmcache_mp_l2_store_completed_objects_chunks_total") + Http.metric(scrape, "lmcache_mp_l2_store_failed_objects_chunks_total");
+        });
     }
 
     @Test
