@@ -370,24 +370,22 @@ public final class FsNativeAdapter implements L2Adapter {
             FsNativeFiles.Scan scan = files.scan(MAX_SCANNED_FILES, () -> closing);
             List<L2Key> keys = new ArrayList<>(scan.files().size());
             long[] sizes = new long[scan.files().size()];
-            long bytes = 0;
             for (int i = 0; i < sizes.length; i++) {
                 keys.add(scan.files().get(i).key());
                 sizes[i] = scan.files().get(i).bytes();
-                bytes += sizes[i];
             }
-            accounting.found(keys, sizes);
+            UsageAccounting.Found found = accounting.found(keys, sizes);
             Map<String, Object> status = new LinkedHashMap<>();
             status.put("state", closing ? "stopped" : "done");
-            status.put("files", keys.size());
-            status.put("bytes", bytes);
+            status.put("files", found.files());
+            status.put("bytes", found.bytes());
             status.put("unrecognized_files", scan.unrecognized());
             status.put("truncated", scan.truncated());
             scanStatus = status;
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs);
-            if (!keys.isEmpty() || scan.unrecognized() > 0) {
+            if (found.files() > 0 || scan.unrecognized() > 0) {
                 LOG.info("fs_native {}: found {} object file(s), {} bytes, left by earlier runs in {} ms: counted in its usage, evictable "
-                        + "oldest first{}", files.base(), keys.size(), bytes, ms, scan.truncated() ? " (only the oldest " + MAX_SCANNED_FILES
+                        + "oldest first{}", files.base(), found.files(), found.bytes(), ms, scan.truncated() ? " (only the oldest " + MAX_SCANNED_FILES
                         + " counted: more are there)" : "");
             }
             if (scan.unrecognized() > 0) {

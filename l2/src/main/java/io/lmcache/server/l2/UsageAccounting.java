@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.LongStream;
 
 /**
  * An adapter's byte accounting and listeners (what LMCache's adapter base class keeps): bytes per
@@ -71,9 +72,10 @@ public final class UsageAccounting {
 
     /**
      * Keys an earlier process left, oldest first: counted, and placed before every key known already (older than anything this
-     * process stored or loaded). A key known already keeps its place and size.
+     * process stored or loaded). A key known already keeps its place and size. Returns what was added: a file this process wrote
+     * while the scan ran is seen by the scan but is no earlier run's.
      */
-    public void found(List<L2Key> keys, long[] objectSizes) {
+    public Found found(List<L2Key> keys, long[] objectSizes) {
         List<L2Key> added = new ArrayList<>();
         List<Long> addedSizes = new ArrayList<>();
         synchronized (this) {
@@ -90,14 +92,17 @@ public final class UsageAccounting {
             reordered.putAll(sizes);
             sizes = reordered;
         }
-        if (added.isEmpty()) {
-            return;
-        }
         long[] array = addedSizes.stream().mapToLong(Long::longValue).toArray();
-        for (L2AdapterListener listener : listeners) {
-            listener.onKeysFound(added, array);
+        if (!added.isEmpty()) {
+            for (L2AdapterListener listener : listeners) {
+                listener.onKeysFound(added, array);
+            }
         }
+        return new Found(added.size(), LongStream.of(array).sum());
     }
+
+    /** Files of earlier runs that a scan added to the usage. */
+    public record Found(int files, long bytes) {}
 
     private void add(L2Key key, long bytes) {
         usedBytes += bytes;
