@@ -54,9 +54,12 @@ def submit_cpu(server):
     for op in ("store", "retrieve"):
         handler = status.get("transfer_handler_cpu", {}).get(op, {})
         submit = status.get("cuda", {}).get("submit_cpu", {}).get(op, {})
+        path = status.get("request_path_cpu", {}).get(op, {})
         phases[op] = {"requests": handler.get("requests", 0), "submits": submit.get("submits", 0),
+                      "path_requests": path.get("requests", 0),
                       **{k: v for k, v in handler.items() if k.endswith("_seconds")},
-                      **{k: v for k, v in submit.items() if k.endswith("_seconds")}}
+                      **{k: v for k, v in submit.items() if k.endswith("_seconds")},
+                      **{k: v for k, v in path.items() if k.endswith("_seconds")}}
     return phases
 
 
@@ -147,8 +150,9 @@ def sweep(server, chunks, scatter, repeats, seed):
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
         a, b = phases_after.get(op, {}), phases_before.get(op, {})
-        for phase in ("plan", "objects", "copy", "open", "enqueue", "export"):
-            count_key = "requests" if phase in ("plan", "objects", "copy") else "submits"
+        for phase in ("queue", "decode", "handle", "reply", "plan", "objects", "copy", "open", "enqueue", "export"):
+            count_key = ("requests" if phase in ("plan", "objects", "copy") else
+                         "path_requests" if phase in ("queue", "decode", "handle", "reply") else "submits")
             count_ = a.get(count_key, 0) - b.get(count_key, 0)
             key_ = f"{phase}_seconds"
             row[f"{op}_{phase}_us"] = 1e6 * (a.get(key_, 0) - b.get(key_, 0)) / count_ if count_ else None
@@ -188,12 +192,12 @@ def main():
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}"
-          "  store plan/obj/copy(open/enq/exp) us   retr plan/obj/copy(open/enq/exp) us")
+          "  store queue/decode/[plan/obj/copy(open/enq/exp)]/reply us   retrieve (same)")
     for r in rows:
         def us(op, ph):
             return f"{r.get(f'{op}_{ph}_us') or 0:.0f}"
-        phases = "  ".join(f"{us(op, 'plan')}/{us(op, 'objects')}/{us(op, 'copy')}({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')})"
-                           for op in ("store", "retrieve"))
+        phases = "  ".join(f"{us(op, 'queue')}/{us(op, 'decode')}/[{us(op, 'plan')}/{us(op, 'objects')}/{us(op, 'copy')}"
+                           f"({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')})]/{us(op, 'reply')}" for op in ("store", "retrieve"))
         print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_ms_best']:>9.2f}"
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     return 0

@@ -27,9 +27,9 @@ def status(http):
 
 def one(args, threads):
     port, http = free_port(), free_port()
-    path = os.path.join(args.out, f"server-prep-{threads}{'-anon' if args.anonymous else ''}.log")
+    path = os.path.join(args.out, f"server-prep-{threads}{'-anon' if args.anonymous else ''}{args.tag}.log")
     cmd = [args.java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g",
-           f"-Dlmcache.l1.prepareThreads={threads}", "-cp", args.classpath, "io.lmcache.server.Main", "--device", "cuda",
+           f"-Dlmcache.l1.prepareThreads={threads}", *os.environ.get("LMCACHE_JAVA_OPTS", "").split(), "-cp", args.classpath, "io.lmcache.server.Main", "--device", "cuda",
            "--host", "127.0.0.1", "--port", str(port), "--http-host", "127.0.0.1", "--http-port", str(http),
            "--l1-size-gb", str(args.gb)] + (["--shm-name", ""] if args.anonymous else [])
     t0 = time.perf_counter()
@@ -82,7 +82,8 @@ def main():
         except OSError as e:
             thp[name] = str(e)
     rows = [one(args, int(t)) for t in args.threads.split(",")]
-    report = {"thp": thp, "cpus": os.cpu_count(), "command": " ".join(sys.argv), "rows": rows}
+    report = {"thp": thp, "cpus": os.cpu_count(), "command": " ".join(sys.argv), "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", ""),
+              "rows": rows}
     with open(os.path.join(args.out, f"pool_prep{args.tag}.json"), "w") as f:
         json.dump(report, f, indent=1)
     log(json.dumps(report, indent=1))

@@ -47,13 +47,20 @@ public final class CopyEngine implements AutoCloseable {
     /** Bytes of one staging half; each lane has two, so device memory used is four times this. */
     public static final long STAGING_HALF_BYTES = Math.max(1L << 20, Long.getLong("lmcache.cuda.stagingMiB", 32) << 20);
     /**
-     * The first batch of a transfer that finds its lane idle (then twice as much per batch, up to a staging
-     * half). With whole halves, a one-chunk request (32 MiB) was one batch: its gather ran before any byte
-     * crossed the link. Small first batches let the DMA start after a short gather, the doubling keeps the
+     * The first batch of a transfer that finds its lane idle (then {@link #BATCH_GROWTH} times as much per batch, up to
+     * a staging half). With whole halves, a one-chunk request (32 MiB) was one batch: its gather ran before any byte
+     * crossed the link. Small first batches let the DMA start after a short gather, the growth keeps the
      * launches few on long transfers. Behind other transfers the link is busy anyway and small batches only
      * add launches (measured: 4 % less with four 128 MiB requests in flight), so those start at a half.
      */
     public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
+    /**
+     * Each batch after the first is this many times the one before (up to a half). The gather kernel fills device memory
+     * several times faster than the link drains it, so 4× still has each batch staged before the previous one's DMA
+     * ends, in half the launches of doubling (2, 8, 22 MiB for a one-chunk request instead of 2, 4, 8, 16, 2): the
+     * CPU's enqueue time per request counted as much as the GPU's on small requests (bench/RESULTS.md).
+     */
+    static final long BATCH_GROWTH = Math.max(2, Long.getLong("lmcache.cuda.batchGrowth", 4));
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     /**
@@ -298,7 +305,7 @@ public final class CopyEngine implements AutoCloseable {
             int half = lane.takeHalf();
             next = batch.fill(pieces, next, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, batchBytes,
                     pool.regionBytes());
-            batchBytes = Math.min(2 * batchBytes, STAGING_HALF_BYTES);
+            batchBytes = Math.min(BATCH_GROWTH * batchBytes, STAGING_HALF_BYTES);
             if (batch.pieceCount() == 0) {
                 lane.takeHalf(); // nothing staged (only large pieces were left): the half stays next
                 continue;

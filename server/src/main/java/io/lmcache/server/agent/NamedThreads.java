@@ -21,7 +21,6 @@ public final class NamedThreads {
         return thread;
     }
 
-    /** Daemon threads named {@code prefix-0}, {@code prefix-1}, ... */
     /**
      * Waits up to {@code timeoutNs} for a thread that was told to stop (by its flag: never interrupted); returns
      * whether it ended. An interrupt of the waiting thread ends the wait and is kept.
@@ -35,6 +34,7 @@ public final class NamedThreads {
         return !thread.isAlive();
     }
 
+    /** Daemon threads named {@code prefix-0}, {@code prefix-1}, ... */
     public static ThreadFactory factory(String prefix) {
         AtomicInteger counter = new AtomicInteger();
         return runnable -> thread(prefix + "-" + counter.getAndIncrement(), true, runnable);
@@ -42,5 +42,10 @@ public final class NamedThreads {
 
     public static ExecutorService fixedPool(String prefix, int threads) {
         return new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(), factory(prefix));
+    }
+
+    /** As {@link #fixedPool}, on a queue whose idle threads busy-wait for a task before parking. */
+    public static ExecutorService spinningPool(String prefix, int threads, SpinningTaskQueue queue) {
+        return new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, queue, factory(prefix));
     }
 }

@@ -126,6 +126,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         status.put("active_prefetch_jobs", lookup.pendingResults());
         if (lmcacheDriven != null) {
             lmcacheDriven.status(status, connections);
+            status.put("request_path_cpu", loop.dispatchTimes().status());
         }
         if (engineDriven != null) {
             engineDriven.status(status);

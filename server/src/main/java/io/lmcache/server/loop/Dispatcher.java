@@ -1,6 +1,8 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.agent.SpinPolicy;
+import io.lmcache.server.agent.SpinningTaskQueue;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.logging.RateLimitedLogs;
@@ -36,12 +38,18 @@ public final class Dispatcher implements AutoCloseable {
      * lookup never holds up every other client's requests.
      */
     static final int QUICK_INLINE_MAX_PAYLOAD_BYTES = 16 * 1024;
+    /**
+     * How long an idle transfer thread busy-waits for the next STORE or RETRIEVE before it parks: waking a parked thread
+     * sits in series with a lone request's first copy ({@code -Dlmcache.transfer.spinUs}; 0 on small hosts).
+     */
+    static final long TRANSFER_SPIN_NS = SpinPolicy.nanos("lmcache.transfer.spinUs", SpinPolicy.BIG_HOST_SPIN_US);
 
     private final OpTable table;
     private final ReplyQueue replies;
     private final ServerMetrics metrics;
     private final ExecutorService normalPool;
     private final ExecutorService transferPool;
+    private final SpinningTaskQueue transferQueue;
     private final KeyedSerialExecutor<PeerId> transferLanes;
     private final AtomicInteger inflight = new AtomicInteger();
     /** The payload bytes of the requests in {@link #inflight}: the request loop stops reading above a bound. */
@@ -49,6 +57,8 @@ public final class Dispatcher implements AutoCloseable {
     private final LongAdder overBudgetRequests;
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
+    private final DispatchTimes times = new DispatchTimes();
+    private static final Runnable NOOP = () -> { };
     // a peer can cause each of these once per message: rate-limited, one budget per kind (bad requests: per reason)
     private static final RateLimitedLogs BAD_REQUEST_LINES = new RateLimitedLogs(LOG, "bad requests", 10);
     private static final RateLimitedLog UNKNOWN_OP_LINES = new RateLimitedLog(LOG, "requests with an unknown op", 10);
@@ -70,7 +80,8 @@ public final class Dispatcher implements AutoCloseable {
             }
         }
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
-        this.transferPool = NamedThreads.fixedPool("lmcache-transfer", transferWorkers);
+        this.transferQueue = new SpinningTaskQueue(TRANSFER_SPIN_NS);
+        this.transferPool = NamedThreads.spinningPool("lmcache-transfer", transferWorkers, transferQueue);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
     }
 
@@ -100,6 +111,14 @@ public final class Dispatcher implements AutoCloseable {
     /** Called on the socket thread for every request with a known op. */
     public void dispatch(Inbound in) {
         metrics.request(in.op());
+        if (in.op() == Op.LOOKUP && !transferQueue.ready()) {
+            // a hit's RETRIEVE follows within milliseconds and waits for its copy: wake a transfer thread now, to spin for it
+            try {
+                transferPool.execute(NOOP);
+            } catch (RejectedExecutionException e) {
+                // shutting down: nothing to prime
+            }
+        }
         switch (table.entry(in.op())) {
             case OpEntry.Handled<?> entry -> schedule(in, entry);
             case OpEntry.Unsupported entry -> unsupported(entry);
@@ -169,6 +188,7 @@ public final class Dispatcher implements AutoCloseable {
 
     private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {
         Op op = in.op();
+        long lapNs = times.lap(op, DispatchTimes.Phase.QUEUE, in.receivedNs());
         Codec codec = CODEC.get();
         int payloads = in.payloadCount();
         int max = entry.maxPayloads();
@@ -192,6 +212,7 @@ public final class Dispatcher implements AutoCloseable {
             reply(in, entry);
             return;
         }
+        lapNs = times.lap(op, DispatchTimes.Phase.DECODE, lapNs);
         Reply result;
         try {
             result = entry.handler().handle(request, in.peer());
@@ -204,7 +225,14 @@ public final class Dispatcher implements AutoCloseable {
                     LogText.clip(in.peer()), t);
             result = entry.failure().get();
         }
+        lapNs = times.lap(op, DispatchTimes.Phase.HANDLE, lapNs);
         reply(in, result, entry);
+        times.lap(op, DispatchTimes.Phase.REPLY, lapNs);
+    }
+
+    /** The request path's time outside the handlers, for /status. */
+    public DispatchTimes times() {
+        return times;
     }
 
     /** Answers with the entry's failure value (STORE/RETRIEVE: on a CUDA host, an event the worker can open). */

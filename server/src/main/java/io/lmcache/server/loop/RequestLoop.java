@@ -24,7 +24,10 @@ import org.zeromq.ZMQException;
  * sending what is ready after each one. When there is nothing to do it blocks in a receive on the
  * ROUTER itself, spinning briefly first only while pool handlers are still working on requests
  * (their replies are then due); with nothing in flight it does not spin, because on a busy host
- * the clients and the pools need that core (bench/RESULTS.md, request-path latency). Handler
+ * the clients and the pools need that core (bench/RESULTS.md, request-path latency), and on the
+ * GPU host a loop spinning in JeroMQ's non-blocking receive slowed the transfer handlers by about
+ * half (likely the hyperthread they shared; "GPU: one request in flight"), more than the wake-up
+ * it saved. Handler
  * threads wake it with an empty message from an in-process DEALER connected to the same ROUTER:
  * JeroMQ's multi-socket poller costs several times the round trip of a plain blocking receive.
  * Shutdown is by flag and receive timeout, never by interrupting this thread.
@@ -181,6 +184,11 @@ public final class RequestLoop implements AutoCloseable {
         // runs on: lmcache-request-loop, the only thread that touches the ROUTER (not a daemon: it keeps the JVM up)
         thread = NamedThreads.thread("lmcache-request-loop", false, this::run);
         thread.start();
+    }
+
+    /** The request path's time outside the handlers (STORE, RETRIEVE), for /status. */
+    public DispatchTimes dispatchTimes() {
+        return dispatcher.times();
     }
 
     /** When the loop last finished a turn; the health check uses it to tell a wedged loop. */

@@ -86,6 +86,8 @@ final class PoolPreparation {
             try {
                 long stepNs = System.nanoTime();
                 Posix.madvise(slice, MADV_HUGEPAGE);
+                // prefaulting first, although pinning would fault the pages itself: measured, leaving the faults to
+                // cuMemHostRegister took 1.6 GiB/s instead of 4.3 (/dev/shm, 16 threads): the driver faults under its lock
                 if (!(populateWorks && Posix.madvise(slice, Posix.MADV_POPULATE_WRITE))) {
                     populateWorks = false;
                     touchPages(slice);

@@ -65,8 +65,17 @@ class RedisL2IT {
                 + "\",\"request_timeout\":1.0,\"connection_timeout\":1.0}";
     }
 
+    /** A server whose adapter has connected: it connects in the background, and a LOOKUP before that is answered from L1 alone. */
     private static ServerProcess server(String adapter) {
-        return ServerProcess.start("--l1-size-gb", "0.0625", "--l2-adapter", adapter);
+        ServerProcess server = ServerProcess.start("--l1-size-gb", "0.0625", "--l2-adapter", adapter);
+        try {
+            await("L2 adapter connected").atMost(ANSWER).pollInterval(Duration.ofMillis(20)).until(() -> adapterStatus(server).get("connected")
+                    .asBoolean());
+        } catch (RuntimeException | Error e) {
+            server.close();
+            throw e;
+        }
+        return server;
     }
 
     /** Blocks 0..63 hold the same bytes in every process (a fixed seed), whatever prompt is stored from them. */

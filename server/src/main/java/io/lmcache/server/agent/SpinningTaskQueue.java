@@ -1,0 +1,47 @@
+package io.lmcache.server.agent;
+
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A pool's task queue whose idle threads busy-wait up to {@code spinNs} for the next task before they park, one thread at
+ * a time (the others park at once, so an idle pool holds at most one core). The spin starts afresh each time a thread
+ * looks for work, so a steady stream of requests never waits for a wake-up, and a pool left idle parks after
+ * {@code spinNs}. See {@link SpinPolicy} for when spinning is on.
+ */
+public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
+    private final long spinNs;
+    private final AtomicBoolean spinning = new AtomicBoolean();
+
+    public SpinningTaskQueue(long spinNs) {
+        this.spinNs = spinNs;
+    }
+
+    /**
+     * True when the next task needs no wake-up: a thread is spinning for it, or spinning is off (nothing to prime). A
+     * caller that knows a task is coming (a LOOKUP comes before the RETRIEVE of its hit) submits a no-op otherwise, so
+     * a thread wakes now, off the critical path, and spins for the task.
+     */
+    public boolean ready() {
+        return spinNs == 0 || spinning.get();
+    }
+
+    @Override
+    public Runnable take() throws InterruptedException {
+        if (spinNs > 0 && spinning.compareAndSet(false, true)) {
+            try {
+                long deadlineNs = System.nanoTime() + spinNs;
+                do {
+                    Runnable task = poll();
+                    if (task != null) {
+                        return task;
+                    }
+                    Thread.onSpinWait();
+                } while (deadlineNs - System.nanoTime() > 0);
+            } finally {
+                spinning.set(false);
+            }
+        }
+        return super.take();
+    }
+}
