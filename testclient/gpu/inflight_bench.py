@@ -83,6 +83,33 @@ def one(worker, op, tokens, blocks, rid):
     return seconds
 
 
+def messaging_floor(server, repeats=200):
+    """The worker's own share of a request that does no copy, measured like one(): a PING's round trip (frames out,
+    reply in, this process's ZMTP client and msgpack) and opening an already complete server event and waiting on it
+    (what the worker does with every STORE/RETRIEVE reply). Best and median, in microseconds: the floor under the
+    server path that no server change removes (the real client's pyzmq is faster than this pure-Python ZMTP)."""
+    w = Worker(server, "nhd", layers=1, blocks=16, seed=3)
+    assert w.register() is None
+    pings, opens = [], []
+    handle, ok = w.client.call("store", key(list(range(CHUNK)), 0, CHUNK, "floor"), w.instance, [list(range(16))], w.event())
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        w.client.call("ping", w.instance)
+        pings.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle)).synchronize()
+        opens.append(time.perf_counter() - t0)
+    w.client.call("unregister", w.instance)
+    server.clear()
+    out = {}
+    for name, values in (("ping_round_trip", pings), ("event_open_and_wait", opens)):
+        values.sort()
+        out[f"{name}_us_best"] = 1e6 * values[0]
+        out[f"{name}_us_median"] = 1e6 * values[len(values) // 2]
+    log(f"messaging floor: {json.dumps(out)}")
+    return out
+
+
 def warm_up(server, rounds):
     """A server that has served for a while: its request path compiled by the JIT's top tier (thousands of
     requests; a fresh JVM interprets the first ones), as in production. Rounds of 1-chunk STORE, LOOKUP, RETRIEVE."""
@@ -178,6 +205,7 @@ def main():
     rows = []
     try:
         warm_up(server, args.warmup)
+        floor = messaging_floor(server)
         for chunks in (int(c) for c in args.chunks.split(",")):
             for scatter in (p == "scattered" for p in args.pattern.split(",")):
                 row = sweep(server, chunks, scatter, args.repeats, 100 + chunks)
@@ -188,7 +216,7 @@ def main():
     props = torch.cuda.get_device_properties(0)
     report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                           "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
-              "command": " ".join(sys.argv), "rows": rows}
+              "command": " ".join(sys.argv), "messaging_floor": floor, "rows": rows}
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}"
