@@ -81,6 +81,11 @@ def main(argv=None) -> int:
         if "D" in modes:
             from . import transport   # puts testclient/ on sys.path before anything imports lmcache
             from .kvcache import CudaKVCache, ShmKVCache
+            if args.device == "cuda":
+                import torch
+                if not torch.cuda.is_available():
+                    raise SystemExit("--device cuda: torch.cuda is not available on this host "
+                                     "(use --device cpu, or run on a GPU host with CUDA torch)")
             if args.java:
                 from .server import Server
                 server = Server(args.java, args.classpath, args.out, args.l1_size_gb, model.chunk, args.device,
@@ -89,7 +94,7 @@ def main(argv=None) -> int:
                 print(f"# started lmcache-server pid {server.proc.pid} on {server.endpoint}", flush=True)
             conn = transport.connect(args.endpoint)
             doc["transport"] = conn.kind
-            served = conn.call("chunk_size")
+            served = conn.call("chunk_size", timeout=30)
             if served != model.chunk:
                 raise SystemExit(f"the server's chunk size is {served}, the model's {model.chunk}: "
                                  f"start the server with --chunk-size {model.chunk} or pass --chunk-size {served}")
