@@ -22,7 +22,7 @@ class Server:
         os.makedirs(out_dir, exist_ok=True)
         self.log_path = os.path.join(out_dir, f"server-{self.port}.log")
         cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g",
-               "-cp", classpath, "io.lmcache.server.Main", "--device", device, "--host", "127.0.0.1",
+               "-cp", classpath, "io.lmcache.server.Main", "--device", "cuda" if device == "cuda" else "host", "--host", "127.0.0.1",
                "--port", str(self.port), "--http-host", "127.0.0.1", "--http-port", str(self.http),
                "--l1-size-gb", str(pool_gb), "--chunk-size", str(chunk), "--eviction-policy", "LRU",
                "--eviction-trigger-watermark", "0.95", *extra]
