@@ -1,0 +1,5 @@
+import sys
+
+from .replay import main
+
+sys.exit(main())

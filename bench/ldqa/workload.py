@@ -1,0 +1,53 @@
+"""The long-doc-qa workload of ``lmcache bench engine``: documents, queries and their schedule.
+
+Token ids stand in for text: a document is a seeded random token list, a query appends a short
+suffix ("\\n\\nQuestion q: ...") that differs per query, as the real prompts do.
+"""
+
+import random
+from dataclasses import dataclass
+
+VOCAB = 128000
+SUFFIX_TOKENS = 24        # a short question
+
+
+@dataclass(frozen=True)
+class Prompt:
+    doc: int
+    query: int            # -1: warmup
+    tokens: tuple
+
+
+def num_documents(tokens_per_gb: float, volume_gb: float, doc_len: int) -> int:
+    """As LMCache's bench: max(1, int(GB * tokens_per_gb / L))."""
+    return max(1, int(volume_gb * tokens_per_gb / doc_len))
+
+
+def document(seed: int, doc: int, length: int) -> list:
+    rng = random.Random(f"{seed}/doc/{doc}")
+    return [rng.randrange(VOCAB) for _ in range(length)]
+
+
+def suffix(seed: int, query: int) -> list:
+    rng = random.Random(f"{seed}/query/{query}")
+    return [rng.randrange(VOCAB) for _ in range(SUFFIX_TOKENS)]
+
+
+class Workload:
+    def __init__(self, num_docs: int, doc_len: int, queries: int, policy: str, seed: int):
+        self.num_docs, self.doc_len, self.queries, self.policy, self.seed = num_docs, doc_len, queries, policy, seed
+        self.docs = [document(seed, d, doc_len) for d in range(num_docs)]
+        self.suffixes = {q: suffix(seed, q) for q in range(-1, queries)}
+
+    def prompt(self, doc: int, query: int) -> Prompt:
+        return Prompt(doc, query, tuple(self.docs[doc] + self.suffixes[query]))
+
+    def warmup(self) -> list:
+        """Each document once (LMCache sends them one at a time with max_tokens 1)."""
+        return [self.prompt(d, -1) for d in range(self.num_docs)]
+
+    def benchmark(self) -> list:
+        pairs = [(d, q) for q in range(self.queries) for d in range(self.num_docs)]   # "tile": query-major
+        if self.policy == "random":
+            random.Random(42).shuffle(pairs)    # LMCache's fixed shuffle seed
+        return [self.prompt(d, q) for d, q in pairs]
