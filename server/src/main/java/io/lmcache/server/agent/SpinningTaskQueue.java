@@ -12,22 +12,29 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
     private final long spinNs;
     private final AtomicBoolean spinning = new AtomicBoolean();
+    private final AtomicBoolean primed = new AtomicBoolean();
 
     public SpinningTaskQueue(long spinNs) {
         this.spinNs = spinNs;
     }
 
     /**
-     * True when the next task needs no wake-up: a thread is spinning for it, or spinning is off (nothing to prime). A
-     * caller that knows a task is coming (a LOOKUP comes before the RETRIEVE of its hit) submits a no-op otherwise, so
-     * a thread wakes now, off the critical path, and spins for the task.
+     * True (once per wake-up needed) when a caller that knows a task is coming (a LOOKUP comes before the RETRIEVE of its
+     * hit) should submit a no-op now, so a thread wakes off the critical path and spins for the task: spinning is on, no
+     * thread spins, and no such no-op is on its way already (a burst of LOOKUPs wakes one thread, not one each).
      */
-    public boolean ready() {
-        return spinNs == 0 || spinning.get();
+    public boolean claimPrime() {
+        return spinNs > 0 && !spinning.get() && primed.compareAndSet(false, true);
+    }
+
+    /** A thread is busy-waiting for the next task (tests). */
+    boolean spinning() {
+        return spinning.get();
     }
 
     @Override
     public Runnable take() throws InterruptedException {
+        primed.set(false); // a thread is looking for work: whatever primed it has been taken
         if (spinNs > 0 && spinning.compareAndSet(false, true)) {
             try {
                 long deadlineNs = System.nanoTime() + spinNs;

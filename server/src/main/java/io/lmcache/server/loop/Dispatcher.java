@@ -111,7 +111,7 @@ public final class Dispatcher implements AutoCloseable {
     /** Called on the socket thread for every request with a known op. */
     public void dispatch(Inbound in) {
         metrics.request(in.op());
-        if (in.op() == Op.LOOKUP && !transferQueue.ready()) {
+        if (in.op() == Op.LOOKUP && transferQueue.claimPrime()) {
             // a hit's RETRIEVE follows within milliseconds and waits for its copy: wake a transfer thread now, to spin for it
             try {
                 transferPool.execute(NOOP);

@@ -12,9 +12,10 @@ import org.junit.jupiter.api.Test;
 
 class SpinningTaskQueueTest {
     @Test
-    void anIdleTakerSpinsForTheNextTaskThenParks() throws Exception {
+    void anIdleTakerSpinsForTheNextTaskAndOnePrimeIsEnough() throws Exception {
         SpinningTaskQueue queue = new SpinningTaskQueue(TimeUnit.SECONDS.toNanos(30));
-        assertFalse(queue.ready(), "nobody spins yet: a coming task would need a wake-up");
+        assertTrue(queue.claimPrime(), "nobody spins yet: a coming task needs a wake-up");
+        assertFalse(queue.claimPrime(), "one no-op on its way is enough");
         CompletableFuture<Runnable> taken = CompletableFuture.supplyAsync(() -> {
             try {
                 return queue.take();
@@ -22,17 +23,18 @@ class SpinningTaskQueueTest {
                 throw new IllegalStateException(e);
             }
         });
-        await().atMost(Duration.ofSeconds(10)).until(queue::ready);
+        await().atMost(Duration.ofSeconds(10)).until(queue::spinning);
+        assertFalse(queue.claimPrime(), "a thread spins: the task needs no wake-up");
         Runnable task = () -> { };
         queue.offer(task);
         assertSame(task, taken.get(10, TimeUnit.SECONDS), "the spinning taker got it");
-        await().atMost(Duration.ofSeconds(10)).until(() -> !queue.ready());
+        assertTrue(queue.claimPrime(), "the taker left: the next task needs a wake-up again");
     }
 
     @Test
     void withSpinningOffNothingNeedsPriming() throws Exception {
         SpinningTaskQueue queue = new SpinningTaskQueue(0);
-        assertTrue(queue.ready());
+        assertFalse(queue.claimPrime(), "no spinning: nothing to prime");
         Runnable task = () -> { };
         queue.offer(task);
         assertSame(task, queue.take());
