@@ -6,6 +6,7 @@ import io.lmcache.server.agent.SpinningTaskQueue;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.logging.RateLimitedLogs;
+import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
@@ -57,7 +58,7 @@ public final class Dispatcher implements AutoCloseable {
     private final LongAdder overBudgetRequests;
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
-    private final DispatchTimes times = new DispatchTimes();
+    private final PhaseTimes<RequestPhase> times = new PhaseTimes<>(RequestPhase.class);
     private static final Runnable NOOP = () -> { };
     // a peer can cause each of these once per message: rate-limited, one budget per kind (bad requests: per reason)
     private static final RateLimitedLogs BAD_REQUEST_LINES = new RateLimitedLogs(LOG, "bad requests", 10);
@@ -188,7 +189,10 @@ public final class Dispatcher implements AutoCloseable {
 
     private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {
         Op op = in.op();
-        long lapNs = times.lap(op, DispatchTimes.Phase.QUEUE, in.receivedNs());
+        long lapNs = lap(op, RequestPhase.QUEUE, in.receivedNs());
+        if (timed(op)) {
+            times.done(op == Op.STORE); // counted before its reply goes out: a client that has the reply finds it counted
+        }
         Codec codec = CODEC.get();
         int payloads = in.payloadCount();
         int max = entry.maxPayloads();
@@ -212,7 +216,7 @@ public final class Dispatcher implements AutoCloseable {
             reply(in, entry);
             return;
         }
-        lapNs = times.lap(op, DispatchTimes.Phase.DECODE, lapNs);
+        lapNs = lap(op, RequestPhase.DECODE, lapNs);
         Reply result;
         try {
             result = entry.handler().handle(request, in.peer());
@@ -225,13 +229,23 @@ public final class Dispatcher implements AutoCloseable {
                     LogText.clip(in.peer()), t);
             result = entry.failure().get();
         }
-        lapNs = times.lap(op, DispatchTimes.Phase.HANDLE, lapNs);
+        lapNs = lap(op, RequestPhase.HANDLE, lapNs);
         reply(in, result, entry);
-        times.lap(op, DispatchTimes.Phase.REPLY, lapNs);
+        lap(op, RequestPhase.REPLY, lapNs);
+    }
+
+    /** STORE and RETRIEVE: the ops whose request path is timed (a lone request waits on its copy). */
+    private static boolean timed(Op op) {
+        return op == Op.STORE || op == Op.RETRIEVE;
+    }
+
+    /** Times a STORE's or RETRIEVE's phase; other ops pass {@code sinceNs} through. */
+    private long lap(Op op, RequestPhase phase, long sinceNs) {
+        return timed(op) ? times.lap(op == Op.STORE, phase, sinceNs) : sinceNs;
     }
 
     /** The request path's time outside the handlers, for /status. */
-    public DispatchTimes times() {
+    public PhaseTimes<RequestPhase> times() {
         return times;
     }
 

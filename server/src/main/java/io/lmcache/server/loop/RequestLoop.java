@@ -2,6 +2,7 @@ package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
@@ -187,7 +188,7 @@ public final class RequestLoop implements AutoCloseable {
     }
 
     /** The request path's time outside the handlers (STORE, RETRIEVE), for /status. */
-    public DispatchTimes dispatchTimes() {
+    public PhaseTimes<RequestPhase> dispatchTimes() {
         return dispatcher.times();
     }
 

@@ -12,6 +12,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.metrics.TransferMetrics;
 import io.lmcache.server.protocol.CacheKey;
@@ -21,7 +22,7 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.ChunkObjects;
-import io.lmcache.server.transfer.HandlerTimes;
+import io.lmcache.server.transfer.HandlerPhase;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.GroupPieces;
@@ -68,7 +69,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final ShmSegments shmSegments;
     private final EndOfLifeQueue endOfLife;
     private final TransferPlanner planner;
-    private final HandlerTimes times = new HandlerTimes();
+    private final PhaseTimes<HandlerPhase> times = new PhaseTimes<>(HandlerPhase.class);
     private final ObjectGroupCatalog catalog;
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
@@ -174,7 +175,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
             }
-            lapNs = times.lap(true, HandlerTimes.Phase.PLAN, lapNs);
+            lapNs = times.lap(true, HandlerPhase.PLAN, lapNs);
             ChunkObjects.Reservation reservation = ChunkObjects.reserveAll(store, request.key(), plan);
             if (!reservation.allFit()) {
                 ObjectStore.Snapshot pool = store.snapshot();
@@ -184,7 +185,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         + " MiB ready in use, " + (pool.objects() - pool.evictable()) + " object(s) locked or being written); storing what fit");
             }
             StoredObject[] reserved = reservation.objects();
-            long startNs = times.lap(true, HandlerTimes.Phase.OBJECTS, lapNs);
+            long startNs = times.lap(true, HandlerPhase.OBJECTS, lapNs);
             TransferMetrics.InFlight meter = metrics.transfers().store(context.copyPath().device(), context.instanceId(), context.modelName());
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
                     request.eventHandle(), lease, (ok, bytes, error) -> {
@@ -198,7 +199,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         }
                     });
             enqueueFailed("store", request.instanceId(), copied);
-            times.lap(true, HandlerTimes.Phase.COPY, startNs);
+            times.lap(true, HandlerPhase.COPY, startNs);
             times.done(true);
             return new Reply.Transfer(copied.eventHandle(), copied.accepted() && reservation.allFit());
         }
@@ -216,7 +217,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
             }
-            return retrievePlanned(request, context, plan, lease, times.lap(false, HandlerTimes.Phase.PLAN, lapNs));
+            return retrievePlanned(request, context, plan, lease, times.lap(false, HandlerPhase.PLAN, lapNs));
         } finally {
             // this worker's share of the lookup's read locks, also when the retrieve failed or was refused
             ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
@@ -240,7 +241,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     .add(plan.range().count());
             return context.copyPath().failure(Direction.FROM_POOL);
         }
-        long startNs = times.lap(false, HandlerTimes.Phase.OBJECTS, plannedNs);
+        long startNs = times.lap(false, HandlerPhase.OBJECTS, plannedNs);
         TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
                 request.key().workerId(), request.key().cacheSalt());
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
@@ -254,7 +255,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     }
                 });
         enqueueFailed("retrieve", request.instanceId(), copied);
-        times.lap(false, HandlerTimes.Phase.COPY, startNs);
+        times.lap(false, HandlerPhase.COPY, startNs);
         times.done(false);
         return new Reply.Transfer(copied.eventHandle(), copied.accepted());
     }

@@ -98,6 +98,14 @@ class HttpApiIT {
             int[] tokens = JavaWorker.tokens(3, 256);
             worker.fill(JavaWorker.range(0, 16), 3);
             assertTrue(worker.store(tokens, 0, 256, JavaWorker.range(0, 16), "http"));
+            JsonNode afterStore = json(Http.get(base + "/status"));
+            for (String times : List.of("request_path_cpu", "transfer_handler_cpu")) {
+                assertEquals(1, afterStore.get(times).get("store").get("requests").asInt(), times + ": the STORE was timed");
+                assertEquals(0, afterStore.get(times).get("retrieve").get("requests").asInt(), times);
+            }
+            for (String phase : List.of("queue", "decode", "handle", "reply")) {
+                assertTrue(afterStore.get("request_path_cpu").get("store").get(phase + "_seconds").asDouble() >= 0, phase);
+            }
             HttpResponse<String> cleared = Http.post(base + "/cache/clear", "{\"tier\": \"l1\"}");
             assertEquals(200, cleared.statusCode());
             assertEquals("ok", json(cleared).get("status").asText());

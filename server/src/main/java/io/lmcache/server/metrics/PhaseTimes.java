@@ -1,23 +1,23 @@
-package io.lmcache.server.transfer;
+package io.lmcache.server.metrics;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * Where a STORE or RETRIEVE handler spends its time before the reply, summed per op: planning (the
- * instance's lease, the key's chunks and hashes, the block checks), reserving or pinning the chunks'
- * objects in L1, and the copy path's call (building the pieces and, on the GPU, submitting them). A
- * request in flight alone waits for all of it, so the one-in-flight benchmark reads it from /status
- * (next to the GPU submit's own phases) to see which part to make faster.
+ * CPU time of a STORE's or RETRIEVE's phases, summed per op, for /status: a request in flight alone waits for all of
+ * it before its first copy, so the one-in-flight benchmark (testclient/gpu/inflight_bench.py) reads these to see which
+ * phase to make faster. The request path uses it outside the handler ({@code request_path_cpu}), the transfer handler
+ * inside ({@code transfer_handler_cpu}).
  */
-public final class HandlerTimes {
-    public enum Phase { PLAN, OBJECTS, COPY }
-
-    private final LongAdder[][] nanos = new LongAdder[2][Phase.values().length];
+public final class PhaseTimes<P extends Enum<P>> {
+    private final P[] phases;
+    private final LongAdder[][] nanos;
     private final LongAdder[] requests = {new LongAdder(), new LongAdder()};
 
-    public HandlerTimes() {
+    public PhaseTimes(Class<P> phaseType) {
+        phases = phaseType.getEnumConstants();
+        nanos = new LongAdder[2][phases.length];
         for (LongAdder[] op : nanos) {
             for (int p = 0; p < op.length; p++) {
                 op[p] = new LongAdder();
@@ -26,12 +26,13 @@ public final class HandlerTimes {
     }
 
     /** Adds {@code nowNs - sinceNs} to the phase and returns {@code nowNs}, the next phase's start. */
-    public long lap(boolean store, Phase phase, long sinceNs) {
+    public long lap(boolean store, P phase, long sinceNs) {
         long nowNs = System.nanoTime();
         nanos[store ? 0 : 1][phase.ordinal()].add(nowNs - sinceNs);
         return nowNs;
     }
 
+    /** One more request of the op is timed (counted before its reply goes out, so a client that has it finds it counted). */
     public void done(boolean store) {
         requests[store ? 0 : 1].increment();
     }
@@ -41,7 +42,7 @@ public final class HandlerTimes {
         for (int op = 0; op < 2; op++) {
             Map<String, Object> entry = new LinkedHashMap<>();
             entry.put("requests", requests[op].sum());
-            for (Phase phase : Phase.values()) {
+            for (P phase : phases) {
                 entry.put(phase.name().toLowerCase() + "_seconds", nanos[op][phase.ordinal()].sum() / 1e9);
             }
             out.put(op == 0 ? "store" : "retrieve", entry);
