@@ -31,7 +31,7 @@ def one(args, threads):
     cmd = [args.java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g",
            f"-Dlmcache.l1.prepareThreads={threads}", *os.environ.get("LMCACHE_JAVA_OPTS", "").split(), "-cp", args.classpath, "io.lmcache.server.Main", "--device", "cuda",
            "--host", "127.0.0.1", "--port", str(port), "--http-host", "127.0.0.1", "--http-port", str(http),
-           "--l1-size-gb", str(args.gb)] + (["--shm-name", ""] if args.anonymous else [])
+           "--l1-size-gb", str(args.gb)] + (["--shm-name", ""] if args.anonymous else []) + args.server_arg
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=open(path, "w"), stderr=subprocess.STDOUT)
     first = None
@@ -58,7 +58,7 @@ def one(args, threads):
     text = open(path).read()
     rates = re.findall(r"L1 pool preparation: 100% .* in (\d+) ms \(([\d.]+) GiB/s", text)
     split = re.findall(r"100% .*thread time: ([^)]*)\)", text)
-    row = {"threads": threads, "gib": args.gb, "pool": "anonymous" if args.anonymous else "shm", "thread_time": split[-1] if split else None, "first_region_ready_s": first, "all_ready_s_from_launch": total,
+    row = {"threads": threads, "gib": args.gb, "server_args": args.server_arg, "pool": "anonymous" if args.anonymous else "shm", "thread_time": split[-1] if split else None, "first_region_ready_s": first, "all_ready_s_from_launch": total,
            "server_prepare_ms": int(rates[-1][0]) if rates else None, "server_gib_per_s": float(rates[-1][1]) if rates else None}
     log(json.dumps(row))
     return row
@@ -73,6 +73,8 @@ def main():
     p.add_argument("--threads", default="1,8")
     p.add_argument("--anonymous", action="store_true", help="--shm-name '': anonymous memory (transparent huge pages where enabled)")
     p.add_argument("--tag", default="")
+    p.add_argument("--server-arg", action="append", default=[], help="a server flag, e.g. --server-arg=--l1-region-size-mb=4096 "
+                   "(region size: how much one pinning call covers)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     thp = {}
