@@ -150,6 +150,7 @@ def sweep(server, chunks, scatter, repeats, seed):
         if rep == 1:  # the first round warms the JIT and the driver: counted from the second on
             before = latency_totals(server)
             phases_before = submit_cpu(server)
+            gpu_before = {op: server.gpu_copy(op) for op in ("store", "retrieve")}
         tokens = [rng.randrange(150000) for _ in range(chunks * CHUNK)]
         rid = f"f{seed}-{rep}"
         s = one(w, "store", tokens, src, rid)
@@ -174,6 +175,10 @@ def sweep(server, chunks, scatter, repeats, seed):
         row[f"{op}_vs_raw"] = row[f"{op}_gbps"] / raw_rate
         row[f"{op}_ms_best"] = best * 1e3
         row[f"{op}_ms_median"] = sorted(times[op])[len(times[op]) // 2] * 1e3
+        # the server's GPU time per request (its DMA stream from the first copy to the last): what the pipeline's
+        # fill and drain add to the raw copy, apart from the CPU before and the worker's messaging around it
+        gpu_seconds, _ = (a - b for a, b in zip(server.gpu_copy(op), gpu_before[op]))
+        row[f"{op}_gpu_ms_mean"] = 1e3 * gpu_seconds / repeats
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
         a, b = phases_after.get(op, {}), phases_before.get(op, {})
