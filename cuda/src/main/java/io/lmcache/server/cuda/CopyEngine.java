@@ -55,12 +55,12 @@ public final class CopyEngine implements AutoCloseable {
      */
     public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
     /**
-     * Each batch after the first is this many times the one before (up to a half). The gather kernel fills device memory
-     * several times faster than the link drains it, so 4× still has each batch staged before the previous one's DMA
-     * ends, in half the launches of doubling (2, 8, 22 MiB for a one-chunk request instead of 2, 4, 8, 16, 2): the
-     * CPU's enqueue time per request counted as much as the GPU's on small requests (bench/RESULTS.md).
+     * Each batch after the first is this many times the one before (up to a half). 4× halved the launches of a one-chunk
+     * request (2, 8, 22 MiB instead of 2, 4, 8, 16, 2) and its enqueue time (~25 µs), but a RETRIEVE then ends on a 22 MiB
+     * scatter that no DMA overlaps: one-chunk RETRIEVEs took ~50 µs longer on the H200 (bench/RESULTS.md, "Second pass"),
+     * so doubling stays the default; {@code -Dlmcache.cuda.batchGrowth} for experiments.
      */
-    static final long BATCH_GROWTH = Math.max(2, Long.getLong("lmcache.cuda.batchGrowth", 4));
+    static final long BATCH_GROWTH = Math.max(2, Long.getLong("lmcache.cuda.batchGrowth", 2));
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     /**

@@ -39,7 +39,8 @@ public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
             try {
                 long deadlineNs = System.nanoTime() + spinNs;
                 do {
-                    Runnable task = poll();
+                    // the count is read without the take lock, which the submitting thread needs to signal takers
+                    Runnable task = isEmpty() ? null : poll();
                     if (task != null) {
                         return task;
                     }
