@@ -47,20 +47,13 @@ public final class CopyEngine implements AutoCloseable {
     /** Bytes of one staging half; each lane has two, so device memory used is four times this. */
     public static final long STAGING_HALF_BYTES = Math.max(1L << 20, Long.getLong("lmcache.cuda.stagingMiB", 32) << 20);
     /**
-     * The first batch of a transfer that finds its lane idle (then {@link #BATCH_GROWTH} times as much per batch, up to
+     * The first batch of a transfer that finds its lane idle (then {@link BatchSizes#GROWTH} times as much per batch, up to
      * a staging half). With whole halves, a one-chunk request (32 MiB) was one batch: its gather ran before any byte
      * crossed the link. Small first batches let the DMA start after a short gather, the growth keeps the
      * launches few on long transfers. Behind other transfers the link is busy anyway and small batches only
      * add launches (measured: 4 % less with four 128 MiB requests in flight), so those start at a half.
      */
     public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
-    /**
-     * Each batch after the first is this many times the one before (up to a half). 4× halved the launches of a one-chunk
-     * request (2, 8, 22 MiB instead of 2, 4, 8, 16, 2) and its enqueue time (~25 µs), but a RETRIEVE then ends on a 22 MiB
-     * scatter that no DMA overlaps: one-chunk RETRIEVEs took ~50 µs longer on the H200 (bench/RESULTS.md, "Second pass"),
-     * so doubling stays the default; {@code -Dlmcache.cuda.batchGrowth} for experiments.
-     */
-    static final long BATCH_GROWTH = Math.max(2, Long.getLong("lmcache.cuda.batchGrowth", 2));
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     /**
@@ -300,12 +293,12 @@ public final class CopyEngine implements AutoCloseable {
         long[] bases = tensors.storageAddresses();
         StagedBatch batch = lane.batch;
         int next = 0;
-        long batchBytes = Math.min(firstBatchBytes, STAGING_HALF_BYTES);
+        BatchSizes sizes = BatchSizes.forTransfer(direction, pieces, firstBatchBytes, STAGING_HALF_BYTES);
         while (next < pieces.count()) {
             int half = lane.takeHalf();
-            next = batch.fill(pieces, next, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, batchBytes,
+            next = batch.fill(pieces, next, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, sizes.next(),
                     pool.regionBytes());
-            batchBytes = Math.min(BATCH_GROWTH * batchBytes, STAGING_HALF_BYTES);
+            sizes.staged(batch.stagedBytes());
             if (batch.pieceCount() == 0) {
                 lane.takeHalf(); // nothing staged (only large pieces were left): the half stays next
                 continue;
