@@ -38,7 +38,7 @@ class Request:
 class PhaseStats:
     requests: int = 0
     prompt_tokens: int = 0
-    cacheable_tokens: int = 0     # full chunks of each prompt that can be hit (not the last token)
+    cacheable_tokens: int = 0     # what a hit can cover: the full chunks before the last token, or the GPU's block hit if longer
     gpu_hit_tokens: int = 0
     external_hit_tokens: int = 0
     lookup_s: list = field(default_factory=list)
@@ -124,7 +124,8 @@ class Engine:
             n = len(r.prompt.tokens)
             stats.requests += 1
             stats.prompt_tokens += n
-            stats.cacheable_tokens += ((n - 1) // chunk) * chunk
+            # the server hits whole chunks, the GPU whole blocks: a GPU hit may reach past the last full chunk
+            stats.cacheable_tokens += max(((n - 1) // chunk) * chunk, r.gpu_hit)
             stats.gpu_hit_tokens += r.gpu_hit
         if self.conn:
             self._lookup(batch, stats)

@@ -2,7 +2,7 @@
 
 Hit rates are in tokens of prompt tokens, as vLLM's prefix_cache_* / external_prefix_cache_*
 counters count them, plus of "cacheable" tokens (the full chunks of each prompt before its last
-token: what any chunk-granular cache can serve at best).
+token: what the chunk-granular server can serve at best; or the GPU's block-granular hit where that is longer).
 """
 
 import json
