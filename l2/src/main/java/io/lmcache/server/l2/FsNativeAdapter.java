@@ -94,22 +94,20 @@ public final class FsNativeAdapter implements L2Adapter {
     public long submitStore(List<L2Key> keys, List<MemorySegment> objects) {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
-        AtomicBoolean ok = new AtomicBoolean(true);
-        LongAdder written = new LongAdder();
-        Countdown task = new Countdown(taskKeys.size(), () -> results.storeDone(taskId, new StoreResult(ok.get(), ok.get() ? written.sum() : 0)));
+        StoreTask task = new StoreTask(taskKeys.size(), result -> results.storeDone(taskId, result));
         for (int i = 0; i < taskKeys.size(); i++) {
             L2Key key = taskKeys.get(i);
             MemorySegment object = objects.get(i);
             // runs on: an fs writer thread (lmcache-l2-fs_native-*)
             execute(workers, () -> {
-                if (store(key, object, written)) {
+                if (store(key, object, task)) {
                     accounting.stored(List.of(key), new long[] {object.byteSize()});
                 } else {
-                    ok.set(false);
+                    task.failed();
                 }
                 task.oneDone();
             }, () -> {
-                ok.set(false);
+                task.failed();
                 task.oneDone();
             });
         }
@@ -117,7 +115,7 @@ public final class FsNativeAdapter implements L2Adapter {
         return taskId;
     }
 
-    private boolean store(L2Key key, MemorySegment object, LongAdder written) {
+    private boolean store(L2Key key, MemorySegment object, StoreTask task) {
         String name = FsNativeFiles.fileName(key);
         if (name == null) {
             badKeys.increment();
@@ -125,7 +123,7 @@ public final class FsNativeAdapter implements L2Adapter {
         }
         try {
             if (files.write(name, object) == FsNativeFiles.Write.WROTE) {
-                written.add(object.byteSize());
+                task.wrote(object.byteSize());
             }
             return true;
         } catch (IOException | RuntimeException e) {
@@ -192,14 +190,7 @@ public final class FsNativeAdapter implements L2Adapter {
     public long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
-        Bitmap loaded = new Bitmap(taskKeys.size());
-        Countdown task = new Countdown(taskKeys.size(), () -> {
-            Bitmap result;
-            synchronized (loaded) {
-                result = loaded.copy();
-            }
-            results.loadDone(taskId, result);
-        });
+        KeyBitsTask task = new KeyBitsTask(taskKeys.size(), loaded -> results.loadDone(taskId, loaded));
         for (int i = 0; i < taskKeys.size(); i++) {
             int index = i;
             L2Key key = taskKeys.get(i);
@@ -207,9 +198,7 @@ public final class FsNativeAdapter implements L2Adapter {
             // runs on: an fs reader thread (lmcache-l2-fs_native-*)
             execute(readers, () -> {
                 if (load(key, buffer)) {
-                    synchronized (loaded) {
-                        loaded.set(index);
-                    }
+                    task.set(index);
                     accounting.stored(List.of(key), new long[] {buffer.byteSize()});
                     accounting.accessed(List.of(key));
                 }

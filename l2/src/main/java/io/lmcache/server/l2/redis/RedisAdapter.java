@@ -14,13 +14,14 @@ import io.lettuce.core.protocol.CommandType;
 import io.lmcache.server.l2.AdapterUsage;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.CompletionSignals;
+import io.lmcache.server.l2.KeyBitsTask;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.l2.L2AdapterSpec;
-import io.lmcache.server.l2.Countdown;
 import io.lmcache.server.l2.KeyLocks;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
+import io.lmcache.server.l2.StoreTask;
 import io.lmcache.server.l2.TaskResults;
 import io.lmcache.server.l2.UsageAccounting;
 import java.lang.foreign.MemorySegment;
@@ -39,7 +40,6 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
@@ -117,11 +117,9 @@ public final class RedisAdapter implements L2Adapter {
     @Override
     public long submitStore(List<L2Key> keys, List<MemorySegment> objects) {
         long taskId = results.newTaskId();
-        AtomicBoolean ok = new AtomicBoolean(true);
-        LongAdder written = new LongAdder();
-        Countdown task = new Countdown(keys.size(), () -> results.storeDone(taskId, new StoreResult(ok.get(), ok.get() ? written.sum() : 0)));
+        StoreTask task = new StoreTask(keys.size(), result -> results.storeDone(taskId, result));
         if (connections() == null) {
-            ok.set(false);
+            task.failed();
             failures.failed(closed ? "closed" : "not_connected", keys.size(), "store of " + keys.size() + " key(s)", null);
             keys.forEach(key -> task.oneDone());
         } else {
@@ -137,11 +135,11 @@ public final class RedisAdapter implements L2Adapter {
                     sendValue(new Command<>(CommandType.SET, new StatusOutput<>(ValueCodec.INSTANCE), args), value, (reply, error) -> {
                         if (error == null && "OK".equals(reply)) {
                             accounting.stored(List.of(key), new long[] {value.size()});
-                            written.add(value.size());
+                            task.wrote(value.size());
                             storedKeys.increment();
                             failures.succeeded();
                         } else {
-                            ok.set(false);
+                            task.failed();
                             failures.failed(error == null ? "store_reply" : reason(error), 1, "SET " + wire + (error == null ? " answered "
                                     + reply : ""), error);
                         }
@@ -166,14 +164,9 @@ public final class RedisAdapter implements L2Adapter {
     public long submitLookupAndLock(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup) {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
-        Bitmap found = new Bitmap(taskKeys.size());
-        Countdown task = new Countdown(taskKeys.size(), () -> {
-            Bitmap result;
-            synchronized (found) {
-                result = found.copy();
-            }
-            lookupHits.add(result.popcount());
-            results.lookupDone(taskId, result);
+        KeyBitsTask task = new KeyBitsTask(taskKeys.size(), found -> {
+            lookupHits.add(found.popcount());
+            results.lookupDone(taskId, found);
         });
         lookupKeys.add(taskKeys.size());
         RedisLink.Connections now = connections();
@@ -189,9 +182,7 @@ public final class RedisAdapter implements L2Adapter {
                 CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
                 send(now.control(), new Command<>(CommandType.EXISTS, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
                     if (error == null && count != null && count == 1) {
-                        synchronized (found) {
-                            found.set(index);
-                        }
+                        task.set(index);
                     } else {
                         locks.unlock(key);
                         if (error != null) {
@@ -223,14 +214,7 @@ public final class RedisAdapter implements L2Adapter {
     public long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
         long taskId = results.newTaskId();
         List<L2Key> taskKeys = List.copyOf(keys);
-        Bitmap loaded = new Bitmap(taskKeys.size());
-        Countdown task = new Countdown(taskKeys.size(), () -> {
-            Bitmap result;
-            synchronized (loaded) {
-                result = loaded.copy();
-            }
-            results.loadDone(taskId, result);
-        });
+        KeyBitsTask task = new KeyBitsTask(taskKeys.size(), loaded -> results.loadDone(taskId, loaded));
         if (connections() == null) {
             failures.failed(closed ? "closed" : "not_connected", taskKeys.size(), "load of " + taskKeys.size() + " key(s)", null);
             taskKeys.forEach(key -> task.oneDone());
@@ -245,9 +229,7 @@ public final class RedisAdapter implements L2Adapter {
                     CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire);
                     sendValue(new Command<>(CommandType.GET, output, args), target, (outcome, error) -> {
                         if (error == null && outcome == LoadOutput.Outcome.HIT) {
-                            synchronized (loaded) {
-                                loaded.set(index);
-                            }
+                            task.set(index);
                             accounting.stored(List.of(key), new long[] {target.size()});
                             accounting.accessed(List.of(key));
                             loadedKeys.increment();
