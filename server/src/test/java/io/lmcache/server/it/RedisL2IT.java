@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.l2.testing.RedisClusterExtension;
 import io.lmcache.server.l2.testing.RedisNodes;
 import io.lmcache.server.protocol.ChunkHasher;
 import io.lmcache.server.protocol.DType;
@@ -21,10 +22,9 @@ import io.lmcache.server.testing.TestClient;
 import io.lmcache.server.transfer.KvLayout;
 import java.time.Duration;
 import java.util.function.IntPredicate;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Many servers sharing one Redis cluster (issue 16): two server processes, each with its own L1
@@ -46,22 +46,11 @@ class RedisL2IT {
     private static final String MODEL = "org/redis-model";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration ANSWER = Duration.ofSeconds(20);
-    private static RedisNodes cluster;
-
-    @BeforeAll
-    static void startCluster() {
-        cluster = RedisNodes.cluster(3);
-    }
-
-    @AfterAll
-    static void stopCluster() {
-        if (cluster != null) {
-            cluster.close();
-        }
-    }
+    @RegisterExtension
+    static final RedisClusterExtension CLUSTER = new RedisClusterExtension(3);
 
     private static String valkey(String prefix) {
-        return "{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,\"key_prefix\":\"" + prefix
+        return "{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,\"key_prefix\":\"" + prefix
                 + "\",\"request_timeout\":1.0,\"connection_timeout\":1.0}";
     }
 
@@ -173,7 +162,7 @@ class RedisL2IT {
             for (int c = 0; c < CHUNKS && fits; c++) {
                 String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, hashes[2 * c], hashes[2 * c + 1], "")
                         .wireKey();
-                fits = (c == 0 ? first : rest).test(cluster.nodeOf(wire));
+                fits = (c == 0 ? first : rest).test(CLUSTER.nodes().nodeOf(wire));
             }
             if (fits) {
                 return tokens;
@@ -194,7 +183,7 @@ class RedisL2IT {
             storeThrough(a, wa, onVictim, "victim");
             assertEquals(2 * CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_chunks_total"));
 
-            cluster.kill(victim);
+            CLUSTER.nodes().kill(victim);
             for (int round = 0; round < 3; round++) {
                 assertEquals(CHUNKS, lookup(wb, alive, "alive-" + round), "keys on the surviving masters still hit");
                 assertRetrievesExactly(wb, alive, CHUNKS, "alive-" + round);
@@ -208,7 +197,7 @@ class RedisL2IT {
             await("B sees the dead master").atMost(ANSWER).pollInterval(Duration.ofMillis(100)).until(() ->
                     !adapterStatus(b).get("is_healthy").asBoolean());
 
-            cluster.start(victim);
+            CLUSTER.nodes().start(victim);
             for (ServerProcess server : new ServerProcess[] {a, b}) {
                 await("healthy again").atMost(ANSWER).pollInterval(Duration.ofMillis(100)).until(() ->
                         adapterStatus(server).get("is_healthy").asBoolean());

@@ -14,34 +14,23 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
+import io.lmcache.server.l2.testing.RedisClusterExtension;
 import io.lmcache.server.l2.testing.RedisNodes;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** resp and valkey against real redis-server processes: one 3-master cluster for the class, standalone nodes where needed. */
 class RedisAdapterTest {
     private static final int BYTES = 64 * 1024;
-    private static RedisNodes cluster;
+    @RegisterExtension
+    static final RedisClusterExtension CLUSTER = new RedisClusterExtension(3);
     private final AdapterDriver driver = new AdapterDriver();
-
-    @BeforeAll
-    static void startCluster() {
-        cluster = RedisNodes.cluster(3);
-    }
-
-    @AfterAll
-    static void stopCluster() {
-        if (cluster != null) {
-            cluster.close();
-        }
-    }
 
     @AfterEach
     void closeAdapters() {
@@ -49,7 +38,7 @@ class RedisAdapterTest {
     }
 
     private String valkey(String extra) {
-        return "{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,\"request_timeout\":2"
+        return "{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,\"request_timeout\":2"
                 + extra + "}";
     }
 
@@ -65,13 +54,13 @@ class RedisAdapterTest {
         List<MemorySegment> objects = driver.filled(0, 24, BYTES);
         assertEquals(new StoreResult(true, 24L * BYTES), store(adapter, keys, objects));
         for (int node = 0; node < 3; node++) {
-            assertTrue(cluster.keyCount(node) > 0, "no hash tag: keys spread over every master, node " + node + " has none");
+            assertTrue(CLUSTER.nodes().keyCount(node) > 0, "no hash tag: keys spread over every master, node " + node + " has none");
         }
         // the packed kv rank of rank 0 of 1, object group 0, format 1
         String wire = "t1@org/model@01000100@0@f1@" + keys.get(5).hashHex();
         assertEquals(wire, adapter.wireKey(keys.get(5)));
-        assertEquals("1", cluster.cli(cluster.nodeOf(wire), "EXISTS", wire).strip(), "our key form (with the format) on its slot's node");
-        assertEquals(String.valueOf(BYTES), cluster.cli(cluster.nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
+        assertEquals("1", CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "EXISTS", wire).strip(), "our key form (with the format) on its slot's node");
+        assertEquals(String.valueOf(BYTES), CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
 
         List<L2Key> asked = keys(0, 26); // the last two were never stored
         Bitmap found = lookup(adapter, asked);
@@ -144,7 +133,7 @@ class RedisAdapterTest {
         List<L2Key> keys = keys(300, 1);
         assertTrue(store(adapter, keys, driver.filled(300, 1, 1024)).ok());
         String wire = adapter.wireKey(keys.getFirst());
-        long pttl = Long.parseLong(cluster.cli(cluster.nodeOf(wire), "PTTL", wire).strip());
+        long pttl = Long.parseLong(CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "PTTL", wire).strip());
         assertTrue(pttl > 0 && pttl <= 30_000, "PTTL " + pttl);
     }
 

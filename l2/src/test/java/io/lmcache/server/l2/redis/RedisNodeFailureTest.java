@@ -14,17 +14,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
-import io.lmcache.server.l2.testing.RedisNodes;
+import io.lmcache.server.l2.testing.RedisClusterExtension;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * A master of a 3-master cluster killed under the adapter (its own cluster: the others' tests never
@@ -37,20 +36,9 @@ class RedisNodeFailureTest {
     private static final long REQUEST_TIMEOUT_MS = 1000;
     /** Lettuce's timeout, then our backstop one second later: the bound on any answer. */
     private static final long ANSWER_BOUND_MS = REQUEST_TIMEOUT_MS + 1000;
-    private static RedisNodes cluster;
+    @RegisterExtension
+    static final RedisClusterExtension CLUSTER = new RedisClusterExtension(3);
     private final AdapterDriver driver = new AdapterDriver();
-
-    @BeforeAll
-    static void startCluster() {
-        cluster = RedisNodes.cluster(3);
-    }
-
-    @AfterAll
-    static void stopCluster() {
-        if (cluster != null) {
-            cluster.close();
-        }
-    }
 
     @AfterEach
     void closeAdapters() {
@@ -59,7 +47,7 @@ class RedisNodeFailureTest {
 
     @Test
     void aKilledMasterFailsOnlyItsKeysFastAndIsUsedAgainOnceRestarted() throws Exception {
-        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,"
+        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
                 + "\"request_timeout\":1.0,\"connection_timeout\":1.0}");
         awaitConnected(adapter);
         List<L2Key> keys = keys(0, KEYS);
@@ -68,12 +56,12 @@ class RedisNodeFailureTest {
         boolean[] onVictim = new boolean[KEYS];
         int survivors = 0;
         for (int i = 0; i < KEYS; i++) {
-            onVictim[i] = cluster.nodeOf(adapter.wireKey(keys.get(i))) == 0;
+            onVictim[i] = CLUSTER.nodes().nodeOf(adapter.wireKey(keys.get(i))) == 0;
             survivors += onVictim[i] ? 0 : 1;
         }
         assertTrue(survivors > 0 && survivors < KEYS, "keys on the victim and on the others");
 
-        cluster.kill(0);
+        CLUSTER.nodes().kill(0);
         long t0 = System.nanoTime();
         Bitmap found = lookup(adapter, keys);
         long lookupMs = (System.nanoTime() - t0) / 1_000_000;
@@ -98,7 +86,7 @@ class RedisNodeFailureTest {
         List<L2Key> more = keys(100, KEYS);
         int written = 0;
         for (L2Key key : more) {
-            written += cluster.nodeOf(adapter.wireKey(key)) == 0 ? 0 : 1;
+            written += CLUSTER.nodes().nodeOf(adapter.wireKey(key)) == 0 ? 0 : 1;
         }
         t0 = System.nanoTime();
         StoreResult result = store(adapter, more, driver.filled(100, KEYS, BYTES));
@@ -109,7 +97,7 @@ class RedisNodeFailureTest {
                 !(Boolean) adapter.status().get("is_healthy") && nodes(adapter).stream().anyMatch(n -> !(Boolean) n.get("reachable")));
         assertTrue(((Map<?, ?>) adapter.status().get("failures_by_reason")).size() > 0);
 
-        cluster.start(0);
+        CLUSTER.nodes().start(0);
         // the restarted master is empty: what it held is a miss now, and new stores to it succeed once Lettuce has reconnected
         await("stores to the restarted master succeed").atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200))
                 .until(() -> store(adapter, keys, objects).ok());
@@ -128,7 +116,7 @@ class RedisNodeFailureTest {
 
     @Test
     void aMasterThatStopsAnsweringTimesOutItsKeysAndTheirBuffersStayUntouched() throws Exception {
-        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,"
+        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
                 + "\"key_prefix\":\"hung\",\"request_timeout\":1.0,\"connection_timeout\":1.0}");
         awaitConnected(adapter);
         List<L2Key> keys = keys(1000, KEYS);
@@ -138,18 +126,18 @@ class RedisNodeFailureTest {
         List<MemorySegment> buffers = driver.blank(KEYS, BYTES, (byte) 0x22);
         Bitmap loaded;
         long t0 = System.nanoTime();
-        cluster.pause(victim);
+        CLUSTER.nodes().pause(victim);
         try {
             loaded = load(adapter, keys, buffers);
         } finally {
-            cluster.resume(victim);
+            CLUSTER.nodes().resume(victim);
         }
         long loadMs = (System.nanoTime() - t0) / 1_000_000;
         assertTrue(loadMs >= REQUEST_TIMEOUT_MS / 2 && loadMs < ANSWER_BOUND_MS + 1000, "answered after the timeout: " + loadMs + " ms");
         byte[] untouched = new byte[BYTES];
         Arrays.fill(untouched, (byte) 0x22);
         for (int i = 0; i < KEYS; i++) {
-            boolean hung = cluster.nodeOf(adapter.wireKey(keys.get(i))) == victim;
+            boolean hung = CLUSTER.nodes().nodeOf(adapter.wireKey(keys.get(i))) == victim;
             assertEquals(!hung, loaded.get(i), "key " + i);
             assertArrayEquals(hung ? untouched : objects.get(i).toArray(ValueLayout.JAVA_BYTE), buffers.get(i).toArray(ValueLayout.JAVA_BYTE),
                     "key " + i + ": a late reply never lands in a buffer that was given back");
