@@ -69,6 +69,16 @@ def log(message):
     print(message, flush=True)
 
 
+def script_args():
+    """The arguments every GPU script takes: the Java runtime and the jars to start the server with (.device/), and
+    the folder its results go to."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--java", required=True)
+    p.add_argument("--classpath", required=True)
+    p.add_argument("--out", required=True)
+    return p
+
+
 # --- server process -----------------------------------------------------------------------------
 
 def free_port():
@@ -631,11 +641,8 @@ def run_bench(args):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = script_args()
     p.add_argument("mode", choices=["test", "bench"])
-    p.add_argument("--java", required=True)
-    p.add_argument("--classpath", required=True)
-    p.add_argument("--out", required=True)
     args = p.parse_args()
     torch.cuda.init()
     return run_tests(args) if args.mode == "test" else run_bench(args)

@@ -13,7 +13,6 @@ queued, from its latency metric).
 
 LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording).
 """
-import argparse
 import json
 import os
 import random
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, unpack  # noqa: E402
+from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, script_args, unpack  # noqa: E402
 
 
 def latency_totals(server):
@@ -195,10 +194,7 @@ def sweep(server, chunks, scatter, repeats, seed):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--java", required=True)
-    p.add_argument("--classpath", required=True)
-    p.add_argument("--out", required=True)
+    p = script_args()
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--chunks", default="1,4,16,64")
     p.add_argument("--pattern", default="consecutive,scattered")

@@ -6,7 +6,6 @@ settings, which decide whether the pool gets huge pages.
 
     python3 testclient/gpu/pool_prep_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --out $OUT/prep --gb 64 --threads 1,8
 """
-import argparse
 import json
 import os
 import re
@@ -17,7 +16,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_check import free_port, log  # noqa: E402
+from gpu_check import free_port, log, script_args  # noqa: E402
 
 
 def status(http):
@@ -65,10 +64,7 @@ def one(args, threads):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--java", required=True)
-    p.add_argument("--classpath", required=True)
-    p.add_argument("--out", required=True)
+    p = script_args()
     p.add_argument("--gb", type=int, default=64)
     p.add_argument("--threads", default="1,8")
     p.add_argument("--anonymous", action="store_true", help="--shm-name '': anonymous memory (transparent huge pages where enabled)")

@@ -8,7 +8,6 @@ request), so both links and the host's memory are loaded as in the server run.
   python3 tp_bench.py --java J --classpath CP --out DIR [--chunks 4] [--requests 24] [--repeats 3]
 """
 
-import argparse
 import json
 import multiprocessing as mp
 import os
@@ -103,10 +102,7 @@ def rank_main(rank, port, http, chunks, requests, repeats, barrier, queue):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--java", required=True)
-    p.add_argument("--classpath", required=True)
-    p.add_argument("--out", required=True)
+    p = g.script_args()
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--repeats", type=int, default=3)
