@@ -118,7 +118,9 @@ class ShmKVCache(KVCache):
     """Each layer's tensor in its own /dev/shm segment, shared as LMCache's CpuShmTensorWrapper."""
 
     def __init__(self, model, num_blocks, seed):
-        self.names, self._maps = [], []
+        from lmcache_testclient.shm_kv import Segments
+        self._segments = Segments()
+        self.names = self._segments.names
         try:
             super().__init__(model, num_blocks, seed)
         except BaseException:
@@ -126,29 +128,15 @@ class ShmKVCache(KVCache):
             raise
 
     def _alloc(self, shape, dtype):
-        from lmcache_testclient.shm_kv import _create_segment, new_segment_name
-        name = new_segment_name()
-        nbytes = torch.empty(shape, dtype=dtype, device="meta").numel() * torch.empty((), dtype=dtype).element_size()
-        mapping = _create_segment(name, nbytes)
-        self.names.append(name)
-        self._maps.append(mapping)
-        return torch.frombuffer(mapping, dtype=torch.uint8).view(dtype).view(shape)
+        return self._segments.tensor(tuple(shape), dtype)[1]
 
     def wrappers(self) -> list:
         from lmcache.v1.platform.cpu.shm import CpuShmTensorWrapper
         return [CpuShmTensorWrapper.from_tensor(t, n) for t, n in zip(self.tensors, self.names)]
 
     def close(self) -> None:
-        from lmcache_testclient.shm_kv import unlink_segment
-        for name in self.names:
-            unlink_segment(name)
         self.tensors, self.templates = [], []
-        for m in self._maps:
-            try:
-                m.close()
-            except BufferError:
-                pass
-        self._maps = []
+        self._segments.release()
 
 
 class CudaKVCache(KVCache):

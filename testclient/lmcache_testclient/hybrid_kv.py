@@ -12,7 +12,7 @@ import torch
 from lmcache.v1.platform.cpu.shm import CpuShmTensorWrapper
 
 from .messages import EngineGroupInfo
-from .shm_kv import _create_segment, new_segment_name, unlink_segment
+from .shm_kv import Segments
 
 SENTINEL_BYTE = 0xA5  # fills "must stay untouched" blocks; random data never fills a whole block with it
 
@@ -43,19 +43,16 @@ class HybridKVCache:
         count = sum(len(g.layers) for g in self.groups)
         self.names = [None] * count
         self.tensors = [None] * count
-        self._maps = []
+        self._segments = Segments()
         gen = torch.Generator().manual_seed(seed)
         try:
             for spec in self.groups:
                 for layer in spec.layers:
-                    name = new_segment_name()
-                    nbytes = _numel(spec.shape) * torch.empty((), dtype=spec.dtype).element_size()
-                    mapping = _create_segment(name, nbytes)
-                    self._maps.append(mapping)
-                    raw = torch.frombuffer(mapping, dtype=torch.uint8)
-                    raw.copy_(torch.randint(0, 256, (nbytes,), generator=gen, dtype=torch.uint8))
+                    name, tensor = self._segments.tensor(spec.shape, spec.dtype)
+                    raw = tensor.view(-1).view(torch.uint8)
+                    raw.copy_(torch.randint(0, 256, (raw.numel(),), generator=gen, dtype=torch.uint8))
                     self.names[layer] = name
-                    self.tensors[layer] = raw.view(spec.dtype).view(spec.shape)
+                    self.tensors[layer] = tensor
         except BaseException:
             self.close()
             raise
@@ -85,16 +82,8 @@ class HybridKVCache:
         return all(bool((v == byte).all()) for v in self._views(g, block))
 
     def close(self) -> None:
-        for name in self.names:
-            if name:
-                unlink_segment(name)
         self.tensors = []
-        for mapping in self._maps:
-            try:
-                mapping.close()
-            except BufferError:
-                pass
-        self._maps = []
+        self._segments.release()
 
     def __enter__(self) -> "HybridKVCache":
         return self
@@ -102,9 +91,3 @@ class HybridKVCache:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -11,6 +11,7 @@ the bytes of block b (and of token t in block b) in every tensor, for any layout
 
 import atexit
 import itertools
+import math
 import mmap
 import os
 import threading
@@ -117,6 +118,34 @@ def _create_segment(shm_name: str, nbytes: int) -> mmap.mmap:
 SENTINEL = -3.5  # fill value for "must stay untouched" blocks; random data never takes it
 
 
+class Segments:
+    """POSIX shm segments this process made, each mapped here with a tensor over it: what a CPU worker registers.
+    ``release`` unlinks every name and closes the mappings (a mapping that a view still exports closes with it)."""
+
+    def __init__(self):
+        self.names: list = []
+        self._maps: list = []
+
+    def tensor(self, shape: tuple, dtype: torch.dtype):
+        """A new segment of exactly ``shape`` x ``dtype``: (its name, a tensor of that shape over it)."""
+        name = new_segment_name()
+        mapping = _create_segment(name, math.prod(shape) * torch.empty((), dtype=dtype).element_size())
+        self.names.append(name)
+        self._maps.append(mapping)
+        return name, torch.frombuffer(mapping, dtype=torch.uint8).view(dtype).view(shape)
+
+    def release(self) -> None:
+        """Unlink every segment; call it after dropping the tensors (the mappings close once no view exports them)."""
+        for name in self.names:
+            unlink_segment(name)
+        for mapping in self._maps:
+            try:
+                mapping.close()
+            except BufferError:  # a view handed out earlier still exports the buffer
+                pass
+        self._maps = []
+
+
 class ShmKVCache:
     """The KV tensors of one simulated vLLM worker, each in its own shm segment."""
 
@@ -125,18 +154,12 @@ class ShmKVCache:
         self.geometry = geometry
         shape = layout.shape(geometry)
         count = 1 if layout.cross_layer else geometry.num_layers
-        self.names: list = []
+        self._segments = Segments()
+        self.names: list = self._segments.names
         self.tensors: list = []
-        self._maps: list = []
         try:
             for _ in range(count):
-                name = new_segment_name()
-                nbytes = _numel(shape) * torch.empty((), dtype=geometry.dtype).element_size()
-                mapping = _create_segment(name, nbytes)
-                self.names.append(name)
-                self._maps.append(mapping)
-                flat = torch.frombuffer(mapping, dtype=torch.uint8)
-                self.tensors.append(flat.view(geometry.dtype).view(shape))
+                self.tensors.append(self._segments.tensor(shape, geometry.dtype)[1])
             self.fill_random(seed)
         except BaseException:
             self.close()
@@ -222,28 +245,14 @@ class ShmKVCache:
 
     def close(self) -> None:
         """Unlink every segment. The local mappings are released when the tensors are gone."""
-        for name in self.names:
-            unlink_segment(name)
         self.tensors = []
-        for mapping in self._maps:
-            try:
-                mapping.close()
-            except BufferError:  # a view handed out earlier still exports the buffer
-                pass
-        self._maps = []
+        self._segments.release()
 
     def __enter__(self) -> "ShmKVCache":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _numel(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _raw(view: torch.Tensor) -> bytes:
