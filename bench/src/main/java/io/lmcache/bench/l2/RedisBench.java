@@ -1,5 +1,7 @@
 package io.lmcache.bench.l2;
 
+import static io.lmcache.bench.l2.BenchChecks.check;
+import static io.lmcache.bench.l2.BenchChecks.gbs;
 import static io.lmcache.server.testing.TestClient.pack;
 
 import io.lettuce.core.RedisFuture;
@@ -231,16 +233,6 @@ public final class RedisBench {
             check(deadlineNs - System.nanoTime() > 0, "the valkey adapter is connected within 120 s");
             Thread.sleep(50);
         }
-    }
-
-    private static void check(boolean condition, String what) {
-        if (!condition) {
-            throw new IllegalStateException("benchmark check failed: " + what);
-        }
-    }
-
-    private static String gbs(long bytes, double seconds) {
-        return String.format(Locale.ROOT, "%.2f", bytes / seconds / 1e9);
     }
 
     private static void write(Path results, String command, String machine, String loadBefore, int chunks, long objectBytes, Figures f,
