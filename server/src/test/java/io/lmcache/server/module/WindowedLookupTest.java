@@ -3,14 +3,12 @@ package io.lmcache.server.module;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.SlabAllocator;
-import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.GroupKind;
@@ -119,12 +117,6 @@ class WindowedLookupTest {
 
     private static ObjectStore store() {
         long pool = 64 * OBJECT_BYTES;
-        SlabAllocator allocator = new SlabAllocator(pool, pool);
-        ObjectStore store = new ObjectStore(allocator, pool, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600),
-                TimeUnit.SECONDS.toNanos(300), System::nanoTime, new StoreCounters());
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
-        return store;
+        return ReadyStores.lru(pool, pool);
     }
 }

@@ -31,12 +31,8 @@ class ObjectStoreConcurrencyTest {
     void invariantsHoldUnderARandomMix() throws Exception {
         AtomicLong nowNs = new AtomicLong();
         long pool = 32L << 20;
-        SlabAllocator allocator = new SlabAllocator(pool, 4L << 20);
         StoreCounters counters = new StoreCounters();
-        ObjectStore store = new ObjectStore(allocator, pool, EvictionPolicy.LRU, 5_000, 3_000, nowNs::get, counters);
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
+        ObjectStore store = ReadyStores.of(pool, 4L << 20, EvictionPolicy.LRU, 5_000, 3_000, nowNs::get, counters);
         CyclicBarrier start = new CyclicBarrier(THREADS);
         ExecutorService pool4 = Executors.newFixedThreadPool(THREADS);
         List<Future<Integer>> results = new ArrayList<>();

@@ -24,12 +24,7 @@ class ObjectStoreTest {
     private final AtomicLong nowNs = new AtomicLong(1_000_000_000L);
 
     private ObjectStore store(long pool, long region, EvictionPolicy policy) {
-        SlabAllocator allocator = new SlabAllocator(pool, region);
-        ObjectStore store = new ObjectStore(allocator, pool, policy, WRITE_TTL_NS, READ_TTL_NS, nowNs::get, new StoreCounters());
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
-        return store;
+        return ReadyStores.of(pool, region, policy, WRITE_TTL_NS, READ_TTL_NS, nowNs::get, new StoreCounters());
     }
 
     private static StoredObject put(ObjectStore store, long hash, long bytes) {

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
@@ -17,11 +16,11 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.transfer.GroupKind;
 import io.lmcache.server.transfer.LookupGeometry;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.storage.TierAccess;
@@ -65,12 +64,7 @@ class L2ControllersTest {
     private void l1(int objects) {
         long bytes = objects * OBJECT_BYTES;
         pool = arena.allocate(bytes, 4096);
-        SlabAllocator allocator = new SlabAllocator(bytes, bytes);
-        store = new ObjectStore(allocator, bytes, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600), TimeUnit.SECONDS.toNanos(300),
-                System::nanoTime, new StoreCounters());
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
+        store = ReadyStores.lru(bytes, bytes);
     }
 
     private static CacheKey key(String requestId) {

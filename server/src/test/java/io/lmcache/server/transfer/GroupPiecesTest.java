@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.SlabAllocator;
+import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
 import java.util.ArrayList;
@@ -101,12 +101,9 @@ class GroupPiecesTest {
     /** A pool object for every (chunk, group) the plan moves. */
     private static StoredObject[] reserve(TransferPlan plan) {
         long pool = 64L << 20;
-        SlabAllocator allocator = new SlabAllocator(pool, 8L << 20); // a region per size class
-        ObjectStore store = new ObjectStore(allocator, pool, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
+        // a region per size class
+        ObjectStore store = ReadyStores.of(pool, 8L << 20, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
                 System::nanoTime, new StoreCounters());
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
         StoredObject[] objects = new StoredObject[plan.objectCount()];
         for (int j = 0; j < plan.range().count(); j++) {
             for (int g = 0; g < plan.parts().size(); g++) {
