@@ -172,9 +172,8 @@ class Engine:
         return ids
 
     def _retrieve(self, batch, stats):
-        chunk, block = self.model.chunk, self.model.block
-        todo, uids = [], []
-        t0 = time.perf_counter()
+        block = self.model.block
+        todo = []
         for r in batch:
             if r.server_hit <= r.gpu_hit:
                 if r.server_hit:    # found but not used: give its read locks back
@@ -184,23 +183,33 @@ class Engine:
             nb = r.server_hit // block
             lists = [self._group_ids(gi, r.blocks[:nb], 0, r.server_hit) for gi in range(len(self.model.groups))]
             if self.kv is not None and self.verify:
-                self._poison(r, lists)
+                self._poison(r, lists)     # before the clock: verification is not the transfer's time
+            todo.append((r, lists))
+        if not todo:
+            return
+        # a request's time runs from its send until its data has landed (the server's event complete), which is what it
+        # adds to TTFT: the reply comes as soon as the copies are enqueued, before they finish
+        t0 = time.perf_counter()
+        uids, sent = [], []
+        for r, lists in todo:
+            sent.append(time.perf_counter())
             uids.append(self.conn.submit("retrieve", key(self.model_name, r.prompt.tokens, 0, r.server_hit, r.rid),
                                          self.instance, lists, self.kv.event(), r.gpu_hit))
-            todo.append((r, lists))
-        for (r, lists), (value, s) in zip(todo, self.conn.wait(uids) if uids else []):
-            handle, ok = value
-            self.kv.wait(handle)
-            stats.retrieve_s.append(s + 0.0)
-            if not ok:
+        answers = self.conn.wait(uids)
+        landed = []
+        for (value, _), t_sent in zip(answers, sent):
+            self.kv.wait(value[0])
+            landed.append(time.perf_counter() - t_sent)
+        stats.retrieve_wall_s += time.perf_counter() - t0
+        for (r, lists), (value, _), seconds in zip(todo, answers, landed):
+            stats.retrieve_s.append(seconds)
+            if not value[1]:
                 stats.retrieves_failed += 1
                 continue
             r.loaded = r.server_hit - r.gpu_hit
             stats.retrieve_bytes += self._bytes(lists, r.gpu_hit // block)
             if self.verify:
                 self._check(r, lists, stats)
-        if todo:
-            stats.retrieve_wall_s += time.perf_counter() - t0
 
     def _store(self, batch, stats):
         chunk = self.model.chunk
@@ -209,27 +218,27 @@ class Engine:
         for r in batch:
             n = len(r.prompt.tokens)
             first, last = r.server_hit // chunk, n // chunk
-            uids, nbytes = [], 0
+            uids, nbytes, sent = [], 0, time.perf_counter()
             for c in range(first, last):
                 lo = c * self.bpc
                 lists = [self._group_ids(gi, r.blocks[lo:lo + self.bpc], lo, n) for gi in range(len(self.model.groups))]
                 nbytes += self._bytes(lists, 0)
                 uids.append(self.conn.submit("store", key(self.model_name, r.prompt.tokens, c * chunk, (c + 1) * chunk, r.rid),
                                              self.instance, lists, self.kv.event()))
-            per_req.append((uids, nbytes))
-        for uids, nbytes in per_req:
+            per_req.append((uids, nbytes, sent))
+        for uids, nbytes, sent in per_req:
             if not uids:
                 continue
-            answers = self.conn.wait(uids)
-            for value, _ in answers:
+            for value, _ in self.conn.wait(uids):
                 handle, ok = value
                 self.kv.wait(handle)
                 stats.stores += 1
                 stats.stores_failed += 0 if ok else 1
-            stats.store_s.append(max(s for _, s in answers))
+            # from its first chunk's send until its last chunk's data is in the pool (events complete in order per lane)
+            stats.store_s.append(time.perf_counter() - sent)
             stats.store_request_bytes.append(nbytes)
             stats.store_bytes += nbytes
-        if any(u for u, _ in per_req):
+        if any(u for u, _, _ in per_req):
             stats.store_wall_s += time.perf_counter() - t0
 
     # --- bytes and verification ---------------------------------------------------------------
