@@ -109,7 +109,10 @@ def main():
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     assert torch.cuda.device_count() >= 2, "needs two GPUs (device kind nvidia-h200-x2)"
-    server = g.Server(args.java, args.classpath, args.out, 24, extra=("--max-gpu-workers", "4"))
+    # the pool holds one repetition of both ranks' requests below the eviction watermark (0.8), so no RETRIEVE misses
+    request_bytes = 2 * LAYERS * args.chunks * (g.CHUNK // BLOCK) * BLOCK * HEADS * HEAD * 2
+    pool_gb = max(24, -(-2 * args.requests * request_bytes * 10 // 7 // (1 << 30)))
+    server = g.Server(args.java, args.classpath, args.out, pool_gb, extra=("--max-gpu-workers", "4"))
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(2), ctx.Queue()
     try:
