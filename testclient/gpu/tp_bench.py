@@ -5,7 +5,7 @@ in flight, started together; aggregate GB/s = both ranks' bytes over the longer 
 the same number of bytes between its GPU and pinned host memory at the same moment (one contiguous torch copy per
 request), so both links and the host's memory are loaded as in the server run.
 
-  python3 tp_bench.py --java J --classpath CP --out DIR [--chunks 4] [--requests 24] [--repeats 3]
+  python3 tp_bench.py --java J --classpath CP --out DIR [--chunks 4] [--requests 24] [--repeats 3] [--max-gpu-workers 4]
 """
 
 import json
@@ -106,13 +106,14 @@ def main():
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-gpu-workers", type=int, default=4, help="the server's transfer threads (its default is 1)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     assert torch.cuda.device_count() >= 2, "needs two GPUs (device kind nvidia-h200-x2)"
     # the pool holds one repetition of both ranks' requests below the eviction watermark (0.8), so no RETRIEVE misses
     request_bytes = 2 * LAYERS * args.chunks * (g.CHUNK // BLOCK) * BLOCK * HEADS * HEAD * 2
     pool_gb = max(24, -(-2 * args.requests * request_bytes * 10 // 7 // (1 << 30)))
-    server = g.Server(args.java, args.classpath, args.out, pool_gb, extra=("--max-gpu-workers", "4"))
+    server = g.Server(args.java, args.classpath, args.out, pool_gb, extra=("--max-gpu-workers", str(args.max_gpu_workers)))
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(2), ctx.Queue()
     try:
@@ -126,7 +127,8 @@ def main():
     finally:
         server.stop()
     total = 2 * args.requests * ranks[0]["request_bytes"]
-    row = {"chunks_per_request": args.chunks, "requests_per_rank": args.requests, "request_bytes": ranks[0]["request_bytes"]}
+    row = {"chunks_per_request": args.chunks, "requests_per_rank": args.requests, "request_bytes": ranks[0]["request_bytes"],
+           "max_gpu_workers": args.max_gpu_workers}
     for name in ("store_s", "retrieve_s", "raw_d2h_s", "raw_h2d_s"):
         # each repetition's aggregate is set by the slower rank; best of the repetitions
         spans = [max(a, b) for a, b in zip(ranks[0][name], ranks[1][name])]
