@@ -195,10 +195,10 @@ class Engine:
             sent.append(time.perf_counter())
             uids.append(self.conn.submit("retrieve", key(self.model_name, r.prompt.tokens, 0, r.server_hit, r.rid),
                                          self.instance, lists, self.kv.event(), r.gpu_hit))
-        answers = self.conn.wait(uids)
-        landed = []
-        for (value, _), t_sent in zip(answers, sent):
-            self.kv.wait(value[0])
+        answers, landed = [], []
+        for uid, t_sent in zip(uids, sent):    # one at a time, so an early request's time is not the last reply's
+            answers += self.conn.wait([uid])
+            self.kv.wait(answers[-1][0][0])
             landed.append(time.perf_counter() - t_sent)
         stats.retrieve_wall_s += time.perf_counter() - t0
         for (r, lists), (value, _), seconds in zip(todo, answers, landed):
@@ -218,11 +218,12 @@ class Engine:
         for r in batch:
             n = len(r.prompt.tokens)
             first, last = r.server_hit // chunk, n // chunk
-            uids, nbytes, sent = [], 0, time.perf_counter()
+            uids, nbytes, sent = [], 0, None
             for c in range(first, last):
                 lo = c * self.bpc
                 lists = [self._group_ids(gi, r.blocks[lo:lo + self.bpc], lo, n) for gi in range(len(self.model.groups))]
                 nbytes += self._bytes(lists, 0)
+                sent = sent or time.perf_counter()
                 uids.append(self.conn.submit("store", key(self.model_name, r.prompt.tokens, c * chunk, (c + 1) * chunk, r.rid),
                                              self.instance, lists, self.kv.event()))
             per_req.append((uids, nbytes, sent))
