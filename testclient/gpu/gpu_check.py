@@ -354,6 +354,9 @@ def _worker_main(port, http, seed):
         torch.cuda.synchronize()
         before = [w.block_bytes(b).clone() for b in src]
         ok &= w.store(tokens, 0, 2 * CHUNK, src, f"{seed}-{round_}")
+        # as vLLM does, LOOKUP before the RETRIEVE: the server commits the STORE when its poller sees the copy done,
+        # which can be just after this worker's own wait on the event returned (a RETRIEVE sent at once may miss)
+        ok &= lookup_after_store(w, tokens, 2 * CHUNK, f"{seed}-{round_}-l", 2) == 2
         ok &= w.retrieve(tokens, 0, 2 * CHUNK, dst, f"{seed}-{round_}")
         ok &= all(torch.equal(w.block_bytes(d), b) for d, b in zip(dst, before))
     w.client.call("unregister", w.instance)
