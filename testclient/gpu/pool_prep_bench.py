@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pool preparation on a GPU host (issue 17): start the server with a pool of --gb GiB and time how long
 until its first region is ready (it serves from then on) and until every region is prefaulted and pinned,
-for each thread count given (-Dlmcache.l1.prepareThreads). Also records the host's transparent-huge-page
+for each thread count given (-Dlmcache.l1.prepareThreads; 0: the server's own choice). Also records the host's transparent-huge-page
 settings, which decide whether the pool gets huge pages.
 
     python3 testclient/gpu/pool_prep_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --out $OUT/prep --gb 64 --threads 1,8
@@ -33,7 +33,7 @@ def one(args, threads):
            "--l1-size-gb", str(args.gb)] + (["--shm-name", ""] if args.anonymous else []) + args.server_arg
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=open(path, "w"), stderr=subprocess.STDOUT)
-    first = None
+    first, prep = None, {}
     try:
         while time.perf_counter() - t0 < 600:
             if proc.poll() is not None:
@@ -58,7 +58,8 @@ def one(args, threads):
     rates = re.findall(r"L1 pool preparation: 100% .* in (\d+) ms \(([\d.]+) GiB/s", text)
     split = re.findall(r"100% .*thread time: ([^)]*)\)", text)
     row = {"threads": threads, "gib": args.gb, "server_args": args.server_arg, "pool": "anonymous" if args.anonymous else "shm", "thread_time": split[-1] if split else None, "first_region_ready_s": first, "all_ready_s_from_launch": total,
-           "server_prepare_ms": int(rates[-1][0]) if rates else None, "server_gib_per_s": float(rates[-1][1]) if rates else None}
+           "server_prepare_ms": int(rates[-1][0]) if rates else None,
+           "server_threads": prep.get("threads"), "huge_pages": prep.get("huge_pages"), "server_gib_per_s": float(rates[-1][1]) if rates else None}
     log(json.dumps(row))
     return row
 
@@ -66,7 +67,7 @@ def one(args, threads):
 def main():
     p = script_args()
     p.add_argument("--gb", type=int, default=64)
-    p.add_argument("--threads", default="1,8")
+    p.add_argument("--threads", default="1,8", help="preparation threads per run; 0 = the server's own choice")
     p.add_argument("--anonymous", action="store_true", help="--shm-name '': anonymous memory (transparent huge pages where enabled)")
     p.add_argument("--tag", default="")
     p.add_argument("--server-arg", action="append", default=[], help="a server flag, e.g. --server-arg=--l1-region-size-mb=4096 "

@@ -167,6 +167,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         preparation.put("region_bytes", pool.regionBytes());
         preparation.put("progress_ratio", (double) pool.preparedRegions() / pool.regionCount());
         preparation.put("stages", preparationStages);
+        preparation.put("threads", pool.preparationThreads());
+        preparation.put("huge_pages", pool.preparationHugePages());
         preparation.put("error", pool.preparationError());
         manager.put("pool_preparation", preparation);
         Map<String, Object> eviction = new LinkedHashMap<>();

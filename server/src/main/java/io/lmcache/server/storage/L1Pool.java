@@ -189,8 +189,9 @@ public final class L1Pool implements AutoCloseable {
                 ready.accept(region);
             }
         }
+        boolean hugePages = HugePages.probe().forPool(isShared());
         preparation = new PoolPreparation(this::slice, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
-                PoolPreparation.THREADS);
+                PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages), hugePages);
         preparation.start();
     }
 
@@ -218,6 +219,18 @@ public final class L1Pool implements AutoCloseable {
     public int preparedRegions() {
         PoolPreparation running = preparation;
         return running == null ? 0 : running.prepared();
+    }
+
+    /** Threads preparing the pool (0 before it starts). */
+    public int preparationThreads() {
+        PoolPreparation running = preparation;
+        return running == null ? 0 : running.threadCount();
+    }
+
+    /** Whether the host backs this pool with huge pages when asked (what the thread count was chosen by). */
+    public boolean preparationHugePages() {
+        PoolPreparation running = preparation;
+        return running != null && running.hugePages();
     }
 
     public String preparationError() {

@@ -126,7 +126,10 @@ class L1TierIT {
             // and the preparation goes on in the background
             await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
                     .until(() -> poolPreparation(server).get("regions_prepared").asLong() > 0);
-            assertEquals("", poolPreparation(server).get("error").asText());
+            JsonNode prepared = poolPreparation(server);
+            assertEquals("", prepared.get("error").asText());
+            assertTrue(prepared.get("threads").asInt() >= 1, "threads preparing: " + prepared);
+            assertTrue(prepared.get("huge_pages").isBoolean(), "whether the host gives this pool huge pages: " + prepared);
         }
     }
 

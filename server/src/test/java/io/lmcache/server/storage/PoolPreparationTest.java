@@ -50,7 +50,7 @@ class PoolPreparationTest {
                             readyBeforeStaged.incrementAndGet();
                         }
                         ready.add(r);
-                    }, 3);
+                    }, 3, false);
             preparation.start();
             await().atMost(Duration.ofSeconds(10)).until(() -> preparation.prepared() == regions);
             preparation.stop();
@@ -70,7 +70,7 @@ class PoolPreparationTest {
             Recorder stage = new Recorder(ConcurrentHashMap.newKeySet(), ConcurrentHashMap.newKeySet(), 5, 2);
             Set<Integer> ready = ConcurrentHashMap.newKeySet();
             PoolPreparation preparation = new PoolPreparation(r -> pool.asSlice(r * REGION, REGION), regions, regions * REGION, REGION,
-                    List.of(stage), ready::add, 3);
+                    List.of(stage), ready::add, 3, false);
             preparation.start();
             await().atMost(Duration.ofSeconds(10)).until(() -> !preparation.error().isEmpty());
             preparation.stop();
@@ -80,5 +80,16 @@ class PoolPreparationTest {
             // the others stop after the regions in hand (2 ms each here): far fewer than all were prepared
             assertTrue(preparation.prepared() < regions - 3, "prepared " + preparation.prepared());
         }
+    }
+
+    @Test
+    void hugePagesGetEveryCoreUpToSixteenAndSmallPagesHalfUpToEight() {
+        assertEquals(16, PoolPreparation.threads(16, true, 0));
+        assertEquals(16, PoolPreparation.threads(64, true, 0));
+        assertEquals(2, PoolPreparation.threads(2, true, 0));
+        assertEquals(8, PoolPreparation.threads(16, false, 0));
+        assertEquals(8, PoolPreparation.threads(64, false, 0));
+        assertEquals(1, PoolPreparation.threads(1, false, 0));
+        assertEquals(3, PoolPreparation.threads(64, true, 3), "-Dlmcache.l1.prepareThreads wins");
     }
 }
