@@ -85,7 +85,7 @@ final class PoolPreparation {
 
     void start() {
         startNs = System.nanoTime();
-        int count = Math.min(threadCount, regionCount);
+        int count = threadCount();
         for (int i = 0; i < count; i++) {
             // runs on: lmcache-pool-prepare-N (one-shot; stops by the stopping flag after the region in hand)
             Thread thread = NamedThreads.thread("lmcache-pool-prepare-" + i, true, this::work);
@@ -156,6 +156,7 @@ final class PoolPreparation {
         }
     }
 
+    /** The threads that actually run: never more than there are regions. */
     int threadCount() {
         return Math.min(threadCount, regionCount);
     }
