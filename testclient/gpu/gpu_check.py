@@ -6,7 +6,9 @@ This process is the vLLM worker: it owns real CUDA KV tensors, shares them with 
 ``storage._share_cuda_()`` handles inside wrappers pickled from classes at LMCache's module paths
 (testclient/stubs), records real interprocess events, and talks to the server (a separate Java
 process it starts) over ZeroMQ with the frames LMCache's client sends. The GPU host has no pyzmq,
-so the transport is a small ZMTP 3.0 DEALER (zmtp.py) and msgpack encodes the payloads.
+so the transport is libzmq itself through ctypes (libzmq_dealer.py, the library from the pyzmq wheel that
+prepare.sh stages), or a small pure-Python ZMTP 3.0 DEALER (zmtp.py) where none is staged; msgpack encodes
+the payloads.
 
   python3 gpu_check.py test  --java J --classpath CP --out DIR
   python3 gpu_check.py bench --java J --classpath CP --out DIR
@@ -31,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "stubs"))
 
 import torch  # noqa: E402
 
-from zmtp import Dealer  # noqa: E402
+import libzmq_dealer  # noqa: E402
 import hybrid_check  # noqa: E402  (hybrid models, issue 14: gets this module handed in)
 from lmcache.v1.platform.cuda.ipc_wrapper import CudaIPCWrapper, RawCudaIPCWrapper  # noqa: E402
 
@@ -149,7 +151,7 @@ class Server:
 
 class Client:
     def __init__(self, port):
-        self.dealer = Dealer("127.0.0.1", port)
+        self.dealer = libzmq_dealer.dealer("127.0.0.1", port)
         self.uid = 0
 
     def send(self, op, *payloads):

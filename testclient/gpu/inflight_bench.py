@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+import libzmq_dealer  # noqa: E402
 from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, script_args, unpack  # noqa: E402
 
 
@@ -64,7 +65,7 @@ def submit_cpu(server):
 
 def one(worker, op, tokens, blocks, rid):
     """Seconds from sending one prebuilt request to its event being complete in the worker."""
-    event = worker.event()
+    event = bytes(64) if os.environ.get("LMCACHE_BENCH_NO_WORKER_EVENT") == "1" else worker.event()
     k = key(tokens, 0, len(tokens), rid)
     payloads = [k, worker.instance, [blocks], event] + ([0] if op == "retrieve" else [])
     uid = worker.client.uid
@@ -73,13 +74,42 @@ def one(worker, op, tokens, blocks, rid):
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     worker.client.dealer.send(frames)
+    sent = time.perf_counter()
     reply = worker.client.dealer.recv()
+    replied = time.perf_counter()
     handle, ok = unpack(reply[2])
     ours = torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle))
+    opened = time.perf_counter()
     ours.synchronize()
-    seconds = time.perf_counter() - t0
+    done = time.perf_counter()
     assert ok, f"{op} of {len(tokens)} tokens failed"
-    return seconds
+    # where the worker's clock went: sending, until the reply is in, opening the server's event, until it completes
+    return {"total": done - t0, "send": sent - t0, "reply": replied - sent, "open": opened - replied, "wait": done - opened}
+
+
+def raw_wall_ms(nbytes, repeats=30, idle_s=0.005):
+    """The worker copying the same bytes itself, timed as one() times a request: the CPU clock from issuing the copy
+    (after an idle gap like the one before each request) to its event complete in this process. Best and median, ms.
+    The GPU-event raw of raw_copy_gbps leaves out what any copy a worker waits for costs around the link: the launch,
+    the idle GPU starting, noticing completion."""
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    out = {}
+    for name, fn in (("d2h", lambda: host.copy_(dev, non_blocking=True)), ("h2d", lambda: dev.copy_(host, non_blocking=True))):
+        times = []
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            time.sleep(idle_s)
+            done = torch.cuda.Event()
+            t0 = time.perf_counter()
+            fn()
+            done.record()
+            done.synchronize()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        out[f"wall_{name}_ms_best"] = times[0] * 1e3
+        out[f"wall_{name}_ms_median"] = times[len(times) // 2] * 1e3
+    return out
 
 
 def messaging_floor(server, repeats=200):
@@ -89,19 +119,30 @@ def messaging_floor(server, repeats=200):
     server path that no server change removes (the real client's pyzmq is faster than this pure-Python ZMTP)."""
     w = Worker(server, "nhd", layers=1, blocks=16, seed=3)
     assert w.register() is None
-    pings, opens = [], []
-    handle, ok = w.client.call("store", key(list(range(CHUNK)), 0, CHUNK, "floor"), w.instance, [list(range(16))], w.event())
-    for _ in range(repeats):
+    pings, opens, stored, fresh = [], [], [], []
+    tokens = list(range(CHUNK))
+    handle, ok = w.client.call("store", key(tokens, 0, CHUNK, "floor"), w.instance, [list(range(16))], w.event())
+    torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle)).synchronize()
+    for i in range(repeats):
         t0 = time.perf_counter()
         w.client.call("ping", w.instance)
         pings.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle)).synchronize()
         opens.append(time.perf_counter() - t0)
+        # a STORE of a chunk stored already: no copy, the reply carries a new recorded event, as every transfer's does
+        event = w.event()
+        t0 = time.perf_counter()
+        again, _ = w.client.call("store", key(tokens, 0, CHUNK, f"floor{i}"), w.instance, [list(range(16))], event)
+        stored.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(again)).synchronize()
+        fresh.append(time.perf_counter() - t0)
     w.client.call("unregister", w.instance)
     server.clear()
     out = {}
-    for name, values in (("ping_round_trip", pings), ("event_open_and_wait", opens)):
+    for name, values in (("ping_round_trip", pings), ("event_open_and_wait", opens),
+                         ("stored_already_round_trip", stored), ("fresh_event_open_and_wait", fresh)):
         values.sort()
         out[f"{name}_us_best"] = 1e6 * values[0]
         out[f"{name}_us_median"] = 1e6 * values[len(values) // 2]
@@ -145,6 +186,7 @@ def sweep(server, chunks, scatter, repeats, seed):
         rng.shuffle(ids)
     src, dst = ids[:needed], ids[needed:2 * needed]
     times = {"store": [], "retrieve": []}
+    splits = {"store": [], "retrieve": []}
     for rep in range(repeats + 1):
         if rep == 1:  # the first round warms the JIT and the driver: counted from the second on
             before = latency_totals(server)
@@ -160,20 +202,30 @@ def sweep(server, chunks, scatter, repeats, seed):
             assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
         r = one(w, "retrieve", tokens, dst, rid)
         if rep > 0:
-            times["store"].append(s)
-            times["retrieve"].append(r)
+            for op, t in (("store", s), ("retrieve", r)):
+                times[op].append(t["total"])
+                splits[op].append(t)
         server.clear()
     after = latency_totals(server)
     phases_after = submit_cpu(server)
     raw = raw_copy_gbps(request_bytes)
+    raw.update(raw_wall_ms(request_bytes))
     row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "request_bytes": request_bytes,
-           "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"]}
+           "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
+           **{k: v for k, v in raw.items() if k.startswith("wall_")}}
     for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
         best = min(times[op])
         row[f"{op}_gbps"] = request_bytes / best / 1e9
         row[f"{op}_vs_raw"] = row[f"{op}_gbps"] / raw_rate
+        # against the worker's own copy timed as a request is: issued after an idle gap, CPU clock to its event
+        row[f"{op}_vs_raw_wall"] = raw[f"wall_{'d2h' if op == 'store' else 'h2d'}_ms_best"] / (best * 1e3)
         row[f"{op}_ms_best"] = best * 1e3
         row[f"{op}_ms_median"] = sorted(times[op])[len(times[op]) // 2] * 1e3
+        # the worker's side of the best request, and each part's median over the requests
+        fastest = min(splits[op], key=lambda t: t["total"])
+        for part in ("send", "reply", "open", "wait"):
+            row[f"{op}_worker_{part}_us_best_request"] = 1e6 * fastest[part]
+            row[f"{op}_worker_{part}_us_median"] = 1e6 * sorted(t[part] for t in splits[op])[len(splits[op]) // 2]
         # the server's GPU time per request (its DMA stream from the first copy to the last): what the pipeline's
         # fill and drain add to the raw copy, apart from the CPU before and the worker's messaging around it
         gpu_seconds, _ = (a - b for a, b in zip(server.gpu_copy(op), gpu_before[op]))
@@ -181,7 +233,7 @@ def sweep(server, chunks, scatter, repeats, seed):
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
         a, b = phases_after.get(op, {}), phases_before.get(op, {})
-        for phase in ("queue", "decode", "handle", "reply", "plan", "objects", "copy", "open", "enqueue", "export"):
+        for phase in ("queue", "decode", "handle", "reply", "plan", "objects", "copy", "open", "enqueue", "export", "first_copy"):
             count_key = ("requests" if phase in ("plan", "objects", "copy") else
                          "path_requests" if phase in ("queue", "decode", "handle", "reply") else "submits")
             count_ = a.get(count_key, 0) - b.get(count_key, 0)
@@ -217,17 +269,20 @@ def main():
     props = torch.cuda.get_device_properties(0)
     report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                           "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
-              "command": " ".join(sys.argv), "messaging_floor": floor, "rows": rows}
+              "transport": libzmq_dealer.transport(), "command": " ".join(sys.argv), "messaging_floor": floor, "rows": rows}
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'store ms':>9} {'retr ms':>9} {'st hdl us':>9} {'rt hdl us':>9}"
-          "  store queue/decode/[plan/obj/copy(open/enq/exp)]/reply us   retrieve (same)")
+    print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'st/wall':>7} {'rt/wall':>7} {'store ms':>9} {'retr ms':>9}"
+          f" {'st hdl us':>9} {'rt hdl us':>9}"
+          "  store queue/decode/[plan/obj/copy(open/enq/exp; first copy)]/reply us   retrieve (same)")
     for r in rows:
         def us(op, ph):
             return f"{r.get(f'{op}_{ph}_us') or 0:.0f}"
         phases = "  ".join(f"{us(op, 'queue')}/{us(op, 'decode')}/[{us(op, 'plan')}/{us(op, 'objects')}/{us(op, 'copy')}"
-                           f"({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')})]/{us(op, 'reply')}" for op in ("store", "retrieve"))
-        print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_ms_best']:>9.2f}"
+                           f"({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')}; first {us(op, 'first_copy')})]/{us(op, 'reply')}"
+                           for op in ("store", "retrieve"))
+        print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_vs_raw_wall']:>7.2f}"
+              f" {r['retrieve_vs_raw_wall']:>7.2f} {r['store_ms_best']:>9.2f}"
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     return 0
 

@@ -32,6 +32,13 @@ done
 for j in .device/lib/jcuda-natives-*.jar; do
   [ -f "$j" ] && command -v zip >/dev/null && zip -q -d "$j" 'lib/libJNvPTXCompiler*' >/dev/null 2>&1 || true
 done
+# libzmq for the Python worker (the GPU host has no pyzmq): pyzmq's wheel bundles it; libzmq_dealer.py loads only its
+# shared libraries, so the wheel's Python version does not matter (under 1 MiB; without it the pure-Python ZMTP client)
+mkdir -p .device/zmq
+if ! ls .device/zmq/pyzmq-*.whl >/dev/null 2>&1; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 -d .device/zmq pyzmq 2>/dev/null ||
+    echo "no pyzmq wheel found: the GPU worker will use the pure-Python ZMTP client" >&2
+fi
 cat > .device/java <<'EOS'
 #!/usr/bin/env bash
 # java on the GPU machine, with native access allowed for JCuda and FFM

@@ -3,11 +3,9 @@ package io.lmcache.server.cuda;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
-import java.nio.ByteOrder;
 import java.nio.LongBuffer;
 import java.util.ArrayDeque;
 import java.util.Arrays;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
@@ -16,8 +14,8 @@ import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUipcEventHandle;
 import jcuda.driver.CUmodule;
+import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
-import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -36,8 +34,10 @@ import jcuda.driver.JCudaDriver;
  *
  * <p>Each transfer first waits (on the GPU, not the CPU) for the worker's event, so a STORE never
  * reads blocks before the forward pass wrote them and a RETRIEVE never overwrites blocks still in
- * use; then it records an interprocess event, exports its handle for the reply and hands the
- * completion to the {@link EventPoller}. STOREs and RETRIEVEs have their own lanes (streams,
+ * use, unless one host query shows the event fired already (a GPU wait on another process's event
+ * cost a one-chunk RETRIEVE ~80 µs on the H200); it copies batch by batch while the handler is
+ * still emitting the later pieces ({@link PieceStream}); then it records an interprocess event,
+ * exports its handle for the reply and hands the completion to the {@link EventPoller}. STOREs and RETRIEVEs have their own lanes (streams,
  * staging, descriptor ring, lock), so a STORE waiting for a descriptor slot never holds up a
  * RETRIEVE; RETRIEVE runs at the highest stream priority.
  */
@@ -47,7 +47,7 @@ public final class CopyEngine implements AutoCloseable {
     /** Bytes of one staging half; each lane has two, so device memory used is four times this. */
     public static final long STAGING_HALF_BYTES = Math.max(1L << 20, Long.getLong("lmcache.cuda.stagingMiB", 32) << 20);
     /**
-     * The first batch of a transfer that finds its lane idle (then {@link BatchSizes#GROWTH} times as much per batch, up to
+     * The first batch of a transfer that finds its lane idle (then {@link PieceStream#GROWTH} times as much per batch, up to
      * a staging half). With whole halves, a one-chunk request (32 MiB) was one batch: its gather ran before any byte
      * crossed the link. Small first batches let the DMA start after a short gather, the growth keeps the
      * launches few on long transfers. Behind other transfers the link is busy anyway and small batches only
@@ -56,16 +56,9 @@ public final class CopyEngine implements AutoCloseable {
     public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
-    /**
-     * Descriptor slots per lane: one per batch, reused once the GPU has run it. A transfer takes a
-     * slot per staging batch (4 for a 128 MiB request), and a submit whose slot is still in use
-     * waits for the GPU; 64 slots keep 16 such requests in flight without that wait, in 6 MiB of
-     * pinned memory per lane.
-     */
-    private static final int RING_SLOTS = 64;
-    private static final int SLOT_DESCRIPTORS = 4096;
-    private static final int DESCRIPTOR_FLAGS = JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP | JCudaDriver.CU_MEMHOSTALLOC_WRITECOMBINED;
-    private static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
+    static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
+    /** Whether a transfer asks the host first if the worker's event has fired (see {@code Transfer.completeAlready}). */
+    static final boolean QUERY_WORKER_EVENT = !"false".equals(System.getProperty("lmcache.cuda.queryWorkerEvent"));
     private static final int EXPORT_FLAGS = CUevent_flags.CU_EVENT_INTERPROCESS | CUevent_flags.CU_EVENT_DISABLE_TIMING;
 
     /** What {@link #submit} did: the handle to reply with, and whether the copies were enqueued. */
@@ -82,91 +75,6 @@ public final class CopyEngine implements AutoCloseable {
     private final LongAdder[] copiedBytes = {new LongAdder(), new LongAdder()};
     private final SubmitTimes submitTimes = new SubmitTimes();
 
-    /** The streams, staging halves and descriptor ring of one direction. */
-    private static final class Lane {
-        final CUstream kernelStream = new CUstream();
-        final CUstream dmaStream = new CUstream();
-        final CUdeviceptr[] staging = new CUdeviceptr[2];
-        final long[] stagingAddress = new long[2];
-        /** Recorded once a half's contents are consumed (the DMA out, or the scatter), so it may be refilled. */
-        final CUevent[] drained = new CUevent[2];
-        /** Recorded once a half holds its batch (the gather, or the DMA in). */
-        final CUevent[] filled = new CUevent[2];
-        /** Joins one stream into the other at the end of each transfer (see {@link #exportEvent}). */
-        final CUevent join = new CUevent();
-        /** Descriptor slots in mapped, write-combined pinned memory: the CPU writes them, the kernel reads them over PCIe. */
-        final Pointer[] hostBuffers = new Pointer[RING_SLOTS];
-        final LongBuffer[] hostViews = new LongBuffer[RING_SLOTS];
-        final CUdeviceptr[] deviceViews = new CUdeviceptr[RING_SLOTS];
-        final CUevent[] fences = new CUevent[RING_SLOTS];
-        final boolean[] used = new boolean[RING_SLOTS];
-        final StagedBatch batch = new StagedBatch(SLOT_DESCRIPTORS);
-        /** Transfers submitted on this lane whose completion has not run yet (decremented on lmcache-cuda-events). */
-        final AtomicInteger inFlight = new AtomicInteger();
-        int nextSlot;
-        int nextHalf;
-
-        Lane(int priority) {
-            for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
-                Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
-                        "cuStreamCreateWithPriority");
-            }
-            for (int half = 0; half < 2; half++) {
-                staging[half] = new CUdeviceptr();
-                Cu.check(JCudaDriver.cuMemAlloc(staging[half], STAGING_HALF_BYTES), "cuMemAlloc(staging, "
-                        + (STAGING_HALF_BYTES >> 20) + " MiB)");
-                stagingAddress[half] = Cu.address(staging[half]);
-                drained[half] = event(SYNC_FLAGS);
-                filled[half] = event(SYNC_FLAGS);
-            }
-            Cu.check(JCudaDriver.cuEventCreate(join, SYNC_FLAGS), "cuEventCreate(join)");
-            long bytes = 24L * SLOT_DESCRIPTORS;
-            for (int slot = 0; slot < RING_SLOTS; slot++) {
-                hostBuffers[slot] = new Pointer();
-                Cu.check(JCudaDriver.cuMemHostAlloc(hostBuffers[slot], bytes, DESCRIPTOR_FLAGS), "cuMemHostAlloc(descriptors)");
-                hostViews[slot] = hostBuffers[slot].getByteBuffer(0, bytes).order(ByteOrder.nativeOrder()).asLongBuffer();
-                deviceViews[slot] = new CUdeviceptr();
-                Cu.check(JCudaDriver.cuMemHostGetDevicePointer(deviceViews[slot], hostBuffers[slot], 0),
-                        "cuMemHostGetDevicePointer(descriptors)");
-                fences[slot] = event(SYNC_FLAGS);
-            }
-        }
-
-        /** The next descriptor slot, once the GPU is done with its previous contents. */
-        int takeSlot() {
-            int slot = nextSlot;
-            nextSlot = (nextSlot + 1) % RING_SLOTS;
-            if (used[slot]) {
-                Cu.check(JCudaDriver.cuEventSynchronize(fences[slot]), "cuEventSynchronize(descriptor fence)");
-            }
-            used[slot] = true;
-            return slot;
-        }
-
-        int takeHalf() {
-            int half = nextHalf;
-            nextHalf ^= 1;
-            return half;
-        }
-
-        void close() {
-            JCudaDriver.cuStreamSynchronize(kernelStream);
-            JCudaDriver.cuStreamSynchronize(dmaStream);
-            for (int slot = 0; slot < RING_SLOTS; slot++) {
-                JCudaDriver.cuEventDestroy(fences[slot]);
-                JCudaDriver.cuMemFreeHost(hostBuffers[slot]);
-            }
-            for (int half = 0; half < 2; half++) {
-                JCudaDriver.cuEventDestroy(drained[half]);
-                JCudaDriver.cuEventDestroy(filled[half]);
-                JCudaDriver.cuMemFree(staging[half]);
-            }
-            JCudaDriver.cuEventDestroy(join);
-            JCudaDriver.cuStreamDestroy(kernelStream);
-            JCudaDriver.cuStreamDestroy(dmaStream);
-        }
-    }
-
     CopyEngine(CudaDevice device, EventPoller poller, PinnedPool pool) {
         this.device = device;
         this.poller = poller;
@@ -182,7 +90,7 @@ public final class CopyEngine implements AutoCloseable {
         retrieve = new Lane(greatest[0]);
     }
 
-    private static CUevent event(int flags) {
+    static CUevent event(int flags) {
         CUevent event = new CUevent();
         Cu.check(JCudaDriver.cuEventCreate(event, flags), "cuEventCreate");
         return event;
@@ -200,53 +108,61 @@ public final class CopyEngine implements AutoCloseable {
         }
     }
 
+    /** Emits one transfer's pieces, in order, into the engine, which copies the first batches while later ones are planned. */
+    @FunctionalInterface
+    public interface Feed {
+        void emit(PieceStream stream);
+    }
+
     /**
      * Enqueues one transfer and returns the event handle to reply with. When it is accepted the
      * completion runs once the copies finish (ok or not); when it is not, nothing of it runs on the
      * GPU after the returned (valid, recorded) event, and the completion runs with {@code false}
-     * once that event fires.
+     * once that event fires. A STORE whose feed emits no piece (every chunk stored already) touches
+     * nothing on the GPU: its reply is a recorded event and its completion runs before this returns.
      */
-    public Submitted submit(Direction direction, DeviceTensors tensors, Pieces pieces, byte[] clientEvent,
-            EventPoller.Completion completion) {
+    public Submitted submit(Direction direction, DeviceTensors tensors, Feed feed, byte[] clientEvent, EventPoller.Completion completion) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
-            return submit(direction, lane, tensors, pieces, clientEvent, completion);
+            return submit(direction, lane, tensors, feed, clientEvent, completion);
         }
     }
 
-    private Submitted submit(Direction direction, Lane lane, DeviceTensors tensors, Pieces pieces, byte[] clientEvent,
+    private Submitted submit(Direction direction, Lane lane, DeviceTensors tensors, Feed feed, byte[] clientEvent,
             EventPoller.Completion completion) {
-        CUevent opened = null;
-        CUevent[] timer = timer();
-        String error = null;
         long startNs = System.nanoTime();
-        long openedNs = startNs;
+        Transfer transfer = new Transfer(direction, lane, tensors, clientEvent, timer());
+        String error = null;
+        boolean nothingToStore = false;
         try {
-            if (!isZero(clientEvent)) {
-                opened = new CUevent();
-                Cu.check(JCudaDriver.cuIpcOpenEventHandle(opened, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, opened, 0), "cuStreamWaitEvent(worker event)");
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, opened, 0), "cuStreamWaitEvent(worker event)");
+            lane.stream.begin(lane.inFlight.get() == 0 ? FIRST_BATCH_BYTES : STAGING_HALF_BYTES, transfer);
+            feed.emit(lane.stream);
+            lane.stream.finish();
+            nothingToStore = !transfer.started && direction == Direction.TO_POOL;
+            if (!nothingToStore) {
+                transfer.start(); // a RETRIEVE of nothing still waits for the worker's event, as every transfer does
             }
-            openedNs = System.nanoTime();
-            // GPU time is measured on the DMA stream, the lane's bottleneck: its transfers follow
-            // one another there without overlapping, so bytes over summed time is the rate achieved
-            Cu.check(JCudaDriver.cuEventRecord(timer[0], lane.dmaStream), "cuEventRecord(start)");
-            enqueueDirect(direction, tensors, pieces, lane);
-            enqueueStaged(direction, tensors, pieces, lane, lane.inFlight.get() == 0 ? FIRST_BATCH_BYTES : STAGING_HALF_BYTES);
         } catch (RuntimeException e) {
-            error = e.getMessage();
+            error = e.getMessage() != null ? e.getMessage() : e.toString(); // the feed (the handler's planning) throws too
+        }
+        if (nothingToStore) {
+            recycle(transfer.timer);
+            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure) -> { });
+            completion.done(true, null);
+            return new Submitted(handle, true, null);
         }
         long enqueuedNs = System.nanoTime();
-        long bytes = pieces.totalBytes();
+        long bytes = lane.stream.pieces().totalBytes();
         int index = direction.ordinal();
         boolean accepted = error == null;
+        CUevent[] timer = transfer.timer;
+        boolean timed = transfer.started;
         // runs on: lmcache-cuda-events (or the closing thread while GpuBackend.close drains the poller)
         lane.inFlight.incrementAndGet();
         EventPoller.Completion done = (ok, failure) -> {
             lane.inFlight.decrementAndGet();
-            if (ok && accepted) {
+            if (ok && accepted && timed) {
                 float[] ms = new float[1];
                 if (JCudaDriver.cuEventElapsedTime(ms, timer[0], timer[1]) == 0) {
                     gpuNanos[index].add((long) (ms[0] * 1e6));
@@ -256,10 +172,18 @@ public final class CopyEngine implements AutoCloseable {
             recycle(timer);
             completion.done(ok && accepted, failure);
         };
-        byte[] handle = exportEvent(direction, lane, opened, timer[1], done);
-        submitTimes.add(direction, SubmitTimes.Phase.OPEN, openedNs - startNs);
-        submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - openedNs);
+        byte[] handle;
+        try {
+            handle = exportEvent(direction, lane, transfer.opened, timed ? timer[1] : null, done);
+        } catch (RuntimeException e) {
+            lane.inFlight.decrementAndGet(); // nothing is tracked: the completion will not run
+            recycle(timer);
+            throw e;
+        }
+        submitTimes.add(direction, SubmitTimes.Phase.OPEN, transfer.openNs);
+        submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - startNs - transfer.openNs);
         submitTimes.add(direction, SubmitTimes.Phase.EXPORT, System.nanoTime() - enqueuedNs);
+        submitTimes.add(direction, SubmitTimes.Phase.FIRST_COPY, (transfer.firstCopyNs == 0 ? enqueuedNs : transfer.firstCopyNs) - startNs);
         submitTimes.submitted(direction);
         return new Submitted(handle, accepted, error);
     }
@@ -273,38 +197,99 @@ public final class CopyEngine implements AutoCloseable {
         }
     }
 
-    /** Pieces larger than a staging half: one DMA call each, straight between the worker's memory and the pool. */
-    private void enqueueDirect(Direction direction, DeviceTensors tensors, Pieces pieces, Lane lane) {
-        for (int i = 0; i < pieces.count(); i++) {
-            long length = pieces.length(i);
-            if (!StagedBatch.direct(length, STAGING_HALF_BYTES)) {
-                continue;
+    /**
+     * One submit's GPU side, fed batch by batch by the lane's {@link PieceStream}. It starts at its
+     * first copy: opens the worker's event, has the streams wait for it unless it fired already, and
+     * starts the GPU timer there, so a STORE with nothing to copy touches nothing. A STORE gathers each batch into a staging half
+     * once that half's previous batch is out, then DMAs it to the pool; a RETRIEVE DMAs the pool runs
+     * into the half once its previous batch is scattered, then scatters it.
+     */
+    private final class Transfer implements PieceStream.Target {
+        final Direction direction;
+        final Lane lane;
+        final DeviceTensors tensors;
+        final long[] bases;
+        final byte[] clientEvent;
+        final CUevent[] timer;
+        CUevent opened;
+        boolean started;
+        long openNs;
+        long firstCopyNs;
+
+        Transfer(Direction direction, Lane lane, DeviceTensors tensors, byte[] clientEvent, CUevent[] timer) {
+            this.direction = direction;
+            this.lane = lane;
+            this.tensors = tensors;
+            this.bases = tensors.storageAddresses();
+            this.clientEvent = clientEvent;
+            this.timer = timer;
+        }
+
+        void start() {
+            if (started) {
+                return;
             }
+            started = true;
+            long startNs = System.nanoTime();
+            if (!isZero(clientEvent)) {
+                CUevent event = new CUevent();
+                Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
+                opened = event; // from here on the poller destroys it with the transfer's event
+                if (!completeAlready(opened)) {
+                    Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, opened, 0), "cuStreamWaitEvent(worker event)");
+                    Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, opened, 0), "cuStreamWaitEvent(worker event)");
+                }
+            }
+            // GPU time is measured on the DMA stream, the lane's bottleneck: its transfers follow
+            // one another there without overlapping, so bytes over summed time is the rate achieved
+            Cu.check(JCudaDriver.cuEventRecord(timer[0], lane.dmaStream), "cuEventRecord(start)");
+            openNs = System.nanoTime() - startNs;
+        }
+
+        /**
+         * Whether the worker's event has fired already (its work before the record is done), so the streams need not
+         * wait for it. The query is one host call; with {@code -Dlmcache.cuda.queryWorkerEvent=false} the streams always
+         * wait on the GPU, as LMCache's server does.
+         */
+        private boolean completeAlready(CUevent worker) {
+            if (!QUERY_WORKER_EVENT) {
+                return false;
+            }
+            int result = JCudaDriver.cuEventQuery(worker);
+            if (result == CUresult.CUDA_SUCCESS) {
+                return true;
+            }
+            if (result != CUresult.CUDA_ERROR_NOT_READY) {
+                Cu.check(result, "cuEventQuery(worker event)");
+            }
+            return false;
+        }
+
+        /** A piece larger than a staging half: one DMA call, straight between the worker's memory and the pool. */
+        @Override
+        public void direct(Pieces pieces, int i) {
+            start();
+            long length = pieces.length(i);
             CUdeviceptr gpu = tensors.storagePointer(pieces.tensor(i)).withByteOffset(pieces.tensorOffset(i));
             CUdeviceptr host = pool.pointer(pieces.poolOffset(i));
             CUdeviceptr src = direction == Direction.TO_POOL ? gpu : host;
             CUdeviceptr dst = direction == Direction.TO_POOL ? host : gpu;
             Cu.check(JCudaDriver.cuMemcpyAsync(dst, src, length, lane.dmaStream), "cuMemcpyAsync(" + (length >> 10) + " KiB)");
+            copyEnqueued();
         }
-    }
 
-    /** The small pieces, batch by batch through alternating staging halves. */
-    private void enqueueStaged(Direction direction, DeviceTensors tensors, Pieces pieces, Lane lane, long firstBatchBytes) {
-        long[] bases = tensors.storageAddresses();
-        StagedBatch batch = lane.batch;
-        int next = 0;
-        BatchSizes sizes = BatchSizes.forTransfer(direction, pieces, firstBatchBytes, STAGING_HALF_BYTES);
-        while (next < pieces.count()) {
+        @Override
+        public int batch(Pieces pieces, int from, long budgetBytes) {
+            start();
+            StagedBatch batch = lane.batch;
             int half = lane.takeHalf();
-            next = batch.fill(pieces, next, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, sizes.next(),
+            int next = batch.fill(pieces, from, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, budgetBytes,
                     pool.regionBytes());
-            sizes.staged(batch.stagedBytes());
             if (batch.pieceCount() == 0) {
                 lane.takeHalf(); // nothing staged (only large pieces were left): the half stays next
-                continue;
+                return next;
             }
             if (direction == Direction.TO_POOL) {
-                // gather into the half once its previous batch is out, then DMA it to the pool
                 Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, lane.drained[half], 0), "cuStreamWaitEvent(drained)");
                 launch(lane, batch);
                 Cu.check(JCudaDriver.cuEventRecord(lane.filled[half], lane.kernelStream), "cuEventRecord(filled)");
@@ -312,13 +297,20 @@ public final class CopyEngine implements AutoCloseable {
                 dmaRuns(lane, batch, half, Direction.TO_POOL);
                 Cu.check(JCudaDriver.cuEventRecord(lane.drained[half], lane.dmaStream), "cuEventRecord(drained)");
             } else {
-                // DMA the pool runs into the half once its previous batch is scattered, then scatter it
                 Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, lane.drained[half], 0), "cuStreamWaitEvent(drained)");
                 dmaRuns(lane, batch, half, Direction.FROM_POOL);
                 Cu.check(JCudaDriver.cuEventRecord(lane.filled[half], lane.dmaStream), "cuEventRecord(filled)");
                 Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, lane.filled[half], 0), "cuStreamWaitEvent(filled)");
                 launch(lane, batch);
                 Cu.check(JCudaDriver.cuEventRecord(lane.drained[half], lane.kernelStream), "cuEventRecord(drained)");
+            }
+            copyEnqueued();
+            return next;
+        }
+
+        private void copyEnqueued() {
+            if (firstCopyNs == 0) {
+                firstCopyNs = System.nanoTime();
             }
         }
     }
@@ -386,7 +378,11 @@ public final class CopyEngine implements AutoCloseable {
         }
     }
 
-    /** GPU time of completed transfers in this direction: from the DMA stream reaching each to its last copy finishing. */
+    /**
+     * GPU time of completed transfers in this direction: from the DMA stream reaching each (after the worker's event,
+     * when the streams wait for it) to its last copy finishing. When the streams do not wait, a STORE's time includes the
+     * GPU switching to this process's context for its first gather (~140–180 µs right after the worker's process ran).
+     */
     public long gpuNanos(Direction direction) {
         return gpuNanos[direction.ordinal()].sum();
     }

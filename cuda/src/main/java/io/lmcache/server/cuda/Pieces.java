@@ -10,9 +10,11 @@ import java.util.Arrays;
 public final class Pieces {
     private long[] data = new long[4 * 256];
     private int count;
+    private long totalBytes;
 
     public void clear() {
         count = 0;
+        totalBytes = 0;
     }
 
     public void add(int tensor, long tensorOffset, long poolOffset, long length) {
@@ -24,6 +26,7 @@ public final class Pieces {
         data[at + 1] = tensorOffset;
         data[at + 2] = poolOffset;
         data[at + 3] = length;
+        totalBytes += length;
     }
 
     public int count() {
@@ -47,10 +50,6 @@ public final class Pieces {
     }
 
     public long totalBytes() {
-        long total = 0;
-        for (int i = 0; i < count; i++) {
-            total += length(i);
-        }
-        return total;
+        return totalBytes;
     }
 }

@@ -11,7 +11,12 @@ import java.util.concurrent.atomic.LongAdder;
  * this is what the one-in-flight benchmark reads (from /status) to tell the phases apart.
  */
 final class SubmitTimes {
-    enum Phase { OPEN, ENQUEUE, EXPORT }
+    /**
+     * OPEN, ENQUEUE and EXPORT add up to the submit; FIRST_COPY (from the submit's start until its first copy is
+     * enqueued, so the GPU can start) overlaps OPEN and ENQUEUE: it is the submit's share of a lone request's latency,
+     * the rest of the enqueueing running while the first batches copy.
+     */
+    enum Phase { OPEN, ENQUEUE, EXPORT, FIRST_COPY }
 
     private final LongAdder[][] nanos = new LongAdder[Direction.values().length][Phase.values().length];
     private final LongAdder[] submits = new LongAdder[Direction.values().length];

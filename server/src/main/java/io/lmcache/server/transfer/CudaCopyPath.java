@@ -3,7 +3,6 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.Direction;
-import io.lmcache.server.cuda.Pieces;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.protocol.Reply;
 import org.slf4j.Logger;
@@ -20,7 +19,6 @@ public final class CudaCopyPath implements CopyPath {
     /** Can fail once per request while the driver is unwell: rate-limited. */
     private static final RateLimitedLog EVENT_FAILURE_LINES = new RateLimitedLog(LOG, "failure events not recorded", 10);
     private static final byte[] NO_EVENT = new byte[64];
-    private static final ThreadLocal<Pieces> PIECES = ThreadLocal.withInitial(Pieces::new);
 
     private final DeviceTensors tensors;
     private final CopyEngine engine;
@@ -32,39 +30,30 @@ public final class CudaCopyPath implements CopyPath {
 
     @Override
     public Copied copy(Direction direction, PieceSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
-        Pieces pieces = PIECES.get();
-        pieces.clear();
-        InstanceContext.Lease owned = null;
-        byte[] storedAlready;
+        InstanceContext.Lease owned = lease.handOff();
+        long[] bytes = new long[1];
+        CopyEngine.Submitted submitted;
         try {
-            source.emit(pieces::add);
-            if (direction == Direction.TO_POOL && pieces.count() == 0) {
-                // every chunk is stored already: nothing to wait for, a recorded event answers
-                storedAlready = engine.recordedEvent(direction);
-            } else {
-                long bytes = pieces.totalBytes();
-                owned = lease.handOff();
-                InstanceContext.Lease held = owned;
-                CopyEngine.Submitted submitted = engine.submit(direction, tensors, pieces, clientEvent, (ok, error) -> {
-                    // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight)
-                    try {
-                        done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
-                    } finally {
-                        held.close();
-                    }
-                });
-                return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());
-            }
+            // the engine copies the first batches while the source is still planning the later chunks' pieces
+            submitted = engine.submit(direction, tensors, stream -> source.emit((tensor, tensorOffset, poolOffset, length) -> {
+                bytes[0] += length;
+                stream.add(tensor, tensorOffset, poolOffset, length);
+            }), clientEvent, (ok, error) -> {
+                // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight), or
+                // inline for a STORE with nothing to copy
+                try {
+                    done.done(ok, bytes[0], ok ? null : "failed on the GPU: " + error);
+                } finally {
+                    owned.close();
+                }
+            });
         } catch (RuntimeException e) {
             // nothing was tracked: the completion will not run, so it runs here, once
-            if (owned != null) {
-                owned.close();
-            }
+            owned.close();
             done.done(false, 0, "failed: " + e);
             return new Copied(afterEnqueued(direction), false, null);
         }
-        done.done(true, 0, null);
-        return new Copied(storedAlready, true, null);
+        return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());
     }
 
     /**

@@ -1,0 +1,110 @@
+package io.lmcache.server.cuda;
+
+import java.nio.ByteOrder;
+import java.nio.LongBuffer;
+import java.util.concurrent.atomic.AtomicInteger;
+import jcuda.Pointer;
+import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUevent;
+import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
+import jcuda.driver.JCudaDriver;
+
+/**
+ * The streams, staging halves and descriptor ring of one direction of a {@link CopyEngine}, and the
+ * {@link PieceStream} that cuts its transfers into batches. Used only under its own lock (the
+ * engine's submit synchronizes on it), apart from {@link #inFlight}.
+ */
+final class Lane {
+    /**
+     * Descriptor slots per lane: one per batch, reused once the GPU has run it. A transfer takes a
+     * slot per staging batch (4 for a 128 MiB request), and a submit whose slot is still in use
+     * waits for the GPU; 64 slots keep 16 such requests in flight without that wait, in 6 MiB of
+     * pinned memory per lane.
+     */
+    static final int RING_SLOTS = 64;
+    static final int SLOT_DESCRIPTORS = 4096;
+    static final int DESCRIPTOR_FLAGS = JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP | JCudaDriver.CU_MEMHOSTALLOC_WRITECOMBINED;
+    final CUstream kernelStream = new CUstream();
+    final CUstream dmaStream = new CUstream();
+    final CUdeviceptr[] staging = new CUdeviceptr[2];
+    final long[] stagingAddress = new long[2];
+    /** Recorded once a half's contents are consumed (the DMA out, or the scatter), so it may be refilled. */
+    final CUevent[] drained = new CUevent[2];
+    /** Recorded once a half holds its batch (the gather, or the DMA in). */
+    final CUevent[] filled = new CUevent[2];
+    /** Joins one stream into the other at the end of each transfer (see {@link CopyEngine}). */
+    final CUevent join = new CUevent();
+    /** Descriptor slots in mapped, write-combined pinned memory: the CPU writes them, the kernel reads them over PCIe. */
+    final Pointer[] hostBuffers = new Pointer[RING_SLOTS];
+    final LongBuffer[] hostViews = new LongBuffer[RING_SLOTS];
+    final CUdeviceptr[] deviceViews = new CUdeviceptr[RING_SLOTS];
+    final CUevent[] fences = new CUevent[RING_SLOTS];
+    final boolean[] used = new boolean[RING_SLOTS];
+    final StagedBatch batch = new StagedBatch(SLOT_DESCRIPTORS);
+    final PieceStream stream = new PieceStream(CopyEngine.STAGING_HALF_BYTES, SLOT_DESCRIPTORS);
+    /** Transfers submitted on this lane whose completion has not run yet (decremented on lmcache-cuda-events). */
+    final AtomicInteger inFlight = new AtomicInteger();
+    int nextSlot;
+    int nextHalf;
+
+    Lane(int priority) {
+        for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
+            Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
+                    "cuStreamCreateWithPriority");
+        }
+        for (int half = 0; half < 2; half++) {
+            staging[half] = new CUdeviceptr();
+            Cu.check(JCudaDriver.cuMemAlloc(staging[half], CopyEngine.STAGING_HALF_BYTES), "cuMemAlloc(staging, "
+                    + (CopyEngine.STAGING_HALF_BYTES >> 20) + " MiB)");
+            stagingAddress[half] = Cu.address(staging[half]);
+            drained[half] = CopyEngine.event(CopyEngine.SYNC_FLAGS);
+            filled[half] = CopyEngine.event(CopyEngine.SYNC_FLAGS);
+        }
+        Cu.check(JCudaDriver.cuEventCreate(join, CopyEngine.SYNC_FLAGS), "cuEventCreate(join)");
+        long bytes = 24L * SLOT_DESCRIPTORS;
+        for (int slot = 0; slot < RING_SLOTS; slot++) {
+            hostBuffers[slot] = new Pointer();
+            Cu.check(JCudaDriver.cuMemHostAlloc(hostBuffers[slot], bytes, DESCRIPTOR_FLAGS), "cuMemHostAlloc(descriptors)");
+            hostViews[slot] = hostBuffers[slot].getByteBuffer(0, bytes).order(ByteOrder.nativeOrder()).asLongBuffer();
+            deviceViews[slot] = new CUdeviceptr();
+            Cu.check(JCudaDriver.cuMemHostGetDevicePointer(deviceViews[slot], hostBuffers[slot], 0),
+                    "cuMemHostGetDevicePointer(descriptors)");
+            fences[slot] = CopyEngine.event(CopyEngine.SYNC_FLAGS);
+        }
+    }
+
+    /** The next descriptor slot, once the GPU is done with its previous contents. */
+    int takeSlot() {
+        int slot = nextSlot;
+        nextSlot = (nextSlot + 1) % RING_SLOTS;
+        if (used[slot]) {
+            Cu.check(JCudaDriver.cuEventSynchronize(fences[slot]), "cuEventSynchronize(descriptor fence)");
+        }
+        used[slot] = true;
+        return slot;
+    }
+
+    int takeHalf() {
+        int half = nextHalf;
+        nextHalf ^= 1;
+        return half;
+    }
+
+    void close() {
+        JCudaDriver.cuStreamSynchronize(kernelStream);
+        JCudaDriver.cuStreamSynchronize(dmaStream);
+        for (int slot = 0; slot < RING_SLOTS; slot++) {
+            JCudaDriver.cuEventDestroy(fences[slot]);
+            JCudaDriver.cuMemFreeHost(hostBuffers[slot]);
+        }
+        for (int half = 0; half < 2; half++) {
+            JCudaDriver.cuEventDestroy(drained[half]);
+            JCudaDriver.cuEventDestroy(filled[half]);
+            JCudaDriver.cuMemFree(staging[half]);
+        }
+        JCudaDriver.cuEventDestroy(join);
+        JCudaDriver.cuStreamDestroy(kernelStream);
+        JCudaDriver.cuStreamDestroy(dmaStream);
+    }
+}
