@@ -334,6 +334,57 @@ def roundtrip(server, layout, raw=False, seed=1):
     return w
 
 
+def head_bytes(server):
+    """Bytes the batched-copy head moved so far, (store, retrieve), from /status."""
+    submit = server.status().get("cuda", {}).get("submit_cpu", {})
+    return tuple(submit.get(op, {}).get("dma_head_bytes", 0) for op in ("store", "retrieve"))
+
+
+def large_pieces_take_the_dma_head(server, seed=61):
+    """Llama-8B-wide blocks (32 KiB a block and layer): runs of consecutive blocks are 256 KiB and more, so a transfer
+    that finds its lane idle moves them with batched copies straight between the blocks and the pool (the DMA head);
+    single scattered blocks go through staging. Bytes must come back exact either way, skip included."""
+    w = Worker(server, "nhd", layers=4, blocks=96, heads=8, head=128, seed=seed)
+    name = "nhd-wide"
+    check(f"{name}: register", w.register() is None)
+    rng = random.Random(seed)
+    tokens = [rng.randrange(150000) for _ in range(2 * CHUNK)]
+    per_chunk = CHUNK // w.block
+    src = list(range(0, 2 * per_chunk))
+    dst = list(range(2 * per_chunk, 4 * per_chunk))
+    before = [w.block_bytes(b).clone() for b in src]
+    store0, retrieve0 = head_bytes(server)
+    copied0 = server.gpu_copy("retrieve")[1]
+    check(f"{name}: STORE 2 chunks of consecutive blocks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
+    check(f"{name}: LOOKUP+QUERY = 2", lookup_after_store(w, tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
+    w.set_blocks(dst, 0.0)
+    torch.cuda.synchronize()
+    check(f"{name}: RETRIEVE into other consecutive blocks", w.retrieve(tokens, 0, 2 * CHUNK, dst, f"{name}-r"))
+    check(f"{name}: bytes equal after the round trip", all(torch.equal(w.block_bytes(d), b) for d, b in zip(dst, before)))
+    store1, retrieve1 = head_bytes(server)
+    # 2 chunks x 2 planes x 4 layers, each a 512 KiB run: all 8 MiB within the 16 MiB head
+    check(f"{name}: the DMA head moved both transfers", store1 - store0 == 8 << 20 and retrieve1 - retrieve0 == 8 << 20,
+          f"store {store1 - store0}, retrieve {retrieve1 - retrieve0} bytes")
+    # the first chunk into consecutive blocks (a 15-block run after the skip: head), the second into single blocks in
+    # reverse order (32 KiB pieces: staged)
+    mixed = list(range(4 * per_chunk, 5 * per_chunk)) + list(range(6 * per_chunk - 1, 5 * per_chunk - 1, -1))
+    w.set_blocks(mixed, 7.0)
+    torch.cuda.synchronize()
+    # the head is for a lane with nothing in flight: wait for the server to complete the previous RETRIEVE
+    deadline = time.time() + 5
+    while server.gpu_copy("retrieve")[1] < copied0 + (8 << 20):
+        assert time.time() < deadline, "the first RETRIEVE never completed on the server"
+        time.sleep(0.001)
+    check(f"{name}: RETRIEVE with skip 16 into mixed blocks", w.retrieve(tokens, 0, 2 * CHUNK, mixed, f"{name}-s", skip=w.block))
+    first_kept = bool((w.block_bytes(mixed[0]) == 7.0).all())
+    rest = all(torch.equal(w.block_bytes(d), b) for d, b in zip(mixed[1:], before[1:]))
+    check(f"{name}: skip left the first block alone, the head and the staged batches filled the rest", first_kept and rest)
+    _, retrieve2 = head_bytes(server)
+    check(f"{name}: only the consecutive run took the head", retrieve2 - retrieve1 == 2 * 4 * 15 * (32 << 10),
+          f"{retrieve2 - retrieve1} bytes")
+    check(f"{name}: UNREGISTER", w.client.call("unregister", w.instance) is None)
+
+
 def two_workers_on_one_gpu(server):
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
@@ -463,6 +514,8 @@ def other_layout_misses(server):
 def run_tests(args):
     server = Server(args.java, args.classpath, args.out, 4)
     try:
+        # first, while both lanes have never had a transfer in flight (the DMA head is for an idle lane)
+        large_pieces_take_the_dma_head(server)
         # each layout gets its own tokens: the same key stored by two layouts is one object, and a
         # worker with another byte layout must miss it rather than read foreign bytes
         for seed, layout in enumerate(("nhd", "hnd", "flashinfer", "fused", "mla", "crosslayer"), start=1):

@@ -3,18 +3,14 @@ package io.lmcache.server.cuda;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
-import java.nio.LongBuffer;
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.concurrent.atomic.LongAdder;
-import jcuda.Pointer;
-import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUipcEventHandle;
 import jcuda.driver.CUmodule;
-import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
@@ -54,6 +50,16 @@ public final class CopyEngine implements AutoCloseable {
      * add launches (measured: 4 % less with four 128 MiB requests in flight), so those start at a half.
      */
     public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
+    /**
+     * Bytes at the head of a transfer that finds its lane idle that the copy engines move straight between the worker's
+     * blocks and the pool in batched copies ({@link BatchCopy}), while the GPU switches to this process's context for the
+     * first kernel (~140–180 µs after the worker's process ran). Only pieces of {@link #DMA_HEAD_MIN_PIECE_BYTES} or more
+     * go this way (runs of consecutive blocks; measured on the H200, a 6–16 MiB head of 32 KiB pieces made one-chunk
+     * requests slower). 0 turns it off.
+     */
+    static final long DMA_HEAD_BYTES = Math.max(0, Long.getLong("lmcache.cuda.dmaHeadKiB", 16384)) << 10;
+    /** The smallest piece worth a copy of its own in the head: the batched copy moved 256 KiB pieces at ~90 % of the line. */
+    static final long DMA_HEAD_MIN_PIECE_BYTES = Math.max(1, Long.getLong("lmcache.cuda.dmaHeadMinPieceKiB", 256)) << 10;
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
@@ -86,8 +92,8 @@ public final class CopyEngine implements AutoCloseable {
         int[] least = new int[1];
         int[] greatest = new int[1];
         Cu.check(JCudaDriver.cuCtxGetStreamPriorityRange(least, greatest), "cuCtxGetStreamPriorityRange");
-        store = new Lane(least[0]);
-        retrieve = new Lane(greatest[0]);
+        store = new Lane(least[0], Direction.TO_POOL, device.ordinal());
+        retrieve = new Lane(greatest[0], Direction.FROM_POOL, device.ordinal());
     }
 
     static CUevent event(int flags) {
@@ -132,11 +138,13 @@ public final class CopyEngine implements AutoCloseable {
     private Submitted submit(Direction direction, Lane lane, DeviceTensors tensors, Feed feed, byte[] clientEvent,
             EventPoller.Completion completion) {
         long startNs = System.nanoTime();
-        Transfer transfer = new Transfer(direction, lane, tensors, clientEvent, timer());
+        Transfer transfer = new Transfer(direction, lane, tensors, pool, kernel, clientEvent, timer());
         String error = null;
         boolean nothingToStore = false;
         try {
-            lane.stream.begin(lane.inFlight.get() == 0 ? FIRST_BATCH_BYTES : STAGING_HALF_BYTES, transfer);
+            boolean idle = lane.inFlight.get() == 0;
+            transfer.headBytesLeft = idle && lane.head != null ? DMA_HEAD_BYTES : 0;
+            lane.stream.begin(idle ? FIRST_BATCH_BYTES : STAGING_HALF_BYTES, transfer);
             feed.emit(lane.stream);
             lane.stream.finish();
             nothingToStore = !transfer.started && direction == Direction.TO_POOL;
@@ -184,7 +192,7 @@ public final class CopyEngine implements AutoCloseable {
         submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - startNs - transfer.openNs);
         submitTimes.add(direction, SubmitTimes.Phase.EXPORT, System.nanoTime() - enqueuedNs);
         submitTimes.add(direction, SubmitTimes.Phase.FIRST_COPY, (transfer.firstCopyNs == 0 ? enqueuedNs : transfer.firstCopyNs) - startNs);
-        submitTimes.submitted(direction);
+        submitTimes.submitted(direction, transfer.headBytesCopied);
         return new Submitted(handle, accepted, error);
     }
 
@@ -195,147 +203,6 @@ public final class CopyEngine implements AutoCloseable {
             device.makeCurrent();
             return exportEvent(direction, lane, null, null, (ok, error) -> { });
         }
-    }
-
-    /**
-     * One submit's GPU side, fed batch by batch by the lane's {@link PieceStream}. It starts at its
-     * first copy: opens the worker's event, has the streams wait for it unless it fired already, and
-     * starts the GPU timer there, so a STORE with nothing to copy touches nothing. A STORE gathers each batch into a staging half
-     * once that half's previous batch is out, then DMAs it to the pool; a RETRIEVE DMAs the pool runs
-     * into the half once its previous batch is scattered, then scatters it.
-     */
-    private final class Transfer implements PieceStream.Target {
-        final Direction direction;
-        final Lane lane;
-        final DeviceTensors tensors;
-        final long[] bases;
-        final byte[] clientEvent;
-        final CUevent[] timer;
-        CUevent opened;
-        boolean started;
-        long openNs;
-        long firstCopyNs;
-
-        Transfer(Direction direction, Lane lane, DeviceTensors tensors, byte[] clientEvent, CUevent[] timer) {
-            this.direction = direction;
-            this.lane = lane;
-            this.tensors = tensors;
-            this.bases = tensors.storageAddresses();
-            this.clientEvent = clientEvent;
-            this.timer = timer;
-        }
-
-        void start() {
-            if (started) {
-                return;
-            }
-            started = true;
-            long startNs = System.nanoTime();
-            if (!isZero(clientEvent)) {
-                CUevent event = new CUevent();
-                Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
-                opened = event; // from here on the poller destroys it with the transfer's event
-                if (!completeAlready(opened)) {
-                    Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, opened, 0), "cuStreamWaitEvent(worker event)");
-                    Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, opened, 0), "cuStreamWaitEvent(worker event)");
-                }
-            }
-            // GPU time is measured on the DMA stream, the lane's bottleneck: its transfers follow
-            // one another there without overlapping, so bytes over summed time is the rate achieved
-            Cu.check(JCudaDriver.cuEventRecord(timer[0], lane.dmaStream), "cuEventRecord(start)");
-            openNs = System.nanoTime() - startNs;
-        }
-
-        /**
-         * Whether the worker's event has fired already (its work before the record is done), so the streams need not
-         * wait for it. The query is one host call; with {@code -Dlmcache.cuda.queryWorkerEvent=false} the streams always
-         * wait on the GPU, as LMCache's server does.
-         */
-        private boolean completeAlready(CUevent worker) {
-            if (!QUERY_WORKER_EVENT) {
-                return false;
-            }
-            int result = JCudaDriver.cuEventQuery(worker);
-            if (result == CUresult.CUDA_SUCCESS) {
-                return true;
-            }
-            if (result != CUresult.CUDA_ERROR_NOT_READY) {
-                Cu.check(result, "cuEventQuery(worker event)");
-            }
-            return false;
-        }
-
-        /** A piece larger than a staging half: one DMA call, straight between the worker's memory and the pool. */
-        @Override
-        public void direct(Pieces pieces, int i) {
-            start();
-            long length = pieces.length(i);
-            CUdeviceptr gpu = tensors.storagePointer(pieces.tensor(i)).withByteOffset(pieces.tensorOffset(i));
-            CUdeviceptr host = pool.pointer(pieces.poolOffset(i));
-            CUdeviceptr src = direction == Direction.TO_POOL ? gpu : host;
-            CUdeviceptr dst = direction == Direction.TO_POOL ? host : gpu;
-            Cu.check(JCudaDriver.cuMemcpyAsync(dst, src, length, lane.dmaStream), "cuMemcpyAsync(" + (length >> 10) + " KiB)");
-            copyEnqueued();
-        }
-
-        @Override
-        public int batch(Pieces pieces, int from, long budgetBytes) {
-            start();
-            StagedBatch batch = lane.batch;
-            int half = lane.takeHalf();
-            int next = batch.fill(pieces, from, bases, direction, lane.stagingAddress[half], STAGING_HALF_BYTES, budgetBytes,
-                    pool.regionBytes());
-            if (batch.pieceCount() == 0) {
-                lane.takeHalf(); // nothing staged (only large pieces were left): the half stays next
-                return next;
-            }
-            if (direction == Direction.TO_POOL) {
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, lane.drained[half], 0), "cuStreamWaitEvent(drained)");
-                launch(lane, batch);
-                Cu.check(JCudaDriver.cuEventRecord(lane.filled[half], lane.kernelStream), "cuEventRecord(filled)");
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, lane.filled[half], 0), "cuStreamWaitEvent(filled)");
-                dmaRuns(lane, batch, half, Direction.TO_POOL);
-                Cu.check(JCudaDriver.cuEventRecord(lane.drained[half], lane.dmaStream), "cuEventRecord(drained)");
-            } else {
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.dmaStream, lane.drained[half], 0), "cuStreamWaitEvent(drained)");
-                dmaRuns(lane, batch, half, Direction.FROM_POOL);
-                Cu.check(JCudaDriver.cuEventRecord(lane.filled[half], lane.dmaStream), "cuEventRecord(filled)");
-                Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, lane.filled[half], 0), "cuStreamWaitEvent(filled)");
-                launch(lane, batch);
-                Cu.check(JCudaDriver.cuEventRecord(lane.drained[half], lane.kernelStream), "cuEventRecord(drained)");
-            }
-            copyEnqueued();
-            return next;
-        }
-
-        private void copyEnqueued() {
-            if (firstCopyNs == 0) {
-                firstCopyNs = System.nanoTime();
-            }
-        }
-    }
-
-    private void dmaRuns(Lane lane, StagedBatch batch, int half, Direction direction) {
-        for (int run = 0; run < batch.runCount(); run++) {
-            CUdeviceptr staged = lane.staging[half].withByteOffset(batch.runStagingOffset(run));
-            CUdeviceptr host = pool.pointer(batch.runPoolOffset(run));
-            CUdeviceptr src = direction == Direction.TO_POOL ? staged : host;
-            CUdeviceptr dst = direction == Direction.TO_POOL ? host : staged;
-            Cu.check(JCudaDriver.cuMemcpyAsync(dst, src, batch.runBytes(run), lane.dmaStream), "cuMemcpyAsync(staged run)");
-        }
-    }
-
-    /** Writes the batch's descriptors into a ring slot and launches the kernel on the lane's kernel stream. */
-    private void launch(Lane lane, StagedBatch batch) {
-        int n = batch.pieceCount();
-        int slot = lane.takeSlot();
-        LongBuffer view = lane.hostViews[slot];
-        view.clear();
-        view.put(batch.descriptors(), 0, 3 * n);
-        Pointer parameters = Pointer.to(Pointer.to(lane.deviceViews[slot]), Pointer.to(new int[] {n}));
-        Cu.check(JCudaDriver.cuLaunchKernel(kernel, Math.min(KERNEL_BLOCKS, n), 1, 1, KERNEL_THREADS, 1, 1, 0, lane.kernelStream,
-                parameters, null), "cuLaunchKernel(copy_pieces, " + n + " pieces)");
-        Cu.check(JCudaDriver.cuEventRecord(lane.fences[slot], lane.kernelStream), "cuEventRecord(descriptor fence)");
     }
 
     /**
@@ -401,15 +268,6 @@ public final class CopyEngine implements AutoCloseable {
             gpuNanos[i].reset();
             copiedBytes[i].reset();
         }
-    }
-
-    private static boolean isZero(byte[] bytes) {
-        for (byte b : bytes) {
-            if (b != 0) {
-                return false;
-            }
-        }
-        return true;
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import java.lang.foreign.Arena;
 import java.nio.ByteOrder;
 import java.nio.LongBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -48,7 +49,13 @@ final class Lane {
     int nextSlot;
     int nextHalf;
 
-    Lane(int priority) {
+    /** Native argument arrays of {@link #head}; closed with the lane. */
+    private final Arena arena = Arena.ofShared();
+    /** The driver's batched copy for the head of a transfer that finds the lane idle; null without one (before CUDA 12.8). */
+    final BatchCopy head;
+
+    Lane(int priority, Direction direction, int deviceOrdinal) {
+        head = BatchCopy.forLane(arena, SLOT_DESCRIPTORS, direction, deviceOrdinal);
         for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
                     "cuStreamCreateWithPriority");
@@ -106,5 +113,6 @@ final class Lane {
         JCudaDriver.cuEventDestroy(join);
         JCudaDriver.cuStreamDestroy(kernelStream);
         JCudaDriver.cuStreamDestroy(dmaStream);
+        arena.close();
     }
 }

@@ -20,10 +20,13 @@ final class SubmitTimes {
 
     private final LongAdder[][] nanos = new LongAdder[Direction.values().length][Phase.values().length];
     private final LongAdder[] submits = new LongAdder[Direction.values().length];
+    /** Bytes moved by the batched-copy head (see {@code CopyEngine.DMA_HEAD_BYTES}), not through staging. */
+    private final LongAdder[] headBytes = new LongAdder[Direction.values().length];
 
     SubmitTimes() {
         for (int d = 0; d < submits.length; d++) {
             submits[d] = new LongAdder();
+            headBytes[d] = new LongAdder();
             for (int p = 0; p < Phase.values().length; p++) {
                 nanos[d][p] = new LongAdder();
             }
@@ -34,18 +37,21 @@ final class SubmitTimes {
         nanos[direction.ordinal()][phase.ordinal()].add(elapsedNs);
     }
 
-    void submitted(Direction direction) {
+    void submitted(Direction direction, long dmaHeadBytes) {
         submits[direction.ordinal()].increment();
+        headBytes[direction.ordinal()].add(dmaHeadBytes);
     }
 
-    /** Per direction: submits and the seconds of each phase, summed. */
+    /** Per direction: submits, the seconds of each phase, and the bytes the batched-copy head moved, summed. */
     static Map<String, Object> status(Iterable<SubmitTimes> engines) {
         Map<String, Object> out = new LinkedHashMap<>();
         for (Direction direction : Direction.values()) {
             long count = 0;
+            long head = 0;
             long[] phaseNanos = new long[Phase.values().length];
             for (SubmitTimes times : engines) {
                 count += times.submits[direction.ordinal()].sum();
+                head += times.headBytes[direction.ordinal()].sum();
                 for (Phase phase : Phase.values()) {
                     phaseNanos[phase.ordinal()] += times.nanos[direction.ordinal()][phase.ordinal()].sum();
                 }
@@ -55,6 +61,7 @@ final class SubmitTimes {
             for (Phase phase : Phase.values()) {
                 entry.put(phase.name().toLowerCase() + "_seconds", phaseNanos[phase.ordinal()] / 1e9);
             }
+            entry.put("dma_head_bytes", head);
             out.put(direction == Direction.TO_POOL ? "store" : "retrieve", entry);
         }
         return out;
