@@ -299,17 +299,22 @@ def check(name, ok, detail=""):
 
 # --- tests --------------------------------------------------------------------------------------
 
-def roundtrip(server, layout, raw=False, seed=1):
-    w = Worker(server, layout, raw=raw, seed=seed)
-    name = f"{layout}{'-raw' if raw else ''}"
-    check(f"{name}: register", w.register() is None)
-    check(f"{name}: re-register is a no-op", w.register() is None)
+def two_chunks(w, seed):
+    """Two chunks of random tokens, their source blocks (consecutive, from 0), the next as targets, the sources' bytes."""
     rng = random.Random(seed)
     tokens = [rng.randrange(150000) for _ in range(2 * CHUNK)]
     per_chunk = CHUNK // w.block
     src = list(range(0, 2 * per_chunk))
     dst = list(range(2 * per_chunk, 4 * per_chunk))
-    before = [w.block_bytes(b).clone() for b in src]
+    return rng, tokens, per_chunk, src, dst, [w.block_bytes(b).clone() for b in src]
+
+
+def roundtrip(server, layout, raw=False, seed=1):
+    w = Worker(server, layout, raw=raw, seed=seed)
+    name = f"{layout}{'-raw' if raw else ''}"
+    check(f"{name}: register", w.register() is None)
+    check(f"{name}: re-register is a no-op", w.register() is None)
+    rng, tokens, per_chunk, src, dst, before = two_chunks(w, seed)
     check(f"{name}: STORE 2 chunks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
     check(f"{name}: LOOKUP+QUERY = 2", lookup_after_store(w, tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
     w.set_blocks(src, 0.0)
@@ -347,12 +352,7 @@ def large_pieces_take_the_dma_head(server, seed=61):
     w = Worker(server, "nhd", layers=4, blocks=96, heads=8, head=128, seed=seed)
     name = "nhd-wide"
     check(f"{name}: register", w.register() is None)
-    rng = random.Random(seed)
-    tokens = [rng.randrange(150000) for _ in range(2 * CHUNK)]
-    per_chunk = CHUNK // w.block
-    src = list(range(0, 2 * per_chunk))
-    dst = list(range(2 * per_chunk, 4 * per_chunk))
-    before = [w.block_bytes(b).clone() for b in src]
+    _, tokens, per_chunk, src, dst, before = two_chunks(w, seed)
     store0, retrieve0 = head_bytes(server)
     copied0 = server.gpu_copy("retrieve")[1]
     check(f"{name}: STORE 2 chunks of consecutive blocks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
