@@ -145,8 +145,10 @@ final class Transfer implements PieceStream.Target {
             if (StagedBatch.direct(length, CopyEngine.STAGING_HALF_BYTES)) {
                 continue; // direct() sent it when it arrived
             }
-            if (copies.count() > 0 && (bytes + length > budgetBytes || length < CopyEngine.DMA_HEAD_MIN_PIECE_BYTES)) {
-                break; // a small piece goes with the staged batches: one copy each is slow for it
+            if (length < CopyEngine.DMA_HEAD_MIN_PIECE_BYTES || (copies.count() > 0 && bytes + length > budgetBytes)) {
+                // a small piece goes with the staged batches (one copy each is slow for it); the batch always moves on:
+                // it starts at a large piece, or at a direct one skipped above
+                break;
             }
             long gpu = bases[pieces.tensor(i)] + pieces.tensorOffset(i);
             long host = pool.address(pieces.poolOffset(i));
