@@ -11,7 +11,10 @@ queued, from its latency metric).
 
     python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --out $OUT/inflight
 
-LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording).
+LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording or an A/B property), LMCACHE_BENCH_TAG names
+the JSON, LMCACHE_BENCH_TRANSPORT=zmtp uses the pure-Python client instead of libzmq, LMCACHE_BENCH_NO_WORKER_EVENT=1
+sends no worker event. Each row also has the worker's split of its best request (send, reply, open, wait), a wall-clock
+raw baseline (the worker's own copy timed like a request), and the server's submit phases (first_copy among them).
 """
 import json
 import os
