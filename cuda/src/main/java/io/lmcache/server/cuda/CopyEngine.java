@@ -120,6 +120,12 @@ public final class CopyEngine implements AutoCloseable {
         void emit(PieceStream stream);
     }
 
+    /** How a submitted transfer ended: ok or not, the bytes of the pieces it was fed, and why not. */
+    @FunctionalInterface
+    public interface Done {
+        void done(boolean ok, long bytes, String error);
+    }
+
     /**
      * Enqueues one transfer and returns the event handle to reply with. When it is accepted the
      * completion runs once the copies finish (ok or not); when it is not, nothing of it runs on the
@@ -127,7 +133,7 @@ public final class CopyEngine implements AutoCloseable {
      * once that event fires. A STORE whose feed emits no piece (every chunk stored already) touches
      * nothing on the GPU: its reply is a recorded event and its completion runs before this returns.
      */
-    public Submitted submit(Direction direction, DeviceTensors tensors, Feed feed, byte[] clientEvent, EventPoller.Completion completion) {
+    public Submitted submit(Direction direction, DeviceTensors tensors, Feed feed, byte[] clientEvent, Done completion) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
@@ -136,7 +142,7 @@ public final class CopyEngine implements AutoCloseable {
     }
 
     private Submitted submit(Direction direction, Lane lane, DeviceTensors tensors, Feed feed, byte[] clientEvent,
-            EventPoller.Completion completion) {
+            Done completion) {
         long startNs = System.nanoTime();
         Transfer transfer = new Transfer(direction, lane, tensors, pool, kernel, clientEvent, timer());
         String error = null;
@@ -157,7 +163,7 @@ public final class CopyEngine implements AutoCloseable {
         if (nothingToStore) {
             recycle(transfer.timer);
             byte[] handle = exportEvent(direction, lane, null, null, (ok, failure) -> { });
-            completion.done(true, null);
+            completion.done(true, 0, null);
             return new Submitted(handle, true, null);
         }
         long enqueuedNs = System.nanoTime();
@@ -178,7 +184,7 @@ public final class CopyEngine implements AutoCloseable {
                 }
             }
             recycle(timer);
-            completion.done(ok && accepted, failure);
+            completion.done(ok && accepted, bytes, failure);
         };
         byte[] handle;
         try {

@@ -31,18 +31,14 @@ public final class CudaCopyPath implements CopyPath {
     @Override
     public Copied copy(Direction direction, PieceSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
         InstanceContext.Lease owned = lease.handOff();
-        long[] bytes = new long[1];
         CopyEngine.Submitted submitted;
         try {
             // the engine copies the first batches while the source is still planning the later chunks' pieces
-            submitted = engine.submit(direction, tensors, stream -> source.emit((tensor, tensorOffset, poolOffset, length) -> {
-                bytes[0] += length;
-                stream.add(tensor, tensorOffset, poolOffset, length);
-            }), clientEvent, (ok, error) -> {
+            submitted = engine.submit(direction, tensors, stream -> source.emit(stream::add), clientEvent, (ok, bytes, error) -> {
                 // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight), or
                 // inline for a STORE with nothing to copy
                 try {
-                    done.done(ok, bytes[0], ok ? null : "failed on the GPU: " + error);
+                    done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
                 } finally {
                     owned.close();
                 }
