@@ -35,7 +35,6 @@ final class BatchCopy {
     private static final int FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1;
     private static final long ATTRIBUTES_BYTES = 24; // {int srcAccessOrder; {int type, id} src, dst; uint flags}
     private static final MethodHandle MEMCPY_BATCH = find();
-    private static final Method NATIVE_POINTER = nativePointer();
 
     private final int maxCopies;
     private final MemorySegment dsts;
@@ -44,10 +43,13 @@ final class BatchCopy {
     private final MemorySegment attributes;
     private final MemorySegment attributeIndex;
     private final MemorySegment failIndex;
+    /** The lane's DMA stream, as the driver's handle (JCuda keeps it behind a protected getter: read once, here). */
+    private final MemorySegment stream;
     private int count;
 
-    private BatchCopy(Arena arena, int maxCopies, Direction direction, int deviceOrdinal) {
+    private BatchCopy(Arena arena, int maxCopies, Direction direction, int deviceOrdinal, CUstream stream) {
         this.maxCopies = maxCopies;
+        this.stream = MemorySegment.ofAddress(nativePointer(stream));
         dsts = arena.allocate(JAVA_LONG, maxCopies);
         srcs = arena.allocate(JAVA_LONG, maxCopies);
         sizes = arena.allocate(JAVA_LONG, maxCopies);
@@ -63,9 +65,9 @@ final class BatchCopy {
         failIndex = arena.allocate(JAVA_LONG);
     }
 
-    /** A batch for one lane's direction, or null when this driver has no batched copy. */
-    static BatchCopy forLane(Arena arena, int maxCopies, Direction direction, int deviceOrdinal) {
-        return MEMCPY_BATCH == null ? null : new BatchCopy(arena, maxCopies, direction, deviceOrdinal);
+    /** A batch for one lane's direction that enqueues on {@code stream}, or null when this driver has no batched copy. */
+    static BatchCopy forLane(Arena arena, int maxCopies, Direction direction, int deviceOrdinal, CUstream stream) {
+        return MEMCPY_BATCH == null ? null : new BatchCopy(arena, maxCopies, direction, deviceOrdinal, stream);
     }
 
     private static MethodHandle find() {
@@ -91,11 +93,11 @@ final class BatchCopy {
         }
     }
 
-    private static Method nativePointer() {
+    private static long nativePointer(CUstream stream) {
         try {
             Method method = NativePointerObject.class.getDeclaredMethod("getNativePointer");
             method.setAccessible(true);
-            return method;
+            return (long) method.invoke(stream);
         } catch (ReflectiveOperationException e) {
             throw new IllegalStateException("JCuda's NativePointerObject has no getNativePointer()", e);
         }
@@ -120,13 +122,11 @@ final class BatchCopy {
         return count;
     }
 
-    /** Enqueues the copies added since {@link #clear} on {@code stream}, in its order. */
-    void enqueue(CUstream stream) {
+    /** Enqueues the copies added since {@link #clear} on the lane's DMA stream, in its order. */
+    void enqueue() {
         int result;
         try {
-            long handle = (long) NATIVE_POINTER.invoke(stream);
-            result = (int) MEMCPY_BATCH.invokeExact(dsts, srcs, sizes, (long) count, attributes, attributeIndex, 1L, failIndex,
-                    MemorySegment.ofAddress(handle));
+            result = (int) MEMCPY_BATCH.invokeExact(dsts, srcs, sizes, (long) count, attributes, attributeIndex, 1L, failIndex, stream);
         } catch (Throwable e) {
             throw new CudaException("cuMemcpyBatchAsync: " + e);
         }

@@ -51,15 +51,15 @@ final class Lane {
 
     /** Native argument arrays of {@link #head}; closed with the lane. */
     private final Arena arena = Arena.ofShared();
-    /** The driver's batched copy for the head of a transfer that finds the lane idle; null without one (before CUDA 12.8). */
+    /** The driver's batched copy for the head of a transfer that finds the lane idle, on {@link #dmaStream}; null without one (before CUDA 12.8). */
     final BatchCopy head;
 
     Lane(int priority, Direction direction, int deviceOrdinal) {
-        head = BatchCopy.forLane(arena, SLOT_DESCRIPTORS, direction, deviceOrdinal);
         for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
                     "cuStreamCreateWithPriority");
         }
+        head = BatchCopy.forLane(arena, SLOT_DESCRIPTORS, direction, deviceOrdinal, dmaStream);
         for (int half = 0; half < 2; half++) {
             staging[half] = new CUdeviceptr();
             Cu.check(JCudaDriver.cuMemAlloc(staging[half], CopyEngine.STAGING_HALF_BYTES), "cuMemAlloc(staging, "

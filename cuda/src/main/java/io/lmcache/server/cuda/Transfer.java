@@ -156,7 +156,7 @@ final class Transfer implements PieceStream.Target {
             bytes += length;
         }
         if (copies.count() > 0) {
-            copies.enqueue(lane.dmaStream);
+            copies.enqueue();
             copyEnqueued();
         }
         headBytesLeft -= bytes;
