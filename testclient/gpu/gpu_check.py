@@ -339,10 +339,45 @@ def roundtrip(server, layout, raw=False, seed=1):
     return w
 
 
-def head_bytes(server):
-    """Bytes the batched-copy head moved so far, (store, retrieve), from /status."""
+def submit_counter(server, name):
+    """A counter of the GPU submits so far, (store, retrieve), from /status cuda.submit_cpu."""
     submit = server.status().get("cuda", {}).get("submit_cpu", {})
-    return tuple(submit.get(op, {}).get("dma_head_bytes", 0) for op in ("store", "retrieve"))
+    return tuple(submit.get(op, {}).get(name, 0) for op in ("store", "retrieve"))
+
+
+def head_bytes(server):
+    """Bytes the batched-copy head moved so far, (store, retrieve)."""
+    return submit_counter(server, "dma_head_bytes")
+
+
+def small_pieces_warm_the_context(server, seed=62):
+    """Llama-wide blocks in reverse order: each first piece is one 32 KiB block, too small for the DMA head, so a transfer
+    on an idle lane launches the empty kernel that starts the GPU's switch to the server's context before it plans.
+    Bytes must come back exact. Runs first: both lanes idle, and leaves the RETRIEVE lane idle for the head test."""
+    w = Worker(server, "nhd", layers=4, blocks=64, heads=8, head=128, seed=seed)
+    name = "nhd-wide-reversed"
+    check(f"{name}: register", w.register() is None)
+    per_chunk = CHUNK // w.block
+    tokens = [random.Random(seed).randrange(150000) for _ in range(CHUNK)]
+    src = list(range(per_chunk - 1, -1, -1))
+    dst = list(range(2 * per_chunk - 1, per_chunk - 1, -1))
+    before = [w.block_bytes(b).clone() for b in src]
+    warm0 = submit_counter(server, "warm_launches")
+    check(f"{name}: STORE a chunk of single blocks", w.store(tokens, 0, CHUNK, src, f"{name}-r"))
+    check(f"{name}: LOOKUP+QUERY = 1", lookup_after_store(w, tokens, CHUNK, f"{name}-r", 1) == 1)
+    w.set_blocks(dst, 0.0)
+    torch.cuda.synchronize()
+    check(f"{name}: RETRIEVE into other single blocks", w.retrieve(tokens, 0, CHUNK, dst, f"{name}-r"))
+    check(f"{name}: bytes equal after the round trip", all(torch.equal(w.block_bytes(d), b) for d, b in zip(dst, before)))
+    warm1 = submit_counter(server, "warm_launches")
+    check(f"{name}: both transfers warmed the context first", warm1[0] - warm0[0] == 1 and warm1[1] - warm0[1] == 1,
+          f"store {warm1[0] - warm0[0]}, retrieve {warm1[1] - warm0[1]} launches")
+    check(f"{name}: UNREGISTER", w.client.call("unregister", w.instance) is None)
+    # the next test wants an idle RETRIEVE lane: this one's completion has run once its bytes are counted
+    deadline = time.time() + 5
+    while server.gpu_copy("retrieve")[1] < 4 << 20:  # 2 planes x 4 layers x 16 blocks x 32 KiB
+        assert time.time() < deadline, "the RETRIEVE never completed on the server"
+        time.sleep(0.001)
 
 
 def large_pieces_take_the_dma_head(server, seed=61):
@@ -354,6 +389,7 @@ def large_pieces_take_the_dma_head(server, seed=61):
     check(f"{name}: register", w.register() is None)
     _, tokens, per_chunk, src, dst, before = two_chunks(w, seed)
     store0, retrieve0 = head_bytes(server)
+    warm0 = submit_counter(server, "warm_launches")
     copied0 = server.gpu_copy("retrieve")[1]
     check(f"{name}: STORE 2 chunks of consecutive blocks", w.store(tokens, 0, 2 * CHUNK, src, f"{name}-r"))
     check(f"{name}: LOOKUP+QUERY = 2", lookup_after_store(w, tokens, 2 * CHUNK, f"{name}-r", 2) == 2)
@@ -365,6 +401,8 @@ def large_pieces_take_the_dma_head(server, seed=61):
     # 2 chunks x 2 planes x 4 layers, each a 512 KiB run: all 8 MiB within the 16 MiB head
     check(f"{name}: the DMA head moved both transfers", store1 - store0 == 8 << 20 and retrieve1 - retrieve0 == 8 << 20,
           f"store {store1 - store0}, retrieve {retrieve1 - retrieve0} bytes")
+    warm1 = submit_counter(server, "warm_launches")
+    check(f"{name}: transfers the head starts launch no warm-up kernel", warm1 == warm0, f"{warm0} -> {warm1}")
     # the first chunk into consecutive blocks (a 15-block run after the skip: head), the second into single blocks in
     # reverse order (32 KiB pieces: staged)
     mixed = list(range(4 * per_chunk, 5 * per_chunk)) + list(range(6 * per_chunk - 1, 5 * per_chunk - 1, -1))
@@ -514,7 +552,8 @@ def other_layout_misses(server):
 def run_tests(args):
     server = Server(args.java, args.classpath, args.out, 4)
     try:
-        # first, while both lanes have never had a transfer in flight (the DMA head is for an idle lane)
+        # first, while both lanes are idle (the warm-up and the DMA head are for an idle lane)
+        small_pieces_warm_the_context(server)
         large_pieces_take_the_dma_head(server)
         # each layout gets its own tokens: the same key stored by two layouts is one object, and a
         # worker with another byte layout must miss it rather than read foreign bytes

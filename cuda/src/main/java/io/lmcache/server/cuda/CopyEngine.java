@@ -6,12 +6,14 @@ import java.io.UncheckedIOException;
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.concurrent.atomic.LongAdder;
+import jcuda.Pointer;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUipcEventHandle;
 import jcuda.driver.CUmodule;
 import jcuda.driver.CUstream;
+import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -60,6 +62,11 @@ public final class CopyEngine implements AutoCloseable {
     static final long DMA_HEAD_BYTES = Math.max(0, Long.getLong("lmcache.cuda.dmaHeadKiB", 16384)) << 10;
     /** The smallest piece worth a copy of its own in the head: the batched copy moved 256 KiB pieces at ~90 % of the line. */
     static final long DMA_HEAD_MIN_PIECE_BYTES = Math.max(1, Long.getLong("lmcache.cuda.dmaHeadMinPieceKiB", 256)) << 10;
+    /**
+     * Whether a handler launches an empty kernel as it starts a transfer that will begin with the kernel ({@link #warm}).
+     * {@code -Dlmcache.cuda.warmContext=false} turns it off.
+     */
+    static final boolean WARM_CONTEXT = !"false".equals(System.getProperty("lmcache.cuda.warmContext"));
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
@@ -76,6 +83,8 @@ public final class CopyEngine implements AutoCloseable {
     private final CUfunction kernel;
     private final Lane store;
     private final Lane retrieve;
+    /** Where {@link #warm} launches: its own stream, so it takes no lane lock and nothing queues behind it. */
+    private final CUstream warmStream = new CUstream();
     private final ArrayDeque<CUevent[]> idleTimers = new ArrayDeque<>();
     private final LongAdder[] gpuNanos = {new LongAdder(), new LongAdder()};
     private final LongAdder[] copiedBytes = {new LongAdder(), new LongAdder()};
@@ -94,6 +103,7 @@ public final class CopyEngine implements AutoCloseable {
         Cu.check(JCudaDriver.cuCtxGetStreamPriorityRange(least, greatest), "cuCtxGetStreamPriorityRange");
         store = new Lane(least[0], Direction.TO_POOL, device.ordinal());
         retrieve = new Lane(greatest[0], Direction.FROM_POOL, device.ordinal());
+        Cu.check(JCudaDriver.cuStreamCreate(warmStream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate(warm)");
     }
 
     static CUevent event(int flags) {
@@ -112,6 +122,30 @@ public final class CopyEngine implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /**
+     * Called by a handler as it starts a transfer, before it plans, with the length of the transfer's first piece: if the
+     * lane is idle and that piece will go through the gather/scatter kernel (too small for the DMA head), launches the
+     * kernel with no pieces (it returns at once) so the GPU switches to this process's context now. Right after the
+     * worker's process used the GPU, a transfer's first kernel waited ~140–180 µs for that switch on the H200, in series
+     * with a lone request; launched here, the switch overlaps the handler's planning. Measured there (bench/RESULTS.md,
+     * "Fifth pass"): transfers of scattered blocks gained up to 4 % of the line rate on average, but warming every transfer
+     * made those of consecutive blocks slower (their DMA head needs no kernel; the launch itself took ~40 µs of the
+     * handler's CPU), so only the former warm. With transfers in flight the lane's kernels keep the context. Any thread;
+     * takes no lane lock.
+     */
+    public void warm(Direction direction, long firstPieceBytes) {
+        Lane lane = direction == Direction.TO_POOL ? store : retrieve;
+        boolean headStarts = lane.head != null && DMA_HEAD_BYTES > 0 && firstPieceBytes >= DMA_HEAD_MIN_PIECE_BYTES;
+        if (!WARM_CONTEXT || headStarts || lane.inFlight.get() > 0) {
+            return;
+        }
+        device.makeCurrent();
+        // the descriptor pointer is never read with no pieces: any device address serves
+        Pointer parameters = Pointer.to(Pointer.to(lane.deviceViews[0]), Pointer.to(new int[] {0}));
+        Cu.check(JCudaDriver.cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, warmStream, parameters, null), "cuLaunchKernel(warm)");
+        submitTimes.warmed(direction);
     }
 
     /** Emits one transfer's pieces, in order, into the engine, which copies the first batches while later ones are planned. */
@@ -285,6 +319,8 @@ public final class CopyEngine implements AutoCloseable {
         synchronized (retrieve) {
             retrieve.close();
         }
+        JCudaDriver.cuStreamSynchronize(warmStream);
+        JCudaDriver.cuStreamDestroy(warmStream);
         synchronized (idleTimers) {
             for (CUevent[] pair : idleTimers) {
                 JCudaDriver.cuEventDestroy(pair[0]);

@@ -22,11 +22,14 @@ final class SubmitTimes {
     private final LongAdder[] submits = new LongAdder[Direction.values().length];
     /** Bytes moved by the batched-copy head (see {@code CopyEngine.DMA_HEAD_BYTES}), not through staging. */
     private final LongAdder[] headBytes = new LongAdder[Direction.values().length];
+    /** Empty kernels launched ahead of a transfer on an idle lane (see {@code CopyEngine.warm}). */
+    private final LongAdder[] warmLaunches = new LongAdder[Direction.values().length];
 
     SubmitTimes() {
         for (int d = 0; d < submits.length; d++) {
             submits[d] = new LongAdder();
             headBytes[d] = new LongAdder();
+            warmLaunches[d] = new LongAdder();
             for (int p = 0; p < Phase.values().length; p++) {
                 nanos[d][p] = new LongAdder();
             }
@@ -42,16 +45,22 @@ final class SubmitTimes {
         headBytes[direction.ordinal()].add(dmaHeadBytes);
     }
 
-    /** Per direction: submits, the seconds of each phase, and the bytes the batched-copy head moved, summed. */
+    void warmed(Direction direction) {
+        warmLaunches[direction.ordinal()].increment();
+    }
+
+    /** Per direction: submits, the seconds of each phase, and the bytes the batched-copy head moved and the warm-up launches, summed. */
     static Map<String, Object> status(Iterable<SubmitTimes> engines) {
         Map<String, Object> out = new LinkedHashMap<>();
         for (Direction direction : Direction.values()) {
             long count = 0;
             long head = 0;
+            long warms = 0;
             long[] phaseNanos = new long[Phase.values().length];
             for (SubmitTimes times : engines) {
                 count += times.submits[direction.ordinal()].sum();
                 head += times.headBytes[direction.ordinal()].sum();
+                warms += times.warmLaunches[direction.ordinal()].sum();
                 for (Phase phase : Phase.values()) {
                     phaseNanos[phase.ordinal()] += times.nanos[direction.ordinal()][phase.ordinal()].sum();
                 }
@@ -62,6 +71,7 @@ final class SubmitTimes {
                 entry.put(phase.name().toLowerCase() + "_seconds", phaseNanos[phase.ordinal()] / 1e9);
             }
             entry.put("dma_head_bytes", head);
+            entry.put("warm_launches", warms);
             out.put(direction == Direction.TO_POOL ? "store" : "retrieve", entry);
         }
         return out;

@@ -27,11 +27,13 @@ import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
+import io.lmcache.server.transfer.KernelGroup;
 import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.LayoutException;
 import io.lmcache.server.transfer.ObjectGroup;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ObjectShape;
+import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
 import io.lmcache.server.transfer.ShmSegments;
@@ -171,6 +173,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
+            warm(context, Direction.TO_POOL, request.blockIds()); // the GPU's context switch overlaps the planning below
             TransferPlan plan = plan(context, request.key(), request.blockIds(), true);
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
@@ -213,6 +216,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
+            warm(context, Direction.FROM_POOL, request.blockIds());
             TransferPlan plan = plan(context, key, request.blockIds(), false);
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
@@ -258,6 +262,13 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         times.lap(false, HandlerPhase.COPY, startNs);
         times.done(false);
         return new Reply.Transfer(copied.eventHandle(), copied.accepted());
+    }
+
+    /** Tells the copy path a transfer starts, and how long its first piece is (the first kernel group's first chunk). */
+    private static void warm(InstanceContext context, Direction direction, int[][] blockIds) {
+        KernelGroup first = context.geometry().kernels().getFirst();
+        int[] ids = blockIds.length > first.index() ? blockIds[first.index()] : null;
+        context.copyPath().warm(direction, PiecePlanner.firstPieceBytes(first, ids));
     }
 
     private void enqueueFailed(String op, long instanceId, CopyPath.Copied copied) {

@@ -42,6 +42,13 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
      */
     Copied copy(Direction direction, PieceSource pieces, byte[] clientEvent, InstanceContext.Lease lease, Completion done);
 
+    /**
+     * Called as a handler starts a transfer, before it plans, with the length of its first piece (see
+     * {@link PiecePlanner#firstPieceBytes}): lets the path get its device ready (on CUDA, the GPU's switch to this process's
+     * context when the first copy needs a kernel; nothing on the host path). Never throws.
+     */
+    void warm(Direction direction, long firstPieceBytes);
+
     /** The reply to a transfer refused before any copy: on CUDA a valid recorded event on the instance's GPU. */
     Reply failure(Direction direction);
 

@@ -18,6 +18,7 @@ public final class CudaCopyPath implements CopyPath {
     private static final Logger LOG = LoggerFactory.getLogger(CudaCopyPath.class);
     /** Can fail once per request while the driver is unwell: rate-limited. */
     private static final RateLimitedLog EVENT_FAILURE_LINES = new RateLimitedLog(LOG, "failure events not recorded", 10);
+    private static final RateLimitedLog WARM_FAILURE_LINES = new RateLimitedLog(LOG, "context warm-up launches failed", 10);
     private static final byte[] NO_EVENT = new byte[64];
 
     private final DeviceTensors tensors;
@@ -77,6 +78,16 @@ public final class CudaCopyPath implements CopyPath {
         } catch (RuntimeException e) {
             EVENT_FAILURE_LINES.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
             return NO_EVENT;
+        }
+    }
+
+    @Override
+    public void warm(Direction direction, long firstPieceBytes) {
+        try {
+            engine.warm(direction, firstPieceBytes);
+        } catch (RuntimeException e) {
+            // only a head start is lost: the transfer that follows runs (and reports) on the same GPU anyway
+            WARM_FAILURE_LINES.warn("cannot launch the context warm-up on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
         }
     }
 

@@ -41,6 +41,11 @@ public final class HostCopyPath implements CopyPath {
     }
 
     @Override
+    public void warm(Direction direction, long firstPieceBytes) {
+        // the host path copies on this thread: nothing to get ready
+    }
+
+    @Override
     public String checkAlive() {
         return tensors.checkAlive();
     }

@@ -55,6 +55,24 @@ public final class PiecePlanner {
         }
     }
 
+    /**
+     * The length of the first piece {@link #chunk} emits for the first chunk of {@code kernel} (no skip): a run of
+     * consecutive, adjacent blocks is one piece. Read before the request is validated, so ids it cannot see (a list too
+     * short) count as a run's end. The CUDA path starts a transfer differently for long first pieces (see
+     * {@code CopyEngine.warm}).
+     */
+    public static long firstPieceBytes(KernelGroup kernel, int[] blockIds) {
+        KvLayout layout = kernel.layout();
+        int first = kernel.firstKept();
+        int run = 1;
+        if (layout.blockStrideBytes() == layout.pieceBytes() && blockIds != null) {
+            while (run < kernel.blocksKept() && first + run < blockIds.length && blockIds[first + run] == blockIds[first] + run) {
+                run++;
+            }
+        }
+        return run * layout.pieceBytes();
+    }
+
     /** Rows {@code [fromRow, blockSize)} of every sub-block (head, for HND) of one piece. */
     private static void partialBlock(KvLayout layout, int tensor, long tensorOffset, long objectOffset, int fromRow, PieceSink sink) {
         long subBlockBytes = layout.blockSize() * layout.rowBytes();

@@ -3,8 +3,10 @@ package io.lmcache.server.transfer;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -36,6 +38,27 @@ class PiecePlannerTest {
             assertEquals(expected, offset, "object ranges are back to back");
             expected += pieces.stream().filter(p -> p.objectOffset() == offset).findFirst().orElseThrow().length();
         }
+    }
+
+    @Test
+    void theFirstPieceIsTheLeadingRunOfTheFirstChunksKeptBlocks() throws Exception {
+        KvLayout nhd = LayoutDetector.detect(LayoutDetectorTest.layers(2, 2, 32, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), 64);
+        KernelGroup all = new KernelGroup(0, 0, new int[] {0, 1}, nhd, 16, EngineGroupInfo.FULL_ATTENTION, 0, false, 4, 4);
+        for (int[] ids : new int[][] {{4, 5, 6, 9, 1, 2}, {4, 7, 8, 9}, {0, 1, 2, 3, 4, 5, 6, 7}}) {
+            assertEquals(plan(nhd, Arrays.copyOf(ids, 4), 0).getFirst().length(), PiecePlanner.firstPieceBytes(all, ids),
+                    "what chunk() emits first for " + Arrays.toString(ids));
+        }
+        assertEquals(4 * nhd.pieceBytes(), PiecePlanner.firstPieceBytes(all, new int[] {0, 1, 2, 3, 4, 5, 6, 7}), "a run ends with the chunk");
+        assertEquals(2 * nhd.pieceBytes(), PiecePlanner.firstPieceBytes(all, new int[] {3, 4}), "or with a list too short");
+        assertEquals(nhd.pieceBytes(), PiecePlanner.firstPieceBytes(all, new int[0]));
+        assertEquals(nhd.pieceBytes(), PiecePlanner.firstPieceBytes(all, null));
+        // a window that keeps the last 2 of 4 blocks: the run starts at the first kept one
+        KernelGroup window = new KernelGroup(0, 0, new int[] {0, 1}, nhd, 16, 32, 0, false, 4, 2);
+        assertEquals(2 * nhd.pieceBytes(), PiecePlanner.firstPieceBytes(window, new int[] {9, 1, 20, 21}));
+        // FlashInfer: K and V of a block lie between it and the next, so blocks never merge
+        KvLayout flashInfer = LayoutDetector.detect(LayoutDetectorTest.layers(1, 32, 2, 16, 2, 8), new LayoutHints("NHD", 0, 0, 0), 64);
+        KernelGroup interleaved = new KernelGroup(0, 0, new int[] {0}, flashInfer, 16, EngineGroupInfo.FULL_ATTENTION, 0, false, 4, 4);
+        assertEquals(flashInfer.pieceBytes(), PiecePlanner.firstPieceBytes(interleaved, new int[] {0, 1, 2, 3}));
     }
 
     @Test
