@@ -17,6 +17,8 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -108,6 +110,43 @@ class L1TierIT {
             });
             // it went because its lock was reclaimed at the TTL (a locked chunk is never evicted, see above)
             assertEquals(expiriesBefore + 1, readLockExpiries(server), "exactly the one lookup lock expired");
+        }
+    }
+
+    /**
+     * A STORE whose pool has room for only some of its chunks: the chunks before the first without room are stored and
+     * readable (a later one could never be a prefix hit), the rest are not, and the reply is false, counted as no_memory.
+     */
+    @Test
+    void aStoreWithRoomForPartOfItsChunksKeepsThoseAndAnswersFalse() {
+        JavaWorker.Geometry wide = new JavaWorker.Geometry(8, 96, 16, 8, 128); // 8 MiB objects, blocks for 3 chunks and a copy
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 14, "partial/model", wide)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 4);
+            // fill the pool with chunks that LOOKUPs hold (a held chunk is never evicted) until one more finds no room
+            List<int[]> held = new ArrayList<>();
+            while (worker.store(prefix(-100 - held.size()), 0, CHUNK, CHUNK_BLOCKS, "held-" + held.size())) {
+                assertEquals(1, worker.lookup(prefix(-100 - held.size()), CHUNK, "hold-" + held.size(), 1, 1));
+                held.add(prefix(-100 - held.size()));
+                assertTrue(held.size() <= 8, "a 64 MiB pool holds at most eight 8 MiB objects");
+            }
+            assertTrue(held.size() >= 2, "the pool held " + held.size() + " chunks");
+            // release two: room for exactly two objects
+            for (int i = held.size() - 2; i < held.size(); i++) {
+                worker.freeLookupLocks(held.get(i), 0, CHUNK, "hold-" + i);
+            }
+            double noMemory = Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "store", "reason", "no_memory");
+            int[] tokens = JavaWorker.tokens(77, 3 * CHUNK);
+            int[] source = JavaWorker.range(0, 48);
+            worker.fill(source, 5);
+            assertFalse(worker.store(tokens, 0, 3 * CHUNK, source, "three"), "the third chunk found no room");
+            assertEquals(noMemory + 1, Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "store", "reason", "no_memory"));
+            assertEquals(2, worker.lookup(tokens, 3 * CHUNK, "probe", 1, 0), "the two chunks that found room were stored");
+            int[] target = JavaWorker.range(48, 32);
+            assertTrue(worker.retrieve(tokens, 0, 2 * CHUNK, target, 0, "back"));
+            assertArrayEquals(worker.read(JavaWorker.range(0, 32)), worker.read(target), "their bytes come back");
+            assertFalse(worker.retrieve(tokens, 0, 3 * CHUNK, target, 0, "all"), "the third chunk was not stored");
         }
     }
 
