@@ -30,7 +30,7 @@ public final class PiecePlanner {
         int blockSize = layout.blockSize();
         int skippedBlocks = Math.min(blocksPerChunk, skipTokens / blockSize);
         int partialRows = skippedBlocks < blocksPerChunk ? skipTokens % blockSize : 0;
-        boolean adjacent = layout.blockStrideBytes() == layout.pieceBytes();
+        boolean adjacent = adjacent(layout);
         long piece = layout.pieceBytes();
         for (int plane = 0; plane < layout.planes(); plane++) {
             for (int layer = 0; layer < layout.numLayers(); layer++) {
@@ -45,10 +45,7 @@ public final class PiecePlanner {
                 while (k < blocksPerChunk) {
                     int runStart = k;
                     int block = blockIds[firstId + k];
-                    k++;
-                    while (adjacent && k < blocksPerChunk && blockIds[firstId + k] == block + (k - runStart)) {
-                        k++;
-                    }
+                    k = runEnd(blockIds, firstId, k, blocksPerChunk, adjacent);
                     sink.piece(tensor, layout.pieceOffset(layer, plane, block), objectRow + runStart * piece, (k - runStart) * piece);
                 }
             }
@@ -64,13 +61,29 @@ public final class PiecePlanner {
     public static long firstPieceBytes(KernelGroup kernel, int[] blockIds) {
         KvLayout layout = kernel.layout();
         int first = kernel.firstKept();
-        int run = 1;
-        if (layout.blockStrideBytes() == layout.pieceBytes() && blockIds != null) {
-            while (run < kernel.blocksKept() && first + run < blockIds.length && blockIds[first + run] == blockIds[first] + run) {
-                run++;
-            }
+        if (blockIds == null || first >= blockIds.length) {
+            return layout.pieceBytes();
         }
-        return run * layout.pieceBytes();
+        return runEnd(blockIds, first, 0, kernel.blocksKept(), adjacent(layout)) * layout.pieceBytes();
+    }
+
+    /** Whether a layer's blocks lie back to back in the layout (FlashAttention, MLA), so consecutive ids make one piece. */
+    private static boolean adjacent(KvLayout layout) {
+        return layout.blockStrideBytes() == layout.pieceBytes();
+    }
+
+    /**
+     * Where the run of consecutive block ids that starts at {@code k} ends (exclusive, at most {@code end}): the next block
+     * alone unless the layout keeps blocks {@code adjacent}. Ids past the list's end end the run (a list read before it
+     * was validated).
+     */
+    private static int runEnd(int[] blockIds, int firstId, int k, int end, boolean adjacent) {
+        int block = blockIds[firstId + k];
+        int next = k + 1;
+        while (adjacent && next < end && firstId + next < blockIds.length && blockIds[firstId + next] == block + (next - k)) {
+            next++;
+        }
+        return next;
     }
 
     /** Rows {@code [fromRow, blockSize)} of every sub-block (head, for HND) of one piece. */
