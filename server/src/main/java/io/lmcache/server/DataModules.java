@@ -14,6 +14,7 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tier.ObjectShapes;
+import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ShmSegments;
 import java.util.List;
@@ -28,15 +29,18 @@ import java.util.stream.Stream;
  * (which hands L1 misses to the L2 prefetcher). Each close is registered through {@code closer} as
  * it is built, so the root closes them in reverse order.
  */
-record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup) {
+record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
+        CompletionDelay testCompletions) {
 
     static DataModules open(ServerConfig config, L1Tier l1, GpuPart gpu, LookupLeases leases, PrefetchResults prefetchResults,
             ServerMetrics metrics, Liveness liveness, ReleaseThread releases, AgentErrors agentErrors,
             BiConsumer<String, AutoCloseable> closer) {
         ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
+        CompletionDelay testCompletions = config.testHooks() ? new CompletionDelay() : null;
+        closer.accept("test completions", testCompletions);
         LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                 ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                        gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups) : null;
+                        gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups, testCompletions) : null;
         // runs on: the thread that calls close(), as every part's close
         closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
         EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
@@ -52,7 +56,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         closer.accept("L2 tier", l2);
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
-        return new DataModules(lmcacheDriven, engineDriven, l2, lookup);
+        return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions);
     }
 
     /** The modules the reaper watches (those that are on). */

@@ -129,7 +129,7 @@ public final class LmcacheServer implements AutoCloseable {
             // its health check reads closed; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
                     loop, gpu::status, gpu.stageNames(), () -> closed);
-            ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases);
+            ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases, data.testCompletions());
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());
             throw e;

@@ -5,10 +5,13 @@ import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.transfer.CompletionDelay;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -42,7 +45,7 @@ public final class ServerHttp {
 
     /** Routes both listeners (either may be null): the API gets every endpoint, the metrics port the core ones. */
     public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
-            RequestLoop loop, ReleaseThread releases) {
+            RequestLoop loop, ReleaseThread releases, CompletionDelay testCompletions) {
         if (prometheus != null) {
             CoreRoutes.register(prometheus, view, metrics::scrape);
         }
@@ -69,6 +72,17 @@ public final class ServerHttp {
                 releases.blockNextRelease();
                 return HttpApi.Response.json(200, Map.of("armed", true));
             });
+            // runs on: lmcache-http-*; host copies from now on complete delay_ms after their reply, the next fail_stores STOREs fail
+            api.route("/test/delay-copy-completions", (method, exchange) -> {
+                if (!method.equals("POST")) {
+                    return HttpApi.methodNotAllowed(method);
+                }
+                Map<String, Long> query = numbers(exchange.getRequestURI().getRawQuery());
+                long delayMs = query.getOrDefault("delay_ms", 0L);
+                int failStores = (int) Math.min(Integer.MAX_VALUE, query.getOrDefault("fail_stores", 0L));
+                testCompletions.set(TimeUnit.MILLISECONDS.toNanos(delayMs), failStores);
+                return HttpApi.Response.json(200, Map.of("delay_ms", delayMs, "fail_stores", failStores));
+            });
         }
         if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
             LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
@@ -84,6 +98,18 @@ public final class ServerHttp {
                 listener.start();
             }
         }
+    }
+
+    /** {@code a=1&b=2} as numbers; anything else is skipped (a test route's parameters). */
+    private static Map<String, Long> numbers(String query) {
+        Map<String, Long> out = new HashMap<>();
+        for (String pair : query == null ? new String[0] : query.split("&")) {
+            String[] kv = pair.split("=", 2);
+            if (kv.length == 2 && kv[1].matches("\\d{1,9}")) {
+                out.put(kv[0], Long.parseLong(kv[1]));
+            }
+        }
+        return out;
     }
 
     private static boolean isLoopback(String host) {

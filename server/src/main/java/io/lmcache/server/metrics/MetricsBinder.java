@@ -53,6 +53,10 @@ public final class MetricsBinder {
         adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.readLockExpiries, "kind", "read");
         adder(metrics, "lmcache_mp.l1_lock_expiries", "locks reclaimed at their TTL", c.writeLockExpiries, "kind", "write");
         adder(metrics, "lmcache_mp.l1_format_mismatches", "reads of an object stored in another layout (a miss)", c.formatMismatches);
+        adder(metrics, "lmcache_mp.l1_reads_after_writes", "RETRIEVE reads that met a chunk still being written and waited for its write",
+                c.readsAfterWrites);
+        adder(metrics, "lmcache_mp.l1_lookups_after_writes", "LOOKUP passes left pending until the writes in flight they met ended",
+                c.lookupsAfterWrites);
         metrics.onReset(c::reset);
         // O(1) fields published by the store: a scrape never waits on the lock inline LOOKUPs take
         metrics.gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects", store::usedBytes);

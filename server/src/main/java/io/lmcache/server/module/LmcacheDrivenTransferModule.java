@@ -24,6 +24,7 @@ import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.HandlerPhase;
 import io.lmcache.server.transfer.ChunkRange;
+import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
@@ -76,13 +77,16 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
+    private final CompletionDelay testDelay;
 
     /**
      * {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}.
-     * Registrations publish their object groups to {@code catalog}, for LOOKUP.
+     * Registrations publish their object groups to {@code catalog}, for LOOKUP. {@code testDelay}: null, but with
+     * {@code --test-hooks} (host copies may then complete after their reply, as GPU copies do).
      */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife, ObjectGroupCatalog catalog) {
+            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife, ObjectGroupCatalog catalog,
+            CompletionDelay testDelay) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
@@ -95,6 +99,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         this.catalog = catalog;
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
+        this.testDelay = testDelay;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -145,7 +150,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         if (request.worldSize() < 1) {
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
-        CopyPath copyPath = CopyPath.open(request.kvCaches(), shmSegments, gpu, pool, endOfLife);
+        CopyPath copyPath = CopyPath.open(request.kvCaches(), shmSegments, gpu, pool, endOfLife, testDelay);
         return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), geometry, copyPath, request.kvCaches(),
                 endOfLife);
     }

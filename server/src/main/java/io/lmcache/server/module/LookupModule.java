@@ -12,6 +12,7 @@ import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.PendingFills;
 import io.lmcache.server.storage.StoreLookups;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
@@ -88,54 +89,134 @@ public final class LookupModule {
         CacheKey key = request.key();
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
-        int hits = 0;
-        LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
         if (range == null || key.worldSize() < 1) {
             BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
                     LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
-        } else if (range.endChunk() > 0 && !geometry.plain()) {
-            hits = lookupGroups(key, geometry, range.endChunk());
-        } else if (range.endChunk() > 0) {
+            results.put(key.requestId(), 0);
+        } else if (range.endChunk() == 0) {
+            results.put(key.requestId(), 0);
+        } else {
+            LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
             int endChunk = range.endChunk();
-            long[] hashes = new long[2 * endChunk];
-            List<ObjectStore.ReadLock> locks = new ArrayList<>();
-            // hash only as far as the cache holds the prefix, in windows of 1, 2, 4, ... chunks: a new
-            // 8 000-token prompt costs one chunk's hash, not 31, and a hit of n chunks takes the store lock
-            // about log2(n) + 1 times instead of once
-            int from = 0;
-            int hashed = 0;
-            for (int window = 1; from < endChunk; window *= 2) {
-                int to = Math.min(endChunk, from + window);
-                ChunkHashes.extend(key, chunkSize, from, to, hashes);
-                hashed = to;
-                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes, from, to,
-                        Math.max(0, key.numKvReaders()), locks);
-                hits += found;
-                if (found < to - from) {
-                    break;
-                }
-                from = to;
-            }
-            if (hits < endChunk && prefetcher != null && handOver(key, hashes, hashed, endChunk, hits, locks)) {
-                return Reply.NONE;
-            }
-            leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
-            metrics.lookup(key.modelName(), key.cacheSalt(), (long) range.endChunk() * chunkSize, (long) hits * chunkSize);
-            metrics.lookupSplit((long) hits * chunkSize, 0, (long) hits * key.worldSize(), 0);
+            resolve(geometry.plain() ? new Pass(key, endChunk, new long[2 * endChunk], null)
+                    : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry), 0);
         }
-        results.put(key.requestId(), hits);
         return Reply.NONE;
     }
 
-    /** A model with several object groups or windows: every chunk hashed, then folded across the groups. */
-    private int lookupGroups(CacheKey key, LookupGeometry geometry, int endChunk) {
-        int readers = Math.max(0, key.numKvReaders());
-        WindowedLookup.Locked locked = WindowedLookup.lookup(store, key, geometry, ChunkHashes.of(key, chunkSize, endChunk), endChunk,
-                readers);
-        leases.put(key.requestId(), locked.locks(), locked.chunks(), locked.ranks(), readers);
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) locked.hits() * chunkSize);
-        return locked.hits();
+    /**
+     * One LOOKUP's state across its passes: its key, chunk count, the hashes computed so far ({@code hashed} of them) and,
+     * for a model with several object groups or windows, its geometry (all hashes are computed up front then).
+     */
+    private static final class Pass {
+        final CacheKey key;
+        final int endChunk;
+        final long[] hashes;
+        final LookupGeometry groups;
+        int hashed;
+
+        Pass(CacheKey key, int endChunk, long[] hashes, LookupGeometry groups) {
+            this.key = key;
+            this.endChunk = endChunk;
+            this.hashes = hashes;
+            this.groups = groups;
+            this.hashed = groups == null ? 0 : endChunk;
+        }
+
+        int readers() {
+            return Math.max(0, key.numKvReaders());
+        }
+    }
+
+    /** What one pass found: the hit and its read locks (with the chunk and rank of each lock for a windowed hit). */
+    private record Found(int hits, List<ObjectStore.ReadLock> locks, int[] chunks, int[] ranks) {}
+
+    /**
+     * Looks the prefix up; when it meets chunks whose STORE was answered but whose copy has not ended, it gives its locks
+     * back, leaves the result pending ({@code QUERY_PREFETCH_STATUS} answers None) and runs again when those writes end, so
+     * a request that follows a STORE's reply sees that STORE's chunks, and a write that fails shrinks the hit to the prefix
+     * before it. {@code token}: the pending result this pass completes (0: none left pending yet).
+     */
+    private void resolve(Pass pass, long token) {
+        long pendingToken = token;
+        while (true) {
+            PendingFills fills = new PendingFills();
+            Found found = pass.groups == null ? findPlain(pass, fills) : findGroups(pass, fills);
+            if (!fills.any()) {
+                finish(pass, found, pendingToken);
+                return;
+            }
+            release(found.locks(), pass.readers());
+            store.counters().lookupsAfterWrites.increment();
+            if (pendingToken == 0) {
+                pendingToken = results.putPending(pass.key.requestId(), found.hits());
+            }
+            long armed = pendingToken;
+            // runs on: the thread that ends the last of these writes (lmcache-cuda-events, a transfer thread, housekeeping)
+            if (fills.arm(() -> resolve(pass, armed))) {
+                return;
+            }
+        }
+    }
+
+    private Found findPlain(Pass pass, PendingFills fills) {
+        CacheKey key = pass.key;
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
+        // hash only as far as the cache holds the prefix, in windows of 1, 2, 4, ... chunks: a new
+        // 8 000-token prompt costs one chunk's hash, not 31, and a hit of n chunks takes the store lock
+        // about log2(n) + 1 times instead of once
+        int hits = 0;
+        int from = 0;
+        for (int window = 1; from < pass.endChunk; window *= 2) {
+            int to = Math.min(pass.endChunk, from + window);
+            if (to > pass.hashed) {
+                ChunkHashes.extend(key, chunkSize, pass.hashed, to, pass.hashes);
+                pass.hashed = to;
+            }
+            int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), key.worldSize(), 0, pass.hashes, from, to,
+                    pass.readers(), locks, fills);
+            hits += found;
+            if (found < to - from) {
+                break;
+            }
+            from = to;
+        }
+        return new Found(hits, locks, null, null);
+    }
+
+    private Found findGroups(Pass pass, PendingFills fills) {
+        WindowedLookup.Locked locked = WindowedLookup.lookup(store, pass.key, pass.groups, pass.hashes, pass.endChunk, pass.readers(), fills);
+        return new Found(locked.hits(), locked.locks(), locked.chunks(), locked.ranks());
+    }
+
+    /** Publishes a pass that met no write in flight: hands the rest to L2, or records the lease and the count. */
+    private void finish(Pass pass, Found found, long token) {
+        CacheKey key = pass.key;
+        int readers = pass.readers();
+        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null
+                && handOver(key, pass.hashes, pass.hashed, pass.endChunk, found.hits(), found.locks())) {
+            return;
+        }
+        // counters before the result: a worker that has its answer finds the LOOKUP counted
+        metrics.lookup(key.modelName(), key.cacheSalt(), (long) pass.endChunk * chunkSize, (long) found.hits() * chunkSize);
+        if (pass.groups == null) {
+            metrics.lookupSplit((long) found.hits() * chunkSize, 0, (long) found.hits() * key.worldSize(), 0);
+        }
+        Runnable lease = pass.groups == null ? () -> leases.put(key.requestId(), found.locks(), key.worldSize(), readers)
+                : () -> leases.put(key.requestId(), found.locks(), found.chunks(), found.ranks(), readers);
+        if (token == 0) {
+            lease.run();
+            results.put(key.requestId(), found.hits());
+        } else if (!results.complete(key.requestId(), token, found.hits(), lease)) {
+            release(found.locks(), readers); // the request ended (or looked up again) while its writes ran
+        }
+    }
+
+    private void release(List<ObjectStore.ReadLock> locks, int readers) {
+        for (int i = locks.size() - 1; i >= 0; i--) {
+            store.releaseRead(locks.get(i), readers);
+        }
     }
 
     /** The rest of the LOOKUP goes to L2: the result stays pending until the prefetcher completes it. */
@@ -153,10 +234,7 @@ public final class LookupModule {
         metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
                 l2Keys);
         if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
-            // the request ended (or looked up again) meanwhile: nobody will retrieve these
-            for (int i = locks.size() - 1; i >= 0; i--) {
-                store.releaseRead(locks.get(i), readers);
-            }
+            release(locks, readers); // the request ended (or looked up again) meanwhile: nobody will retrieve these
         }
     }
 

@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.PendingFills;
 import io.lmcache.server.storage.StoreLookups;
 import io.lmcache.server.transfer.LookupGeometry;
 import java.util.ArrayList;
@@ -12,7 +13,8 @@ import java.util.List;
  * A LOOKUP of a model with several object groups or windows (hybrid-and-l2.md §A.5): reads which
  * chunks each group has, folds them into the hit ({@link LookupFold}), then read-locks exactly the
  * retained objects. A retained object evicted between the two steps is a hole: the locks taken are
- * given back and the fold runs again without it, so the hit shrinks cleanly.
+ * given back and the fold runs again without it, so the hit shrinks cleanly. Chunks being written count
+ * as present and are watched in {@code fills} (the caller looks again when their writes end).
  */
 final class WindowedLookup {
     /** The locks a lookup took, lock {@code i} on chunk {@code chunks[i]} of kv rank {@code ranks[i]}. */
@@ -21,12 +23,13 @@ final class WindowedLookup {
     private WindowedLookup() {}
 
     /** @param hashes the hashes of chunks {@code [0, chunks)} */
-    static Locked lookup(ObjectStore store, CacheKey key, LookupGeometry geometry, long[] hashes, int chunks, int readers) {
+    static Locked lookup(ObjectStore store, CacheKey key, LookupGeometry geometry, long[] hashes, int chunks, int readers,
+            PendingFills fills) {
         int worldSize = key.worldSize();
         boolean[][] present = new boolean[geometry.groups()][chunks];
         for (int g = 0; g < geometry.groups(); g++) {
             if (LookupFold.keeps(geometry, g)) {
-                StoreLookups.presence(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, 0, chunks, present[g]);
+                StoreLookups.presence(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, 0, chunks, present[g], fills);
             }
         }
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -42,7 +45,8 @@ final class WindowedLookup {
                 }
                 int from = LookupFold.firstKept(geometry, g, hit);
                 int before = locks.size();
-                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, from, hit, readers, locks);
+                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, from, hit, readers, locks,
+                        fills);
                 lockChunks = appendChunks(lockChunks, from, (locks.size() - before) / Math.max(1, worldSize), worldSize);
                 if (found < hit - from) {
                     hole = from + found;

@@ -2,6 +2,8 @@ package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -34,6 +36,8 @@ public final class ObjectStore {
     public record ClearResult(int removed, long bytes, int deferred) {}
 
     private final ReentrantLock lock = new ReentrantLock();
+    /** Signalled when fills end: a RETRIEVE that meets a chunk being written waits on it (see {@link #pinReady}). */
+    private final Condition fillsEnded = lock.newCondition();
     private final ObjectTable table;
     private final LockDeadlines deadlines = new LockDeadlines();
     private final StoreCounts counts;
@@ -151,6 +155,7 @@ public final class ObjectStore {
             table.freeObject(object, EvictionReason.CLEAR);
             return false;
         }
+        table.fillEnded(object);
         object.state = StoredObject.State.READY;
         counters.writeChunks.increment();
         counters.writeBytes.add(object.bytes);
@@ -209,18 +214,19 @@ public final class ObjectStore {
     // --- reading -------------------------------------------------------------------------------
 
     /**
-     * The READY object for a key, pinned for an in-flight copy, or null (missing, still being
-     * written, or stored in another layout — counted, and a miss for the caller). Unpin it when the
-     * copy is done.
+     * The READY object for a key, pinned for an in-flight copy, or null (missing, or stored in another layout — counted,
+     * and a miss for the caller). Unpin it when the copy is done. An object still being written (a STORE replied to before
+     * its copy ended) is waited for, at most {@code fillWaitNs}: the read is ordered after that write, and a write that
+     * fails is a miss.
      */
-    public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes) {
+    public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes,
+            long fillWaitNs) {
         lock.lock();
         try {
-            int namespace = table.namespace(model, salt);
-            if (namespace == 0) {
-                return null;
+            StoredObject object = find(model, salt, kvRank, group, hashHi, hashLo);
+            if (object != null && object.state == StoredObject.State.WRITING && fillWaitNs > 0) {
+                object = awaitFill(object, model, salt, kvRank, group, hashHi, hashLo, fillWaitNs);
             }
-            StoredObject object = table.get(namespace, kvRank, group, hashHi, hashLo);
             if (object == null || object.state != StoredObject.State.READY) {
                 return null;
             }
@@ -233,6 +239,34 @@ public final class ObjectStore {
         } finally {
             unlock();
         }
+    }
+
+    /** {@link #pinReady} without waiting for a write in flight. */
+    public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes) {
+        return pinReady(model, salt, kvRank, group, hashHi, hashLo, format, bytes, 0);
+    }
+
+    /** The key's object once {@code writing}'s fill has ended (or the wait ran out); under the lock, released while waiting. */
+    private StoredObject awaitFill(StoredObject writing, String model, String salt, int kvRank, int group, long hashHi, long hashLo,
+            long waitNs) {
+        counters.readsAfterWrites.increment();
+        long leftNs = Math.min(waitNs, writeTtlNs + TimeUnit.SECONDS.toNanos(1));
+        StoredObject object = writing;
+        try {
+            while (object != null && object.state == StoredObject.State.WRITING && leftNs > 0) {
+                leftNs = fillsEnded.awaitNanos(leftNs);
+                object = find(model, salt, kvRank, group, hashHi, hashLo);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // shutdown: a miss
+            return null;
+        }
+        return object;
+    }
+
+    private StoredObject find(String model, String salt, int kvRank, int group, long hashHi, long hashLo) {
+        int namespace = table.namespace(model, salt);
+        return namespace == 0 ? null : table.get(namespace, kvRank, group, hashHi, hashLo);
     }
 
     /** Ends an in-flight copy out of {@code object}; {@code read} counts it as a served read. */
@@ -436,6 +470,16 @@ public final class ObjectStore {
     /** Every locked method ends here: the counts are republished before anyone else can change the store. */
     private void unlock() {
         table.publish(counts, deadlines);
+        if (table.takeFillsEnded() > 0) {
+            fillsEnded.signalAll();
+        }
+        PendingFills[] ended = table.takeEndedWatchers();
         lock.unlock();
+        if (ended != null) {
+            // runs on: whichever thread ended the fills (lmcache-cuda-events, a transfer thread, housekeeping, lmcache-l2)
+            for (PendingFills lookup : ended) {
+                lookup.ended();
+            }
+        }
     }
 }

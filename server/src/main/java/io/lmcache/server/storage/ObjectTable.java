@@ -27,6 +27,10 @@ final class ObjectTable {
     /** Objects in the map with an in-flight copy (what status calls pinned). */
     private int pinnedObjects;
     private int readyRegions;
+    /** Lookups to tell, once the store's lock is released, that a fill they waited for ended. */
+    private final List<PendingFills> endedFills = new ArrayList<>();
+    /** Fills ended since the store last signalled its waiting readers. */
+    private int fillsEnded;
 
     ObjectTable(SlabAllocator allocator, EvictionPolicy policy, StoreCounters counters) {
         this.allocator = allocator;
@@ -109,6 +113,7 @@ final class ObjectTable {
 
     /** Out of view at once (forced clear of an object in use); its memory goes when the use ends. */
     void doom(StoredObject object) {
+        fillEnded(object);
         objects.remove(object.key, object);
         object.doomed = true;
         doomedInUse.add(object);
@@ -129,6 +134,7 @@ final class ObjectTable {
         if (object.state == StoredObject.State.FREED) {
             throw new IllegalStateException("object freed twice: " + object);
         }
+        fillEnded(object);
         doomedInUse.remove(object);
         lists.unlinkLru(object);
         lists.unlinkRegion(object, allocator.regionOf(object.offset));
@@ -138,6 +144,38 @@ final class ObjectTable {
         counters.evicted(reason, object.bytes);
         counters.lifecycle().removed(object, reason == EvictionReason.WATERMARK || reason == EvictionReason.DEMAND);
         object.state = StoredObject.State.FREED;
+    }
+
+    /**
+     * {@code object} leaves WRITING (published, aborted, reclaimed, doomed): its watching lookups are told after the lock is
+     * released, and readers waiting in {@code pinReady} are woken. Idempotent per fill.
+     */
+    void fillEnded(StoredObject object) {
+        if (object.state != StoredObject.State.WRITING || object.doomed) {
+            return;
+        }
+        fillsEnded++;
+        List<PendingFills> watchers = object.takeWatchers();
+        if (watchers != null) {
+            endedFills.addAll(watchers);
+        }
+    }
+
+    /** Fills ended since the last call (the store then wakes its waiting readers). */
+    int takeFillsEnded() {
+        int ended = fillsEnded;
+        fillsEnded = 0;
+        return ended;
+    }
+
+    /** The lookups to tell, or null; the list is emptied. */
+    PendingFills[] takeEndedWatchers() {
+        if (endedFills.isEmpty()) {
+            return null;
+        }
+        PendingFills[] taken = endedFills.toArray(new PendingFills[0]);
+        endedFills.clear();
+        return taken;
     }
 
     /** A copy out of {@code object} served a read (the chunk lifecycle's touch). */

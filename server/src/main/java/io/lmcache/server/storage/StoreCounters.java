@@ -49,6 +49,10 @@ public final class StoreCounters {
     public final LongAdder readLockExpiries = new LongAdder();
     public final LongAdder writeLockExpiries = new LongAdder();
     public final LongAdder formatMismatches = new LongAdder();
+    /** Reads (RETRIEVE pins) that met a chunk still being written and waited for its write to end. */
+    public final LongAdder readsAfterWrites = new LongAdder();
+    /** Lookup passes that met chunks still being written and were left pending until those writes ended. */
+    public final LongAdder lookupsAfterWrites = new LongAdder();
     public final LongAdder evictionFailures = new LongAdder();
     public final LongAdder evictionLoopTicks = new LongAdder();
     public final LongAdder evictionLoopTriggered = new LongAdder();
@@ -103,7 +107,8 @@ public final class StoreCounters {
     /** Zeroes every counter (HTTP /metrics/reset). */
     public void reset() {
         for (LongAdder adder : new LongAdder[] {writeChunks, writeBytes, readChunks, readBytes, allocationFailures,
-            readLockExpiries, writeLockExpiries, formatMismatches, evictionFailures, evictionLoopTicks, evictionLoopTriggered}) {
+            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, evictionFailures,
+            evictionLoopTicks, evictionLoopTriggered}) {
             adder.reset();
         }
         for (int i = 0; i < evictions.length; i++) {

@@ -1,5 +1,8 @@
 package io.lmcache.server.storage;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
  * One object in the pool and its locks. All fields are guarded by the object store's lock; the
  * bytes at {@code offset} are only touched by whoever holds the write lock (while WRITING) or a
@@ -44,6 +47,8 @@ public final class StoredObject {
     boolean externalFill;
     /** Loaded from L2 for a lookup: freed when its last read lock or pin goes (not with --l2-prefetch-policy retain). */
     boolean temporary;
+    /** Lookups waiting for this object's fill to end (see {@link PendingFills}); null almost always. */
+    private List<PendingFills> watchers;
 
     StoredObject(ObjectKey key, long offset, long bytes, int format, long nowNs) {
         this.key = key;
@@ -69,6 +74,20 @@ public final class StoredObject {
     /** The layout the bytes are in (see {@code transfer.KvLayout.format()}); readers of another layout treat it as a miss. */
     public int format() {
         return format;
+    }
+
+    void watch(PendingFills lookup) {
+        if (watchers == null) {
+            watchers = new ArrayList<>(2);
+        }
+        watchers.add(lookup);
+    }
+
+    /** The lookups to tell that the fill ended (under the store's lock; they are told after it is released). */
+    List<PendingFills> takeWatchers() {
+        List<PendingFills> taken = watchers;
+        watchers = null;
+        return taken;
     }
 
     boolean isLocked() {

@@ -46,7 +46,11 @@ public final class ChunkObjects {
         return new Reservation(reserved, true);
     }
 
-    /** Pins every (chunk, group) object a plan moves, all or nothing: null (with nothing left pinned) when one is missing. */
+    /**
+     * Pins every (chunk, group) object a plan moves, all or nothing: null (with nothing left pinned) when one is missing. A
+     * chunk still being written by a STORE that was answered before its copy ended is waited for (bounded by the write
+     * lock's TTL): LMCache's client may send this RETRIEVE the moment it has that reply, and the read must see the write.
+     */
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
         StoredObject[] pinned = new StoredObject[plan.objectCount()];
         for (int j = 0; j < plan.range().count(); j++) {
@@ -55,7 +59,8 @@ public final class ChunkObjects {
                 if (!part.moves(j)) {
                     continue;
                 }
-                StoredObject object = pin(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(), part.format());
+                StoredObject object = store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), part.objectGroup(),
+                        plan.hashes().hi(plan.chunk(j)), plan.hashes().lo(plan.chunk(j)), part.format(), part.objectBytes(), Long.MAX_VALUE);
                 if (object == null) {
                     unpinAll(store, pinned, false);
                     return null;

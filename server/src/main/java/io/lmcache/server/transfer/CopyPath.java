@@ -16,7 +16,7 @@ import java.util.List;
  * held by its {@link InstanceContext}, so no transfer asks what kind of tensors it has. Host
  * (shared memory, copied before the reply) or CUDA (IPC mappings, copied by the GPU after it).
  */
-public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
+public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopyPath {
 
     /** Emits the pieces of one transfer (the module plans them from the transfer plan and its objects). */
     @FunctionalInterface
@@ -67,10 +67,11 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
     /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
      * handing whatever CUDA mappings it opened to {@code endOfLife} (never closed on this thread).
-     * Shared-memory tensors are opened by {@code shm}'s rules.
+     * Shared-memory tensors are opened by {@code shm}'s rules; {@code testDelay} (null but with {@code --test-hooks}) wraps
+     * their path in the GPU path's test double.
      */
-    static CopyPath open(List<TensorWrapper> wrappers, ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife)
-            throws LayoutException {
+    static CopyPath open(List<TensorWrapper> wrappers, ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife,
+            CompletionDelay testDelay) throws LayoutException {
         List<TensorWrapper.CpuShm> cpu = new ArrayList<>();
         for (TensorWrapper wrapper : wrappers) {
             switch (wrapper) {
@@ -81,7 +82,8 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath {
             }
         }
         if (cpu.size() == wrappers.size()) {
-            return new HostCopyPath(HostKvTensors.map(cpu, shm), pool);
+            HostCopyPath host = new HostCopyPath(HostKvTensors.map(cpu, shm), pool);
+            return testDelay == null ? host : new DelayedCopyPath(host, testDelay);
         }
         if (!cpu.isEmpty()) {
             throw new LayoutException("a registration mixes CPU shared-memory and CUDA tensors");

@@ -149,7 +149,7 @@ class TransferFailureEventsTest {
     private LmcacheDrivenTransferModule liveModule() {
         PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
         Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
-        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, null, metrics, liveness, null, null, null, new ObjectGroupCatalog(true));
+        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, null, metrics, liveness, null, null, null, new ObjectGroupCatalog(true), null);
     }
 
     private Dispatcher dispatcher(OpTable table) {

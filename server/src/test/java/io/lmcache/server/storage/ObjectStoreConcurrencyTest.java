@@ -97,7 +97,7 @@ class ObjectStoreConcurrencyTest {
                         store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
                     }
                 }
-                case 8 -> StoreLookups.lookupAndLock(store, "model", salt, 1, 0, new long[] {hash, ~hash}, 0, 1, 1 + random.nextInt(2), locks);
+                case 8 -> StoreLookups.lookupAndLock(store, "model", salt, 1, 0, new long[] {hash, ~hash}, 0, 1, 1 + random.nextInt(2), locks, null);
                 case 9 -> {
                     if (!locks.isEmpty()) {
                         store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));

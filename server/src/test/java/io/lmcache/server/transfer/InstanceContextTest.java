@@ -37,7 +37,7 @@ class InstanceContextTest {
         Files.write(segment, new byte[4096]);
         TensorWrapper.CpuShm wrapper = new TensorWrapper.CpuShm("/" + segment.getFileName(), 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "cpu");
-        CopyPath path = CopyPath.open(List.of(wrapper), new ShmSegments(false, new ServerMetrics()), null, null, (what, release) -> true);
+        CopyPath path = CopyPath.open(List.of(wrapper), new ShmSegments(false, new ServerMetrics()), null, null, (what, release) -> true, null);
         context = new InstanceContext(7, "m", 1, null, path, List.of(wrapper), queue);
     }
 
@@ -89,7 +89,7 @@ class InstanceContextTest {
         TensorWrapper.RawCudaIpc cuda = new TensorWrapper.RawCudaIpc(new byte[64], 0, 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "00000000-0000-0000-0000-000000000000");
         LayoutException e = assertThrows(LayoutException.class, () -> CopyPath.open(List.of(cuda), new ShmSegments(false, new ServerMetrics()),
-                GpuBackend.none(), null, (what, release) -> true));
+                GpuBackend.none(), null, (what, release) -> true, null));
         assertTrue(e.getMessage().startsWith("CUDA IPC tensors need the CUDA path"), e.getMessage());
         assertEquals(0, GpuBackend.none().eventPoller().doWork());
     }
