@@ -72,6 +72,12 @@ public final class CopyEngine implements AutoCloseable {
     static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
     /** Whether a transfer asks the host first if the worker's event has fired (see {@code Transfer.completeAlready}). */
     static final boolean QUERY_WORKER_EVENT = !"false".equals(System.getProperty("lmcache.cuda.queryWorkerEvent"));
+    /**
+     * Whether each transfer's stream runs a host function at its end that stamps the time and wakes the event poller, so
+     * its completion (a STORE's commit) follows the copy within microseconds; {@code -Dlmcache.cuda.hostFnWake=false}
+     * leaves it to the poller's next pass.
+     */
+    public static final boolean HOST_FN_WAKE = !"false".equals(System.getProperty("lmcache.cuda.hostFnWake"));
     private static final int EXPORT_FLAGS = CUevent_flags.CU_EVENT_INTERPROCESS | CUevent_flags.CU_EVENT_DISABLE_TIMING;
 
     /** What {@link #submit} did: the handle to reply with, and whether the copies were enqueued. */
@@ -157,7 +163,8 @@ public final class CopyEngine implements AutoCloseable {
     /** How a submitted transfer ended: ok or not, the bytes of the pieces it was fed, and why not. */
     @FunctionalInterface
     public interface Done {
-        void done(boolean ok, long bytes, String error);
+        /** {@code finishedNs}: when the GPU reached the transfer's end (see {@link EventPoller.Completion}). */
+        void done(boolean ok, long bytes, String error, long finishedNs);
     }
 
     /**
@@ -196,8 +203,8 @@ public final class CopyEngine implements AutoCloseable {
         }
         if (nothingToStore) {
             recycle(transfer.timer);
-            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure) -> { });
-            completion.done(true, 0, null);
+            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure, atNs) -> { });
+            completion.done(true, 0, null, System.nanoTime());
             return new Submitted(handle, true, null);
         }
         long enqueuedNs = System.nanoTime();
@@ -208,7 +215,7 @@ public final class CopyEngine implements AutoCloseable {
         boolean timed = transfer.started;
         // runs on: lmcache-cuda-events (or the closing thread while GpuBackend.close drains the poller)
         lane.inFlight.incrementAndGet();
-        EventPoller.Completion done = (ok, failure) -> {
+        EventPoller.Completion done = (ok, failure, finishedNs) -> {
             lane.inFlight.decrementAndGet();
             if (ok && accepted && timed) {
                 float[] ms = new float[1];
@@ -218,7 +225,7 @@ public final class CopyEngine implements AutoCloseable {
                 }
             }
             recycle(timer);
-            completion.done(ok && accepted, bytes, failure);
+            completion.done(ok && accepted, bytes, failure, finishedNs);
         };
         byte[] handle;
         try {
@@ -241,7 +248,7 @@ public final class CopyEngine implements AutoCloseable {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
-            return exportEvent(direction, lane, null, null, (ok, error) -> { });
+            return exportEvent(direction, lane, null, null, (ok, error, atNs) -> { });
         }
     }
 
@@ -264,7 +271,12 @@ public final class CopyEngine implements AutoCloseable {
         Cu.check(JCudaDriver.cuEventRecord(event, last), "cuEventRecord(interprocess)");
         CUipcEventHandle handle = new CUipcEventHandle();
         Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
-        poller.track(device, event, opened == null ? new CUevent[0] : new CUevent[] {opened}, completion);
+        EventPoller.Reached reached = null;
+        if (HOST_FN_WAKE && endTimer != null) {
+            reached = new EventPoller.Reached();
+            reached = poller.watchOnStream(last, reached) ? reached : null;
+        }
+        poller.track(device, event, opened == null ? new CUevent[0] : new CUevent[] {opened}, completion, reached);
         return Cu.bytes(handle);
     }
 

@@ -1,5 +1,6 @@
 package io.lmcache.server.agent;
 
+import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.EventPoller;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -12,8 +13,11 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class CudaEventsAgent implements Agent {
     public static final String THREAD = "lmcache-cuda-events";
-    /** While transfers are in flight: how often their events are queried. */
-    private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(20);
+    /**
+     * While transfers are in flight: how often their events are queried. With the streams' host functions waking this thread
+     * at each transfer's end ({@code CopyEngine.HOST_FN_WAKE}) the poll is only the fallback.
+     */
+    private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(CopyEngine.HOST_FN_WAKE ? 250 : 20);
     /** With none in flight; tracking a transfer wakes the thread at once. */
     private static final long IDLE_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);

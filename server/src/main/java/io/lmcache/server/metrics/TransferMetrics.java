@@ -1,9 +1,17 @@
 package io.lmcache.server.metrics;
 
 import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.distribution.HistogramSnapshot;
+import io.micrometer.core.instrument.distribution.ValueAtPercentile;
+import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.stream.Stream;
 
 /**
  * LMCache's series for the copies between a worker's GPU blocks (L0) and the pool (L1): per device
@@ -20,11 +28,15 @@ public final class TransferMetrics {
     private static final double GB = 1e9;
     /** GB/s: from a slow pageable copy to two GPUs' worth of PCIe 5. */
     private static final double[] THROUGHPUT_BUCKETS = {0.5, 1, 2, 5, 10, 20, 30, 40, 50, 60, 80, 120};
+    /** Commit delays: a woken completion thread takes tens of microseconds, a missed wake-up one poll (250 µs). */
+    private static final Duration[] COMMIT_DELAY_BUCKETS = Stream.of(50L, 100L, 250L, 500L, 1_000L, 2_000L, 5_000L, 20_000L, 100_000L)
+            .map(Duration::ofNanos).map(d -> d.multipliedBy(1_000)).toArray(Duration[]::new);
 
     private final ServerMetrics metrics;
     private final LabelValues labels;
     private final Map<String, LongAdder> counters = new ConcurrentHashMap<>();
     private final Map<String, DistributionSummary> throughput = new ConcurrentHashMap<>();
+    private final Map<String, Timer> commitDelays = new ConcurrentHashMap<>();
 
     TransferMetrics(ServerMetrics metrics, LabelValues labels) {
         this.metrics = metrics;
@@ -33,6 +45,8 @@ public final class TransferMetrics {
         metrics.onReset(() -> {
             throughput.values().forEach(metrics.registry()::remove);
             throughput.clear();
+            commitDelays.values().forEach(metrics.registry()::remove);
+            commitDelays.clear();
         });
     }
 
@@ -96,6 +110,34 @@ public final class TransferMetrics {
                 summary(store, Long.toString(engineId), device, model).record(bytes / GB / (elapsedNs / 1e9));
             }
         }
+    }
+
+    /**
+     * A STORE's chunks became visible to lookups {@code delayNs} after its copy ended on {@code device} (on CUDA, when the
+     * GPU reached the transfer's end). Until then a LOOKUP that meets them waits, so this is what a prefix hit right after a
+     * STORE may pay; not one of LMCache's series (its server replies only after the copy).
+     */
+    public void committed(String device, long delayNs) {
+        commitDelays.computeIfAbsent(device, d -> Timer.builder("lmcache_mp.store_commit_delay")
+                .description("time from a STORE's copy ending on its device to its chunks being visible to lookups")
+                .tag("device", d).publishPercentiles(0.5, 0.99).serviceLevelObjectives(COMMIT_DELAY_BUCKETS)
+                .register(metrics.registry())).record(Math.max(0, delayNs), TimeUnit.NANOSECONDS);
+    }
+
+    /** Per device: commits, p50, p99 and max of the commit delay in seconds (over the timer's recent window), for /status. */
+    public Map<String, Object> commitDelayStatus() {
+        Map<String, Object> out = new TreeMap<>();
+        commitDelays.forEach((device, timer) -> {
+            HistogramSnapshot snapshot = timer.takeSnapshot();
+            Map<String, Object> entry = new LinkedHashMap<>();
+            entry.put("commits", snapshot.count());
+            for (ValueAtPercentile p : snapshot.percentileValues()) {
+                entry.put(p.percentile() == 0.5 ? "p50_seconds" : "p99_seconds", p.value(TimeUnit.SECONDS));
+            }
+            entry.put("max_seconds", snapshot.max(TimeUnit.SECONDS));
+            out.put(device, entry);
+        });
+        return out;
     }
 
     private DistributionSummary summary(boolean store, String engineId, String device, String model) {

@@ -196,11 +196,12 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             long startNs = times.lap(true, HandlerPhase.OBJECTS, lapNs);
             TransferMetrics.InFlight meter = metrics.transfers().store(context.copyPath().device(), context.instanceId(), context.modelName());
             CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
-                    request.eventHandle(), lease, (ok, bytes, error) -> {
+                    request.eventHandle(), lease, (ok, bytes, error, finishedNs) -> {
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                         meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
                             ChunkObjects.commitAll(store, reserved);
+                            metrics.transfers().committed(context.copyPath().device(), System.nanoTime() - finishedNs);
                         } else {
                             ChunkObjects.abortAll(store, reserved);
                             failures.fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " " + error);
@@ -255,7 +256,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 request.key().workerId(), request.key().cacheSalt());
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
                 sink -> GroupPieces.emit(plan, pinned, request.skipFirstNTokens(), chunkSize, sink), request.eventHandle(), lease,
-                (ok, bytes, error) -> {
+                (ok, bytes, error, finishedNs) -> {
                     // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
                     meter.finished(ok, bytes, plan.range().count());
@@ -341,6 +342,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     public void status(Map<String, Object> status, PeerConnections connections) {
         InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);
         status.put("transfer_handler_cpu", times.status());
+        status.put("store_commit_delay", metrics.transfers().commitDelayStatus());
     }
 
     // --- liveness ---------------------------------------------------------------------------

@@ -24,10 +24,14 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
         void emit(PieceSink sink);
     }
 
-    /** Runs exactly once per {@link #copy}: inline on the host path, on the event thread on the CUDA path. */
+    /**
+     * Runs exactly once per {@link #copy}: inline on the host path, on the event thread on the CUDA path. {@code finishedNs}
+     * ({@link System#nanoTime()}): when the copy ended (on CUDA, when the GPU reached the transfer's end), so the caller can
+     * tell how long its commit followed the copy.
+     */
     @FunctionalInterface
     interface Completion {
-        void done(boolean ok, long bytes, String error);
+        void done(boolean ok, long bytes, String error, long finishedNs);
     }
 
     /**

@@ -35,11 +35,11 @@ public final class CudaCopyPath implements CopyPath {
         CopyEngine.Submitted submitted;
         try {
             // the engine copies the first batches while the source is still planning the later chunks' pieces
-            submitted = engine.submit(direction, tensors, stream -> source.emit(stream::add), clientEvent, (ok, bytes, error) -> {
+            submitted = engine.submit(direction, tensors, stream -> source.emit(stream::add), clientEvent, (ok, bytes, error, finishedNs) -> {
                 // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight), or
                 // inline for a STORE with nothing to copy
                 try {
-                    done.done(ok, bytes, ok ? null : "failed on the GPU: " + error);
+                    done.done(ok, bytes, ok ? null : "failed on the GPU: " + error, finishedNs);
                 } finally {
                     owned.close();
                 }
@@ -47,7 +47,7 @@ public final class CudaCopyPath implements CopyPath {
         } catch (RuntimeException e) {
             // nothing was tracked: the completion will not run, so it runs here, once
             owned.close();
-            done.done(false, 0, "failed: " + e);
+            done.done(false, 0, "failed: " + e, System.nanoTime());
             return new Copied(afterEnqueued(direction), false, null);
         }
         return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());

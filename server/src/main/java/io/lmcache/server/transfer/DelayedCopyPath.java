@@ -24,9 +24,9 @@ final class DelayedCopyPath implements CopyPath {
         }
         boolean fail = direction == Direction.TO_POOL && delay.failThisStore();
         // the bytes move now, on this thread; only the completion waits (it touches no mapping, so the lease may end first)
-        return host.copy(direction, pieces, clientEvent, lease, (ok, bytes, error) ->
-                // runs on: lmcache-test-completions
-                delay.later(delayNs, () -> done.done(ok && !fail, bytes, fail ? "failed on purpose (test hook)" : error)));
+        return host.copy(direction, pieces, clientEvent, lease, (ok, bytes, error, copiedNs) ->
+                // runs on: lmcache-test-completions; the delayed moment stands for the GPU copy's end
+                delay.later(delayNs, () -> done.done(ok && !fail, bytes, fail ? "failed on purpose (test hook)" : error, System.nanoTime())));
     }
 
     @Override

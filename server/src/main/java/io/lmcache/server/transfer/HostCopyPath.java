@@ -28,10 +28,10 @@ public final class HostCopyPath implements CopyPath {
         try {
             pieces.emit(copy);
         } catch (RuntimeException | InternalError e) {
-            done.done(false, copy.bytes, "failed while copying: " + e);
+            done.done(false, copy.bytes, "failed while copying: " + e, System.nanoTime());
             return FAILED;
         }
-        done.done(true, copy.bytes, null);
+        done.done(true, copy.bytes, null, System.nanoTime());
         return DONE;
     }
 

@@ -7,11 +7,15 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Map;
@@ -43,8 +47,8 @@ class StoreVisibilityIT {
                 "").statusCode());
     }
 
-    private static double counter(ServerProcess server, String name) {
-        return Http.metric(server, name);
+    private static double counter(ServerProcess server, String name, String... labels) {
+        return Http.metric(server, name, labels);
     }
 
     @Test
@@ -66,6 +70,10 @@ class StoreVisibilityIT {
             assertEquals(4, awaitHits(scheduler, "next-1"), "once the write commits every chunk is a hit");
             assertTrue(counter(server, "lmcache_mp_l1_lookups_after_writes_total") >= 1, "the LOOKUP waited for the write in flight");
             assertEquals(0, counter(server, "lmcache_mp_l1_write_lock_expiries_total"), "no write lock expired: the commit came");
+            JsonNode delay = statusJson(server).path("store_commit_delay").path("cpu");
+            assertTrue(delay.path("commits").asLong() >= 1, "/status shows the commit delay: " + delay);
+            assertTrue(delay.has("p50_seconds") && delay.has("p99_seconds"), "/status shows p50 and p99: " + delay);
+            assertTrue(counter(server, "lmcache_mp_store_commit_delay_seconds_count", "device", "cpu") >= 1, "the histogram is exported");
         }
     }
 
@@ -122,6 +130,14 @@ class StoreVisibilityIT {
             assertFalse(worker.retrieve(tokens, 0, CHUNK, target, 0, "retrieve"), "a read of a write that failed is a miss");
             byte[] zeros = new byte[worker.read(target).length];
             assertTrue(Arrays.equals(zeros, worker.read(target)), "nothing was copied into the target blocks");
+        }
+    }
+
+    private static JsonNode statusJson(ServerProcess server) {
+        try {
+            return new ObjectMapper().readTree(Http.get(server.httpBase() + "/status").body());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 

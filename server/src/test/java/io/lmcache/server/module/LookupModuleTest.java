@@ -56,6 +56,51 @@ class LookupModuleTest {
         }
     }
 
+    /**
+     * Chunks whose write is in flight (reserved, not committed) count as pending: the result stays None until every such
+     * write ends, then it is the prefix as stored (a failed write is a miss), with the locks of exactly that prefix.
+     */
+    @Test
+    void chunksBeingWrittenLeaveTheResultPendingUntilTheirWritesEnd() {
+        int[] tokens = new int[CHUNKS * CHUNK];
+        Random random = new Random(4);
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = random.nextInt(150_000);
+        }
+        for (int failAt = -1; failAt < 5; failAt++) {
+            ObjectStore store = store();
+            long[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, CHUNKS);
+            put(store, 0, hashes, 0);
+            StoredObject[] writing = new StoredObject[5];
+            for (int chunk = 1; chunk <= writing.length; chunk++) {
+                writing[chunk - 1] = store.reserve("model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+            }
+            put(store, 0, hashes, 6); // chunk 6 stored, chunk 7 missing: the prefix can reach 7
+            PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+            LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+            LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics(), new ObjectGroupCatalog(true));
+
+            module.lookup(new Request.Lookup(key(tokens, 1, "req"), 1));
+
+            String what = failAt < 0 ? "every write commits" : "the write of chunk " + (failAt + 1) + " fails";
+            assertEquals(Reply.NONE, module.query("req"), what + ": pending while writes run");
+            assertEquals(0, store.snapshot().readLocked(), what + ": a pending lookup holds no locks");
+            for (int i = writing.length - 1; i >= 0; i--) {
+                assertEquals(Reply.NONE, module.query("req"), what + ": pending until the last write ends");
+                if (i == failAt) {
+                    store.abort(writing[i]);
+                } else {
+                    assertTrue(store.commit(writing[i]));
+                }
+            }
+            int expected = failAt < 0 ? 7 : failAt + 1;
+            assertEquals(new Reply.Int(expected), module.query("req"), what);
+            assertEquals(expected, store.snapshot().readLocked(), what + ": exactly the hit chunks are read-locked");
+            assertTrue(store.counters().lookupsAfterWrites.sum() >= 1, what);
+            store.checkInvariants();
+        }
+    }
+
     private static CacheKey key(int[] tokens, int worldSize, String requestId) {
         return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, tokens.length, requestId, "", 1);
     }
