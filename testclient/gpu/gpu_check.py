@@ -13,7 +13,8 @@ the payloads.
   python3 gpu_check.py test  --java J --classpath CP --out DIR
   python3 gpu_check.py bench --java J --classpath CP --out DIR
 
-Hybrid models (kernel and object groups, windows, Mamba snapshots): hybrid_check.py, run from both.
+Hybrid models (kernel and object groups, windows, Mamba snapshots): hybrid_check.py, run from both. A STORE visible to
+the request after its reply, with the real client's timing: visibility_check.py, run from the tests.
 """
 
 import argparse
@@ -35,6 +36,7 @@ import torch  # noqa: E402
 
 import libzmq_dealer  # noqa: E402
 import hybrid_check  # noqa: E402  (hybrid models, issue 14: gets this module handed in)
+import visibility_check  # noqa: E402  (a STORE visible to the next request, issue 26)
 from lmcache.v1.platform.cuda.ipc_wrapper import CudaIPCWrapper, RawCudaIPCWrapper  # noqa: E402
 
 try:
@@ -183,18 +185,11 @@ def key(tokens, start, end, request_id, worker_id=0, world_size=1, readers=1):
             "end": end, "request_id": request_id, "cache_salt": "", "request_configs": None, "num_kv_readers": readers}
 
 
-def lookup_after_store(worker, tokens, end, request, want, timeout=2.0):
-    """LOOKUP+QUERY right after a STORE: the server commits a STORE when its event poller sees the copy done, moments
-    after the worker's wait returned, so a LOOKUP sent at once may still miss (vLLM's next LOOKUP comes later). Retries
-    with fresh request ids until `want` chunks hit or the timeout; returns the last count. Any worker with lookup()."""
-    deadline = time.time() + timeout
-    attempt = 0
-    while True:
-        got = worker.lookup(tokens, end, f"{request}-{attempt}")
-        if got == want or time.time() > deadline:
-            return got
-        attempt += 1
-        time.sleep(0.005)
+def lookup_after_store(worker, tokens, end, request, want=None, timeout=5.0):
+    """LOOKUP right after a STORE's reply, as LMCache's scheduler sends it (no wait for the copy), then QUERY_PREFETCH_STATUS
+    until it answers a count: the server leaves the result pending (None) while the STORE's chunks are still being
+    written, and counts them once they commit. One LOOKUP, no retries; `want` is kept for the callers' readability."""
+    return worker.lookup(tokens, end, request, timeout)
 
 
 # --- the worker's KV cache ----------------------------------------------------------------------
@@ -287,9 +282,15 @@ class Worker:
         self.wait(handle)
         return ok
 
-    def lookup(self, tokens, end, request):
+    def lookup(self, tokens, end, request, timeout=5.0):
+        """LOOKUP, then QUERY_PREFETCH_STATUS until it answers a count (None: writes in flight or an L2 prefetch)."""
         assert self.client.call("lookup", key(tokens, 0, end, request, worker_id=None), 1) is None
-        return self.client.call("query", request)
+        deadline = time.time() + timeout
+        while True:
+            hits = self.client.call("query", request)
+            if hits is not None or time.time() > deadline:
+                return hits
+            time.sleep(0.0002)
 
 
 def check(name, ok, detail=""):
@@ -445,8 +446,7 @@ def _worker_main(port, http, seed):
         torch.cuda.synchronize()
         before = [w.block_bytes(b).clone() for b in src]
         ok &= w.store(tokens, 0, 2 * CHUNK, src, f"{seed}-{round_}")
-        # as vLLM does, LOOKUP before the RETRIEVE: the server commits the STORE when its poller sees the copy done,
-        # which can be just after this worker's own wait on the event returned (a RETRIEVE sent at once may miss)
+        # as vLLM does, LOOKUP before the RETRIEVE (both see the STORE: its chunks count as pending until they commit)
         ok &= lookup_after_store(w, tokens, 2 * CHUNK, f"{seed}-{round_}-l", 2) == 2
         ok &= w.retrieve(tokens, 0, 2 * CHUNK, dst, f"{seed}-{round_}")
         ok &= all(torch.equal(w.block_bytes(d), b) for d, b in zip(dst, before))
@@ -569,6 +569,7 @@ def run_tests(args):
         unknown_instance_gets_a_valid_event(server)
         failure_paths_answer_with_events_a_worker_can_open(server)
         hybrid_check.run_tests(sys.modules[__name__], server, args)
+        visibility_check.run_tests(sys.modules[__name__], server, args)
         status = server.status()
         check("UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",
               status.get("registered_gpu_ids") == [] and status["cuda"]["open_ipc_mappings"] == 0,

@@ -84,9 +84,15 @@ class HybridWorker:
         self.g.Worker.wait(handle)
         return ok
 
-    def lookup(self, tokens, end, request):
+    def lookup(self, tokens, end, request, timeout=5.0):
+        """LOOKUP, then QUERY_PREFETCH_STATUS until it answers a count (None while the STORE's writes are in flight)."""
         assert self.client.call("lookup", hkey(self.model, tokens, 0, end, request, worker_id=None), 1) is None
-        return self.client.call("query", request)
+        deadline = time.time() + timeout
+        while True:
+            hits = self.client.call("query", request)
+            if hits is not None or time.time() > deadline:
+                return hits
+            time.sleep(0.0002)
 
 
 def gemma_like(g, server):
