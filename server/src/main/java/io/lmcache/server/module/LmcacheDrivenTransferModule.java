@@ -336,6 +336,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     public void status(Map<String, Object> status, PeerConnections connections) {
         InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);
         status.put("transfer_handler_cpu", times.status());
+        status.put("shm_mappings", shmSegments.mappings().status());
     }
 
     // --- liveness ---------------------------------------------------------------------------
