@@ -1,6 +1,7 @@
 package io.lmcache.server;
 
 import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
@@ -16,6 +17,7 @@ import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tier.ObjectShapes;
 import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
 import java.util.List;
 import java.util.Objects;
@@ -40,7 +42,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         closer.accept("test completions", testCompletions);
         LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                 ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                        gpu.backend(), new ShmSegments(config.shmAllowAnyOwner(), metrics), releases, objectGroups, testCompletions) : null;
+                        gpu.backend(), shmSegments(config, l1, metrics), releases, objectGroups, testCompletions) : null;
         // runs on: the thread that calls close(), as every part's close
         closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
         EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
@@ -57,6 +59,14 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions);
+    }
+
+    /** CPU workers' segments: never the pool's file, mapped once per inode, within the budget the operator settings give. */
+    private static ShmSegments shmSegments(ServerConfig config, L1Tier l1, ServerMetrics metrics) {
+        OperatorSettings operator = config.operator();
+        SegmentMappings.Caps caps = new SegmentMappings.Caps(operator.shmMaxSegments(), operator.shmMaxMappedBytes(),
+                OperatorSettings.maxMapCount());
+        return new ShmSegments(config.shmAllowAnyOwner(), l1.pool().fileKey(), new SegmentMappings(caps), metrics);
     }
 
     /** The modules the reaper watches (those that are on). */

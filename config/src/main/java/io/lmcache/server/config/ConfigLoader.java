@@ -316,7 +316,7 @@ public final class ConfigLoader {
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
         L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
                 o.l2PrefetchMaxInFlight, 1, 1024));
-        OperatorSettings operator = OperatorSettings.validate(o.shmMode, o.metricsSampleRate,
+        OperatorSettings operator = OperatorSettings.validate(o,
                 o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
@@ -370,7 +370,7 @@ public final class ConfigLoader {
         return text.strip();
     }
 
-    private static int intIn(String flag, String text, int min, int max) throws ConfigException {
+    static int intIn(String flag, String text, int min, int max) throws ConfigException {
         long value;
         try {
             value = Long.parseLong(text.strip());

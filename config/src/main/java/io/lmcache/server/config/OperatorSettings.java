@@ -1,57 +1,97 @@
 package io.lmcache.server.config;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 
 /**
- * What operators set beyond LMCache's core flags: the pool file's mode, the sampling of the chunk
- * lifecycle histograms, and the instance label every metric carries.
+ * What operators set beyond LMCache's core flags: the pool file's mode, the budget of CPU workers'
+ * shared-memory mappings, the sampling of the chunk lifecycle histograms, and the instance label
+ * every metric carries.
  *
- * @param shmMode the pool segment's permission bits ({@code --shm-mode}), or -1 for the default
- *     (0666 less the process's umask)
+ * @param shmMode the pool segment's permission bits ({@code --shm-mode}), set explicitly after
+ *     creation (the umask does not apply); never any access for others
+ * @param shmMaxSegments distinct CPU workers' segments mapped at once, server-wide
+ *     ({@code --shm-max-segments}; default a quarter of {@code vm.max_map_count})
+ * @param shmMaxMappedBytes bytes of CPU workers' segments mapped at once, server-wide
  * @param metricsSampleRate the fraction of chunks whose lifecycle (lifetime, idle time, reuse gaps)
  *     is recorded, in (0, 1]; counters always count everything
  * @param serviceInstanceId the {@code service_instance_id} label on every metric and {@code target_info}
  */
-public record OperatorSettings(int shmMode, double metricsSampleRate, String serviceInstanceId) {
-    /** Without {@code --shm-mode}: the pool file keeps the mode the process's umask gives it. */
-    public static final int DEFAULT_SHM_MODE = -1;
+public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
+        String serviceInstanceId) {
+    /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
+    public static final int DEFAULT_SHM_MODE = 0600;
+    /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
+    static final long KERNEL_DEFAULT_MAX_MAP_COUNT = 65_530;
+    /** The default server-wide budget of mapped bytes: far above any host's memory, far below the address space. */
+    static final long DEFAULT_MAX_MAPPED_GB = 16_384;
+    private static final Path MAX_MAP_COUNT = Path.of("/proc/sys/vm/max_map_count");
 
     /** The defaults (tests). */
     public static OperatorSettings defaults(String instanceId) {
-        return new OperatorSettings(DEFAULT_SHM_MODE, 0.01, instanceId);
+        return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId);
     }
 
-    static OperatorSettings validate(String shmMode, String sampleRate, String serviceInstanceId, List<String> warnings)
-            throws ConfigException {
-        int mode = DEFAULT_SHM_MODE;
-        if (shmMode != null) {
-            String text = shmMode.strip();
-            if (!text.matches("0?[0-7]{3}")) {
-                throw new ConfigException("--shm-mode", "must be octal permission bits such as 0660, got '" + shmMode + "'");
-            }
-            mode = Integer.parseInt(text, 8);
-            if ((mode & 0600) != 0600 || (mode & 0111) != 0) {
-                throw new ConfigException("--shm-mode", "must let the owner read and write and nobody execute (e.g. 0600, 0660), got " + text);
-            }
-            if ((mode & 0002) != 0) {
-                warnings.add("--shm-mode " + text + ": every local user can write the L1 pool; prefer 0660 and a shared group");
-            }
+    static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
+        int mode = o.shmMode == null ? DEFAULT_SHM_MODE : shmMode(o.shmMode);
+        long mapCount = maxMapCount();
+        int segments = defaultMaxSegments(mapCount);
+        if (o.shmMaxSegments != null) {
+            // half the kernel's limit at most: the JVM, its threads, the pool and CUDA need the rest
+            segments = ConfigLoader.intIn("--shm-max-segments", o.shmMaxSegments, 1, (int) Math.min(Integer.MAX_VALUE, Math.max(1, mapCount / 2)));
         }
+        long mappedGb = ConfigLoader.intIn("--shm-max-mapped-gb", o.shmMaxMappedGb, 1, 1 << 16);
         double rate;
         try {
-            rate = Double.parseDouble(sampleRate.strip());
+            rate = Double.parseDouble(o.metricsSampleRate.strip());
         } catch (NumberFormatException e) {
-            throw new ConfigException("--metrics-sample-rate", "must be a number in (0, 1], got '" + sampleRate + "'");
+            throw new ConfigException("--metrics-sample-rate", "must be a number in (0, 1], got '" + o.metricsSampleRate + "'");
         }
         if (!(rate > 0) || rate > 1) {
-            throw new ConfigException("--metrics-sample-rate", "must be in (0, 1], got " + sampleRate.strip());
+            throw new ConfigException("--metrics-sample-rate", "must be in (0, 1], got " + o.metricsSampleRate.strip());
         }
-        return new OperatorSettings(mode, rate, serviceInstanceId.strip());
+        return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip());
     }
 
-    /** The mode as {@code /config} shows it ("" when unset). */
+    /** Octal permission bits: the owner reads and writes, nobody executes, others get nothing (0600, 0640, 0660). */
+    private static int shmMode(String given) throws ConfigException {
+        String text = given.strip();
+        if (!text.matches("0?[0-7]{3}")) {
+            throw new ConfigException("--shm-mode", "must be octal permission bits such as 0600 or 0660, got '" + given + "'");
+        }
+        int mode = Integer.parseInt(text, 8);
+        if ((mode & 0600) != 0600 || (mode & 0111) != 0) {
+            throw new ConfigException("--shm-mode", "must let the owner read and write and nobody execute (e.g. 0600, 0660), got " + text);
+        }
+        if ((mode & 0007) != 0) {
+            throw new ConfigException("--shm-mode", "must give others no access (every local user could read or write every tenant's KV);"
+                    + " use 0660 and a shared group, got " + text);
+        }
+        return mode;
+    }
+
+    /** A quarter of the kernel's mapping limit: a registration flood stays far from it. */
+    static int defaultMaxSegments(long mapCount) {
+        return (int) Math.max(1, Math.min(Integer.MAX_VALUE, mapCount / 4));
+    }
+
+    /** {@code vm.max_map_count}: mappings one process may hold before mmap fails (and the JVM aborts). */
+    public static long maxMapCount() {
+        // a reader, not Files.readString: that trusts the size procfs reports and returned one byte ("6") of "65530"
+        try (BufferedReader reader = Files.newBufferedReader(MAX_MAP_COUNT)) {
+            String line = reader.readLine();
+            return line == null ? KERNEL_DEFAULT_MAX_MAP_COUNT : Long.parseLong(line.strip());
+        } catch (IOException | NumberFormatException e) {
+            return KERNEL_DEFAULT_MAX_MAP_COUNT;
+        }
+    }
+
+    /** The mode as {@code /config} shows it. */
     public String shmModeText() {
-        return shmMode == DEFAULT_SHM_MODE ? "" : String.format(Locale.ROOT, "0%o", shmMode);
+        return String.format(Locale.ROOT, "0%o", shmMode);
     }
 }

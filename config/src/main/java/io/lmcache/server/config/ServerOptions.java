@@ -180,9 +180,20 @@ final class ServerOptions {
 
     // --- operators (beyond LMCache's flags) ---------------------------------------------------
     @Option(names = "--shm-mode",
-            description = "Permission bits of the L1 pool's file in /dev/shm, e.g. 0660 so that an engine-driven worker running under another"
-                    + " uid in the server's group can map it (default: 0666 less the umask, usually 0644).")
+            description = "Permission bits of the L1 pool's file in /dev/shm, set after creation whatever the umask: 0600 (owner only) or"
+                    + " 0660 so that an engine-driven worker running under another uid in the server's group can map it; modes that give"
+                    + " others any access are refused (default: 0600).")
     String shmMode;
+
+    @Option(names = "--shm-max-segments",
+            description = "Distinct CPU workers' /dev/shm segments mapped at once, server-wide; one REGISTER may name a quarter of them"
+                    + " (default: a quarter of vm.max_map_count; at most half of it).")
+    String shmMaxSegments;
+
+    @Option(names = "--shm-max-mapped-gb", defaultValue = "16384",
+            description = "GiB of CPU workers' /dev/shm segments mapped at once, server-wide; one REGISTER may map a quarter of them"
+                    + " (default: ${DEFAULT-VALUE}).")
+    String shmMaxMappedGb;
 
     @Option(names = "--metrics-sample-rate", defaultValue = "0.01",
             description = "Fraction of chunks whose lifecycle (lifetime, idle time, reuse gaps) the histograms record, in (0, 1]; counters"

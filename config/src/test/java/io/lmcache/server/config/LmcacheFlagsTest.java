@@ -158,13 +158,33 @@ class LmcacheFlagsTest {
         assertEquals("0660", set.shmModeText());
         assertEquals(1.0, set.metricsSampleRate());
         assertEquals("node-a", set.serviceInstanceId());
-        assertTrue(run("--l1-size-gb", "1", "--shm-mode", "666").warnings().getFirst().contains("every local user can write"));
-        for (String bad : new String[] {"0400", "0770", "9", "rw-rw----", "0755"}) {
+        assertEquals(0640, run("--l1-size-gb", "1", "--shm-mode", "640").config().operator().shmMode());
+        for (String world : new String[] {"0666", "666", "0604", "0602", "0664"}) {
+            assertTrue(refused("--l1-size-gb", "1", "--shm-mode", world).contains("--shm-mode: must give others no access"), world);
+        }
+        for (String bad : new String[] {"0400", "0770", "0700", "0610", "9", "0x1b0", "rw-rw----", "0755", "0601", "4660", "01660", "", "0o660"}) {
             assertTrue(refused("--l1-size-gb", "1", "--shm-mode", bad).contains("--shm-mode: must"), bad);
         }
         for (String bad : new String[] {"0", "1.5", "-0.1", "NaN", "often"}) {
             assertTrue(refused("--l1-size-gb", "1", "--metrics-sample-rate", bad).contains("--metrics-sample-rate: must"), bad);
         }
-        assertEquals("", run("--l1-size-gb", "1").config().describe().get("shm_mode"), "unset: the umask decides");
+        assertEquals("0600", run("--l1-size-gb", "1").config().describe().get("shm_mode"), "owner only unless asked");
+    }
+
+    @Test
+    void theMappingBudgetDefaultsUnderTheKernelsLimitAndIsValidated() {
+        long mapCount = OperatorSettings.maxMapCount();
+        assertTrue(mapCount >= 1024, "vm.max_map_count read whole: " + mapCount);
+        OperatorSettings defaults = run("--l1-size-gb", "1").config().operator();
+        assertEquals(Math.max(1, mapCount / 4), defaults.shmMaxSegments(), "a quarter of vm.max_map_count");
+        assertEquals(16_384L << 30, defaults.shmMaxMappedBytes());
+        OperatorSettings set = run("--l1-size-gb", "1", "--shm-max-segments", "1000", "--shm-max-mapped-gb", "2").config().operator();
+        assertEquals(1000, set.shmMaxSegments());
+        assertEquals(2L << 30, set.shmMaxMappedBytes());
+        assertEquals(1000, run("--l1-size-gb", "1", "--shm-max-segments", "1000").config().describe().get("shm_max_segments"));
+        for (String bad : new String[] {"0", "-1", "many", Long.toString(mapCount / 2 + 1)}) {
+            assertTrue(refused("--l1-size-gb", "1", "--shm-max-segments", bad).contains("--shm-max-segments: must"), bad);
+        }
+        assertTrue(refused("--l1-size-gb", "1", "--shm-max-mapped-gb", "0").contains("--shm-max-mapped-gb: must"));
     }
 }

@@ -343,6 +343,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);
         status.put("transfer_handler_cpu", times.status());
         status.put("store_commit_delay", metrics.transfers().commitDelayStatus());
+        status.put("shm_mappings", shmSegments.mappings().status());
     }
 
     // --- liveness ---------------------------------------------------------------------------

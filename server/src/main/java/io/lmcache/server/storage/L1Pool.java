@@ -11,9 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
-import java.util.Set;
 import java.util.function.IntConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -33,6 +31,7 @@ public final class L1Pool implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(L1Pool.class);
     static final Path SHM_DIR = Path.of("/dev/shm");
     static final String DEFAULT_PREFIX = "lmcache_l1_pool_";
+    private static final int OWNER_ONLY = 0600;
 
     /** One step of getting a region ready (prefault is built in; a GPU backend adds pinning). */
     public interface RegionStage {
@@ -47,29 +46,32 @@ public final class L1Pool implements AutoCloseable {
     private final long regionBytes;
     private final int regionCount;
     private final Path shmPath;
+    private final Object fileKey;
     private final FileChannel lockChannel;
     private final FileLock fileLock;
     private volatile PoolPreparation preparation;
 
-    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, FileChannel lockChannel, FileLock fileLock) {
+    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, Object fileKey, FileChannel lockChannel,
+            FileLock fileLock) {
         this.segment = segment;
         this.arena = arena;
         this.bytes = bytes;
         this.regionBytes = regionBytes;
         this.regionCount = (int) ((bytes + regionBytes - 1) / regionBytes);
         this.shmPath = shmPath;
+        this.fileKey = fileKey;
         this.lockChannel = lockChannel;
         this.fileLock = fileLock;
     }
 
-    /** Opens the pool with the file mode the umask gives (tests). */
+    /** Opens the pool with its file owner-only (tests). */
     public static L1Pool open(String shmName, long bytes, long regionBytes) {
-        return open(shmName, bytes, regionBytes, -1);
+        return open(shmName, bytes, regionBytes, OWNER_ONLY);
     }
 
     /**
-     * Opens the pool: in /dev/shm under {@code shmName}, or anonymous when the name is empty or shm is too small.
-     * {@code shmMode} (permission bits, -1 for the umask's) lets engine-driven workers of another uid map it.
+     * Opens the pool: in /dev/shm under {@code shmName}, or anonymous when the name is empty or shm is too small. Its file
+     * gets exactly {@code shmMode} (0600; 0660 lets engine-driven workers of another uid in the server's group map it).
      */
     public static L1Pool open(String shmName, long bytes, long regionBytes, int shmMode) {
         if (!shmName.isEmpty()) {
@@ -93,40 +95,38 @@ public final class L1Pool implements AutoCloseable {
 
     private static L1Pool openShared(String shmName, long bytes, long regionBytes, int shmMode) throws IOException {
         Path path = SHM_DIR.resolve(shmName);
-        // CREATE_NEW is O_EXCL: it never follows a link, and fails when anything holds the name
-        FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
-                StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS));
+        int fd = Posix.createExclusive(path, shmMode);
+        FileChannel channel;
+        Object fileKey;
+        try {
+            // /proc/self/fd/N opens the inode just created, never the name again
+            Path opened = Path.of("/proc/self/fd", Integer.toString(fd));
+            fileKey = Files.readAttributes(opened, "unix:fileKey").get("fileKey");
+            channel = FileChannel.open(opened, StandardOpenOption.READ, StandardOpenOption.WRITE);
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(path);
+            throw e instanceof IOException io ? io : new IOException(e);
+        } finally {
+            Posix.close(fd);
+        }
         FileLock lock;
         try {
             lock = channel.tryLock();
             if (lock == null) {
                 throw new IOException("another process locked " + path + " as it was created");
             }
-            if (shmMode >= 0) {
-                // the umask masks a mode given at creation: set it now, on the name this process just created (O_EXCL)
-                Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(permissions(shmMode)));
-            }
             // sparse: extending the file costs nothing until pages are touched; the marker page comes after the pool
             PoolSegmentFile.writeMarker(channel, bytes);
             Arena arena = Arena.ofShared();
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
-            LOG.info("L1 pool: {} MiB in /dev/shm/{} (regions of {} MiB)", bytes >> 20, shmName, regionBytes >> 20);
-            return new L1Pool(segment, arena, bytes, regionBytes, path, channel, lock);
+            LOG.info("L1 pool: {} MiB in /dev/shm/{} (mode 0{}, regions of {} MiB)", bytes >> 20, shmName, Integer.toOctalString(shmMode),
+                    regionBytes >> 20);
+            return new L1Pool(segment, arena, bytes, regionBytes, path, fileKey, channel, lock);
         } catch (IOException | RuntimeException e) {
             channel.close();
             Files.deleteIfExists(path);
             throw e instanceof IOException io ? io : new IOException(e);
         }
-    }
-
-    /** {@code 0660} as {@code rw-rw----}. */
-    static String permissions(int mode) {
-        StringBuilder text = new StringBuilder(9);
-        for (int shift = 6; shift >= 0; shift -= 3) {
-            int bits = mode >> shift;
-            text.append((bits & 4) != 0 ? 'r' : '-').append((bits & 2) != 0 ? 'w' : '-').append((bits & 1) != 0 ? 'x' : '-');
-        }
-        return text.toString();
     }
 
     private static L1Pool openAnonymous(long bytes, long regionBytes) {
@@ -138,7 +138,7 @@ public final class L1Pool implements AutoCloseable {
         // runs on: the thread that closes the arena (the server's close)
         MemorySegment segment = MemorySegment.ofAddress(address).reinterpret(bytes, arena, s -> Posix.munmap(address, bytes));
         LOG.info("L1 pool: {} MiB of anonymous memory (regions of {} MiB)", bytes >> 20, regionBytes >> 20);
-        return new L1Pool(segment, arena, bytes, regionBytes, null, null, null);
+        return new L1Pool(segment, arena, bytes, regionBytes, null, null, null, null);
     }
 
     private static long usableShmBytes() {
@@ -241,6 +241,14 @@ public final class L1Pool implements AutoCloseable {
     /** The segment's name in /dev/shm (no leading slash), or "" for anonymous memory. */
     public String shmName() {
         return shmPath == null ? "" : shmPath.getFileName().toString();
+    }
+
+    /**
+     * The pool file's identity (device and inode, as {@code unix:fileKey} gives it), or null for anonymous memory: what a
+     * worker's REGISTER may never name, whatever the name it uses.
+     */
+    public Object fileKey() {
+        return fileKey;
     }
 
     public boolean isShared() {

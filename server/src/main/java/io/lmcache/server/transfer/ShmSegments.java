@@ -3,7 +3,6 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -27,9 +26,11 @@ import org.slf4j.LoggerFactory;
  * ({@code O_NOFOLLOW}) or at any check, with a single link (no hard link to another file), owned by
  * the server's own user (unless {@code --shm-allow-any-owner}) and at least as long as the wrapper
  * says. The file is opened once and every check reads the open descriptor, never the path again, so
- * a rename between check and map cannot swap the file. A refused segment fails the REGISTER; the
- * instance's STORE/RETRIEVE then answer false. Counted in
- * {@code lmcache_mp_shm_segments_refused_total{reason}}.
+ * a rename between check and map cannot swap the file. Never the server's own L1 pool file, by its
+ * device and inode, whatever the name (a worker could otherwise RETRIEVE over other tenants' objects).
+ * The mapping itself is shared per inode and budgeted by {@link SegmentMappings}. A refused segment
+ * fails the REGISTER; the instance's STORE/RETRIEVE then answer false. Counted in
+ * {@code lmcache_mp_shm_segments_refused_total{reason}} (the budget's refusals too).
  */
 public final class ShmSegments {
     private static final Logger LOG = LoggerFactory.getLogger(ShmSegments.class);
@@ -37,26 +38,31 @@ public final class ShmSegments {
     private static final String REFUSED = "lmcache_mp.shm_segments_refused";
     private static final String REFUSED_HELP = "CPU workers' shared-memory segments refused at REGISTER, by reason";
     private static final String[] REASONS = {"bad_name", "missing", "symlink", "not_regular", "hard_link", "owner", "too_small",
-        "shm_dir", "io"};
+        "shm_dir", "io", "server_pool", "register_segment_cap", "register_byte_cap", "server_segment_cap", "server_byte_cap"};
     private static final int STICKY = 01000;
     private static final int GROUP_OR_OTHER_WRITE = 0022;
 
     /** One mapped segment and the identity (device, inode) it had when it was opened. */
-    record Segment(Path path, Object fileKey, long nbytes, MemorySegment memory) {}
+    record Segment(Path path, Object fileKey, long nbytes, SegmentMappings.Mapping mapping) {}
 
     private final Path dir;
     private final String dirProblem;
     private final int serverUid;
     private final boolean anyOwner;
+    private final Object poolFileKey;
+    private final SegmentMappings mappings;
     private final ServerMetrics metrics;
     private final RateLimitedLog refusedLog = new RateLimitedLog(LOG, 5);
 
-    public ShmSegments(boolean anyOwner, ServerMetrics metrics) {
-        this(SHM_DIR, anyOwner, metrics);
+    /** {@code poolFileKey}: the identity of the server's pool file, never mapped for a worker (null: the pool is anonymous). */
+    public ShmSegments(boolean anyOwner, Object poolFileKey, SegmentMappings mappings, ServerMetrics metrics) {
+        this(SHM_DIR, anyOwner, poolFileKey, mappings, metrics);
     }
 
-    ShmSegments(Path shmDir, boolean anyOwner, ServerMetrics metrics) {
+    ShmSegments(Path shmDir, boolean anyOwner, Object poolFileKey, SegmentMappings mappings, ServerMetrics metrics) {
         this.anyOwner = anyOwner;
+        this.poolFileKey = poolFileKey;
+        this.mappings = mappings;
         this.metrics = metrics;
         this.serverUid = effectiveUid();
         for (String reason : REASONS) {
@@ -102,16 +108,32 @@ public final class ShmSegments {
         return null;
     }
 
-    /** Opens and maps the segment {@code wireName} names (tensor {@code index} of the REGISTER), or says why not. */
-    Segment map(int index, String wireName, long nbytes, Arena arena) throws LayoutException {
+    public SegmentMappings mappings() {
+        return mappings;
+    }
+
+    /** The name in /dev/shm a wire name means (POSIX shm names may start with a slash). */
+    static String localName(String wireName) {
+        return wireName.startsWith("/") ? wireName.substring(1) : wireName;
+    }
+
+    /**
+     * Opens the segment {@code wireName} names (tensor {@code index} of the REGISTER) and shares or makes its mapping of
+     * {@code nbytes}, or says why not; the caller releases the mapping.
+     */
+    Segment map(int index, String wireName, long nbytes) throws LayoutException {
         if (dirProblem != null) {
             throw refused(index, wireName, "shm_dir", dirProblem);
         }
-        String name = wireName.startsWith("/") ? wireName.substring(1) : wireName;
+        String name = localName(wireName);
         if (!validName(name)) {
             throw refused(index, wireName, "bad_name", "not one name in /dev/shm");
         }
         Path path = dir.resolve(name);
+        if (isServerPool(path)) {
+            // refused before it is opened too: closing a descriptor of the pool may drop this process's lock on it (POSIX locks)
+            throw refused(index, wireName, "server_pool", "is the server's own L1 pool");
+        }
         int fd = NoFollowOpen.open(path);
         if (fd < 0) {
             throw switch (-fd) {
@@ -124,13 +146,18 @@ public final class ShmSegments {
         }
         // every check and the mapping go through the descriptor: what is checked is what is mapped, whatever is renamed
         // meanwhile in a directory anyone may write to (Kubernetes' emptyDir has no sticky bit). /proc/self/fd/N names the
-        // open file itself: stat follows it to that inode, and opening it opens that inode again, never a path lookup
+        // open file itself: stat follows it to that inode (fstat), and opening it opens that inode again, never a path lookup
         Path opened = NoFollowOpen.procPath(fd);
         try {
             Object fileKey = checkAttributes(index, wireName, opened, nbytes);
-            try (FileChannel channel = FileChannel.open(opened, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                return new Segment(path, fileKey, nbytes, channel.map(FileChannel.MapMode.READ_WRITE, 0, nbytes, arena));
-            }
+            SegmentMappings.Mapping mapping = mappings.acquire(fileKey, nbytes, (length, arena) -> {
+                try (FileChannel channel = FileChannel.open(opened, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+                    return channel.map(FileChannel.MapMode.READ_WRITE, 0, length, arena);
+                }
+            });
+            return new Segment(path, fileKey, nbytes, mapping);
+        } catch (SegmentMappings.OverBudget e) {
+            throw overBudget(e.reason, "tensor " + index + ": shared-memory segment " + e.getMessage());
         } catch (IOException e) {
             throw refused(index, wireName, "io", "cannot be mapped: " + e.getMessage());
         } finally {
@@ -138,9 +165,31 @@ public final class ShmSegments {
         }
     }
 
+    /** True when {@code path} (not followed) is the pool's inode. */
+    private boolean isServerPool(Path path) {
+        if (poolFileKey == null) {
+            return false;
+        }
+        try {
+            return poolFileKey.equals(Files.readAttributes(path, "unix:fileKey", LinkOption.NOFOLLOW_LINKS).get("fileKey"));
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** A REGISTER refused whole by the mapping budget: counted under {@code reason}, logged at a limited rate. */
+    LayoutException overBudget(String reason, String why) {
+        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        refusedLog.warn("REGISTER refused ({}): {}", reason, why);
+        return new LayoutException(why);
+    }
+
     /** The open file's identity once its type, links, owner and size pass. */
     private Object checkAttributes(int index, String wireName, Path opened, long nbytes) throws IOException, LayoutException {
         Map<String, Object> attributes = Files.readAttributes(opened, "unix:isRegularFile,nlink,uid,size,fileKey");
+        if (poolFileKey != null && poolFileKey.equals(attributes.get("fileKey"))) {
+            throw refused(index, wireName, "server_pool", "is the server's own L1 pool");
+        }
         if (!(Boolean) attributes.get("isRegularFile")) {
             throw refused(index, wireName, "not_regular", "is not a regular file");
         }

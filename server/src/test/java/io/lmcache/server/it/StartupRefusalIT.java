@@ -2,6 +2,7 @@ package io.lmcache.server.it;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -23,7 +24,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Start-ups refused because of the host (issue 13, items 6 and 7): a pool larger than memory, and a
  * {@code --shm-name} taken by something that is not a dead server's pool. Both exit 2 with one
- * line, touching nothing; a killed server's marked pool is replaced.
+ * line, touching nothing; a killed server's marked pool is replaced. A {@code --shm-mode} that gives
+ * other users access to the pool (issue 31, item 2) is refused the same way.
  */
 @ExtendWith(ServerLogOnFailure.class)
 class StartupRefusalIT {
@@ -54,6 +56,17 @@ class StartupRefusalIT {
         assertEquals(1, lines.size(), server.log());
         assertTrue(lines.getFirst().startsWith("lmcache-server: error: --l1-size-gb: " + sizeGb + " GiB cannot fit: "), lines.getFirst());
         assertTrue(lines.getFirst().contains("MemTotal") || lines.getFirst().contains("cgroup"), "names the limit: " + lines.getFirst());
+    }
+
+    @Test
+    void aPoolModeThatGivesOthersAccessExitsTwoWithOneLineAndCreatesNothing() throws Exception {
+        String name = "lmcache_it_mode_" + ProcessHandle.current().pid();
+        ServerProcess server = refusedStart("--shm-name", name, "--shm-mode", "0666");
+        assertEquals(2, server.process().exitValue(), server.log());
+        List<String> lines = server.log().strip().lines().toList();
+        assertEquals(1, lines.size(), server.log());
+        assertTrue(lines.getFirst().startsWith("lmcache-server: error: --shm-mode: must give others no access"), lines.getFirst());
+        assertFalse(Files.exists(Path.of("/dev/shm", name), LinkOption.NOFOLLOW_LINKS), "no pool file was created");
     }
 
     @Test

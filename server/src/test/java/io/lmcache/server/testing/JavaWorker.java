@@ -88,13 +88,22 @@ public final class JavaWorker implements AutoCloseable {
 
     /** REGISTER_KV_CACHE with the 7 payload frames of the newest client; fails unless the reply has no payload. */
     public void register() {
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList());
+    }
+
+    /**
+     * A REGISTER of {@code instanceId} from {@code client} whose layers are the segments {@code names} name, one wrapper each of
+     * {@code geometry}'s tensor size (its layer count is ignored: there are as many layers as names). The server answers None
+     * whether it accepts the tensors or not; anything else fails.
+     */
+    public static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names) {
         long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
         long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
             (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
         byte[] wrappers = pack(p -> {
-            p.packArrayHeader(paths.size());
-            for (Path path : paths) {
-                byte[] pickle = WrapperPickler.cpuShm("/" + path.getFileName(), geometry.tensorBytes(), "bfloat16", shape, stride, 0);
+            p.packArrayHeader(names.size());
+            for (String name : names) {
+                byte[] pickle = WrapperPickler.cpuShm(name, geometry.tensorBytes(), "bfloat16", shape, stride, 0);
                 p.packExtensionTypeHeader((byte) 1, pickle.length).writePayload(pickle);
             }
         });

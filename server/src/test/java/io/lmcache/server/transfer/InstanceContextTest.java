@@ -31,13 +31,17 @@ class InstanceContextTest {
     private Path segment;
     private InstanceContext context;
 
+    private static ShmSegments shm() {
+        return new ShmSegments(false, null, new SegmentMappings(new SegmentMappings.Caps(16, 1L << 30, 65_530)), new ServerMetrics());
+    }
+
     @BeforeEach
     void register() throws IOException, LayoutException {
         segment = Files.createTempFile(Path.of("/dev/shm"), "lmcache_ctx_test_", "");
         Files.write(segment, new byte[4096]);
         TensorWrapper.CpuShm wrapper = new TensorWrapper.CpuShm("/" + segment.getFileName(), 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "cpu");
-        CopyPath path = CopyPath.open(List.of(wrapper), new ShmSegments(false, new ServerMetrics()), null, null, (what, release) -> true, null);
+        CopyPath path = CopyPath.open(List.of(wrapper), shm(), null, null, (what, release) -> true, null);
         context = new InstanceContext(7, "m", 1, null, path, List.of(wrapper), queue);
     }
 
@@ -88,7 +92,7 @@ class InstanceContextTest {
     void cudaTensorsWithoutCudaAreRefusedAtRegisterWithAClearMessage() {
         TensorWrapper.RawCudaIpc cuda = new TensorWrapper.RawCudaIpc(new byte[64], 0, 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "00000000-0000-0000-0000-000000000000");
-        LayoutException e = assertThrows(LayoutException.class, () -> CopyPath.open(List.of(cuda), new ShmSegments(false, new ServerMetrics()),
+        LayoutException e = assertThrows(LayoutException.class, () -> CopyPath.open(List.of(cuda), shm(),
                 GpuBackend.none(), null, (what, release) -> true, null));
         assertTrue(e.getMessage().startsWith("CUDA IPC tensors need the CUDA path"), e.getMessage());
         assertEquals(0, GpuBackend.none().eventPoller().doWork());

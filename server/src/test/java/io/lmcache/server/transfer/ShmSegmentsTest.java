@@ -4,13 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -24,13 +24,15 @@ import org.junit.jupiter.api.Test;
 class ShmSegmentsTest {
     private static final String COUNTER = "lmcache_mp.shm_segments_refused";
     private final ServerMetrics metrics = new ServerMetrics();
-    private final ShmSegments segments = new ShmSegments(false, metrics);
+    private final SegmentMappings mappings = new SegmentMappings(new SegmentMappings.Caps(1000, 1L << 40, 65_530));
+    private final ShmSegments segments = new ShmSegments(false, null, mappings, metrics);
     private final List<Path> created = new ArrayList<>();
-    private final Arena arena = Arena.ofShared();
+    private final List<ShmSegments.Segment> mapped = new ArrayList<>();
 
     @AfterEach
     void cleanUp() throws IOException {
-        arena.close();
+        mapped.forEach(segment -> mappings.release(segment.mapping()));
+        assertEquals(0, mappings.segments(), "every use released: nothing stays mapped");
         for (Path path : created.reversed()) {
             Files.deleteIfExists(path);
         }
@@ -57,17 +59,29 @@ class ShmSegmentsTest {
         return link;
     }
 
+    private ShmSegments.Segment map(ShmSegments from, String name, long nbytes) throws LayoutException {
+        ShmSegments.Segment segment = from.map(0, name, nbytes);
+        mapped.add(segment);
+        return segment;
+    }
+
     private void assertRefused(String name, long nbytes, String reason) {
+        assertRefused(segments, name, nbytes, reason);
+    }
+
+    private void assertRefused(ShmSegments from, String name, long nbytes, String reason) {
         double before = metrics.count(COUNTER, "reason", reason);
-        assertThrows(LayoutException.class, () -> segments.map(0, name, nbytes, arena), name);
+        int mappedBefore = mappings.segments();
+        assertThrows(LayoutException.class, () -> from.map(0, name, nbytes), name);
         assertEquals(before + 1, metrics.count(COUNTER, "reason", reason), reason);
+        assertEquals(mappedBefore, mappings.segments(), "a refused segment maps nothing");
     }
 
     @Test
     void aRegularSegmentOfOursMapsAndStaysAlive() throws Exception {
         Path path = shmFile(8192);
-        ShmSegments.Segment segment = segments.map(0, "/" + path.getFileName(), 4096, arena);
-        assertEquals(4096, segment.memory().byteSize());
+        ShmSegments.Segment segment = map(segments, "/" + path.getFileName(), 4096);
+        assertEquals(4096, segment.mapping().memory.byteSize());
         assertNull(ShmSegments.checkAlive(segment));
     }
 
@@ -86,7 +100,7 @@ class ShmSegmentsTest {
     @Test
     void aSegmentReplacedByALinkAfterRegistrationIsDead() throws Exception {
         Path path = shmFile(4096);
-        ShmSegments.Segment segment = segments.map(0, path.getFileName().toString(), 4096, arena);
+        ShmSegments.Segment segment = map(segments, path.getFileName().toString(), 4096);
         Files.delete(path);
         Files.createSymbolicLink(path, tempTarget(new byte[4096]));
         assertNotNull(ShmSegments.checkAlive(segment));
@@ -118,8 +132,8 @@ class ShmSegmentsTest {
         assumeTrue(ownUid == 0, "needs root to chown");
         Files.setAttribute(path, "unix:uid", 65534);
         assertRefused(path.getFileName().toString(), 4096, "owner");
-        ShmSegments anyOwner = new ShmSegments(true, metrics);
-        assertEquals(4096, anyOwner.map(0, path.getFileName().toString(), 4096, arena).memory().byteSize());
+        ShmSegments anyOwner = new ShmSegments(true, null, mappings, metrics);
+        assertEquals(4096, map(anyOwner, path.getFileName().toString(), 4096).mapping().memory.byteSize());
     }
 
     /**
@@ -142,5 +156,59 @@ class ShmSegmentsTest {
             NoFollowOpen.close(fd);
         }
         assertEquals(-NoFollowOpen.ELOOP, NoFollowOpen.open(shmLink(segment)));
+    }
+
+    @Test
+    void oneFileIsMappedOnceWhateverItsNamesAndUsers() throws Exception {
+        Path path = shmFile(8192);
+        ShmSegments.Segment first = map(segments, path.getFileName().toString(), 4096);
+        ShmSegments.Segment again = map(segments, "/" + path.getFileName(), 4096);
+        assertSame(first.mapping(), again.mapping(), "one mapping for one inode");
+        assertEquals(1, mappings.segments());
+        ShmSegments.Segment longer = map(segments, path.getFileName().toString(), 8192);
+        assertEquals(2, mappings.segments(), "a longer view maps again; the shorter lives on for its users");
+        assertSame(longer.mapping(), map(segments, path.getFileName().toString(), 100).mapping(), "later users share the longest");
+        mappings.release(first.mapping());
+        mapped.remove(first);
+        assertEquals(2, mappings.segments(), "the shorter mapping still has a user");
+        mappings.release(again.mapping());
+        mapped.remove(again);
+        assertEquals(1, mappings.segments(), "its last user gone, it is unmapped");
+    }
+
+    @Test
+    void theServersPoolIsRefusedByInodeWhateverTheName() throws Exception {
+        Path pool = shmFile(4096);
+        Object poolKey = Files.readAttributes(pool, "unix:fileKey").get("fileKey");
+        ShmSegments guarded = new ShmSegments(false, poolKey, mappings, metrics);
+        assertRefused(guarded, pool.getFileName().toString(), 4096, "server_pool");
+        assertRefused(guarded, "/" + pool.getFileName(), 4096, "server_pool");
+        Path renamed = Path.of("/dev/shm", pool.getFileName() + "_renamed");
+        Files.move(pool, renamed);
+        created.add(renamed);
+        assertRefused(guarded, renamed.getFileName().toString(), 4096, "server_pool");
+        Path hardLink = Path.of("/dev/shm", pool.getFileName() + "_hard");
+        Files.createLink(hardLink, renamed);
+        created.add(hardLink);
+        assertRefused(guarded, hardLink.getFileName().toString(), 4096, "server_pool");
+        assertNotNull(map(guarded, shmFile(4096).getFileName().toString(), 4096), "other files still map");
+    }
+
+    @Test
+    void theServerWideBudgetRefusesAndChangesNothing() throws Exception {
+        SegmentMappings small = new SegmentMappings(new SegmentMappings.Caps(2, 12_288, 65_530));
+        ShmSegments budgeted = new ShmSegments(false, null, small, metrics);
+        ShmSegments.Segment a = budgeted.map(0, shmFile(4096).getFileName().toString(), 4096);
+        ShmSegments.Segment b = budgeted.map(0, shmFile(8192).getFileName().toString(), 8192);
+        double before = metrics.count(COUNTER, "reason", "server_segment_cap");
+        assertThrows(LayoutException.class, () -> budgeted.map(0, shmFile(4096).getFileName().toString(), 4096));
+        assertEquals(before + 1, metrics.count(COUNTER, "reason", "server_segment_cap"));
+        small.release(b.mapping());
+        double bytesBefore = metrics.count(COUNTER, "reason", "server_byte_cap");
+        assertThrows(LayoutException.class, () -> budgeted.map(0, shmFile(16_384).getFileName().toString(), 12_288));
+        assertEquals(bytesBefore + 1, metrics.count(COUNTER, "reason", "server_byte_cap"));
+        assertEquals(1, small.segments());
+        small.release(a.mapping());
+        assertEquals(0, small.segments());
     }
 }
