@@ -5,6 +5,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.metrics.LookupMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Op;
@@ -94,9 +95,12 @@ public final class LookupModule {
             BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
                     LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
-        } else if (range.endChunk() > 0 && !geometry.plain()) {
+        } else if (range.endChunk() == 0) {
+            // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)
+            metrics.lookups().earlyExit(key.modelName(), key.cacheSalt(), LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
+        } else if (!geometry.plain()) {
             hits = lookupGroups(key, geometry, range.endChunk());
-        } else if (range.endChunk() > 0) {
+        } else {
             int endChunk = range.endChunk();
             long[] hashes = new long[2 * endChunk];
             List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -121,8 +125,8 @@ public final class LookupModule {
                 return Reply.NONE;
             }
             leases.put(key.requestId(), locks, key.worldSize(), Math.max(0, key.numKvReaders()));
-            metrics.lookup(key.modelName(), key.cacheSalt(), (long) range.endChunk() * chunkSize, (long) hits * chunkSize);
-            metrics.lookupSplit((long) hits * chunkSize, 0, (long) hits * key.worldSize(), 0);
+            metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hits * chunkSize, 0,
+                    (long) hits * key.worldSize(), 0);
         }
         results.put(key.requestId(), hits);
         return Reply.NONE;
@@ -134,7 +138,9 @@ public final class LookupModule {
         WindowedLookup.Locked locked = WindowedLookup.lookup(store, key, geometry, ChunkHashes.of(key, chunkSize, endChunk), endChunk,
                 readers);
         leases.put(key.requestId(), locked.locks(), locked.chunks(), locked.ranks(), readers);
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) locked.hits() * chunkSize);
+        // L1 only: the whole hit is L1's; its objects are the locks taken (one per object held for the hit)
+        metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) locked.hits() * chunkSize, 0,
+                locked.locks().size(), 0);
         return locked.hits();
     }
 
@@ -149,9 +155,8 @@ public final class LookupModule {
     private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
         int readers = Math.max(0, key.numKvReaders());
         // counters before the result: a worker that has its answer finds the LOOKUP counted
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hitChunks * chunkSize);
-        metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
-                l2Keys);
+        metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) l1Hits * chunkSize,
+                (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys, l2Keys);
         if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
             // the request ended (or looked up again) meanwhile: nobody will retrieve these
             for (int i = locks.size() - 1; i >= 0; i--) {
