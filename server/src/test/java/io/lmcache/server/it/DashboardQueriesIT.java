@@ -161,6 +161,17 @@ class DashboardQueriesIT {
         JSON.readTree(ROOT.resolve("deploy/grafana/lmcache-official-dashboard-queries.json").toFile()).get("queries")
                 .forEach(query -> queries.add(query.get("expr").asText()));
         assertEquals(Set.of(), names.unlisted(queries), "series the official dashboard queries that the name list leaves out");
+        String sources;
+        try (Stream<Path> files = Files.walk(ROOT.resolve("server/src/main/java"))) {
+            StringBuilder text = new StringBuilder();
+            for (Path file : files.filter(f -> f.toString().endsWith(".java")).toList()) {
+                text.append(Files.readString(file));
+            }
+            sources = text.toString();
+        }
+        for (String name : names.faultCounterSourceNames()) {
+            assertTrue(sources.contains('"' + name + '"'), "the fault counter " + name + " is made under this name");
+        }
         // per round 6 LOOKUPs (4 from L1, 1 through L2, 1 early exit); the split adds up, the deprecated aliases follow it
         assertEquals(12, Http.metric(lastScrape, "lmcache_mp_lookups_requests_total", "model_name", "dash/model"));
         assertEquals(2, Http.metric(lastScrape, "lmcache_mp_lookup_early_exit_requests_total", "reason", "empty_chunk_hashes"));

@@ -19,6 +19,7 @@ class MetricNameListTest {
                 # a comment
                 lmcache_mp_lookups_requests_total counter model_name,cache_salt
                 lmcache_mp_copy_seconds histogram
+                lmcache_mp_l1_read_failure_chunks_total fault-counter reason
                 lmcache_mp_event_bus_* exempt: no event bus here
                 lmcache_mp_l0_block_lifetime_seconds exempt: not built
                 """);
@@ -33,7 +34,8 @@ class MetricNameListTest {
                 lmcache_mp_copy_seconds_count 1.0
                 lmcache_mp_copy_seconds_sum 0.5
                 """);
-        assertEquals(List.of(), list().problems(scrape));
+        assertEquals(List.of(), list().problems(scrape), "a fault counter may be absent");
+        assertEquals(List.of("lmcache_mp.l1_read_failure_chunks"), list().faultCounterSourceNames());
     }
 
     @Test
@@ -46,8 +48,10 @@ class MetricNameListTest {
                 """);
         assertEquals(List.of("lmcache_mp_lookups_requests_total (counter) is not exported", "lmcache_mp_copy_seconds_sum (histogram) is not exported",
                 "lmcache_mp_event_bus_queue_depth is exported now: drop its exemption (no event bus here)"), list().problems(scrape));
-        Scrape unlabelled = Scrape.parse("lmcache_mp_lookups_requests_total{model_name=\"m\"} 2.0\n");
-        assertEquals("lmcache_mp_lookups_requests_total has no label cache_salt", list().problems(unlabelled).getFirst());
+        Scrape unlabelled = Scrape.parse("lmcache_mp_lookups_requests_total{model_name=\"m\"} 2.0\nlmcache_mp_l1_read_failure_chunks_total 1.0\n");
+        assertEquals(List.of("lmcache_mp_lookups_requests_total has no label cache_salt", "lmcache_mp_copy_seconds_bucket (histogram) is not exported",
+                "lmcache_mp_copy_seconds_count (histogram) is not exported", "lmcache_mp_copy_seconds_sum (histogram) is not exported",
+                "lmcache_mp_l1_read_failure_chunks_total has no label reason"), list().problems(unlabelled), "a fault counter that is there is checked");
     }
 
     @Test
