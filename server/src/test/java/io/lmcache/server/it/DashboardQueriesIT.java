@@ -41,7 +41,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * LMCache's official dashboard that applies here (deploy/grafana/lmcache-official-dashboard-queries.json)
  * and of ours evaluated over the two scrapes as Prometheus would: each must return data. The alert
  * rules are evaluated the same way, and {@code promtool} (Debian's prometheus package) checks the
- * scrape and the rules when it is installed (CI requires it: LMCACHE_REQUIRE_PROMTOOL=1).
+ * scrape and the rules when it is installed (CI requires it: LMCACHE_REQUIRE_PROMTOOL=1). The scrape is also held
+ * against testdata/lmcache-metric-names.txt, every name LMCache's MP metrics and dashboard use, so a rename fails here.
  */
 @ExtendWith(ServerLogOnFailure.class)
 class DashboardQueriesIT {
