@@ -4,6 +4,7 @@ import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.CudaEventsAgent;
 import io.lmcache.server.config.DeviceMode;
+import io.lmcache.server.config.StartupException;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.metrics.MetricsBinder;
@@ -25,28 +26,37 @@ final class GpuPart {
     private static final Logger LOG = LoggerFactory.getLogger(GpuPart.class);
 
     private final GpuBackend backend;
+    /** What {@link #logPath} says: the open logs nothing, as it runs before the start banner. */
+    private final String path;
 
-    private GpuPart(GpuBackend backend) {
+    private GpuPart(GpuBackend backend, String path) {
         this.backend = backend;
+        this.path = path;
     }
 
-    /** Opens the CUDA backend, or the host-only one (said in the log either way). */
+    /**
+     * Opens the CUDA backend, or the host-only one; logs nothing and allocates nothing else, so a refused {@code --device cuda}
+     * (a {@link StartupException}: one line, exit 2) leaves no banner and no pool behind.
+     */
     static GpuPart open(DeviceMode mode) {
         if (mode == DeviceMode.HOST) {
-            LOG.info("device path: host only (--device host): serving CPU shared-memory workers");
-            return new GpuPart(GpuBackend.none());
+            return new GpuPart(GpuBackend.none(), "host only (--device host): serving CPU shared-memory workers");
         }
         try {
             GpuBackend backend = GpuBackend.open();
-            LOG.info("device path: CUDA ({}); GPU workers over CUDA IPC, CPU workers over shared memory", backend.describe());
-            return new GpuPart(backend);
+            return new GpuPart(backend, "CUDA (" + backend.describe() + "); GPU workers over CUDA IPC, CPU workers over shared memory");
         } catch (CudaException | LinkageError e) {
             if (mode == DeviceMode.CUDA) {
-                throw new IllegalStateException("--device cuda: no usable CUDA driver or GPU: " + e.getMessage(), e);
+                throw new StartupException("--device cuda", "no usable CUDA driver or GPU on this host (" + Main.oneLine(e)
+                        + "); use --device auto or host to serve CPU workers");
             }
-            LOG.info("device path: host only (CUDA not available: {}); serving CPU shared-memory workers", e.getMessage());
-            return new GpuPart(GpuBackend.none());
+            return new GpuPart(GpuBackend.none(), "host only (CUDA not available: " + e.getMessage() + "); serving CPU shared-memory workers");
         }
+    }
+
+    /** Says in the log which device path the server took (after the start banner). */
+    void logPath() {
+        LOG.info("device path: {}", path);
     }
 
     /** What the transfer module opens CUDA tensors and copies with (the null object refuses CUDA tensors). */

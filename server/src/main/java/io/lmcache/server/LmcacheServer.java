@@ -73,14 +73,14 @@ public final class LmcacheServer implements AutoCloseable {
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
-    private LmcacheServer(ServerConfig config) {
+    private LmcacheServer(ServerConfig config, GpuPart gpu) {
         this.config = config;
+        this.gpu = gpu;
         this.metrics = new ServerMetrics(config.operator().serviceInstanceId());
         try {
             // runs on: the thread that calls close(); closed last, after every part that logs
             add("rate-limited log summaries", RateLimitedLog::flushPending);
-            l1 = add(new L1Tier(config));
-            gpu = GpuPart.open(config.device());
+            l1 = add(openL1(config, gpu));
             // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)
             add("GPU backend", gpu.closer(l1));
             cudaEvents = add(gpu.eventsRunner(agentErrors));
@@ -136,6 +136,16 @@ public final class LmcacheServer implements AutoCloseable {
         }
     }
 
+    /** The pool; the GPU backend, opened before it, is closed here when the pool cannot be made (later, it is a part). */
+    private static L1Tier openL1(ServerConfig config, GpuPart gpu) {
+        try {
+            return new L1Tier(config);
+        } catch (RuntimeException | Error e) {
+            gpu.backend().close();
+            throw e;
+        }
+    }
+
     /** Records a part to close (null: nothing to close); returns it. */
     private <T extends AutoCloseable> T add(T part) {
         parts.add(part);
@@ -149,8 +159,19 @@ public final class LmcacheServer implements AutoCloseable {
 
     /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
     public static LmcacheServer start(ServerConfig config) {
+        return start(config, List.of());
+    }
+
+    /**
+     * As {@link #start(ServerConfig)}, logging the configuration's {@code warnings} first. The GPU is opened before anything is
+     * logged or allocated: {@code --device cuda} on a host without one is refused ({@code StartupException}) with nothing behind.
+     */
+    public static LmcacheServer start(ServerConfig config, List<String> warnings) {
+        GpuPart gpu = GpuPart.open(config.device());
+        warnings.forEach(LOG::warn);
         LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), config.instanceId(), config.describe());
-        LmcacheServer server = new LmcacheServer(config);
+        gpu.logPath();
+        LmcacheServer server = new LmcacheServer(config, gpu);
         try {
             server.startParts();
         } catch (RuntimeException | Error e) {

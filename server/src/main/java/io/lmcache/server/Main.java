@@ -5,8 +5,6 @@ import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.agent.NamedThreads;
 import java.util.concurrent.TimeUnit;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * {@code lmcache-server}: parse the command line, start the server, stop it on SIGTERM/SIGINT. Every
@@ -28,12 +26,10 @@ public final class Main {
             return;
         }
         ConfigLoader.Outcome.Run run = (ConfigLoader.Outcome.Run) outcome;
-        Logger log = LoggerFactory.getLogger(Main.class);
-        run.warnings().forEach(log::warn);
         ServerConfig config = run.config();
         LmcacheServer server;
         try {
-            server = LmcacheServer.start(config);
+            server = LmcacheServer.start(config, run.warnings());
         } catch (StartupException e) {
             System.err.print(ConfigLoader.errorLine(e.getMessage()));
             System.exit(ConfigLoader.EXIT_USAGE);

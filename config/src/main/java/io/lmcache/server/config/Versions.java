@@ -7,14 +7,15 @@ import java.util.Properties;
 import picocli.CommandLine.IVersionProvider;
 
 /**
- * The build's version and commit, read from a resource Maven filters at build time. The commit comes
- * from the build's {@code -Dlmcache.commit=...} (bin/lmcache-server and the Dockerfile pass it; a bare
- * {@code mvn package} leaves "unknown").
+ * The build's version and commit, read from a resource Maven filters at build time. The commit is the
+ * build's {@code -Dlmcache.commit=...} when it was given one (the Dockerfile, which builds without
+ * {@code .git}; bin/lmcache-server, which adds {@code -dirty}), else the checkout's HEAD that
+ * buildnumber-maven-plugin found, so a plain {@code mvn package} or {@code mvn verify} names it too.
  */
 public final class Versions implements IVersionProvider {
     private static final Properties BUILD = load();
     private static final String VERSION = BUILD.getProperty("version", "unknown");
-    private static final String COMMIT = commitOf(BUILD.getProperty("commit", ""));
+    private static final String COMMIT = commitOf(BUILD.getProperty("commit", ""), BUILD.getProperty("git.commit", ""));
 
     public static String version() {
         return VERSION;
@@ -42,6 +43,12 @@ public final class Versions implements IVersionProvider {
             "LMCache MP wire protocol: frozen op ids 1..34 and string op names",
             "Java " + Runtime.version()
         };
+    }
+
+    /** The explicit commit when it is one, else the checkout's, else "unknown". */
+    static String commitOf(String explicit, String checkout) {
+        String given = commitOf(explicit);
+        return given.equals("unknown") ? commitOf(checkout) : given;
     }
 
     /** A filtered value, or "unknown" when the build did not set it (the placeholder is left as is). */

@@ -133,7 +133,7 @@ public final class RequestLoop implements AutoCloseable {
             router.bind(endpoint);
         } catch (ZMQException e) {
             context.close();
-            throw new IllegalStateException("cannot bind the ZeroMQ ROUTER to " + endpoint + ": " + e.getMessage(), e);
+            throw ZmqBindFailure.of(endpoint, e);
         }
         router.setReceiveTimeOut(RECEIVE_TIMEOUT_MS);
         // the wake-up path: a DEALER with a reserved identity, connected in-process to this ROUTER

@@ -64,8 +64,8 @@ public final class ActivityLog implements Agent {
         long nowRetrieves = metrics.requests(Op.RETRIEVE) + metrics.requests(Op.PREPARE_RETRIEVE);
         long nowLookups = metrics.requests(Op.LOOKUP);
         long nowBytes = metrics.storeBytes() + metrics.retrieveBytes();
-        long nowRequested = metrics.lookupRequestedTokens();
-        long nowHits = metrics.lookupHitTokens();
+        long nowRequested = metrics.lookups().requestedTokens();
+        long nowHits = metrics.lookups().hitTokens();
         long dStores = nowStores - stores;
         long dRetrieves = nowRetrieves - retrieves;
         long dLookups = nowLookups - lookups;

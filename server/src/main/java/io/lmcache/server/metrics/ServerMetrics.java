@@ -62,11 +62,6 @@ public final class ServerMetrics {
     private final LongAdder shortMessages;
     private final LongAdder oversizedEnvelopes;
     private final LongAdder ignoredFrames;
-    private final LongAdder lookupRequestedTokens = new LongAdder();
-    private final LongAdder lookupHitTokens = new LongAdder();
-    /** model name → cache salt → {requested, hit}: LMCache labels the lookup counters with both. */
-    private final Map<String, Map<String, LongAdder[]>> lookupTokens = new ConcurrentHashMap<>();
-    private final LongAdder[] lookupSplit = new LongAdder[4];
     private final LongAdder storeBytes;
     private final LongAdder retrieveBytes;
     private final LongAdder storeNanos;
@@ -75,6 +70,7 @@ public final class ServerMetrics {
     private final String serviceInstanceId;
     private final LabelValues labels = new LabelValues(this);
     private final TransferMetrics transfers;
+    private final LookupMetrics lookups;
 
     /** Without an instance label (tests). */
     public ServerMetrics() {
@@ -124,10 +120,7 @@ public final class ServerMetrics {
         shortMessages = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "fewer_than_3_frames");
         oversizedEnvelopes = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "oversized_envelope");
         ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
-        lookupSplit[0] = counter("lmcache_mp.lookup_hit_l1", "tokens of LOOKUP hits found in L1");
-        lookupSplit[1] = counter("lmcache_mp.lookup_hit_l2", "tokens of LOOKUP hits loaded from L2");
-        lookupSplit[2] = counter("lmcache_mp.lookup_hit_l1_keys", "objects of LOOKUP hits found in L1 (one per chunk, kv rank and object group)");
-        lookupSplit[3] = counter("lmcache_mp.lookup_hit_l2_keys", "objects of LOOKUP hits loaded from L2");
+        lookups = new LookupMetrics(this, labels);
         storeBytes = counter("lmcache_mp.store_bytes", "bytes copied into L1 by STORE");
         retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
         storeNanos = new LongAdder();
@@ -246,25 +239,9 @@ public final class ServerMetrics {
         ignoredFrames.add(count);
     }
 
-    /** A LOOKUP's tokens asked for and found, under LMCache's model_name and cache_salt labels. */
-    public void lookup(String model, String cacheSalt, long requestedTokens, long hitTokens) {
-        lookupRequestedTokens.add(requestedTokens);
-        lookupHitTokens.add(hitTokens);
-        Map<String, LongAdder[]> bySalt = lookupTokens.get(model);
-        LongAdder[] pair = bySalt == null ? null : bySalt.get(cacheSalt);
-        if (pair == null) {
-            // first LOOKUP of this model and salt: its two series (later lookups find them without allocating)
-            String modelLabel = labels.of("model_name", model);
-            String saltLabel = labels.of("cache_salt", cacheSalt);
-            LongAdder[] created = {
-                declare("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)", "model_name", modelLabel,
-                        "cache_salt", saltLabel),
-                declare("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)", "model_name", modelLabel,
-                        "cache_salt", saltLabel)};
-            pair = lookupTokens.computeIfAbsent(model, m -> new ConcurrentHashMap<>()).computeIfAbsent(cacheSalt, s -> created);
-        }
-        pair[0].add(requestedTokens);
-        pair[1].add(hitTokens);
+    /** LMCache's lookup counters: tokens asked for and found by tier, lookups and early exits, per model_name and cache_salt. */
+    public LookupMetrics lookups() {
+        return lookups;
     }
 
     /** The L0-L1 copy series (LMCache's num_submitted/finished_*, throughput histograms, num_chunks_loaded). */
@@ -304,14 +281,6 @@ public final class ServerMetrics {
         return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
     }
 
-    /** A LOOKUP's hits by tier: tokens of chunks hit in L1 and of those loaded from L2, and the objects (keys) of each. */
-    public void lookupSplit(long l1Tokens, long l2Tokens, long l1Keys, long l2Keys) {
-        lookupSplit[0].add(l1Tokens);
-        lookupSplit[1].add(l2Tokens);
-        lookupSplit[2].add(l1Keys);
-        lookupSplit[3].add(l2Keys);
-    }
-
     public void stored(long bytes, long nanos) {
         storeBytes.add(bytes);
         storeNanos.add(nanos);
@@ -328,14 +297,6 @@ public final class ServerMetrics {
 
     public long retrieveBytes() {
         return retrieveBytes.sum();
-    }
-
-    public long lookupRequestedTokens() {
-        return lookupRequestedTokens.sum();
-    }
-
-    public long lookupHitTokens() {
-        return lookupHitTokens.sum();
     }
 
     public long requests(Op op) {

@@ -5,6 +5,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.metrics.LookupMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Op;
@@ -95,6 +96,8 @@ public final class LookupModule {
             metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
             results.put(key.requestId(), 0);
         } else if (range.endChunk() == 0) {
+            // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)
+            metrics.lookups().earlyExit(key.modelName(), key.cacheSalt(), LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
             results.put(key.requestId(), 0);
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
@@ -199,10 +202,9 @@ public final class LookupModule {
             return;
         }
         // counters before the result: a worker that has its answer finds the LOOKUP counted
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) pass.endChunk * chunkSize, (long) found.hits() * chunkSize);
-        if (pass.groups == null) {
-            metrics.lookupSplit((long) found.hits() * chunkSize, 0, (long) found.hits() * key.worldSize(), 0);
-        }
+        // with several object groups, L1 only: the hit's objects are the locks taken (one per object held for the hit)
+        metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) pass.endChunk * chunkSize, (long) found.hits() * chunkSize, 0,
+                pass.groups == null ? (long) found.hits() * key.worldSize() : found.locks().size(), 0);
         Runnable lease = pass.groups == null ? () -> leases.put(key.requestId(), found.locks(), key.worldSize(), readers)
                 : () -> leases.put(key.requestId(), found.locks(), found.chunks(), found.ranks(), readers);
         if (token == 0) {
@@ -230,9 +232,8 @@ public final class LookupModule {
     private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
         int readers = Math.max(0, key.numKvReaders());
         // counters before the result: a worker that has its answer finds the LOOKUP counted
-        metrics.lookup(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) hitChunks * chunkSize);
-        metrics.lookupSplit((long) l1Hits * chunkSize, (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys,
-                l2Keys);
+        metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) l1Hits * chunkSize,
+                (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys, l2Keys);
         if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
             release(locks, readers); // the request ended (or looked up again) meanwhile: nobody will retrieve these
         }

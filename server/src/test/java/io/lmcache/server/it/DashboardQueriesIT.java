@@ -11,6 +11,7 @@ import com.fasterxml.jackson.dataformat.yaml.YAMLMapper;
 import io.lmcache.server.protocol.testing.Golden;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.MetricNameList;
 import io.lmcache.server.testing.Processes;
 import io.lmcache.server.testing.PromQl;
 import io.lmcache.server.testing.Scrape;
@@ -40,7 +41,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * LMCache's official dashboard that applies here (deploy/grafana/lmcache-official-dashboard-queries.json)
  * and of ours evaluated over the two scrapes as Prometheus would: each must return data. The alert
  * rules are evaluated the same way, and {@code promtool} (Debian's prometheus package) checks the
- * scrape and the rules when it is installed (CI requires it: LMCACHE_REQUIRE_PROMTOOL=1).
+ * scrape and the rules when it is installed (CI requires it: LMCACHE_REQUIRE_PROMTOOL=1). The scrape is also held
+ * against testdata/lmcache-metric-names.txt, every name LMCache's MP metrics and dashboard use, so a rename fails here.
  */
 @ExtendWith(ServerLogOnFailure.class)
 class DashboardQueriesIT {
@@ -114,6 +116,8 @@ class DashboardQueriesIT {
         assertEquals(fromL2 + 2, Http.metric(server, "lmcache_mp_lookup_hit_l2_keys_total"), "both chunks missed L1 and were loaded from L2");
         assertTrue(worker.retrieve(prompts[0], 0, 512, JavaWorker.range(0, 32), 0, back));
         assertTrue(worker.store(prompts[0], 0, 512, JavaWorker.range(0, 32), "again-" + round));
+        // fewer tokens than a chunk: LMCache's early exit (no probe, 0 hits)
+        assertEquals(0, worker.lookup(JavaWorker.tokens(5000L + round, 100), 100, "short-" + round, 1, 1));
         // the eviction loop ticks every 250 ms: let it turn a few times inside the window
         TimeUnit.MILLISECONDS.sleep(1200);
     }
@@ -147,6 +151,37 @@ class DashboardQueriesIT {
         assertEquals(68, list.get("queries").size(), "every Prometheus query of the official dashboard is listed");
         assertEquals(47, applicable);
         assertTrue(empty.isEmpty(), "queries without data:\n" + String.join("\n", empty));
+    }
+
+    @Test
+    void everyMetricNameOfLmcacheIsExportedOrExemptWithAReason() throws Exception {
+        MetricNameList names = MetricNameList.read(ROOT.resolve("testdata/lmcache-metric-names.txt"));
+        List<String> problems = names.problems(Scrape.parse(lastScrape));
+        assertTrue(problems.isEmpty(), "testdata/lmcache-metric-names.txt against /metrics:\n" + String.join("\n", problems));
+        List<String> queries = new ArrayList<>();
+        JSON.readTree(ROOT.resolve("deploy/grafana/lmcache-official-dashboard-queries.json").toFile()).get("queries")
+                .forEach(query -> queries.add(query.get("expr").asText()));
+        assertEquals(Set.of(), names.unlisted(queries), "series the official dashboard queries that the name list leaves out");
+        String sources;
+        try (Stream<Path> files = Files.walk(ROOT.resolve("server/src/main/java"))) {
+            StringBuilder text = new StringBuilder();
+            for (Path file : files.filter(f -> f.toString().endsWith(".java")).toList()) {
+                text.append(Files.readString(file));
+            }
+            sources = text.toString();
+        }
+        for (String name : names.faultCounterSourceNames()) {
+            assertTrue(sources.contains('"' + name + '"'), "the fault counter " + name + " is made under this name");
+        }
+        // per round 6 LOOKUPs (4 from L1, 1 through L2, 1 early exit); the split adds up, the deprecated aliases follow it
+        assertEquals(12, Http.metric(lastScrape, "lmcache_mp_lookups_requests_total", "model_name", "dash/model"));
+        assertEquals(2, Http.metric(lastScrape, "lmcache_mp_lookup_early_exit_requests_total", "reason", "empty_chunk_hashes"));
+        double l1 = Http.metric(lastScrape, "lmcache_mp_lookup_hit_l1_tokens_total");
+        double l2 = Http.metric(lastScrape, "lmcache_mp_lookup_hit_l2_tokens_total");
+        assertEquals(2 * 512, l2, "the oldest prompt's two chunks came from L2 in each round");
+        assertEquals(Http.metric(lastScrape, "lmcache_mp_lookup_hit_tokens_total"), l1 + l2);
+        assertEquals(l1, Http.metric(lastScrape, "lmcache_mp_lookup_hit_l1_total"), "the deprecated alias");
+        assertEquals(l2, Http.metric(lastScrape, "lmcache_mp_lookup_hit_l2_total"), "the deprecated alias");
     }
 
     @Test

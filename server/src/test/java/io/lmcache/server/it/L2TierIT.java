@@ -142,8 +142,8 @@ class L2TierIT {
             }
             assertEquals(0, Http.metric(second, "lmcache_mp_num_inflight_l2_loads"), "the load answered: no longer in flight");
             assertEquals(0, Http.metric(second, "lmcache_mp_inflight_load_memory_usage_bytes"));
-            assertEquals(CHUNKS * CHUNK, Http.metric(second, "lmcache_mp_lookup_hit_l2_total"));
-            assertEquals(0, Http.metric(second, "lmcache_mp_lookup_hit_l1_total"));
+            assertEquals(CHUNKS * CHUNK, Http.metric(second, "lmcache_mp_lookup_hit_l2_tokens_total"));
+            assertEquals(0, Http.metric(second, "lmcache_mp_lookup_hit_l1_tokens_total"));
             assertEquals(CHUNKS, Http.metric(second, "lmcache_mp_l2_prefetch_load_completed_chunks_total"));
             assertRetrievesExactly(worker, CHUNKS, "after-restart");
             // the loaded objects were temporary: the RETRIEVE gave back their only read locks, and they left L1

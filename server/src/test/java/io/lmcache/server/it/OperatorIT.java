@@ -219,7 +219,20 @@ class OperatorIT {
             String expected = commit.equals("unknown") ? "0.1.0" : "0.1.0+" + hex.substring(0, Math.min(12, hex.length()))
                     + (commit.endsWith("-dirty") ? "-dirty" : "");
             assertEquals(expected, version, "the commit as build metadata");
+            // bin/lmcache-server, when it rebuilds a changed checkout, adds -dirty
+            assertEquals(builtCommit(), hex, "a plain mvn verify records the checkout's HEAD (an explicit -Dlmcache.commit wins)");
             assertEquals("0660", JSON.readTree(Http.get(server.httpBase() + "/config").body()).at("/mp/shm_mode").asText());
         }
+    }
+
+    /** The commit the build was given (-Dlmcache.commit), else the checkout's HEAD: what the jar must name. */
+    private static String builtCommit() throws Exception {
+        String given = System.getProperty("lmcache.commit", "");
+        if (given.matches("[0-9a-f]{7,40}(-dirty)?")) {
+            return given.replace("-dirty", "");
+        }
+        Processes.Result head = Processes.run(new ProcessBuilder("git", "-C", ROOT.toString(), "rev-parse", "HEAD"), Duration.ofSeconds(30));
+        assertEquals(0, head.exitCode(), "CI and bin/run-tests build a git checkout: " + head.stderr());
+        return head.stdout().strip();
     }
 }

@@ -127,7 +127,7 @@ class RedisL2IT {
             assertEquals(CHUNKS, Http.metric(a, "lmcache_mp_l2_store_completed_objects_chunks_total"));
             assertEquals(0, Http.metric(b, "lmcache_mp_l1_objects"), "B never stored anything");
             assertEquals(CHUNKS, lookup(wb, tokens, "b-lookup"));
-            assertEquals(CHUNKS * CHUNK, Http.metric(b, "lmcache_mp_lookup_hit_l2_total"), "every chunk came from the cluster");
+            assertEquals(CHUNKS * CHUNK, Http.metric(b, "lmcache_mp_lookup_hit_l2_tokens_total"), "every chunk came from the cluster");
             assertRetrievesExactly(wb, tokens, CHUNKS, "b-lookup");
             JsonNode status = adapterStatus(b);
             assertEquals("ValkeyL2Adapter", status.get("type").asText());

@@ -39,10 +39,31 @@ class ServerMetricsTest {
     }
 
     @Test
+    void lookupsCountAsLmcachesLookupSubscriberDoesWithTheOldSplitAsDeprecatedAliases() {
+        ServerMetrics metrics = new ServerMetrics("pod-1");
+        metrics.lookups().completed("m", "s", 1024, 256, 512, 2, 4);
+        metrics.lookups().earlyExit("m", "s", LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
+        String scrape = metrics.scrape();
+        assertEquals(2, Http.metric(scrape, "lmcache_mp_lookups_requests_total", "model_name", "m", "cache_salt", "s"), "early exits included");
+        assertEquals(1, Http.metric(scrape, "lmcache_mp_lookup_early_exit_requests_total", "cache_salt", "s", "reason", "empty_chunk_hashes"));
+        assertEquals(1024, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "model_name", "m"), "an early exit asks for 0 tokens");
+        assertEquals(768, Http.metric(scrape, "lmcache_mp_lookup_hit_tokens_total", "model_name", "m"));
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_hit_l1_tokens_total", "model_name", "m", "cache_salt", "s"));
+        assertEquals(512, Http.metric(scrape, "lmcache_mp_lookup_hit_l2_tokens_total", "model_name", "m", "cache_salt", "s"));
+        assertEquals(2, Http.metric(scrape, "lmcache_mp_lookup_hit_l1_keys_total", "model_name", "m"));
+        assertEquals(4, Http.metric(scrape, "lmcache_mp_lookup_hit_l2_keys_total", "model_name", "m"));
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_hit_l1_total"), "the deprecated alias");
+        assertEquals(512, Http.metric(scrape, "lmcache_mp_lookup_hit_l2_total"), "the deprecated alias");
+        assertTrue(scrape.contains("# HELP lmcache_mp_lookup_hit_l1_total DEPRECATED"), "its help says so");
+        metrics.reset();
+        assertEquals(0, Http.metric(metrics.scrape(), "lmcache_mp_lookups_requests_total"));
+    }
+
+    @Test
     void wireLabelValuesAreBoundedAndTheOverflowIsCounted() {
         ServerMetrics metrics = new ServerMetrics("pod-1");
         for (int i = 0; i < LabelValues.LIMIT + 10; i++) {
-            metrics.lookup("model", "salt-" + i, 256, 0);
+            metrics.lookups().completed("model", "salt-" + i, 256, 0, 0, 0, 0);
         }
         String scrape = metrics.scrape();
         assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", "salt-0"));

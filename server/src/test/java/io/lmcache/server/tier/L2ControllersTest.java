@@ -275,8 +275,8 @@ class L2ControllersTest {
         Setup setup = prefetch(false, adapter);
         assertEquals(new Reply.Int(2), lookupAndRun(setup, "mixed"));
         assertEquals(3, metrics.prefetchLookupObjects.sum(), "chunks 1..3: chunk 0 was an L1 hit");
-        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l1").functionCounter().count(), 0.0, "one chunk's tokens from L1");
-        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l2").functionCounter().count(), 0.0, "one from L2");
+        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l1_tokens").functionCounter().count(), 0.0, "one chunk's tokens from L1");
+        assertEquals(CHUNK, serverMetrics.registry().find("lmcache_mp.lookup_hit_l2_tokens").functionCounter().count(), 0.0, "one from L2");
     }
 
     // --- store controller -----------------------------------------------------------------------

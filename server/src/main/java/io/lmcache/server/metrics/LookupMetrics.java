@@ -1,0 +1,134 @@
+package io.lmcache.server.metrics;
+
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * LMCache's lookup counters (its {@code LookupMetricsSubscriber}, fed by {@code MP_LOOKUP_PREFETCH_END}),
+ * one set per {@code model_name} and {@code cache_salt}: {@code lookup_requested_tokens} and
+ * {@code lookup_hit_tokens}; the hit split by tier, {@code lookup_hit_l1_tokens} (what L1 served on its
+ * own) and {@code lookup_hit_l2_tokens} (what an L2 load added), l1 + l2 == hit for every lookup; the
+ * hit objects by tier ({@code lookup_hit_l1_keys}, {@code lookup_hit_l2_keys}: one per chunk, kv rank
+ * and object group); {@code lookups_requests}, every completed LOOKUP, early exits included; and
+ * {@code lookup_early_exit_requests{reason}}, those that returned before probing the cache (they add 0
+ * tokens and 0 keys). A LOOKUP counts once, when its hit count is known (at once from L1, or when its
+ * L2 prefetch completes); a LOOKUP with an invalid key counts only in {@code lmcache_mp_bad_lookups_total}.
+ *
+ * <p>The unlabelled {@code lookup_hit_l1_total} and {@code lookup_hit_l2_total} are this server's
+ * earlier spelling of the tier split, kept for one release as deprecated aliases.
+ */
+public final class LookupMetrics {
+    private static final String DEPRECATED = "DEPRECATED, removed in the next release: use ";
+
+    /**
+     * Why a LOOKUP returned before probing the cache, as LMCache's {@code reason} label says it. LMCache
+     * has two more, {@code no_gpu_context} and {@code no_group_layout_descs}: it answers 0 to a LOOKUP for
+     * a model (and world size) no worker registered; this server looks such a LOOKUP up as any other.
+     */
+    public enum EarlyExit {
+        /** Fewer tokens than one chunk: nothing to look up. */
+        EMPTY_CHUNK_HASHES("empty_chunk_hashes");
+
+        private final String label;
+
+        EarlyExit(String label) {
+            this.label = label;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
+
+    /** One model's and salt's series; {@code earlyExits} indexed by {@link EarlyExit#ordinal()}. */
+    private record Series(LongAdder requested, LongAdder hit, LongAdder l1, LongAdder l2, LongAdder l1Keys, LongAdder l2Keys,
+            LongAdder lookups, LongAdder[] earlyExits) {}
+
+    private final ServerMetrics metrics;
+    private final LabelValues labels;
+    private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
+    private final LongAdder requestedTokens = new LongAdder();
+    private final LongAdder hitTokens = new LongAdder();
+    private final LongAdder deprecatedL1;
+    private final LongAdder deprecatedL2;
+
+    LookupMetrics(ServerMetrics metrics, LabelValues labels) {
+        this.metrics = metrics;
+        this.labels = labels;
+        deprecatedL1 = metrics.counter("lmcache_mp.lookup_hit_l1", DEPRECATED + "lmcache_mp_lookup_hit_l1_tokens_total");
+        deprecatedL2 = metrics.counter("lmcache_mp.lookup_hit_l2", DEPRECATED + "lmcache_mp_lookup_hit_l2_tokens_total");
+    }
+
+    /**
+     * A completed LOOKUP that probed the cache: {@code requestedTokens} (whole chunks) asked for, {@code l1Tokens} of its hit
+     * served by L1 on its own and {@code l2Tokens} more loaded from L2; {@code l1Keys} and {@code l2Keys} the objects of each.
+     */
+    public void completed(String model, String cacheSalt, long requestedTokens, long l1Tokens, long l2Tokens, long l1Keys, long l2Keys) {
+        Series s = series(model, cacheSalt);
+        s.lookups.increment();
+        s.requested.add(requestedTokens);
+        s.hit.add(l1Tokens + l2Tokens);
+        s.l1.add(l1Tokens);
+        s.l2.add(l2Tokens);
+        s.l1Keys.add(l1Keys);
+        s.l2Keys.add(l2Keys);
+        this.requestedTokens.add(requestedTokens);
+        hitTokens.add(l1Tokens + l2Tokens);
+        deprecatedL1.add(l1Tokens);
+        deprecatedL2.add(l2Tokens);
+    }
+
+    /** A completed LOOKUP that returned before probing the cache (0 tokens asked for, 0 found). */
+    public void earlyExit(String model, String cacheSalt, EarlyExit reason) {
+        Series s = series(model, cacheSalt);
+        s.lookups.increment();
+        s.earlyExits[reason.ordinal()].increment();
+    }
+
+    /** Tokens asked for by every LOOKUP so far (the activity log's rate). */
+    public long requestedTokens() {
+        return requestedTokens.sum();
+    }
+
+    public long hitTokens() {
+        return hitTokens.sum();
+    }
+
+    private Series series(String model, String cacheSalt) {
+        Map<String, Series> bySalt = series.get(model);
+        Series found = bySalt == null ? null : bySalt.get(cacheSalt);
+        if (found != null) {
+            return found;
+        }
+        // the first LOOKUP of this model and salt makes its series (later ones find them without allocating)
+        Series created = create(labels.of("model_name", model), labels.of("cache_salt", cacheSalt));
+        return series.computeIfAbsent(model, m -> new ConcurrentHashMap<>()).computeIfAbsent(cacheSalt, s -> created);
+    }
+
+    private Series create(String model, String salt) {
+        LongAdder[] earlyExits = new LongAdder[EarlyExit.values().length];
+        for (EarlyExit reason : EarlyExit.values()) {
+            earlyExits[reason.ordinal()] = declare("lmcache_mp.lookup_early_exit_requests",
+                    "LOOKUPs that returned before probing the cache, by reason (they count 0 tokens)", model, salt, "reason", reason.label());
+        }
+        return new Series(declare("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)", model, salt),
+                declare("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)", model, salt),
+                declare("lmcache_mp.lookup_hit_l1_tokens", "of lookup_hit_tokens: tokens L1 served on its own", model, salt),
+                declare("lmcache_mp.lookup_hit_l2_tokens", "of lookup_hit_tokens: tokens an L2 load added beyond L1's prefix", model, salt),
+                declare("lmcache_mp.lookup_hit_l1_keys", "objects of LOOKUP hits found in L1 (one per chunk, kv rank and object group)", model,
+                        salt),
+                declare("lmcache_mp.lookup_hit_l2_keys", "objects of LOOKUP hits loaded from L2", model, salt),
+                declare("lmcache_mp.lookups_requests", "completed LOOKUPs, early exits included", model, salt), earlyExits);
+    }
+
+    private LongAdder declare(String name, String help, String model, String salt, String... more) {
+        String[] tags = new String[4 + more.length];
+        tags[0] = "model_name";
+        tags[1] = model;
+        tags[2] = "cache_salt";
+        tags[3] = salt;
+        System.arraycopy(more, 0, tags, 4, more.length);
+        return metrics.declare(name, help, tags);
+    }
+}
