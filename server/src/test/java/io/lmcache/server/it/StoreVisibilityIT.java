@@ -16,11 +16,13 @@ import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A STORE is visible to every request the server receives after its reply, with the timing of LMCache's adapter on a GPU
@@ -74,6 +76,46 @@ class StoreVisibilityIT {
             assertTrue(delay.path("commits").asLong() >= 1, "/status shows the commit delay: " + delay);
             assertTrue(delay.has("p50_seconds") && delay.has("p99_seconds"), "/status shows p50 and p99: " + delay);
             assertTrue(counter(server, "lmcache_mp_store_commit_delay_seconds_count", "device", "cpu") >= 1, "the histogram is exported");
+        }
+    }
+
+    @Test
+    void aLookupAcrossTpRanksWaitsForEveryRanksWrite() {
+        try (ServerProcess server = server();
+             JavaWorker rank0 = new JavaWorker(server.endpoint(), 31, "tp/model", GEOMETRY);
+             JavaWorker rank1 = new JavaWorker(server.endpoint(), 32, "tp/model", GEOMETRY);
+             JavaWorker scheduler = new JavaWorker(server.endpoint(), 33, "tp/model", GEOMETRY)) {
+            rank0.register();
+            rank1.register();
+            int[] blocks = JavaWorker.range(0, 2 * BLOCKS_PER_CHUNK);
+            rank0.fill(blocks, 11);
+            rank1.fill(blocks, 12);
+            int[] tokens = JavaWorker.tokens(2605, 2 * CHUNK);
+            assertTrue(rank0.store(tokens, 0, 2 * CHUNK, blocks, "tp", 0, 2), "rank 0's write commits at once");
+            delayCompletions(server, DELAY_MS, 0);
+            assertTrue(rank1.store(tokens, 0, 2 * CHUNK, blocks, "tp", 1, 2), "rank 1's STORE is answered before its commit");
+            assertEquals(2, scheduler.lookup(tokens, 2 * CHUNK, "tp-next", 2, 0), "both ranks' chunks once rank 1's write commits");
+            assertTrue(counter(server, "lmcache_mp_l1_lookups_after_writes_total") >= 1, "the LOOKUP waited for rank 1's write");
+        }
+    }
+
+    @Test
+    void withAnL2TierTheLookupFindsTheWriteInL1AndTheWriteThroughFollowsTheCommit(@TempDir Path dir) {
+        String fsNative = "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}";
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.25", "--test-hooks", "--l2-adapter", fsNative);
+             JavaWorker worker = new JavaWorker(server.endpoint(), 34, "l2/model", GEOMETRY);
+             JavaWorker scheduler = new JavaWorker(server.endpoint(), 35, "l2/model", GEOMETRY)) {
+            worker.register();
+            int[] blocks = JavaWorker.range(0, 4 * BLOCKS_PER_CHUNK);
+            worker.fill(blocks, 13);
+            int[] tokens = JavaWorker.tokens(2606, 4 * CHUNK);
+            delayCompletions(server, DELAY_MS, 0);
+            assertTrue(worker.store(tokens, 0, 4 * CHUNK, blocks, "l2-store"));
+            assertEquals(0, counter(server, "lmcache_mp_l2_store_completed_objects_chunks_total"), "nothing goes to L2 before the commit");
+            assertEquals(4, scheduler.lookup(tokens, 4 * CHUNK, "l2-next", 1, 0), "every chunk, from L1, once the write commits");
+            assertEquals(4 * CHUNK, counter(server, "lmcache_mp_lookup_hit_l1_tokens_total"), "the hit is L1's");
+            assertEquals(0, counter(server, "lmcache_mp_lookup_hit_l2_tokens_total"), "no chunk was loaded from L2");
+            await().atMost(Duration.ofSeconds(20)).until(() -> counter(server, "lmcache_mp_l2_store_completed_objects_chunks_total") >= 4);
         }
     }
 

@@ -65,6 +65,38 @@ class WindowedLookupTest {
         store.checkInvariants();
     }
 
+    /** Across TP ranks and object groups: a snapshot still being written for one rank leaves the hit pending until it ends. */
+    @Test
+    void aSnapshotBeingWrittenForOneRankLeavesTheHitPendingUntilItsWriteEnds() {
+        catalog.publish("model", 2, FULL_AND_SNAPSHOT);
+        long[] hashes = ChunkHashes.of(key(tokens, 2, "h", 4), CHUNK, 4);
+        for (int rank = 0; rank < 2; rank++) {
+            for (int chunk = 0; chunk < 4; chunk++) {
+                put(rank, 0, hashes, chunk);
+            }
+            put(rank, 1, hashes, 2);
+        }
+        put(0, 1, hashes, 3);
+        StoredObject writing = store.reserve("model", "", 1, 1, hashes[6], hashes[7], OBJECT_BYTES, 1); // rank 1's last snapshot
+
+        module.lookup(new Request.Lookup(key(tokens, 2, "w", 4), 1));
+        assertEquals(Reply.NONE, module.query("w"), "pending while rank 1's snapshot of chunk 3 is written");
+        assertEquals(0, store.snapshot().readLocked(), "a pending lookup holds no locks");
+        assertTrue(store.commit(writing));
+        assertEquals(new Reply.Int(4), module.query("w"), "the whole prefix once it commits");
+        assertEquals(2 * (4 + 1), store.snapshot().readLocked(), "full attention chunks 0..3 and the snapshot of chunk 3, per rank");
+        module.endSession(new Request.EndSession("w", false));
+
+        StoredObject failing = store.reserve("model", "", 1, 1, hashes[4], hashes[5] + 1, OBJECT_BYTES, 1);
+        assertTrue(failing.offset() >= 0);
+        module.lookup(new Request.Lookup(key(tokens, 2, "x", 4), 1));
+        assertEquals(new Reply.Int(4), module.query("x"), "a write of an unrelated key does not hold the lookup");
+        module.endSession(new Request.EndSession("x", false));
+        store.abort(failing);
+        assertEquals(0, store.snapshot().readLocked());
+        store.checkInvariants();
+    }
+
     @Test
     void freeLookupLocksOfARangeReleasesOnlyItsChunks() {
         catalog.publish("model", 1, new LookupGeometry(new int[] {-1, 2}, new GroupKind[] {GroupKind.ATTENTION, GroupKind.ATTENTION}));

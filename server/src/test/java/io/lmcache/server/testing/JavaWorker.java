@@ -170,6 +170,13 @@ public final class JavaWorker implements AutoCloseable {
         return transferOk(reply);
     }
 
+    /** STORE as kv rank {@code workerId} of {@code worldSize} (a TP worker). */
+    public boolean store(int[] tokens, int start, int end, int[] blocks, String requestId, int workerId, int worldSize) {
+        TestClient.Reply reply = client.call(6, key(tokens, start, end, requestId, workerId, worldSize, 1), pack(p -> p.packLong(instanceId)),
+                blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)));
+        return transferOk(reply);
+    }
+
     public boolean retrieve(int[] tokens, int start, int end, int[] blocks, int skip, String requestId) {
         TestClient.Reply reply = client.call(7, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)),
                 blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)), pack(p -> p.packInt(skip)));
