@@ -37,6 +37,8 @@ public final class LookupModule {
     /** A peer can send one bad key per message. */
     private static final RateLimitedLog BAD_LOOKUP = new RateLimitedLog(LOG, "LOOKUPs with an invalid key", 10);
     private static final Reply ZERO = new Reply.Int(0);
+    /** {@link #handOver}: the L2 prefetcher took the rest of the LOOKUP (or nothing is left to answer). */
+    private static final long HANDED_OVER = -1;
     /** WAIT_PREFETCH_STATUS holds one of the few CPU workers: never longer than this, whatever the client asks. */
     private static final long MAX_WAIT_NS = 5_000_000_000L;
 
@@ -197,9 +199,12 @@ public final class LookupModule {
     private void finish(Pass pass, Found found, long token) {
         CacheKey key = pass.key;
         int readers = pass.readers();
-        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null
-                && handOver(key, pass.hashes, pass.hashed, pass.endChunk, found.hits(), found.locks())) {
-            return;
+        long pending = token;
+        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null) {
+            pending = handOver(key, pass.hashes, pass.hashed, pass.endChunk, found.hits(), found.locks(), token);
+            if (pending == HANDED_OVER) {
+                return;
+            }
         }
         // counters before the result: a worker that has its answer finds the LOOKUP counted
         // with several object groups, L1 only: the hit's objects are the locks taken (one per object held for the hit)
@@ -207,10 +212,10 @@ public final class LookupModule {
                 pass.groups == null ? (long) found.hits() * key.worldSize() : found.locks().size(), 0);
         Runnable lease = pass.groups == null ? () -> leases.put(key.requestId(), found.locks(), key.worldSize(), readers)
                 : () -> leases.put(key.requestId(), found.locks(), found.chunks(), found.ranks(), readers);
-        if (token == 0) {
+        if (pending == 0) {
             lease.run();
             results.put(key.requestId(), found.hits());
-        } else if (!results.complete(key.requestId(), token, found.hits(), lease)) {
+        } else if (!results.complete(key.requestId(), pending, found.hits(), lease)) {
             release(found.locks(), readers); // the request ended (or looked up again) while its writes ran
         }
     }
@@ -221,12 +226,21 @@ public final class LookupModule {
         }
     }
 
-    /** The rest of the LOOKUP goes to L2: the result stays pending until the prefetcher completes it. */
-    private boolean handOver(CacheKey key, long[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks) {
-        long token = results.putPending(key.requestId(), l1Hits);
+    /**
+     * The rest of the LOOKUP goes to L2: the result stays pending until the prefetcher completes it. Returns
+     * {@link #HANDED_OVER} when nothing is left to answer here (taken, or the request ended or looked up again while its
+     * writes ran), else the pending token to answer the L1 hits with (the prefetcher could not take the job).
+     */
+    private long handOver(CacheKey key, long[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks,
+            long pendingToken) {
+        long token = pendingToken == 0 ? results.putPending(key.requestId(), l1Hits) : results.renewPending(key.requestId(), pendingToken);
+        if (token == 0) {
+            release(locks, Math.max(0, key.numKvReaders()));
+            return HANDED_OVER;
+        }
         // runs on: lmcache-l2 (the prefetch controller), once
         L2Prefetcher.Completion done = (hitChunks, allLocks, l2Keys) -> prefetched(key, token, endChunk, l1Hits, hitChunks, allLocks, l2Keys);
-        return prefetcher.submit(new L2Prefetcher.Job(key, hashes, hashed, endChunk, l1Hits, locks, done));
+        return prefetcher.submit(new L2Prefetcher.Job(key, hashes, hashed, endChunk, l1Hits, locks, done)) ? HANDED_OVER : token;
     }
 
     private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {

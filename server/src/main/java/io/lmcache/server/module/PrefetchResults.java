@@ -40,6 +40,20 @@ public final class PrefetchResults {
         return token;
     }
 
+    /**
+     * Hands a pending LOOKUP on to the next step that completes it (its L2 prefetch, after its writes in flight ended):
+     * the new token, or 0 when {@code token} is no longer the request's pending LOOKUP (ended or replaced meanwhile).
+     */
+    public synchronized long renewPending(String requestId, long token) {
+        Result result = results.get(requestId);
+        if (result == null || !result.pending() || result.token() != token) {
+            return 0;
+        }
+        long renewed = nextToken++;
+        results.put(requestId, new Result(result.hits(), true, renewed, result.createdNs()));
+        return renewed;
+    }
+
     private void add(String requestId, Result result) {
         results.remove(requestId);
         results.put(requestId, result);
