@@ -14,6 +14,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
@@ -149,7 +150,8 @@ public final class LmcacheServer implements AutoCloseable {
 
     /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
     public static LmcacheServer start(ServerConfig config) {
-        LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), config.instanceId(), config.describe());
+        LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), LogText.clip(config.instanceId()),
+                LogText.clipValues(config.describe()));
         LmcacheServer server = new LmcacheServer(config);
         try {
             server.startParts();

@@ -4,6 +4,7 @@ import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.logging.LogText;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -23,19 +24,21 @@ public final class Main {
     public static void main(String[] args) throws InterruptedException {
         ConfigLoader.Outcome outcome = ConfigLoader.load(args, System.getenv());
         if (outcome instanceof ConfigLoader.Outcome.Exit(int code, String text)) {
-            (code == 0 ? System.out : System.err).print(text);
+            // an error line quotes the operator's input: bounded, whatever was given (help and version print whole)
+            (code == 0 ? System.out : System.err).print(code == 0 ? text : LogText.clip(text.strip(), LogText.MAX_LINE_CHARS)
+                    + System.lineSeparator());
             System.exit(code);
             return;
         }
         ConfigLoader.Outcome.Run run = (ConfigLoader.Outcome.Run) outcome;
         Logger log = LoggerFactory.getLogger(Main.class);
-        run.warnings().forEach(log::warn);
+        run.warnings().forEach(warning -> log.warn(LogText.clip(warning, LogText.MAX_LINE_CHARS)));
         ServerConfig config = run.config();
         LmcacheServer server;
         try {
             server = LmcacheServer.start(config);
         } catch (StartupException e) {
-            System.err.print(ConfigLoader.errorLine(e.getMessage()));
+            System.err.print(ConfigLoader.errorLine(LogText.clip(e.getMessage(), LogText.MAX_LINE_CHARS)));
             System.exit(ConfigLoader.EXIT_USAGE);
             return;
         } catch (RuntimeException | Error e) {

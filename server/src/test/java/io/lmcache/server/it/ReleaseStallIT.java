@@ -31,14 +31,14 @@ class ReleaseStallIT {
     @Test
     void aReleaseThatNeverReturnsStallsNothingElse() {
         try (ServerProcess server = ServerProcess.start(Map.of("LMCACHE_TEST_RELEASE_TIMEOUT_MS", "500"), "--test-hooks",
-                "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "60",
+                "--http-admin-token", "hooks", "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "60",
                 "--worker-disconnect-grace-seconds", "0");
              JavaWorker a = new JavaWorker(server.endpoint(), 601, "release/model", SMALL);
              JavaWorker b = new JavaWorker(server.endpoint(), 602, "release/model", SMALL)) {
             a.register();
             a.fill(BLOCKS, 1);
             assertTrue(a.store(JavaWorker.tokens(1, 256), 0, 256, BLOCKS, "a-1"));
-            assertEquals(200, Http.post(server.httpBase() + "/test/block-next-release", "").statusCode());
+            assertEquals(200, Http.post(server.httpBase() + "/test/block-next-release", "", "Authorization", "Bearer hooks").statusCode());
 
             a.unregister();
             double scansBefore = metric(server, "lmcache_mp_reaper_scans_total");
