@@ -74,12 +74,8 @@ public final class L2Tier implements AutoCloseable {
             L2Adapter adapter = adapters.get(i);
             // runs on: lmcache-http-* (each scrape)
             metrics.adapter(serverMetrics, i, settings.adapters().get(i).type(), () -> adapter.usage().totalBytesUsed());
-            String[] tags = {"l2_name", settings.adapters().get(i).type(), "adapter_index", Integer.toString(i)};
-            for (String event : adapter.eventCounts().keySet()) {
-                // runs on: lmcache-http-* (each scrape); the adapter keeps the count (a Redis node's breaker opening, a value refused)
-                serverMetrics.functionCounter("lmcache_mp.l2_adapter_events", "the adapter's own events, by kind (see its /status entry)",
-                        adapter, a -> a.eventCounts().getOrDefault(event, 0L), tags[0], tags[1], tags[2], tags[3], "event", event);
-            }
+            // runs on: lmcache-http-* (each scrape); the adapter keeps the counts (a Redis node's breaker opening, a value refused)
+            metrics.adapterEvents(serverMetrics, i, settings.adapters().get(i).type(), adapter::eventCounts);
             L2AdapterSpec.EvictionSpec evictionSpec = settings.adapters().get(i).eviction();
             if (evictionSpec != null && evictionSpec.lru()) {
                 L2Lru lru = new L2Lru();

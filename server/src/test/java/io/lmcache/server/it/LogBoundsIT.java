@@ -56,8 +56,9 @@ class LogBoundsIT {
             ServerProcess server = refusedStart("--l1-size-gb", "0.0625", "--l2-adapter", adapter);
             List<String> lines = server.log().strip().lines().toList();
             assertEquals(1, lines.size());
-            assertTrue(lines.getFirst().length() < 400, lines.getFirst().length() + " chars: " + lines.getFirst().substring(0, 200));
-            assertTrue(lines.getFirst().matches(".*\\.\\.\\.\\(4000[0-9] chars\\).*"), "says how long the value was: " + lines.getFirst());
+            String line = lines.getFirst();
+            assertTrue(line.length() < 400, () -> line.length() + " chars: " + line.substring(0, 200));
+            assertTrue(line.matches(".*\\.\\.\\.\\(4000[0-9] chars\\).*"), "says how long the value was: " + line);
         }
         ServerProcess flag = refusedStart("--l1-size-gb", "0.0625", "--l2-store-policy", HUGE);
         assertTrue(longestLine(flag) <= 1100, "a flag's error line: " + longestLine(flag) + " chars");
@@ -73,8 +74,8 @@ class LogBoundsIT {
                     .path("kv_cache_layout");
             assertEquals(groups, layout.path("num_kernel_groups").asInt(), layout.toString().substring(0, 300));
             assertEquals(32, layout.path("kernel_groups").size(), "at most 32 listed");
-            assertEquals(32, layout.path("object_groups").size());
-            assertEquals(groups, layout.path("num_object_groups").asInt());
+            // groups of one geometry share their object group: listed like the kernel groups, bounded by the same rule
+            assertEquals(Math.min(32, layout.path("num_object_groups").asInt()), layout.path("object_groups").size());
             assertTrue(longestLine(server) < MAX_LINE, "the start-up line (a 40 000-character instance id) and the REGISTER line: "
                     + longestLine(server) + " chars");
         }
