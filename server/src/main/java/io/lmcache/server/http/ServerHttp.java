@@ -55,7 +55,8 @@ public final class ServerHttp {
         if (config.testHooks()) {
             // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
-                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread");
+                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread (each as"
+                    + " guarded as /cache/clear: same origin, the admin token or loopback)");
             // runs on: lmcache-http-* (a virtual thread of the API listener)
             api.route("/test/halt-loop", guard.postOnly(exchange -> {
                 loop.halt();

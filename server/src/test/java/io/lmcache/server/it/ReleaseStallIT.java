@@ -31,7 +31,8 @@ class ReleaseStallIT {
     @Test
     void aReleaseThatNeverReturnsStallsNothingElse() {
         try (ServerProcess server = ServerProcess.start(Map.of("LMCACHE_TEST_RELEASE_TIMEOUT_MS", "500"), "--test-hooks",
-                "--http-admin-token", "hooks", "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "60",
+                "--http-admin-token", "hooks",
+                "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "60",
                 "--worker-disconnect-grace-seconds", "0");
              JavaWorker a = new JavaWorker(server.endpoint(), 601, "release/model", SMALL);
              JavaWorker b = new JavaWorker(server.endpoint(), 602, "release/model", SMALL)) {

@@ -18,6 +18,7 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.stream.IntStream;
 import org.msgpack.core.MessageBufferPacker;
 
 /**
@@ -114,7 +115,7 @@ public final class JavaWorker implements AutoCloseable {
                         p.packMapHeader(3).packString("engine_group_id").packInt(g).packString("tokens_per_block").packInt(geometry.blockSize())
                                 .packString("layer_indices");
                         int group = g;
-                        int[] layers = java.util.stream.IntStream.range(0, paths.size()).filter(l -> l % engineGroups == group).toArray();
+                        int[] layers = IntStream.range(0, paths.size()).filter(l -> l % engineGroups == group).toArray();
                         p.packArrayHeader(layers.length);
                         for (int layer : layers) {
                             p.packInt(layer);

@@ -69,7 +69,9 @@ final class CommandSender {
                 timer.cancel(false);
             }
             String why = error == null ? "" : reason(error);
-            if (why.equals("timeout")) {
+            if (node.isEmpty()) {
+                // no master known for the slot yet: nothing to open
+            } else if (why.equals("timeout")) {
                 breakers.timedOut(node);
             } else if (error == null || why.equals("server_error")) {
                 breakers.answered(node);

@@ -1,7 +1,6 @@
 package io.lmcache.server.l2.redis;
 
 import io.lettuce.core.RedisException;
-import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.output.IntegerOutput;
 import io.lettuce.core.output.StatusOutput;
 import io.lettuce.core.protocol.Command;
