@@ -14,6 +14,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
@@ -168,8 +169,9 @@ public final class LmcacheServer implements AutoCloseable {
      */
     public static LmcacheServer start(ServerConfig config, List<String> warnings) {
         GpuPart gpu = GpuPart.open(config.device());
-        warnings.forEach(LOG::warn);
-        LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), config.instanceId(), config.describe());
+        warnings.forEach(warning -> LOG.warn(LogText.clip(warning, LogText.MAX_LINE_CHARS)));
+        LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), LogText.clip(config.instanceId()),
+                LogText.clipValues(config.describe()));
         gpu.logPath();
         LmcacheServer server = new LmcacheServer(config, gpu);
         try {

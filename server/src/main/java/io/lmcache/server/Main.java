@@ -4,6 +4,7 @@ import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.logging.LogText;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -21,7 +22,9 @@ public final class Main {
     public static void main(String[] args) throws InterruptedException {
         ConfigLoader.Outcome outcome = ConfigLoader.load(args, System.getenv());
         if (outcome instanceof ConfigLoader.Outcome.Exit(int code, String text)) {
-            (code == 0 ? System.out : System.err).print(text);
+            // an error line quotes the operator's input: bounded, whatever was given (help and version print whole)
+            (code == 0 ? System.out : System.err).print(code == 0 ? text : LogText.clip(text.strip(), LogText.MAX_LINE_CHARS)
+                    + System.lineSeparator());
             System.exit(code);
             return;
         }
@@ -31,7 +34,7 @@ public final class Main {
         try {
             server = LmcacheServer.start(config, run.warnings());
         } catch (StartupException e) {
-            System.err.print(ConfigLoader.errorLine(e.getMessage()));
+            System.err.print(ConfigLoader.errorLine(LogText.clip(e.getMessage(), LogText.MAX_LINE_CHARS)));
             System.exit(ConfigLoader.EXIT_USAGE);
             return;
         } catch (RuntimeException | Error e) {

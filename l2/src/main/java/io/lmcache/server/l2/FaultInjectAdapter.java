@@ -122,6 +122,11 @@ public final class FaultInjectAdapter implements L2Adapter {
         inner.registerListener(listener);
     }
 
+    @Override
+    public Map<String, Long> eventCounts() {
+        return inner.eventCounts();
+    }
+
     /** The inner adapter's status with the fault settings added. */
     @Override
     public Map<String, Object> status() {

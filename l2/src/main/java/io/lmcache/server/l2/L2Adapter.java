@@ -62,6 +62,14 @@ public interface L2Adapter extends AutoCloseable {
 
     void registerListener(L2AdapterListener listener);
 
+    /**
+     * Counters of the adapter's own events (e.g. a Redis node's circuit breaker opening), by a fixed set of names: the server exports
+     * each as {@code lmcache_mp_l2_adapter_events_total{event}}. The default has none.
+     */
+    default Map<String, Long> eventCounts() {
+        return Map.of();
+    }
+
     /** The adapter's {@code /status} entry; always has {@code is_healthy}. */
     Map<String, Object> status();
 

@@ -1,9 +1,11 @@
 package io.lmcache.server.l2;
 
 import com.fasterxml.jackson.core.JacksonException;
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
@@ -66,11 +68,28 @@ public final class L2AdapterSpecs {
         return changed;
     }
 
+    /** One JSON value and nothing after it: {@code {fs},{resp}} would otherwise be read as its first adapter alone. */
     private static JsonNode tree(String json) throws L2SpecException {
-        try {
-            return JSON.readTree(json);
+        try (JsonParser parser = JSON.createParser(json)) {
+            JsonNode node = JSON.readTree(parser);
+            if (node != null && hasMore(parser)) {
+                throw new L2SpecException("trailing data after the JSON object (at character " + parser.currentTokenLocation().getCharOffset()
+                        + "): give each adapter its own --l2-adapter");
+            }
+            return node;
         } catch (JacksonException e) {
             throw new L2SpecException("not valid JSON: " + firstLine(e.getOriginalMessage()));
+        } catch (IOException e) {
+            throw new L2SpecException("not readable as JSON: " + e.getMessage()); // a String source: not expected
+        }
+    }
+
+    /** Anything but the end after the first value, a separator that cannot start one ({@code ,}) too. */
+    private static boolean hasMore(JsonParser parser) throws IOException {
+        try {
+            return parser.nextToken() != null;
+        } catch (JacksonException e) {
+            return true;
         }
     }
 
@@ -87,7 +106,7 @@ public final class L2AdapterSpecs {
             case "fault_inject" -> faultInject(node, env);
             case "resp" -> RedisSpecs.resp(node, env);
             case "valkey" -> RedisSpecs.valkey(node);
-            default -> throw new L2SpecException("unknown type '" + type.asText() + "' (known: " + String.join(", ", TYPES) + ")");
+            default -> throw new L2SpecException("unknown type '" + L2SpecException.clip(type.asText()) + "' (known: " + String.join(", ", TYPES) + ")");
         };
     }
 
@@ -110,7 +129,7 @@ public final class L2AdapterSpecs {
         int readWorkers = (int) integer(node, "read_io_depth", 0, 0, 256);
         String tmpDir = text(node, "relative_tmp_dir", "");
         if (tmpDir.startsWith("/") || List.of(tmpDir.split("/")).contains("..") || tmpDir.indexOf('\0') >= 0) {
-            throw new L2SpecException("fs_native: \"relative_tmp_dir\" must be a relative path inside base_path, got '" + tmpDir + "'");
+            throw new L2SpecException("fs_native: \"relative_tmp_dir\" must be a relative path inside base_path, got '" + L2SpecException.clip(tmpDir) + "'");
         }
         boolean odirect = bool(node, "use_odirect", false);
         double capacityGb = number(node, "max_capacity_gb", 0, 0, 1 << 30);
@@ -146,21 +165,21 @@ public final class L2AdapterSpecs {
         }
         JsonNode rate = node.get("rate");
         if (rate != null && (!rate.isNumber() || !(rate.asDouble() >= 0 && rate.asDouble() <= 1))) {
-            throw new L2SpecException("fault_inject: rate must be a number in [0, 1], got " + rate);
+            throw new L2SpecException("fault_inject: rate must be a number in [0, 1], got " + L2SpecException.clip(rate));
         }
         JsonNode seed = node.get("seed");
         if (seed != null && (!seed.isIntegralNumber() || !seed.canConvertToLong())) {
-            throw new L2SpecException("fault_inject: seed must be an integer, got " + seed);
+            throw new L2SpecException("fault_inject: seed must be an integer, got " + L2SpecException.clip(seed));
         }
         List<Integer> gapIndices = new ArrayList<>();
         JsonNode gaps = node.get("gap_indices");
         if (gaps != null) {
             if (!gaps.isArray()) {
-                throw new L2SpecException("fault_inject: gap_indices must be a list of non-negative integers, got " + gaps);
+                throw new L2SpecException("fault_inject: gap_indices must be a list of non-negative integers, got " + L2SpecException.clip(gaps));
             }
             for (JsonNode gap : gaps) {
                 if (!gap.isIntegralNumber() || !gap.canConvertToInt() || gap.asInt() < 0) {
-                    throw new L2SpecException("fault_inject: gap_indices must be a list of non-negative integers, got " + gaps);
+                    throw new L2SpecException("fault_inject: gap_indices must be a list of non-negative integers, got " + L2SpecException.clip(gaps));
                 }
                 gapIndices.add(gap.asInt());
             }
@@ -169,11 +188,11 @@ public final class L2AdapterSpecs {
         JsonNode tail = node.get("gap_tail_ratios");
         if (tail != null) {
             if (!tail.isArray()) {
-                throw new L2SpecException("fault_inject: gap_tail_ratios must be a list of floats in [0, 1], got " + tail);
+                throw new L2SpecException("fault_inject: gap_tail_ratios must be a list of floats in [0, 1], got " + L2SpecException.clip(tail));
             }
             for (JsonNode ratio : tail) {
                 if (!ratio.isNumber() || !(ratio.asDouble() >= 0 && ratio.asDouble() <= 1)) {
-                    throw new L2SpecException("fault_inject: gap_tail_ratios must be a list of floats in [0, 1], got " + tail);
+                    throw new L2SpecException("fault_inject: gap_tail_ratios must be a list of floats in [0, 1], got " + L2SpecException.clip(tail));
                 }
                 ratios.add(ratio.asDouble());
             }
@@ -193,7 +212,7 @@ public final class L2AdapterSpecs {
         unknownKeys(node, "eviction", Set.of(), Set.of("eviction_policy", "trigger_watermark", "eviction_ratio"));
         String policy = text(node, "eviction_policy", "LRU");
         if (!policy.equals("LRU") && !policy.equals("noop")) {
-            throw new L2SpecException("eviction: eviction_policy must be LRU or noop, got '" + policy + "'");
+            throw new L2SpecException("eviction: eviction_policy must be LRU or noop, got '" + L2SpecException.clip(policy) + "'");
         }
         double watermark = number(node, "trigger_watermark", 0.8, Double.MIN_VALUE, 1);
         double ratio = number(node, "eviction_ratio", 0.2, Double.MIN_VALUE, 1);
@@ -204,7 +223,7 @@ public final class L2AdapterSpecs {
         for (Iterator<String> names = node.fieldNames(); names.hasNext(); ) {
             String name = names.next();
             if (!generic.contains(name) && !own.contains(name)) {
-                throw new L2SpecException(what + ": unknown key \"" + name + "\"");
+                throw new L2SpecException(what + ": unknown key \"" + L2SpecException.clip(name) + "\"");
             }
         }
     }
@@ -215,7 +234,7 @@ public final class L2AdapterSpecs {
             return fallback;
         }
         if (!value.isTextual()) {
-            throw new L2SpecException("\"" + key + "\" must be a string, got " + value);
+            throw new L2SpecException("\"" + key + "\" must be a string, got " + L2SpecException.clip(value));
         }
         return value.asText();
     }
@@ -226,7 +245,7 @@ public final class L2AdapterSpecs {
             return fallback;
         }
         if (!value.isBoolean()) {
-            throw new L2SpecException("\"" + key + "\" must be true or false, got " + value);
+            throw new L2SpecException("\"" + key + "\" must be true or false, got " + L2SpecException.clip(value));
         }
         return value.asBoolean();
     }
@@ -237,7 +256,7 @@ public final class L2AdapterSpecs {
             return fallback;
         }
         if (!value.isIntegralNumber() || !value.canConvertToLong() || value.asLong() < min || value.asLong() > max) {
-            throw new L2SpecException("\"" + key + "\" must be an integer in " + min + ".." + max + ", got " + value);
+            throw new L2SpecException("\"" + key + "\" must be an integer in " + min + ".." + max + ", got " + L2SpecException.clip(value));
         }
         return value.asLong();
     }
@@ -249,7 +268,7 @@ public final class L2AdapterSpecs {
         }
         if (!value.isNumber() || !(value.asDouble() >= min && value.asDouble() <= max)) {
             throw new L2SpecException("\"" + key + "\" must be a number in [" + (min == Double.MIN_VALUE ? "0 (exclusive)" : min) + ", "
-                    + max + "], got " + value);
+                    + max + "], got " + L2SpecException.clip(value));
         }
         return value.asDouble();
     }

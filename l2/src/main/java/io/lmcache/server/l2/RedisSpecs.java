@@ -67,7 +67,7 @@ final class RedisSpecs {
         }
         String prefix = text(node, "key_prefix", "");
         if (prefix.indexOf('@') >= 0) {
-            throw new L2SpecException("valkey: \"key_prefix\" must not contain '@', got '" + prefix + "'");
+            throw new L2SpecException("valkey: \"key_prefix\" must not contain '@', got '" + L2SpecException.clip(prefix) + "'");
         }
         int database = (int) integer(node, "database_id", 0, 0, Integer.MAX_VALUE);
         if (cluster && database != 0) {
@@ -110,7 +110,7 @@ final class RedisSpecs {
             nodes.add(endpoint(item.strip()));
         }
         if (nodes.isEmpty()) {
-            throw new L2SpecException("valkey: \"startup_nodes\" must be \"host:port[,host:port]\", got " + value);
+            throw new L2SpecException("valkey: \"startup_nodes\" must be \"host:port[,host:port]\", got " + L2SpecException.clip(value));
         }
         return nodes;
     }
@@ -123,9 +123,9 @@ final class RedisSpecs {
             host = host.substring(1, host.length() - 1);
         }
         if (host.isBlank() || colon == item.length() - 1) {
-            throw new L2SpecException("valkey: a startup node must be host:port, got '" + item + "'");
+            throw new L2SpecException("valkey: a startup node must be host:port, got '" + L2SpecException.clip(item) + "'");
         }
-        return new L2AdapterSpec.Endpoint(host, port("startup node '" + item + "'", item.substring(colon + 1)));
+        return new L2AdapterSpec.Endpoint(host, port("startup node '" + L2SpecException.clip(item) + "'", item.substring(colon + 1)));
     }
 
     private static int port(String what, String text) throws L2SpecException {
@@ -137,7 +137,7 @@ final class RedisSpecs {
         } catch (NumberFormatException e) {
             // falls through to the one message
         }
-        throw new L2SpecException(what + ": the port must be an integer in 1..65535, got '" + text + "'");
+        throw new L2SpecException(what + ": the port must be an integer in 1..65535, got '" + L2SpecException.clip(text) + "'");
     }
 
     private static void noSerde(JsonNode node) throws L2SpecException {

@@ -68,4 +68,19 @@ class L2AdapterSpecsTest {
         assertEquals("fault_inject inner: unknown type 'x' (known: fs_native, fault_inject, resp, valkey)",
                 error("{\"type\":\"fault_inject\",\"inner\":{\"type\":\"x\"}}"));
     }
+
+    @Test
+    void trailingDataIsRefusedAndEchoedValuesAreClipped() {
+        String fs = "{\"type\":\"fs_native\",\"base_path\":\"/d\"}";
+        assertTrue(error(fs + ",{\"type\":\"resp\",\"host\":\"h\",\"port\":1}").startsWith("trailing data after the JSON object"));
+        assertTrue(error(fs + " {}").startsWith("trailing data"));
+        assertTrue(error(fs + " x").startsWith("trailing data"));
+        assertTrue(error("{\"type\":").startsWith("not valid JSON"));
+        String huge = "y".repeat(40_000); // under Jackson's 50 000-character limit on a name
+        for (String json : List.of("{\"type\":\"" + huge + "\"}", "{\"type\":\"fs_native\",\"base_path\":\"/d\",\"" + huge + "\":1}",
+                "{\"type\":\"fs_native\",\"base_path\":\"/d\",\"num_workers\":\"" + huge + "\"}")) {
+            String message = error(json);
+            assertTrue(message.length() < 200 && message.matches(".*\\.\\.\\.\\(4000[0-9] chars\\).*"), message);
+        }
+    }
 }

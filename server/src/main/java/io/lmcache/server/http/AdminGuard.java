@@ -42,6 +42,23 @@ public final class AdminGuard {
         }
     }
 
+    /** One mutating action: runs only once the request passed {@link #check}. */
+    @FunctionalInterface
+    public interface Mutation {
+        HttpApi.Response apply(HttpExchange exchange) throws Exception;
+    }
+
+    /** A route that takes POST only (else 405) and runs {@code mutation} only when {@link #check} allows the request. */
+    public HttpApi.Route postOnly(Mutation mutation) {
+        return (method, exchange) -> {
+            if (!method.equals("POST")) {
+                return HttpApi.methodNotAllowed(method);
+            }
+            HttpApi.Response denied = check(exchange);
+            return denied != null ? denied : mutation.apply(exchange);
+        };
+    }
+
     /** Null when allowed; else the response to send (counted by reason). */
     public HttpApi.Response check(HttpExchange exchange) {
         String origin = exchange.getRequestHeaders().getFirst("Origin");

@@ -53,36 +53,36 @@ public final class ServerHttp {
             return;
         }
         CoreRoutes.register(api, view, metrics::scrape);
-        ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics));
+        AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
+        ServerRoutes.register(api, view, guard);
         if (config.testHooks()) {
+            // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
-                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread");
+                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread (each as"
+                    + " guarded as /cache/clear: same origin, the admin token or loopback)");
             // runs on: lmcache-http-* (a virtual thread of the API listener)
-            api.route("/test/halt-loop", (method, exchange) -> {
+            api.route("/test/halt-loop", guard.postOnly(exchange -> {
                 loop.halt();
                 return HttpApi.Response.json(200, Map.of("halted", true));
-            });
+            }));
             // runs on: lmcache-http-*; the I/O thread picks the flag up at the next frame over 4 KiB and dies as it did on an OOM
-            api.route("/test/fail-next-frame-allocation", (method, exchange) -> {
+            api.route("/test/fail-next-frame-allocation", guard.postOnly(exchange -> {
                 loop.failNextFrameAllocation();
                 return HttpApi.Response.json(200, Map.of("armed", true));
-            });
+            }));
             // runs on: lmcache-http-*; the release thread picks the flag up
-            api.route("/test/block-next-release", (method, exchange) -> {
+            api.route("/test/block-next-release", guard.postOnly(exchange -> {
                 releases.blockNextRelease();
                 return HttpApi.Response.json(200, Map.of("armed", true));
-            });
+            }));
             // runs on: lmcache-http-*; host copies from now on complete delay_ms after their reply, the next fail_stores STOREs fail
-            api.route("/test/delay-copy-completions", (method, exchange) -> {
-                if (!method.equals("POST")) {
-                    return HttpApi.methodNotAllowed(method);
-                }
+            api.route("/test/delay-copy-completions", guard.postOnly(exchange -> {
                 Map<String, Long> query = numbers(exchange.getRequestURI().getRawQuery());
                 long delayMs = query.getOrDefault("delay_ms", 0L);
                 int failStores = (int) Math.min(Integer.MAX_VALUE, query.getOrDefault("fail_stores", 0L));
                 testCompletions.set(TimeUnit.MILLISECONDS.toNanos(delayMs), failStores);
                 return HttpApi.Response.json(200, Map.of("delay_ms", delayMs, "fail_stores", failStores));
-            });
+            }));
         }
         if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
             LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"

@@ -93,7 +93,12 @@ public final class ServerRoutes {
                     return HttpApi.Response.json(400, Map.of("error", "unknown level '" + LogText.clip(level)
                             + "' (DEBUG, INFO, WARNING, ERROR)"));
                 }
-                LogSetup.setLevel(body.path("logger_name").asText(query.getOrDefault("logger_name", "")), level);
+                String name = body.path("logger_name").asText(query.getOrDefault("logger_name", ""));
+                if (!LogSetup.isSettable(name)) {
+                    return HttpApi.Response.json(400, Map.of("error", "unknown logger '" + LogText.clip(name) + "': only the root (\"\")"
+                            + " and the server's own loggers (" + LogSetup.OWN_PREFIX + ".*) that exist can be set"));
+                }
+                LogSetup.setLevel(name, level);
             } else {
                 return HttpApi.methodNotAllowed(method);
             }

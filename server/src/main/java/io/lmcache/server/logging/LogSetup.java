@@ -28,6 +28,8 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
     public static final String ENV_FORMAT = "LMCACHE_LOG_FORMAT";
     /** Logback's own property for a configuration file; when set, that file configures the appenders. */
     static final String CONFIG_FILE_PROPERTY = "logback.configurationFile";
+    /** The server's own loggers: the only names HTTP may set a level for (besides the root). */
+    public static final String OWN_PREFIX = "io.lmcache";
     private static final String PATTERN = "[%d{\"yyyy-MM-dd HH:mm:ss,SSS\"}] LMCache %replace(%level){'^WARN$','WARNING'}: %msg \\(%logger{0}:%thread\\)%n%ex";
 
     @Override
@@ -53,6 +55,11 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
         // chatty third-party internals stay at WARN unless asked for explicitly
         context.getLogger("org.zeromq").setLevel(Level.WARN);
         context.getLogger("zmq").setLevel(Level.WARN);
+        // the Redis client and its network layer: an unreachable cluster makes them log every reconnect attempt, each with a
+        // stack trace (about 19 500 lines a minute); the adapter logs one rate-limited summary line per failure kind instead
+        context.getLogger("io.lettuce").setLevel(Level.ERROR);
+        context.getLogger("io.netty").setLevel(Level.ERROR);
+        context.getLogger("reactor").setLevel(Level.ERROR);
         // the operator's file (read by logback's next configurator) adds its appenders to these
         return ownFile ? ExecutionStatus.INVOKE_NEXT_IF_ANY : ExecutionStatus.DO_NOT_INVOKE_NEXT_IF_ANY;
     }
@@ -94,8 +101,24 @@ public final class LogSetup extends ContextAwareBase implements Configurator {
     public static Level setLevel(String name, String value) {
         Level level = levelFromEnv(value);
         LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
-        context.getLogger(name == null || name.isEmpty() ? Logger.ROOT_LOGGER_NAME : name).setLevel(level);
+        context.getLogger(isRoot(name) ? Logger.ROOT_LOGGER_NAME : name).setLevel(level);
         return level;
+    }
+
+    /**
+     * Whether {@link #setLevel} may be asked for {@code name} from outside (HTTP): the root, or a logger of the server's own
+     * ({@value #OWN_PREFIX}...) that exists already. Asking never creates one: logback keeps every logger it was ever asked for.
+     */
+    public static boolean isSettable(String name) {
+        if (isRoot(name)) {
+            return true;
+        }
+        LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
+        return (name.equals(OWN_PREFIX) || name.startsWith(OWN_PREFIX + ".")) && context.exists(name) != null;
+    }
+
+    private static boolean isRoot(String name) {
+        return name == null || name.isEmpty() || name.equalsIgnoreCase(Logger.ROOT_LOGGER_NAME);
     }
 
     /** Loggers with an explicit level, and theirs. */

@@ -1,6 +1,11 @@
 package io.lmcache.server.logging;
 
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * Strings from the wire as they go into a log line: clipped (a 255-byte peer id or a megabyte of
@@ -11,6 +16,10 @@ public final class LogText {
     public static final int MAX_VALUE_CHARS = 64;
     /** A whole message that may quote wire values (a decoder's or a layout check's). */
     public static final int MAX_MESSAGE_CHARS = 300;
+    /** Items of one list or map a log line shows. */
+    public static final int MAX_LIST_ITEMS = 64;
+    /** A line that quotes operator input (a refused start's error, a configuration warning). */
+    public static final int MAX_LINE_CHARS = 1000;
     private static final HexFormat HEX = HexFormat.of();
 
     private LogText() {}
@@ -39,6 +48,34 @@ public final class LogText {
             out.append("...(").append(length).append(" chars)");
         }
         return out.toString();
+    }
+
+    /**
+     * A configuration or status tree as a log line shows it: maps and lists kept (at most {@link #MAX_LIST_ITEMS} items each),
+     * every other value clipped to {@link #MAX_VALUE_CHARS} (a megabyte given as a flag value must not make the start-up line huge).
+     */
+    public static Object clipValues(Object value) {
+        return switch (value) {
+            case Map<?, ?> map -> {
+                Map<String, Object> out = new LinkedHashMap<>();
+                map.entrySet().stream().limit(MAX_LIST_ITEMS).forEach(e -> out.put(clip(e.getKey()), clipValues(e.getValue())));
+                if (map.size() > MAX_LIST_ITEMS) {
+                    out.put("...", (map.size() - MAX_LIST_ITEMS) + " more");
+                }
+                yield out;
+            }
+            case Collection<?> list -> {
+                List<Object> out = new ArrayList<>(list.stream().limit(MAX_LIST_ITEMS).map(LogText::clipValues).toList());
+                if (list.size() > MAX_LIST_ITEMS) {
+                    out.add("...(" + list.size() + " items)");
+                }
+                yield out;
+            }
+            case null -> null;
+            case Number number -> number;
+            case Boolean bool -> bool;
+            default -> clip(value);
+        };
     }
 
     /** Binary from the wire, as hex of at most {@link #MAX_VALUE_CHARS} digits. */

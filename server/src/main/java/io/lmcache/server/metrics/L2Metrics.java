@@ -3,11 +3,13 @@ package io.lmcache.server.metrics;
 import io.micrometer.core.instrument.DistributionSummary;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 /**
  * The L2 tier's series under LMCache's names and labels (hybrid-and-l2.md §B.10; LMCache's
@@ -109,6 +111,17 @@ public final class L2Metrics {
         m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (fs_native: with earlier runs' files)", usedBytes::getAsLong, tags);
         adapters.add(adapter);
         return adapter;
+    }
+
+    /**
+     * Adapter {@code index}'s own events ({@code lmcache_mp_l2_adapter_events_total{event}}), one series per name {@code counts}
+     * has now (its names are fixed); read on each scrape, kept by the adapter.
+     */
+    public void adapterEvents(ServerMetrics m, int index, String type, Supplier<Map<String, Long>> counts) {
+        for (String event : counts.get().keySet()) {
+            m.functionCounter("lmcache_mp.l2_adapter_events", "the adapter's own events, by kind (its /status entry says more)", counts,
+                    c -> c.get().getOrDefault(event, 0L), "l2_name", type, "adapter_index", Integer.toString(index), "event", event);
+        }
     }
 
     public Adapter adapter(int index) {

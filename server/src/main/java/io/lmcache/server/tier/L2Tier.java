@@ -74,6 +74,8 @@ public final class L2Tier implements AutoCloseable {
             L2Adapter adapter = adapters.get(i);
             // runs on: lmcache-http-* (each scrape)
             metrics.adapter(serverMetrics, i, settings.adapters().get(i).type(), () -> adapter.usage().totalBytesUsed());
+            // runs on: lmcache-http-* (each scrape); the adapter keeps the counts (a Redis node's breaker opening, a value refused)
+            metrics.adapterEvents(serverMetrics, i, settings.adapters().get(i).type(), adapter::eventCounts);
             L2AdapterSpec.EvictionSpec evictionSpec = settings.adapters().get(i).eviction();
             if (evictionSpec != null && evictionSpec.lru()) {
                 L2Lru lru = new L2Lru();

@@ -3,6 +3,7 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -15,6 +16,8 @@ import java.util.List;
  *     client's block 0 is a real block.
  */
 public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects, int[] objectGroupOfKernel, boolean hybrid) {
+    /** Kernel groups a REGISTER's log line describes; the rest are counted. */
+    static final int DESCRIBED_GROUPS = 3;
 
     public static CacheGeometry of(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize,
             boolean separateObjectGroups) throws LayoutException {
@@ -84,12 +87,13 @@ public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects
         if (kernels.size() == 1) {
             return firstLayout().describe();
         }
-        StringBuilder text = new StringBuilder(kernels.size() + " kernel groups in " + objects.size() + " object group(s):");
-        for (KernelGroup kernel : kernels) {
-            text.append(" [").append(kernel.index()).append(" -> object group ").append(objectGroupOfKernel[kernel.index()]).append(": ")
-                    .append(kernel.kind().wireName()).append(kernel.windowTokens() > 0 ? ", window " + kernel.windowTokens() : "")
-                    .append(", ").append(kernel.layout().describe()).append(']');
+        // a REGISTER may bring thousands of groups: the line names the first few (/status lists them, bounded too)
+        List<String> groups = new ArrayList<>();
+        for (KernelGroup kernel : kernels.subList(0, Math.min(kernels.size(), DESCRIBED_GROUPS))) {
+            groups.add("[" + kernel.index() + " -> object group " + objectGroupOfKernel[kernel.index()] + ": " + kernel.kind().wireName()
+                    + (kernel.windowTokens() > 0 ? ", window " + kernel.windowTokens() : "") + ", " + kernel.layout().describe() + "]");
         }
-        return text.toString();
+        return kernels.size() + " kernel groups in " + objects.size() + " object group(s): " + String.join(" ", groups)
+                + (kernels.size() > DESCRIBED_GROUPS ? " ...(" + (kernels.size() - DESCRIBED_GROUPS) + " more)" : "");
     }
 }

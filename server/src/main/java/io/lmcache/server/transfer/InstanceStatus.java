@@ -12,6 +12,9 @@ import java.util.stream.IntStream;
 
 /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} /status entries for the LMCache-driven instances. */
 public final class InstanceStatus {
+    /** Kernel groups and object groups listed per instance (the counts say how many there are). */
+    static final int MAX_GROUPS = 32;
+
     private InstanceStatus() {}
 
     public static void put(Map<String, Object> status, List<InstanceRegistry.Registered<InstanceContext>> instances,
@@ -36,11 +39,11 @@ public final class InstanceStatus {
     static Map<String, Object> kvLayout(InstanceContext context, int chunkSize) {
         CacheGeometry geometry = context.geometry();
         List<Map<String, Object>> kernels = new ArrayList<>();
-        for (KernelGroup kernel : geometry.kernels()) {
+        for (KernelGroup kernel : first(geometry.kernels())) {
             kernels.add(kernelGroup(context, kernel));
         }
         List<Map<String, Object>> objects = new ArrayList<>();
-        for (ObjectGroup group : geometry.objects()) {
+        for (ObjectGroup group : first(geometry.objects())) {
             Map<String, Object> entry = new LinkedHashMap<>();
             entry.put("object_group_idx", group.index());
             entry.put("kind", group.kind().wireName());
@@ -53,9 +56,16 @@ public final class InstanceStatus {
         kvLayout.put("num_layers", geometry.numLayers());
         kvLayout.put("num_blocks", geometry.firstLayout().numBlocks());
         kvLayout.put("cache_size_per_token", geometry.cacheSizePerToken(chunkSize));
+        kvLayout.put("num_kernel_groups", geometry.kernels().size());
+        kvLayout.put("num_object_groups", geometry.objects().size());
         kvLayout.put("kernel_groups", kernels);
         kvLayout.put("object_groups", objects);
         return kvLayout;
+    }
+
+    /** The groups /status lists: at most {@link #MAX_GROUPS} (a REGISTER may bring thousands), counted in full beside them. */
+    private static <T> List<T> first(List<T> groups) {
+        return groups.subList(0, Math.min(groups.size(), MAX_GROUPS));
     }
 
     private static Map<String, Object> kernelGroup(InstanceContext context, KernelGroup kernel) {

@@ -227,6 +227,25 @@ class HttpApiIT {
     }
 
     @Test
+    void loglevelSetsOnlyTheServersOwnLoggers() throws Exception {
+        try (ServerProcess server = ServerProcess.start()) {
+            String base = server.httpBase();
+            for (String name : List.of("attacker.logger.1", "io.lmcachex", "io.lmcache.no.such.Logger", "io.lettuce.core")) {
+                HttpResponse<String> post = Http.post(base + "/loglevel", "{\"level\": \"DEBUG\", \"logger_name\": \"" + name + "\"}");
+                assertEquals(400, post.statusCode(), name + ": " + post.body());
+                assertFalse(json(Http.get(base + "/loglevel")).get("loggers").has(name), name + " got no level");
+            }
+            assertEquals(200, Http.post(base + "/loglevel", "{\"level\": \"INFO\", \"logger_name\": \"ROOT\"}").statusCode());
+            HttpResponse<String> own = Http.post(base + "/loglevel", "{\"level\": \"DEBUG\", \"logger_name\": \"io.lmcache.server\"}");
+            assertEquals(200, own.statusCode(), own.body());
+            assertEquals("DEBUG", json(own).get("loggers").get("io.lmcache.server").asText());
+            // the Redis client and its network layer log only errors (issue 31, item 5): the adapter summarises their failures
+            assertEquals("ERROR", json(own).get("loggers").get("io.lettuce").asText());
+            assertEquals("ERROR", json(own).get("loggers").get("io.netty").asText());
+        }
+    }
+
+    @Test
     void mutationsRefuseCrossOriginAndNonJsonPosts() throws Exception {
         try (ServerProcess server = ServerProcess.start()) {
             String base = server.httpBase();
@@ -282,9 +301,18 @@ class HttpApiIT {
 
     @Test
     void healthcheckTurns503WhenTheLoopStops() throws Exception {
-        try (ServerProcess server = ServerProcess.start("--test-hooks")) {
+        try (ServerProcess server = ServerProcess.start("--test-hooks", "--http-admin-token", "hooks")) {
+            String hook = server.httpBase() + "/test/halt-loop";
             assertEquals(200, Http.get(server.httpBase() + "/healthcheck").statusCode());
-            assertEquals(200, Http.post(server.httpBase() + "/test/halt-loop", "").statusCode());
+            // a test hook is a mutating route like the others: POST, same origin, the admin token (issue 31, item 7)
+            assertEquals(405, Http.get(hook).statusCode());
+            assertEquals(405, Http.head(hook).statusCode());
+            assertEquals(401, Http.post(hook, "").statusCode());
+            assertEquals(401, Http.postBare(hook).statusCode());
+            assertEquals(403, Http.post(hook, "", "Authorization", "Bearer hooks", "Origin", "http://evil.example").statusCode());
+            assertEquals(200, Http.get(server.httpBase() + "/healthcheck").statusCode(), "none of those halted the loop");
+            assertEquals(3.0, Http.metric(server, "lmcache_mp_http_refused_total"), "the refusals are counted");
+            assertEquals(200, Http.post(hook, "", "Authorization", "Bearer hooks").statusCode());
             await().atMost(Duration.ofSeconds(5)).until(() -> Http.get(server.httpBase() + "/healthcheck").statusCode() == 503);
             JsonNode body = json(Http.get(server.httpBase() + "/healthcheck"));
             assertEquals("unhealthy", body.get("status").asText());

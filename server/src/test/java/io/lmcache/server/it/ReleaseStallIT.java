@@ -31,6 +31,7 @@ class ReleaseStallIT {
     @Test
     void aReleaseThatNeverReturnsStallsNothingElse() {
         try (ServerProcess server = ServerProcess.start(Map.of("LMCACHE_TEST_RELEASE_TIMEOUT_MS", "500"), "--test-hooks",
+                "--http-admin-token", "hooks",
                 "--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2", "--worker-registration-grace-seconds", "60",
                 "--worker-disconnect-grace-seconds", "0");
              JavaWorker a = new JavaWorker(server.endpoint(), 601, "release/model", SMALL);
@@ -38,7 +39,7 @@ class ReleaseStallIT {
             a.register();
             a.fill(BLOCKS, 1);
             assertTrue(a.store(JavaWorker.tokens(1, 256), 0, 256, BLOCKS, "a-1"));
-            assertEquals(200, Http.post(server.httpBase() + "/test/block-next-release", "").statusCode());
+            assertEquals(200, Http.post(server.httpBase() + "/test/block-next-release", "", "Authorization", "Bearer hooks").statusCode());
 
             a.unregister();
             double scansBefore = metric(server, "lmcache_mp_reaper_scans_total");

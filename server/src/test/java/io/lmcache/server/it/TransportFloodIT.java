@@ -243,10 +243,10 @@ class TransportFloodIT {
      */
     @Test
     void aDeadZeromqIoThreadStopsTheServerWithExitCode3() throws Exception {
-        try (ServerProcess server = ServerProcess.start("--test-hooks");
+        try (ServerProcess server = ServerProcess.start("--test-hooks", "--http-admin-token", "hooks");
              TestClient client = new TestClient(server.endpoint())) {
             assertHealthy(server);
-            assertEquals(200, Http.post(server.httpBase() + "/test/fail-next-frame-allocation", "").statusCode());
+            assertEquals(200, Http.post(server.httpBase() + "/test/fail-next-frame-allocation", "", "Authorization", "Bearer hooks").statusCode());
             client.send(22, NIL, new byte[8192]);
             assertTrue(server.process().waitFor(30, TimeUnit.SECONDS), "the server exits once the transport died");
             assertEquals(3, server.process().exitValue());

@@ -18,6 +18,7 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.stream.IntStream;
 import org.msgpack.core.MessageBufferPacker;
 
 /**
@@ -88,7 +89,15 @@ public final class JavaWorker implements AutoCloseable {
 
     /** REGISTER_KV_CACHE with the 7 payload frames of the newest client; fails unless the reply has no payload. */
     public void register() {
-        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList());
+        register(0);
+    }
+
+    /**
+     * The same with {@code engineGroups} engine group infos (0: none, one group): layer {@code i} in group {@code i % engineGroups},
+     * every group full attention with the geometry's block size (each its own kernel group and, by default, object group).
+     */
+    public void register(int engineGroups) {
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups);
     }
 
     /**
@@ -97,6 +106,10 @@ public final class JavaWorker implements AutoCloseable {
      * whether it accepts the tensors or not; anything else fails.
      */
     public static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names) {
+        register(client, instanceId, model, geometry, names, 0);
+    }
+
+    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups) {
         long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
         long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
             (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
@@ -109,7 +122,19 @@ public final class JavaWorker implements AutoCloseable {
         });
         TestClient.Reply reply = client.call(1, pack(p -> p.packLong(instanceId)), wrappers, pack(p -> p.packString(model)),
                 pack(p -> p.packInt(1)), pack(p -> p.packString("vllm")),
-                pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> p.packArrayHeader(0)));
+                pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> {
+                    p.packArrayHeader(engineGroups);
+                    for (int g = 0; g < engineGroups; g++) {
+                        p.packMapHeader(3).packString("engine_group_id").packInt(g).packString("tokens_per_block").packInt(geometry.blockSize())
+                                .packString("layer_indices");
+                        int group = g;
+                        int[] layers = IntStream.range(0, names.size()).filter(l -> l % engineGroups == group).toArray();
+                        p.packArrayHeader(layers.length);
+                        for (int layer : layers) {
+                            p.packInt(layer);
+                        }
+                    }
+                }));
         if (reply.payload() != null) {
             throw new AssertionError("REGISTER replied with a payload: " + reply.payloadHex());
         }

@@ -1,13 +1,8 @@
 package io.lmcache.server.l2.redis;
 
-import io.lettuce.core.RedisCommandExecutionException;
-import io.lettuce.core.RedisCommandTimeoutException;
-import io.lettuce.core.RedisConnectionException;
 import io.lettuce.core.RedisException;
-import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.output.IntegerOutput;
 import io.lettuce.core.output.StatusOutput;
-import io.lettuce.core.protocol.AsyncCommand;
 import io.lettuce.core.protocol.Command;
 import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.CommandType;
@@ -27,19 +22,15 @@ import io.lmcache.server.l2.UsageAccounting;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
@@ -58,8 +49,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class RedisAdapter implements L2Adapter {
     private static final Logger LOG = LoggerFactory.getLogger(RedisAdapter.class);
-    /** Lettuce times every command out at request_timeout; this much later our own timer answers for it, whatever happened. */
-    private static final long BACKSTOP_NS = TimeUnit.SECONDS.toNanos(1);
     /** delete() runs on the housekeeping thread: it waits this long for the DEL replies, later ones still count. */
     private static final long DELETE_WAIT_NS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(5);
@@ -68,7 +57,10 @@ public final class RedisAdapter implements L2Adapter {
     private final String name;
     private final ScheduledThreadPoolExecutor scheduler;
     private final FailureLog failures;
+    private final ReconnectLog reconnects;
     private final RedisLink link;
+    private final NodeBreakers breakers;
+    private final CommandSender sender;
     private final NodeProbe probe;
     private final ValueWindow window;
     private final TaskResults results = new TaskResults();
@@ -80,6 +72,7 @@ public final class RedisAdapter implements L2Adapter {
     private final LongAdder lookupHits = new LongAdder();
     private final LongAdder loadedKeys = new LongAdder();
     private final LongAdder loadMisses = new LongAdder();
+    private final LongAdder loadTooBig = new LongAdder();
     private volatile boolean closed;
 
     /** Starts connecting in the background; its threads (Lettuce's I/O and timer, the adapter's scheduler) come from {@code threads}. */
@@ -89,7 +82,10 @@ public final class RedisAdapter implements L2Adapter {
         this.scheduler = new ScheduledThreadPoolExecutor(1, threads);
         scheduler.setRemoveOnCancelPolicy(true); // one backstop timer per command, nearly all cancelled
         this.failures = new FailureLog(LOG, name);
-        this.link = new RedisLink(spec, name, threads, scheduler, failures);
+        this.reconnects = new ReconnectLog(LOG, name);
+        this.link = new RedisLink(spec, name, threads, scheduler, failures, reconnects);
+        this.breakers = new NodeBreakers(LOG, name, scheduler, link::ping, spec.requestTimeoutNs());
+        this.sender = new CommandSender(scheduler, spec.requestTimeoutNs(), breakers);
         this.probe = new NodeProbe(link, scheduler, spec.requestTimeoutNs());
         this.window = new ValueWindow(spec.numWorkers(), scheduler);
         this.accounting = new UsageAccounting(spec.maxCapacityBytes());
@@ -132,7 +128,7 @@ public final class RedisAdapter implements L2Adapter {
                     if (spec.ttlMs() > 0) {
                         args.add("PX").add(spec.ttlMs());
                     }
-                    sendValue(new Command<>(CommandType.SET, new StatusOutput<>(ValueCodec.INSTANCE), args), value, (reply, error) -> {
+                    sendValue(wire, new Command<>(CommandType.SET, new StatusOutput<>(ValueCodec.INSTANCE), args), value, (reply, error) -> {
                         if (error == null && "OK".equals(reply)) {
                             accounting.stored(List.of(key), new long[] {value.size()});
                             task.wrote(value.size());
@@ -140,7 +136,7 @@ public final class RedisAdapter implements L2Adapter {
                             failures.succeeded();
                         } else {
                             task.failed();
-                            failures.failed(error == null ? "store_reply" : reason(error), 1, "SET " + wire + (error == null ? " answered "
+                            failures.failed(error == null ? "store_reply" : CommandSender.reason(error), 1, "SET " + wire + (error == null ? " answered "
                                     + reply : ""), error);
                         }
                         task.oneDone();
@@ -179,14 +175,16 @@ public final class RedisAdapter implements L2Adapter {
                 L2Key key = taskKeys.get(i);
                 // the lock comes first: an eviction between the answer and the lock could delete a key reported found
                 locks.lock(key);
-                CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
-                send(now.control(), new Command<>(CommandType.EXISTS, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
+                String wire = wireKey(key);
+                CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire);
+                sender.send(now.control(), link.nodeOf(wire), new Command<>(CommandType.EXISTS, new IntegerOutput<>(ValueCodec.INSTANCE), args),
+                        (count, error) -> {
                     if (error == null && count != null && count == 1) {
                         task.set(index);
                     } else {
                         locks.unlock(key);
                         if (error != null) {
-                            failures.failed(reason(error), 1, "EXISTS " + wireKey(key), error);
+                            failures.failed(CommandSender.reason(error), 1, "EXISTS " + wire, error);
                         }
                     }
                     task.oneDone();
@@ -225,9 +223,11 @@ public final class RedisAdapter implements L2Adapter {
                 LentBuffer target = lend(buffers.get(i));
                 String wire = wireKey(key);
                 window.submit(() -> {
+                    // GETRANGE 0..size: at most one byte more than the object, so a larger value planted under the key is refused by
+                    // its length without being read (a GET would read all of it, holding the connection every other load shares)
                     LoadOutput output = new LoadOutput(target);
-                    CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire);
-                    sendValue(new Command<>(CommandType.GET, output, args), target, (outcome, error) -> {
+                    CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire).add(0).add(target.size());
+                    sendValue(wire, new Command<>(CommandType.GETRANGE, output, args), target, (outcome, error) -> {
                         if (error == null && outcome == LoadOutput.Outcome.HIT) {
                             task.set(index);
                             accounting.stored(List.of(key), new long[] {target.size()});
@@ -237,9 +237,11 @@ public final class RedisAdapter implements L2Adapter {
                         } else if (error == null && outcome == LoadOutput.Outcome.MISSING) {
                             loadMisses.increment(); // gone since the lookup (expired, evicted, deleted by another server): a miss, not a fault
                         } else {
-                            failures.failed(error != null ? reason(error) : outcome == LoadOutput.Outcome.WRONG_SIZE ? "load_wrong_size"
-                                    : "timeout", 1, "GET " + wire + (error == null ? " answered " + outcome + " for " + target.size()
-                                    + " bytes" : ""), error);
+                            if (error == null && outcome == LoadOutput.Outcome.TOO_BIG) {
+                                loadTooBig.increment();
+                            }
+                            failures.failed(error != null ? CommandSender.reason(error) : loadReason(outcome), 1, "GETRANGE " + wire
+                                    + (error == null ? " answered " + outcome + " for " + target.size() + " bytes" : ""), error);
                         }
                         task.oneDone();
                     });
@@ -268,7 +270,7 @@ public final class RedisAdapter implements L2Adapter {
     }
 
     /** A SET or GET on the values connection, holding a place in the window; the buffer goes back before {@code done} runs. */
-    private <T> void sendValue(Command<String, LentBuffer, T> command, LentBuffer buffer, BiConsumer<T, Throwable> done) {
+    private <T> void sendValue(String wire, Command<String, LentBuffer, T> command, LentBuffer buffer, BiConsumer<T, Throwable> done) {
         RedisLink.Connections now = connections();
         BiConsumer<T, Throwable> giveBack = (value, error) -> {
             buffer.revoke();
@@ -280,54 +282,14 @@ public final class RedisAdapter implements L2Adapter {
             giveBack.accept(null, new RedisException(closed ? "the adapter is closed" : "not connected"));
             return;
         }
-        send(now.values(), command, giveBack);
+        sender.send(now.values(), link.nodeOf(wire), command, giveBack);
     }
 
-    /** Dispatches one command; {@code done} runs exactly once: with Lettuce's answer, or with a timeout from our backstop timer. */
-    private <T> void send(StatefulConnection<String, LentBuffer> connection, Command<String, LentBuffer, T> command,
-            BiConsumer<T, Throwable> done) {
-        AsyncCommand<String, LentBuffer, T> async = new AsyncCommand<>(command);
-        CompletableFuture<T> answer = new CompletableFuture<>();
-        ScheduledFuture<?> backstop = null;
-        try {
-            backstop = scheduler.schedule(() -> answer.completeExceptionally(new TimeoutException("no answer from Lettuce within "
-                    + TimeUnit.NANOSECONDS.toMillis(spec.requestTimeoutNs() + BACKSTOP_NS) + " ms")), spec.requestTimeoutNs() + BACKSTOP_NS,
-                    TimeUnit.NANOSECONDS);
-        } catch (RejectedExecutionException e) {
-            // closing: Lettuce's own timeout still bounds the command
-        }
-        ScheduledFuture<?> timer = backstop;
-        // runs on: a Lettuce I/O thread (an answer), the scheduler (a timeout), or this thread (a command refused at once)
-        answer.whenComplete((value, error) -> {
-            if (timer != null) {
-                timer.cancel(false);
-            }
-            done.accept(value, error);
-        });
-        async.whenComplete((value, error) -> {
-            if (error == null) {
-                answer.complete(value);
-            } else {
-                answer.completeExceptionally(error);
-            }
-        });
-        try {
-            connection.dispatch(async);
-        } catch (RuntimeException e) {
-            answer.completeExceptionally(e);
-        }
-    }
-
-    /** The failure reason a /status counter is kept under. */
-    private static String reason(Throwable error) {
-        Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
-        return switch (cause) {
-            case RedisCommandTimeoutException t -> "timeout";
-            case TimeoutException t -> "timeout";
-            case RedisConnectionException e -> "connection";
-            case RedisCommandExecutionException e -> "server_error";
-            case RedisException e when String.valueOf(e.getMessage()).contains("not connected") -> "disconnected";
-            default -> "error";
+    private static String loadReason(LoadOutput.Outcome outcome) {
+        return switch (outcome) {
+            case TOO_BIG -> "load_too_big";
+            case WRONG_SIZE -> "load_wrong_size";
+            default -> "timeout";
         };
     }
 
@@ -344,15 +306,17 @@ public final class RedisAdapter implements L2Adapter {
         List<L2Key> unlocked = keys.stream().filter(key -> !locks.isLocked(key)).toList();
         CountDownLatch answered = new CountDownLatch(unlocked.size());
         for (L2Key key : unlocked) {
-            CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wireKey(key));
-            send(now.control(), new Command<>(CommandType.DEL, new IntegerOutput<>(ValueCodec.INSTANCE), args), (count, error) -> {
+            String wire = wireKey(key);
+            CommandArgs<String, LentBuffer> args = new CommandArgs<>(ValueCodec.INSTANCE).addKey(wire);
+            sender.send(now.control(), link.nodeOf(wire), new Command<>(CommandType.DEL, new IntegerOutput<>(ValueCodec.INSTANCE), args),
+                    (count, error) -> {
                 if (error == null && count != null) {
                     accounting.deleted(List.of(key)); // gone either way: 0 means it expired or another server deleted it first
                     if (count == 1) {
                         removed.add(key);
                     }
                 } else {
-                    failures.failed(reason(error), 1, "DEL " + wireKey(key), error);
+                    failures.failed(CommandSender.reason(error), 1, "DEL " + wire, error);
                 }
                 answered.countDown();
             });
@@ -379,8 +343,30 @@ public final class RedisAdapter implements L2Adapter {
 
     @Override
     public Map<String, Object> status() {
-        return RedisStatus.of(this, spec, link, probe.snapshot(), new RedisStatus.Counts(locks.lockedKeys(), window.inFlight(), window.waiting(),
-                storedKeys.sum(), lookupKeys.sum(), lookupHits.sum(), loadedKeys.sum(), loadMisses.sum()), failures);
+        Map<String, Object> status = RedisStatus.of(this, spec, link, probe.snapshot(), new RedisStatus.Counts(locks.lockedKeys(),
+                window.inFlight(), window.waiting(), storedKeys.sum(), lookupKeys.sum(), lookupHits.sum(), loadedKeys.sum(), loadMisses.sum()),
+                failures);
+        if (!breakers.openNodes().isEmpty()) {
+            status.put("is_healthy", false); // a node that does not answer serves none of its keys
+        }
+        status.putAll(eventCounts());
+        status.put("open_nodes", breakers.openNodes());
+        status.put("breakers", breakers.status());
+        status.put("unreachable_nodes", reconnects.status());
+        return status;
+    }
+
+    /** Breaker, oversized-value and reconnect counters (the server's metrics read these on each scrape). */
+    @Override
+    public Map<String, Long> eventCounts() {
+        Map<String, Long> counts = new LinkedHashMap<>(breakers.counters());
+        counts.put("load_too_big", loadTooBig.sum());
+        counts.put("reconnect_attempts_failed", reconnects.failedAttempts());
+        return counts;
+    }
+
+    NodeBreakers breakers() {
+        return breakers;
     }
 
     /**

@@ -10,6 +10,7 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
 import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.protocol.ProtocolVersion;
@@ -26,6 +27,7 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import reactor.core.Disposable;
 
 /**
  * The adapter's connections to one Redis/Valkey node or cluster, through Lettuce: one for values
@@ -58,12 +60,14 @@ final class RedisLink implements AutoCloseable {
     private final ClientResources resources;
     private final RedisClient client;
     private final RedisClusterClient clusterClient;
+    private final Disposable events;
     private volatile Connections connections;
     private volatile boolean closed;
     /** Touched by one connect attempt at a time (each schedules the next). */
     private volatile long retryNs = RETRY_MIN_NS;
 
-    RedisLink(L2AdapterSpec.Redis spec, String name, ThreadFactory threads, ScheduledExecutorService scheduler, FailureLog failures) {
+    RedisLink(L2AdapterSpec.Redis spec, String name, ThreadFactory threads, ScheduledExecutorService scheduler, FailureLog failures,
+            ReconnectLog reconnects) {
         this.spec = spec;
         this.name = name;
         this.scheduler = scheduler;
@@ -72,6 +76,8 @@ final class RedisLink implements AutoCloseable {
         this.resources = DefaultClientResources.builder().ioThreadPoolSize(ioThreads).computationThreadPoolSize(2)
                 .threadFactoryProvider(pool -> threads)
                 .reconnectDelay(Delay.exponential(Duration.ofMillis(10), RECONNECT_MAX, 2, TimeUnit.MILLISECONDS)).build();
+        // runs on: Lettuce's event bus (its computation threads)
+        this.events = resources.eventBus().get().subscribe(reconnects::onEvent);
         Duration requestTimeout = Duration.ofNanos(spec.requestTimeoutNs());
         SocketOptions socket = SocketOptions.builder().connectTimeout(Duration.ofNanos(spec.connectionTimeoutNs())).keepAlive(true)
                 .tcpNoDelay(true).build();
@@ -235,9 +241,40 @@ final class RedisLink implements AutoCloseable {
         return CompletableFuture.failedFuture(new IllegalStateException("unknown connection type"));
     }
 
+    /**
+     * The node ({@code host:port}, as {@link #nodes} names them) that holds {@code wireKey}: its slot's master in a cluster (empty
+     * when the topology has no master for it yet), the one node standalone.
+     */
+    String nodeOf(String wireKey) {
+        Connections now = connections();
+        if (now != null && now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> cluster) {
+            RedisClusterNode node = cluster.getPartitions().getPartitionBySlot(SlotHash.getSlot(wireKey));
+            return node == null ? "" : node.getUri().getHost() + ":" + node.getUri().getPort();
+        }
+        return spec.nodes().getFirst().toString();
+    }
+
+    /** A PING to {@code node} on the control connection (the circuit breaker's probe); the caller bounds the wait. */
+    CompletableFuture<String> ping(String node) {
+        Connections now = connections();
+        if (now == null) {
+            return CompletableFuture.failedFuture(new IllegalStateException("not connected"));
+        }
+        if (now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> control) {
+            int colon = node.lastIndexOf(':');
+            return control.getConnectionAsync(node.substring(0, colon), Integer.parseInt(node.substring(colon + 1)))
+                    .thenCompose(c -> c.async().ping());
+        }
+        if (now.control() instanceof StatefulRedisConnection<String, LentBuffer> single) {
+            return single.async().ping().toCompletableFuture();
+        }
+        return CompletableFuture.failedFuture(new IllegalStateException("unknown connection type"));
+    }
+
     @Override
     public void close() {
         closed = true;
+        events.dispose();
         Connections now = connections;
         if (now != null) {
             List<CompletableFuture<Void>> closing = List.of(now.values().closeAsync(), now.control().closeAsync());

@@ -93,11 +93,15 @@ class RedisAdapterTest {
         assertTrue(store(adapter, keys, driver.filled(100, 1, BYTES)).ok());
         assertEquals(1, lookup(adapter, keys).popcount(), "EXISTS does not know the size: found");
         List<MemorySegment> small = driver.blank(1, BYTES / 2, (byte) 0x5a);
-        assertFalse(load(adapter, keys, small).get(0), "a GET of another length is a miss");
+        assertFalse(load(adapter, keys, small).get(0), "a stored value larger than the object is a miss");
         assertTrue(bytes(small.getFirst()).length == BYTES / 2 && allEqual(bytes(small.getFirst()), (byte) 0x5a), "untouched");
+        List<MemorySegment> large = driver.blank(1, BYTES * 2, (byte) 0x5b);
+        assertFalse(load(adapter, keys, large).get(0), "a shorter one too");
+        assertTrue(allEqual(bytes(large.getFirst()), (byte) 0x5b), "untouched");
         assertFalse(load(adapter, keys(101, 1), driver.blank(1, BYTES, (byte) 0)).get(0), "a nil is a miss");
         adapter.submitUnlock(keys);
         Map<?, ?> reasons = (Map<?, ?>) adapter.status().get("failures_by_reason");
+        assertEquals(1L, reasons.get("load_too_big"), String.valueOf(reasons));
         assertEquals(1L, reasons.get("load_wrong_size"), String.valueOf(reasons));
         assertEquals(1L, adapter.status().get("load_misses"));
     }
