@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -145,7 +146,7 @@ class TokenHashChainTest {
     @Test
     void theSha256CborRootIsTheSeedAsACborTextString() throws Exception {
         // sha256_cbor("0"): the CBOR text string "0" is 0x61 0x30
-        byte[] expected = java.security.MessageDigest.getInstance("SHA-256").digest(new byte[] {0x61, 0x30});
+        byte[] expected = MessageDigest.getInstance("SHA-256").digest(new byte[] {0x61, 0x30});
         assertArrayEquals(expected, TokenHashChain.sha256Cbor("0").root());
         assertNotEquals(HEX.formatHex(expected), HEX.formatHex(TokenHashChain.sha256Cbor("1").root()));
     }
