@@ -223,10 +223,7 @@ public final class ConfigLoader {
             policy = "LRU";
         }
         EvictionPolicy evictionPolicy = choice("--eviction-policy", policy, EvictionPolicy::parse);
-        String hashAlgorithm = o.hashAlgorithm.strip().toLowerCase(Locale.ROOT);
-        if (!Set.of("blake3", "builtin", "sha256_cbor").contains(hashAlgorithm)) {
-            throw new ConfigException("--hash-algorithm", "must be one of blake3, builtin, sha256_cbor, got '" + o.hashAlgorithm + "'");
-        }
+        HashAlgorithm hashAlgorithm = HashAlgorithm.validate(o.hashAlgorithm, env);
 
         String shmName = o.shmName == null ? "lmcache_l1_pool_" + ProcessHandle.current().pid() : o.shmName.strip();
         if (shmName.startsWith("/")) {

@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
+ * @param hashAlgorithm the chunk-hash chain shared with LMCache servers (not yet the one keys use: issue 27)
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
  */
@@ -49,7 +50,7 @@ public record ServerConfig(
         String httpAdminToken,
         int prometheusPort,
         String instanceId,
-        String hashAlgorithm,
+        HashAlgorithm hashAlgorithm,
         DeviceMode device,
         String configFile,
         boolean testHooks,
@@ -96,7 +97,7 @@ public record ServerConfig(
         out.put("http_admin_token", hasAdminToken() ? "<set>" : "");
         out.put("prometheus_port", prometheusPort);
         out.put("instance_id", instanceId);
-        out.put("hash_algorithm", hashAlgorithm);
+        out.put("hash_algorithm", hashAlgorithm.flagValue());
         out.put("device", device.flagValue());
         out.put("config_file", configFile);
         out.put("l2_adapter", l2.adapterJson());

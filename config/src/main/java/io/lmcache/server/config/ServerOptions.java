@@ -107,8 +107,9 @@ final class ServerOptions {
     String instanceId;
 
     @Option(names = "--hash-algorithm", defaultValue = "blake3",
-            description = "Accepted for compatibility with LMCache (blake3, builtin, sha256_cbor). Keys never leave this server, which always uses a "
-                    + "SHA-256 prefix chain.")
+            description = "Chunk-hash chain, the same on every server sharing a cache: blake3 (LMCache's default) or sha256_cbor (vLLM's,"
+                    + " rooted at PYTHONHASHSEED, which must then be set as on the fleet's vLLM and LMCache processes); builtin is refused"
+                    + " (default: ${DEFAULT-VALUE}).")
     String hashAlgorithm;
 
     @Option(names = "--config-file", description = "TOML file with defaults for these flags (or env LMCACHE_MP_CONFIG).")

@@ -17,6 +17,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -25,7 +26,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Start-ups refused because of the host (issue 13, items 6 and 7): a pool larger than memory, and a
  * {@code --shm-name} taken by something that is not a dead server's pool. Both exit 2 with one
  * line, touching nothing; a killed server's marked pool is replaced. A {@code --shm-mode} that gives
- * other users access to the pool (issue 31, item 2) is refused the same way.
+ * other users access to the pool (issue 31, item 2) is refused the same way, and so is a
+ * {@code --hash-algorithm} that no other server could share (issue 27).
  */
 @ExtendWith(ServerLogOnFailure.class)
 class StartupRefusalIT {
@@ -33,7 +35,11 @@ class StartupRefusalIT {
 
     /** Launches a server expected to refuse its start; waits (bounded) for the exit. */
     private static ServerProcess refusedStart(String... args) throws InterruptedException {
-        ServerProcess server = ServerProcess.launch(Map.of(), args);
+        return refusedStart(Map.of(), Set.of(), args);
+    }
+
+    private static ServerProcess refusedStart(Map<String, String> env, Set<String> unset, String... args) throws InterruptedException {
+        ServerProcess server = ServerProcess.launch(env, unset, args);
         assertTrue(server.process().waitFor(60, TimeUnit.SECONDS), "the server exits instead of starting");
         server.close();
         return server;
@@ -67,6 +73,35 @@ class StartupRefusalIT {
         assertEquals(1, lines.size(), server.log());
         assertTrue(lines.getFirst().startsWith("lmcache-server: error: --shm-mode: must give others no access"), lines.getFirst());
         assertFalse(Files.exists(Path.of("/dev/shm", name), LinkOption.NOFOLLOW_LINKS), "no pool file was created");
+    }
+
+    @Test
+    void aHashAlgorithmNoOtherServerCouldShareExitsTwoWithOneLine() throws Exception {
+        ServerProcess builtin = refusedStart(Map.of("PYTHONHASHSEED", "0"), Set.of(), "--hash-algorithm", "builtin");
+        assertEquals(2, builtin.process().exitValue(), builtin.log());
+        List<String> lines = builtin.log().strip().lines().toList();
+        assertEquals(1, lines.size(), builtin.log());
+        assertTrue(lines.getFirst().startsWith("lmcache-server: error: --hash-algorithm: builtin (Python's hash())"), lines.getFirst());
+
+        ServerProcess unknown = refusedStart("--hash-algorithm", "xxhash");
+        assertEquals(2, unknown.process().exitValue(), unknown.log());
+        assertEquals(List.of("lmcache-server: error: --hash-algorithm: must be blake3 or sha256_cbor, got 'xxhash' (see --help)"),
+                unknown.log().strip().lines().toList());
+    }
+
+    @Test
+    void sha256CborWithoutPythonHashSeedExitsTwoWithOneLineAndStartsWithIt() throws Exception {
+        ServerProcess unseeded = refusedStart(Map.of(), Set.of("PYTHONHASHSEED"), "--hash-algorithm", "sha256_cbor");
+        assertEquals(2, unseeded.process().exitValue(), unseeded.log());
+        List<String> lines = unseeded.log().strip().lines().toList();
+        assertEquals(1, lines.size(), unseeded.log());
+        assertTrue(lines.getFirst().startsWith("lmcache-server: error: --hash-algorithm: sha256_cbor needs PYTHONHASHSEED set"),
+                lines.getFirst());
+
+        try (ServerProcess seeded = ServerProcess.start(Map.of("PYTHONHASHSEED", "0"), "--hash-algorithm", "sha256_cbor")) {
+            assertTrue(Http.get(seeded.httpBase() + "/config").body().contains("\"hash_algorithm\":\"sha256_cbor\""), "shown in /config");
+            seeded.terminate(Duration.ofSeconds(30));
+        }
     }
 
     @Test

@@ -52,6 +52,11 @@ public final class ServerProcess implements AutoCloseable {
 
     /** Starts without waiting for readiness (start-up timing and failure tests). */
     public static ServerProcess launch(Map<String, String> env, String... args) {
+        return launch(env, Set.of(), args);
+    }
+
+    /** As {@link #launch(Map, String...)}, with the variables in {@code unset} taken out of the environment the server inherits. */
+    public static ServerProcess launch(Map<String, String> env, Set<String> unset, String... args) {
         List<String> argList = List.of(args);
         int port = argList.contains("--port") ? Integer.parseInt(argList.get(argList.indexOf("--port") + 1)) : freePort();
         int httpPort = argList.contains("--http-port") ? Integer.parseInt(argList.get(argList.indexOf("--http-port") + 1)) : freePort();
@@ -76,6 +81,7 @@ public final class ServerProcess implements AutoCloseable {
         try {
             Path log = Files.createTempFile("lmcache-server-", ".log");
             ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+            builder.environment().keySet().removeAll(unset);
             builder.environment().putAll(env);
             ServerProcess server = new ServerProcess(builder.start(), log, port, httpPort);
             LIVE.add(server);

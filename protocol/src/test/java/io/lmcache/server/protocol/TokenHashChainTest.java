@@ -1,0 +1,220 @@
+package io.lmcache.server.protocol;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.bouncycastle.crypto.digests.Blake3Digest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * LMCache's chains against values derived without this code: BLAKE3's published vectors (for the
+ * digest BouncyCastle computes) and chains worked from LMCache's and vLLM's definitions by
+ * {@code hashing/generate_chains.py} (b3sum, hand-assembled CBOR checked against cbor2, hashlib).
+ */
+class TokenHashChainTest {
+    private static final HexFormat HEX = HexFormat.of();
+
+    record Chain(String name, String algorithm, String seed, int chunkSize, int[] tokens, String root, List<String> hashes) {
+        TokenHashChain chain() {
+            return algorithm.equals("blake3") ? TokenHashChain.blake3() : TokenHashChain.sha256Cbor(seed);
+        }
+
+        @Override
+        public String toString() {
+            return name;
+        }
+    }
+
+    static Stream<Chain> chains() throws IOException {
+        JsonNode cases;
+        try (InputStream in = resource("chains.json")) {
+            cases = new ObjectMapper().readTree(in).get("cases");
+        }
+        List<Chain> out = new ArrayList<>();
+        for (JsonNode c : cases) {
+            List<String> hashes = new ArrayList<>();
+            c.get("hashes").forEach(h -> hashes.add(h.asText()));
+            out.add(new Chain(c.get("name").asText(), c.get("algorithm").asText(), c.has("seed") ? c.get("seed").asText() : null,
+                    c.get("chunk_size").asInt(), tokens(c), c.get("root").asText(), hashes));
+        }
+        return out.stream();
+    }
+
+    private static int[] tokens(JsonNode c) {
+        if (c.has("tokens")) {
+            int[] tokens = new int[c.get("tokens").size()];
+            for (int i = 0; i < tokens.length; i++) {
+                tokens[i] = c.get("tokens").get(i).intValue();
+            }
+            return tokens;
+        }
+        JsonNode f = c.get("tokens_formula");
+        long mul = f.get("mul").asLong();
+        long add = f.get("add").asLong();
+        long mod = f.get("mod").asLong();
+        int[] tokens = new int[f.get("count").asInt()];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = (int) ((i * mul + add) % mod);
+        }
+        return tokens;
+    }
+
+    private static InputStream resource(String name) {
+        InputStream in = TokenHashChainTest.class.getResourceAsStream("/hashing/" + name);
+        if (in == null) {
+            throw new IllegalStateException("test resource hashing/" + name + " is missing");
+        }
+        return in;
+    }
+
+    @Test
+    void bouncyCastlesBlake3GivesThePublishedVectors() throws IOException {
+        int checked = 0;
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(resource("blake3-published-vectors.txt"), StandardCharsets.UTF_8))) {
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                if (line.startsWith("#") || line.isBlank()) {
+                    continue;
+                }
+                String[] fields = line.split(" ");
+                byte[] input = new byte[Integer.parseInt(fields[0])];
+                for (int i = 0; i < input.length; i++) {
+                    input[i] = (byte) (i % 251);
+                }
+                Blake3Digest digest = new Blake3Digest(256);
+                digest.update(input, 0, input.length);
+                byte[] out = new byte[32];
+                digest.doFinal(out, 0);
+                assertEquals(fields[1], HEX.formatHex(out), "input_len " + fields[0]);
+                checked++;
+            }
+        }
+        assertEquals(22, checked, "every published case of the file");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("chains")
+    void rootAndChainEqualTheDefinitions(Chain c) {
+        TokenHashChain chain = c.chain();
+        assertEquals(c.root(), HEX.formatHex(chain.root()));
+        int chunks = c.tokens().length / c.chunkSize();
+        assertEquals(c.hashes().size(), chunks, "complete chunks only");
+        byte[] hashes = new byte[32 * chunks];
+        chain.hashChunks(c.tokens(), c.chunkSize(), 0, chunks, hashes);
+        for (int i = 0; i < chunks; i++) {
+            assertEquals(c.hashes().get(i), HEX.formatHex(hashes, 32 * i, 32 * i + 32), "chunk " + i);
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("chains")
+    void oneChunkAtATimeInPlaceGivesTheSameChain(Chain c) {
+        TokenHashChain chain = c.chain();
+        byte[] prefix = chain.root();
+        for (int i = 0; i < c.hashes().size(); i++) {
+            chain.chunk(prefix, 0, c.tokens(), i * c.chunkSize(), (i + 1) * c.chunkSize(), prefix, 0); // output over its own input
+            assertEquals(c.hashes().get(i), HEX.formatHex(prefix), "chunk " + i);
+        }
+    }
+
+    @Test
+    void theBlake3RootIsBlake3OfTwelveZeroBytes() {
+        Blake3Digest digest = new Blake3Digest(256);
+        digest.update(new byte[12], 0, 12);
+        byte[] expected = new byte[32];
+        digest.doFinal(expected, 0);
+        assertArrayEquals(expected, TokenHashChain.blake3().root());
+        assertEquals("7e3eff9ef7613a50340eb12677ee03b83ac759fcba9bb32705f07248d56d473b", HEX.formatHex(expected));
+    }
+
+    @Test
+    void theSha256CborRootIsTheSeedAsACborTextString() throws Exception {
+        // sha256_cbor("0"): the CBOR text string "0" is 0x61 0x30
+        byte[] expected = MessageDigest.getInstance("SHA-256").digest(new byte[] {0x61, 0x30});
+        assertArrayEquals(expected, TokenHashChain.sha256Cbor("0").root());
+        assertNotEquals(HEX.formatHex(expected), HEX.formatHex(TokenHashChain.sha256Cbor("1").root()));
+    }
+
+    @Test
+    void continuingFromAnyChunkEqualsHashingTheWhole() {
+        int[] tokens = new Random(5).ints(9 * 16, 0, 200_000).toArray();
+        for (TokenHashChain chain : List.of(TokenHashChain.blake3(), TokenHashChain.sha256Cbor("0"))) {
+            byte[] whole = new byte[32 * 9];
+            chain.hashChunks(tokens, 16, 0, 9, whole);
+            for (int split = 0; split <= 9; split++) {
+                byte[] pieces = new byte[32 * 9];
+                chain.hashChunks(tokens, 16, 0, split, pieces);
+                chain.hashChunks(tokens, 16, split, 9, pieces);
+                assertArrayEquals(whole, pieces, chain.name() + " split at " + split);
+            }
+        }
+    }
+
+    @Test
+    void aChangeInOneChunkChangesItAndEveryLaterOneOnly() {
+        int[] a = new Random(6).ints(4 * 256, 0, 150_000).toArray();
+        int[] b = a.clone();
+        b[2 * 256 + 17] += 1;
+        for (TokenHashChain chain : List.of(TokenHashChain.blake3(), TokenHashChain.sha256Cbor("0"))) {
+            byte[] ha = new byte[128];
+            byte[] hb = new byte[128];
+            chain.hashChunks(a, 256, 0, 4, ha);
+            chain.hashChunks(b, 256, 0, 4, hb);
+            for (int c = 0; c < 4; c++) {
+                String left = HEX.formatHex(ha, 32 * c, 32 * c + 32);
+                String right = HEX.formatHex(hb, 32 * c, 32 * c + 32);
+                if (c < 2) {
+                    assertEquals(left, right, chain.name() + " chunk " + c);
+                } else {
+                    assertNotEquals(left, right, chain.name() + " chunk " + c);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aNegativeTokenIsItsThirtyTwoBitsForBlake3() {
+        // Python's struct.pack(">I") refuses -1; the Java chain encodes its bits, as 4294967295 would be
+        TokenHashChain chain = TokenHashChain.blake3();
+        byte[] root = chain.root();
+        byte[] out = new byte[32];
+        chain.chunk(root, 0, new int[] {-1}, 0, 1, out, 0);
+        Blake3Digest digest = new Blake3Digest(256);
+        digest.update(root, 0, 32);
+        digest.update(new byte[] {-1, -1, -1, -1}, 0, 4);
+        byte[] expected = new byte[32];
+        digest.doFinal(expected, 0);
+        assertArrayEquals(expected, out);
+    }
+
+    @Test
+    void chunksThatDoNotFitAreRefused() {
+        TokenHashChain chain = TokenHashChain.blake3();
+        assertThrows(IllegalArgumentException.class, () -> chain.hashChunks(new int[7], 4, 0, 2, new byte[64]), "8 tokens needed");
+        assertThrows(IllegalArgumentException.class, () -> chain.hashChunks(new int[8], 4, 0, 2, new byte[63]), "64 bytes needed");
+        assertThrows(IllegalArgumentException.class, () -> chain.hashChunks(new int[8], 4, 2, 1, new byte[64]));
+        assertThrows(IllegalArgumentException.class, () -> chain.hashChunks(new int[8], 0, 0, 0, new byte[64]));
+    }
+
+    @Test
+    void theNamesAreTheFlagValues() {
+        assertEquals("blake3", TokenHashChain.blake3().name());
+        assertEquals("sha256_cbor", TokenHashChain.sha256Cbor("0").name());
+    }
+}
