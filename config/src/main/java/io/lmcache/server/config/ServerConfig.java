@@ -21,6 +21,7 @@ import java.util.concurrent.TimeUnit;
  * @param testHooks tests only: endpoints that break the server on purpose
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
+ * @param connections the cap on ZeroMQ connections and the stall timeout
  */
 public record ServerConfig(
         String host,
@@ -54,7 +55,8 @@ public record ServerConfig(
         String configFile,
         boolean testHooks,
         L2Settings l2,
-        OperatorSettings operator) {
+        OperatorSettings operator,
+        ConnectionSettings connections) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -106,6 +108,8 @@ public record ServerConfig(
         out.put("shm_mode", operator.shmModeText());
         out.put("metrics_sample_rate", operator.metricsSampleRate());
         out.put("service_instance_id", operator.serviceInstanceId());
+        out.put("max_connections", connections.maxConnections());
+        out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
         return out;
     }
 
