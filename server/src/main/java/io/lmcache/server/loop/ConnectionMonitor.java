@@ -40,6 +40,9 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     private static final Logger LOG = LoggerFactory.getLogger(ConnectionMonitor.class);
     static final int EVENTS = ZMQ.EVENT_LISTENING | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_ACCEPT_FAILED | ZMQ.EVENT_DISCONNECTED;
     private static final long SWEEP_NS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** A flood of stalling peers costs at most one collection a second. */
+    private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
+    private static final int COLLECT_TRIES = 3;
 
     private final int maxConnections;
     private final long stallTimeoutNs;
@@ -55,7 +58,10 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     private final RateLimitedLog stalledLog = new RateLimitedLog(LOG, "stalled ZeroMQ connections closed", 1);
     private final Thread thread;
     private volatile boolean running = true;
-    private volatile boolean closedSome;
+    /** When to collect what closed stalled connections left (I/O thread sets, monitor thread reads), and how many tries are left. */
+    private volatile long collectAtNs;
+    private volatile int collectTries;
+    private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
     private volatile FrameBudget frames;
     /** I/O thread only: the connection of the last message seen (ZeroMQ shares one metadata object per connection). */
     private Metadata lastMetadata;
@@ -143,6 +149,9 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             Open gone = open.get(address);
             if (gone != null && gone.channel == channel) {
                 open.remove(address);
+                if (gone.shut) {
+                    collectLater();
+                }
                 connections.closed(address);
                 LOG.debug("client connection from {} closed", address);
             }
@@ -160,6 +169,25 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
                         + "or raise the limit", drained);
             }
         }
+    }
+
+    /**
+     * JeroMQ destroys a closed connection's engine at once, but its cancelled timers keep it reachable until they
+     * would have fired (PollerBase removes them then): the heartbeat within an interval, the handshake timer
+     * ({@link #handshakeIvlMs}) by the time a connection can stall. So the frame the connection left is garbage an
+     * interval later; a few tries a second apart find it however the timers fall.
+     */
+    private void collectLater() {
+        collectAtNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(heartbeatIntervalMs(), 1000)) + SWEEP_NS;
+        collectTries = COLLECT_TRIES;
+    }
+
+    /**
+     * JeroMQ's 30 s, or a second past the stall timeout if that is shorter: a peer without its handshake by then has
+     * stalled, and the sweep, a second earlier, closes (and counts) it first.
+     */
+    int handshakeIvlMs() {
+        return (int) Math.min(30_000, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) + 1000);
     }
 
     /** Runs on: a JeroMQ I/O thread, for the last frame of every message (the frame allocator). */
@@ -187,11 +215,11 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     }
 
     /** Closes the connections that completed no message for the stall timeout; gives their frames back. */
-    void sweep(long nowNs) {
+    private void sweep(long nowNs) {
         FrameBudget budget = frames;
-        if (closedSome && budget != null) {
-            // closed last sweep: JeroMQ has torn them down since, so what they held is garbage now
-            closedSome = false;
+        if (collectTries > 0 && budget != null && nowNs - collectAtNs >= 0 && nowNs - lastCollectNs - COLLECT_INTERVAL_NS > 0) {
+            collectTries--;
+            lastCollectNs = nowNs;
             budget.collectAbandoned();
         }
         for (Map.Entry<String, Open> entry : open.entrySet()) {
@@ -203,7 +231,6 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
                 connection.shut = true;
                 shut(connection.channel);
                 stalled.increment();
-                closedSome = true;
                 stalledLog.warn("ZeroMQ connection from {} closed: no complete message for {} s (stalled mid-frame or not answering "
                         + "heartbeats); counted in lmcache_mp_zeromq_connections_closed_total", entry.getKey(),
                         TimeUnit.NANOSECONDS.toSeconds(nowNs - connection.quietSinceNs));
