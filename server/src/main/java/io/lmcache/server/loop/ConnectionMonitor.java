@@ -3,6 +3,7 @@ package io.lmcache.server.loop;
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.config.ConnectionSettings;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ConnectionMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -11,7 +12,6 @@ import java.nio.channels.SocketChannel;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.ZMQ;
@@ -50,10 +50,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /** Written on the I/O thread (accepted, closed), read on the monitor's: every open TCP connection by its remote address. */
     private final Map<String, Open> open = new ConcurrentHashMap<>();
     private final AcceptDrain drain = new AcceptDrain();
-    private final LongAdder overCap;
-    private final LongAdder noDescriptor;
-    private final LongAdder acceptFailures;
-    private final LongAdder stalled;
+    private final ConnectionMetrics counts;
     private final RateLimitedLog refusedLog = new RateLimitedLog(LOG, "ZeroMQ connections refused", 1);
     private final RateLimitedLog stalledLog = new RateLimitedLog(LOG, "stalled ZeroMQ connections closed", 1);
     private final Thread thread;
@@ -71,14 +68,8 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         this.maxConnections = settings.maxConnections();
         this.stallTimeoutNs = settings.stallTimeoutNs();
         this.connections = connections;
-        String refused = "lmcache_mp.zeromq_connections_refused";
-        String refusedHelp = "ZeroMQ connections closed as they were accepted: over --max-connections, or no descriptor left";
-        overCap = metrics.declare(refused, refusedHelp, "reason", "over_cap");
-        noDescriptor = metrics.declare(refused, refusedHelp, "reason", "no_descriptor");
-        acceptFailures = metrics.declare("lmcache_mp.zeromq_accept_failures", "accept() calls of the ZeroMQ listener that failed");
-        stalled = metrics.declare("lmcache_mp.zeromq_connections_closed", "ZeroMQ connections the server closed", "reason", "stalled");
-        // runs on: lmcache-http-* (each scrape)
-        metrics.gauge("lmcache_mp.zeromq_connections_open", "ZeroMQ TCP connections open (the health probe's included)", open::size);
+        // runs on: lmcache-http-* (each scrape, the gauge of open connections)
+        counts = ConnectionMetrics.declare(metrics, open::size);
         // runs on: lmcache-connection-monitor
         thread = NamedThreads.thread("lmcache-connection-monitor", true, this::run);
     }
@@ -134,7 +125,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         }
         if (open.size() >= maxConnections) {
             shut(channel);
-            overCap.increment();
+            counts.overCap().increment();
             refusedLog.warn("ZeroMQ connection from {} refused: {} connections are open, the cap (--max-connections); "
                     + "counted in lmcache_mp_zeromq_connections_refused_total", address, open.size());
             return;
@@ -160,11 +151,11 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
 
     /** JeroMQ's code for an IOException that is not a SocketException: EMFILE and ENFILE come as these. */
     private void acceptFailed(Object errno) {
-        acceptFailures.increment();
+        counts.acceptFailures().increment();
         if (errno instanceof Integer code && code == zmq.ZError.EIOEXC) {
             int drained = drain.drain();
             if (drained > 0) {
-                noDescriptor.add(drained);
+                counts.noDescriptor().add(drained);
                 refusedLog.warn("out of descriptors (ulimit -n): {} waiting ZeroMQ connection(s) refused; lower --max-connections "
                         + "or raise the limit", drained);
             }
@@ -173,21 +164,14 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
 
     /**
      * JeroMQ destroys a closed connection's engine at once, but its cancelled timers keep it reachable until they
-     * would have fired (PollerBase removes them then): the heartbeat within an interval, the handshake timer
-     * ({@link #handshakeIvlMs}) by the time a connection can stall. So the frame the connection left is garbage an
-     * interval later; a few tries a second apart find it however the timers fall.
+     * would have fired (PollerBase removes them then, once no live timer due earlier stops its scan): the heartbeat
+     * within an interval. (The handshake timer, 30 s from the connection's start, held them longer: it is off, and a
+     * peer that never finishes its handshake completes no message and stalls.) So the frame the connection left is
+     * garbage an interval later; a few tries a second apart find it however the timers fall.
      */
     private void collectLater() {
         collectAtNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(heartbeatIntervalMs(), 1000)) + SWEEP_NS;
         collectTries = COLLECT_TRIES;
-    }
-
-    /**
-     * JeroMQ's 30 s, or a second past the stall timeout if that is shorter: a peer without its handshake by then has
-     * stalled, and the sweep, a second earlier, closes (and counts) it first.
-     */
-    int handshakeIvlMs() {
-        return (int) Math.min(30_000, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) + 1000);
     }
 
     /** Runs on: a JeroMQ I/O thread, for the last frame of every message (the frame allocator). */
@@ -230,7 +214,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             } else if (nowNs - connection.quietSinceNs - stallTimeoutNs > 0 && !connection.shut) {
                 connection.shut = true;
                 shut(connection.channel);
-                stalled.increment();
+                counts.stalled().increment();
                 stalledLog.warn("ZeroMQ connection from {} closed: no complete message for {} s (stalled mid-frame or not answering "
                         + "heartbeats); counted in lmcache_mp_zeromq_connections_closed_total", entry.getKey(),
                         TimeUnit.NANOSECONDS.toSeconds(nowNs - connection.quietSinceNs));

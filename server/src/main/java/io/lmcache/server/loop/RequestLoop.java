@@ -128,7 +128,8 @@ public final class RequestLoop implements AutoCloseable {
         // the peer's ZeroMQ stack answers each heartbeat by itself; the monitor, not JeroMQ, closes peers that stop (timeout 0)
         router.setHeartbeatIvl(monitor.heartbeatIntervalMs());
         router.setHeartbeatTimeout(0);
-        router.setHandshakeIvl(monitor.handshakeIvlMs());
+        // so is a handshake that does not finish; JeroMQ's own timer would keep a closed connection's engine for 30 s
+        router.setHandshakeIvl(0);
         router.setLinger(2000);
         // JeroMQ checks a frame's declared length against this before it allocates the frame (Decoder.sizeReady)
         router.setMaxMsgSize(maxMessageBytes);
