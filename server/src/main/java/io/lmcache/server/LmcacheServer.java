@@ -124,7 +124,7 @@ public final class LmcacheServer implements AutoCloseable {
             housekeeping = add(Housekeeping.runner(agentErrors, agents));
             http = add(ServerHttp.bindApi(config));
             prometheusHttp = add(ServerHttp.bindPrometheus(config));
-            loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), dispatcher, replies, connections, metrics);
+            loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), dispatcher, replies, connections, metrics);
             // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
             // its health check reads closed; runs on: lmcache-http-*

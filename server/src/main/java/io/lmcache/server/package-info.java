@@ -26,9 +26,10 @@
  *     <td>the dispatcher, the reply queue, {@code loop.PeerConnections}; never a driver call or a native close</td>
  *     <td>closed first ({@code shutdown}: stop accepting, answer what is in flight, 100 ms receive timeout);
  *     closes the context last</td></tr>
- * <tr><td>lmcache-connection-monitor</td><td>{@code loop.ConnectionMonitor}: ROUTER accept/close events</td>
- *     <td>the monitor PAIR socket</td><td>{@code loop.PeerConnections} (thread-safe)</td>
- *     <td>flag and 200 ms receive timeout; joined by the request loop before the context closes</td></tr>
+ * <tr><td>lmcache-connection-monitor</td><td>{@code loop.ConnectionMonitor}: closes ZeroMQ connections that stall
+ *     (its accept/close events run on JeroMQ's I/O thread, the ROUTER's event hook)</td>
+ *     <td>nothing of ZeroMQ's</td><td>its table of open connections (concurrent), {@code loop.PeerConnections} (thread-safe)</td>
+ *     <td>flag and a 250 ms sleep; joined by the request loop before the context closes</td></tr>
  * <tr><td>lmcache-health-probe</td><td>{@code loop.LoopbackProbe}: a PING a second through the ROUTER over TCP, for
  *     the health check</td>
  *     <td>its DEALER and that socket's own ZeroMQ context</td><td>nothing else (the health check reads one volatile)</td>

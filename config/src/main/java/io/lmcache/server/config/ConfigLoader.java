@@ -316,12 +316,15 @@ public final class ConfigLoader {
         OperatorSettings operator = OperatorSettings.validate(o,
                 o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 
+        ConnectionSettings connections = ConnectionSettings.of(o.maxConnections == null ? null : intIn("--max-connections", o.maxConnections, 1,
+                1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
+                warnings);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections);
     }
 
     private interface Parser<T> {

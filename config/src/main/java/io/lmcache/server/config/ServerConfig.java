@@ -22,6 +22,7 @@ import java.util.concurrent.TimeUnit;
  * @param hashAlgorithm the chunk-hash chain shared with LMCache servers (not yet the one keys use: issue 27)
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
+ * @param connections the cap on ZeroMQ connections and the stall timeout
  */
 public record ServerConfig(
         String host,
@@ -55,7 +56,8 @@ public record ServerConfig(
         String configFile,
         boolean testHooks,
         L2Settings l2,
-        OperatorSettings operator) {
+        OperatorSettings operator,
+        ConnectionSettings connections) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -109,6 +111,8 @@ public record ServerConfig(
         out.put("shm_max_mapped_gb", operator.shmMaxMappedBytes() >> 30);
         out.put("metrics_sample_rate", operator.metricsSampleRate());
         out.put("service_instance_id", operator.serviceInstanceId());
+        out.put("max_connections", connections.maxConnections());
+        out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
         return out;
     }
 

@@ -50,6 +50,17 @@ final class ServerOptions {
                     + "allocated. 16 holds a key of a 3-million-token prompt (default: ${DEFAULT-VALUE}).")
     String maxMessageMb;
 
+    @Option(names = "--max-connections",
+            description = "ZeroMQ connections open at once; one over the cap is closed as it is accepted, counted "
+                    + "(lmcache_mp_zeromq_connections_refused_total). Default: the descriptor limit (ulimit -n) less a quarter of it "
+                    + "(at least 256) for HTTP, L2 and the pool.")
+    String maxConnections;
+
+    @Option(names = "--connection-stall-timeout-seconds", defaultValue = "30",
+            description = "A ZeroMQ connection that completes no message, neither a request nor the answer to the server's heartbeat, "
+                    + "for this long is closed (a peer stalled mid-frame or silent), 1..3600 (default: ${DEFAULT-VALUE}).")
+    String connectionStallTimeoutSeconds;
+
     @Option(names = "--chunk-size", defaultValue = "256",
             description = "Tokens per stored chunk; vLLM's block size must divide it (default: ${DEFAULT-VALUE}).")
     String chunkSize;

@@ -57,6 +57,22 @@ class ConfigLoaderTest {
     }
 
     @Test
+    void connectionCapAndStallTimeoutHaveDefaultsAndBounds() {
+        ServerConfig c = run("--l1-size-gb", "1");
+        assertEquals(ConnectionSettings.defaultCap(ConnectionSettings.readOpenFileLimit()), c.connections().maxConnections());
+        assertEquals(30.0, c.describe().get("connection_stall_timeout_seconds"));
+        ServerConfig set = run("--l1-size-gb", "1", "--max-connections", "32", "--connection-stall-timeout-seconds", "3");
+        assertEquals(32, set.describe().get("max_connections"));
+        assertEquals(3_000_000_000L, set.connections().stallTimeoutNs());
+        for (String[] bad : new String[][] {{"--max-connections", "0"}, {"--max-connections", "many"}, {"--connection-stall-timeout-seconds", "0"},
+            {"--connection-stall-timeout-seconds", "3601"}}) {
+            ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", bad[0], bad[1]);
+            assertEquals(2, exit.code());
+            assertTrue(exit.text().contains(bad[0] + ": must be"), exit.text());
+        }
+    }
+
+    @Test
     void maxMessageSizeDefaultsTo16MibAndIsBounded() {
         assertEquals(16L << 20, run("--l1-size-gb", "1").maxMessageBytes());
         assertEquals(64L << 20, run("--l1-size-gb", "1", "--max-message-mb", "64").maxMessageBytes());

@@ -1,83 +1,237 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.config.ConnectionSettings;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ConnectionMetrics;
+import io.lmcache.server.metrics.ServerMetrics;
 import java.io.IOException;
 import java.net.InetSocketAddress;
-import java.nio.channels.SelectableChannel;
+import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
-import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.zeromq.SocketType;
-import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
+import zmq.io.Metadata;
 
 /**
- * Watches the ROUTER's connections through a ZeroMQ socket monitor: each accepted connection's
- * channel is remembered with its remote address, so the close event (which carries only the
- * channel) can be told to {@link PeerConnections} by address. Owns its monitor socket on its own
- * thread, lmcache-connection-monitor, rather than being a housekeeping agent: it waits in a
- * receive on a socket of the request loop's ZeroMQ context, which closes it after this thread has
- * stopped. Stops by flag and receive timeout, never by interrupt.
+ * The ROUTER's TCP connections: told to {@link PeerConnections} as they open and close, capped,
+ * and closed when they stall. It is the ROUTER's socket event hook, so it hears of each connection
+ * on JeroMQ's I/O thread as it is accepted, before any of its bytes are read:
+ * <ul>
+ * <li>over {@code --max-connections} it closes the new connection at once (shut down: JeroMQ's
+ *     engine then reads the end of the stream and tears it down as usual), counted and logged at a
+ *     limited rate; connections already open keep working;
+ * <li>when {@code accept} fails for want of descriptors it drains the backlog ({@link AcceptDrain}),
+ *     so JeroMQ's accept loop does not spin;
+ * <li>the request loop's frame allocator tells it of every complete message; its own thread,
+ *     lmcache-connection-monitor, closes connections that completed none for the stall timeout. The
+ *     ROUTER sends ZeroMQ heartbeats ({@link #heartbeatIntervalMs}) that every ZMTP 3.1 client
+ *     (libzmq, JeroMQ) answers by itself, so an idle client completes a message at each one; a peer
+ *     stalled mid-frame cannot, so the frame it holds in the budget is given back.
+ * </ul>
+ * Connections are told apart by the remote address, as ZeroMQ's Peer-Address metadata writes it.
+ * ZMTP 1.0/2.0 peers carry no metadata and are closed as stalled (no LMCache client speaks them).
  */
-public final class ConnectionMonitor implements AutoCloseable {
+public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(ConnectionMonitor.class);
+    static final int EVENTS = ZMQ.EVENT_LISTENING | ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_ACCEPT_FAILED | ZMQ.EVENT_DISCONNECTED;
+    private static final long SWEEP_NS = TimeUnit.MILLISECONDS.toNanos(250);
+    /** A flood of stalling peers costs at most one collection a second. */
+    private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
+    private static final int COLLECT_TRIES = 3;
 
-    private final ZMQ.Socket socket;
+    private final int maxConnections;
+    private final long stallTimeoutNs;
     private final PeerConnections connections;
-    private final Map<SelectableChannel, String> addresses = new IdentityHashMap<>();
+    /** Written on the I/O thread (accepted, closed), read on the monitor's: every open TCP connection by its remote address. */
+    private final Map<String, Open> open = new ConcurrentHashMap<>();
+    private final AcceptDrain drain = new AcceptDrain();
+    private final ConnectionMetrics counts;
+    private final RateLimitedLog refusedLog = new RateLimitedLog(LOG, "ZeroMQ connections refused", 1);
+    private final RateLimitedLog stalledLog = new RateLimitedLog(LOG, "stalled ZeroMQ connections closed", 1);
     private final Thread thread;
     private volatile boolean running = true;
+    /** When to collect what closed stalled connections left (I/O thread sets, monitor thread reads), and how many tries are left. */
+    private volatile long collectAtNs;
+    private volatile int collectTries;
+    private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
+    private volatile FrameBudget frames;
+    /** I/O thread only: the connection of the last message seen (ZeroMQ shares one metadata object per connection). */
+    private Metadata lastMetadata;
+    private Open lastOpen;
 
-    /** Call before the ROUTER binds, with the endpoint passed to its {@code monitor()}. */
-    public ConnectionMonitor(ZContext context, String monitorEndpoint, PeerConnections connections) {
+    public ConnectionMonitor(ConnectionSettings settings, PeerConnections connections, ServerMetrics metrics) {
+        this.maxConnections = settings.maxConnections();
+        this.stallTimeoutNs = settings.stallTimeoutNs();
         this.connections = connections;
-        socket = context.createSocket(SocketType.PAIR);
-        socket.setReceiveTimeOut(200);
-        socket.setLinger(0);
-        socket.connect(monitorEndpoint);
+        // runs on: lmcache-http-* (each scrape, the gauge of open connections)
+        counts = ConnectionMetrics.declare(metrics, open::size);
         // runs on: lmcache-connection-monitor
         thread = NamedThreads.thread("lmcache-connection-monitor", true, this::run);
+    }
+
+    /** The ROUTER's heartbeat: three to a stall timeout, so an idle client answers well within it. */
+    int heartbeatIntervalMs() {
+        return (int) Math.max(100, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) / 3);
+    }
+
+    /** The frame budget whose abandoned frames to collect after closing stalled connections. */
+    void frames(FrameBudget budget) {
+        this.frames = budget;
     }
 
     public void start() {
         thread.start();
     }
 
+    /** Runs on: a JeroMQ I/O thread (the event hook); must never throw, or the thread dies. */
+    @Override
+    public void consume(zmq.ZMQ.Event event) {
+        try {
+            switch (event.event) {
+                case ZMQ.EVENT_ACCEPTED -> {
+                    if (event.arg instanceof SocketChannel channel) {
+                        accepted(channel);
+                    }
+                }
+                case ZMQ.EVENT_DISCONNECTED -> {
+                    if (event.arg instanceof SocketChannel channel) {
+                        disconnected(channel);
+                    }
+                }
+                case ZMQ.EVENT_ACCEPT_FAILED -> acceptFailed(event.arg);
+                case ZMQ.EVENT_LISTENING -> {
+                    if (event.arg instanceof ServerSocketChannel listener) {
+                        drain.listening(listener);
+                    }
+                }
+                default -> {
+                    // not asked for
+                }
+            }
+        } catch (RuntimeException e) {
+            LOG.debug("connection event {} not handled: {}", event.event, e.toString());
+        }
+    }
+
+    private void accepted(SocketChannel channel) {
+        String address = address(channel);
+        if (address == null) {
+            return;
+        }
+        if (open.size() >= maxConnections) {
+            shut(channel);
+            counts.overCap().increment();
+            refusedLog.warn("ZeroMQ connection from {} refused: {} connections are open, the cap (--max-connections); "
+                    + "counted in lmcache_mp_zeromq_connections_refused_total", address, open.size());
+            return;
+        }
+        open.put(address, new Open(channel, System.nanoTime()));
+        connections.accepted(address);
+    }
+
+    private void disconnected(SocketChannel channel) {
+        String address = address(channel);
+        if (address != null) {
+            Open gone = open.get(address);
+            if (gone != null && gone.channel == channel) {
+                open.remove(address);
+                if (gone.shut) {
+                    collectLater();
+                }
+                connections.closed(address);
+                LOG.debug("client connection from {} closed", address);
+            }
+        }
+    }
+
+    /** JeroMQ's code for an IOException that is not a SocketException: EMFILE and ENFILE come as these. */
+    private void acceptFailed(Object errno) {
+        counts.acceptFailures().increment();
+        if (errno instanceof Integer code && code == zmq.ZError.EIOEXC) {
+            int drained = drain.drain();
+            if (drained > 0) {
+                counts.noDescriptor().add(drained);
+                refusedLog.warn("out of descriptors (ulimit -n): {} waiting ZeroMQ connection(s) refused; lower --max-connections "
+                        + "or raise the limit", drained);
+            }
+        }
+    }
+
+    /**
+     * JeroMQ destroys a closed connection's engine at once, but its cancelled timers keep it reachable until they
+     * would have fired (PollerBase removes them then, once no live timer due earlier stops its scan): the heartbeat
+     * within an interval. (The handshake timer, 30 s from the connection's start, held them longer: it is off, and a
+     * peer that never finishes its handshake completes no message and stalls.) So the frame the connection left is
+     * garbage an interval later; a few tries a second apart find it however the timers fall.
+     */
+    private void collectLater() {
+        collectAtNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(heartbeatIntervalMs(), 1000)) + SWEEP_NS;
+        collectTries = COLLECT_TRIES;
+    }
+
+    /** Runs on: a JeroMQ I/O thread, for the last frame of every message (the frame allocator). */
+    void messageEnded(Metadata metadata) {
+        if (metadata != lastMetadata) {
+            lastMetadata = metadata;
+            String address = metadata.get(Metadata.PEER_ADDRESS);
+            lastOpen = address == null ? null : open.get(address);
+        }
+        Open connection = lastOpen;
+        if (connection != null && !connection.active) {
+            connection.active = true;
+        }
+    }
+
     private void run() {
         while (running) {
-            zmq.ZMQ.Event event;
             try {
-                event = zmq.ZMQ.Event.read(socket.base(), 0);
-            } catch (RuntimeException e) {
-                if (running) {
-                    LOG.warn("connection monitor stopped: {}", e.toString());
-                }
+                TimeUnit.NANOSECONDS.sleep(SWEEP_NS);
+            } catch (InterruptedException e) {
                 return;
             }
-            if (event == null) {
-                continue;
+            sweep(System.nanoTime());
+        }
+    }
+
+    /** Closes the connections that completed no message for the stall timeout; gives their frames back. */
+    private void sweep(long nowNs) {
+        FrameBudget budget = frames;
+        if (collectTries > 0 && budget != null && nowNs - collectAtNs >= 0 && nowNs - lastCollectNs - COLLECT_INTERVAL_NS > 0) {
+            collectTries--;
+            lastCollectNs = nowNs;
+            budget.collectAbandoned();
+        }
+        for (Map.Entry<String, Open> entry : open.entrySet()) {
+            Open connection = entry.getValue();
+            if (connection.active) {
+                connection.active = false;
+                connection.quietSinceNs = nowNs;
+            } else if (nowNs - connection.quietSinceNs - stallTimeoutNs > 0 && !connection.shut) {
+                connection.shut = true;
+                shut(connection.channel);
+                counts.stalled().increment();
+                stalledLog.warn("ZeroMQ connection from {} closed: no complete message for {} s (stalled mid-frame or not answering "
+                        + "heartbeats); counted in lmcache_mp_zeromq_connections_closed_total", entry.getKey(),
+                        TimeUnit.NANOSECONDS.toSeconds(nowNs - connection.quietSinceNs));
             }
-            try {
-                SelectableChannel channel = event.getChannel(socket.base());
-                if (event.event == ZMQ.EVENT_ACCEPTED && channel instanceof SocketChannel socketChannel) {
-                    String address = address(socketChannel);
-                    if (address != null) {
-                        addresses.put(channel, address);
-                        connections.accepted(address);
-                    }
-                } else if (event.event == ZMQ.EVENT_DISCONNECTED && channel != null) {
-                    String address = addresses.remove(channel);
-                    if (address != null) {
-                        connections.closed(address);
-                        LOG.debug("client connection from {} closed", address);
-                    }
-                }
-            } catch (RuntimeException e) {
-                LOG.debug("unreadable monitor event: {}", e.toString());
-            }
+        }
+        if (budget != null) {
+            budget.releaseUnreachable();
+        }
+    }
+
+    /** Ends both directions: JeroMQ's engine reads the end of the stream on its thread and closes the connection as usual. */
+    private static void shut(SocketChannel channel) {
+        try {
+            channel.shutdownInput();
+            channel.shutdownOutput();
+        } catch (IOException e) {
+            // already closed or reset: the engine sees that too
         }
     }
 
@@ -93,10 +247,27 @@ public final class ConnectionMonitor implements AutoCloseable {
         return null;
     }
 
+    int openConnections() {
+        return open.size();
+    }
+
     @Override
     public void close() {
         running = false;
         NamedThreads.join(thread, TimeUnit.SECONDS.toNanos(2));
-        socket.close();
+        drain.close();
+    }
+
+    /** One open connection; {@code active} is set by the I/O thread, cleared with the rest by the monitor's. */
+    private static final class Open {
+        final SocketChannel channel;
+        volatile boolean active;
+        long quietSinceNs;
+        boolean shut;
+
+        Open(SocketChannel channel, long acceptedNs) {
+            this.channel = channel;
+            this.quietSinceNs = acceptedNs;
+        }
     }
 }

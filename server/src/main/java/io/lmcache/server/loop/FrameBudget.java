@@ -11,6 +11,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import zmq.Msg;
@@ -31,6 +32,16 @@ import zmq.msg.MsgAllocator;
  * over budget, and the request it belongs to is answered with its failure value. So a flood costs
  * the flooders their requests and the server nothing, and every request still gets a reply.
  *
+ * <p>The budget is shared fairly (issue 31): sixteen connections that each declared a 16 MiB frame and
+ * stalled used to hold all of it, and every frame over 4 KiB failed until they closed (prompts over
+ * about 950 tokens, REGISTERs over about 16 layers). Now frames longer than {@link #MEDIUM_FRAME_BYTES}
+ * may hold only the budget less a reserve ({@link #reserveBytes}) that only the shorter frames of real
+ * requests take: a REGISTER of thousands of layers, the key of a 200 000-token prompt. A connection
+ * holds at most one frame that is still arriving (JeroMQ's decoder reads one at a time), so its
+ * share of the budget is that frame and what it has queued; one that completes no message for the
+ * stall timeout is closed by {@link ConnectionMonitor}, and the frame it left is given back and
+ * counted ({@code lmcache_mp_zeromq_frames_abandoned_total}).
+ *
  * <p>The request loop gives a frame's bytes back as soon as it has taken it ({@link #release}); frames
  * that never reach it (their connection closed mid-frame or with a full pipe) are given back when the
  * collector finds them unreachable. Allocation runs on JeroMQ's I/O thread, release on the loop's.
@@ -43,25 +54,39 @@ final class FrameBudget implements MsgAllocator {
      * mark ({@link RequestLoop}) times this size.
      */
     static final int SMALL_FRAME_BYTES = 4096;
+    /**
+     * Frames up to this size may use the whole budget, longer ones all but the reserve: the requests that must
+     * get through an attack of stalled maximal frames are short (a REGISTER sends about 420 bytes a layer tensor,
+     * a key about 5 bytes a token).
+     */
+    static final int MEDIUM_FRAME_BYTES = 1 << 20;
     /** When frames are over budget while some may be garbage, ask for a collection at most this often. */
     private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
 
     private final long budgetBytes;
+    private final long reserveBytes;
     private final AtomicLong reservedBytes = new AtomicLong();
     private final ReferenceQueue<Msg> unreachable = new ReferenceQueue<>();
     /** Keeps each outstanding frame's reference reachable until it is released or enqueued. */
     private final Set<Reservation> outstanding = ConcurrentHashMap.newKeySet();
     private final LongAdder overBudget;
+    private final LongAdder abandoned;
+    private final Consumer<Metadata> messageEnded;
     private final RateLimitedLog overBudgetLog = new RateLimitedLog(LOG, "frames over the ZeroMQ frame budget", 1);
     private final ByteBuffer sink;
     private final PartLimit parts;
     private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
     private volatile boolean failNext;
 
-    FrameBudget(long budgetBytes, long maxFrameBytes, ServerMetrics metrics) {
+    /** {@code messageEnded} hears, on the I/O thread, of each last frame of a message (commands included) and its connection. */
+    FrameBudget(long budgetBytes, long maxFrameBytes, ServerMetrics metrics, Consumer<Metadata> messageEnded) {
         this.budgetBytes = budgetBytes;
+        this.reserveBytes = reserveBytes(budgetBytes);
+        this.messageEnded = messageEnded;
         // the cap (setMaxMsgSize) is below 2 GiB, so a sink of the cap fits any frame JeroMQ accepts
         sink = ByteBuffer.allocate((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
+        abandoned = metrics.declare("lmcache_mp.zeromq_frames_abandoned",
+                "long frames given back unfinished or unread: their connection closed (or was closed for stalling) mid-frame");
         parts = new PartLimit(metrics.declare("lmcache_mp.zeromq_messages_cut",
                 "messages ended by the server at " + PartLimit.MAX_PARTS + " frames (a peer that never sends a last frame)"));
         overBudget = metrics.declare("lmcache_mp.zeromq_frames_over_budget",
@@ -75,16 +100,22 @@ final class FrameBudget implements MsgAllocator {
      * A quarter of the heap (as much again is for the payloads of requests in flight, {@link RequestLoop}), and at
      * least two maximal frames, so one client's longest request always fits when no one floods.
      */
-    static FrameBudget forHeap(long maxMessageBytes, ServerMetrics metrics) {
+    static FrameBudget forHeap(long maxMessageBytes, ServerMetrics metrics, Consumer<Metadata> messageEnded) {
         long heapBytes = Runtime.getRuntime().maxMemory();
         long budgetBytes = Math.max(heapBytes / 4, 2 * maxMessageBytes);
         if (budgetBytes > heapBytes / 3) {
             LOG.warn("--max-message-mb {}: two frames that long take {} MiB of the {} MiB heap; raise -Xmx (LMCACHE_JAVA_OPTS)",
                     maxMessageBytes >> 20, budgetBytes >> 20, heapBytes >> 20);
         }
-        LOG.info("ZeroMQ frames over {} bytes share a budget of {} MiB ({} frames of the {} MiB cap)", SMALL_FRAME_BYTES,
-                budgetBytes >> 20, budgetBytes / maxMessageBytes, maxMessageBytes >> 20);
-        return new FrameBudget(budgetBytes, maxMessageBytes, metrics);
+        LOG.info("ZeroMQ frames over {} bytes share a budget of {} MiB ({} frames of the {} MiB cap); {} MiB of it only for frames up to "
+                + "{} KiB", SMALL_FRAME_BYTES, budgetBytes >> 20, budgetBytes / maxMessageBytes, maxMessageBytes >> 20,
+                reserveBytes(budgetBytes) >> 20, MEDIUM_FRAME_BYTES >> 10);
+        return new FrameBudget(budgetBytes, maxMessageBytes, metrics, messageEnded);
+    }
+
+    /** A quarter of the budget, at least eight medium frames. */
+    static long reserveBytes(long budgetBytes) {
+        return Math.min(budgetBytes / 2, Math.max(budgetBytes / 4, 8L * MEDIUM_FRAME_BYTES));
     }
 
     long budgetBytes() {
@@ -100,41 +131,55 @@ final class FrameBudget implements MsgAllocator {
             throw new OutOfMemoryError("test hook: frame allocation failed");
         }
         if (size <= SMALL_FRAME_BYTES) {
-            return new Frame(size, parts);
+            return new Frame(size, this);
         }
         releaseUnreachable();
-        if (!reserve(size)) {
+        long limitBytes = size > MEDIUM_FRAME_BYTES ? budgetBytes - reserveBytes : budgetBytes;
+        if (!reserve(size, limitBytes)) {
             maybeCollect();
             releaseUnreachable();
-            if (!reserve(size)) {
+            if (!reserve(size, limitBytes)) {
                 overBudget.increment();
                 overBudgetLog.warn("a {}-byte frame does not fit the ZeroMQ frame budget ({} of {} bytes held): its request gets its "
                         + "failure value (many connections are mid-way through long frames)", size, reservedBytes.get(), budgetBytes);
-                return new OverBudget(sink.slice(0, size), parts);
+                return new OverBudget(sink.slice(0, size), this);
             }
         }
-        Budgeted frame = new Budgeted(size, parts);
+        Budgeted frame = new Budgeted(size, this);
         frame.reservation = new Reservation(frame, size, this);
         return frame;
     }
 
-    private boolean reserve(long size) {
+    private boolean reserve(long size, long limitBytes) {
         long held;
         do {
             held = reservedBytes.get();
-            if (held + size > budgetBytes) {
+            if (held + size > limitBytes) {
                 return false;
             }
         } while (!reservedBytes.compareAndSet(held, held + size));
         return true;
     }
 
-    /** The frames whose buffers the collector found unreachable give their bytes back. */
-    private void releaseUnreachable() {
+    /** The frames whose buffers the collector found unreachable give their bytes back. Any thread. */
+    void releaseUnreachable() {
         Reference<? extends Msg> ref;
         while ((ref = unreachable.poll()) != null) {
-            ((Reservation) ref).release();
+            if (((Reservation) ref).release()) {
+                abandoned.increment();
+            }
         }
+    }
+
+    /**
+     * Runs on: lmcache-connection-monitor, after it closed stalled connections: their frames are garbage once
+     * JeroMQ has torn the connections down; a collection finds them, so the budget does not wait for one.
+     */
+    void collectAbandoned() {
+        if (!outstanding.isEmpty()) {
+            System.gc();
+        }
+        releaseUnreachable();
     }
 
     /** Frames abandoned mid-way hold their bytes until a collection finds them: ask for one, rarely. */
@@ -190,33 +235,39 @@ final class FrameBudget implements MsgAllocator {
             owner.outstanding.add(this);
         }
 
-        void release() {
+        /** True when this call gave the bytes back (the first). */
+        boolean release() {
             if (owner.outstanding.remove(this)) {
                 clear();
                 owner.reservedBytes.addAndGet(-bytes);
+                return true;
             }
+            return false;
         }
     }
 
     /** Every frame this allocator makes: the engine sets the connection's metadata on it just before it is queued. */
     private static class Frame extends Msg {
-        private final PartLimit parts;
+        private final FrameBudget owner;
 
-        Frame(int size, PartLimit parts) {
+        Frame(int size, FrameBudget owner) {
             super(size);
-            this.parts = parts;
+            this.owner = owner;
         }
 
-        Frame(ByteBuffer buffer, PartLimit parts) {
+        Frame(ByteBuffer buffer, FrameBudget owner) {
             super(buffer);
-            this.parts = parts;
+            this.owner = owner;
         }
 
         @Override
         public Msg setMetadata(Metadata metadata) {
             super.setMetadata(metadata);
             if (metadata != null) {
-                parts.arrived(this, metadata);
+                owner.parts.arrived(this, metadata);
+                if (!hasMore()) {
+                    owner.messageEnded.accept(metadata);
+                }
             }
             return this;
         }
@@ -226,15 +277,15 @@ final class FrameBudget implements MsgAllocator {
     private static final class Budgeted extends Frame {
         private Reservation reservation;
 
-        Budgeted(int size, PartLimit parts) {
-            super(size, parts);
+        Budgeted(int size, FrameBudget owner) {
+            super(size, owner);
         }
     }
 
     /** A frame read into the shared sink: its bytes are garbage, its request is answered with its failure value. */
     private static final class OverBudget extends Frame {
-        OverBudget(ByteBuffer view, PartLimit parts) {
-            super(view, parts);
+        OverBudget(ByteBuffer view, FrameBudget owner) {
+            super(view, owner);
         }
     }
 }

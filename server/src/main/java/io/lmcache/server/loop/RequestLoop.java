@@ -1,6 +1,7 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.config.ConnectionSettings;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
@@ -102,8 +103,8 @@ public final class RequestLoop implements AutoCloseable {
     private Thread thread;
 
     /** Binds the socket at once, so a port conflict fails start-up rather than the first request. */
-    public RequestLoop(String endpoint, long maxMessageBytes, Dispatcher dispatcher, ReplyQueue replies, PeerConnections connections,
-            ServerMetrics metrics) {
+    public RequestLoop(String endpoint, long maxMessageBytes, ConnectionSettings limits, Dispatcher dispatcher, ReplyQueue replies,
+            PeerConnections connections, ServerMetrics metrics) {
         this.endpoint = endpoint;
         this.dispatcher = dispatcher;
         this.replies = replies;
@@ -115,13 +116,20 @@ public final class RequestLoop implements AutoCloseable {
         context.setUncaughtExceptionHandler(deaths::ioThreadDied);
         // runs on: a JeroMQ I/O thread (it carries on)
         context.setNotificationExceptionHandler(deaths::ioThreadError);
-        frames = FrameBudget.forHeap(maxMessageBytes, metrics);
+        monitor = new ConnectionMonitor(limits, connections, metrics);
+        // runs on: a JeroMQ I/O thread (the frame allocator, for each message's last frame)
+        frames = FrameBudget.forHeap(maxMessageBytes, metrics, monitor::messageEnded);
+        monitor.frames(frames);
         router = context.createSocket(SocketType.ROUTER);
         // every engine of this socket allocates its frames here: the budget for long ones, the cap on parts
         router.setMsgAllocator(frames);
-        String monitorEndpoint = "inproc://lmcache-monitor-" + System.identityHashCode(this);
-        router.monitor(monitorEndpoint, ZMQ.EVENT_ACCEPTED | ZMQ.EVENT_DISCONNECTED);
-        monitor = new ConnectionMonitor(context, monitorEndpoint, connections);
+        // runs on: a JeroMQ I/O thread, as each connection is accepted or closed (before bind: it hears the listening event too)
+        router.base().setEventHook(monitor, ConnectionMonitor.EVENTS);
+        // the peer's ZeroMQ stack answers each heartbeat by itself; the monitor, not JeroMQ, closes peers that stop (timeout 0)
+        router.setHeartbeatIvl(monitor.heartbeatIntervalMs());
+        router.setHeartbeatTimeout(0);
+        // so is a handshake that does not finish; JeroMQ's own timer would keep a closed connection's engine for 30 s
+        router.setHandshakeIvl(0);
         router.setLinger(2000);
         // JeroMQ checks a frame's declared length against this before it allocates the frame (Decoder.sizeReady)
         router.setMaxMsgSize(maxMessageBytes);

@@ -175,10 +175,11 @@ class TransportFloodIT {
                 await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(100))
                         .until(() -> overBudget(server) >= 80 - FRAMES_IN_BUDGET);
                 pingAnswered(client);
-                // a request with a long frame while the budget is spent still gets its reply (the failure value)
+                // a request with a long frame while the budget is spent still gets its reply (the failure value); frames up to
+                // 1 MiB still fit (the reserve), so the frame is longer
                 double before = overBudget(server);
                 double answeredBefore = Http.metric(server, "lmcache_mp_requests_over_frame_budget_total");
-                client.send(22, NIL, new byte[8192]);
+                client.send(22, NIL, new byte[LONG_FRAME_BYTES]);
                 assertNotNull(client.receive(ANSWER_BOUND), "a request whose frame is over budget is answered");
                 assertEquals(before + 1, overBudget(server));
                 assertEquals(answeredBefore + 1, Http.metric(server, "lmcache_mp_requests_over_frame_budget_total"),
@@ -194,7 +195,7 @@ class TransportFloodIT {
             // the abandoned frames' bytes come back (after a collection): long frames fit the budget again
             await().atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(200)).until(() -> {
                 double before = overBudget(server);
-                client.send(22, NIL, new byte[8192]);
+                client.send(22, NIL, new byte[LONG_FRAME_BYTES]);
                 return client.receive(ANSWER_BOUND) != null && overBudget(server) == before;
             });
             pingAnswered(client);
@@ -205,6 +206,8 @@ class TransportFloodIT {
 
     /** A quarter of the tests' heap (-Xmx512m) in 16 MiB frames. */
     private static final int FRAMES_IN_BUDGET = 8;
+    /** Longer than the frames the budget's reserve is kept for (1 MiB). */
+    private static final int LONG_FRAME_BYTES = 2 << 20;
 
     private static double overBudget(ServerProcess server) {
         return Http.metric(server, "lmcache_mp_zeromq_frames_over_budget_total");
