@@ -7,16 +7,19 @@
 FROM maven:3.9-eclipse-temurin-25 AS build
 ARG LMCACHE_COMMIT=unknown
 WORKDIR /src
-# dependencies first, so a code change does not download them again
+# dependencies first, so a code change does not download them again; every module of pom.xml's <modules> needs its
+# pom here (the reactor refuses a missing one), the server's modules their sources (DockerfileCoverageIT holds both)
 COPY pom.xml ./
 COPY protocol/pom.xml protocol/
 COPY config/pom.xml config/
+COPY l2/pom.xml l2/
 COPY cuda/pom.xml cuda/
 COPY server/pom.xml server/
 COPY bench/pom.xml bench/
 RUN mvn -B -q -pl server -am dependency:go-offline
 COPY protocol protocol
 COPY config config
+COPY l2 l2
 COPY cuda cuda
 COPY server server
 COPY bin bin

@@ -42,9 +42,13 @@ class DeployKitIT {
     record Instruction(String keyword, String args) {}
 
     static List<Instruction> parseDockerfile(Path file) throws Exception {
+        return parseDockerfile(Files.readAllLines(file));
+    }
+
+    static List<Instruction> parseDockerfile(List<String> lines) {
         List<Instruction> instructions = new ArrayList<>();
         StringBuilder pending = new StringBuilder();
-        for (String raw : Files.readAllLines(file)) {
+        for (String raw : lines) {
             String line = raw.strip();
             if (pending.isEmpty() && (line.isEmpty() || line.startsWith("#"))) {
                 continue;
