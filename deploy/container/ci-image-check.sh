@@ -56,7 +56,8 @@ name=lmcache-ci-image-$$
 cleanup() { podman rm -f -t 5 "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 log "starting $name (ZeroMQ $zmq_port, HTTP $http_port)"
-podman run -d --name "$name" --network host --shm-size 512m \
+# --no-healthcheck: podman schedules the image's HEALTHCHECK with systemd timers, which this host lacks; it is run below
+podman run -d --name "$name" --network host --shm-size 512m --no-healthcheck \
   --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,exec,nosuid,nodev,size=256m \
   --cap-drop ALL --security-opt no-new-privileges \
   "$image" --host 127.0.0.1 --port "$zmq_port" --http-host 127.0.0.1 --http-port "$http_port" --l1-size-gb 0.25 >/dev/null \
