@@ -38,9 +38,15 @@ else
 fi
 
 log "building $image at $commit"
+previous=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 # docker format: the OCI one drops HEALTHCHECK; host network: the build's Maven reaches Maven Central as this host does
 podman build --format docker --network host --build-arg LMCACHE_COMMIT="$commit" -t "$image" . >&2 \
   || fail "the image does not build (podman build above)"
+# the image this one replaces, so re-runs do not pile up images (not `podman image prune`: that drops the layer cache,
+# the dependency download and jlink included, which makes the next build minutes slower)
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
 user=$(podman image inspect --format '{{.Config.User}}' "$image")
 case "$user" in
   "" | root | 0 | 0:*) fail "the image's user is '$user', not a non-root user" ;;
