@@ -29,6 +29,7 @@ commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ "${LMCACHE_REBUILD_BASE:-0}" = 1 ] || ! podman image exists docker.io/library/debian:bookworm-slim \
     || ! podman image exists docker.io/library/maven:3.9-eclipse-temurin-25; then
   log "making the two local base images (debootstrap; the maven one seeded with ~/.m2)"
+  [ "${LMCACHE_REBUILD_BASE:-0}" = 1 ] && export LMCACHE_REBUILD_DEBIAN=1
   base_log=$(mktemp /tmp/lmcache-ci-base.XXXXXX)
   deploy/container/make-local-base-images.sh podman >"$base_log" 2>&1 \
     || { tail -n 40 "$base_log" >&2; fail "the local base images could not be made (the end of its log above, all of it in $base_log)"; }
