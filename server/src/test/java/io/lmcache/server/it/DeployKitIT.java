@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The container and deploy kit, checked by parsers (no container engine runs in CI; OperatorIT runs
+ * The container and deploy kit, checked by parsers (the image itself is built after the tests, by ci-image-check.sh; OperatorIT runs
  * the image's entry point through its links, ContainerImageIT the image itself where one is built):
  * the Dockerfile's stages, runtime, labels, user, ports, health check and entrypoint; compose, the
  * Kubernetes variants, the systemd unit; and that every metric the dashboards and alert rules query
