@@ -5,34 +5,36 @@
 # Without access to Docker Hub, deploy/container/make-local-base-images.sh makes the two base images locally.
 
 FROM maven:3.9-eclipse-temurin-25 AS build
-ARG LMCACHE_COMMIT=unknown
 WORKDIR /src
-# dependencies first, so a code change does not download them again
+# dependencies first, so a code change does not download them again; every module of pom.xml's <modules> needs its
+# pom here (the reactor refuses a missing one), the server's modules their sources (DockerfileCoverageIT holds both)
 COPY pom.xml ./
 COPY protocol/pom.xml protocol/
 COPY config/pom.xml config/
+COPY l2/pom.xml l2/
 COPY cuda/pom.xml cuda/
 COPY server/pom.xml server/
 COPY bench/pom.xml bench/
 RUN mvn -B -q -pl server -am dependency:go-offline
-COPY protocol protocol
-COPY config config
-COPY cuda cuda
-COPY server server
-COPY bin bin
-RUN mvn -B -q -pl server -am -DskipTests -Dlmcache.commit="${LMCACHE_COMMIT}" package
 # the modules the server and the lmcache CLI use (jdeps), java.xml for a logback file given with -Dlogback.configurationFile;
 # --strip-java-debug-attributes, not --strip-debug: that one also strips native symbols with objcopy, which the image may lack
 RUN jlink --add-modules java.base,java.logging,java.management,java.naming,java.net.http,java.xml,jdk.httpserver,jdk.management,jdk.unsupported \
       --strip-java-debug-attributes --no-header-files --no-man-pages --compress=zip-6 --output /opt/java/runtime
+COPY protocol protocol
+COPY config config
+COPY l2 l2
+COPY cuda cuda
+COPY server server
+COPY bin bin
+# declared here, not above: a new commit reruns only what follows (podman and docker key every later RUN on its value)
+ARG LMCACHE_COMMIT=unknown
+RUN mvn -B -q -pl server -am -DskipTests -Dlmcache.commit="${LMCACHE_COMMIT}" package
 
 FROM debian:bookworm-slim
-ARG LMCACHE_COMMIT=unknown
 LABEL org.opencontainers.image.title="lmcache-server" \
       org.opencontainers.image.description="Java drop-in for LMCache's multiprocess KV-cache server (lmcache server), vLLM's LMCacheMPConnector sidecar" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.version="0.1.0" \
-      org.opencontainers.image.revision="${LMCACHE_COMMIT}"
+      org.opencontainers.image.version="0.1.0"
 RUN groupadd --system --gid 10001 lmcache \
  && useradd --system --uid 10001 --gid lmcache --home-dir /opt/lmcache-server --shell /usr/sbin/nologin lmcache
 ENV JAVA_HOME=/opt/java/runtime
@@ -47,6 +49,8 @@ COPY LICENSE LICENSE
 RUN ln -s /opt/lmcache-server/bin/lmcache-server /usr/local/bin/lmcache-server \
  && ln -s /opt/lmcache-server/bin/lmcache /usr/local/bin/lmcache \
  && mkdir -p /opt/venv/bin && ln -s /opt/lmcache-server/bin/lmcache /opt/venv/bin/lmcache
+ARG LMCACHE_COMMIT=unknown
+LABEL org.opencontainers.image.revision="${LMCACHE_COMMIT}"
 USER lmcache
 # ZeroMQ requests, HTTP status/metrics, the optional separate metrics port
 EXPOSE 5555 8080 9090

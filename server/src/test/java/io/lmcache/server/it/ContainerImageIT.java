@@ -19,7 +19,8 @@ import org.junit.jupiter.api.Test;
  * docker on PATH, {@code LMCACHE_CONTAINER_ENGINE} to choose). Runs the image's own entry point with its
  * default command as the container does, waits for {@code /healthcheck}, runs the image's health check
  * command and {@code /opt/venv/bin/lmcache ping} inside it, and checks the image has no curl. Not in the
- * default suite (CI has no container engine): run by name, {@code -Dit.test=ContainerImageIT}; fails without an image.
+ * default suite (the image is built after the tests; CI checks it with deploy/container/ci-image-check.sh):
+ * run by name, {@code -Dit.test=ContainerImageIT}; fails without an image.
  */
 class ContainerImageIT {
     private static final String IMAGE = System.getenv().getOrDefault("LMCACHE_TEST_IMAGE", "");

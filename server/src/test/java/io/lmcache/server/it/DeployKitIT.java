@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The container and deploy kit, checked by parsers (no container engine runs in CI; OperatorIT runs
+ * The container and deploy kit, checked by parsers (the image itself is built after the tests, by ci-image-check.sh; OperatorIT runs
  * the image's entry point through its links, ContainerImageIT the image itself where one is built):
  * the Dockerfile's stages, runtime, labels, user, ports, health check and entrypoint; compose, the
  * Kubernetes variants, the systemd unit; and that every metric the dashboards and alert rules query
@@ -42,9 +42,13 @@ class DeployKitIT {
     record Instruction(String keyword, String args) {}
 
     static List<Instruction> parseDockerfile(Path file) throws Exception {
+        return parseDockerfile(Files.readAllLines(file));
+    }
+
+    static List<Instruction> parseDockerfile(List<String> lines) {
         List<Instruction> instructions = new ArrayList<>();
         StringBuilder pending = new StringBuilder();
-        for (String raw : Files.readAllLines(file)) {
+        for (String raw : lines) {
             String line = raw.strip();
             if (pending.isEmpty() && (line.isEmpty() || line.startsWith("#"))) {
                 continue;
@@ -192,6 +196,73 @@ class DeployKitIT {
     }
 
     @Test
+    void theServerContainersRunAsTheImagesUserWithoutPrivilegesOnAReadOnlyRoot() throws Exception {
+        JsonNode pod = YAML.readTree(ROOT.resolve("deploy/kubernetes/vllm-with-lmcache.yaml").toFile());
+        List<JsonNode> docs = YAML.readValues(YAML.createParser(ROOT.resolve("deploy/kubernetes/daemonset/lmcache-server.yaml").toFile()),
+                JsonNode.class).readAll();
+        Map<String, JsonNode> specs = Map.of("sidecar", pod.at("/spec"), "daemonset", kind(docs, "DaemonSet").at("/spec/template/spec"));
+        String user = last(parseDockerfile(ROOT.resolve("Dockerfile")), "USER");
+        String uid = Files.readString(ROOT.resolve("Dockerfile")).replaceFirst("(?s).*useradd [^\\n]*--uid (\\d+) .*", "$1");
+        assertEquals("10001", uid, "the Dockerfile's " + user + " user");
+        for (Map.Entry<String, JsonNode> entry : specs.entrySet()) {
+            JsonNode spec = entry.getValue();
+            JsonNode server = spec.at(entry.getKey().equals("sidecar") ? "/initContainers/0" : "/containers/0");
+            JsonNode context = server.get("securityContext");
+            String where = entry.getKey() + ": " + context;
+            assertTrue(context.get("runAsNonRoot").asBoolean(), where);
+            assertEquals(uid, context.get("runAsUser").asText(), where);
+            assertEquals(uid, context.get("runAsGroup").asText(), where);
+            assertEquals(uid, spec.at("/securityContext/fsGroup").asText(), where);
+            assertFalse(context.get("allowPrivilegeEscalation").asBoolean(true), where);
+            assertTrue(context.get("readOnlyRootFilesystem").asBoolean(), where);
+            assertEquals("[\"ALL\"]", context.at("/capabilities/drop").toString(), where);
+            assertFalse(context.has("privileged") || context.at("/capabilities").has("add"), where);
+            // what a read-only root leaves it to write: the pool and the JVM's and JCuda's temporary files
+            for (String path : List.of("/dev/shm", "/tmp")) {
+                assertTrue(server.get("volumeMounts").findValuesAsText("mountPath").contains(path), where + " mounts " + path);
+            }
+            String tmp = mountOf(server, "/tmp");
+            assertTrue(spec.get("volumes").findParents("name").stream().anyMatch(v -> v.get("name").asText().equals(tmp) && v.has("emptyDir")),
+                    where + ": /tmp is an emptyDir");
+        }
+        JsonNode compose = YAML.readTree(ROOT.resolve("deploy/compose/docker-compose.yml").toFile()).at("/services/lmcache-server");
+        assertEquals(uid + ":" + uid, compose.get("user").asText());
+        assertTrue(compose.get("read_only").asBoolean());
+        assertEquals("[\"/tmp\"]", compose.get("tmpfs").toString());
+        assertEquals("[\"ALL\"]", compose.get("cap_drop").toString());
+        assertEquals("[\"no-new-privileges:true\"]", compose.get("security_opt").toString());
+    }
+
+    @Test
+    void everyImageOfTheDeployKitIsPinnedAndTheServersIsTheDockerfilesVersion() throws Exception {
+        String labels = parseDockerfile(ROOT.resolve("Dockerfile")).stream().filter(i -> i.keyword().equals("LABEL")).map(Instruction::args)
+                .reduce("", String::concat);
+        String version = labels.replaceFirst("(?s).*org\\.opencontainers\\.image\\.version=\"([^\"]+)\".*", "$1");
+        assertTrue(Files.readString(ROOT.resolve("pom.xml")).contains("<version>" + version + "</version>"), "the label is the pom's version");
+        List<Path> files;
+        try (var walk = Files.walk(ROOT.resolve("deploy"))) {
+            files = walk.filter(f -> f.toString().matches(".*\\.ya?ml$")).sorted().toList();
+        }
+        Pattern image = Pattern.compile("(?m)^\\s*(?:-\\s+)?image:\\s*\"?([^\"\\s#]+)");
+        List<String> images = new ArrayList<>();
+        for (Path file : files) {
+            Matcher matcher = image.matcher(Files.readString(file));
+            while (matcher.find()) {
+                images.add(ROOT.relativize(file) + " " + matcher.group(1));
+            }
+        }
+        assertTrue(images.size() >= 9, "the deploy kit's images: " + images);
+        for (String entry : images) {
+            String ref = entry.substring(entry.indexOf(' ') + 1);
+            String tag = ref.contains(":") ? ref.substring(ref.lastIndexOf(':') + 1) : "";
+            assertTrue(!tag.isEmpty() && !tag.equals("latest") && tag.matches("v?\\d+(\\.\\d+)+.*"), "a pinned version tag: " + entry);
+            if (ref.startsWith("lmcache-server:")) {
+                assertEquals(version, tag, entry + " is the image the Dockerfile labels " + version);
+            }
+        }
+    }
+
+    @Test
     void systemdUnitRaisesMemlockAndRestartsOnFailureButNotAfterSigterm() throws Exception {
         List<String> lines = Files.readAllLines(ROOT.resolve("deploy/systemd/lmcache-server.service"));
         Map<String, String> service = new HashMap<>();
@@ -268,6 +339,15 @@ class DeployKitIT {
             }
         }
         return false;
+    }
+
+    private static String mountOf(JsonNode container, String path) {
+        for (JsonNode mount : container.get("volumeMounts")) {
+            if (mount.get("mountPath").asText().equals(path)) {
+                return mount.get("name").asText();
+            }
+        }
+        throw new AssertionError(container.get("name") + " mounts nothing at " + path);
     }
 
     private static String last(List<Instruction> instructions, String keyword) {
