@@ -1,11 +1,13 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
+import org.slf4j.LoggerFactory;
 
 /**
  * The L1 object store: which chunk objects exist, where they live in the pool, and who holds them.
@@ -34,6 +36,9 @@ public final class ObjectStore {
 
     /** What a clear did. */
     public record ClearResult(int removed, long bytes, int deferred) {}
+
+    private static final RateLimitedLog LOOKUP_AFTER_WRITES_FAILED = new RateLimitedLog(LoggerFactory.getLogger(ObjectStore.class),
+            "LOOKUPs after writes failed", 10);
 
     private final ReentrantLock lock = new ReentrantLock();
     /** Signalled when fills end: a RETRIEVE that meets a chunk being written waits on it (see {@link #pinReady}). */
@@ -478,7 +483,12 @@ public final class ObjectStore {
         if (ended != null) {
             // runs on: whichever thread ended the fills (lmcache-cuda-events, a transfer thread, housekeeping, lmcache-l2)
             for (PendingFills lookup : ended) {
-                lookup.ended();
+                try {
+                    lookup.ended();
+                } catch (RuntimeException e) {
+                    // a lookup's second pass must never break the commit, abort or sweep that ended its writes
+                    LOOKUP_AFTER_WRITES_FAILED.error("a LOOKUP waiting for writes in flight failed when they ended: {}", e.toString());
+                }
             }
         }
     }
