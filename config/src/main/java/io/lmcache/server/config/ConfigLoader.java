@@ -319,12 +319,13 @@ public final class ConfigLoader {
         OperatorSettings operator = OperatorSettings.validate(o,
                 o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 
+        int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, kvEventLogSize);
     }
 
     private interface Parser<T> {

@@ -21,6 +21,7 @@ import java.util.concurrent.TimeUnit;
  * @param testHooks tests only: endpoints that break the server on purpose
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
+ * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
  */
 public record ServerConfig(
         String host,
@@ -54,7 +55,8 @@ public record ServerConfig(
         String configFile,
         boolean testHooks,
         L2Settings l2,
-        OperatorSettings operator) {
+        OperatorSettings operator,
+        int kvEventLogSize) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -108,6 +110,7 @@ public record ServerConfig(
         out.put("shm_max_mapped_gb", operator.shmMaxMappedBytes() >> 30);
         out.put("metrics_sample_rate", operator.metricsSampleRate());
         out.put("service_instance_id", operator.serviceInstanceId());
+        out.put("kv_event_log_size", kvEventLogSize);
         return out;
     }
 
