@@ -1,6 +1,7 @@
 package io.lmcache.server.events;
 
 import io.lmcache.server.protocol.Reply;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -126,12 +127,12 @@ public final class KvEventLog {
     // --- writers: any thread -----------------------------------------------------------------------
 
     /**
-     * A {@code stored} record of one chunk: its hash, its parent's ({@code hasParent} false: the sequence's first chunk) and its
-     * tokens {@code tokenIds[tokenOffset .. tokenOffset + chunkSize)}.
+     * A {@code stored} record of chunk {@code chunk} of a sequence whose hash chain is {@code chain} (two longs per chunk, high
+     * then low; its parent is the chunk before it, none for chunk 0), with the tokens {@code tokenIds[chunk * chunkSize ..]}.
      */
-    public void stored(Medium medium, String model, long hashHi, long hashLo, boolean parent, long parentHi, long parentLo,
-            int[] tokenIds, int tokenOffset) {
-        if (!enabled() || tokenOffset < 0 || tokenIds.length - tokenOffset < chunkSize) {
+    public void stored(Medium medium, String model, long[] chain, int chunk, int[] tokenIds) {
+        int tokenOffset = chunk * chunkSize;
+        if (!enabled() || chunk < 0 || chain.length < 2 * chunk + 2 || tokenIds.length - tokenOffset < chunkSize) {
             return; // nothing may throw between a claim and its publish: the ring would wait for that slot forever
         }
         long seq = claim();
@@ -140,10 +141,10 @@ public final class KvEventLog {
         models[slot] = model;
         hashLengths[slot] = OUR_HASH_BYTES;
         hashCounts[slot] = 1;
-        hasParent[slot] = parent;
-        putHash(slot, 0, hashHi, hashLo);
-        if (parent) {
-            putHash(slot, 1, parentHi, parentLo);
+        hasParent[slot] = chunk > 0;
+        putHash(slot, 0, chain[2 * chunk], chain[2 * chunk + 1]);
+        if (chunk > 0) {
+            putHash(slot, 1, chain[2 * chunk - 2], chain[2 * chunk - 1]);
         }
         System.arraycopy(tokenIds, tokenOffset, tokens, slot * chunkSize, chunkSize);
         publish(seq, slot);
@@ -262,7 +263,7 @@ public final class KvEventLog {
             byte kind = kinds[slot];
             String recordModel = models[slot];
             Reply.KvEventRecord record = (kind & 0x3) == LOST || !model.equals(recordModel) ? null : copy(seq, slot, kind, recordModel);
-            java.lang.invoke.VarHandle.acquireFence();
+            VarHandle.acquireFence();
             if (stamps.get(slot) != seq) {
                 return null;
             }

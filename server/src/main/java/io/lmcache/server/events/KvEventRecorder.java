@@ -7,10 +7,10 @@ import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.RemovalListener;
 import io.lmcache.server.storage.StoredObject;
-import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.TransferPlan;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -87,21 +87,16 @@ public final class KvEventRecorder implements RemovalListener {
     }
 
     private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
-        ChunkHashes hashes = plan.hashes();
+        long[] chain = plan.hashes().pairs();
         boolean any = false;
         for (int j = 0; j < written.length; j++) {
             if (!written[j]) {
                 continue;
             }
             int chunk = plan.chunk(j);
-            boolean parent = chunk > 0;
-            long parentHi = parent ? hashes.hi(chunk - 1) : 0;
-            long parentLo = parent ? hashes.lo(chunk - 1) : 0;
-            log.stored(Medium.CPU, key.modelName(), hashes.hi(chunk), hashes.lo(chunk), parent, parentHi, parentLo, key.tokenIds(),
-                    chunk * chunkSize);
+            log.stored(Medium.CPU, key.modelName(), chain, chunk, key.tokenIds());
             if (bindings != null) {
-                bindings.bind(key.modelName(), hashes.hi(chunk), hashes.lo(chunk),
-                        new TokenBindings.Binding(key.tokenIds(), chunk * chunkSize, parent, parentHi, parentLo));
+                bindings.bind(key.modelName(), chain[2 * chunk], chain[2 * chunk + 1], new TokenBindings.Binding(key.tokenIds(), chain, chunk));
             }
             any = true;
         }
@@ -158,8 +153,7 @@ public final class KvEventRecorder implements RemovalListener {
                     unboundStores.increment(); // never announced without its tokens (an L2 copy of a chunk stored long ago)
                     continue;
                 }
-                log.stored(Medium.STORAGE, key.model(), key.hashHi(), key.hashLo(), binding.hasParent(), binding.parentHi(),
-                        binding.parentLo(), binding.tokens(), binding.offset());
+                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens());
             }
             log.appended();
         }
@@ -173,7 +167,7 @@ public final class KvEventRecorder implements RemovalListener {
         public void onKeysDeleted(List<L2Key> keys) {
             Map<String, Set<L2Key>> byModel = new LinkedHashMap<>();
             for (L2Key key : keys) {
-                byModel.computeIfAbsent(key.model(), m -> new java.util.LinkedHashSet<>())
+                byModel.computeIfAbsent(key.model(), m -> new LinkedHashSet<>())
                         .add(new L2Key(key.model(), 0, 0, 0, key.hashHi(), key.hashLo(), ""));
             }
             byModel.forEach((model, distinct) -> {

@@ -11,8 +11,8 @@ import java.util.concurrent.ConcurrentHashMap;
 final class TokenBindings {
     static final int CAPACITY = 65_536;
 
-    /** Chunk {@code tokens[offset .. offset + chunk size)} (the STORE's own array, shared, never written), and its parent. */
-    record Binding(int[] tokens, int offset, boolean hasParent, long parentHi, long parentLo) {}
+    /** Chunk {@code chunk} of the STORE's tokens and hash chain (its own arrays, shared, never written). */
+    record Binding(int[] tokens, long[] chain, int chunk) {}
 
     private record Key(String model, long hashHi, long hashLo) {}
 
