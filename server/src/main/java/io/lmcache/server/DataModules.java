@@ -3,6 +3,9 @@ package io.lmcache.server;
 import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.events.KvEventLog;
+import io.lmcache.server.events.KvEventRecorder;
+import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.ReleaseThread;
@@ -19,6 +22,7 @@ import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
+import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.BiConsumer;
@@ -32,7 +36,7 @@ import java.util.stream.Stream;
  * it is built, so the root closes them in reverse order.
  */
 record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
-        CompletionDelay testCompletions) {
+        CompletionDelay testCompletions, KvEventRecorder events) {
 
     static DataModules open(ServerConfig config, L1Tier l1, GpuPart gpu, LookupLeases leases, PrefetchResults prefetchResults,
             ServerMetrics metrics, Liveness liveness, ReleaseThread releases, AgentErrors agentErrors,
@@ -58,7 +62,24 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         closer.accept("L2 tier", l2);
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
-        return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions);
+        KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
+        return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
+    }
+
+    /** The KV-event log (one incarnation per process: its start time in ns, as LMCache's) fed by L1's removals, STOREs and L2. */
+    private static KvEventRecorder kvEvents(ServerConfig config, L1Tier l1, L2Tier l2, LmcacheDrivenTransferModule lmcacheDriven) {
+        Instant now = Instant.now();
+        KvEventLog log = new KvEventLog(config.kvEventLogSize(), config.chunkSize(), now.getEpochSecond() * 1_000_000_000L + now.getNano());
+        KvEventRecorder events = new KvEventRecorder(log, config.l2().enabled());
+        events.attach(l1.store());
+        L2AdapterListener feed = events.l2Listener();
+        if (feed != null) {
+            l2.registerListener(feed);
+        }
+        if (lmcacheDriven != null) {
+            lmcacheDriven.recordEventsWith(events);
+        }
+        return events;
     }
 
     /** CPU workers' segments: never the pool's file, mapped once per inode, within the budget the operator settings give. */

@@ -5,6 +5,9 @@ import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.CloseHelper;
 import io.lmcache.server.agent.Housekeeping;
+import io.lmcache.server.agent.IdleStrategy;
+import io.lmcache.server.events.KvEventCounters;
+import io.lmcache.server.events.KvEventStreams;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.http.HttpApi;
@@ -22,12 +25,14 @@ import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ActivityLog;
+import io.lmcache.server.metrics.KvEventMetrics;
 import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EngineDrivenTransferModule;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
+import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
@@ -71,6 +76,10 @@ public final class LmcacheServer implements AutoCloseable {
     private final HttpApi http;
     private final HttpApi prometheusHttp;
     private final RequestLoop loop;
+    private final AgentRunner kvEventStreams;
+    /** The stream agent's longest sleep: a fallback, since appends, acks and new subscriptions wake it. */
+    private static final long KV_EVENT_PARK_NS = TimeUnit.MILLISECONDS.toNanos(50);
+    private static final long KV_EVENT_CLOSE_NS = TimeUnit.SECONDS.toNanos(2);
     private final CountDownLatch stopped = new CountDownLatch(1);
     private volatile boolean closed;
 
@@ -99,17 +108,21 @@ public final class LmcacheServer implements AutoCloseable {
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
             EngineDrivenTransferModule engineDriven = data.engineDriven();
             // built after the modules: the reaper runs over modules that are complete, and stops before they close
-            List<InstanceLivenessTarget> targets = data.livenessTargets();
+            ReplyQueue replies = new ReplyQueue();
+            KvEventStreams streams = new KvEventStreams(data.events().log(), replies, System::nanoTime);
+            KvEventModule kvEvents = new KvEventModule(data.events(), streams);
+            // PINGs keep subscriptions alive; a reaped instance's subscription ends (the module itself reaps no worker)
+            List<InstanceLivenessTarget> targets = Stream.concat(data.livenessTargets().stream(), Stream.of(kvEvents)).toList();
             Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
                     config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
             management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, ServerView.livenessSettings(config));
+            management.advertise(kvEvents);
             // runs on: lmcache-http-* (each scrape)
             MetricsBinder.bindCore(metrics, l1.store(), reaper, releases, lookup::pendingResults);
             gpu.bindMetrics(metrics);
-            ReplyQueue replies = new ReplyQueue();
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
             // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
-            Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, lmcacheDriven, engineDriven,
+            Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
                     FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
@@ -127,6 +140,13 @@ public final class LmcacheServer implements AutoCloseable {
             loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), dispatcher, replies, connections, metrics);
             // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
+            // closed before the loop drains, so every stream's final reply still goes out
+            kvEventStreams = add(new AgentRunner("lmcache-kv-events", streams, IdleStrategy.backoff(KV_EVENT_PARK_NS), agentErrors,
+                    KV_EVENT_CLOSE_NS));
+            // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
+            streams.setWake(kvEventStreams::wake);
+            loop.setStreamControl(streams);
+            KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
             // its health check reads closed; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
                     loop, gpu::status, gpu.stageNames(), () -> closed);
@@ -189,6 +209,7 @@ public final class LmcacheServer implements AutoCloseable {
         housekeeping.start();
         l2.start();
         Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);
+        kvEventStreams.start();
         loop.start();
         management.start();
         ServerHttp.start(prometheusHttp, http);

@@ -319,12 +319,13 @@ public final class ConfigLoader {
         ConnectionSettings connections = ConnectionSettings.of(o.maxConnections == null ? null : intIn("--max-connections", o.maxConnections, 1,
                 1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
                 warnings);
+        int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize);
     }
 
     private interface Parser<T> {

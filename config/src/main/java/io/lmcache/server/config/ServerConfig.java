@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout
+ * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
  */
 public record ServerConfig(
         String host,
@@ -57,7 +58,8 @@ public record ServerConfig(
         boolean testHooks,
         L2Settings l2,
         OperatorSettings operator,
-        ConnectionSettings connections) {
+        ConnectionSettings connections,
+        int kvEventLogSize) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -113,6 +115,7 @@ public record ServerConfig(
         out.put("service_instance_id", operator.serviceInstanceId());
         out.put("max_connections", connections.maxConnections());
         out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
+        out.put("kv_event_log_size", kvEventLogSize);
         return out;
     }
 

@@ -123,6 +123,11 @@ final class ServerOptions {
                     + " (default: ${DEFAULT-VALUE}).")
     String hashAlgorithm;
 
+    @Option(names = "--kv-event-log-size", defaultValue = "32768",
+            description = "Records the KV-event log keeps for KV-aware routers (poll_kv_events, subscribe_kv_events); 0 turns the channel off "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String kvEventLogSize;
+
     @Option(names = "--config-file", description = "TOML file with defaults for these flags (or env LMCACHE_MP_CONFIG).")
     String configFile;
 

@@ -42,7 +42,9 @@ public enum Op {
     P2P_UNLOCK_OBJECTS(31),
     GET_EXPERIMENTAL(32),
     CB_PROTOCOL_HANDSHAKE(33),
-    POLL_KV_EVENTS(34);
+    POLL_KV_EVENTS(34),
+    /** No frozen id: LMCache's streaming op travels only as its name (kv-events.md §2). */
+    SUBSCRIBE_KV_EVENTS(0);
 
     public static final int MAX_ID = 34;
     private static final Op[] BY_ID = new Op[MAX_ID + 1];
@@ -50,7 +52,9 @@ public enum Op {
 
     static {
         for (Op op : values()) {
-            BY_ID[op.id] = op;
+            if (op.id > 0) {
+                BY_ID[op.id] = op;
+            }
             BY_NAME.put(op.wireName, op);
         }
         // CacheBlend v3 names (protocol doc §4.1: aliases of 25..27)
@@ -67,7 +71,7 @@ public enum Op {
         this.wireName = name().toLowerCase(Locale.ROOT);
     }
 
-    /** The frozen legacy id. */
+    /** The frozen legacy id; 0 for an op that only has a name. */
     public int id() {
         return id;
     }

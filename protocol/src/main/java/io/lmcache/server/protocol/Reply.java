@@ -37,4 +37,14 @@ public sealed interface Reply {
 
     /** PREPARE_RETRIEVE: {@code {success, data: b"", context: {slots}}}, or a miss with an empty context. */
     record PrepareRetrieve(boolean success, List<Slot> slots) implements Reply {}
+
+    /**
+     * One record of the KV-event log as LMCache's {@code KVEventRecord} (kv-events.md §3): kind {@code "stored"} or
+     * {@code "removed"}, medium {@code "CPU"} or {@code "STORAGE"}; {@code parentBlockHash} null = nil.
+     */
+    record KvEventRecord(long seq, String kind, String medium, String modelName, List<byte[]> blockHashes, byte[] parentBlockHash,
+            int[] tokenIds, int blockSize) {}
+
+    /** {@code KVEventPollResult} (poll) and {@code KVEventBatch} (one stream message): the same five fields. */
+    record KvEvents(boolean enabled, long incarnation, long nextCursor, boolean lost, List<KvEventRecord> events) implements Reply {}
 }

@@ -71,12 +71,46 @@ public final class ReplyEncoder {
                         packer.packMapHeader(0);
                     }
                 }
+                case Reply.KvEvents events -> packKvEvents(events);
                 case Reply.None none -> throw new IllegalStateException("handled above");
                 case Reply.Bool bool -> throw new IllegalStateException("handled above");
             }
             return packer.toByteArray();
         } catch (IOException e) {
             throw new UncheckedIOException("in-memory msgpack packing cannot fail", e);
+        }
+    }
+
+    /** A msgspec-encoded dataclass: a map keyed by field name, in declaration order (kv-events.md §3). */
+    private void packKvEvents(Reply.KvEvents events) throws IOException {
+        packer.packMapHeader(5);
+        packer.packString("enabled").packBoolean(events.enabled());
+        packer.packString("incarnation").packLong(events.incarnation());
+        packer.packString("next_cursor").packLong(events.nextCursor());
+        packer.packString("lost").packBoolean(events.lost());
+        packer.packString("events").packArrayHeader(events.events().size());
+        for (Reply.KvEventRecord record : events.events()) {
+            packer.packMapHeader(8);
+            packer.packString("seq").packLong(record.seq());
+            packer.packString("kind").packString(record.kind());
+            packer.packString("medium").packString(record.medium());
+            packer.packString("model_name").packString(record.modelName());
+            packer.packString("block_hashes").packArrayHeader(record.blockHashes().size());
+            for (byte[] hash : record.blockHashes()) {
+                packer.packBinaryHeader(hash.length).writePayload(hash);
+            }
+            packer.packString("parent_block_hash");
+            if (record.parentBlockHash() == null) {
+                packer.packNil();
+            } else {
+                packer.packBinaryHeader(record.parentBlockHash().length).writePayload(record.parentBlockHash());
+            }
+            packer.packString("token_ids").packArrayHeader(record.tokenIds().length);
+            for (int token : record.tokenIds()) {
+                packer.packInt(token);
+            }
+            // era A's field (kv-events.md §10.3): later decoders ignore it, era-A clients expect it
+            packer.packString("block_size").packInt(record.blockSize());
         }
     }
 

@@ -75,10 +75,37 @@ public sealed interface Request {
         }
     }
 
-    /** @param hasEndInfo whether the newer second argument (SessionEndInfo, ignored) was sent */
-    record EndSession(String requestId, boolean hasEndInfo) implements Request {
+    /** @param endInfo the newer second argument, or null when an older client sent none (or nil) */
+    record EndSession(String requestId, SessionEndInfo endInfo) implements Request {
         public Op op() {
             return Op.END_SESSION;
+        }
+
+        public boolean hasEndInfo() {
+            return endInfo != null;
+        }
+    }
+
+    /** LMCache's {@code SessionEndInfo}: why the request finished; either field may be absent (null / {@link #NO_STOP_TOKEN}). */
+    record SessionEndInfo(String finishReason, long stopTokenId) {
+        public static final long NO_STOP_TOKEN = Long.MIN_VALUE;
+
+        public boolean hasStopToken() {
+            return stopTokenId != NO_STOP_TOKEN;
+        }
+    }
+
+    /** {@code poll_kv_events(model_name, cursor, max_events)} (kv-events.md §2). */
+    record PollKvEvents(String modelName, long cursor, long maxEvents) implements Request {
+        public Op op() {
+            return Op.POLL_KV_EVENTS;
+        }
+    }
+
+    /** {@code subscribe_kv_events(instance_id, model_name, cursor, max_events)}: a streaming op. */
+    record SubscribeKvEvents(long instanceId, String modelName, long cursor, long maxEvents) implements Request {
+        public Op op() {
+            return Op.SUBSCRIBE_KV_EVENTS;
         }
     }
 

@@ -109,10 +109,20 @@ public final class RequestDecoder {
     public Request.EndSession endSession(byte[][] frames, int from, int to) throws ProtocolException {
         Payloads p = payloads.open(frames, from, to);
         String requestId = requestId(p);
-        if (p.has(1)) {
-            p.reader(1).skipValue("end_info");
-        }
-        return p.end(new Request.EndSession(requestId, p.has(1)));
+        Request.SessionEndInfo endInfo = p.has(1) ? sessionEndInfo(p.reader(1)) : null;
+        return p.end(new Request.EndSession(requestId, endInfo));
+    }
+
+    public Request.PollKvEvents pollKvEvents(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.PollKvEvents(p.require(0, "model_name").readString("model_name"), p.require(1, "cursor").readLong("cursor"),
+                p.require(2, "max_events").readLong("max_events")));
+    }
+
+    public Request.SubscribeKvEvents subscribeKvEvents(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.SubscribeKvEvents(instanceId(p, 0), p.require(1, "model_name").readString("model_name"),
+                p.require(2, "cursor").readLong("cursor"), p.require(3, "max_events").readLong("max_events")));
     }
 
     public Request.Store store(byte[][] frames, int from, int to) throws ProtocolException {
@@ -229,6 +239,36 @@ public final class RequestDecoder {
             }
         }
         return new Request.ReportBlockAllocation(instanceId, modelName, records);
+    }
+
+    /** LMCache's {@code SessionEndInfo}: a map by field name, or an array {@code [finish_reason, stop_token_id]}; nil = none. */
+    private static Request.SessionEndInfo sessionEndInfo(MsgpackReader r) throws ProtocolException {
+        if (r.tryReadNil("end_info")) {
+            return null;
+        }
+        String finishReason = null;
+        long stopToken = Request.SessionEndInfo.NO_STOP_TOKEN;
+        if (r.nextType("end_info") == ValueType.ARRAY) {
+            int count = r.readArrayHeader("end_info");
+            for (int i = 0; i < count; i++) {
+                switch (i) {
+                    case 0 -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString("end_info.finish_reason");
+                    case 1 -> stopToken = r.tryReadNil("end_info.stop_token_id") ? stopToken : r.readLong("end_info.stop_token_id");
+                    default -> r.skipValue("end_info");
+                }
+            }
+        } else {
+            int fields = r.readMapHeader("end_info");
+            for (int i = 0; i < fields; i++) {
+                switch (r.readString("end_info field name")) {
+                    case "finish_reason" -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString("end_info.finish_reason");
+                    case "stop_token_id" -> stopToken = r.tryReadNil("end_info.stop_token_id") ? stopToken : r.readLong("end_info.stop_token_id");
+                    default -> r.skipValue("end_info field");
+                }
+            }
+        }
+        r.expectEnd("end_info");
+        return new Request.SessionEndInfo(finishReason, stopToken);
     }
 
     private static boolean optionalBool(Payloads p, int index, String what) throws ProtocolException {

@@ -36,10 +36,12 @@ class RequestDecoderTest {
 
     @Test
     void frozenTableMatchesTheProtocolDoc() {
-        assertEquals(34, Op.values().length);
+        assertEquals(35, Op.values().length, "ids 1..34 and the name-only subscribe_kv_events");
         for (int id = 1; id <= 34; id++) {
             assertEquals(id, Op.fromId(id).id());
         }
+        assertEquals(Op.SUBSCRIBE_KV_EVENTS, Op.fromName("subscribe_kv_events"));
+        assertNull(Op.fromId(0), "a name-only op has no id");
         assertEquals(Op.GET_CHUNK_SIZE, Op.fromId(21));
         assertEquals(Op.PING, Op.fromId(22));
         assertEquals(Op.GET_EXPERIMENTAL, Op.fromId(32));

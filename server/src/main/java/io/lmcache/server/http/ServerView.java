@@ -132,6 +132,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
             engineDriven.status(status);
         }
         status.put("worker_liveness", management.livenessStatus());
+        Map<String, Object> kvEvents = management.kvEventsStatus();
+        if (kvEvents != null) {
+            status.put("kv_events", kvEvents);
+        }
         status.put("connections", Map.of("open", connections.openConnections()));
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {

@@ -106,6 +106,8 @@ public final class Dispatcher implements AutoCloseable {
             inflight.incrementAndGet();
             inflightBytes.addAndGet(in.payloadBytes());
             reply(in, entry);
+        } else if (table.entry(in.op()) instanceof OpEntry.Streamed<?>) {
+            replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), null)); // the final reply: the stream ends at once
         }
     }
 
@@ -123,6 +125,26 @@ public final class Dispatcher implements AutoCloseable {
         switch (table.entry(in.op())) {
             case OpEntry.Handled<?> entry -> schedule(in, entry);
             case OpEntry.Unsupported entry -> unsupported(entry);
+            case OpEntry.Streamed<?> entry -> stream(in, entry);
+        }
+    }
+
+    /** Socket thread: decodes a streaming request and hands it to its handler; one that cannot be decoded gets the final reply. */
+    private <R extends Request> void stream(Inbound in, OpEntry.Streamed<R> entry) {
+        StreamTarget target = new StreamTarget(in.identity(), in.uid(), in.opFrame());
+        int payloads = Math.min(in.payloadCount(), entry.maxPayloads());
+        try {
+            R request = entry.decoder().decode(CODEC.get().decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
+            entry.handler().open(request, target);
+        } catch (ProtocolException e) {
+            metrics.badRequest(e.reason());
+            BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; ending its stream at once",
+                    in.op().wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
+            replies.offer(target.reply(null));
+        } catch (RuntimeException e) {
+            metrics.handlerError(in.op());
+            HANDLER_FAILURE_LINES.error("{} handler failed for peer {}; ending its stream", in.op().wireName(), LogText.clip(in.peer()), e);
+            replies.offer(target.reply(null));
         }
     }
 

@@ -31,4 +31,11 @@ public sealed interface OpEntry {
      * @param feature the feature's name, for the warning
      */
     record Unsupported(Op op, String feature) implements OpEntry {}
+
+    /**
+     * An op answered with a stream of replies (kv-events.md §8): decoded on the socket thread and handed to {@code handler},
+     * which sends the replies itself; a request that cannot be decoded gets the final reply at once.
+     */
+    record Streamed<R extends Request>(Op op, int maxPayloads, PayloadDecoder<R> decoder, StreamHandler<? super R> handler)
+            implements OpEntry {}
 }

@@ -64,6 +64,11 @@ public final class OpTable {
                     Objects.requireNonNull(handler), Objects.requireNonNull(failure)));
         }
 
+        /** Declares an op answered with a stream of replies ({@link OpEntry.Streamed}). */
+        public <R extends Request> Builder streamed(Op op, int maxPayloads, PayloadDecoder<R> decoder, StreamHandler<? super R> handler) {
+            return put(new OpEntry.Streamed<>(op, maxPayloads, Objects.requireNonNull(decoder), Objects.requireNonNull(handler)));
+        }
+
         /** Declares the ops of a feature this server does not provide (no reply, a counter, one warning). */
         public Builder unsupported(String feature, Op... ops) {
             for (Op op : ops) {

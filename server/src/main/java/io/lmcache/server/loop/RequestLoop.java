@@ -93,6 +93,8 @@ public final class RequestLoop implements AutoCloseable {
     private final ReplyDrops drops;
     private final FrameBudget frames;
     private final TransportDeaths deaths;
+    /** Streaming replies' control frames and undeliverable peers go here (kv-events.md §8); set before start. */
+    private volatile StreamControl streams = StreamControl.NONE;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
     private zmq.io.Metadata lastMetadata;
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -156,6 +158,11 @@ public final class RequestLoop implements AutoCloseable {
         // runs on: any thread that queues a reply (handler pools, completions)
         replies.setWaker(this::wake);
         probe = new LoopbackProbe(endpoint);
+    }
+
+    /** Where control frames ({@code [uid, b"", command]}) and peers a reply could not reach are reported; call before {@link #start}. */
+    public void setStreamControl(StreamControl streams) {
+        this.streams = streams;
     }
 
     /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more (see {@link TransportDeaths}). */
@@ -302,6 +309,7 @@ public final class RequestLoop implements AutoCloseable {
                 drops.notReading(reply.identity(), PEER_SEND_HWM);
             } else if (errno == zmq.ZError.EHOSTUNREACH) {
                 drops.gone();
+                streams.undeliverable(new PeerId(reply.identity()));
             } else {
                 throw new ZMQException(errno);
             }
@@ -386,6 +394,11 @@ public final class RequestLoop implements AutoCloseable {
         }
         if (count < Inbound.FIRST_PAYLOAD) {
             dispatcher.shortMessage(count);
+            return;
+        }
+        if (frames[2].length == 0 && count > Inbound.FIRST_PAYLOAD) {
+            // a stream's control frame, not a request (kv-events.md §2)
+            streams.control(new PeerId(first), frames[1], frames[Inbound.FIRST_PAYLOAD]);
             return;
         }
         if (frames[1].length > MAX_UID_BYTES || frames[2].length > MAX_OP_BYTES) {

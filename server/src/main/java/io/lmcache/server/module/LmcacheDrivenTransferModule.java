@@ -3,6 +3,7 @@ package io.lmcache.server.module;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
@@ -78,6 +79,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
     private final CompletionDelay testDelay;
+    /** Where committed STOREs are announced (kv-events.md §6); set at start, before the first STORE. */
+    private volatile KvEventRecorder events;
 
     /**
      * {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}.
@@ -100,6 +103,11 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
         this.testDelay = testDelay;
+    }
+
+    /** Announces each STORE's written chunks on the KV-event log from now on. */
+    public void recordEventsWith(KvEventRecorder recorder) {
+        this.events = recorder;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -200,7 +208,12 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                         meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
-                            ChunkObjects.commitAll(store, reserved);
+                            KvEventRecorder recorder = events;
+                            if (recorder != null) {
+                                recorder.commitAll(store, reserved, plan, request.key());
+                            } else {
+                                ChunkObjects.commitAll(store, reserved);
+                            }
                             metrics.transfers().committed(context.copyPath().device(), System.nanoTime() - finishedNs);
                         } else {
                             ChunkObjects.abortAll(store, reserved);

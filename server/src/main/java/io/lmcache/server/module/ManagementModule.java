@@ -36,6 +36,9 @@ public final class ManagementModule {
     private final Reaper reaper;
     private final Map<String, Object> livenessSettings;
     private boolean reaperRunning;
+    /** GET_EXPERIMENTAL's answer: the KV-event capabilities while the log is on (kv-events.md §4). */
+    private volatile Reply experimental = NO_EXPERIMENTS;
+    private volatile KvEventModule kvEvents;
 
     public ManagementModule(int chunkSize, ObjectStore store, List<InstanceLivenessTarget> targets, Reaper reaper,
             Map<String, Object> livenessSettings) {
@@ -61,6 +64,18 @@ public final class ManagementModule {
                 (r, peer) -> reportBlockAllocation(r), Reply.NONE);
     }
 
+    /** Advertises the KV-event channel's ops (only while its log is on) and shows its state in /status; before the loop starts. */
+    public void advertise(KvEventModule events) {
+        this.kvEvents = events;
+        this.experimental = new Reply.StrList(events.capabilities());
+    }
+
+    /** {@code /status} {@code kv_events}, or null before {@link #advertise}. */
+    public Map<String, Object> kvEventsStatus() {
+        KvEventModule events = kvEvents;
+        return events == null ? null : events.status();
+    }
+
     public void start() {
         reaperRunning = reaper.enabled();
     }
@@ -70,7 +85,7 @@ public final class ManagementModule {
     }
 
     public Reply getExperimental() {
-        return NO_EXPERIMENTS;
+        return experimental;
     }
 
     public Reply noop() {

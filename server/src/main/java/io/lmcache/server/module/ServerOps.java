@@ -16,11 +16,12 @@ public final class ServerOps {
      * @param failures where STORE/RETRIEVE failures get their event ({@link FailureReplies#withEvents} with the GPU backend,
      *     so that a GPU worker can open it; {@link FailureReplies#hostOnly()} on a server without CUDA)
      */
-    public static OpTable table(ManagementModule management, LookupModule lookup, LmcacheDrivenTransferModule lmcacheDriven,
-            EngineDrivenTransferModule engineDriven, FailureReplies failures) {
+    public static OpTable table(ManagementModule management, LookupModule lookup, KvEventModule kvEvents,
+            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, FailureReplies failures) {
         OpTable.Builder ops = OpTable.builder();
         management.declareOps(ops);
         lookup.declareOps(ops);
+        kvEvents.declareOps(ops);
         LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"), failures);
         EngineDrivenOps.declare(engineDriven != null ? ops.module(engineDriven) : ops.disabled("engine_driven"));
         declareUnsupported(ops);
@@ -33,6 +34,5 @@ public final class ServerOps {
         ops.unsupported("CacheBlend", Op.CB_REGISTER_ROPE, Op.CB_UNREGISTER_ROPE, Op.CB_RETRIEVE_PRE_COMPUTED, Op.CB_UNIFIED_LOOKUP,
                 Op.CB_PROTOCOL_HANDSHAKE);
         ops.unsupported("P2P", Op.P2P_LOOKUP_AND_LOCK, Op.P2P_QUERY_LOOKUP_RESULTS, Op.P2P_UNLOCK_OBJECTS);
-        ops.unsupported("KV events", Op.POLL_KV_EVENTS);
     }
 }

@@ -78,6 +78,16 @@ public final class ObjectStore {
         this.commitListener = listener;
     }
 
+    /** The KV-event log's feed of removals; set before the first STORE. */
+    public void setRemovalListener(RemovalListener listener) {
+        lock.lock();
+        try {
+            table.removals = listener;
+        } finally {
+            unlock();
+        }
+    }
+
     /** Regions become allocatable as the pool prepares them. */
     public void addReadyRegion(int region) {
         lock.lock();
@@ -475,6 +485,7 @@ public final class ObjectStore {
     /** Every locked method ends here: the counts are republished before anyone else can change the store. */
     private void unlock() {
         table.publish(counts, deadlines);
+        table.removalsEnded();
         if (table.takeFillsEnded() > 0) {
             fillsEnded.signalAll();
         }

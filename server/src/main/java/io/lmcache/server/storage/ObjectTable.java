@@ -31,6 +31,9 @@ final class ObjectTable {
     private final List<PendingFills> endedFills = new ArrayList<>();
     /** Fills ended since the store last signalled its waiting readers. */
     private int fillsEnded;
+    /** The KV-event log's feed of published objects that leave (null: none); {@link #removalsEnded} flushes it. */
+    RemovalListener removals;
+    private boolean removedAny;
 
     ObjectTable(SlabAllocator allocator, EvictionPolicy policy, StoreCounters counters) {
         this.allocator = allocator;
@@ -134,6 +137,10 @@ final class ObjectTable {
         if (object.state == StoredObject.State.FREED) {
             throw new IllegalStateException("object freed twice: " + object);
         }
+        if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
+            removals.removed(model(object), object.key.hashHi(), object.key.hashLo()); // a loaded copy was never announced
+            removedAny = true;
+        }
         fillEnded(object);
         doomedInUse.remove(object);
         lists.unlinkLru(object);
@@ -158,6 +165,14 @@ final class ObjectTable {
         List<PendingFills> watchers = object.takeWatchers();
         if (watchers != null) {
             endedFills.addAll(watchers);
+        }
+    }
+
+    /** The end of a lock hold: the removal feed hears that this hold's removals are complete. */
+    void removalsEnded() {
+        if (removedAny) {
+            removedAny = false;
+            removals.batchEnded();
         }
     }
 

@@ -10,6 +10,7 @@ import io.lmcache.server.config.L2Settings;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.l2.CompletionSignals;
 import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.l2.L2AdapterSpec;
 import io.lmcache.server.l2.L2Adapters;
 import io.lmcache.server.l2.L2Lru;
@@ -113,6 +114,11 @@ public final class L2Tier implements AutoCloseable {
             }
         }
         return adapters;
+    }
+
+    /** Adds {@code listener} to every adapter (the KV-event log's STORAGE feed). */
+    public void registerListener(L2AdapterListener listener) {
+        adapters.forEach(adapter -> adapter.registerListener(listener));
     }
 
     /** The LOOKUP hand-over, or null without L2. */

@@ -34,6 +34,11 @@ public final class ChunkHashes {
         return hashes[2 * chunk + 1];
     }
 
+    /** The hashes themselves, two longs per chunk (high, low); shared, never to be written (the KV-event log reads parents here). */
+    public long[] pairs() {
+        return hashes;
+    }
+
     /** Chunks hashed: {@code 0..endChunk-1}. */
     public int endChunk() {
         return endChunk;

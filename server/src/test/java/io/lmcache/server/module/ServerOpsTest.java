@@ -6,10 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.lmcache.server.events.KvEventLog;
+import io.lmcache.server.events.KvEventRecorder;
+import io.lmcache.server.events.KvEventStreams;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpEntry;
 import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestHandler;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
@@ -37,6 +41,9 @@ class ServerOpsTest {
     private static final int CHUNK_SIZE = 256;
     /** {@code [bin(64 zero bytes), false]} */
     private static final String TRANSFER_FAILED_HEX = "92c440" + "00".repeat(64) + "c2";
+
+    /** A failed poll with the log on (kv-events.md §10.10): a loss at the newest record; incarnation 7, nothing stored. */
+    private static final String POLL_FAILED_HEX = "85a7656e61626c6564c3ab696e6361726e6174696f6e07ab6e6578745f637572736f7200a46c6f7374c3a66576656e747390";
 
     /**
      * Dumped from {@code HandlerKind.of}, {@code RequestDecoder.maxPayloads} and {@code FailureReplies.forOp} (chunk size
@@ -79,9 +86,14 @@ class ServerOpsTest {
             unsupported(Op.P2P_UNLOCK_OBJECTS),
             served(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, "90"),
             unsupported(Op.CB_PROTOCOL_HANDSHAKE),
-            unsupported(Op.POLL_KV_EVENTS));
+            served(Op.POLL_KV_EVENTS, HandlerKind.NORMAL, 3, POLL_FAILED_HEX),
+            streamed(Op.SUBSCRIBE_KV_EVENTS));
 
     private record Fact(Op op, boolean served, HandlerKind kind, int maxPayloads, String failureHex) {}
+
+    private static Fact streamed(Op op) {
+        return new Fact(op, true, null, -1, "");
+    }
 
     private static Fact served(Op op, HandlerKind kind, int maxPayloads, String failureHex) {
         return new Fact(op, true, kind, maxPayloads, failureHex);
@@ -97,7 +109,13 @@ class ServerOpsTest {
     private static OpTable table() {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, null, null, FailureReplies.hostOnly());
+        return ServerOps.table(management, lookup, kvEvents(), null, null, FailureReplies.hostOnly());
+    }
+
+    /** The KV-event module over a log of 8 records, incarnation 7. */
+    static KvEventModule kvEvents() {
+        KvEventRecorder recorder = new KvEventRecorder(new KvEventLog(8, CHUNK_SIZE, 7), false);
+        return new KvEventModule(recorder, new KvEventStreams(recorder.log(), new ReplyQueue(), System::nanoTime));
     }
 
     @Test
@@ -109,6 +127,10 @@ class ServerOpsTest {
             assertEquals(fact.op(), entry.op());
             if (!fact.served()) {
                 assertInstanceOf(OpEntry.Unsupported.class, entry, fact.op() + " is unsupported");
+                continue;
+            }
+            if (fact.maxPayloads() < 0) {
+                assertInstanceOf(OpEntry.Streamed.class, entry, fact.op() + " is a stream");
                 continue;
             }
             OpEntry.Handled<?> handled = assertInstanceOf(OpEntry.Handled.class, entry, fact.op() + " is served");
@@ -129,7 +151,7 @@ class ServerOpsTest {
         }
         assertEquals(EnumSet.of(Op.REGISTER_Q_CACHE, Op.UNREGISTER_Q_CACHE, Op.STORE_Q, Op.CB_REGISTER_ROPE, Op.CB_UNREGISTER_ROPE,
                 Op.CB_RETRIEVE_PRE_COMPUTED, Op.CB_UNIFIED_LOOKUP, Op.CB_PROTOCOL_HANDSHAKE, Op.P2P_LOOKUP_AND_LOCK,
-                Op.P2P_QUERY_LOOKUP_RESULTS, Op.P2P_UNLOCK_OBJECTS, Op.POLL_KV_EVENTS), unsupported);
+                Op.P2P_QUERY_LOOKUP_RESULTS, Op.P2P_UNLOCK_OBJECTS), unsupported);
     }
 
     @Test
@@ -151,6 +173,13 @@ class ServerOpsTest {
         assertEquals(Op.QUERY_PREFETCH_LOOKUP_HITS, hits.op());
         Request wait = decoder(Op.WAIT_PREFETCH_STATUS).decode(decoder, new byte[][] {pack("req-1")}, 0, 1);
         assertEquals(Op.WAIT_PREFETCH_STATUS, wait.op());
+        Request poll = decoder(Op.POLL_KV_EVENTS).decode(decoder, new byte[][] {pack("m"), packInt(0), packInt(1024)}, 0, 3);
+        assertEquals(Op.POLL_KV_EVENTS, poll.op());
+        OpEntry.Streamed<?> subscribe = assertInstanceOf(OpEntry.Streamed.class, table.entry(Op.SUBSCRIBE_KV_EVENTS));
+        Request stream = subscribe.decoder().decode(decoder, new byte[][] {packInt(5), pack("m"), packInt(0), packInt(16)}, 0, 4);
+        assertEquals(Op.SUBSCRIBE_KV_EVENTS, stream.op());
+        seen.add(Op.POLL_KV_EVENTS);
+        seen.add(Op.SUBSCRIBE_KV_EVENTS);
         seen.add(Op.QUERY_PREFETCH_LOOKUP_HITS);
         seen.add(Op.WAIT_PREFETCH_STATUS);
         for (Op op : Op.values()) {
@@ -203,6 +232,15 @@ class ServerOpsTest {
     private static byte[] pack(String value) {
         try (MessageBufferPacker packer = MessagePack.newDefaultBufferPacker()) {
             packer.packString(value);
+            return packer.toByteArray();
+        } catch (IOException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    private static byte[] packInt(long value) {
+        try (MessageBufferPacker packer = MessagePack.newDefaultBufferPacker()) {
+            packer.packLong(value);
             return packer.toByteArray();
         } catch (IOException e) {
             throw new AssertionError(e);

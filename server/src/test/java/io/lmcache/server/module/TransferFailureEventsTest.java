@@ -142,7 +142,7 @@ class TransferFailureEventsTest {
     private OpTable serverTable(LmcacheDrivenTransferModule lmcacheDriven) {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, lmcacheDriven, null, failures);
+        return ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), lmcacheDriven, null, failures);
     }
 
     /** The module without a pool or store: it only ever answers here that the instance is unknown. */

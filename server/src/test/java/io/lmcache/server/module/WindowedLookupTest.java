@@ -60,7 +60,7 @@ class WindowedLookupTest {
         assertEquals(2 * (3 + 1), store.snapshot().readLocked());
         assertEquals(new Reply.Int(0), lookup("c", 2, 2), "no snapshot present for all ranks at the end of chunk 1 (or 0)");
         assertEquals(2 * (3 + 1), store.snapshot().readLocked(), "a miss locks nothing");
-        module.endSession(new Request.EndSession("b", false));
+        module.endSession(new Request.EndSession("b", null));
         assertEquals(0, store.snapshot().readLocked());
         store.checkInvariants();
     }
@@ -85,13 +85,13 @@ class WindowedLookupTest {
         assertTrue(store.commit(writing));
         assertEquals(new Reply.Int(4), module.query("w"), "the whole prefix once it commits");
         assertEquals(2 * (4 + 1), store.snapshot().readLocked(), "full attention chunks 0..3 and the snapshot of chunk 3, per rank");
-        module.endSession(new Request.EndSession("w", false));
+        module.endSession(new Request.EndSession("w", null));
 
         StoredObject failing = store.reserve("model", "", 1, 1, hashes[4], hashes[5] + 1, OBJECT_BYTES, 1);
         assertTrue(failing.offset() >= 0);
         module.lookup(new Request.Lookup(key(tokens, 2, "x", 4), 1));
         assertEquals(new Reply.Int(4), module.query("x"), "a write of an unrelated key does not hold the lookup");
-        module.endSession(new Request.EndSession("x", false));
+        module.endSession(new Request.EndSession("x", null));
         store.abort(failing);
         assertEquals(0, store.snapshot().readLocked());
         store.checkInvariants();
@@ -110,7 +110,7 @@ class WindowedLookupTest {
         CacheKey tail = new CacheKey("model", 1, CacheKey.NO_WORKER, tokens, 3 * CHUNK, 4 * CHUNK, "r", "", 1);
         module.freeLookupLocks(new Request.FreeLookupLocks(tail, 1));
         assertEquals(4 + 2 - 2, store.snapshot().readLocked(), "chunk 3 of both groups");
-        module.endSession(new Request.EndSession("r", false));
+        module.endSession(new Request.EndSession("r", null));
         assertEquals(0, store.snapshot().readLocked());
     }
 

@@ -256,7 +256,7 @@ class L2ControllersTest {
         has(adapter, 1, 2);
         Setup setup = prefetch(false, adapter);
         setup.lookup().lookup(new Request.Lookup(key("gone"), 1));
-        setup.lookup().endSession(new Request.EndSession("gone", false));
+        setup.lookup().endSession(new Request.EndSession("gone", null));
         for (int turn = 0; turn < 10; turn++) {
             setup.controller().doWork();
         }

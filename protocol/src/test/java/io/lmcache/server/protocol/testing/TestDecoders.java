@@ -38,9 +38,10 @@ public final class TestDecoders {
             case COMMIT_STORE -> RequestDecoder::commitStore;
             case PREPARE_RETRIEVE -> RequestDecoder::prepareRetrieve;
             case COMMIT_RETRIEVE -> RequestDecoder::commitRetrieve;
+            case POLL_KV_EVENTS -> RequestDecoder::pollKvEvents;
+            case SUBSCRIBE_KV_EVENTS -> RequestDecoder::subscribeKvEvents;
             case REGISTER_Q_CACHE, UNREGISTER_Q_CACHE, STORE_Q, CB_REGISTER_ROPE, CB_UNREGISTER_ROPE, CB_RETRIEVE_PRE_COMPUTED,
-                    CB_UNIFIED_LOOKUP, CB_PROTOCOL_HANDSHAKE, P2P_LOOKUP_AND_LOCK, P2P_QUERY_LOOKUP_RESULTS, P2P_UNLOCK_OBJECTS,
-                    POLL_KV_EVENTS -> null;
+                    CB_UNIFIED_LOOKUP, CB_PROTOCOL_HANDSHAKE, P2P_LOOKUP_AND_LOCK, P2P_QUERY_LOOKUP_RESULTS, P2P_UNLOCK_OBJECTS -> null;
         };
     }
 

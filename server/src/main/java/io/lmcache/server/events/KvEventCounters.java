@@ -1,0 +1,58 @@
+package io.lmcache.server.events;
+
+import io.lmcache.server.metrics.KvEventMetrics;
+import java.util.Arrays;
+import java.util.List;
+
+/** The channel's counts as the metrics read them. */
+public record KvEventCounters(KvEventRecorder recorder, KvEventStreams streams) implements KvEventMetrics.Source {
+    @Override
+    public double records(String kind) {
+        return recorder.log().appendedCounter("stored".equals(kind)).sum();
+    }
+
+    @Override
+    public double lostMarkers() {
+        return recorder.log().lostMarkers();
+    }
+
+    @Override
+    public double unboundStores() {
+        return recorder.unboundStores();
+    }
+
+    @Override
+    public double logDepth() {
+        return recorder.log().depth();
+    }
+
+    @Override
+    public double subscribers() {
+        return streams.subscribers();
+    }
+
+    @Override
+    public double subscriptionsOpened() {
+        return streams.opened();
+    }
+
+    @Override
+    public double batchesSent() {
+        return streams.batches();
+    }
+
+    @Override
+    public List<String> endReasons() {
+        return Arrays.stream(KvEventStreams.Ended.values()).map(KvEventStreams.Ended::label).toList();
+    }
+
+    @Override
+    public double subscriptionsEnded(String reason) {
+        for (KvEventStreams.Ended ended : KvEventStreams.Ended.values()) {
+            if (ended.label().equals(reason)) {
+                return streams.endedCounter(ended).sum();
+            }
+        }
+        return 0;
+    }
+}

@@ -1,0 +1,185 @@
+package io.lmcache.server.events;
+
+import io.lmcache.server.events.KvEventLog.Medium;
+import io.lmcache.server.l2.L2AdapterListener;
+import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.RemovalListener;
+import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.TransferPlan;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Turns what L1 and L2 do into KV-event records (kv-events.md §6): a STORE's commit becomes one {@code stored} record per chunk it
+ * wrote (kv ranks and object groups of one chunk collapse into one), a published object leaving L1 a {@code removed} one, and an
+ * L2 write or delete the same with medium STORAGE. The chunk's tokens and parent come from the STORE (its key and the plan's
+ * hash chain); an L2 write is announced with the binding its L1 STORE left, and skipped (counted) without one.
+ */
+public final class KvEventRecorder implements RemovalListener {
+    private final KvEventLog log;
+    private final int chunkSize;
+    /** Bindings for the L2 announcements; null without an L2 tier. */
+    private final TokenBindings bindings;
+    private final LongAdder unboundStores = new LongAdder();
+    // the removal batch: written under the object store's lock only (one model at a time; a change of model flushes it)
+    private final long[] removedPairs = new long[2 * KvEventLog.REMOVED_PER_RECORD * 32];
+    private int removedCount;
+    private String removedModel;
+
+    public KvEventRecorder(KvEventLog log, boolean withL2) {
+        this.log = log;
+        this.chunkSize = log.chunkSize();
+        this.bindings = withL2 && log.enabled() ? new TokenBindings() : null;
+    }
+
+    public KvEventLog log() {
+        return log;
+    }
+
+    /** Wires the feeds: L1 removals, and each L2 adapter's stores and deletes. */
+    public void attach(ObjectStore store) {
+        if (log.enabled()) {
+            store.setRemovalListener(this);
+        }
+    }
+
+    /** The listener to register on every L2 adapter (STORAGE records), or null when the channel is off. */
+    public L2AdapterListener l2Listener() {
+        return log.enabled() ? new L2Feed() : null;
+    }
+
+    public long unboundStores() {
+        return unboundStores.sum();
+    }
+
+    /**
+     * Commits a STORE's reserved objects (last chunk first, as {@code ChunkObjects.commitAll}) and records each chunk of which
+     * at least one object was written; returns whether every object was still reserved.
+     */
+    public boolean commitAll(ObjectStore store, StoredObject[] reserved, TransferPlan plan, CacheKey key) {
+        int groups = plan.parts().size();
+        int chunks = plan.range().count();
+        boolean[] written = log.enabled() ? new boolean[chunks] : null;
+        boolean all = true;
+        for (int j = chunks - 1; j >= 0; j--) {
+            for (int g = groups - 1; g >= 0; g--) {
+                StoredObject object = reserved[plan.objectIndex(j, g)];
+                if (object != null) {
+                    boolean ok = store.commit(object);
+                    all &= ok;
+                    if (ok && written != null) {
+                        written[j] = true;
+                    }
+                }
+            }
+        }
+        if (written != null) {
+            recordStored(written, plan, key);
+        }
+        return all;
+    }
+
+    private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
+        long[] chain = plan.hashes().pairs();
+        boolean any = false;
+        for (int j = 0; j < written.length; j++) {
+            if (!written[j]) {
+                continue;
+            }
+            int chunk = plan.chunk(j);
+            log.stored(Medium.CPU, key.modelName(), chain, chunk, key.tokenIds());
+            if (bindings != null) {
+                bindings.bind(key.modelName(), chain[2 * chunk], chain[2 * chunk + 1], new TokenBindings.Binding(key.tokenIds(), chain, chunk));
+            }
+            any = true;
+        }
+        if (any) {
+            log.appended();
+        }
+    }
+
+    // --- L1 removals: under the object store's lock ------------------------------------------------
+
+    @Override
+    public void removed(String model, long hashHi, long hashLo) {
+        if (removedModel != null && !removedModel.equals(model) || removedCount == removedPairs.length / 2) {
+            flushRemoved();
+        }
+        removedModel = model;
+        for (int i = 0; i < removedCount; i++) {
+            if (removedPairs[2 * i] == hashHi && removedPairs[2 * i + 1] == hashLo) {
+                return; // another rank's or group's object of the same chunk
+            }
+        }
+        removedPairs[2 * removedCount] = hashHi;
+        removedPairs[2 * removedCount + 1] = hashLo;
+        removedCount++;
+    }
+
+    @Override
+    public void batchEnded() {
+        flushRemoved();
+        log.appended();
+    }
+
+    private void flushRemoved() {
+        if (removedCount > 0) {
+            log.removed(Medium.CPU, removedModel, removedPairs, removedCount);
+        }
+        removedCount = 0;
+        removedModel = null;
+    }
+
+    // --- L2 --------------------------------------------------------------------------------------
+
+    /** An adapter's stores and deletes, on its worker threads or the deleting thread. */
+    private final class L2Feed implements L2AdapterListener {
+        @Override
+        public void onKeysStored(List<L2Key> keys, long[] sizes) {
+            Set<L2Key> seen = new HashSet<>();
+            for (L2Key key : keys) {
+                if (!seen.add(new L2Key(key.model(), 0, 0, 0, key.hashHi(), key.hashLo(), ""))) {
+                    continue;
+                }
+                TokenBindings.Binding binding = bindings.get(key.model(), key.hashHi(), key.hashLo());
+                if (binding == null) {
+                    unboundStores.increment(); // never announced without its tokens (an L2 copy of a chunk stored long ago)
+                    continue;
+                }
+                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens());
+            }
+            log.appended();
+        }
+
+        /** Keys an earlier process left: nothing binds them to tokens, so they are not announced (as LMCache). */
+        @Override
+        public void onKeysFound(List<L2Key> keys, long[] sizes) {
+        }
+
+        @Override
+        public void onKeysDeleted(List<L2Key> keys) {
+            Map<String, Set<L2Key>> byModel = new LinkedHashMap<>();
+            for (L2Key key : keys) {
+                byModel.computeIfAbsent(key.model(), m -> new LinkedHashSet<>())
+                        .add(new L2Key(key.model(), 0, 0, 0, key.hashHi(), key.hashLo(), ""));
+            }
+            byModel.forEach((model, distinct) -> {
+                long[] pairs = new long[2 * distinct.size()];
+                int i = 0;
+                for (L2Key key : distinct) {
+                    pairs[i++] = key.hashHi();
+                    pairs[i++] = key.hashLo();
+                }
+                log.removed(Medium.STORAGE, model, pairs, distinct.size());
+            });
+            log.appended();
+        }
+    }
+}

@@ -1,0 +1,286 @@
+package io.lmcache.server.events;
+
+import io.lmcache.server.agent.Agent;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.loop.ReplyQueue;
+import io.lmcache.server.loop.StreamControl;
+import io.lmcache.server.loop.StreamTarget;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.ReplyEncoder;
+import io.lmcache.server.protocol.Request;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.HexFormat;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The {@code subscribe_kv_events} streams (kv-events.md §8), an agent on its own thread ({@code lmcache-kv-events}): each
+ * subscription gets its first batch at once, then one batch per credit, and only when the log has matching records or a loss
+ * to report (no keep-alives). A credit is LMCache's forwarder event: an {@code ack} control frame sets it, a batch clears it, so
+ * a subscriber that does not read holds at most one batch on the reply queue. A slow subscriber only falls behind in the log's
+ * ring (and is told {@code lost}); no writer ever waits for it.
+ *
+ * <p>One subscription per instance id: a new one ends the old. A stream ends, with the final reply {@code [uid, op]}, on
+ * {@code cancel}, when its peer is gone (a reply could not be routed), when its instance is reaped or has been silent (no PING)
+ * for the reap timeout, when the channel is off (after the first batch said so), and at shutdown.
+ */
+public final class KvEventStreams implements Agent, StreamControl {
+    private static final Logger LOG = LoggerFactory.getLogger(KvEventStreams.class);
+    private static final RateLimitedLog REFUSED = new RateLimitedLog(LOG, "refused KV-event subscriptions", 10);
+    static final int MAX_EVENTS = 1024;
+    private static final byte[] ACK = "ack".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] CANCEL = "cancel".getBytes(StandardCharsets.US_ASCII);
+
+    /** Why a stream ended (the metric's label). */
+    public enum Ended {
+        CANCELLED("cancelled"), REPLACED("replaced"), PEER_GONE("peer_gone"), REAPED("reaped"), SILENT("silent"), DISABLED("disabled"),
+        REFUSED("refused"), SHUTDOWN("shutdown");
+
+        private final String label;
+
+        Ended(String label) {
+            this.label = label;
+        }
+
+        public String label() {
+            return label;
+        }
+    }
+
+    /** One stream; its cursor and first-batch flag are the agent thread's, the rest any thread's. */
+    private static final class Subscription {
+        final long instanceId;
+        final String model;
+        final int maxEvents;
+        final StreamTarget target;
+        final String streamKey;
+        final AtomicBoolean credit = new AtomicBoolean(true);
+        final AtomicBoolean ended = new AtomicBoolean();
+        volatile long lastSeenNs;
+        long cursor;
+        boolean sentFirst;
+
+        Subscription(Request.SubscribeKvEvents request, StreamTarget target, long nowNs) {
+            this.instanceId = request.instanceId();
+            this.model = request.modelName();
+            this.maxEvents = (int) request.maxEvents();
+            this.cursor = request.cursor();
+            this.target = target;
+            this.streamKey = key(target.peer(), target.uid());
+            this.lastSeenNs = nowNs;
+        }
+    }
+
+    private final KvEventLog log;
+    private final ReplyQueue replies;
+    private final LongSupplier clockNs;
+    private final ReplyEncoder encoder = new ReplyEncoder(); // the agent thread's
+    private final Map<Long, Subscription> byInstance = new ConcurrentHashMap<>();
+    private final Map<String, Subscription> byStream = new ConcurrentHashMap<>();
+    private final LongAdder opened = new LongAdder();
+    private final LongAdder batches = new LongAdder();
+    private final Map<Ended, LongAdder> ended = new EnumMap<>(Ended.class);
+    /** Set by the agent when a subscriber with credit waits for records: the next append wakes it. */
+    private volatile boolean waiting;
+    private volatile Runnable wake = () -> { };
+
+    public KvEventStreams(KvEventLog log, ReplyQueue replies, LongSupplier clockNs) {
+        this.log = log;
+        this.replies = replies;
+        this.clockNs = clockNs;
+        for (Ended reason : Ended.values()) {
+            ended.put(reason, new LongAdder());
+        }
+        // runs on: whichever thread appended (a commit, a removal under the store's lock, an L2 thread): a flag read, rarely an unpark
+        log.onAppend(this::wakeIfWaiting);
+    }
+
+    /** How the agent is woken (its runner's unpark); set before the first subscription. */
+    public void setWake(Runnable wake) {
+        this.wake = wake;
+    }
+
+    @Override
+    public String roleName() {
+        return "kv-event-streams";
+    }
+
+    // --- the socket thread -------------------------------------------------------------------------
+
+    /** {@code subscribe_kv_events}: validated (as LMCache's handler), registered, and woken for its first batch. */
+    public void open(Request.SubscribeKvEvents request, StreamTarget target) {
+        if (request.cursor() < 0 || request.maxEvents() < 1 || request.maxEvents() > MAX_EVENTS) {
+            REFUSED.warn("subscribe_kv_events from instance {} refused: cursor {} and max_events {} (must be >= 0 and in [1, {}])",
+                    request.instanceId(), request.cursor(), request.maxEvents(), MAX_EVENTS);
+            ended.get(Ended.REFUSED).increment();
+            replies.offer(target.reply(null));
+            return;
+        }
+        Subscription subscription = new Subscription(request, target, clockNs.getAsLong());
+        opened.increment();
+        Subscription previous = byInstance.put(subscription.instanceId, subscription);
+        if (previous != null) {
+            end(previous, Ended.REPLACED);
+        }
+        Subscription sameStream = byStream.put(subscription.streamKey, subscription);
+        if (sameStream != null && sameStream != previous) {
+            end(sameStream, Ended.REPLACED);
+        }
+        wake.run();
+    }
+
+    @Override
+    public void control(PeerId peer, byte[] uid, byte[] command) {
+        Subscription subscription = byStream.get(key(peer, uid));
+        if (subscription == null) {
+            return; // an ended or unknown stream: ignored (kv-events.md §2)
+        }
+        if (Arrays.equals(command, ACK)) {
+            subscription.credit.set(true);
+            wake.run();
+        } else if (Arrays.equals(command, CANCEL)) {
+            end(subscription, Ended.CANCELLED);
+        }
+    }
+
+    @Override
+    public void undeliverable(PeerId peer) {
+        for (Subscription subscription : byInstance.values()) {
+            if (Arrays.equals(subscription.target.identity(), peer.bytes())) {
+                end(subscription, Ended.PEER_GONE);
+            }
+        }
+    }
+
+    // --- liveness (the reaper's thread and PING on the socket thread) --------------------------------
+
+    /** A PING from the instance keeps its subscription alive. */
+    public void touch(long instanceId) {
+        Subscription subscription = byInstance.get(instanceId);
+        if (subscription != null) {
+            subscription.lastSeenNs = clockNs.getAsLong();
+        }
+    }
+
+    /** Ends the subscriptions silent for {@code timeoutNs} (LMCache's own rule: the subscription's last PING, or its start). */
+    public void endSilent(long timeoutNs) {
+        long nowNs = clockNs.getAsLong();
+        for (Subscription subscription : byInstance.values()) {
+            if (nowNs - subscription.lastSeenNs - timeoutNs > 0) {
+                end(subscription, Ended.SILENT);
+            }
+        }
+    }
+
+    /** The instance was reaped by a transfer module: its subscription ends too. */
+    public void instanceReaped(long instanceId) {
+        Subscription subscription = byInstance.get(instanceId);
+        if (subscription != null) {
+            end(subscription, Ended.REAPED);
+        }
+    }
+
+    /** Any thread: once per stream, out of the maps, and its final reply queued. */
+    private void end(Subscription subscription, Ended reason) {
+        if (!subscription.ended.compareAndSet(false, true)) {
+            return;
+        }
+        byInstance.remove(subscription.instanceId, subscription);
+        byStream.remove(subscription.streamKey, subscription);
+        ended.get(reason).increment();
+        replies.offer(subscription.target.reply(null));
+    }
+
+    // --- the agent ---------------------------------------------------------------------------------
+
+    @Override
+    public int doWork() {
+        int work = 0;
+        boolean idleWithCredit = false;
+        long last = log.lastSeq();
+        for (Subscription subscription : byInstance.values()) {
+            if (subscription.ended.get() || !subscription.credit.get()) {
+                continue;
+            }
+            if (subscription.sentFirst && log.enabled() && subscription.cursor == last) {
+                idleWithCredit = true;
+                continue;
+            }
+            work += serve(subscription);
+        }
+        if (idleWithCredit) {
+            waiting = true;
+            if (log.lastSeq() != last) {
+                waiting = false;
+                return work + 1; // appended meanwhile: look again at once
+            }
+        }
+        return work;
+    }
+
+    /** One read for a subscription with credit; a batch goes out when it is the first or says something. */
+    private int serve(Subscription subscription) {
+        Reply.KvEvents batch = log.read(subscription.cursor, subscription.model, subscription.maxEvents);
+        if (!batch.enabled() && subscription.sentFirst) {
+            end(subscription, Ended.DISABLED); // the first batch said so; the next read ends the stream
+            return 1;
+        }
+        subscription.cursor = batch.nextCursor();
+        if (subscription.sentFirst && batch.events().isEmpty() && !batch.lost()) {
+            return 0; // other models' records only: the cursor moves, nothing is sent
+        }
+        subscription.sentFirst = true;
+        subscription.credit.set(false);
+        byte[] payload = encoder.encode(batch);
+        if (!subscription.ended.get()) {
+            replies.offer(subscription.target.reply(payload));
+            batches.increment();
+        }
+        return 1;
+    }
+
+    private void wakeIfWaiting() {
+        if (waiting) {
+            waiting = false;
+            wake.run();
+        }
+    }
+
+    /** Shutdown: every stream gets its final reply (the request loop drains after the agents close). */
+    @Override
+    public void onClose() {
+        for (Subscription subscription : byInstance.values()) {
+            end(subscription, Ended.SHUTDOWN);
+        }
+    }
+
+    // --- counts ----------------------------------------------------------------------------------
+
+    public int subscribers() {
+        return byInstance.size();
+    }
+
+    public long opened() {
+        return opened.sum();
+    }
+
+    public long batches() {
+        return batches.sum();
+    }
+
+    public LongAdder endedCounter(Ended reason) {
+        return ended.get(reason);
+    }
+
+    private static String key(PeerId peer, byte[] uid) {
+        return peer + "/" + HexFormat.of().formatHex(uid);
+    }
+}
