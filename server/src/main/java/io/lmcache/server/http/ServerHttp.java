@@ -53,7 +53,9 @@ public final class ServerHttp {
             return;
         }
         CoreRoutes.register(api, view, metrics::scrape);
-        ServerRoutes.register(api, view, new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics));
+        AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
+        ServerRoutes.register(api, view, guard);
+        QuotaRoute.register(api, view.l1Store(), guard);
         if (config.testHooks()) {
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
                     + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread");
@@ -86,7 +88,7 @@ public final class ServerHttp {
         }
         if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
             LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
-                    + " endpoints (/cache/clear, /metrics/reset, /loglevel) accept loopback clients only until you set"
+                    + " endpoints (/cache/clear, /metrics/reset, /loglevel, /quota) accept loopback clients only until you set"
                     + " --http-admin-token or {}", config.httpHost(), ConfigLoader.ENV_ADMIN_TOKEN);
         }
     }

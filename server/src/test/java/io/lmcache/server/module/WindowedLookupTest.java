@@ -1,6 +1,7 @@
 package io.lmcache.server.module;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
@@ -102,7 +103,7 @@ class WindowedLookupTest {
     }
 
     private void put(int rank, int group, long[] hashes, int chunk) {
-        StoredObject object = store.reserve("model", "", rank, group, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+        StoredObject object = store.reserve(ChunkKey.of("model", "", rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
         assertTrue(object.offset() >= 0);
         assertTrue(store.commit(object));
     }

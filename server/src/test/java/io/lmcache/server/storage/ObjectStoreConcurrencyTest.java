@@ -3,7 +3,7 @@ package io.lmcache.server.storage;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -32,7 +32,7 @@ class ObjectStoreConcurrencyTest {
         AtomicLong nowNs = new AtomicLong();
         long pool = 32L << 20;
         StoreCounters counters = new StoreCounters();
-        ObjectStore store = ReadyStores.of(pool, 4L << 20, EvictionPolicy.LRU, 5_000, 3_000, nowNs::get, counters);
+        ObjectStore store = ReadyStores.of(pool, 4L << 20, EvictionPolicyName.LRU, 5_000, 3_000, nowNs::get, counters);
         CyclicBarrier start = new CyclicBarrier(THREADS);
         ExecutorService pool4 = Executors.newFixedThreadPool(THREADS);
         List<Future<Integer>> results = new ArrayList<>();
@@ -71,7 +71,7 @@ class ObjectStoreConcurrencyTest {
             String salt = (hash & 1) == 0 ? "" : "tenant";
             switch (random.nextInt(12)) {
                 case 0, 1, 2 -> {
-                    StoredObject object = store.reserve("model", salt, thread % 2, 0, hash, ~hash, size, 1);
+                    StoredObject object = store.reserve(ChunkKey.of("model", salt, thread % 2, 0, hash, ~hash), size, 1);
                     if (object.offset() >= 0) {
                         writing.add(object);
                     }
@@ -87,7 +87,7 @@ class ObjectStoreConcurrencyTest {
                     }
                 }
                 case 6 -> {
-                    StoredObject object = store.pinReady("model", salt, random.nextInt(2), 0, hash, ~hash, 1, size);
+                    StoredObject object = store.pinReady(ChunkKey.of("model", salt, random.nextInt(2), 0, hash, ~hash), 1, size);
                     if (object != null) {
                         pinned.add(object);
                     }
@@ -97,7 +97,7 @@ class ObjectStoreConcurrencyTest {
                         store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
                     }
                 }
-                case 8 -> StoreLookups.lookupAndLock(store, "model", salt, 1, 0, new long[] {hash, ~hash}, 0, 1, 1 + random.nextInt(2), locks, null);
+                case 8 -> store.lookupAndLock(new PrefixKeys("model", salt, 1, 0, new long[] {hash, ~hash}), 0, 1, 1 + random.nextInt(2), locks, null);
                 case 9 -> {
                     if (!locks.isEmpty()) {
                         store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));
