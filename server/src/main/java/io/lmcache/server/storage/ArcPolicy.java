@@ -126,7 +126,8 @@ final class ArcPolicy implements EvictionPolicy {
             return null;
         }
         PolicyNode victim = from.tail();
-        // it is freed now: its key becomes a ghost of its list
+        // it is freed now: it leaves T1 or T2, and its key becomes a ghost of that list
+        setHome(victim, 0);
         if (from == t1) {
             b1.put(victim.object.key, victim.object.bytes);
             b1Bytes += victim.object.bytes;
@@ -138,18 +139,17 @@ final class ArcPolicy implements EvictionPolicy {
         return victim.object;
     }
 
-    /** The ghosts stay within the capacity: B1 loses its oldest while T1 and B1 together exceed it, else B2. */
+    /** ARC's directory bounds: T1 and B1 together within the capacity, everything within twice it (B2 gives way). */
     private void trimGhosts() {
-        while (b1Bytes + b2Bytes > capacityBytes) {
-            boolean fromB1 = !b1.isEmpty() && (t1Bytes + b1Bytes > capacityBytes || b2.isEmpty());
-            Iterator<Map.Entry<ObjectKey, Long>> oldest = (fromB1 ? b1 : b2).entrySet().iterator();
-            long bytes = oldest.next().getValue();
+        Iterator<Map.Entry<ObjectKey, Long>> oldest = b1.entrySet().iterator();
+        while (t1Bytes + b1Bytes > capacityBytes && oldest.hasNext()) {
+            b1Bytes -= oldest.next().getValue();
             oldest.remove();
-            if (fromB1) {
-                b1Bytes -= bytes;
-            } else {
-                b2Bytes -= bytes;
-            }
+        }
+        oldest = b2.entrySet().iterator();
+        while (t1Bytes + t2Bytes + b1Bytes + b2Bytes > 2 * capacityBytes && oldest.hasNext()) {
+            b2Bytes -= oldest.next().getValue();
+            oldest.remove();
         }
     }
 
@@ -171,7 +171,7 @@ final class ArcPolicy implements EvictionPolicy {
         if (t1.bytes() > t1Bytes || t2.bytes() > t2Bytes || t1.size() > t1Objects || t2.size() > t2Objects) {
             throw new IllegalStateException("ARC lists hold more than their resident counts: " + status());
         }
-        if (p < 0 || p > capacityBytes || b1Bytes + b2Bytes > capacityBytes) {
+        if (p < 0 || p > capacityBytes || b1Bytes + b2Bytes > 2 * capacityBytes) {
             throw new IllegalStateException("ARC target or ghosts out of range: p " + p + ", ghosts " + (b1Bytes + b2Bytes));
         }
         long b1Sum = b1.values().stream().mapToLong(Long::longValue).sum();

@@ -12,14 +12,17 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * A randomized mix of reserve, commit, abort, pin, unpin, lookup-lock, release, expiry, eviction and
  * clear from 4 threads (fixed seeds), with the store's invariants checked after every step: no two
  * live objects overlap, used bytes are exactly the live objects' slots, nothing is lost or freed
  * twice (the allocator refuses a double free), LRU membership matches lock state, and the O(1)
- * counts the store publishes (objects, locks, pins, evictable, bytes) equal a full recount.
+ * counts the store publishes (objects, locks, pins, evictable, bytes) equal a full recount; the
+ * eviction policy's own invariant (lists, counts, ghosts, tenants) is part of that audit. Run over
+ * every policy.
  */
 class ObjectStoreConcurrencyTest {
     private static final long KIB = 1024;
@@ -27,12 +30,15 @@ class ObjectStoreConcurrencyTest {
     private static final int OPS_PER_THREAD = 30_000;
     private static final long[] SIZES = {64 * KIB, 200 * KIB, 1024 * KIB};
 
-    @Test
-    void invariantsHoldUnderARandomMix() throws Exception {
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void invariantsHoldUnderARandomMix(EvictionPolicyName policy) throws Exception {
         AtomicLong nowNs = new AtomicLong();
         long pool = 32L << 20;
         StoreCounters counters = new StoreCounters();
-        ObjectStore store = ReadyStores.of(pool, 4L << 20, EvictionPolicyName.LRU, 5_000, 3_000, nowNs::get, counters);
+        ObjectStore store = ReadyStores.of(pool, 4L << 20, policy, 5_000, 3_000, nowNs::get, counters);
+        // IsolatedLRU: one tenant with a quota it exceeds, so both of its victim paths run
+        store.setTenantQuota("tenant", 4L << 20);
         CyclicBarrier start = new CyclicBarrier(THREADS);
         ExecutorService pool4 = Executors.newFixedThreadPool(THREADS);
         List<Future<Integer>> results = new ArrayList<>();
@@ -51,7 +57,12 @@ class ObjectStoreConcurrencyTest {
         assertTrue(ops >= 100_000, "ran " + ops + " operations");
         store.checkInvariants();
         assertTrue(counters.writeChunks.sum() > 1000, "objects were written: " + counters.writeChunks.sum());
-        assertTrue(counters.evictions(StoreCounters.EvictionReason.DEMAND) > 100, "the pool filled and evicted on demand");
+        if (policy == EvictionPolicyName.NOOP) {
+            assertEquals(0, counters.evictions(StoreCounters.EvictionReason.DEMAND), "noop never evicts");
+            assertTrue(counters.allocationFailures.sum() > 100, "the full pool refused stores instead");
+        } else {
+            assertTrue(counters.evictions(StoreCounters.EvictionReason.DEMAND) > 100, "the pool filled and evicted on demand");
+        }
         assertTrue(counters.readLockExpiries.sum() + counters.writeLockExpiries.sum() > 0, "locks expired");
         // everything released: nothing may stay locked or leak
         nowNs.addAndGet(1_000_000);

@@ -15,7 +15,10 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
+/** The store's behaviour, each policy-independent case run over every eviction policy (Caffeine's way). */
 class ObjectStoreTest {
     private static final long MIB = 1 << 20;
     private static final long WRITE_TTL_NS = TimeUnit.SECONDS.toNanos(600);
@@ -43,9 +46,10 @@ class ObjectStoreTest {
         return true;
     }
 
-    @Test
-    void reserveCommitPinAndExisting() {
-        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void reserveCommitPinAndExisting(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
         StoredObject object = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
         assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB), "a WRITING object is invisible");
         assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1), "and cannot be reserved twice");
@@ -59,9 +63,10 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void lruByBytesEvictsTailChunksOfAPrefixFirst() {
-        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void lruByBytesEvictsTailChunksOfAPrefixFirst(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 8 * MIB, policy);
         // a 4-chunk prefix committed last chunk first, as the transfer module does
         List<StoredObject> reserved = new ArrayList<>();
         for (long chunk = 0; chunk < 4; chunk++) {
@@ -79,11 +84,12 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void aWatermarkPassLargerThanOneBatchFreesExactlyItsTargetOldestFirst() {
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void aWatermarkPassLargerThanOneBatchFreesExactlyItsTargetOldestFirst(EvictionPolicyName policy) {
         int objects = 3 * ObjectStore.EVICTION_BATCH + 17;
         long bytes = 64 * 1024;
-        ObjectStore store = store(objects * bytes, objects * bytes, EvictionPolicyName.LRU);
+        ObjectStore store = store(objects * bytes, objects * bytes, policy);
         for (long hash = 0; hash < objects; hash++) {
             put(store, hash, bytes);
         }
@@ -99,9 +105,10 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void lockedAndPinnedObjectsAreNeverVictims() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void lockedAndPinnedObjectsAreNeverVictims(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         put(store, 1, 2 * MIB);
         put(store, 2, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -115,9 +122,10 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void expiredReadLocksAreReclaimedAndStaleReleasesIgnored() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void expiredReadLocksAreReclaimedAndStaleReleasesIgnored(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         put(store, 1, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
         store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 2, locks, null);
@@ -136,9 +144,10 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void anAbandonedWriteIsReclaimedAtItsTtl() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anAbandonedWriteIsReclaimedAtItsTtl(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         StoredObject abandoned = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1);
         // an engine-driven worker's reservation: it fills the pool itself and may be gone
         store.markExternalFill(abandoned);
@@ -158,9 +167,10 @@ class ObjectStoreTest {
      * read queued behind a long backlog). Its expiry hides the object and frees the key, but the memory stays the fill's until
      * that end: freed at once, another STORE got it and the late fill wrote into that STORE's object.
      */
-    @Test
-    void anExpiredWriteOfOurOwnFillIsFreedOnlyWhenTheFillEnds() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anExpiredWriteOfOurOwnFillIsFreedOnlyWhenTheFillEnds(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         StoredObject slow = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 4 * MIB, 1);
         nowNs.addAndGet(WRITE_TTL_NS + 1);
         assertEquals(1, store.sweepExpired());
@@ -181,9 +191,10 @@ class ObjectStoreTest {
     }
 
     /** An engine restarted with another dtype, backend or block size: its STORE replaces the old layout's unlocked object. */
-    @Test
-    void aStoreOfAnotherLayoutReplacesAnUnlockedObject() {
-        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void aStoreOfAnotherLayoutReplacesAnUnlockedObject(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
         put(store, 1, MIB);
         StoredObject replacement = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 2);
         assertTrue(replacement.offset() >= 0, "the old format's object is replaced, not answered with EXISTS");
@@ -198,9 +209,10 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void aFullPoolOfAnotherSizeClassGivesUpAWholeRegion() {
-        ObjectStore store = store(8 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void aFullPoolOfAnotherSizeClassGivesUpAWholeRegion(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 4 * MIB, policy);
         for (long h = 0; h < 8; h++) {
             put(store, h, MIB);
         }
@@ -221,9 +233,10 @@ class ObjectStoreTest {
         assertTrue(present(store, 1, 2 * MIB) && present(store, 2, 2 * MIB));
     }
 
-    @Test
-    void watermarkEvictionFreesTheRatio() {
-        ObjectStore store = store(10 * MIB, 10 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void watermarkEvictionFreesTheRatio(EvictionPolicyName policy) {
+        ObjectStore store = store(10 * MIB, 10 * MIB, policy);
         for (long h = 0; h < 9; h++) {
             put(store, h, MIB);
         }
@@ -234,9 +247,10 @@ class ObjectStoreTest {
         assertFalse(present(store, 0, MIB) || present(store, 1, MIB), "the oldest went");
     }
 
-    @Test
-    void aFailingSweeperIsCountedAndTheControllerGoesOn() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void aFailingSweeperIsCountedAndTheControllerGoesOn(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         EvictionController controller = new EvictionController(store, 0.8, 0.2, 1, List.of(() -> {
             throw new IllegalStateException("boom");
         }));
@@ -246,9 +260,10 @@ class ObjectStoreTest {
         assertEquals(2, store.counters().evictionLoopTicks.sum());
     }
 
-    @Test
-    void clearKeepsObjectsInUseUnlessForced() {
-        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void clearKeepsObjectsInUseUnlessForced(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 8 * MIB, policy);
         put(store, 1, MIB);
         StoredObject writing = store.reserve(ChunkKey.of("m", "", 0, 0, 2, 2), MIB, 1);
         put(store, 3, MIB);
@@ -265,9 +280,10 @@ class ObjectStoreTest {
         assertEquals(0, store.snapshot().usedBytes());
         store.checkInvariants();
     }
-    @Test
-    void theO1CountsEqualAFullRecountAfterEveryStep() {
-        ObjectStore store = store(16 * MIB, 4 * MIB, EvictionPolicyName.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void theO1CountsEqualAFullRecountAfterEveryStep(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 4 * MIB, policy);
         Random random = new Random(42);
         List<StoredObject> writing = new ArrayList<>();
         List<StoredObject> pinned = new ArrayList<>();
@@ -332,7 +348,12 @@ class ObjectStoreTest {
             assertEquals(store.snapshot().usedBytes(), store.usedBytes());
             assertEquals(store.snapshot().objects(), store.objectCount());
         }
-        assertTrue(store.counters().evictions(EvictionReason.DEMAND) > 0, "the pool filled and evicted on demand");
+        if (policy == EvictionPolicyName.NOOP) {
+            assertEquals(0, store.counters().evictions(EvictionReason.DEMAND), "noop never evicts");
+            assertTrue(store.counters().allocationFailures.sum() > 0, "so the full pool refused stores");
+        } else {
+            assertTrue(store.counters().evictions(EvictionReason.DEMAND) > 0, "the pool filled and evicted on demand");
+        }
         assertTrue(store.counters().readLockExpiries.sum() > 0 && store.counters().writeLockExpiries.sum() > 0, "locks expired");
         assertTrue(deferredByForce > 0 && maxPinned > 1, "forced clears met objects in use (" + deferredByForce + "), pins overlapped");
         store.checkInvariants();
