@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.LongStream;
@@ -37,7 +38,7 @@ class EvictionPoliciesTest {
 
     /** A hit: a lookup read-locks the chunk, a RETRIEVE copies it out, the lookup's lock goes. */
     private static boolean read(ObjectStore store, String salt, long hash) {
-        List<ObjectStore.ReadLock> locks = new java.util.ArrayList<>();
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
         if (store.lookupAndLock(new PrefixKeys("m", salt, 1, 0, new long[] {hash, hash}), 0, 1, 1, locks, null) == 0) {
             return false;
         }
