@@ -14,7 +14,7 @@ import sys
 from . import report
 from .engine import Engine
 from .models import MODELS, resolve
-from .workload import Workload, num_documents
+from .workload import HotScanWorkload, Workload, num_documents
 
 
 def parse(argv):
@@ -31,6 +31,11 @@ def parse(argv):
     w.add_argument("--ldqa-output-length", type=int, default=16)
     w.add_argument("--ignore-eos", action="store_true", help="accepted; outputs are always full length here")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--ldqa-workload", choices=("long-doc-qa", "hot-scan"), default="long-doc-qa",
+                   help="hot-scan: --hot-documents revisited each of --rounds, between them --scan-documents one-off ones")
+    w.add_argument("--hot-documents", type=int, default=8)
+    w.add_argument("--scan-documents", type=int, default=48)
+    w.add_argument("--rounds", type=int, default=4)
     m = p.add_argument_group("model")
     m.add_argument("--model", choices=sorted(MODELS), default="llama-8b")
     m.add_argument("--chunk-size", type=int, default=0, help="the server's chunk (Mamba models: the unified block N)")
@@ -52,6 +57,7 @@ def parse(argv):
     c.add_argument("--java", help="start a server here: the java binary (with --classpath)")
     c.add_argument("--classpath")
     c.add_argument("--l1-size-gb", type=float, default=4.0, help="pool of a server started with --java")
+    c.add_argument("--eviction-policy", default="LRU", help="of a server started with --java (LRU, ARC, S3FIFO, IsolatedLRU, noop)")
     c.add_argument("--server-arg", action="append", default=[], help="extra flag for a started server (repeat)")
     p.add_argument("--out", default="ldqa-out")
     return p.parse_args(argv)
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
             if args.java:
                 from .server import Server
                 server = Server(args.java, args.classpath, args.out, args.l1_size_gb, model.chunk, args.device,
-                                args.server_arg)
+                                args.server_arg, args.eviction_policy)
                 args.endpoint, args.http = server.endpoint, server.http_base
                 print(f"# started lmcache-server pid {server.proc.pid} on {server.endpoint}", flush=True)
             conn = transport.connect(args.endpoint)
@@ -110,9 +116,14 @@ def main(argv=None) -> int:
         first = view.snapshot() if view else None
         per_token = (view.cache_size_per_token(first, instance) if first else None) or model.bytes_per_token()
         tpg = args.tokens_per_gb_kvcache or (1024 ** 3 / per_token)
-        ndocs = num_documents(tpg, args.kv_cache_volume, args.ldqa_document_length)
-        workload = Workload(ndocs, args.ldqa_document_length, args.ldqa_query_per_document,
-                            args.ldqa_shuffle_policy, args.seed)
+        if args.ldqa_workload == "hot-scan":
+            workload = HotScanWorkload(args.hot_documents, args.scan_documents, args.rounds, args.ldqa_document_length,
+                                       args.seed)
+            ndocs = workload.num_docs
+        else:
+            ndocs = num_documents(tpg, args.kv_cache_volume, args.ldqa_document_length)
+            workload = Workload(ndocs, args.ldqa_document_length, args.ldqa_query_per_document,
+                                args.ldqa_shuffle_policy, args.seed)
         ws_chunks = working_set(workload, model)
         ws_bytes = int(ws_chunks * model.chunk * per_token)
         pool_bytes = first["memory_total_bytes"] if first else None

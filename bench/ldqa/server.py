@@ -17,14 +17,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, java, classpath, out_dir, pool_gb, chunk, device, extra=()):
+    def __init__(self, java, classpath, out_dir, pool_gb, chunk, device, extra=(), policy="LRU"):
         self.port, self.http = free_port(), free_port()
         os.makedirs(out_dir, exist_ok=True)
         self.log_path = os.path.join(out_dir, f"server-{self.port}.log")
         cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g",
                "-cp", classpath, "io.lmcache.server.Main", "--device", "cuda" if device == "cuda" else "host", "--host", "127.0.0.1",
                "--port", str(self.port), "--http-host", "127.0.0.1", "--http-port", str(self.http),
-               "--l1-size-gb", str(pool_gb), "--chunk-size", str(chunk), "--eviction-policy", "LRU",
+               "--l1-size-gb", str(pool_gb), "--chunk-size", str(chunk), "--eviction-policy", policy,
                "--eviction-trigger-watermark", "0.95", *extra]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 600    # pinning a pool of 100 GB takes a while

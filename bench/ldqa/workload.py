@@ -51,3 +51,30 @@ class Workload:
         if self.policy == "random":
             random.Random(42).shuffle(pairs)    # LMCache's fixed shuffle seed
         return [self.prompt(d, q) for d, q in pairs]
+
+
+class HotScanWorkload:
+    """Where eviction policies differ (issue 29): a hot set of documents revisited every round, and between
+    the visits a one-off scan of new documents larger than the server's pool. LRU lets each scan push the hot
+    set out; a scan-resistant policy (ARC, S3FIFO) keeps it. Warmup stores the hot set once; each benchmark
+    round asks the hot documents (with that round's question), then its own scan documents."""
+
+    def __init__(self, hot: int, scan: int, rounds: int, doc_len: int, seed: int):
+        self.hot, self.scan, self.rounds, self.doc_len, self.seed = hot, scan, rounds, doc_len, seed
+        self.queries = rounds
+        self.num_docs = hot + scan * rounds
+        self.docs = [document(seed, d, doc_len) for d in range(self.num_docs)]
+        self.suffixes = {q: suffix(seed, q) for q in range(-1, rounds)}
+
+    def prompt(self, doc: int, query: int) -> Prompt:
+        return Prompt(doc, query, tuple(self.docs[doc] + self.suffixes[query]))
+
+    def warmup(self) -> list:
+        return [self.prompt(d, -1) for d in range(self.hot)]
+
+    def benchmark(self) -> list:
+        out = []
+        for r in range(self.rounds):
+            out += [self.prompt(d, r) for d in range(self.hot)]
+            out += [self.prompt(self.hot + r * self.scan + i, r) for i in range(self.scan)]
+        return out

@@ -41,7 +41,7 @@
  * <tr><td>lmcache-l2 (only with {@code --l2-adapter})</td><td>one {@code agent.CompositeAgent}: {@code tier.StoreController}
  *     (write-through of committed L1 objects) and {@code tier.PrefetchController} (LOOKUP's L2 lookups and loads), woken by
  *     the adapters' completion signals and by commits and LOOKUPs</td>
- *     <td>the controllers' task maps and prefetch requests</td><td>the object store (its lock, through {@code storage.TierAccess}),
+ *     <td>the controllers' task maps and prefetch requests</td><td>the object store (its lock, through {@code storage.ObjectStore}'s named operations),
  *     the pool's bytes it reserved or holds, the adapters (non-blocking submits and queries), leases and prefetch results
  *     through the LOOKUP's completion</td>
  *     <td>{@code tier.L2Tier.close}: flag, unpark and a 5 s join, after housekeeping and before the adapters close</td></tr>

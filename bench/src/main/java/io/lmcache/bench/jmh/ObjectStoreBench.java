@@ -1,6 +1,7 @@
 package io.lmcache.bench.jmh;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
+import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
@@ -59,7 +60,7 @@ public class ObjectStoreBench {
         void create(int regions) {
             allocator = new SlabAllocator(regions * REGION_BYTES, REGION_BYTES);
             counters = new StoreCounters();
-            store = new ObjectStore(allocator, regions * REGION_BYTES, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600),
+            store = new ObjectStore(allocator, regions * REGION_BYTES, EvictionPolicyName.LRU, TimeUnit.SECONDS.toNanos(600),
                     TimeUnit.SECONDS.toNanos(300), System::nanoTime, counters);
             for (int region = 0; region < regions; region++) {
                 store.addReadyRegion(region);
@@ -68,7 +69,7 @@ public class ObjectStoreBench {
 
         StoredObject store(long bytes) {
             long n = next++;
-            StoredObject object = store.reserve(MODEL, "", 0, 0, n, n * 0x9E3779B97F4A7C15L, bytes, FORMAT);
+            StoredObject object = store.reserve(ChunkKey.of(MODEL, "", 0, 0, n, n * 0x9E3779B97F4A7C15L), bytes, FORMAT);
             if (object == ObjectStore.NO_MEMORY || object == ObjectStore.EXISTS) {
                 throw new IllegalStateException("reserve of object " + n + " failed");
             }

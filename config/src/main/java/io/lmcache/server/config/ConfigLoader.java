@@ -217,12 +217,7 @@ public final class ConfigLoader {
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
         TransferMode transferMode = choice("--supported-transfer-mode", o.supportedTransferMode, TransferMode::parse);
         DeviceMode device = choice("--device", o.device, DeviceMode::parse);
-        String policy = o.evictionPolicy.strip();
-        if (policy.equalsIgnoreCase("IsolatedLRU")) {
-            warnings.add("--eviction-policy IsolatedLRU runs as LRU: per-cache_salt quotas are not supported by lmcache-server");
-            policy = "LRU";
-        }
-        EvictionPolicy evictionPolicy = choice("--eviction-policy", policy, EvictionPolicy::parse);
+        EvictionPolicyName evictionPolicy = choice("--eviction-policy", o.evictionPolicy.strip(), EvictionPolicyName::parse);
         HashAlgorithm hashAlgorithm = HashAlgorithm.validate(o.hashAlgorithm, env);
 
         String shmName = o.shmName == null ? "lmcache_l1_pool_" + ProcessHandle.current().pid() : o.shmName.strip();

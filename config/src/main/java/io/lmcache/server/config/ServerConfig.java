@@ -41,7 +41,7 @@ public record ServerConfig(
         long l1RegionSizeBytes,
         long l1WriteTtlNs,
         long l1ReadTtlNs,
-        EvictionPolicy evictionPolicy,
+        EvictionPolicyName evictionPolicy,
         double evictionTriggerWatermark,
         double evictionRatio,
         long workerReapTimeoutNs,

@@ -151,7 +151,8 @@ final class ServerOptions {
     String l1ReadTtlSeconds;
 
     // --- eviction ----------------------------------------------------------------------------
-    @Option(names = "--eviction-policy", defaultValue = "LRU", description = "LRU (by bytes) or noop (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--eviction-policy", defaultValue = "LRU",
+            description = "LRU (by bytes), ARC, S3FIFO, IsolatedLRU (per cache_salt soft quotas, see /quota) or noop (default: ${DEFAULT-VALUE}).")
     String evictionPolicy;
 
     @Option(names = "--eviction-trigger-watermark", defaultValue = "0.8",

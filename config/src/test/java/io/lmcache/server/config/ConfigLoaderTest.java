@@ -40,7 +40,7 @@ class ConfigLoaderTest {
         assertEquals(1, c.maxWorkers());
         assertEquals(1, c.maxGpuWorkers());
         assertEquals(1, c.maxCpuWorkers());
-        assertEquals(EvictionPolicy.LRU, c.evictionPolicy());
+        assertEquals(EvictionPolicyName.LRU, c.evictionPolicy());
         assertEquals(0.8, c.evictionTriggerWatermark());
         assertEquals(0.2, c.evictionRatio());
         assertEquals(TimeUnit.SECONDS.toNanos(120), c.workerReapTimeoutNs());
@@ -96,7 +96,7 @@ class ConfigLoaderTest {
         "--chunk-size|0|--chunk-size: must be in",
         "--eviction-ratio|1.5|--eviction-ratio: must be in (0, 1]",
         "--eviction-trigger-watermark|0|--eviction-trigger-watermark: must be in (0, 1]",
-        "--eviction-policy|FIFO|--eviction-policy: must be one of LRU, noop",
+        "--eviction-policy|FIFO|--eviction-policy: must be one of LRU, ARC, S3FIFO, IsolatedLRU, noop",
         "--supported-transfer-mode|magic|--supported-transfer-mode: must be one of auto, lmcache_driven, engine_driven",
         "--worker-reap-timeout-seconds|10|--worker-reap-timeout-seconds: must be 0 (disabled) or at least 30",
         "--worker-reap-timeout-seconds|NaN|--worker-reap-timeout-seconds: must be a finite number",
@@ -175,12 +175,18 @@ class ConfigLoaderTest {
         assertTrue(run.warnings().stream().anyMatch(w -> w.contains("unknown_key")));
     }
 
+    @ParameterizedTest
+    @CsvSource({"LRU, LRU", "lru, LRU", "ARC, ARC", "S3FIFO, S3FIFO", "s3fifo, S3FIFO", "IsolatedLRU, ISOLATED_LRU", "noop, NOOP"})
+    void evictionPoliciesTakeLmcachesNames(String flag, EvictionPolicyName expected) {
+        assertEquals(expected, run("--l1-size-gb", "1", "--eviction-policy", flag).evictionPolicy());
+    }
+
     @Test
     void configFileFromTheEnvironment(@TempDir Path dir) throws IOException {
         Path file = dir.resolve("env.toml");
         Files.writeString(file, "l1_size_gb = 1\neviction_policy = \"noop\"\n");
         ServerConfig c = run(Map.of(ConfigLoader.ENV_CONFIG_FILE, file.toString()));
-        assertEquals(EvictionPolicy.NOOP, c.evictionPolicy());
+        assertEquals(EvictionPolicyName.NOOP, c.evictionPolicy());
     }
 
     @Test

@@ -55,6 +55,7 @@ public final class ServerHttp {
         CoreRoutes.register(api, view, metrics::scrape);
         AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
         ServerRoutes.register(api, view, guard);
+        QuotaRoute.register(api, view.l1Store(), guard);
         if (config.testHooks()) {
             // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
@@ -86,7 +87,7 @@ public final class ServerHttp {
         }
         if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
             LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
-                    + " endpoints (/cache/clear, /metrics/reset, /loglevel) accept loopback clients only until you set"
+                    + " endpoints (/cache/clear, /metrics/reset, /loglevel, /quota) accept loopback clients only until you set"
                     + " --http-admin-token or {}", config.httpHost(), ConfigLoader.ENV_ADMIN_TOKEN);
         }
     }

@@ -117,7 +117,7 @@ public final class ServerRoutes {
     }
 
     /** The JSON body, or an empty object (a body is optional everywhere here). */
-    private static JsonNode body(HttpExchange exchange) throws IOException {
+    static JsonNode body(HttpExchange exchange) throws IOException {
         byte[] bytes = exchange.getRequestBody().readNBytes(64 * 1024);
         if (bytes.length == 0) {
             return HttpApi.JSON.createObjectNode();

@@ -179,6 +179,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         eviction.put("policy", config.evictionPolicy().flagValue());
         eviction.put("trigger_watermark", config.evictionTriggerWatermark());
         eviction.put("eviction_ratio", config.evictionRatio());
+        eviction.put("policy_state", l1.store().policyStatus());
         Map<String, Object> storage = new LinkedHashMap<>();
         storage.put("is_healthy", pool.preparationError().isEmpty());
         // where LMCache's `lmcache describe kvcache` reads the policy
@@ -210,6 +211,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
             }
         }
         return Map.of("mp", mp, "storage_manager", storage, "observability", observability);
+    }
+
+    /** The L1 object store ({@code /quota} reads and sets its tenants' quotas). */
+    public ObjectStore l1Store() {
+        return l1.store();
     }
 
     @Override

@@ -14,7 +14,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.PendingFills;
-import io.lmcache.server.storage.StoreLookups;
+import io.lmcache.server.storage.PrefixKeys;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkRange;
 import io.lmcache.server.transfer.LookupGeometry;
@@ -179,7 +179,7 @@ public final class LookupModule {
                 ChunkHashes.extend(key, chunkSize, pass.hashed, to, pass.hashes);
                 pass.hashed = to;
             }
-            int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), key.worldSize(), 0, pass.hashes, from, to,
+            int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.worldSize(), 0, pass.hashes), from, to,
                     pass.readers(), locks, fills);
             hits += found;
             if (found < to - from) {

@@ -3,7 +3,7 @@ package io.lmcache.server.module;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.PendingFills;
-import io.lmcache.server.storage.StoreLookups;
+import io.lmcache.server.storage.PrefixKeys;
 import io.lmcache.server.transfer.LookupGeometry;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -29,7 +29,7 @@ final class WindowedLookup {
         boolean[][] present = new boolean[geometry.groups()][chunks];
         for (int g = 0; g < geometry.groups(); g++) {
             if (LookupFold.keeps(geometry, g)) {
-                StoreLookups.presence(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, 0, chunks, present[g], fills);
+                store.presence(new PrefixKeys(key.modelName(), key.cacheSalt(), worldSize, g, hashes), 0, chunks, present[g], fills);
             }
         }
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -45,7 +45,7 @@ final class WindowedLookup {
                 }
                 int from = LookupFold.firstKept(geometry, g, hit);
                 int before = locks.size();
-                int found = StoreLookups.lookupAndLock(store, key.modelName(), key.cacheSalt(), worldSize, g, hashes, from, hit, readers, locks,
+                int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), worldSize, g, hashes), from, hit, readers, locks,
                         fills);
                 lockChunks = appendChunks(lockChunks, from, (locks.size() - before) / Math.max(1, worldSize), worldSize);
                 if (found < hit - from) {

@@ -60,7 +60,7 @@ public final class ChunkLifecycle {
     /** The chunk's identity across evictions (the namespace id of a key may change when its last object goes). */
     private record ChunkId(long hashHi, long hashLo, int kvRank, int group) {
         static ChunkId of(ObjectKey key) {
-            return new ChunkId(key.hashHi(), key.hashLo(), key.kvRank(), key.group());
+            return new ChunkId(key.hash().w0(), key.hash().w1(), key.kvRank(), key.group());
         }
     }
 
@@ -101,7 +101,7 @@ public final class ChunkLifecycle {
 
     private boolean isSampled(ObjectKey key) {
         // the chunk hash is uniform: its low bits choose the sample, the same for every event of the chunk
-        return (key.hashLo() & (SAMPLE_SCALE - 1)) < sampleBelow;
+        return (key.hash().w1() & (SAMPLE_SCALE - 1)) < sampleBelow;
     }
 
     private long countAccess(String salt) {

@@ -8,8 +8,33 @@ package io.lmcache.server.storage;
  */
 @FunctionalInterface
 public interface CommitListener {
-    /** The published object and its names (model and salt as the store interned them). */
-    record Committed(String model, String salt, int kvRank, int group, long hashHi, long hashLo, StoredObject object) {}
+    /** The published object and its key (model and salt as the store interned them). */
+    record Committed(ChunkKey key, StoredObject object) {
+        public String model() {
+            return key.model();
+        }
+
+        public String salt() {
+            return key.salt();
+        }
+
+        public int kvRank() {
+            return key.kvRank();
+        }
+
+        public int group() {
+            return key.group();
+        }
+
+        /** The high half of today's 128-bit hash (the L2 key's). */
+        public long hashHi() {
+            return key.hash().w0();
+        }
+
+        public long hashLo() {
+            return key.hash().w1();
+        }
+    }
 
     boolean committed(Committed committed);
 }

@@ -1,7 +1,6 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.agent.Agent;
-import io.lmcache.server.config.EvictionPolicy;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.List;
 import org.slf4j.Logger;
@@ -9,8 +8,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The L1 housekeeper, an agent on lmcache-housekeeping: every {@code tickNs} it reclaims expired
- * locks (and runs the registered sweepers) and, at or above the trigger watermark, evicts the
- * least recently used {@code ratio} of the pool. A failure is logged and counted and the next tick
+ * locks (and runs the registered sweepers) and, at or above the trigger watermark, evicts
+ * {@code ratio} of the pool, the policy's victims (never under noop). A failure is logged and counted and the next tick
  * runs anyway (unlike LMCache #4817). The sweepers stay inside the tick rather than being agents
  * of their own: they share its cadence and its failure counter, which metrics already export.
  */
@@ -24,16 +23,14 @@ public final class EvictionController implements Agent {
     }
 
     private final ObjectStore store;
-    private final EvictionPolicy policy;
     private final double watermark;
     private final double ratio;
     private final long tickNs;
     private final List<Sweeper> sweepers;
     private long nextTickNs = System.nanoTime();
 
-    public EvictionController(ObjectStore store, EvictionPolicy policy, double watermark, double ratio, long tickNs, List<Sweeper> sweepers) {
+    public EvictionController(ObjectStore store, double watermark, double ratio, long tickNs, List<Sweeper> sweepers) {
         this.store = store;
-        this.policy = policy;
         this.watermark = watermark;
         this.ratio = ratio;
         this.tickNs = tickNs;
@@ -77,7 +74,7 @@ public final class EvictionController implements Agent {
         }
         try {
             double usage = store.usageRatio();
-            if (policy == EvictionPolicy.LRU && usage >= watermark) {
+            if (store.evicts() && usage >= watermark) {
                 counters.evictionLoopTriggered.increment();
                 evicted = store.evict((long) (ratio * store.poolBytes()), EvictionReason.WATERMARK);
                 LOG.info("L1 memory usage {}% is at or above the {}% watermark: evicted {} MiB, usage now {}%",

@@ -25,8 +25,7 @@ public final class L1Tier implements AutoCloseable {
 
     /** The eviction controller, whose ticks also run {@code sweepers}: an agent for the housekeeping thread to run. */
     public EvictionController evictionController(ServerConfig config, List<EvictionController.Sweeper> sweepers) {
-        return new EvictionController(store, config.evictionPolicy(), config.evictionTriggerWatermark(), config.evictionRatio(), TICK_NS,
-                sweepers);
+        return new EvictionController(store, config.evictionTriggerWatermark(), config.evictionRatio(), TICK_NS, sweepers);
     }
 
     /** Starts preparing regions: prefault, then {@code stages} (pinning where there is a GPU). */

@@ -1,8 +1,10 @@
 package io.lmcache.server.storage;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -14,16 +16,18 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Objects are write-locked while being filled (TTL: a client that never finishes cannot hold
  * memory forever) and read-locked by lookups for the request's readers (TTL too); in-flight copies
- * pin them. Only READY, unlocked, unpinned objects sit on the LRU list, so the eviction victim is
- * always its tail, in O(1). Eviction is by bytes: in the background at the trigger watermark, and
- * on demand inside {@link #reserve} when the pool is full; a request for a size class with no room
- * drains the region of the least recently used object so a whole region changes class, which is
- * why a full pool never fails from fragmentation while anything is evictable.
+ * pin them. Only READY, unlocked, unpinned objects are the {@link EvictionPolicy}'s candidates, and it
+ * names the victim in O(1) (LRU by default; ARC, S3FIFO, per-tenant quotas, or never). Eviction is by
+ * bytes: in the background at the trigger watermark, and on demand inside {@link #reserve} when the
+ * pool is full; a request for a size class with no room drains the region of the victim so a whole
+ * region changes class, which is why a full pool never fails from fragmentation while anything is
+ * evictable.
  *
- * <p>One lock guards everything here and is never held across a copy or a call out. This class
- * decides when locks begin and end; {@link ObjectTable} keeps the objects, their memory and
- * eviction order, {@link LockDeadlines} the lock TTLs, {@link StoreCounts} the sizes status and
- * the gauges read without the lock.
+ * <p>One lock guards everything here, no other class takes it, and it is never held across a copy
+ * or a call out. This class decides when locks begin and end; {@link ObjectTable} keeps the objects
+ * and their memory, the policy their order, {@link StoreLookups} walks prefixes for the lookups,
+ * {@link LockDeadlines} keeps the lock TTLs, {@link StoreCounts} the sizes status and the gauges
+ * read without the lock.
  */
 public final class ObjectStore {
     /** {@link #reserve} outcome: the object is already stored or being stored. */
@@ -44,6 +48,7 @@ public final class ObjectStore {
     /** Signalled when fills end: a RETRIEVE that meets a chunk being written waits on it (see {@link #pinReady}). */
     private final Condition fillsEnded = lock.newCondition();
     private final ObjectTable table;
+    private final StoreLookups lookups;
     private final LockDeadlines deadlines = new LockDeadlines();
     private final StoreCounts counts;
     private final long writeTtlNs;
@@ -53,19 +58,20 @@ public final class ObjectStore {
     private final long poolBytes;
     private volatile CommitListener commitListener; // the L2 write-through feed: null without L2, set before the first STORE
 
-    public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicy policy, long writeTtlNs, long readTtlNs,
+    public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicyName policy, long writeTtlNs, long readTtlNs,
             LongSupplier clockNs, StoreCounters counters) {
         this.poolBytes = poolBytes;
         this.writeTtlNs = writeTtlNs;
         this.readTtlNs = readTtlNs;
         this.clockNs = clockNs;
         this.counters = counters;
-        this.table = new ObjectTable(allocator, policy, counters);
+        this.table = new ObjectTable(allocator, policy, poolBytes, counters);
+        this.lookups = new StoreLookups(this, table);
         this.counts = new StoreCounts(poolBytes);
     }
 
     private static StoredObject sentinel() {
-        StoredObject sentinel = new StoredObject(new ObjectKey(0, 0, 0, 0, 0), -1, 0, 0, 0);
+        StoredObject sentinel = new StoredObject(new ObjectKey(0, 0, 0, ChunkHash.of128(0, 0)), -1, 0, 0, 0);
         sentinel.state = StoredObject.State.FREED;
         return sentinel;
     }
@@ -104,17 +110,15 @@ public final class ObjectStore {
      * Reserves and write-locks a new object, evicting on demand when the pool is full. Returns the
      * WRITING object, {@link #EXISTS} when the key is stored or being stored, or {@link #NO_MEMORY}.
      */
-    public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format) {
-        return reserve(model, salt, kvRank, group, hashHi, hashLo, bytes, format, StoreCounters.DURING_L1_STORE);
+    public StoredObject reserve(ChunkKey key, long bytes, int format) {
+        return reserve(key, bytes, format, StoreCounters.DURING_L1_STORE);
     }
 
     /** {@link #reserve} for someone other than a STORE: {@code during} labels a failure ({@link StoreCounters#DURING_L2_PREFETCH}). */
-    public StoredObject reserve(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format,
-            String during) {
+    public StoredObject reserve(ChunkKey key, long bytes, int format, String during) {
         lock.lock();
         try {
-            int namespace = table.namespace(model, salt);
-            StoredObject existing = namespace == 0 ? null : table.get(namespace, kvRank, group, hashHi, hashLo);
+            StoredObject existing = table.find(key);
             if (existing != null) {
                 if (existing.isLocked() || (existing.format == format && existing.bytes == bytes)) {
                     return EXISTS;
@@ -124,9 +128,9 @@ public final class ObjectStore {
                 table.removeAndFree(existing, EvictionReason.REPLACED_LAYOUT);
             }
             long nowNs = clockNs.getAsLong();
-            StoredObject object = table.insert(model, salt, kvRank, group, hashHi, hashLo, bytes, format, nowNs);
+            StoredObject object = table.insert(key, bytes, format, nowNs);
             if (object == null) {
-                counters.allocationFailed(during, model);
+                counters.allocationFailed(during, key.model());
                 return NO_MEMORY;
             }
             object.writeDeadlineNs = nowNs + writeTtlNs;
@@ -149,8 +153,8 @@ public final class ObjectStore {
                 return false;
             }
             CommitListener listener = commitListener;
-            if (listener != null && listener.committed(new CommitListener.Committed(table.model(object), table.salt(object),
-                    object.key.kvRank(), object.key.group(), object.key.hashHi(), object.key.hashLo(), object))) {
+            if (listener != null && listener.committed(new CommitListener.Committed(new ChunkKey(table.model(object), table.salt(object),
+                    object.key.kvRank(), object.key.group(), object.key.hash()), object))) {
                 table.pinned(object); // the L2 write's read hold: not evictable until it is given back
             }
             table.relinkIfUnlocked(object);
@@ -161,7 +165,7 @@ public final class ObjectStore {
     }
 
     /** WRITING to READY (under the lock); false, with the object freed, when a forced clear doomed it meanwhile. */
-    boolean publish(StoredObject object) {
+    private boolean publish(StoredObject object) {
         if (object.state != StoredObject.State.WRITING) {
             return false;
         }
@@ -172,14 +176,15 @@ public final class ObjectStore {
         }
         table.fillEnded(object);
         object.state = StoredObject.State.READY;
+        table.ready(object);
         counters.writeChunks.increment();
         counters.writeBytes.add(object.bytes);
         return true;
     }
 
-    /** {@code readers} read locks on a READY object until {@code deadlineNs} at the earliest (under the lock). */
-    ReadLock readLock(StoredObject object, int readers, long deadlineNs) {
-        table.locked(object);
+    /** {@code readers} read locks on a READY object until {@code deadlineNs} at the earliest (under the lock); {@code access}: a use. */
+    ReadLock readLock(StoredObject object, int readers, long deadlineNs, boolean access) {
+        table.locked(object, access);
         object.readers += readers;
         object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
         deadlines.readLocked(object);
@@ -189,18 +194,6 @@ public final class ObjectStore {
     /** A read-lock deadline starting now. */
     long readDeadlineNs() {
         return clockNs.getAsLong() + readTtlNs;
-    }
-
-    void lockStore() { // TierAccess and StoreLookups work under this store's lock
-        lock.lock();
-    }
-
-    void unlockStore() {
-        unlock();
-    }
-
-    ObjectTable table() {
-        return table;
     }
 
     /** The reservation is filled by another process (see {@link StoredObject#externalFill}): its write-lock expiry frees it. */
@@ -234,13 +227,12 @@ public final class ObjectStore {
      * its copy ended) is waited for, at most {@code fillWaitNs}: the read is ordered after that write, and a write that
      * fails is a miss.
      */
-    public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes,
-            long fillWaitNs) {
+    public StoredObject pinReady(ChunkKey key, int format, long bytes, long fillWaitNs) {
         lock.lock();
         try {
-            StoredObject object = find(model, salt, kvRank, group, hashHi, hashLo);
+            StoredObject object = table.find(key);
             if (object != null && object.state == StoredObject.State.WRITING && fillWaitNs > 0) {
-                object = awaitFill(object, model, salt, kvRank, group, hashHi, hashLo, fillWaitNs);
+                object = awaitFill(object, key, fillWaitNs);
             }
             if (object == null || object.state != StoredObject.State.READY) {
                 return null;
@@ -257,31 +249,25 @@ public final class ObjectStore {
     }
 
     /** {@link #pinReady} without waiting for a write in flight. */
-    public StoredObject pinReady(String model, String salt, int kvRank, int group, long hashHi, long hashLo, int format, long bytes) {
-        return pinReady(model, salt, kvRank, group, hashHi, hashLo, format, bytes, 0);
+    public StoredObject pinReady(ChunkKey key, int format, long bytes) {
+        return pinReady(key, format, bytes, 0);
     }
 
     /** The key's object once {@code writing}'s fill has ended (or the wait ran out); under the lock, released while waiting. */
-    private StoredObject awaitFill(StoredObject writing, String model, String salt, int kvRank, int group, long hashHi, long hashLo,
-            long waitNs) {
+    private StoredObject awaitFill(StoredObject writing, ChunkKey key, long waitNs) {
         counters.readsAfterWrites.increment();
         long leftNs = Math.min(waitNs, writeTtlNs + TimeUnit.SECONDS.toNanos(1));
         StoredObject object = writing;
         try {
             while (object != null && object.state == StoredObject.State.WRITING && leftNs > 0) {
                 leftNs = fillsEnded.awaitNanos(leftNs);
-                object = find(model, salt, kvRank, group, hashHi, hashLo);
+                object = table.find(key);
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt(); // shutdown: a miss
             return null;
         }
         return object;
-    }
-
-    private StoredObject find(String model, String salt, int kvRank, int group, long hashHi, long hashLo) {
-        int namespace = table.namespace(model, salt);
-        return namespace == 0 ? null : table.get(namespace, kvRank, group, hashHi, hashLo);
     }
 
     /** Ends an in-flight copy out of {@code object}; {@code read} counts it as a served read. */
@@ -318,10 +304,102 @@ public final class ObjectStore {
         }
     }
 
+    // --- lookups and the L2 tier ----------------------------------------------------------------
+
+    /**
+     * Counts the leading chunks of {@code [fromChunk, toChunk)} of {@code prefix} stored for every kv rank and takes
+     * {@code readers} read locks on each of them (into {@code locks}); see {@code StoreLookups}.
+     */
+    public int lookupAndLock(PrefixKeys prefix, int fromChunk, int toChunk, int readers, List<ReadLock> locks, PendingFills fills) {
+        lock.lock();
+        try {
+            return lookups.lookupAndLock(prefix, fromChunk, toChunk, readers, locks, fills);
+        } finally {
+            unlock();
+        }
+    }
+
+    /** Marks which chunks of {@code [fromChunk, toChunk)} of {@code prefix} are readable for every kv rank; no locks taken. */
+    public void presence(PrefixKeys prefix, int fromChunk, int toChunk, boolean[] present, PendingFills fills) {
+        lock.lock();
+        try {
+            lookups.presence(prefix, fromChunk, toChunk, present, fills);
+        } finally {
+            unlock();
+        }
+    }
+
+    /** Marks in {@code ready} which of {@code keys} have a READY object (the L2 prefetch asks only for the others). */
+    public void readyKeys(ChunkKey[] keys, boolean[] ready) {
+        lock.lock();
+        try {
+            for (int i = 0; i < keys.length; i++) {
+                StoredObject object = table.find(keys[i]);
+                ready[i] = object != null && object.state == StoredObject.State.READY;
+            }
+        } finally {
+            unlock();
+        }
+    }
+
+    /** Takes {@code readers} read locks on the key's READY object (into {@code locks}); false when there is none. */
+    public boolean lockReady(ChunkKey key, int readers, List<ReadLock> locks) {
+        lock.lock();
+        try {
+            StoredObject object = table.find(key);
+            if (object == null || object.state != StoredObject.State.READY) {
+                return false;
+            }
+            if (readers > 0) {
+                locks.add(readLock(object, readers, readDeadlineNs(), true));
+            }
+            return true;
+        } finally {
+            unlock();
+        }
+    }
+
+    /**
+     * Publishes an object filled from L2 and takes {@code readers} read locks on it at once (LMCache's
+     * {@code finish_write_and_reserve_read}), so it is never visible unlocked; {@code temporary}: freed when the last lock goes.
+     * Null when the reservation was reclaimed meanwhile. With no readers nothing would ever release it, so it is kept as an
+     * ordinary object. The locks are the load's own request, not a second use (the policy sees it as new).
+     */
+    public ReadLock commitLoaded(StoredObject object, int readers, boolean temporary) {
+        lock.lock();
+        try {
+            if (!publish(object)) {
+                return null;
+            }
+            if (readers <= 0) {
+                table.relinkIfUnlocked(object);
+                return null;
+            }
+            object.temporary = temporary;
+            return readLock(object, readers, readDeadlineNs(), false);
+        } finally {
+            unlock();
+        }
+    }
+
+    /** Removes an object every L2 adapter now holds ({@code skip_l1}), unless someone reads or locks it; true when removed. */
+    public boolean dropIfIdle(StoredObject object) {
+        lock.lock();
+        try {
+            if (object.state != StoredObject.State.READY || object.isLocked() || object.doomed) {
+                return false;
+            }
+            table.removeAndFree(object, EvictionReason.MOVED_TO_L2);
+            return true;
+        } finally {
+            unlock();
+        }
+    }
+
     // --- eviction and expiry ---------------------------------------------------------------------
 
     /**
-     * Evicts least recently used objects until {@code targetBytes} are freed or nothing is evictable.
+     * Evicts the policy's victims until {@code targetBytes} are freed or nothing is evictable.
      * A watermark pass can free tens of thousands of objects; it takes the lock for at most
      * {@link #EVICTION_BATCH} of them at a time, so lookups (answered on the socket thread) and
      * stores wait microseconds for it, not milliseconds.
@@ -332,12 +410,15 @@ public final class ObjectStore {
         while (more && freed < targetBytes) {
             lock.lock();
             try {
-                for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes && table.lruTail() != null; batch++) {
-                    StoredObject victim = table.lruTail();
+                for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes; batch++) {
+                    StoredObject victim = table.victim();
+                    if (victim == null) {
+                        more = false;
+                        break;
+                    }
                     freed += victim.bytes;
                     table.removeAndFree(victim, reason);
                 }
-                more = table.lruTail() != null;
             } finally {
                 unlock();
             }
@@ -386,33 +467,49 @@ public final class ObjectStore {
     public ClearResult clear(boolean force) {
         lock.lock();
         try {
-            int removed = 0;
-            int deferred = 0;
-            long bytes = 0;
-            for (StoredObject object : table.mapped()) {
-                if (!object.isLocked()) {
-                    bytes += object.bytes;
-                    table.removeAndFree(object, EvictionReason.CLEAR);
-                    removed++;
-                } else if (force) {
-                    table.doom(object);
-                    if (object.state == StoredObject.State.READY && object.pins == 0) {
-                        // only lookup read locks hold it: those locks no longer protect anything
-                        deadlines.readEnded(object);
-                        object.readers = 0;
-                        object.readEpoch++;
-                        bytes += object.bytes;
-                        table.freeObject(object, EvictionReason.CLEAR);
-                        removed++;
-                    } else {
-                        deferred++;
-                    }
-                }
-            }
-            return new ClearResult(removed, bytes, deferred);
+            return table.clear(force, deadlines);
         } finally {
             unlock();
         }
+    }
+
+    // --- the policy ------------------------------------------------------------------------------
+
+    /** The eviction policy running. */
+    public EvictionPolicyName policy() {
+        return table.policy().name();
+    }
+
+    /** Whether the policy ever evicts (all but noop): the background controller runs only then. */
+    public boolean evicts() {
+        return table.policy().name() != EvictionPolicyName.NOOP;
+    }
+
+    /** The policy's numbers for {@code /status}; without the lock (what the last change published). */
+    public Map<String, Object> policyStatus() {
+        return table.policy().status();
+    }
+
+    /**
+     * Sets the soft quota of {@code tenant} (a cache salt; {@code _default} names the empty one), or removes it with a
+     * negative {@code quotaBytes}; false when the policy keeps no quotas (only IsolatedLRU does).
+     */
+    public boolean setTenantQuota(String tenant, long quotaBytes) {
+        lock.lock();
+        try {
+            if (!(table.policy() instanceof TenantLruPolicy tenants)) {
+                return false;
+            }
+            tenants.setQuota(tenant, quotaBytes < 0 ? TenantLruPolicy.NO_QUOTA : quotaBytes);
+            return true;
+        } finally {
+            unlock();
+        }
+    }
+
+    /** Every tenant with objects or a quota, by name; empty unless the policy is IsolatedLRU. Without the lock. */
+    public List<TenantUsage> tenantUsage() {
+        return table.policy() instanceof TenantLruPolicy tenants ? tenants.usage() : List.of();
     }
 
     // --- status ----------------------------------------------------------------------------------
@@ -460,8 +557,9 @@ public final class ObjectStore {
 
     /**
      * Checks the store's invariants (tests): live objects never overlap, the allocator's used bytes
-     * are exactly the slots of the live objects, every live object is accounted once and sits on the
-     * LRU list exactly when it is evictable, and the published counts equal a full recount.
+     * are exactly the slots of the live objects, every live object is accounted once and is the
+     * policy's candidate exactly when it is evictable, the policy's own invariant holds, and the
+     * published counts equal a full recount.
      */
     public void checkInvariants() {
         lock.lock();

@@ -1,6 +1,6 @@
 package io.lmcache.server.storage;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -10,9 +10,10 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * Where the store's objects are: the key map, their memory (allocator and namespaces), their
- * eviction order, and the sizes kept as they change. The object store decides when locks begin and
- * end; this table applies what follows from that. Guarded by the object store's lock.
+ * Where the store's objects are: the key map, their memory (allocator, namespaces, region lists),
+ * and the sizes kept as they change; the {@link EvictionPolicy} it tells of every change of an
+ * object's state keeps the eviction order. The object store decides when locks begin and end; this
+ * table applies what follows from that. Guarded by the object store's lock.
  */
 final class ObjectTable {
     private final SlabAllocator allocator;
@@ -22,7 +23,7 @@ final class ObjectTable {
     private final Map<ObjectKey, StoredObject> objects = new HashMap<>();
     /** Removed by a forced clear but still in use: their memory is freed when the use ends. */
     private final Set<StoredObject> doomedInUse = new HashSet<>();
-    private final EvictionLists lists;
+    private final RegionLists lists;
     private long objectBytes;
     /** Objects in the map with an in-flight copy (what status calls pinned). */
     private int pinnedObjects;
@@ -35,11 +36,15 @@ final class ObjectTable {
     RemovalListener removals;
     private boolean removedAny;
 
-    ObjectTable(SlabAllocator allocator, EvictionPolicy policy, StoreCounters counters) {
+    ObjectTable(SlabAllocator allocator, EvictionPolicyName policy, long poolBytes, StoreCounters counters) {
         this.allocator = allocator;
-        this.policy = policy;
+        this.policy = EvictionPolicy.create(policy, poolBytes, namespaces::salt);
         this.counters = counters;
-        this.lists = new EvictionLists(allocator.regionCount());
+        this.lists = new RegionLists(allocator.regionCount());
+    }
+
+    EvictionPolicy policy() {
+        return policy;
     }
 
     void addReadyRegion(int region) {
@@ -66,37 +71,49 @@ final class ObjectTable {
         return namespaces.salt(object.key.namespace());
     }
 
-    StoredObject get(int namespace, int kvRank, int group, long hashHi, long hashLo) {
-        return objects.get(new ObjectKey(namespace, kvRank, group, hashHi, hashLo));
+    /** The key's object (any state), or null. */
+    StoredObject find(ChunkKey key) {
+        int namespace = namespaces.peek(key.model(), key.salt());
+        return namespace == 0 ? null : get(namespace, key.kvRank(), key.group(), key.hash());
+    }
+
+    StoredObject get(int namespace, int kvRank, int group, ChunkHash hash) {
+        return objects.get(new ObjectKey(namespace, kvRank, group, hash));
     }
 
     /** A new WRITING object in fresh memory (evicting on demand), or null when none could be found. */
-    StoredObject insert(String model, String salt, int kvRank, int group, long hashHi, long hashLo, long bytes, int format, long nowNs) {
+    StoredObject insert(ChunkKey key, long bytes, int format, long nowNs) {
         long offset = allocateEvicting(bytes);
         if (offset < 0) {
             return null;
         }
-        int namespace = namespaces.acquire(model, salt);
-        StoredObject object = new StoredObject(new ObjectKey(namespace, kvRank, group, hashHi, hashLo), offset, bytes, format, nowNs);
+        int namespace = namespaces.acquire(key.model(), key.salt());
+        StoredObject object = new StoredObject(new ObjectKey(namespace, key.kvRank(), key.group(), key.hash()), offset, bytes, format, nowNs);
         objects.put(object.key, object);
-        counters.lifecycle().written(object, salt);
+        counters.lifecycle().written(object, key.salt());
         lists.linkRegion(object, allocator.regionOf(offset));
         objectBytes += bytes;
         return object;
     }
 
-    /** The least recently used evictable object, or null. */
-    StoredObject lruTail() {
-        return lists.lruTail();
+    /** The policy's next victim, or null when nothing is evictable (or the policy never evicts). */
+    StoredObject victim() {
+        return policy.victim();
     }
 
-    /** {@code object} is now locked (read or pinned): no longer a victim. */
-    void locked(StoredObject object) {
-        lists.unlinkLru(object);
+    /** {@code object} was published (WRITING to READY): the policy learns of it, locked until relinked. */
+    void ready(StoredObject object) {
+        policy.onReady(object);
+    }
+
+    /** {@code object} is now read-locked: no longer a victim; {@code access}: a use of it (a lookup's hit). */
+    void locked(StoredObject object, boolean access) {
+        policy.onLocked(object);
+        object.touched |= access;
     }
 
     void pinned(StoredObject object) {
-        lists.unlinkLru(object);
+        policy.onLocked(object);
         if (object.pins++ == 0) {
             pinnedObjects++;
         }
@@ -110,8 +127,36 @@ final class ObjectTable {
     }
 
     /** The objects lookups can find, copied (a clear changes the map while walking it). */
-    List<StoredObject> mapped() {
+    private List<StoredObject> mapped() {
         return new ArrayList<>(objects.values());
+    }
+
+    /** {@link ObjectStore#clear}: unlocked objects go; locked ones too when {@code force} (freed when their use ends). */
+    ObjectStore.ClearResult clear(boolean force, LockDeadlines deadlines) {
+        int removed = 0;
+        int deferred = 0;
+        long bytes = 0;
+        for (StoredObject object : mapped()) {
+            if (!object.isLocked()) {
+                bytes += object.bytes;
+                removeAndFree(object, EvictionReason.CLEAR);
+                removed++;
+            } else if (force) {
+                doom(object);
+                if (object.state == StoredObject.State.READY && object.pins == 0) {
+                    // only lookup read locks hold it: those locks no longer protect anything
+                    deadlines.readEnded(object);
+                    object.readers = 0;
+                    object.readEpoch++;
+                    bytes += object.bytes;
+                    freeObject(object, EvictionReason.CLEAR);
+                    removed++;
+                } else {
+                    deferred++;
+                }
+            }
+        }
+        return new ObjectStore.ClearResult(removed, bytes, deferred);
     }
 
     /** Out of view at once (forced clear of an object in use); its memory goes when the use ends. */
@@ -120,7 +165,7 @@ final class ObjectTable {
         objects.remove(object.key, object);
         object.doomed = true;
         doomedInUse.add(object);
-        lists.unlinkLru(object);
+        policy.onFreed(object); // out of the policy at once: it can never be a victim again
         if (object.pins > 0) {
             pinnedObjects--;
         }
@@ -138,12 +183,12 @@ final class ObjectTable {
             throw new IllegalStateException("object freed twice: " + object);
         }
         if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
-            removals.removed(model(object), object.key.hashHi(), object.key.hashLo()); // a loaded copy was never announced
+            removals.removed(model(object), object.key.hash().w0(), object.key.hash().w1()); // a loaded copy was never announced
             removedAny = true;
         }
         fillEnded(object);
         doomedInUse.remove(object);
-        lists.unlinkLru(object);
+        policy.onFreed(object);
         lists.unlinkRegion(object, allocator.regionOf(object.offset));
         allocator.free(object.offset);
         namespaces.release(object.key.namespace());
@@ -193,8 +238,9 @@ final class ObjectTable {
         return taken;
     }
 
-    /** A copy out of {@code object} served a read (the chunk lifecycle's touch). */
+    /** A copy out of {@code object} served a read (the chunk lifecycle's touch, and the policy's). */
     void read(StoredObject object) {
+        object.touched = true;
         counters.lifecycle().read(object, namespaces.salt(object.key.namespace()));
     }
 
@@ -209,20 +255,22 @@ final class ObjectTable {
         }
     }
 
+    /** An unlocked READY object becomes the policy's candidate again, told whether it was read meanwhile. */
     void relinkIfUnlocked(StoredObject object) {
-        if (!object.isLocked() && !object.doomed && !object.inLru) {
-            lists.pushLru(object);
+        if (!object.isLocked() && !object.doomed && !policy.isEvictable(object)) {
+            policy.onUnlocked(object, object.touched);
+            object.touched = false;
         }
     }
 
     private long allocateEvicting(long bytes) {
         long offset = allocator.allocate(bytes);
-        if (offset >= 0 || policy == EvictionPolicy.NOOP || bytes > allocator.maxObjectBytes()) {
+        if (offset >= 0 || bytes > allocator.maxObjectBytes()) {
             return offset;
         }
         long slot = SlabAllocator.roundUp(bytes);
-        while (offset < 0 && lists.lruTail() != null) {
-            StoredObject victim = lists.lruTail();
+        StoredObject victim;
+        while (offset < 0 && (victim = policy.victim()) != null) {
             if (allocator.slotBytesAt(victim.offset) == slot) {
                 removeAndFree(victim, EvictionReason.DEMAND);
             } else {
@@ -248,13 +296,14 @@ final class ObjectTable {
     // --- counts and checks -----------------------------------------------------------------------
 
     void publish(StoreCounts counts, LockDeadlines deadlines) {
-        counts.publish(objects.size(), deadlines.writeLockedCount(), deadlines.readLockedCount(), pinnedObjects, lists.lruSize(),
+        counts.publish(objects.size(), deadlines.writeLockedCount(), deadlines.readLockedCount(), pinnedObjects, policy.evictableCount(),
                 objectBytes, namespaces.size(), allocator, readyRegions);
+        policy.publish();
     }
 
     /** The invariants of {@link StoreAudit#check}, and the published counts equal a full recount. */
     void check(StoreCounts counts) {
-        StoreAudit.check(live(), allocator, lists, objectBytes);
+        StoreAudit.check(live(), allocator, policy, objectBytes);
         ObjectStore.Snapshot recounted = recount(counts.poolBytes());
         ObjectStore.Snapshot published = counts.snapshot();
         if (!recounted.equals(published)) {
@@ -263,7 +312,7 @@ final class ObjectTable {
     }
 
     ObjectStore.Snapshot recount(long poolBytes) {
-        return StoreAudit.recount(objects.values(), live(), allocator, poolBytes, namespaces.size());
+        return StoreAudit.recount(objects.values(), live(), allocator, policy, poolBytes, namespaces.size());
     }
 
     private List<StoredObject> live() {

@@ -10,9 +10,10 @@ final class StoreAudit {
 
     /**
      * Live objects never overlap, the allocator's used bytes are exactly their slots, every one is
-     * accounted once and sits on the LRU list exactly when it is evictable. Lock held.
+     * accounted once and is the policy's candidate exactly when it is evictable, and the policy's own
+     * invariant holds. Lock held.
      */
-    static void check(List<StoredObject> live, SlabAllocator allocator, EvictionLists lists, long objectBytes) {
+    static void check(List<StoredObject> live, SlabAllocator allocator, EvictionPolicy policy, long objectBytes) {
         long bytes = 0;
         long slotBytes = 0;
         for (StoredObject object : live) {
@@ -25,8 +26,8 @@ final class StoreAudit {
             bytes += object.bytes;
             slotBytes += allocator.slotBytesAt(object.offset);
             boolean evictable = !object.isLocked() && !object.doomed;
-            if (evictable != object.inLru) {
-                throw new IllegalStateException("LRU membership wrong: " + object);
+            if (evictable != policy.isEvictable(object)) {
+                throw new IllegalStateException(policy.name().flagValue() + " membership wrong: " + object);
             }
         }
         live.sort(Comparator.comparingLong(o -> o.offset));
@@ -43,17 +44,11 @@ final class StoreAudit {
         if (bytes != objectBytes) {
             throw new IllegalStateException("object bytes " + bytes + " differ from the accounted " + objectBytes);
         }
-        int lruCount = 0;
-        for (StoredObject o = lists.lruHead(); o != null; o = o.lruNext) {
-            if (!o.inLru || o.isLocked() || o.doomed) {
-                throw new IllegalStateException("locked or doomed object on the LRU list: " + o);
-            }
-            lruCount++;
-        }
-        long marked = live.stream().filter(o -> o.inLru).count();
-        if (marked != lruCount || lruCount != lists.lruSize()) {
-            throw new IllegalStateException("LRU list has " + lruCount + " objects (size " + lists.lruSize() + "), " + marked
-                    + " are marked");
+        policy.check();
+        long marked = live.stream().filter(policy::isEvictable).count();
+        if (marked != policy.evictableCount()) {
+            throw new IllegalStateException(policy.name().flagValue() + " counts " + policy.evictableCount() + " evictable objects, "
+                    + marked + " are");
         }
     }
 
@@ -62,7 +57,7 @@ final class StoreAudit {
      * find, {@code live} adds the ones a forced clear doomed while in use. Lock held.
      */
     static ObjectStore.Snapshot recount(Collection<StoredObject> mapped, List<StoredObject> live, SlabAllocator allocator,
-            long poolBytes, int namespaces) {
+            EvictionPolicy policy, long poolBytes, int namespaces) {
         int writeLocked = 0;
         int readLocked = 0;
         long objectBytes = 0;
@@ -75,7 +70,7 @@ final class StoreAudit {
         int evictable = 0;
         for (StoredObject object : mapped) {
             pinned += object.pins > 0 ? 1 : 0;
-            evictable += object.inLru ? 1 : 0;
+            evictable += policy.isEvictable(object) ? 1 : 0;
         }
         return new ObjectStore.Snapshot(poolBytes, allocator.readyBytes(), allocator.usedBytes(), objectBytes, mapped.size(), writeLocked,
                 readLocked, pinned, evictable, namespaces, allocator.freeRegions(), allocator.readyRegions());

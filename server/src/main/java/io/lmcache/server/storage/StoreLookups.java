@@ -3,67 +3,56 @@ package io.lmcache.server.storage;
 import java.util.List;
 
 /**
- * The lookups of a prefix in the store, under its lock: how many leading chunks every kv rank holds
- * (read-locking them for the request's readers), and which chunks of one object group are present
- * (a windowed LOOKUP finds its hit first, then locks only what it keeps). With {@code fills}, a
- * chunk still being written (its STORE replied to, its copy not ended) counts as present and its
- * fill is watched (see {@link PendingFills}): the caller then gives its locks back and looks again
- * once those writes have ended. A lookup given no {@code fills} sees only published chunks.
+ * The prefix walks of {@link ObjectStore#lookupAndLock} and {@link ObjectStore#presence}, run by the
+ * store under its lock: how many leading chunks every kv rank holds (read-locking them for the
+ * request's readers), and which chunks of one object group are present (a windowed LOOKUP finds its
+ * hit first, then locks only what it keeps). With {@code fills}, a chunk still being written (its
+ * STORE replied to, its copy not ended) counts as present and its fill is watched (see
+ * {@link PendingFills}): the caller then gives its locks back and looks again once those writes
+ * have ended. A lookup given no {@code fills} sees only published chunks.
  */
-public final class StoreLookups {
-    private StoreLookups() {}
+final class StoreLookups {
+    private final ObjectStore store;
+    private final ObjectTable table;
 
-    /**
-     * Counts the leading chunks of {@code [fromChunk, toChunk)} whose objects exist for every kv rank
-     * {@code 0..worldSize-1} and takes {@code readers} read locks on each of them (into {@code locks});
-     * stops at the first miss. Once {@code fills} holds a write in flight no further locks are taken.
-     */
-    public static int lookupAndLock(ObjectStore store, String model, String salt, int worldSize, int group, long[] hashes, int fromChunk,
-            int toChunk, int readers, List<ObjectStore.ReadLock> locks, PendingFills fills) {
-        store.lockStore();
-        try {
-            ObjectTable table = store.table();
-            int namespace = table.namespace(model, salt);
-            if (namespace == 0) {
-                return 0;
-            }
-            long deadlineNs = store.readDeadlineNs();
-            int hits = 0;
-            StoredObject[] ranks = new StoredObject[worldSize];
-            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
-                if (!chunkPresent(table, namespace, worldSize, group, hashes, chunk, ranks, fills)) {
-                    break;
-                }
-                hits++;
-                if (readers > 0 && (fills == null || !fills.any())) {
-                    for (StoredObject object : ranks) {
-                        locks.add(store.readLock(object, readers, deadlineNs));
-                    }
-                }
-            }
-            return hits;
-        } finally {
-            store.unlockStore();
-        }
+    StoreLookups(ObjectStore store, ObjectTable table) {
+        this.store = store;
+        this.table = table;
     }
 
     /**
-     * Marks {@code present[chunk - fromChunk]} for each chunk of {@code [fromChunk, toChunk)} whose
-     * objects of {@code group} are readable for every kv rank {@code 0..worldSize-1}; takes no lock
-     * on them (a windowed LOOKUP first finds its hit, then locks only the chunks it keeps).
+     * Counts the leading chunks of {@code [fromChunk, toChunk)} whose objects exist for every kv rank and takes {@code readers}
+     * read locks on each of them (into {@code locks}); stops at the first miss. Once {@code fills} holds a write in flight no
+     * further locks are taken. Lock held.
      */
-    public static void presence(ObjectStore store, String model, String salt, int worldSize, int group, long[] hashes, int fromChunk,
-            int toChunk, boolean[] present, PendingFills fills) {
-        store.lockStore();
-        try {
-            ObjectTable table = store.table();
-            int namespace = table.namespace(model, salt);
-            StoredObject[] ranks = new StoredObject[worldSize];
-            for (int chunk = fromChunk; chunk < toChunk; chunk++) {
-                present[chunk - fromChunk] = namespace != 0 && chunkPresent(table, namespace, worldSize, group, hashes, chunk, ranks, fills);
+    int lookupAndLock(PrefixKeys prefix, int fromChunk, int toChunk, int readers, List<ObjectStore.ReadLock> locks, PendingFills fills) {
+        int namespace = table.namespace(prefix.model(), prefix.salt());
+        if (namespace == 0) {
+            return 0;
+        }
+        long deadlineNs = store.readDeadlineNs();
+        int hits = 0;
+        StoredObject[] ranks = new StoredObject[prefix.worldSize()];
+        for (int chunk = fromChunk; chunk < toChunk; chunk++) {
+            if (!chunkPresent(namespace, prefix, chunk, ranks, fills)) {
+                break;
             }
-        } finally {
-            store.unlockStore();
+            hits++;
+            if (readers > 0 && (fills == null || !fills.any())) {
+                for (StoredObject object : ranks) {
+                    locks.add(store.readLock(object, readers, deadlineNs, true));
+                }
+            }
+        }
+        return hits;
+    }
+
+    /** Marks {@code present[chunk - fromChunk]} for each chunk readable for every kv rank; takes no lock on them. Lock held. */
+    void presence(PrefixKeys prefix, int fromChunk, int toChunk, boolean[] present, PendingFills fills) {
+        int namespace = table.namespace(prefix.model(), prefix.salt());
+        StoredObject[] ranks = new StoredObject[prefix.worldSize()];
+        for (int chunk = fromChunk; chunk < toChunk; chunk++) {
+            present[chunk - fromChunk] = namespace != 0 && chunkPresent(namespace, prefix, chunk, ranks, fills);
         }
     }
 
@@ -71,11 +60,11 @@ public final class StoreLookups {
      * Whether every rank's object of the chunk is READY, or (with {@code fills}) READY or being written; the ranks' objects
      * go into {@code ranks}. Only a chunk present for every rank has its writes watched: a missing rank stays a miss.
      */
-    private static boolean chunkPresent(ObjectTable table, int namespace, int worldSize, int group, long[] hashes, int chunk,
-            StoredObject[] ranks, PendingFills fills) {
+    private boolean chunkPresent(int namespace, PrefixKeys prefix, int chunk, StoredObject[] ranks, PendingFills fills) {
         boolean writing = false;
-        for (int rank = 0; rank < worldSize; rank++) {
-            StoredObject object = table.get(namespace, rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]);
+        ChunkHash hash = prefix.hash(chunk);
+        for (int rank = 0; rank < ranks.length; rank++) {
+            StoredObject object = table.get(namespace, rank, prefix.group(), hash);
             if (object == null || (object.state != StoredObject.State.READY && (fills == null || object.state != StoredObject.State.WRITING))) {
                 return false;
             }

@@ -32,9 +32,10 @@ public final class StoredObject {
     int readEpoch;
     /** In-flight copies out of the object; never expire (a copy is bounded by the request). */
     int pins;
-    StoredObject lruPrev;
-    StoredObject lruNext;
-    boolean inLru;
+    /** The eviction policy's state for this object (its {@link PolicyNode}); only the policy reads it. */
+    Object policySlot;
+    /** Read (a lookup's read lock, a served copy) since it was last evictable: the policy's "touched". */
+    boolean touched;
     StoredObject regionPrev;
     StoredObject regionNext;
     /** Removed by a forced clear while locked: freed when the last lock goes, never published. */

@@ -18,7 +18,6 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.TierAccess;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -90,7 +89,7 @@ public final class L2Tier implements AutoCloseable {
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
         StoreController storeController = new StoreController(adapters, store, pool, settings.skipL1(), shapes, lookups,
                 store.poolBytes() / 4, metrics, wake);
-        PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, new TierAccess(store), pool,
+        PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);

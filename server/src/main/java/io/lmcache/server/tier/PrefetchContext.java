@@ -3,7 +3,6 @@ package io.lmcache.server.tier;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.TierAccess;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 
@@ -13,5 +12,5 @@ import java.util.List;
  *
  * @param retain {@code --l2-prefetch-policy retain}: loaded objects are ordinary L1 objects, not freed with their last reader
  */
-record PrefetchContext(List<L2Adapter> adapters, ObjectStore store, TierAccess tier, MemorySegment pool, int chunkSize, PrefixFold fold,
+record PrefetchContext(List<L2Adapter> adapters, ObjectStore store, MemorySegment pool, int chunkSize, PrefixFold fold,
         boolean retain, L2Metrics metrics) {}

@@ -5,6 +5,7 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
@@ -45,6 +46,8 @@ final class PrefetchRequest {
     private final int chunks;
     private final long submittedNs;
     private final L2Key[] keys;
+    /** The same keys as L1 names them. */
+    private final ChunkKey[] l1Keys;
     /** Per key, its kv rank index (what L1 keys objects by). */
     private final int[] ranks;
     private final boolean[] inL1;
@@ -76,6 +79,7 @@ final class PrefetchRequest {
         this.chunks = job.endChunk() - job.l1Hits();
         int n = chunks * keysPerChunk;
         this.keys = new L2Key[n];
+        this.l1Keys = new ChunkKey[n];
         this.ranks = new int[n];
         this.inL1 = new boolean[n];
         int adapters = ctx.adapters().size();
@@ -125,8 +129,9 @@ final class PrefetchRequest {
             lo[i] = job.hashes()[2 * chunk + 1];
             keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hi[i], lo[i],
                     key.cacheSalt());
+            l1Keys[i] = ChunkKey.of(key.modelName(), key.cacheSalt(), ranks[i], groups[i], hi[i], lo[i]);
         }
-        ctx.tier().readyKeys(key.modelName(), key.cacheSalt(), ranks, groups, hi, lo, inL1);
+        ctx.store().readyKeys(l1Keys, inL1);
         List<Integer> ask = new ArrayList<>();
         for (int i = 0; i < n; i++) {
             if (!inL1[i]) {
@@ -259,8 +264,7 @@ final class PrefetchRequest {
         for (int i = 0; i < prefix; i++) {
             if (owner[i] >= 0) {
                 ObjectShape shape = shapes.get(i % shapes.size());
-                StoredObject object = ctx.store().reserve(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(),
-                        keys[i].hashHi(), keys[i].hashLo(), shape.objectBytes(), shape.format(), StoreCounters.DURING_L2_PREFETCH);
+                StoredObject object = ctx.store().reserve(l1Keys[i], shape.objectBytes(), shape.format(), StoreCounters.DURING_L2_PREFETCH);
                 if (object == ObjectStore.NO_MEMORY) {
                     noMemory++;
                     continue;
@@ -293,9 +297,7 @@ final class PrefetchRequest {
 
     private boolean lockL1(int i) {
         List<ObjectStore.ReadLock> taken = new ArrayList<>(1);
-        CacheKey key = job.key();
-        if (!ctx.tier().lockReady(key.modelName(), key.cacheSalt(), ranks[i], keys[i].objectGroup(), keys[i].hashHi(),
-                keys[i].hashLo(), readers, taken)) {
+        if (!ctx.store().lockReady(l1Keys[i], readers, taken)) {
             return false;
         }
         locks[i] = taken.isEmpty() ? null : taken.getFirst();
@@ -409,7 +411,7 @@ final class PrefetchRequest {
     /** Publishes loaded object {@code i}; false when it was reclaimed first. */
     private boolean publish(int i) {
         StoredObject object = reserved[i];
-        ObjectStore.ReadLock lock = ctx.tier().commitLoaded(object, readers, !ctx.retain());
+        ObjectStore.ReadLock lock = ctx.store().commitLoaded(object, readers, !ctx.retain());
         if (readers > 0 && lock == null) {
             // reclaimed before it was published (a forced clear): its memory is gone
             reserved[i] = null;

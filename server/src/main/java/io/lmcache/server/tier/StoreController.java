@@ -8,7 +8,6 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
-import io.lmcache.server.storage.TierAccess;
 import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -68,7 +67,6 @@ public final class StoreController implements Agent, CommitListener {
 
     private final List<L2Adapter> adapters;
     private final ObjectStore store;
-    private final TierAccess tier;
     private final MemorySegment pool;
     private final boolean skipL1;
     private final ObjectShapes shapes;
@@ -92,7 +90,6 @@ public final class StoreController implements Agent, CommitListener {
             L2Lookups lookups, long maxBacklogBytes, L2Metrics metrics, Runnable wake) {
         this.adapters = List.copyOf(adapters);
         this.store = store;
-        this.tier = new TierAccess(store);
         this.pool = pool;
         this.skipL1 = skipL1;
         this.shapes = shapes;
@@ -262,7 +259,7 @@ public final class StoreController implements Agent, CommitListener {
         heldBytes.addAndGet(-object.bytes());
         if (skipL1 && write.allOk) {
             if (write.mayLeaveL1) {
-                tier.dropIfIdle(object);
+                store.dropIfIdle(object);
             } else {
                 keptInL1.increment(); // its LOOKUP reads L1 alone (a hybrid model): dropped, it could never hit again
             }

@@ -1,6 +1,7 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import java.util.List;
@@ -19,12 +20,17 @@ public final class ChunkObjects {
     /** Reserves a chunk's object: a new object, {@link ObjectStore#EXISTS} or {@link ObjectStore#NO_MEMORY}. */
     public static StoredObject reserve(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes,
             int format) {
-        return store.reserve(key.modelName(), key.cacheSalt(), key.workerId(), group, hashes.hi(chunk), hashes.lo(chunk), objectBytes, format);
+        return store.reserve(chunkKey(key, hashes, chunk, group), objectBytes, format);
     }
 
     /** Pins a stored, readable chunk object; null when it is not there (or in another format). */
     public static StoredObject pin(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes, int format) {
-        return store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), group, hashes.hi(chunk), hashes.lo(chunk), format, objectBytes);
+        return store.pinReady(chunkKey(key, hashes, chunk, group), format, objectBytes);
+    }
+
+    /** The store's key of a chunk's object: the worker's kv rank, {@code group}, the chunk's hash. */
+    public static ChunkKey chunkKey(CacheKey key, ChunkHashes hashes, int chunk, int group) {
+        return ChunkKey.of(key.modelName(), key.cacheSalt(), key.workerId(), group, hashes.hi(chunk), hashes.lo(chunk));
     }
 
     /** Reserves every (chunk, group) object a plan moves, stopping at the first chunk without room: a later one could never be a prefix hit. */
@@ -59,8 +65,8 @@ public final class ChunkObjects {
                 if (!part.moves(j)) {
                     continue;
                 }
-                StoredObject object = store.pinReady(key.modelName(), key.cacheSalt(), key.workerId(), part.objectGroup(),
-                        plan.hashes().hi(plan.chunk(j)), plan.hashes().lo(plan.chunk(j)), part.format(), part.objectBytes(), Long.MAX_VALUE);
+                StoredObject object = store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.format(),
+                        part.objectBytes(), Long.MAX_VALUE);
                 if (object == null) {
                     unpinAll(store, pinned, false);
                     return null;

@@ -1,10 +1,11 @@
 package io.lmcache.server.metrics;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
@@ -77,12 +78,12 @@ class ServerMetricsTest {
     void anAllocationFailureIsCountedInChunksUnderItsModel() {
         ServerMetrics metrics = new ServerMetrics("pod-1");
         StoreCounters counters = new StoreCounters();
-        ObjectStore store = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicy.NOOP, TimeUnit.SECONDS.toNanos(60),
+        ObjectStore store = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicyName.NOOP, TimeUnit.SECONDS.toNanos(60),
                 TimeUnit.SECONDS.toNanos(60), System::nanoTime, counters);
         store.addReadyRegion(0);
         MetricsBinder.bindStore(metrics, store);
         for (long hash = 1; hash <= 5; hash++) {
-            store.reserve("llama", "", 0, 0, hash, hash, MIB, 1);
+            store.reserve(ChunkKey.of("llama", "", 0, 0, hash, hash), MIB, 1);
         }
         assertEquals(1, Http.metric(metrics.scrape(), "lmcache_mp_l1_allocation_failure_chunks_total", "during", "l1_store", "model_name", "llama"));
     }

@@ -1,6 +1,7 @@
 package io.lmcache.server.module;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
@@ -73,7 +74,7 @@ class LookupModuleTest {
             put(store, 0, hashes, 0);
             StoredObject[] writing = new StoredObject[5];
             for (int chunk = 1; chunk <= writing.length; chunk++) {
-                writing[chunk - 1] = store.reserve("model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+                writing[chunk - 1] = store.reserve(ChunkKey.of("model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
             }
             put(store, 0, hashes, 6); // chunk 6 stored, chunk 7 missing: the prefix can reach 7
             PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
@@ -106,7 +107,7 @@ class LookupModuleTest {
     }
 
     private static void put(ObjectStore store, int rank, long[] hashes, int chunk) {
-        StoredObject object = store.reserve("model", "", rank, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+        StoredObject object = store.reserve(ChunkKey.of("model", "", rank, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
         assertTrue(object.offset() >= 0);
         assertTrue(store.commit(object));
     }

@@ -1,6 +1,7 @@
 package io.lmcache.server.module;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
@@ -77,7 +78,7 @@ class WindowedLookupTest {
             put(rank, 1, hashes, 2);
         }
         put(0, 1, hashes, 3);
-        StoredObject writing = store.reserve("model", "", 1, 1, hashes[6], hashes[7], OBJECT_BYTES, 1); // rank 1's last snapshot
+        StoredObject writing = store.reserve(ChunkKey.of("model", "", 1, 1, hashes[6], hashes[7]), OBJECT_BYTES, 1); // rank 1's last snapshot
 
         module.lookup(new Request.Lookup(key(tokens, 2, "w", 4), 1));
         assertEquals(Reply.NONE, module.query("w"), "pending while rank 1's snapshot of chunk 3 is written");
@@ -87,7 +88,7 @@ class WindowedLookupTest {
         assertEquals(2 * (4 + 1), store.snapshot().readLocked(), "full attention chunks 0..3 and the snapshot of chunk 3, per rank");
         module.endSession(new Request.EndSession("w", null));
 
-        StoredObject failing = store.reserve("model", "", 1, 1, hashes[4], hashes[5] + 1, OBJECT_BYTES, 1);
+        StoredObject failing = store.reserve(ChunkKey.of("model", "", 1, 1, hashes[4], hashes[5] + 1), OBJECT_BYTES, 1);
         assertTrue(failing.offset() >= 0);
         module.lookup(new Request.Lookup(key(tokens, 2, "x", 4), 1));
         assertEquals(new Reply.Int(4), module.query("x"), "a write of an unrelated key does not hold the lookup");
@@ -134,7 +135,7 @@ class WindowedLookupTest {
     }
 
     private void put(int rank, int group, long[] hashes, int chunk) {
-        StoredObject object = store.reserve("model", "", rank, group, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, 1);
+        StoredObject object = store.reserve(ChunkKey.of("model", "", rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
         assertTrue(object.offset() >= 0);
         assertTrue(store.commit(object));
     }

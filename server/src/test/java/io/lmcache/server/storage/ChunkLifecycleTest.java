@@ -4,7 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -19,7 +19,7 @@ class ChunkLifecycleTest {
 
     private ObjectStore store(StoreCounters counters) {
         SlabAllocator allocator = new SlabAllocator(4 * MIB, 4 * MIB);
-        ObjectStore store = new ObjectStore(allocator, 4 * MIB, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(600), TimeUnit.SECONDS.toNanos(300),
+        ObjectStore store = new ObjectStore(allocator, 4 * MIB, EvictionPolicyName.LRU, TimeUnit.SECONDS.toNanos(600), TimeUnit.SECONDS.toNanos(300),
                 nowNs::get, counters);
         store.addReadyRegion(0);
         counters.lifecycle().sink(new ChunkLifecycle.Sink() {
@@ -60,13 +60,13 @@ class ChunkLifecycleTest {
     }
 
     private static void put(ObjectStore store, long hash) {
-        StoredObject object = store.reserve("m", "tenant", 0, 0, hash, hash, MIB, 1);
+        StoredObject object = store.reserve(ChunkKey.of("m", "tenant", 0, 0, hash, hash), MIB, 1);
         assertTrue(object.offset() >= 0, "reserved " + hash);
         assertTrue(store.commit(object));
     }
 
     private static void read(ObjectStore store, long hash) {
-        StoredObject object = store.pinReady("m", "tenant", 0, 0, hash, hash, 1, MIB);
+        StoredObject object = store.pinReady(ChunkKey.of("m", "tenant", 0, 0, hash, hash), 1, MIB);
         store.unpin(object, true);
     }
 
@@ -110,12 +110,12 @@ class ChunkLifecycleTest {
         StoreCounters allFailures = new StoreCounters(nowNs::get);
         List<String> models = new ArrayList<>();
         allFailures.onAllocationFailure((during, model) -> models.add(during + " " + model));
-        ObjectStore full = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicy.NOOP, 1, 1, nowNs::get, allFailures);
+        ObjectStore full = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicyName.NOOP, 1, 1, nowNs::get, allFailures);
         full.addReadyRegion(0);
         for (long hash = 1; hash <= 4; hash++) {
-            assertTrue(full.commit(full.reserve("llama", "", 0, 0, hash, hash, MIB, 1)));
+            assertTrue(full.commit(full.reserve(ChunkKey.of("llama", "", 0, 0, hash, hash), MIB, 1)));
         }
-        assertSame(ObjectStore.NO_MEMORY, full.reserve("llama", "", 0, 0, 9, 9, MIB, 1));
+        assertSame(ObjectStore.NO_MEMORY, full.reserve(ChunkKey.of("llama", "", 0, 0, 9, 9), MIB, 1));
         assertEquals(List.of("l1_store llama"), models, "the failure names who asked and its model (LMCache's during and model_name)");
         assertEquals(1, allFailures.allocationFailures.sum());
     }

@@ -2,7 +2,7 @@ package io.lmcache.server.storage;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -14,7 +14,7 @@ class EvictionControllerTest {
 
     private static ObjectStore store() {
         SlabAllocator allocator = new SlabAllocator(4 * MIB, 4 * MIB);
-        ObjectStore store = new ObjectStore(allocator, 4 * MIB, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
+        ObjectStore store = new ObjectStore(allocator, 4 * MIB, EvictionPolicyName.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
                 System::nanoTime, new StoreCounters());
         store.addReadyRegion(0);
         return store;
@@ -23,7 +23,7 @@ class EvictionControllerTest {
     @Test
     void doWorkTicksAtOnceThenOnlyWhenTheNextTickIsDue() {
         ObjectStore store = store();
-        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, TimeUnit.HOURS.toNanos(1), List.of());
+        EvictionController controller = new EvictionController(store, 0.8, 0.2, TimeUnit.HOURS.toNanos(1), List.of());
         assertEquals(1, controller.doWork());
         assertEquals(0, controller.doWork());
         assertEquals(0, controller.doWork());
@@ -34,7 +34,7 @@ class EvictionControllerTest {
     void aFailingSweeperSkipsNeitherTheOthersNorTheNextTick() {
         ObjectStore store = store();
         AtomicInteger swept = new AtomicInteger();
-        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, 0, List.of(() -> {
+        EvictionController controller = new EvictionController(store, 0.8, 0.2, 0, List.of(() -> {
             throw new IllegalStateException("boom");
         }, swept::incrementAndGet));
         assertEquals(1, controller.doWork());

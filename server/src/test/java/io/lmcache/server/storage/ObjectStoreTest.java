@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,7 +15,10 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
+/** The store's behaviour, each policy-independent case run over every eviction policy (Caffeine's way). */
 class ObjectStoreTest {
     private static final long MIB = 1 << 20;
     private static final long WRITE_TTL_NS = TimeUnit.SECONDS.toNanos(600);
@@ -23,19 +26,19 @@ class ObjectStoreTest {
 
     private final AtomicLong nowNs = new AtomicLong(1_000_000_000L);
 
-    private ObjectStore store(long pool, long region, EvictionPolicy policy) {
+    private ObjectStore store(long pool, long region, EvictionPolicyName policy) {
         return ReadyStores.of(pool, region, policy, WRITE_TTL_NS, READ_TTL_NS, nowNs::get, new StoreCounters());
     }
 
     private static StoredObject put(ObjectStore store, long hash, long bytes) {
-        StoredObject object = store.reserve("m", "", 0, 0, hash, hash, bytes, 1);
+        StoredObject object = store.reserve(ChunkKey.of("m", "", 0, 0, hash, hash), bytes, 1);
         assertTrue(object.offset() >= 0, "reserved " + hash);
         assertTrue(store.commit(object));
         return object;
     }
 
     private static boolean present(ObjectStore store, long hash, long bytes) {
-        StoredObject object = store.pinReady("m", "", 0, 0, hash, hash, 1, bytes);
+        StoredObject object = store.pinReady(ChunkKey.of("m", "", 0, 0, hash, hash), 1, bytes);
         if (object == null) {
             return false;
         }
@@ -43,34 +46,36 @@ class ObjectStoreTest {
         return true;
     }
 
-    @Test
-    void reserveCommitPinAndExisting() {
-        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicy.LRU);
-        StoredObject object = store.reserve("m", "", 0, 0, 1, 1, MIB, 1);
-        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 1, MIB), "a WRITING object is invisible");
-        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 1), "and cannot be reserved twice");
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void reserveCommitPinAndExisting(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
+        StoredObject object = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB), "a WRITING object is invisible");
+        assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1), "and cannot be reserved twice");
         assertTrue(store.commit(object));
         assertTrue(present(store, 1, MIB));
-        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 1));
-        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 2, MIB), "another layout's reader gets a miss");
+        assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1));
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 2, MIB), "another layout's reader gets a miss");
         assertEquals(1, store.counters().formatMismatches.sum());
-        assertNull(store.pinReady("m", "salt", 0, 0, 1, 1, 1, MIB), "the cache salt isolates");
-        assertNull(store.pinReady("m", "", 1, 0, 1, 1, 1, MIB), "another kv rank");
+        assertNull(store.pinReady(ChunkKey.of("m", "salt", 0, 0, 1, 1), 1, MIB), "the cache salt isolates");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 1, 0, 1, 1), 1, MIB), "another kv rank");
         store.checkInvariants();
     }
 
-    @Test
-    void lruByBytesEvictsTailChunksOfAPrefixFirst() {
-        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void lruByBytesEvictsTailChunksOfAPrefixFirst(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 8 * MIB, policy);
         // a 4-chunk prefix committed last chunk first, as the transfer module does
         List<StoredObject> reserved = new ArrayList<>();
         for (long chunk = 0; chunk < 4; chunk++) {
-            reserved.add(store.reserve("m", "", 0, 0, chunk, chunk, 2 * MIB, 1));
+            reserved.add(store.reserve(ChunkKey.of("m", "", 0, 0, chunk, chunk), 2 * MIB, 1));
         }
         for (int i = reserved.size() - 1; i >= 0; i--) {
             store.commit(reserved.get(i));
         }
-        StoredObject fifth = store.reserve("m", "", 0, 0, 9, 9, 2 * MIB, 1);
+        StoredObject fifth = store.reserve(ChunkKey.of("m", "", 0, 0, 9, 9), 2 * MIB, 1);
         assertTrue(fifth.offset() >= 0, "a full pool evicts on demand");
         store.commit(fifth);
         assertFalse(present(store, 3, 2 * MIB), "the tail chunk went first");
@@ -79,11 +84,12 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void aWatermarkPassLargerThanOneBatchFreesExactlyItsTargetOldestFirst() {
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void aWatermarkPassLargerThanOneBatchFreesExactlyItsTargetOldestFirst(EvictionPolicyName policy) {
         int objects = 3 * ObjectStore.EVICTION_BATCH + 17;
         long bytes = 64 * 1024;
-        ObjectStore store = store(objects * bytes, objects * bytes, EvictionPolicy.LRU);
+        ObjectStore store = store(objects * bytes, objects * bytes, policy);
         for (long hash = 0; hash < objects; hash++) {
             put(store, hash, bytes);
         }
@@ -99,28 +105,30 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void lockedAndPinnedObjectsAreNeverVictims() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void lockedAndPinnedObjectsAreNeverVictims(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         put(store, 1, 2 * MIB);
         put(store, 2, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        assertEquals(1, StoreLookups.lookupAndLock(store, "m", "", 1, 0, new long[] {1, 1}, 0, 1, 1, locks, null));
-        StoredObject pinned = store.pinReady("m", "", 0, 0, 2, 2, 1, 2 * MIB);
-        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1), "everything is locked");
+        assertEquals(1, store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 1, locks, null));
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 2, 2), 1, 2 * MIB);
+        assertSame(ObjectStore.NO_MEMORY, store.reserve(ChunkKey.of("m", "", 0, 0, 3, 3), 2 * MIB, 1), "everything is locked");
         assertEquals(1, store.counters().allocationFailures.sum());
         store.unpin(pinned, true);
-        assertTrue(store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1).offset() >= 0, "the unpinned one went");
+        assertTrue(store.reserve(ChunkKey.of("m", "", 0, 0, 3, 3), 2 * MIB, 1).offset() >= 0, "the unpinned one went");
         assertTrue(present(store, 1, 2 * MIB), "the read-locked one survived");
         store.checkInvariants();
     }
 
-    @Test
-    void expiredReadLocksAreReclaimedAndStaleReleasesIgnored() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void expiredReadLocksAreReclaimedAndStaleReleasesIgnored(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         put(store, 1, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        StoreLookups.lookupAndLock(store, "m", "", 1, 0, new long[] {1, 1}, 0, 1, 2, locks, null);
+        store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 2, locks, null);
         assertEquals(1, store.snapshot().readLocked());
         nowNs.addAndGet(READ_TTL_NS + 1);
         assertEquals(1, store.sweepExpired());
@@ -128,7 +136,7 @@ class ObjectStoreTest {
         assertEquals(1, store.counters().readLockExpiries.sum());
         // a new lock after the expiry; the old lease's release must not take it
         List<ObjectStore.ReadLock> fresh = new ArrayList<>();
-        StoreLookups.lookupAndLock(store, "m", "", 1, 0, new long[] {1, 1}, 0, 1, 1, fresh, null);
+        store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 1, fresh, null);
         store.releaseRead(locks.getFirst(), 2);
         assertEquals(1, store.snapshot().readLocked(), "a stale release does nothing");
         store.releaseRead(fresh.getFirst(), 1);
@@ -136,10 +144,11 @@ class ObjectStoreTest {
         store.checkInvariants();
     }
 
-    @Test
-    void anAbandonedWriteIsReclaimedAtItsTtl() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
-        StoredObject abandoned = store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anAbandonedWriteIsReclaimedAtItsTtl(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
+        StoredObject abandoned = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1);
         // an engine-driven worker's reservation: it fills the pool itself and may be gone
         store.markExternalFill(abandoned);
         nowNs.addAndGet(WRITE_TTL_NS - 1);
@@ -149,7 +158,7 @@ class ObjectStoreTest {
         assertEquals(1, store.counters().writeLockExpiries.sum());
         assertEquals(0, store.snapshot().usedBytes());
         assertFalse(store.commit(abandoned), "a late commit finds its object gone");
-        assertTrue(store.reserve("m", "", 0, 0, 1, 1, 2 * MIB, 1).offset() >= 0, "the key can be stored again");
+        assertTrue(store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1).offset() >= 0, "the key can be stored again");
         store.checkInvariants();
     }
 
@@ -158,18 +167,19 @@ class ObjectStoreTest {
      * read queued behind a long backlog). Its expiry hides the object and frees the key, but the memory stays the fill's until
      * that end: freed at once, another STORE got it and the late fill wrote into that STORE's object.
      */
-    @Test
-    void anExpiredWriteOfOurOwnFillIsFreedOnlyWhenTheFillEnds() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
-        StoredObject slow = store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anExpiredWriteOfOurOwnFillIsFreedOnlyWhenTheFillEnds(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
+        StoredObject slow = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 4 * MIB, 1);
         nowNs.addAndGet(WRITE_TTL_NS + 1);
         assertEquals(1, store.sweepExpired());
-        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1),
+        assertSame(ObjectStore.NO_MEMORY, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 4 * MIB, 1),
                 "the key is free again, but the memory is still the slow fill's");
         assertEquals(4 * MIB, store.snapshot().usedBytes());
         assertFalse(store.commit(slow), "the late commit finds its object gone, and frees it");
         assertEquals(0, store.snapshot().usedBytes());
-        StoredObject next = store.reserve("m", "", 0, 0, 1, 1, 4 * MIB, 1);
+        StoredObject next = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 4 * MIB, 1);
         assertTrue(next.offset() >= 0, "now the key can be stored again");
         store.checkInvariants();
         // the same with an abort as the fill's end
@@ -181,31 +191,33 @@ class ObjectStoreTest {
     }
 
     /** An engine restarted with another dtype, backend or block size: its STORE replaces the old layout's unlocked object. */
-    @Test
-    void aStoreOfAnotherLayoutReplacesAnUnlockedObject() {
-        ObjectStore store = store(16 * MIB, 16 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void aStoreOfAnotherLayoutReplacesAnUnlockedObject(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
         put(store, 1, MIB);
-        StoredObject replacement = store.reserve("m", "", 0, 0, 1, 1, MIB, 2);
+        StoredObject replacement = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 2);
         assertTrue(replacement.offset() >= 0, "the old format's object is replaced, not answered with EXISTS");
         assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.REPLACED_LAYOUT));
         assertTrue(store.commit(replacement));
-        assertNull(store.pinReady("m", "", 0, 0, 1, 1, 1, MIB), "the old layout is gone");
-        StoredObject pinned = store.pinReady("m", "", 0, 0, 1, 1, 2, MIB);
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB), "the old layout is gone");
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 2, MIB);
         assertNotNull(pinned);
-        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 3), "a pinned object is never replaced");
+        assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 3), "a pinned object is never replaced");
         store.unpin(pinned, false);
-        assertSame(ObjectStore.EXISTS, store.reserve("m", "", 0, 0, 1, 1, MIB, 2), "the same layout still exists");
+        assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 2), "the same layout still exists");
         store.checkInvariants();
     }
 
-    @Test
-    void aFullPoolOfAnotherSizeClassGivesUpAWholeRegion() {
-        ObjectStore store = store(8 * MIB, 4 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void aFullPoolOfAnotherSizeClassGivesUpAWholeRegion(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 4 * MIB, policy);
         for (long h = 0; h < 8; h++) {
             put(store, h, MIB);
         }
         // 3 MiB objects need a region of their own class: the least recently used region is drained
-        StoredObject big = store.reserve("m", "", 0, 0, 100, 100, 3 * MIB, 1);
+        StoredObject big = store.reserve(ChunkKey.of("m", "", 0, 0, 100, 100), 3 * MIB, 1);
         assertTrue(big.offset() >= 0, "no failure from fragmentation while objects are evictable");
         store.commit(big);
         assertEquals(4, store.counters().evictions(EvictionReason.DEMAND));
@@ -214,30 +226,32 @@ class ObjectStoreTest {
 
     @Test
     void noopPolicyFailsWhenFull() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.NOOP);
+        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicyName.NOOP);
         put(store, 1, 2 * MIB);
         put(store, 2, 2 * MIB);
-        assertSame(ObjectStore.NO_MEMORY, store.reserve("m", "", 0, 0, 3, 3, 2 * MIB, 1));
+        assertSame(ObjectStore.NO_MEMORY, store.reserve(ChunkKey.of("m", "", 0, 0, 3, 3), 2 * MIB, 1));
         assertTrue(present(store, 1, 2 * MIB) && present(store, 2, 2 * MIB));
     }
 
-    @Test
-    void watermarkEvictionFreesTheRatio() {
-        ObjectStore store = store(10 * MIB, 10 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = "NOOP", mode = EnumSource.Mode.EXCLUDE)
+    void watermarkEvictionFreesTheRatio(EvictionPolicyName policy) {
+        ObjectStore store = store(10 * MIB, 10 * MIB, policy);
         for (long h = 0; h < 9; h++) {
             put(store, h, MIB);
         }
-        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, 1, List.of());
+        EvictionController controller = new EvictionController(store, 0.8, 0.2, 1, List.of());
         assertEquals(2 * MIB, controller.tick(), "at 90% it frees 20% of the pool");
         assertEquals(7 * MIB, store.snapshot().usedBytes());
         assertEquals(0, controller.tick(), "below the watermark it does nothing");
         assertFalse(present(store, 0, MIB) || present(store, 1, MIB), "the oldest went");
     }
 
-    @Test
-    void aFailingSweeperIsCountedAndTheControllerGoesOn() {
-        ObjectStore store = store(4 * MIB, 4 * MIB, EvictionPolicy.LRU);
-        EvictionController controller = new EvictionController(store, EvictionPolicy.LRU, 0.8, 0.2, 1, List.of(() -> {
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void aFailingSweeperIsCountedAndTheControllerGoesOn(EvictionPolicyName policy) {
+        ObjectStore store = store(4 * MIB, 4 * MIB, policy);
+        EvictionController controller = new EvictionController(store, 0.8, 0.2, 1, List.of(() -> {
             throw new IllegalStateException("boom");
         }));
         controller.tick();
@@ -246,28 +260,30 @@ class ObjectStoreTest {
         assertEquals(2, store.counters().evictionLoopTicks.sum());
     }
 
-    @Test
-    void clearKeepsObjectsInUseUnlessForced() {
-        ObjectStore store = store(8 * MIB, 8 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void clearKeepsObjectsInUseUnlessForced(EvictionPolicyName policy) {
+        ObjectStore store = store(8 * MIB, 8 * MIB, policy);
         put(store, 1, MIB);
-        StoredObject writing = store.reserve("m", "", 0, 0, 2, 2, MIB, 1);
+        StoredObject writing = store.reserve(ChunkKey.of("m", "", 0, 0, 2, 2), MIB, 1);
         put(store, 3, MIB);
-        StoredObject pinned = store.pinReady("m", "", 0, 0, 3, 3, 1, MIB);
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), 1, MIB);
         ObjectStore.ClearResult soft = store.clear(false);
         assertEquals(1, soft.removed());
         assertNotNull(pinned);
         ObjectStore.ClearResult forced = store.clear(true);
         assertEquals(2, forced.deferred(), "the writing and the pinned one go when released");
-        assertNull(store.pinReady("m", "", 0, 0, 3, 3, 1, MIB), "gone from view at once");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), 1, MIB), "gone from view at once");
         assertTrue(store.snapshot().usedBytes() > 0, "but their memory is not reused under the copy");
         store.unpin(pinned, true);
         assertFalse(store.commit(writing), "a doomed write is not published");
         assertEquals(0, store.snapshot().usedBytes());
         store.checkInvariants();
     }
-    @Test
-    void theO1CountsEqualAFullRecountAfterEveryStep() {
-        ObjectStore store = store(16 * MIB, 4 * MIB, EvictionPolicy.LRU);
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void theO1CountsEqualAFullRecountAfterEveryStep(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 4 * MIB, policy);
         Random random = new Random(42);
         List<StoredObject> writing = new ArrayList<>();
         List<StoredObject> pinned = new ArrayList<>();
@@ -281,7 +297,7 @@ class ObjectStoreTest {
             String salt = (hash & 1) == 0 ? "" : "tenant";
             switch (random.nextInt(14)) {
                 case 0, 1 -> {
-                    StoredObject object = store.reserve("m", salt, 0, 0, hash, hash, size, 1);
+                    StoredObject object = store.reserve(ChunkKey.of("m", salt, 0, 0, hash, hash), size, 1);
                     if (object.offset() >= 0) {
                         writing.add(object);
                     }
@@ -297,7 +313,7 @@ class ObjectStoreTest {
                     }
                 }
                 case 5, 6 -> {
-                    StoredObject object = store.pinReady("m", salt, 0, 0, hash, hash, 1, size);
+                    StoredObject object = store.pinReady(ChunkKey.of("m", salt, 0, 0, hash, hash), 1, size);
                     if (object != null) {
                         pinned.add(object);
                     }
@@ -307,7 +323,7 @@ class ObjectStoreTest {
                         store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
                     }
                 }
-                case 8 -> StoreLookups.lookupAndLock(store, "m", salt, 1, 0, new long[] {hash, hash}, 0, 1, 1 + random.nextInt(2), locks, null);
+                case 8 -> store.lookupAndLock(new PrefixKeys("m", salt, 1, 0, new long[] {hash, hash}), 0, 1, 1 + random.nextInt(2), locks, null);
                 case 9 -> {
                     if (!locks.isEmpty()) {
                         store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));
@@ -332,7 +348,12 @@ class ObjectStoreTest {
             assertEquals(store.snapshot().usedBytes(), store.usedBytes());
             assertEquals(store.snapshot().objects(), store.objectCount());
         }
-        assertTrue(store.counters().evictions(EvictionReason.DEMAND) > 0, "the pool filled and evicted on demand");
+        if (policy == EvictionPolicyName.NOOP) {
+            assertEquals(0, store.counters().evictions(EvictionReason.DEMAND), "noop never evicts");
+            assertTrue(store.counters().allocationFailures.sum() > 0, "so the full pool refused stores");
+        } else {
+            assertTrue(store.counters().evictions(EvictionReason.DEMAND) > 0, "the pool filled and evicted on demand");
+        }
         assertTrue(store.counters().readLockExpiries.sum() > 0 && store.counters().writeLockExpiries.sum() > 0, "locks expired");
         assertTrue(deferredByForce > 0 && maxPinned > 1, "forced clears met objects in use (" + deferredByForce + "), pins overlapped");
         store.checkInvariants();

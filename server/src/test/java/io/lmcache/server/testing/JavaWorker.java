@@ -49,6 +49,7 @@ public final class JavaWorker implements AutoCloseable {
     private final TestClient client;
     private final long instanceId;
     private final String model;
+    private String salt = "";
     private final Geometry geometry;
     private final Arena arena = Arena.ofShared();
     private final List<Path> paths = new ArrayList<>();
@@ -150,12 +151,24 @@ public final class JavaWorker implements AutoCloseable {
 
     /** An IPCCacheServerKey map of this worker's model. */
     public byte[] key(int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize, int readers) {
-        return cacheKey(model, tokens, start, end, requestId, workerId, worldSize, readers);
+        return cacheKey(model, salt, tokens, start, end, requestId, workerId, worldSize, readers);
+    }
+
+    /** The cache salt (tenant) of this worker's keys from now on; "" by default. */
+    public JavaWorker salt(String cacheSalt) {
+        this.salt = cacheSalt;
+        return this;
     }
 
     /** An IPCCacheServerKey map, every field in the client's order (a null worker id is nil, as in LOOKUP). */
     public static byte[] cacheKey(String model, int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize,
             int readers) {
+        return cacheKey(model, "", tokens, start, end, requestId, workerId, worldSize, readers);
+    }
+
+    /** {@link #cacheKey} with a cache salt. */
+    public static byte[] cacheKey(String model, String salt, int[] tokens, int start, int end, String requestId, Integer workerId,
+            int worldSize, int readers) {
         return pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(model);
@@ -173,7 +186,7 @@ public final class JavaWorker implements AutoCloseable {
             p.packString("start").packInt(start);
             p.packString("end").packInt(end);
             p.packString("request_id").packString(requestId);
-            p.packString("cache_salt").packString("");
+            p.packString("cache_salt").packString(salt);
             p.packString("request_configs").packNil();
             p.packString("num_kv_readers").packInt(readers);
         });

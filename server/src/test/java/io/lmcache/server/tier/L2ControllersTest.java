@@ -1,6 +1,7 @@
 package io.lmcache.server.tier;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -23,7 +24,6 @@ import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
-import io.lmcache.server.storage.TierAccess;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.Arena;
@@ -97,7 +97,7 @@ class L2ControllersTest {
         for (int a = 0; a < adapters.length; a++) {
             metrics.adapter(serverMetrics, a, "memory", () -> 0);
         }
-        PrefetchContext ctx = new PrefetchContext(List.of(adapters), store, new TierAccess(store), pool, CHUNK, PrefixFold.LEADING_RUN, retain,
+        PrefetchContext ctx = new PrefetchContext(List.of(adapters), store, pool, CHUNK, PrefixFold.LEADING_RUN, retain,
                 metrics);
         PrefetchController controller = new PrefetchController(ctx, model -> shapes.byWorldSize(model), maxInFlight, () -> { }, () -> nowNs,
                 PrefetchController.DEADLINE_NS);
@@ -118,7 +118,7 @@ class L2ControllersTest {
     }
 
     private byte[] l1Bytes(int chunk) {
-        StoredObject object = store.pinReady("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], FORMAT, OBJECT_BYTES);
+        StoredObject object = store.pinReady(ChunkKey.of("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), FORMAT, OBJECT_BYTES);
         try {
             return pool.asSlice(object.offset(), OBJECT_BYTES).toArray(ValueLayout.JAVA_BYTE);
         } finally {
@@ -268,7 +268,7 @@ class L2ControllersTest {
     @Test
     void l1HitsAreKeptAndOnlyTheRestIsAskedOfL2() {
         l1(8);
-        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);
@@ -282,7 +282,7 @@ class L2ControllersTest {
     // --- store controller -----------------------------------------------------------------------
 
     private StoredObject commit(int chunk) {
-        StoredObject object = store.reserve("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1], OBJECT_BYTES, FORMAT);
+        StoredObject object = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, FORMAT);
         pool.asSlice(object.offset(), OBJECT_BYTES).copyFrom(MemorySegment.ofArray(pattern(chunk)));
         assertTrue(store.commit(object));
         return object;
@@ -477,7 +477,7 @@ class L2ControllersTest {
     @Test
     void aLayoutOfSeveralObjectGroupsIsAnsweredFromL1AloneAndItsLocksLineUp() {
         l1(8);
-        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);
@@ -502,7 +502,7 @@ class L2ControllersTest {
     @Test
     void aLoadPastTheDeadlineAnswersWithTheL1HitsAndKeepsItsReservationsUntilTheAdapterAnswers() {
         l1(8);
-        StoredObject first = store.reserve("org/model", "", 0, 0, hashes[0], hashes[1], OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);

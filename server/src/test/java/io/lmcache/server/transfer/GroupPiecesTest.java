@@ -1,12 +1,13 @@
 package io.lmcache.server.transfer;
 
 import static io.lmcache.server.transfer.HybridTensors.NHD;
+import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.config.EvictionPolicy;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoreCounters;
@@ -102,14 +103,14 @@ class GroupPiecesTest {
     private static StoredObject[] reserve(TransferPlan plan) {
         long pool = 64L << 20;
         // a region per size class
-        ObjectStore store = ReadyStores.of(pool, 8L << 20, EvictionPolicy.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
+        ObjectStore store = ReadyStores.of(pool, 8L << 20, EvictionPolicyName.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),
                 System::nanoTime, new StoreCounters());
         StoredObject[] objects = new StoredObject[plan.objectCount()];
         for (int j = 0; j < plan.range().count(); j++) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
                 if (part.moves(j)) {
-                    StoredObject object = store.reserve("m", "", 0, g, j, g, part.objectBytes(), part.format());
+                    StoredObject object = store.reserve(ChunkKey.of("m", "", 0, g, j, g), part.objectBytes(), part.format());
                     assertTrue(object.offset() >= 0);
                     objects[plan.objectIndex(j, g)] = object;
                 }

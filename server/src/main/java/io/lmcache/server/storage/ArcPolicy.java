@@ -1,0 +1,203 @@
+package io.lmcache.server.storage;
+
+import io.lmcache.server.config.EvictionPolicyName;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Adaptive replacement (Megiddo and Modha; Caffeine's simulator {@code ArcPolicy} is the model), in
+ * bytes: T1 holds objects seen once, T2 objects read again; B1 and B2 remember the keys recently
+ * evicted from each (ghosts, keyed by {@link ObjectKey}, no memory). A new object whose key is a
+ * ghost of B1 says T1 was too small: the target {@code p} for T1 grows; one from B2 shrinks it. The
+ * victim is T1's tail while T1 holds more than {@code p}, else T2's, so a one-off scan passes
+ * through T1 and leaves T2's hot set alone. Locked objects are off the lists but keep their home.
+ */
+final class ArcPolicy implements EvictionPolicy {
+    private static final int T1 = 1;
+    private static final int T2 = 2;
+
+    private final long capacityBytes;
+    private final NodeList t1 = new NodeList("ARC T1");
+    private final NodeList t2 = new NodeList("ARC T2");
+    /** Resident bytes and objects by home (locked ones included): what {@code p} is compared with. */
+    private long t1Bytes;
+    private long t2Bytes;
+    private int t1Objects;
+    private int t2Objects;
+    private final LinkedHashMap<ObjectKey, Long> b1 = new LinkedHashMap<>();
+    private final LinkedHashMap<ObjectKey, Long> b2 = new LinkedHashMap<>();
+    private long b1Bytes;
+    private long b2Bytes;
+    private long p;
+    private long ghostHits;
+    private final PolicyGauges gauges = new PolicyGauges("p_bytes", "capacity_bytes", "t1_objects", "t1_bytes", "t2_objects", "t2_bytes",
+            "b1_ghosts", "b1_bytes", "b2_ghosts", "b2_bytes", "ghost_hits");
+
+    ArcPolicy(long capacityBytes) {
+        this.capacityBytes = capacityBytes;
+    }
+
+    @Override
+    public EvictionPolicyName name() {
+        return EvictionPolicyName.ARC;
+    }
+
+    /** The target for T1's bytes (tests). */
+    long targetT1Bytes() {
+        return p;
+    }
+
+    @Override
+    public void onReady(StoredObject object) {
+        PolicyNode node = new PolicyNode(object);
+        object.policySlot = node;
+        long bytes = object.bytes;
+        Long ghost = b1.remove(object.key);
+        if (ghost != null) {
+            // T1 was too small for this one to be read again
+            p = Math.min(capacityBytes, p + bytes * Math.max(1, b2Bytes / b1Bytes));
+            b1Bytes -= ghost;
+        } else if ((ghost = b2.remove(object.key)) != null) {
+            p = Math.max(0, p - bytes * Math.max(1, b1Bytes / b2Bytes));
+            b2Bytes -= ghost;
+        }
+        if (ghost != null) {
+            ghostHits++;
+        }
+        setHome(node, ghost != null ? T2 : T1);
+    }
+
+    private void setHome(PolicyNode node, int home) {
+        long bytes = node.object.bytes;
+        if (node.home == T1) {
+            t1Bytes -= bytes;
+            t1Objects--;
+        } else if (node.home == T2) {
+            t2Bytes -= bytes;
+            t2Objects--;
+        }
+        node.home = home;
+        if (home == T1) {
+            t1Bytes += bytes;
+            t1Objects++;
+        } else if (home == T2) {
+            t2Bytes += bytes;
+            t2Objects++;
+        }
+    }
+
+    @Override
+    public void onLocked(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node != null && node.linked()) {
+            node.list.remove(node);
+        }
+    }
+
+    @Override
+    public void onUnlocked(StoredObject object, boolean touched) {
+        PolicyNode node = PolicyNode.of(object);
+        if (touched) {
+            setHome(node, T2); // read again: frequent
+        }
+        (node.home == T1 ? t1 : t2).pushHead(node);
+    }
+
+    @Override
+    public void onFreed(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node == null) {
+            return;
+        }
+        onLocked(object);
+        setHome(node, 0);
+        object.policySlot = null;
+    }
+
+    @Override
+    public StoredObject victim() {
+        NodeList from;
+        if (t1.size() > 0 && (t1Bytes > p || t2.size() == 0)) {
+            from = t1;
+        } else if (t2.size() > 0) {
+            from = t2;
+        } else {
+            return null;
+        }
+        PolicyNode victim = from.tail();
+        // it is freed now: it leaves T1 or T2, and its key becomes a ghost of that list
+        setHome(victim, 0);
+        if (from == t1) {
+            b1.put(victim.object.key, victim.object.bytes);
+            b1Bytes += victim.object.bytes;
+        } else {
+            b2.put(victim.object.key, victim.object.bytes);
+            b2Bytes += victim.object.bytes;
+        }
+        trimGhosts();
+        return victim.object;
+    }
+
+    /** ARC's directory bounds: T1 and B1 together within the capacity, everything within twice it (B2 gives way). */
+    private void trimGhosts() {
+        Iterator<Map.Entry<ObjectKey, Long>> oldest = b1.entrySet().iterator();
+        while (t1Bytes + b1Bytes > capacityBytes && oldest.hasNext()) {
+            b1Bytes -= oldest.next().getValue();
+            oldest.remove();
+        }
+        oldest = b2.entrySet().iterator();
+        while (t1Bytes + t2Bytes + b1Bytes + b2Bytes > 2 * capacityBytes && oldest.hasNext()) {
+            b2Bytes -= oldest.next().getValue();
+            oldest.remove();
+        }
+    }
+
+    @Override
+    public boolean isEvictable(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        return node != null && node.linked();
+    }
+
+    @Override
+    public int evictableCount() {
+        return t1.size() + t2.size();
+    }
+
+    @Override
+    public void check() {
+        t1.check();
+        t2.check();
+        if (t1.bytes() > t1Bytes || t2.bytes() > t2Bytes || t1.size() > t1Objects || t2.size() > t2Objects) {
+            throw new IllegalStateException("ARC lists hold more than their resident counts: " + status());
+        }
+        if (p < 0 || p > capacityBytes || b1Bytes + b2Bytes > 2 * capacityBytes) {
+            throw new IllegalStateException("ARC target or ghosts out of range: p " + p + ", ghosts " + (b1Bytes + b2Bytes));
+        }
+        long b1Sum = b1.values().stream().mapToLong(Long::longValue).sum();
+        long b2Sum = b2.values().stream().mapToLong(Long::longValue).sum();
+        if (b1Sum != b1Bytes || b2Sum != b2Bytes) {
+            throw new IllegalStateException("ARC ghost bytes " + b1Bytes + "/" + b2Bytes + " differ from their sums " + b1Sum + "/" + b2Sum);
+        }
+    }
+
+    @Override
+    public void publish() {
+        gauges.set(0, p);
+        gauges.set(1, capacityBytes);
+        gauges.set(2, t1Objects);
+        gauges.set(3, t1Bytes);
+        gauges.set(4, t2Objects);
+        gauges.set(5, t2Bytes);
+        gauges.set(6, b1.size());
+        gauges.set(7, b1Bytes);
+        gauges.set(8, b2.size());
+        gauges.set(9, b2Bytes);
+        gauges.set(10, ghostHits);
+    }
+
+    @Override
+    public Map<String, Object> status() {
+        return gauges.read(name().flagValue());
+    }
+}

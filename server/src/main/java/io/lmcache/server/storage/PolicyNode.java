@@ -1,0 +1,31 @@
+package io.lmcache.server.storage;
+
+/**
+ * One object's place in an eviction policy: the links of the list it is on ({@code list} null while it
+ * is locked, i.e. not a victim), the queue it belongs to ({@code home}, kept while locked), its access
+ * count and its owner (the tenant). Held in {@link StoredObject#policySlot}; guarded by the store's lock.
+ */
+final class PolicyNode {
+    final StoredObject object;
+    PolicyNode prev;
+    PolicyNode next;
+    NodeList list;
+    int home;
+    int freq;
+    Object owner;
+    /** A second node of the same object on another list (the tenant policy's per-tenant LRU). */
+    PolicyNode twin;
+
+    PolicyNode(StoredObject object) {
+        this.object = object;
+    }
+
+    boolean linked() {
+        return list != null;
+    }
+
+    /** The node a policy put in {@code object}'s slot (null before the policy saw it, or after it was freed). */
+    static PolicyNode of(StoredObject object) {
+        return (PolicyNode) object.policySlot;
+    }
+}

@@ -1,0 +1,180 @@
+package io.lmcache.server.storage;
+
+import io.lmcache.server.config.EvictionPolicyName;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * S3-FIFO (Yang et al., SOSP 2023), in bytes: new objects enter a small FIFO (a tenth of the pool),
+ * the rest of the pool is the main FIFO, and a ghost FIFO remembers keys evicted from the small one.
+ * An object read while in the small queue moves to main when it reaches the tail, one never read
+ * leaves at once (a one-off scan stays in the small queue); main reinserts a read object at its head
+ * (a read count of at most 3, one spent per pass, CLOCK-like) and evicts one not read since. A new
+ * object whose key is a ghost goes straight to main. Amortised O(1): each reinsertion spends a read.
+ * Locked objects are off the queues and go back to their queue's head when unlocked.
+ */
+final class S3FifoPolicy implements EvictionPolicy {
+    private static final int SMALL = 1;
+    private static final int MAIN = 2;
+    private static final int MAX_FREQ = 3;
+
+    private final long smallTargetBytes;
+    private final long ghostCapacityBytes;
+    private final NodeList small = new NodeList("S3FIFO small");
+    private final NodeList main = new NodeList("S3FIFO main");
+    /** Resident bytes by home, locked objects included. */
+    private long smallBytes;
+    private long mainBytes;
+    private final LinkedHashMap<ObjectKey, Long> ghost = new LinkedHashMap<>();
+    private long ghostBytes;
+    private long promoted;
+    private long ghostHits;
+    private final PolicyGauges gauges = new PolicyGauges("small_target_bytes", "small_evictable", "small_bytes", "main_evictable",
+            "main_bytes", "ghost_keys", "ghost_bytes", "promoted_to_main", "ghost_hits");
+
+    S3FifoPolicy(long capacityBytes) {
+        this.smallTargetBytes = capacityBytes / 10;
+        this.ghostCapacityBytes = capacityBytes - smallTargetBytes;
+    }
+
+    @Override
+    public EvictionPolicyName name() {
+        return EvictionPolicyName.S3FIFO;
+    }
+
+    @Override
+    public void onReady(StoredObject object) {
+        PolicyNode node = new PolicyNode(object);
+        object.policySlot = node;
+        Long remembered = ghost.remove(object.key);
+        if (remembered != null) {
+            ghostBytes -= remembered;
+            ghostHits++;
+        }
+        setHome(node, remembered != null ? MAIN : SMALL);
+    }
+
+    private void setHome(PolicyNode node, int home) {
+        long bytes = node.object.bytes;
+        if (node.home == SMALL) {
+            smallBytes -= bytes;
+        } else if (node.home == MAIN) {
+            mainBytes -= bytes;
+        }
+        node.home = home;
+        if (home == SMALL) {
+            smallBytes += bytes;
+        } else if (home == MAIN) {
+            mainBytes += bytes;
+        }
+    }
+
+    @Override
+    public void onLocked(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node != null && node.linked()) {
+            node.list.remove(node);
+        }
+    }
+
+    @Override
+    public void onUnlocked(StoredObject object, boolean touched) {
+        PolicyNode node = PolicyNode.of(object);
+        if (touched) {
+            node.freq = Math.min(MAX_FREQ, node.freq + 1);
+        }
+        (node.home == SMALL ? small : main).pushHead(node);
+    }
+
+    @Override
+    public void onFreed(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node == null) {
+            return;
+        }
+        onLocked(object);
+        setHome(node, 0);
+        object.policySlot = null;
+    }
+
+    @Override
+    public StoredObject victim() {
+        while (small.size() > 0 || main.size() > 0) {
+            if (small.size() > 0 && (smallBytes >= smallTargetBytes || main.size() == 0)) {
+                PolicyNode tail = small.tail();
+                if (tail.freq == 0) {
+                    remember(tail.object);
+                    return tail.object;
+                }
+                small.remove(tail);
+                tail.freq = 0;
+                setHome(tail, MAIN);
+                main.pushHead(tail);
+                promoted++;
+            } else {
+                PolicyNode tail = main.tail();
+                if (tail.freq == 0) {
+                    return tail.object;
+                }
+                tail.freq--;
+                main.remove(tail);
+                main.pushHead(tail);
+            }
+        }
+        return null;
+    }
+
+    /** A key evicted from the small queue: if it comes back soon, it goes to main. */
+    private void remember(StoredObject object) {
+        ghost.put(object.key, object.bytes);
+        ghostBytes += object.bytes;
+        Iterator<Map.Entry<ObjectKey, Long>> oldest = ghost.entrySet().iterator();
+        while (ghostBytes > ghostCapacityBytes && oldest.hasNext()) {
+            ghostBytes -= oldest.next().getValue();
+            oldest.remove();
+        }
+    }
+
+    @Override
+    public boolean isEvictable(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        return node != null && node.linked();
+    }
+
+    @Override
+    public int evictableCount() {
+        return small.size() + main.size();
+    }
+
+    @Override
+    public void check() {
+        small.check();
+        main.check();
+        if (small.bytes() > smallBytes || main.bytes() > mainBytes) {
+            throw new IllegalStateException("S3FIFO queues hold more than their resident bytes: " + status());
+        }
+        long sum = ghost.values().stream().mapToLong(Long::longValue).sum();
+        if (sum != ghostBytes || ghostBytes > ghostCapacityBytes) {
+            throw new IllegalStateException("S3FIFO ghost bytes " + ghostBytes + " (sum " + sum + ", capacity " + ghostCapacityBytes + ")");
+        }
+    }
+
+    @Override
+    public void publish() {
+        gauges.set(0, smallTargetBytes);
+        gauges.set(1, small.size());
+        gauges.set(2, smallBytes);
+        gauges.set(3, main.size());
+        gauges.set(4, mainBytes);
+        gauges.set(5, ghost.size());
+        gauges.set(6, ghostBytes);
+        gauges.set(7, promoted);
+        gauges.set(8, ghostHits);
+    }
+
+    @Override
+    public Map<String, Object> status() {
+        return gauges.read(name().flagValue());
+    }
+}

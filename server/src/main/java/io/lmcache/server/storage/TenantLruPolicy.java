@@ -1,0 +1,190 @@
+package io.lmcache.server.storage;
+
+import io.lmcache.server.config.EvictionPolicyName;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.IntFunction;
+
+/**
+ * LMCache's IsolatedLRU: one LRU list per tenant (cache salt) next to the global one, and soft quotas
+ * in bytes per tenant. A victim comes from the tenant furthest over its quota (its least recently
+ * used object), else from the global LRU, so a pool full of tenants under their quotas still evicts
+ * (LMCache #4817 stopped the eviction thread instead). Soft: a tenant may exceed its quota while the
+ * pool has room; a tenant with no quota is never over. Usage counts every published object of the
+ * tenant, locked ones included. The tenants' numbers are read by {@code /quota} without the lock.
+ */
+final class TenantLruPolicy implements EvictionPolicy {
+    /** The empty cache salt as {@code /quota} names it (LMCache's sentinel). */
+    static final String DEFAULT_TENANT = "_default";
+    static final long NO_QUOTA = -1;
+
+    /** One tenant: written under the store's lock, read by {@code /quota} without it. */
+    static final class Tenant {
+        final String salt;
+        final NodeList lru;
+        volatile long usedBytes;
+        volatile long quotaBytes = NO_QUOTA;
+        volatile int objects;
+
+        Tenant(String salt) {
+            this.salt = salt;
+            this.lru = new NodeList("tenant " + salt);
+        }
+
+        long overBytes() {
+            return quotaBytes < 0 ? 0 : usedBytes - quotaBytes;
+        }
+    }
+
+    private final IntFunction<String> saltOf;
+    private final NodeList global = new NodeList("IsolatedLRU global");
+    private final Map<String, Tenant> tenants = new ConcurrentHashMap<>();
+    private final Set<Tenant> over = new LinkedHashSet<>();
+    private long quotaEvictions;
+    private final PolicyGauges gauges = new PolicyGauges("evictable_objects", "tenants", "tenants_over_quota", "quota_evictions");
+
+    TenantLruPolicy(IntFunction<String> saltOf) {
+        this.saltOf = saltOf;
+    }
+
+    @Override
+    public EvictionPolicyName name() {
+        return EvictionPolicyName.ISOLATED_LRU;
+    }
+
+    @Override
+    public void onReady(StoredObject object) {
+        Tenant tenant = tenants.computeIfAbsent(saltOf.apply(object.key.namespace()), Tenant::new);
+        PolicyNode node = new PolicyNode(object);
+        node.owner = tenant;
+        node.twin = new PolicyNode(object);
+        object.policySlot = node;
+        tenant.usedBytes += object.bytes;
+        tenant.objects++;
+        reconsider(tenant);
+    }
+
+    @Override
+    public void onLocked(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node != null && node.linked()) {
+            global.remove(node);
+            node.twin.list.remove(node.twin);
+        }
+    }
+
+    @Override
+    public void onUnlocked(StoredObject object, boolean touched) {
+        PolicyNode node = PolicyNode.of(object);
+        global.pushHead(node);
+        ((Tenant) node.owner).lru.pushHead(node.twin);
+    }
+
+    @Override
+    public void onFreed(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        if (node == null) {
+            return;
+        }
+        onLocked(object);
+        object.policySlot = null;
+        Tenant tenant = (Tenant) node.owner;
+        tenant.usedBytes -= object.bytes;
+        tenant.objects--;
+        reconsider(tenant);
+        if (tenant.objects == 0 && tenant.quotaBytes == NO_QUOTA) {
+            tenants.remove(tenant.salt); // salts can be per user: only tenants with objects or a quota are kept
+        }
+    }
+
+    private void reconsider(Tenant tenant) {
+        if (tenant.overBytes() > 0) {
+            over.add(tenant);
+        } else {
+            over.remove(tenant);
+        }
+    }
+
+    @Override
+    public StoredObject victim() {
+        Tenant worst = null;
+        for (Tenant tenant : over) {
+            if (tenant.lru.size() > 0 && (worst == null || tenant.overBytes() > worst.overBytes())) {
+                worst = tenant;
+            }
+        }
+        if (worst != null) {
+            quotaEvictions++;
+            return worst.lru.tail().object;
+        }
+        PolicyNode tail = global.tail();
+        return tail == null ? null : tail.object;
+    }
+
+    /** Sets (or with {@link #NO_QUOTA} removes) a tenant's quota; lock held. */
+    void setQuota(String tenantName, long quotaBytes) {
+        String salt = DEFAULT_TENANT.equals(tenantName) ? "" : tenantName;
+        Tenant tenant = tenants.computeIfAbsent(salt, Tenant::new);
+        tenant.quotaBytes = quotaBytes;
+        reconsider(tenant);
+        if (tenant.objects == 0 && quotaBytes == NO_QUOTA) {
+            tenants.remove(salt);
+        }
+    }
+
+    /** Every tenant with objects or a quota; without the lock (each number a value it really had). */
+    List<TenantUsage> usage() {
+        List<TenantUsage> out = new ArrayList<>();
+        for (Tenant tenant : tenants.values()) {
+            out.add(new TenantUsage(tenant.salt.isEmpty() ? DEFAULT_TENANT : tenant.salt, tenant.quotaBytes, tenant.usedBytes,
+                    tenant.objects));
+        }
+        out.sort((a, b) -> a.tenant().compareTo(b.tenant()));
+        return out;
+    }
+
+    @Override
+    public boolean isEvictable(StoredObject object) {
+        PolicyNode node = PolicyNode.of(object);
+        return node != null && node.linked();
+    }
+
+    @Override
+    public int evictableCount() {
+        return global.size();
+    }
+
+    @Override
+    public void check() {
+        global.check();
+        int perTenant = 0;
+        for (Tenant tenant : tenants.values()) {
+            tenant.lru.check();
+            perTenant += tenant.lru.size();
+            if ((tenant.overBytes() > 0) != over.contains(tenant) || tenant.usedBytes < tenant.lru.bytes() || tenant.objects < 0) {
+                throw new IllegalStateException("tenant " + tenant.salt + " accounted wrong: used " + tenant.usedBytes + ", quota "
+                        + tenant.quotaBytes + ", over " + over.contains(tenant));
+            }
+        }
+        if (perTenant != global.size()) {
+            throw new IllegalStateException("the tenants' lists hold " + perTenant + " objects, the global one " + global.size());
+        }
+    }
+
+    @Override
+    public void publish() {
+        gauges.set(0, global.size());
+        gauges.set(1, tenants.size());
+        gauges.set(2, over.size());
+        gauges.set(3, quotaEvictions);
+    }
+
+    @Override
+    public Map<String, Object> status() {
+        return gauges.read(name().flagValue());
+    }
+}
