@@ -314,6 +314,7 @@ class DeployKitIT {
                 + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/MetricsBinder.java"))
                 + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/TransferMetrics.java"))
                 + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/LifecycleMetrics.java"))
+                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/LookupMetrics.java"))
                 // the L2 tier's (this server runs without one; DashboardQueriesIT runs with fs_native)
                 + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/L2Metrics.java"))
                 + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/module/LmcacheDrivenTransferModule.java"));
