@@ -118,21 +118,6 @@ class RedisAdapterTest {
     }
 
     @Test
-    void deleteSkipsLockedKeysAndCountsWhatItRemoved() throws Exception {
-        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t3\",\"max_capacity_gb\":1,\"eviction\":{}"));
-        awaitConnected(adapter);
-        List<L2Key> keys = keys(200, 2);
-        assertTrue(store(adapter, keys, driver.filled(200, 2, BYTES)).ok());
-        assertEquals(2, lookup(adapter, keys).popcount());
-        assertEquals(List.of(), adapter.delete(keys), "both are locked");
-        adapter.submitUnlock(keys.subList(0, 1));
-        assertEquals(keys.subList(0, 1), adapter.delete(keys));
-        assertEquals(BYTES, adapter.usage().totalBytesUsed());
-        assertEquals(1, lookup(adapter, keys).popcount());
-        adapter.submitUnlock(keys);
-    }
-
-    @Test
     void ttlSecondsGivesEveryKeyAnExpiry() throws Exception {
         L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t4\",\"ttl_seconds\":30"));
         awaitConnected(adapter);
