@@ -45,9 +45,9 @@
  *     the pool's bytes it reserved or holds, the adapters (non-blocking submits and queries), leases and prefetch results
  *     through the LOOKUP's completion</td>
  *     <td>{@code tier.L2Tier.close}: flag, unpark and a 5 s join, after housekeeping and before the adapters close</td></tr>
- * <tr><td>lmcache-l2-TYPE-I-N</td><td>adapter I's own I/O workers ({@code l2.FsNativeAdapter}: {@code num_workers} writers
+ * <tr><td>lmcache-l2-TYPE-I-N</td><td>adapter I's own I/O workers ({@code l2.FsNativeIo}: {@code num_workers} writers
  *     and a read pool of {@code read_io_depth} for lookups and loads: one file write, read or stat per job; and fs_native's
- *     one-off start-up scan of the files earlier runs left; {@code l2.redis.RedisAdapter}: Lettuce's event loops (2 to 4:
+ *     one-off start-up scan of the files earlier runs left; {@code l2.redis.RedisIo}: Lettuce's event loops (2 to 4:
  *     encode a SET from L1, decode a GET into L1, complete commands), its computation pool (2) and timer, and one scheduler
  *     (connects, backstop timeouts, node probes)</td>
  *     <td>the file handles of the job in hand</td><td>the L1 pool bytes of the task's buffers (held by the controllers until the

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.l2.FsNativeSpec;
 import io.lmcache.server.l2.L2AdapterSpec;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -78,7 +79,7 @@ class L2FlagsTest {
         assertTrue(fromFile.l2().skipL1());
         ServerConfig flagsWin = run("--config-file", file.toString(), "--l2-adapter", "{\"type\":\"fs_native\",\"base_path\":\"/y\"}");
         assertEquals(1, flagsWin.l2().adapters().size());
-        assertEquals("/y", ((L2AdapterSpec.FsNative) flagsWin.l2().adapters().getFirst()).basePath());
+        assertEquals("/y", ((FsNativeSpec) flagsWin.l2().adapters().getFirst()).basePath());
         Files.writeString(file, "l1_size_gb = 1\nl2_adapter = '{\"type\":\"nope\"}'\n");
         assertTrue(refused("--config-file", file.toString()).contains("--l2-adapter #0: unknown type 'nope'"));
     }

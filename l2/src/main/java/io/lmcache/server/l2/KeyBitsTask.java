@@ -7,7 +7,7 @@ import java.util.function.Consumer;
  * the bits once, after every key answered and all were sent ({@link Countdown}). One class for the adapters' lookups
  * and loads, which answer key by key.
  */
-public final class KeyBitsTask {
+final class KeyBitsTask {
     private final Bitmap bits;
     private final Countdown countdown;
 

@@ -9,7 +9,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * unlock that cannot fail), where the store itself has no locks (a file system, a Redis cluster). A
  * locked key is never deleted by the adapter's eviction. Thread-safe: one map update per call.
  */
-public final class KeyLocks {
+final class KeyLocks {
     private final Map<L2Key, Integer> counts = new ConcurrentHashMap<>();
 
     public void lock(L2Key key) {

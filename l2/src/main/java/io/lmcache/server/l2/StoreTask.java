@@ -9,7 +9,7 @@ import java.util.function.Consumer;
  * written (none for a task that failed), handed to {@code onDone} once after every key answered and all were sent
  * ({@link Countdown}).
  */
-public final class StoreTask {
+final class StoreTask {
     private final AtomicBoolean ok = new AtomicBoolean(true);
     private final LongAdder written = new LongAdder();
     private final Countdown countdown;

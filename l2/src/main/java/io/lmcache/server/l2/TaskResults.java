@@ -9,7 +9,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * One adapter's task ids and finished results, kept until taken, each exactly once (the contract's
  * one-shot rule), and the completion signals fired as each result lands. Thread-safe.
  */
-public final class TaskResults {
+final class TaskResults {
     private final AtomicLong nextId = new AtomicLong(1);
     private final Map<Long, StoreResult> stores = new HashMap<>();
     private final Map<Long, Bitmap> lookups = new ConcurrentHashMap<>();

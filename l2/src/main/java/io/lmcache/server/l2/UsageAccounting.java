@@ -18,7 +18,7 @@ import java.util.stream.LongStream;
  * anything this process touched. A listener registered late is told every key known so far
  * (oldest first), so eviction sees the same keys whenever it is attached. Thread-safe.
  */
-public final class UsageAccounting {
+final class UsageAccounting {
     private final long capacityBytes;
     /** Known keys with their sizes, the ones found at start first (oldest first), then in the order this process stored them. */
     private LinkedHashMap<L2Key, Long> sizes = new LinkedHashMap<>();
@@ -28,7 +28,7 @@ public final class UsageAccounting {
     private final List<L2AdapterListener> listeners = new CopyOnWriteArrayList<>();
     private long usedBytes;
 
-    public UsageAccounting(long capacityBytes) {
+    UsageAccounting(long capacityBytes) {
         this.capacityBytes = capacityBytes;
     }
 
@@ -75,7 +75,7 @@ public final class UsageAccounting {
      * process stored or loaded). A key known already keeps its place and size. Returns what was added: a file this process wrote
      * while the scan ran is seen by the scan but is no earlier run's.
      */
-    public Found found(List<L2Key> keys, long[] objectSizes) {
+    AdapterLedger.Found found(List<L2Key> keys, long[] objectSizes) {
         List<L2Key> added = new ArrayList<>();
         List<Long> addedSizes = new ArrayList<>();
         synchronized (this) {
@@ -98,11 +98,8 @@ public final class UsageAccounting {
                 listener.onKeysFound(added, array);
             }
         }
-        return new Found(added.size(), LongStream.of(array).sum());
+        return new AdapterLedger.Found(added.size(), LongStream.of(array).sum());
     }
-
-    /** Files of earlier runs that a scan added to the usage. */
-    public record Found(int files, long bytes) {}
 
     private void add(L2Key key, long bytes) {
         usedBytes += bytes;

@@ -45,11 +45,16 @@ class FsNativeAdapterTest {
         arena.close();
     }
 
-    private FsNativeAdapter adapter(String extraJson) throws Exception {
+    private L2Adapter adapter(String extraJson) throws Exception {
         L2AdapterSpec spec = L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"" + extraJson + "}");
-        FsNativeAdapter adapter = (FsNativeAdapter) L2Adapters.create(spec, Thread.ofPlatform().daemon().name("test-fs-", 0).factory());
+        L2Adapter adapter = L2Adapters.create(spec, Thread.ofPlatform().daemon().name("test-fs-", 0).factory());
         adapters.add(adapter);
         return adapter;
+    }
+
+    /** The adapter's files, for their test hooks. */
+    private static FsNativeFiles files(L2Adapter adapter) {
+        return ((FsNativeIo) ((AsyncL2Adapter) adapter).io()).files();
     }
 
     /** A layout format as KvLayout gives it (token-major K/V, a dtype in the top byte). */
@@ -100,7 +105,7 @@ class FsNativeAdapterTest {
 
     @Test
     void storesLooksUpAndLoadsAndFindsFilesAgainAfterARestart() throws Exception {
-        FsNativeAdapter first = adapter("");
+        L2Adapter first = adapter("");
         List<MemorySegment> objects = List.of(filled(1), filled(2));
         StoreResult stored = store(first, List.of(key(1), key(2)), objects);
         assertEquals(new StoreResult(true, 2L * BYTES), stored);
@@ -111,7 +116,7 @@ class FsNativeAdapterTest {
         first.close();
         adapters.clear();
 
-        FsNativeAdapter second = adapter("");
+        L2Adapter second = adapter("");
         await().atMost(Duration.ofSeconds(10)).until(() -> second.usage().totalBytesUsed() == 2L * BYTES);
         Bitmap found = lookup(second, List.of(key(1), key(7), key(2)));
         assertEquals("101", found.toString());
@@ -136,7 +141,7 @@ class FsNativeAdapterTest {
 
     @Test
     void anotherWorldSizeOrFormatIsAnotherFileNeverLoaded() throws Exception {
-        FsNativeAdapter adapter = adapter("");
+        L2Adapter adapter = adapter("");
         L2Key tp1 = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, FORMAT, 5, 6, "");
         assertTrue(store(adapter, List.of(tp1), List.of(filled(11))).ok());
         L2Key tp2 = new L2Key("org/model", L2Key.packKvRank(2, 0), 0, FORMAT, 5, 6, "");
@@ -149,13 +154,13 @@ class FsNativeAdapterTest {
 
     @Test
     void aReadGoesByTheSizeOfTheFileItOpenedNotOfTheNameBefore() throws Exception {
-        FsNativeAdapter adapter = adapter("");
+        L2Adapter adapter = adapter("");
         assertTrue(store(adapter, List.of(key(1)), List.of(filled(12))).ok());
         Path file = dir.resolve(FsNativeFiles.fileName(key(1)));
         Path bigger = dir.resolve("bigger.bin");
         Files.write(bigger, new byte[2 * BYTES]);
         // a writer of another layout renames its (bigger) object over the name between the check and the open
-        adapter.files().beforeOpen = () -> {
+        files(adapter).beforeOpen = () -> {
             try {
                 Files.move(bigger, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
             } catch (IOException e) {
@@ -170,11 +175,11 @@ class FsNativeAdapterTest {
 
     @Test
     void lookupsAndLoadsNeverWaitBehindTheWriteBacklog() throws Exception {
-        FsNativeAdapter adapter = adapter(",\"num_workers\":1");
+        L2Adapter adapter = adapter(",\"num_workers\":1");
         MemorySegment object = filled(14);
         assertTrue(store(adapter, List.of(key(1)), List.of(object)).ok());
         CountDownLatch disk = new CountDownLatch(1);
-        adapter.files().beforeWrite = () -> {
+        files(adapter).beforeWrite = () -> {
             try {
                 disk.await();
             } catch (InterruptedException e) {
@@ -202,7 +207,7 @@ class FsNativeAdapterTest {
 
     @Test
     void filesOfEarlierRunsAreCountedOldestFirstAndEvictable() throws Exception {
-        FsNativeAdapter first = adapter("");
+        L2Adapter first = adapter("");
         store(first, List.of(key(1), key(2), key(3)), List.of(filled(1), filled(2), filled(3)));
         first.close();
         adapters.clear();
@@ -216,7 +221,7 @@ class FsNativeAdapterTest {
         Files.write(outside, new byte[BYTES]);
         Files.createSymbolicLink(dir.resolve(FsNativeFiles.fileName(key(9))), outside);
 
-        FsNativeAdapter second = adapter(",\"max_capacity_gb\":1");
+        L2Adapter second = adapter(",\"max_capacity_gb\":1");
         L2Lru early = new L2Lru();
         second.registerListener(early);
         assertTrue(store(second, List.of(key(4)), List.of(filled(4))).ok());
@@ -243,7 +248,7 @@ class FsNativeAdapterTest {
 
     @Test
     void aShortFileIsAMissAndIsRemoved() throws Exception {
-        FsNativeAdapter adapter = adapter("");
+        L2Adapter adapter = adapter("");
         store(adapter, List.of(key(1), key(2)), List.of(filled(3), filled(4)));
         Path one = dir.resolve(FsNativeFiles.fileName(key(1)));
         Path two = dir.resolve(FsNativeFiles.fileName(key(2)));
@@ -265,7 +270,7 @@ class FsNativeAdapterTest {
 
     @Test
     void twoConcurrentStoresOfOneKeyNeverLeaveAShortFile() throws Exception {
-        FsNativeAdapter adapter = adapter(",\"num_workers\":4");
+        L2Adapter adapter = adapter(",\"num_workers\":4");
         MemorySegment object = filled(5);
         Path file = dir.resolve(FsNativeFiles.fileName(key(1)));
         AtomicBoolean stop = new AtomicBoolean();
@@ -325,7 +330,7 @@ class FsNativeAdapterTest {
 
     @Test
     void aSymbolicLinkIsNeverFollowed() throws Exception {
-        FsNativeAdapter adapter = adapter("");
+        L2Adapter adapter = adapter("");
         Path outside = Files.createTempFile("outside", ".bin");
         Files.write(outside, new byte[BYTES]);
         Path link = dir.resolve(FsNativeFiles.fileName(key(1)));
@@ -341,7 +346,7 @@ class FsNativeAdapterTest {
 
     @Test
     void deleteSkipsLockedKeysAndPersistFalseRemovesWhatThisProcessWrote() throws Exception {
-        FsNativeAdapter adapter = adapter(",\"persist_enabled\":false,\"max_capacity_gb\":1");
+        L2Adapter adapter = adapter(",\"persist_enabled\":false,\"max_capacity_gb\":1");
         store(adapter, List.of(key(1), key(2)), List.of(filled(7), filled(8)));
         assertEquals("11", lookup(adapter, List.of(key(1), key(2))).toString());
         adapter.submitUnlock(List.of(key(2)));
@@ -357,7 +362,7 @@ class FsNativeAdapterTest {
 
     @Test
     void oDirectReadsAndWritesTheSameBytes() throws Exception {
-        FsNativeAdapter adapter = adapter(",\"use_odirect\":true");
+        L2Adapter adapter = adapter(",\"use_odirect\":true");
         MemorySegment object = filled(9);
         assertTrue(store(adapter, List.of(key(1)), List.of(object)).ok());
         MemorySegment buffer = arena.allocate(BYTES, 4096);

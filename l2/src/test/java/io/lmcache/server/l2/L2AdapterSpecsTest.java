@@ -15,12 +15,12 @@ class L2AdapterSpecsTest {
 
     @Test
     void fsNativeDefaultsAndSettings() throws Exception {
-        L2AdapterSpec.FsNative plain = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}");
-        assertEquals(new L2AdapterSpec.FsNative("/data/l2", 4, 4, "", false, 0, true, null, List.of()), plain);
-        L2AdapterSpec.FsNative full = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
+        FsNativeSpec plain = (FsNativeSpec) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}");
+        assertEquals(new FsNativeSpec("/data/l2", 4, 4, "", false, 0, true, null, List.of()), plain);
+        FsNativeSpec full = (FsNativeSpec) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
                 + "\"num_workers\":2,\"relative_tmp_dir\":\"tmp\",\"use_odirect\":true,\"max_capacity_gb\":1.5,\"persist_enabled\":false,"
                 + "\"eviction\":{\"eviction_policy\":\"LRU\",\"trigger_watermark\":0.9,\"eviction_ratio\":0.1},\"read_ahead_size\":4096}");
-        L2AdapterSpec.FsNative readers = (L2AdapterSpec.FsNative) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
+        FsNativeSpec readers = (FsNativeSpec) L2AdapterSpecs.parse("{\"type\":\"fs_native\",\"base_path\":\"/d\","
                 + "\"read_io_depth\":16}");
         assertEquals(16, readers.readWorkers());
         assertEquals(List.of(), readers.warnings(), "read_io_depth is the read pool's size now, not ignored");
@@ -33,7 +33,7 @@ class L2AdapterSpecsTest {
 
     @Test
     void faultInjectWrapsItsInnerSpec() throws Exception {
-        L2AdapterSpec.FaultInject fault = (L2AdapterSpec.FaultInject) L2AdapterSpecs.parse("{\"type\":\"fault_inject\",\"rate\":0.25,"
+        FaultInjectSpec fault = (FaultInjectSpec) L2AdapterSpecs.parse("{\"type\":\"fault_inject\",\"rate\":0.25,"
                 + "\"seed\":-3,\"gap_indices\":[4,0],\"gap_tail_ratios\":[0.5,1],\"inner\":{\"type\":\"fs_native\",\"base_path\":\"/x\","
                 + "\"max_capacity_gb\":1,\"eviction\":{}}}");
         assertEquals(0.25, fault.rules().rate());
@@ -41,7 +41,7 @@ class L2AdapterSpecsTest {
         assertEquals(List.of(0, 4), List.copyOf(fault.rules().gapIndices()));
         assertEquals(List.of(0.5, 1.0), fault.rules().gapTailRatios());
         assertEquals(new L2AdapterSpec.EvictionSpec(true, 0.8, 0.2), fault.eviction(), "the inner adapter's eviction");
-        L2AdapterSpec.FaultInject passThrough = (L2AdapterSpec.FaultInject) L2AdapterSpecs.parse(
+        FaultInjectSpec passThrough = (FaultInjectSpec) L2AdapterSpecs.parse(
                 "{\"type\":\"fault_inject\",\"inner\":{\"type\":\"fs_native\",\"base_path\":\"/x\"}}");
         assertEquals(0.0, passThrough.rules().rate());
         assertNull(passThrough.eviction());

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.l2.redis.RedisSpec;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -12,8 +13,8 @@ import org.junit.jupiter.api.Test;
 class RedisSpecsTest {
     private static final long S = 1_000_000_000L;
 
-    private static L2AdapterSpec.Redis parse(String json) throws L2SpecException {
-        return (L2AdapterSpec.Redis) L2AdapterSpecs.parse(json, Map.of());
+    private static RedisSpec parse(String json) throws L2SpecException {
+        return (RedisSpec) L2AdapterSpecs.parse(json, Map.of());
     }
 
     private static String error(String json) {
@@ -22,14 +23,14 @@ class RedisSpecsTest {
 
     @Test
     void valkeyDefaultsAndEveryKey() throws Exception {
-        L2AdapterSpec.Redis plain = parse("{\"type\":\"valkey\",\"startup_nodes\":\"10.0.0.1:7000\"}");
-        assertEquals(new L2AdapterSpec.Redis("valkey", List.of(new L2AdapterSpec.Endpoint("10.0.0.1", 7000)), false, "", "", "", 0, false,
+        RedisSpec plain = parse("{\"type\":\"valkey\",\"startup_nodes\":\"10.0.0.1:7000\"}");
+        assertEquals(new RedisSpec("valkey", List.of(new RedisSpec.Endpoint("10.0.0.1", 7000)), false, "", "", "", 0, false,
                 5 * S, 10 * S, 0, 0, 8, true, null, List.of()), plain);
-        L2AdapterSpec.Redis full = parse("{\"type\":\"valkey\",\"startup_nodes\":\"a:7000, b:7001,[::1]:7002\",\"cluster_mode\":true,"
+        RedisSpec full = parse("{\"type\":\"valkey\",\"startup_nodes\":\"a:7000, b:7001,[::1]:7002\",\"cluster_mode\":true,"
                 + "\"username\":\"u\",\"password\":\"p\",\"key_prefix\":\"fleet1\",\"tls_enable\":true,\"request_timeout\":0.25,"
                 + "\"connection_timeout\":2,\"ttl_seconds\":3600,\"num_workers\":4}");
-        assertEquals(List.of(new L2AdapterSpec.Endpoint("a", 7000), new L2AdapterSpec.Endpoint("b", 7001),
-                new L2AdapterSpec.Endpoint("::1", 7002)), full.nodes());
+        assertEquals(List.of(new RedisSpec.Endpoint("a", 7000), new RedisSpec.Endpoint("b", 7001),
+                new RedisSpec.Endpoint("::1", 7002)), full.nodes());
         assertEquals("[::1]:7002", full.nodes().get(2).toString());
         assertTrue(full.clusterMode() && full.tlsEnable());
         assertEquals(S / 4, full.requestTimeoutNs());
@@ -38,9 +39,9 @@ class RedisSpecsTest {
         assertEquals(4, full.numWorkers());
         assertEquals("fleet1", full.keyPrefix());
         assertFalse(full.toString().contains("\"p\"") || full.toString().contains("password=p"), full.toString());
-        L2AdapterSpec.Redis shortcut = parse("{\"type\":\"valkey\",\"host\":\"h\",\"port\":6380,\"database_id\":3,\"max_capacity_gb\":2,"
+        RedisSpec shortcut = parse("{\"type\":\"valkey\",\"host\":\"h\",\"port\":6380,\"database_id\":3,\"max_capacity_gb\":2,"
                 + "\"eviction\":{}}");
-        assertEquals(List.of(new L2AdapterSpec.Endpoint("h", 6380)), shortcut.nodes());
+        assertEquals(List.of(new RedisSpec.Endpoint("h", 6380)), shortcut.nodes());
         assertEquals(3, shortcut.databaseId());
         assertEquals(2L << 30, shortcut.maxCapacityBytes());
         assertEquals(new L2AdapterSpec.EvictionSpec(true, 0.8, 0.2), shortcut.eviction());
@@ -48,14 +49,14 @@ class RedisSpecsTest {
 
     @Test
     void respTakesItsEnvironmentOverrides() throws Exception {
-        L2AdapterSpec.Redis resp = parse("{\"type\":\"resp\",\"host\":\"localhost\",\"port\":6379,\"num_workers\":2,\"password\":\"x\"}");
-        assertEquals(List.of(new L2AdapterSpec.Endpoint("localhost", 6379)), resp.nodes());
+        RedisSpec resp = parse("{\"type\":\"resp\",\"host\":\"localhost\",\"port\":6379,\"num_workers\":2,\"password\":\"x\"}");
+        assertEquals(List.of(new RedisSpec.Endpoint("localhost", 6379)), resp.nodes());
         assertEquals("resp", resp.type());
         assertEquals(2, resp.numWorkers());
-        L2AdapterSpec.Redis fromEnv = (L2AdapterSpec.Redis) L2AdapterSpecs.parse("{\"type\":\"resp\",\"host\":\"localhost\"}",
+        RedisSpec fromEnv = (RedisSpec) L2AdapterSpecs.parse("{\"type\":\"resp\",\"host\":\"localhost\"}",
                 Map.of("LMCACHE_RESP_HOST", "redis.svc", "LMCACHE_RESP_PORT", "7777", "LMCACHE_RESP_USERNAME", "lm",
                         "LMCACHE_RESP_PASSWORD", "secret"));
-        assertEquals(List.of(new L2AdapterSpec.Endpoint("redis.svc", 7777)), fromEnv.nodes());
+        assertEquals(List.of(new RedisSpec.Endpoint("redis.svc", 7777)), fromEnv.nodes());
         assertEquals("lm", fromEnv.username());
         assertEquals("secret", fromEnv.password());
         assertEquals("resp: \"port\" is required (or LMCACHE_RESP_PORT)", error("{\"type\":\"resp\",\"host\":\"h\"}"));

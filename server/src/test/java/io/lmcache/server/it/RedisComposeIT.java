@@ -9,7 +9,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.dataformat.yaml.YAMLMapper;
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.MemoryLimits;
-import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.redis.RedisSpec;
 import io.lmcache.server.protocol.testing.Golden;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -59,10 +59,10 @@ class RedisComposeIT {
             List<String> args = command(server).stream().map(arg -> arg.replace("${LMCACHE_HTTP_ADMIN_TOKEN:-change-me}", "t")).toList();
             ConfigLoader.Outcome outcome = ConfigLoader.load(args.toArray(String[]::new), Map.of(), MemoryLimits.unlimited());
             ConfigLoader.Outcome.Run run = assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome, () -> name + ": " + outcome);
-            L2AdapterSpec.Redis valkey = assertInstanceOf(L2AdapterSpec.Redis.class, run.config().l2().adapters().getFirst());
+            RedisSpec valkey = assertInstanceOf(RedisSpec.class, run.config().l2().adapters().getFirst());
             assertEquals("valkey", valkey.type());
             assertTrue(valkey.clusterMode());
-            assertEquals(nodes, valkey.nodes().stream().map(L2AdapterSpec.Endpoint::toString).toList(), name + " starts from every master");
+            assertEquals(nodes, valkey.nodes().stream().map(RedisSpec.Endpoint::toString).toList(), name + " starts from every master");
             assertEquals("fleet1", valkey.keyPrefix(), "the servers share one key space");
         }
         assertNotEquals(hostPorts.get(0), hostPorts.get(1), "each server has its own host ports");

@@ -140,7 +140,7 @@ class L2ControllersTest {
         assertEquals(new Reply.Int(CHUNKS), lookupAndRun(setup, "r"));
         assertArrayEquals(pattern(10), l1Bytes(0), "adapter 0 had chunk 0: it loaded it");
         assertArrayEquals(pattern(22), l1Bytes(2), "only adapter 1 had chunk 2");
-        assertTrue(first.locks.isEmpty() && second.locks.isEmpty(), "phase-1 and phase-2 unlocks balance every lookup lock");
+        assertTrue(first.lockedKeys() == 0 && second.lockedKeys() == 0, "phase-1 and phase-2 unlocks balance every lookup lock");
         assertEquals(List.of(l2Key(0), l2Key(1)), second.unlocks.getFirst(), "adapter 1's keys that adapter 0 loads: unlocked at once");
         assertEquals(CHUNKS, store.snapshot().readLocked(), "each loaded object published with its reader's lock");
         setup.leases().end("r");
@@ -210,7 +210,7 @@ class L2ControllersTest {
         assertEquals(new Reply.Int(1), lookupAndRun(setup, "failed"), "the load of chunk 1 failed: the prefix re-folds to 1");
         assertEquals(1, metrics.prefetchNotFound.sum());
         assertEquals(1, store.snapshot().objects(), "the failed reservation was dropped");
-        assertTrue(adapter.locks.isEmpty());
+        assertEquals(0, adapter.lockedKeys());
         setup.leases().end("failed");
         assertEquals(0, store.snapshot().objects());
         store.checkInvariants();
@@ -232,7 +232,7 @@ class L2ControllersTest {
         assertTrue(scrape.contains("lmcache_mp_l1_allocation_failure_chunks_total{during=\"l2_prefetch\",model_name=\"org/model\"} 2.0"),
                 scrape);
         assertFalse(scrape.contains("during=\"l1_store\""), "a prefetch's failures are not a STORE's");
-        assertTrue(adapter.locks.isEmpty());
+        assertEquals(0, adapter.lockedKeys());
         store.checkInvariants();
     }
 
@@ -533,7 +533,7 @@ class L2ControllersTest {
             setup.controller().doWork();
         }
         assertEquals(1, store.snapshot().objects(), "the late load's objects are dropped once it answered");
-        assertTrue(adapter.locks.isEmpty(), "and its keys unlocked in L2");
+        assertEquals(0, adapter.lockedKeys(), "and its keys unlocked in L2");
         assertEquals(0, setup.controller().status().get("in_flight_request_count"));
         assertEquals(0, counters.inflightLoads().get(), "the late answer took it out of the gauges, once");
         assertEquals(0, counters.inflightLoadBytes().get());
@@ -603,7 +603,7 @@ class L2ControllersTest {
         assertEquals(1, adapter.lookupTasks);
         adapter.releaseLookups();
         setup.controller().doWork();
-        assertTrue(adapter.locks.isEmpty(), "what the late lookup found and locked is unlocked");
+        assertEquals(0, adapter.lockedKeys(), "what the late lookup found and locked is unlocked");
         assertEquals(0, adapter.loadTasks, "and never loaded");
         assertEquals(0, store.snapshot().objects());
         assertEquals(0, setup.controller().status().get("in_flight_request_count"));

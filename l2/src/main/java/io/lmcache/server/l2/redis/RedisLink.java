@@ -17,7 +17,6 @@ import io.lettuce.core.protocol.ProtocolVersion;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.Delay;
 import io.lettuce.core.resource.DefaultClientResources;
-import io.lmcache.server.l2.L2AdapterSpec;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -53,7 +52,7 @@ final class RedisLink implements AutoCloseable {
     /** A node as the topology (or the spec, standalone) names it. */
     record Node(String address, String nodeId, String role, int slots, boolean failFlagged) {}
 
-    private final L2AdapterSpec.Redis spec;
+    private final RedisSpec spec;
     private final String name;
     private final ScheduledExecutorService scheduler;
     private final FailureLog failures;
@@ -66,7 +65,7 @@ final class RedisLink implements AutoCloseable {
     /** Touched by one connect attempt at a time (each schedules the next). */
     private volatile long retryNs = RETRY_MIN_NS;
 
-    RedisLink(L2AdapterSpec.Redis spec, String name, ThreadFactory threads, ScheduledExecutorService scheduler, FailureLog failures,
+    RedisLink(RedisSpec spec, String name, ThreadFactory threads, ScheduledExecutorService scheduler, FailureLog failures,
             ReconnectLog reconnects) {
         this.spec = spec;
         this.name = name;
@@ -82,7 +81,7 @@ final class RedisLink implements AutoCloseable {
         SocketOptions socket = SocketOptions.builder().connectTimeout(Duration.ofNanos(spec.connectionTimeoutNs())).keepAlive(true)
                 .tcpNoDelay(true).build();
         List<RedisURI> uris = new ArrayList<>();
-        for (L2AdapterSpec.Endpoint node : spec.nodes()) {
+        for (RedisSpec.Endpoint node : spec.nodes()) {
             uris.add(uri(spec, node, requestTimeout));
         }
         if (spec.clusterMode()) {
@@ -103,7 +102,7 @@ final class RedisLink implements AutoCloseable {
         }
     }
 
-    private static RedisURI uri(L2AdapterSpec.Redis spec, L2AdapterSpec.Endpoint node, Duration requestTimeout) {
+    private static RedisURI uri(RedisSpec spec, RedisSpec.Endpoint node, Duration requestTimeout) {
         RedisURI.Builder builder = RedisURI.builder().withHost(node.host()).withPort(node.port()).withSsl(spec.tlsEnable())
                 .withTimeout(requestTimeout);
         if (!spec.clusterMode()) {
@@ -204,7 +203,7 @@ final class RedisLink implements AutoCloseable {
     List<Node> nodes() {
         Connections now = connections();
         if (!(now != null && now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> cluster)) {
-            L2AdapterSpec.Endpoint node = spec.nodes().getFirst();
+            RedisSpec.Endpoint node = spec.nodes().getFirst();
             return List.of(new Node(node.toString(), "", "master", 16384, false));
         }
         List<Node> nodes = new ArrayList<>();

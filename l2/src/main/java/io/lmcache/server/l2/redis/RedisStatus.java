@@ -1,8 +1,6 @@
 package io.lmcache.server.l2.redis;
 
 import io.lmcache.server.l2.AdapterUsage;
-import io.lmcache.server.l2.L2Adapter;
-import io.lmcache.server.l2.L2AdapterSpec;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -19,16 +17,16 @@ final class RedisStatus {
 
     private RedisStatus() {}
 
-    static Map<String, Object> of(L2Adapter adapter, L2AdapterSpec.Redis spec, RedisLink link, List<NodeProbe.NodeState> nodes, Counts counts,
+    static Map<String, Object> of(AdapterUsage usage, RedisSpec spec, RedisLink link, List<NodeProbe.NodeState> nodes, Counts counts,
             FailureLog failures) {
         boolean connected = link.connections() != null;
         // healthy: connected, and every node that holds slots answered the last probe (none yet: not known to be unhealthy)
         boolean nodesUp = nodes.stream().allMatch(node -> node.reachable() || node.node().slots() == 0);
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("is_healthy", connected && nodesUp);
-        status.put("type", adapter.typeName());
+        status.put("type", RedisIo.typeName(spec));
         status.put("adapter", spec.type());
-        status.put("startup_nodes", spec.nodes().stream().map(L2AdapterSpec.Endpoint::toString).toList());
+        status.put("startup_nodes", spec.nodes().stream().map(RedisSpec.Endpoint::toString).toList());
         status.put("cluster_mode", spec.clusterMode());
         status.put("connected", connected);
         status.put("key_prefix", spec.keyPrefix());
@@ -46,7 +44,6 @@ final class RedisStatus {
             nodes.forEach(node -> memory.put(node.node().address(), node.memory()));
             status.put("node_memory", memory);
         }
-        AdapterUsage usage = adapter.usage();
         status.put("current_size_bytes", usage.totalBytesUsed());
         status.put("max_capacity_bytes", usage.totalCapacityBytes());
         status.put("used_bytes", usage.totalBytesUsed());

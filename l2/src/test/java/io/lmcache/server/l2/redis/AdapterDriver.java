@@ -2,6 +2,7 @@ package io.lmcache.server.l2.redis;
 
 import static org.awaitility.Awaitility.await;
 
+import io.lmcache.server.l2.AsyncL2Adapter;
 import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterSpecs;
@@ -23,15 +24,20 @@ final class AdapterDriver implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final List<L2Adapter> adapters = new ArrayList<>();
 
-    RedisAdapter adapter(String json) throws Exception {
-        RedisAdapter adapter = (RedisAdapter) L2Adapters.create(L2AdapterSpecs.parse(json, Map.of()),
+    L2Adapter adapter(String json) throws Exception {
+        L2Adapter adapter = L2Adapters.create(L2AdapterSpecs.parse(json, Map.of()),
                 Thread.ofPlatform().daemon().name("test-redis-", 0).factory());
         adapters.add(adapter);
         return adapter;
     }
 
-    static void awaitConnected(RedisAdapter adapter) {
+    static void awaitConnected(L2Adapter adapter) {
         await("connected").atMost(ANSWER).pollInterval(Duration.ofMillis(20)).until(() -> (Boolean) adapter.status().get("connected"));
+    }
+
+    /** The adapter's Redis I/O, for its wire keys and breakers. */
+    static RedisIo redis(L2Adapter adapter) {
+        return (RedisIo) ((AsyncL2Adapter) adapter).io();
     }
 
     static L2Key key(int i) {

@@ -4,6 +4,7 @@ import static io.lmcache.server.l2.redis.AdapterDriver.awaitConnected;
 import static io.lmcache.server.l2.redis.AdapterDriver.keys;
 import static io.lmcache.server.l2.redis.AdapterDriver.load;
 import static io.lmcache.server.l2.redis.AdapterDriver.lookup;
+import static io.lmcache.server.l2.redis.AdapterDriver.redis;
 import static io.lmcache.server.l2.redis.AdapterDriver.store;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -12,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.l2.testing.RedisClusterExtension;
@@ -48,7 +50,7 @@ class RedisAdapterTest {
 
     @Test
     void storesLooksUpAndLoadsByteExactOverEveryMaster() throws Exception {
-        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t1\""));
+        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t1\""));
         awaitConnected(adapter);
         List<L2Key> keys = keys(0, 24);
         List<MemorySegment> objects = driver.filled(0, 24, BYTES);
@@ -58,7 +60,7 @@ class RedisAdapterTest {
         }
         // the packed kv rank of rank 0 of 1, object group 0, format 1
         String wire = "t1@org/model@01000100@0@f1@" + keys.get(5).hashHex();
-        assertEquals(wire, adapter.wireKey(keys.get(5)));
+        assertEquals(wire, redis(adapter).wireKey(keys.get(5)));
         assertEquals("1", CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "EXISTS", wire).strip(), "our key form (with the format) on its slot's node");
         assertEquals(String.valueOf(BYTES), CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
 
@@ -87,7 +89,7 @@ class RedisAdapterTest {
 
     @Test
     void aValueOfAnotherSizeIsAMissAndItsBufferIsNeverWritten() throws Exception {
-        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t2\""));
+        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t2\""));
         awaitConnected(adapter);
         List<L2Key> keys = keys(100, 1);
         assertTrue(store(adapter, keys, driver.filled(100, 1, BYTES)).ok());
@@ -116,27 +118,12 @@ class RedisAdapterTest {
     }
 
     @Test
-    void deleteSkipsLockedKeysAndCountsWhatItRemoved() throws Exception {
-        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t3\",\"max_capacity_gb\":1,\"eviction\":{}"));
-        awaitConnected(adapter);
-        List<L2Key> keys = keys(200, 2);
-        assertTrue(store(adapter, keys, driver.filled(200, 2, BYTES)).ok());
-        assertEquals(2, lookup(adapter, keys).popcount());
-        assertEquals(List.of(), adapter.delete(keys), "both are locked");
-        adapter.submitUnlock(keys.subList(0, 1));
-        assertEquals(keys.subList(0, 1), adapter.delete(keys));
-        assertEquals(BYTES, adapter.usage().totalBytesUsed());
-        assertEquals(1, lookup(adapter, keys).popcount());
-        adapter.submitUnlock(keys);
-    }
-
-    @Test
     void ttlSecondsGivesEveryKeyAnExpiry() throws Exception {
-        RedisAdapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t4\",\"ttl_seconds\":30"));
+        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t4\",\"ttl_seconds\":30"));
         awaitConnected(adapter);
         List<L2Key> keys = keys(300, 1);
         assertTrue(store(adapter, keys, driver.filled(300, 1, 1024)).ok());
-        String wire = adapter.wireKey(keys.getFirst());
+        String wire = redis(adapter).wireKey(keys.getFirst());
         long pttl = Long.parseLong(CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "PTTL", wire).strip());
         assertTrue(pttl > 0 && pttl <= 30_000, "PTTL " + pttl);
     }
@@ -144,7 +131,7 @@ class RedisAdapterTest {
     @Test
     void respOnOneNodeWithAPasswordAndAWrongPasswordThatNeverConnects() throws Exception {
         try (RedisNodes node = RedisNodes.standalone("--requirepass", "s3cret")) {
-            RedisAdapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+            L2Adapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
                     + ",\"password\":\"s3cret\"}");
             awaitConnected(adapter);
             List<L2Key> keys = keys(400, 4);
@@ -157,7 +144,7 @@ class RedisAdapterTest {
             assertEquals("RESPL2Adapter", adapter.status().get("type"));
             assertFalse(adapter.status().toString().contains("s3cret"), "the password is never shown");
 
-            RedisAdapter wrong = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+            L2Adapter wrong = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
                     + ",\"password\":\"nope\",\"request_timeout\":0.5,\"connection_timeout\":0.5}");
             await().atMost(Duration.ofSeconds(10)).until(() -> ((Map<?, ?>) wrong.status().get("failures_by_reason")).containsKey("connect"));
             assertEquals(0, lookup(wrong, keys).popcount(), "answered at once, all misses");
@@ -169,7 +156,7 @@ class RedisAdapterTest {
     @Test
     void aNodeThatIsNotUpYetIsUsedOnceItStarts() throws Exception {
         try (RedisNodes node = RedisNodes.standaloneNotStarted()) {
-            RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
+            L2Adapter adapter = driver.adapter("{\"type\":\"valkey\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0)
                     + ",\"request_timeout\":0.5,\"connection_timeout\":0.5}");
             List<L2Key> keys = keys(500, 2);
             List<MemorySegment> objects = driver.filled(500, 2, BYTES);

@@ -4,6 +4,7 @@ import static io.lmcache.server.l2.redis.AdapterDriver.awaitConnected;
 import static io.lmcache.server.l2.redis.AdapterDriver.keys;
 import static io.lmcache.server.l2.redis.AdapterDriver.load;
 import static io.lmcache.server.l2.redis.AdapterDriver.lookup;
+import static io.lmcache.server.l2.redis.AdapterDriver.redis;
 import static io.lmcache.server.l2.redis.AdapterDriver.store;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -12,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.l2.testing.RedisClusterExtension;
@@ -47,7 +49,7 @@ class RedisNodeFailureTest {
 
     @Test
     void aKilledMasterFailsOnlyItsKeysFastAndIsUsedAgainOnceRestarted() throws Exception {
-        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
+        L2Adapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
                 + "\"request_timeout\":1.0,\"connection_timeout\":1.0}");
         awaitConnected(adapter);
         List<L2Key> keys = keys(0, KEYS);
@@ -56,7 +58,7 @@ class RedisNodeFailureTest {
         boolean[] onVictim = new boolean[KEYS];
         int survivors = 0;
         for (int i = 0; i < KEYS; i++) {
-            onVictim[i] = CLUSTER.nodes().nodeOf(adapter.wireKey(keys.get(i))) == 0;
+            onVictim[i] = CLUSTER.nodes().nodeOf(redis(adapter).wireKey(keys.get(i))) == 0;
             survivors += onVictim[i] ? 0 : 1;
         }
         assertTrue(survivors > 0 && survivors < KEYS, "keys on the victim and on the others");
@@ -86,7 +88,7 @@ class RedisNodeFailureTest {
         List<L2Key> more = keys(100, KEYS);
         int written = 0;
         for (L2Key key : more) {
-            written += CLUSTER.nodes().nodeOf(adapter.wireKey(key)) == 0 ? 0 : 1;
+            written += CLUSTER.nodes().nodeOf(redis(adapter).wireKey(key)) == 0 ? 0 : 1;
         }
         t0 = System.nanoTime();
         StoreResult result = store(adapter, more, driver.filled(100, KEYS, BYTES));
@@ -116,7 +118,7 @@ class RedisNodeFailureTest {
 
     @Test
     void aMasterThatStopsAnsweringTimesOutItsKeysAndTheirBuffersStayUntouched() throws Exception {
-        RedisAdapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
+        L2Adapter adapter = driver.adapter("{\"type\":\"valkey\",\"startup_nodes\":\"" + CLUSTER.nodes().startupNodes() + "\",\"cluster_mode\":true,"
                 + "\"key_prefix\":\"hung\",\"request_timeout\":1.0,\"connection_timeout\":1.0}");
         awaitConnected(adapter);
         List<L2Key> keys = keys(1000, KEYS);
@@ -137,7 +139,7 @@ class RedisNodeFailureTest {
         byte[] untouched = new byte[BYTES];
         Arrays.fill(untouched, (byte) 0x22);
         for (int i = 0; i < KEYS; i++) {
-            boolean hung = CLUSTER.nodes().nodeOf(adapter.wireKey(keys.get(i))) == victim;
+            boolean hung = CLUSTER.nodes().nodeOf(redis(adapter).wireKey(keys.get(i))) == victim;
             assertEquals(!hung, loaded.get(i), "key " + i);
             assertArrayEquals(hung ? untouched : objects.get(i).toArray(ValueLayout.JAVA_BYTE), buffers.get(i).toArray(ValueLayout.JAVA_BYTE),
                     "key " + i + ": a late reply never lands in a buffer that was given back");
@@ -149,7 +151,7 @@ class RedisNodeFailureTest {
     }
 
     @SuppressWarnings("unchecked")
-    private static List<Map<String, Object>> nodes(RedisAdapter adapter) {
+    private static List<Map<String, Object>> nodes(L2Adapter adapter) {
         return (List<Map<String, Object>>) adapter.status().get("nodes");
     }
 }

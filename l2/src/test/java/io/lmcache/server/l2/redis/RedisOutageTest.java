@@ -4,6 +4,7 @@ import static io.lmcache.server.l2.redis.AdapterDriver.awaitConnected;
 import static io.lmcache.server.l2.redis.AdapterDriver.keys;
 import static io.lmcache.server.l2.redis.AdapterDriver.load;
 import static io.lmcache.server.l2.redis.AdapterDriver.lookup;
+import static io.lmcache.server.l2.redis.AdapterDriver.redis;
 import static io.lmcache.server.l2.redis.AdapterDriver.store;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -12,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.testing.RedisNodes;
 import io.lmcache.server.l2.testing.SilentProxy;
@@ -45,7 +47,7 @@ class RedisOutageTest {
     @Test
     void aSilentNodeOpensItsBreakerThenLookupsAndLoadsAnswerAtOnceAndAPingClosesIt() throws Exception {
         try (RedisNodes node = RedisNodes.standalone(); SilentProxy proxy = new SilentProxy(node.port(0))) {
-            RedisAdapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + proxy.port()
+            L2Adapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + proxy.port()
                     + ",\"request_timeout\":" + REQUEST_TIMEOUT_S + ",\"connection_timeout\":1.0}");
             awaitConnected(adapter);
             List<L2Key> keys = keys(0, 8);
@@ -56,7 +58,7 @@ class RedisOutageTest {
             proxy.silence();
             // the first lookup pays the timeout: its EXISTS all time out, which opens the breaker
             assertEquals(0, lookup(adapter, keys).popcount());
-            assertEquals(NodeBreakers.State.OPEN, adapter.breakers().state(address), String.valueOf(adapter.status()));
+            assertEquals(NodeBreakers.State.OPEN, redis(adapter).breakers().state(address), String.valueOf(adapter.status()));
             assertEquals(1L, adapter.eventCounts().get("breaker_opened"));
             assertEquals(false, adapter.status().get("is_healthy"));
             assertEquals(List.of(address), adapter.status().get("open_nodes"));
@@ -77,7 +79,7 @@ class RedisOutageTest {
 
             proxy.speak();
             await("a probe's PONG closes the breaker").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
-                    .until(() -> adapter.breakers().state(address) == NodeBreakers.State.CLOSED);
+                    .until(() -> redis(adapter).breakers().state(address) == NodeBreakers.State.CLOSED);
             await("the node's keys are found again").atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(100))
                     .until(() -> lookup(adapter, keys).popcount() == keys.size());
             adapter.submitUnlock(keys);
@@ -89,13 +91,13 @@ class RedisOutageTest {
     @Test
     void aPlantedValueLargerThanTheObjectIsRefusedByLengthUnreadWhileAnotherKeyLoads() throws Exception {
         try (RedisNodes node = RedisNodes.standalone()) {
-            RedisAdapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0) + "}");
+            L2Adapter adapter = driver.adapter("{\"type\":\"resp\",\"host\":\"127.0.0.1\",\"port\":" + node.port(0) + "}");
             awaitConnected(adapter);
             List<L2Key> keys = keys(100, 2);
             List<MemorySegment> objects = driver.filled(100, 2, BYTES);
             assertTrue(store(adapter, keys, objects).ok());
             // 64 MiB under the first key (SETRANGE pads with zeros: nothing that big crosses the test's own connection)
-            String planted = adapter.wireKey(keys.getFirst());
+            String planted = redis(adapter).wireKey(keys.getFirst());
             assertEquals("67108864", node.cli(0, "SETRANGE", planted, Long.toString((64L << 20) - 1), "x").strip());
             long sentBefore = netOutputBytes(node);
 

@@ -1,12 +1,15 @@
-package io.lmcache.server.l2;
+package io.lmcache.server.l2.redis;
 
-import static io.lmcache.server.l2.L2AdapterSpecs.bool;
-import static io.lmcache.server.l2.L2AdapterSpecs.integer;
-import static io.lmcache.server.l2.L2AdapterSpecs.number;
-import static io.lmcache.server.l2.L2AdapterSpecs.text;
-import static io.lmcache.server.l2.L2AdapterSpecs.unknownKeys;
+import static io.lmcache.server.l2.SpecFields.bool;
+import static io.lmcache.server.l2.SpecFields.integer;
+import static io.lmcache.server.l2.SpecFields.number;
+import static io.lmcache.server.l2.SpecFields.text;
+import static io.lmcache.server.l2.SpecFields.unknownKeys;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.lmcache.server.l2.L2AdapterSpec;
+import io.lmcache.server.l2.L2SpecException;
+import io.lmcache.server.l2.SpecFields;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -32,9 +35,9 @@ final class RedisSpecs {
     private RedisSpecs() {}
 
     /** One node; {@code LMCACHE_RESP_HOST}, {@code _PORT}, {@code _USERNAME} and {@code _PASSWORD} override the JSON, as in LMCache. */
-    static L2AdapterSpec.Redis resp(JsonNode node, Map<String, String> env) throws L2SpecException {
-        unknownKeys(node, "resp", L2AdapterSpecs.GENERIC, RESP);
-        noSerde(node);
+    static RedisSpec resp(JsonNode node, Map<String, String> env) throws L2SpecException {
+        unknownKeys(node, "resp", SpecFields.GENERIC, RESP);
+        SpecFields.noSerde(node);
         String host = env.getOrDefault("LMCACHE_RESP_HOST", text(node, "host", ""));
         if (host.isBlank()) {
             throw new L2SpecException("resp: \"host\" is required (or LMCACHE_RESP_HOST)");
@@ -51,16 +54,16 @@ final class RedisSpecs {
         String username = env.getOrDefault("LMCACHE_RESP_USERNAME", text(node, "username", ""));
         String password = env.getOrDefault("LMCACHE_RESP_PASSWORD", text(node, "password", ""));
         Common common = common(node, "resp");
-        return new L2AdapterSpec.Redis("resp", List.of(new L2AdapterSpec.Endpoint(host.strip(), port)), false, username, password, "", 0,
+        return new RedisSpec("resp", List.of(new RedisSpec.Endpoint(host.strip(), port)), false, username, password, "", 0,
                 false, common.requestTimeoutNs, common.connectionTimeoutNs, common.capacityBytes, 0, common.numWorkers, common.persist,
                 common.eviction, common.warnings);
     }
 
     /** One node or a cluster: {@code startup_nodes} ("host:port[,host:port]"), or the {@code host}/{@code port} shortcut. */
-    static L2AdapterSpec.Redis valkey(JsonNode node) throws L2SpecException {
-        unknownKeys(node, "valkey", L2AdapterSpecs.GENERIC, VALKEY);
-        noSerde(node);
-        List<L2AdapterSpec.Endpoint> nodes = valkeyNodes(node);
+    static RedisSpec valkey(JsonNode node) throws L2SpecException {
+        unknownKeys(node, "valkey", SpecFields.GENERIC, VALKEY);
+        SpecFields.noSerde(node);
+        List<RedisSpec.Endpoint> nodes = valkeyNodes(node);
         boolean cluster = bool(node, "cluster_mode", false);
         if (!cluster && nodes.size() > 1) {
             throw new L2SpecException("valkey: several startup_nodes need \"cluster_mode\": true (standalone mode talks to one node)");
@@ -79,12 +82,12 @@ final class RedisSpecs {
             throw new L2SpecException("valkey: \"ttl_seconds\" and \"max_capacity_gb\" do not go together (keys expiring behind the byte"
                     + " count would make it wrong): choose one");
         }
-        return new L2AdapterSpec.Redis("valkey", nodes, cluster, text(node, "username", ""), text(node, "password", ""), prefix, database,
+        return new RedisSpec("valkey", nodes, cluster, text(node, "username", ""), text(node, "password", ""), prefix, database,
                 bool(node, "tls_enable", false), common.requestTimeoutNs, common.connectionTimeoutNs, common.capacityBytes,
                 Math.round(ttlS * 1000), common.numWorkers, common.persist, common.eviction, common.warnings);
     }
 
-    private static List<L2AdapterSpec.Endpoint> valkeyNodes(JsonNode node) throws L2SpecException {
+    private static List<RedisSpec.Endpoint> valkeyNodes(JsonNode node) throws L2SpecException {
         boolean shortcut = node.has("host") || node.has("port");
         if (node.has("startup_nodes") == shortcut) {
             throw new L2SpecException("valkey: give either \"startup_nodes\" (\"host:port[,host:port]\") or \"host\" and \"port\"");
@@ -94,7 +97,7 @@ final class RedisSpecs {
             if (host.isBlank() || !node.has("port")) {
                 throw new L2SpecException("valkey: the shortcut needs both \"host\" and \"port\"");
             }
-            return List.of(new L2AdapterSpec.Endpoint(host.strip(), (int) integer(node, "port", 0, 1, 65535)));
+            return List.of(new RedisSpec.Endpoint(host.strip(), (int) integer(node, "port", 0, 1, 65535)));
         }
         JsonNode value = node.get("startup_nodes");
         List<String> items = new ArrayList<>();
@@ -105,7 +108,7 @@ final class RedisSpecs {
                 items.add(item.isTextual() ? item.asText() : "");
             }
         }
-        List<L2AdapterSpec.Endpoint> nodes = new ArrayList<>();
+        List<RedisSpec.Endpoint> nodes = new ArrayList<>();
         for (String item : items) {
             nodes.add(endpoint(item.strip()));
         }
@@ -116,7 +119,7 @@ final class RedisSpecs {
     }
 
     /** {@code host:port} or {@code [v6]:port}. */
-    static L2AdapterSpec.Endpoint endpoint(String item) throws L2SpecException {
+    static RedisSpec.Endpoint endpoint(String item) throws L2SpecException {
         int colon = item.lastIndexOf(':');
         String host = colon < 0 ? "" : item.substring(0, colon);
         if (host.startsWith("[") && host.endsWith("]")) {
@@ -125,7 +128,7 @@ final class RedisSpecs {
         if (host.isBlank() || colon == item.length() - 1) {
             throw new L2SpecException("valkey: a startup node must be host:port, got '" + L2SpecException.clip(item) + "'");
         }
-        return new L2AdapterSpec.Endpoint(host, port("startup node '" + L2SpecException.clip(item) + "'", item.substring(colon + 1)));
+        return new RedisSpec.Endpoint(host, port("startup node '" + L2SpecException.clip(item) + "'", item.substring(colon + 1)));
     }
 
     private static int port(String what, String text) throws L2SpecException {
@@ -140,12 +143,6 @@ final class RedisSpecs {
         throw new L2SpecException(what + ": the port must be an integer in 1..65535, got '" + L2SpecException.clip(text) + "'");
     }
 
-    private static void noSerde(JsonNode node) throws L2SpecException {
-        if (node.has("serde")) {
-            throw new L2SpecException("\"serde\" wrappers are not supported by this server");
-        }
-    }
-
     /** What resp and valkey share: timeouts, value concurrency, capacity and eviction. */
     private record Common(long requestTimeoutNs, long connectionTimeoutNs, int numWorkers, long capacityBytes, boolean persist,
             L2AdapterSpec.EvictionSpec eviction, List<String> warnings) {}
@@ -155,7 +152,7 @@ final class RedisSpecs {
         double connectS = number(node, "connection_timeout", CONNECTION_TIMEOUT_S, 0.001, 3600);
         int workers = (int) integer(node, "num_workers", NUM_WORKERS, 1, 256);
         double capacityGb = number(node, "max_capacity_gb", 0, 0, 1 << 30);
-        L2AdapterSpec.EvictionSpec eviction = L2AdapterSpecs.eviction(node.get("eviction"));
+        L2AdapterSpec.EvictionSpec eviction = SpecFields.eviction(node.get("eviction"));
         List<String> warnings = new ArrayList<>();
         if (capacityGb > 0 && eviction == null) {
             warnings.add(type + ": max_capacity_gb without an \"eviction\" block only counts bytes; the server's maxmemory bounds the memory");

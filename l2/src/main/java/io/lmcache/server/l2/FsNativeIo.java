@@ -17,22 +17,23 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * fs_native (hybrid-and-l2.md §B.6): L2 on a local or shared file system, one file per key (see
+ * fs_native's I/O (hybrid-and-l2.md §B.6): L2 on a local or shared file system, one file per key (see
  * {@link FsNativeFiles} for names and how they are written and read). Its I/O runs on threads it
  * owns, each key of a task a job of its own: writes on {@code num_workers} writers, lookups and
  * loads on a read pool of their own ({@code read_io_depth}, default {@code num_workers}), so a
- * LOOKUP never waits behind the write-through backlog. Lookup-and-lock is an existence and size
- * check plus a lock count per key, kept here (the disk has no locks): a locked key is never
- * deleted by eviction. At start a background scan counts the files an earlier process left
+ * LOOKUP never waits behind the write-through backlog. A lookup is an existence and size check
+ * per key, its lock held by the skeleton ({@link AsyncL2Adapter}: the disk has no locks). At
+ * start a background scan counts the files an earlier process left
  * (oldest first, at most {@link #MAX_SCANNED_FILES}), so their bytes are in the usage and L2
  * eviction can remove them.
  */
-public final class FsNativeAdapter implements L2Adapter {
-    private static final Logger LOG = LoggerFactory.getLogger(FsNativeAdapter.class);
+public final class FsNativeIo implements AdapterIo {
+    private static final Logger LOG = LoggerFactory.getLogger(FsNativeIo.class);
     private static final long CLOSE_TIMEOUT_MS = 10_000;
     /** A temporary file this old belongs to a writer that died: removed at start. */
     private static final long STALE_TMP_MS = TimeUnit.HOURS.toMillis(1);
@@ -40,16 +41,13 @@ public final class FsNativeAdapter implements L2Adapter {
     static final int MAX_SCANNED_FILES = 1 << 20;
     private static final long SCAN_JOIN_MS = 5_000;
 
-    private final L2AdapterSpec.FsNative spec;
+    private final FsNativeSpec spec;
+    private final AdapterLedger ledger;
     private final FsNativeFiles files;
     private final ExecutorService workers;
     private final ExecutorService readers;
     private final Thread scanner;
-    private volatile boolean closing;
     private volatile Map<String, Object> scanStatus = Map.of("state", "running");
-    private final TaskResults results = new TaskResults();
-    private final UsageAccounting accounting;
-    private final KeyLocks locks = new KeyLocks();
     private final LongAdder storeFailures = new LongAdder();
     private final LongAdder loadFailures = new LongAdder();
     private final LongAdder shortFilesRemoved = new LongAdder();
@@ -58,10 +56,10 @@ public final class FsNativeAdapter implements L2Adapter {
     private final AtomicLong lastErrorAtMs = new AtomicLong();
     private volatile String lastError = "";
 
-    public FsNativeAdapter(L2AdapterSpec.FsNative spec, ThreadFactory threads) throws IOException {
+    public FsNativeIo(FsNativeSpec spec, ThreadFactory threads, AdapterLedger ledger) throws IOException {
         this.spec = spec;
+        this.ledger = ledger;
         this.files = new FsNativeFiles(Path.of(spec.basePath()), spec.relativeTmpDir(), spec.useOdirect());
-        this.accounting = new UsageAccounting(spec.maxCapacityBytes());
         this.workers = new ThreadPoolExecutor(spec.numWorkers(), spec.numWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
                 threads);
         this.readers = new ThreadPoolExecutor(spec.readWorkers(), spec.readWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
@@ -83,133 +81,70 @@ public final class FsNativeAdapter implements L2Adapter {
         return "FSNativeL2Adapter";
     }
 
-    @Override
-    public void setCompletionSignals(CompletionSignals signals) {
-        results.setSignals(signals);
-    }
-
     // --- store ---------------------------------------------------------------------------------
 
     @Override
-    public long submitStore(List<L2Key> keys, List<MemorySegment> objects) {
-        long taskId = results.newTaskId();
-        List<L2Key> taskKeys = List.copyOf(keys);
-        StoreTask task = new StoreTask(taskKeys.size(), result -> results.storeDone(taskId, result));
-        for (int i = 0; i < taskKeys.size(); i++) {
-            L2Key key = taskKeys.get(i);
-            MemorySegment object = objects.get(i);
-            // runs on: an fs writer thread (lmcache-l2-fs_native-*)
-            execute(workers, () -> {
-                if (store(key, object, task)) {
-                    accounting.stored(List.of(key), new long[] {object.byteSize()});
-                } else {
-                    task.failed();
-                }
-                task.oneDone();
-            }, () -> {
-                task.failed();
-                task.oneDone();
-            });
-        }
-        task.submitted();
-        return taskId;
+    public void store(L2Key key, MemorySegment object, Consumer<Stored> done) {
+        // runs on: an fs writer thread (lmcache-l2-fs_native-*)
+        execute(workers, () -> done.accept(write(key, object)), () -> done.accept(Stored.FAILED));
     }
 
-    private boolean store(L2Key key, MemorySegment object, StoreTask task) {
+    private Stored write(L2Key key, MemorySegment object) {
         String name = FsNativeFiles.fileName(key);
         if (name == null) {
             badKeys.increment();
-            return false;
+            return Stored.FAILED;
         }
         try {
-            if (files.write(name, object) == FsNativeFiles.Write.WROTE) {
-                task.wrote(object.byteSize());
-            }
-            return true;
+            return files.write(name, object) == FsNativeFiles.Write.WROTE ? Stored.WROTE : Stored.EXISTED;
         } catch (IOException | RuntimeException e) {
             storeFailures.increment();
             failed("write " + name, e);
+            return Stored.FAILED;
+        }
+    }
+
+    // --- lookup and load -----------------------------------------------------------------------
+
+    @Override
+    public void lookup(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup, KeyAnswers found) {
+        // runs on: an fs reader thread (lmcache-l2-fs_native-*); one job: a stat per key is far cheaper than a hand-off
+        execute(readers, () -> {
+            for (int i = 0; i < keys.size(); i++) {
+                found.answer(i, exists(keys.get(i), objectBytesByGroup));
+            }
+        }, () -> {
+            for (int i = 0; i < keys.size(); i++) {
+                found.answer(i, false);
+            }
+        });
+    }
+
+    private boolean exists(L2Key key, Map<Integer, Long> objectBytesByGroup) {
+        String name = FsNativeFiles.fileName(key);
+        try {
+            FsNativeFiles.Found exists = name == null ? FsNativeFiles.Found.MISSING
+                    : files.exists(name, objectBytesByGroup.getOrDefault(key.objectGroup(), 0L));
+            shortFileRemoved(key, exists);
+            return exists == FsNativeFiles.Found.WHOLE;
+        } catch (IOException | RuntimeException e) {
+            failed("look up " + name, e);
             return false;
         }
     }
 
     @Override
-    public Map<Long, StoreResult> popCompletedStores() {
-        return results.popStores();
-    }
-
-    // --- lookup and lock -----------------------------------------------------------------------
-
-    @Override
-    public long submitLookupAndLock(List<L2Key> keys, Map<Integer, Long> objectBytesByGroup) {
-        long taskId = results.newTaskId();
-        List<L2Key> taskKeys = List.copyOf(keys);
-        Map<Integer, Long> sizes = Map.copyOf(objectBytesByGroup);
-        // runs on: an fs reader thread (lmcache-l2-fs_native-*); one job: a stat per key is far cheaper than a hand-off
-        execute(readers, () -> results.lookupDone(taskId, lookupAndLock(taskKeys, sizes)), () -> results.lookupDone(taskId, new Bitmap(taskKeys.size())));
-        return taskId;
-    }
-
-    private Bitmap lookupAndLock(List<L2Key> keys, Map<Integer, Long> sizes) {
-        Bitmap found = new Bitmap(keys.size());
+    public void load(List<L2Key> keys, List<MemorySegment> buffers, KeyAnswers loaded) {
         for (int i = 0; i < keys.size(); i++) {
-            L2Key key = keys.get(i);
-            String name = FsNativeFiles.fileName(key);
-            try {
-                // the lock comes first: an eviction between the check and the lock could remove a file reported found
-                locks.lock(key);
-                FsNativeFiles.Found exists = name == null ? FsNativeFiles.Found.MISSING : files.exists(name, sizes.getOrDefault(key.objectGroup(), 0L));
-                if (exists == FsNativeFiles.Found.WHOLE) {
-                    found.set(i);
-                } else {
-                    locks.unlock(key);
-                    shortFileRemoved(key, exists);
-                }
-            } catch (IOException | RuntimeException e) {
-                locks.unlock(key);
-                failed("look up " + name, e);
-            }
-        }
-        return found;
-    }
-
-    @Override
-    public Bitmap queryLookupAndLock(long taskId) {
-        return results.takeLookup(taskId);
-    }
-
-    @Override
-    public void submitUnlock(List<L2Key> keys) {
-        // done inline: it cannot fail, so the unlock is never lost
-        locks.unlockAll(keys);
-    }
-
-    // --- load ----------------------------------------------------------------------------------
-
-    @Override
-    public long submitLoad(List<L2Key> keys, List<MemorySegment> buffers) {
-        long taskId = results.newTaskId();
-        List<L2Key> taskKeys = List.copyOf(keys);
-        KeyBitsTask task = new KeyBitsTask(taskKeys.size(), loaded -> results.loadDone(taskId, loaded));
-        for (int i = 0; i < taskKeys.size(); i++) {
             int index = i;
-            L2Key key = taskKeys.get(i);
+            L2Key key = keys.get(i);
             MemorySegment buffer = buffers.get(i);
             // runs on: an fs reader thread (lmcache-l2-fs_native-*)
-            execute(readers, () -> {
-                if (load(key, buffer)) {
-                    task.set(index);
-                    accounting.stored(List.of(key), new long[] {buffer.byteSize()});
-                    accounting.accessed(List.of(key));
-                }
-                task.oneDone();
-            }, task::oneDone);
+            execute(readers, () -> loaded.answer(index, read(key, buffer)), () -> loaded.answer(index, false));
         }
-        task.submitted();
-        return taskId;
     }
 
-    private boolean load(L2Key key, MemorySegment buffer) {
+    private boolean read(L2Key key, MemorySegment buffer) {
         String name = FsNativeFiles.fileName(key);
         if (name == null) {
             badKeys.increment();
@@ -230,53 +165,25 @@ public final class FsNativeAdapter implements L2Adapter {
     private void shortFileRemoved(L2Key key, FsNativeFiles.Found found) {
         if (found == FsNativeFiles.Found.SHORT) {
             shortFilesRemoved.increment();
-            accounting.deleted(List.of(key));
+            ledger.forget(key);
         }
     }
 
-    @Override
-    public Bitmap queryLoad(long taskId) {
-        return results.takeLoad(taskId);
-    }
+    // --- delete, status, close -----------------------------------------------------------------
 
-    // --- delete, usage, status -----------------------------------------------------------------
-
-    /**
-     * Runs on the caller's thread (L2 eviction): unlinks are quick. Locked keys stay. A key whose file is gone already (removed by
-     * hand, or a file found at start that went before it was counted) is no longer counted either, so eviction never keeps
-     * choosing it; it is not among the keys returned.
-     */
+    /** Runs on the caller's thread (L2 eviction): an unlink is quick. A file gone already (removed by hand) is GONE. */
     @Override
-    public List<L2Key> delete(List<L2Key> keys) {
-        List<L2Key> removed = new ArrayList<>();
-        List<L2Key> gone = new ArrayList<>();
-        for (L2Key key : keys) {
-            String name = FsNativeFiles.fileName(key);
-            if (name == null || locks.isLocked(key)) {
-                continue;
+    public void delete(L2Key key, Consumer<Deleted> done) {
+        String name = FsNativeFiles.fileName(key);
+        Deleted deleted = Deleted.FAILED;
+        try {
+            if (name != null) {
+                deleted = files.delete(name) ? Deleted.REMOVED : Deleted.GONE;
             }
-            try {
-                (files.delete(name) ? removed : gone).add(key);
-            } catch (IOException | RuntimeException e) {
-                failed("delete " + name, e);
-            }
+        } catch (IOException | RuntimeException e) {
+            failed("delete " + name, e);
         }
-        if (!removed.isEmpty() || !gone.isEmpty()) {
-            List<L2Key> uncounted = new ArrayList<>(removed);
-            uncounted.addAll(gone);
-            accounting.deleted(uncounted);
-        }
-        return removed;
-    }
-
-    @Override
-    public AdapterUsage usage() {
-        return accounting.usage();
-    }
-
-    @Override
-    public void registerListener(L2AdapterListener listener) {
-        accounting.register(listener);
+        done.accept(deleted);
     }
 
     @Override
@@ -292,11 +199,11 @@ public final class FsNativeAdapter implements L2Adapter {
         status.put("read_ahead_size", null);
         status.put("pad_buffers_to_alignment", false);
         status.put("persist_enabled", spec.persistEnabled());
-        AdapterUsage usage = usage();
+        AdapterUsage usage = ledger.usage();
         status.put("max_capacity_bytes", usage.totalCapacityBytes());
         status.put("used_bytes", usage.totalBytesUsed());
         status.put("usage_fraction", usage.usageFraction());
-        status.put("locked_keys", locks.lockedKeys());
+        status.put("locked_keys", ledger.lockedKeys());
         status.put("store_failures", storeFailures.sum());
         status.put("load_failures", loadFailures.sum());
         status.put("short_files_removed", shortFilesRemoved.sum());
@@ -307,9 +214,9 @@ public final class FsNativeAdapter implements L2Adapter {
         return status;
     }
 
+    /** Waits (bounded) for the writers, readers and the start-up scan: their buffers are not touched after it. */
     @Override
-    public void close() {
-        closing = true;
+    public void drain() {
         workers.shutdown();
         readers.shutdown();
         try {
@@ -321,12 +228,6 @@ public final class FsNativeAdapter implements L2Adapter {
             scanner.join(SCAN_JOIN_MS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        }
-        if (!spec.persistEnabled()) {
-            List<L2Key> known = accounting.knownKeys();
-            locks.clear();
-            int removed = delete(known).size();
-            LOG.info("fs_native {}: persist_enabled is false: removed the {} file(s) this process wrote or read", files.base(), removed);
         }
     }
 
@@ -356,16 +257,16 @@ public final class FsNativeAdapter implements L2Adapter {
     private void scanEarlierFiles() {
         long startNs = System.nanoTime();
         try {
-            FsNativeFiles.Scan scan = files.scan(MAX_SCANNED_FILES, () -> closing);
+            FsNativeFiles.Scan scan = files.scan(MAX_SCANNED_FILES, ledger::closed);
             List<L2Key> keys = new ArrayList<>(scan.files().size());
             long[] sizes = new long[scan.files().size()];
             for (int i = 0; i < sizes.length; i++) {
                 keys.add(scan.files().get(i).key());
                 sizes[i] = scan.files().get(i).bytes();
             }
-            UsageAccounting.Found found = accounting.found(keys, sizes);
+            AdapterLedger.Found found = ledger.found(keys, sizes);
             Map<String, Object> status = new LinkedHashMap<>();
-            status.put("state", closing ? "stopped" : "done");
+            status.put("state", ledger.closed() ? "stopped" : "done");
             status.put("files", found.files());
             status.put("bytes", found.bytes());
             status.put("unrecognized_files", scan.unrecognized());
