@@ -98,6 +98,7 @@ class Server:
         blocks = os.environ.get("LMCACHE_COPY_BLOCKS")
         props = [f"-Dlmcache.cuda.copyBlocks={blocks}"] if blocks else []
         props += os.environ.get("LMCACHE_JAVA_OPTS", "").split()
+        extra = (*extra, *os.environ.get("LMCACHE_SERVER_ARGS", "").split())  # an A/B's server flags
         cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g", *props, "-cp", classpath,
                "io.lmcache.server.Main", "--device", "cuda", "--host", "127.0.0.1", "--port", str(self.port),
                "--http-host", "127.0.0.1", "--http-port", str(self.http), "--l1-size-gb", str(pool_gb), *extra]
