@@ -29,6 +29,9 @@ COPY bin bin
 # declared here, not above: a new commit reruns only what follows (podman and docker key every later RUN on its value)
 ARG LMCACHE_COMMIT=unknown
 RUN mvn -B -q -pl server -am -DskipTests -Dlmcache.commit="${LMCACHE_COMMIT}" package
+# the ahead-of-time cache (the JIT's cold start, issue 30), trained on the runtime the image runs (a cache matches only the
+# JVM that made it; moved with the jar and lib/ to /opt/lmcache-server it still matches); the driver runs on the build JDK
+RUN LMCACHE_AOT_DRIVER_JAVA="$(command -v java)" JAVA_HOME=/opt/java/runtime bin/lmcache-aot-train server/target/lmcache-server.aot
 
 FROM debian:bookworm-slim
 LABEL org.opencontainers.image.title="lmcache-server" \
@@ -43,6 +46,8 @@ WORKDIR /opt/lmcache-server
 # the same layout as a source checkout, so the launchers run unchanged (they find the jar built)
 COPY --from=build /src/server/target/lmcache-server.jar server/target/lmcache-server.jar
 COPY --from=build /src/server/target/lib server/target/lib
+# COPY keeps the files' times, which the cache checks against the jar's
+COPY --from=build /src/server/target/lmcache-server.aot server/target/lmcache-server.aot
 COPY --from=build /src/bin/lmcache-server /src/bin/lmcache /src/bin/lmcache-healthcheck bin/
 COPY LICENSE LICENSE
 # on PATH through links (the launchers find their real location), and where LMCache's operator runs `lmcache server`

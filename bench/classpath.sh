@@ -9,8 +9,12 @@ JAVA="$JAVA_HOME/bin/java"
 mvn -q -B -DskipTests -pl bench -am package dependency:build-classpath \
   -Dmdep.outputFile=target/classpath.txt -Dmdep.includeScope=runtime >&2
 # the jar was just built from these sources, but Maven leaves an unchanged jar's old mtime, and
-# bin/lmcache-server would then rebuild (and install) before starting: mark it current
-touch server/target/lmcache-server.jar
+# bin/lmcache-server would then rebuild before starting: mark it current, only when it looks older (its
+# mtime is part of what the ahead-of-time cache matches: a needless touch makes the cache stale)
+if [ -n "$(find protocol/src/main config/src/main l2/src/main cuda/src/main server/src/main pom.xml ./*/pom.xml \
+    -newer server/target/lmcache-server.jar -print -quit 2>/dev/null)" ]; then
+  touch server/target/lmcache-server.jar
+fi
 CP="bench/target/classes:$(cat bench/target/classpath.txt)"
 # the JVMs get the classpath from this file, not the command line: it names lmcache-server.jar, and
 # tools that find servers by command line (pkill -f lmcache-server) must not take a benchmark for one

@@ -97,7 +97,14 @@ printf 'GET /commit_id HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'
 reply=$(cat <&3)
 exec 3<&-
 grep -q "\"$commit\"" <<<"$reply" || fail "/commit_id is not $commit: $reply"
-log "runs as uid $uid (image user $user), lmcache server --help works, /commit_id is $commit"
+# the ahead-of-time cache trained in the build stage matches the image's runtime and jar: the JVM mapped it
+exec 3<>"/dev/tcp/127.0.0.1/$http_port" || fail "cannot connect to 127.0.0.1:$http_port"
+printf 'GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+reply=$(cat <&3)
+exec 3<&-
+grep -qE '"aot_cache" *: *\{[^}]*"used" *: *true' <<<"$reply" \
+  || fail "/status says the image's AOT cache was not used: $(grep -oE '"aot_cache" *: *\{[^}]*\}' <<<"$reply")"
+log "runs as uid $uid (image user $user), lmcache server --help works, /commit_id is $commit, the AOT cache is used"
 
 podman rm -f -t 10 "$name" >/dev/null || fail "podman rm $name"
 trap - EXIT

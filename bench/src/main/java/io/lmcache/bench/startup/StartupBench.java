@@ -72,12 +72,34 @@ public final class StartupBench {
     }
 
     private static Run launchOnce(String poolGb, int run) throws Exception {
+        Launched launched = launch(poolGb, "lmcache_startup_bench_" + run, Map.of());
+        try {
+            return launched.run();
+        } finally {
+            launched.stop();
+        }
+    }
+
+    /** A server launched through bin/lmcache-server and answering, with its start-up times. */
+    record Launched(Process process, Path log, int port, int httpPort, Run run) {
+        void stop() throws Exception {
+            process.destroy();
+            if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+            Files.deleteIfExists(log);
+        }
+    }
+
+    /** Launches bin/lmcache-server with {@code env} added and waits until it answers and is healthy (the cold-start bench too). */
+    static Launched launch(String poolGb, String shmName, Map<String, String> env) throws Exception {
         int port = ServerProcess.freePort();
         int httpPort = ServerProcess.freePort();
         Path log = Files.createTempFile("startup-bench", ".log");
         ProcessBuilder builder = new ProcessBuilder("bin/lmcache-server", "--l1-size-gb", poolGb, "--host", "127.0.0.1", "--port",
                 Integer.toString(port), "--http-host", "127.0.0.1", "--http-port", Integer.toString(httpPort), "--shm-name",
-                "lmcache_startup_bench_" + run).redirectErrorStream(true).redirectOutput(log.toFile());
+                shmName).redirectErrorStream(true).redirectOutput(log.toFile());
+        builder.environment().putAll(env);
         long launchNs = System.nanoTime();
         Process process = builder.start();
         try (TestClient client = new TestClient("tcp://127.0.0.1:" + port)) {
@@ -98,13 +120,10 @@ public final class StartupBench {
                 }
             }
             long answerNs = answered.get(60, TimeUnit.SECONDS);
-            return new Run((answerNs - launchNs) / 1e6, (healthyNs - launchNs) / 1e6);
-        } finally {
-            process.destroy();
-            if (!process.waitFor(30, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
-            }
-            Files.deleteIfExists(log);
+            return new Launched(process, log, port, httpPort, new Run((answerNs - launchNs) / 1e6, (healthyNs - launchNs) / 1e6));
+        } catch (Exception | Error e) {
+            new Launched(process, log, port, httpPort, null).stop();
+            throw e;
         }
     }
 
@@ -120,7 +139,7 @@ public final class StartupBench {
         }
     }
 
-    private static String summary(double[] ms) {
+    static String summary(double[] ms) {
         double[] sorted = ms.clone();
         Arrays.sort(sorted);
         return String.format(Locale.ROOT, "%.0f ms (%.0f..%.0f)", sorted[sorted.length / 2], sorted[0], sorted[sorted.length - 1]);

@@ -137,6 +137,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
             status.put("kv_events", kvEvents);
         }
         status.put("connections", Map.of("open", connections.openConnections()));
+        status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

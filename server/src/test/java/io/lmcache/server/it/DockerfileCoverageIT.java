@@ -57,7 +57,8 @@ class DockerfileCoverageIT {
         assertEquals(Map.of("/opt/lmcache-server/bin/lmcache-server", "lmcache-server", "/opt/lmcache-server/bin/lmcache", "lmcache",
                 "/opt/lmcache-server/bin/lmcache-healthcheck", "lmcache-healthcheck"), launchers, "derived from the image's links and health check");
         assertEquals(Map.of("/opt/lmcache-server/server/target/lmcache-server.jar", "server/target/lmcache-server.jar",
-                "/opt/lmcache-server/server/target/lib", "server/target/lib"), coverage.launcherOutputs(launchers));
+                "/opt/lmcache-server/server/target/lib", "server/target/lib", "/opt/lmcache-server/server/target/lmcache-server.aot",
+                "server/target/lmcache-server.aot"), coverage.launcherOutputs(launchers));
         assertEquals(List.of(), coverage.problems(parsed));
     }
 

@@ -1,0 +1,173 @@
+package io.lmcache.bench.startup;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.bench.Machine;
+import io.lmcache.bench.ResultsFile;
+import io.lmcache.server.testing.JavaWorker;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.ToDoubleFunction;
+
+/**
+ * The JIT's cold start (issue 30), with and without the ahead-of-time cache: a fresh server through
+ * {@code bin/lmcache-server}, a CPU worker in shared memory, then one-chunk STOREs one at a time. Each measured STORE's handler
+ * CPU time is the change of {@code transfer_handler_cpu.store} in /status around it (plan + objects + copy, the host copy
+ * included), its request path's the change of {@code request_path_cpu.store} less the queue wait, and the client's round
+ * trip. Measured: the first {@code requests} STOREs after start, then {@code warmup} round trips unmeasured, then
+ * {@code requests} more (warm). Start-up (first answer, /healthcheck 200) is StartupBench's, for the same launches.
+ */
+public final class ColdStartBench {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
+    /** 32 layers of 2 heads of 64: a 256-token chunk is 1 024 pieces of 4 KiB (4 MiB), many pieces for little copying. */
+    private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(32, 64, 16, 2, 64);
+    private static final int CHUNK_TOKENS = 256;
+
+    private ColdStartBench() {}
+
+    /** One STORE: handler CPU, request path CPU (decode, handle, reply), client round trip, in microseconds. */
+    record Sample(double handlerUs, double pathUs, double roundTripUs) {}
+
+    record Launch(StartupBench.Run startup, boolean aotUsed, List<Sample> fresh, List<Sample> warm) {}
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> options = new HashMap<>();
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            options.put(args[i].replaceFirst("^--", ""), args[i + 1]);
+        }
+        int runs = Integer.parseInt(options.getOrDefault("runs", "3"));
+        int requests = Integer.parseInt(options.getOrDefault("requests", "100"));
+        int warmup = Integer.parseInt(options.getOrDefault("warmup", "2000"));
+        Path cache = Path.of(options.getOrDefault("cache", "server/target/lmcache-server.aot")).toAbsolutePath();
+        Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
+        if (!Files.isRegularFile(cache)) {
+            throw new IllegalStateException(cache + " is missing: bench/run-startup.sh --cold-start trains it (bin/lmcache-aot-train)");
+        }
+        String machine = Machine.describe();
+        String load = Machine.loadAverages();
+        Machine.CpuSample cpuBefore = Machine.CpuSample.take(ProcessHandle.current().pid());
+        StringBuilder table = new StringBuilder("| AOT cache | runs | first answer | /healthcheck 200 | handler p50: first 20 / first 100 / warm"
+                + " (first 100 ÷ warm) | request path p50: first 20 / first 100 / warm | round trip p50: first 20 / first 100 / warm |\n"
+                + "|---|---:|---:|---:|---:|---:|---:|\n");
+        // the two alternate, so a change in the machine's load falls on both
+        List<Launch> without = new ArrayList<>();
+        List<Launch> with = new ArrayList<>();
+        for (int run = 0; run < runs; run++) {
+            without.add(launchOnce(Path.of("/nonexistent/lmcache-server.aot"), run, requests, warmup, false));
+            with.add(launchOnce(cache, run, requests, warmup, true));
+        }
+        table.append(row("without", without)).append(row("with", with));
+        double foreign = Machine.CpuSample.take(ProcessHandle.current().pid()).foreignCoresSince(cpuBefore);
+        StringBuilder md = new StringBuilder();
+        Machine.sectionHead(md, "JIT cold start: the AOT cache (issue 30)", ("bench/run-startup.sh --cold-start " + String.join(" ", args)).trim(),
+                machine, load, foreign);
+        md.append("A fresh `bin/lmcache-server --l1-size-gb 0.5` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing"
+                + " file; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
+                + " First 20 / first 100: the STOREs right after /healthcheck 200; warm: " + requests + " STOREs after " + warmup
+                + " more round trips. Handler: `transfer_handler_cpu.store` (plan + objects + copy, the copy itself included); request"
+                + " path: `request_path_cpu.store` decode + handle + reply. Medians over the runs of each run's p50, in µs; start-up"
+                + " medians in ms.\n\n");
+        md.append(table).append('\n');
+        System.out.println(md);
+        ResultsFile.writeSection(results, "cold-start", md.toString());
+        System.out.println("# written to " + results);
+    }
+
+    private static String row(String label, List<Launch> launches) {
+        double first20 = median(launches, l -> p50(l.fresh().subList(0, Math.min(20, l.fresh().size())), Sample::handlerUs));
+        double first100 = median(launches, l -> p50(l.fresh(), Sample::handlerUs));
+        double warm = median(launches, l -> p50(l.warm(), Sample::handlerUs));
+        return String.format(Locale.ROOT, "| %s | %d | %s | %s | %.0f / %.0f / %.0f (%.2f×) | %s | %s |%n", label, launches.size(),
+                StartupBench.summary(launches.stream().mapToDouble(l -> l.startup().answerMs()).toArray()),
+                StartupBench.summary(launches.stream().mapToDouble(l -> l.startup().healthyMs()).toArray()),
+                first20, first100, warm, first100 / warm, triple(launches, Sample::pathUs), triple(launches, Sample::roundTripUs));
+    }
+
+    private static String triple(List<Launch> launches, ToDoubleFunction<Sample> value) {
+        return String.format(Locale.ROOT, "%.0f / %.0f / %.0f", median(launches, l -> p50(l.fresh().subList(0, Math.min(20, l.fresh().size())), value)),
+                median(launches, l -> p50(l.fresh(), value)), median(launches, l -> p50(l.warm(), value)));
+    }
+
+    private static Launch launchOnce(Path cache, int run, int requests, int warmup, boolean expectUsed) throws Exception {
+        StartupBench.Launched server = StartupBench.launch("0.5", "lmcache_cold_start_bench_" + run, Map.of("LMCACHE_AOT_CACHE", cache.toString()));
+        try (JavaWorker worker = new JavaWorker("tcp://127.0.0.1:" + server.port(), 4100 + run, "cold-start/model", GEOMETRY)) {
+            String status = "http://127.0.0.1:" + server.httpPort() + "/status";
+            boolean used = status(status).path("aot_cache").path("used").asBoolean();
+            if (used != expectUsed) {
+                throw new IllegalStateException("/status says the AOT cache was " + (used ? "" : "not ") + "used with " + cache);
+            }
+            worker.register();
+            int[] blocks = JavaWorker.range(0, CHUNK_TOKENS / GEOMETRY.blockSize());
+            worker.fill(blocks, run);
+            List<Sample> fresh = measure(worker, status, blocks, 0, requests);
+            for (int i = 0; i < warmup; i++) {
+                store(worker, blocks, requests + i);
+            }
+            List<Sample> warm = measure(worker, status, blocks, requests + warmup, requests);
+            return new Launch(server.run(), used, fresh, warm);
+        } finally {
+            server.stop();
+        }
+    }
+
+    private static List<Sample> measure(JavaWorker worker, String status, int[] blocks, int firstSeed, int count) throws Exception {
+        List<Sample> samples = new ArrayList<>();
+        JsonNode before = status(status);
+        for (int i = 0; i < count; i++) {
+            long startNs = System.nanoTime();
+            store(worker, blocks, firstSeed + i);
+            double roundTripUs = (System.nanoTime() - startNs) / 1e3;
+            JsonNode after = status(status);
+            samples.add(new Sample(seconds(after, "transfer_handler_cpu", "plan", "objects", "copy") * 1e6
+                    - seconds(before, "transfer_handler_cpu", "plan", "objects", "copy") * 1e6,
+                    seconds(after, "request_path_cpu", "decode", "handle", "reply") * 1e6
+                    - seconds(before, "request_path_cpu", "decode", "handle", "reply") * 1e6, roundTripUs));
+            before = after;
+        }
+        return samples;
+    }
+
+    /** A one-chunk STORE of a prompt no other request has (every one is written). */
+    private static void store(JavaWorker worker, int[] blocks, int seed) {
+        if (!worker.store(JavaWorker.tokens(1_000_000L + seed, CHUNK_TOKENS), 0, CHUNK_TOKENS, blocks, "cold-" + seed)) {
+            throw new IllegalStateException("STORE " + seed + " failed");
+        }
+    }
+
+    private static double seconds(JsonNode status, String section, String... phases) {
+        double sum = 0;
+        for (String phase : phases) {
+            sum += status.path(section).path("store").path(phase + "_seconds").asDouble();
+        }
+        return sum;
+    }
+
+    private static JsonNode status(String url) throws Exception {
+        HttpResponse<String> response = HTTP.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(5)).GET().build(),
+                HttpResponse.BodyHandlers.ofString());
+        return JSON.readTree(response.body());
+    }
+
+    private static double p50(List<Sample> samples, ToDoubleFunction<Sample> value) {
+        double[] sorted = samples.stream().mapToDouble(value).sorted().toArray();
+        return sorted[sorted.length / 2];
+    }
+
+    private static double median(List<Launch> launches, ToDoubleFunction<Launch> value) {
+        double[] values = launches.stream().mapToDouble(value).toArray();
+        Arrays.sort(values);
+        return values[values.length / 2];
+    }
+}
