@@ -1,7 +1,6 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicyName;
-import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.List;
 import java.util.Map;
@@ -9,7 +8,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
-import org.slf4j.LoggerFactory;
 
 /**
  * The L1 object store: which chunk objects exist, where they live in the pool, and who holds them.
@@ -40,9 +38,6 @@ public final class ObjectStore {
 
     /** What a clear did. */
     public record ClearResult(int removed, long bytes, int deferred) {}
-
-    private static final RateLimitedLog LOOKUP_AFTER_WRITES_FAILED = new RateLimitedLog(LoggerFactory.getLogger(ObjectStore.class),
-            "LOOKUPs after writes failed", 10);
 
     private final ReentrantLock lock = new ReentrantLock();
     /** Signalled when fills end: a RETRIEVE that meets a chunk being written waits on it (see {@link #pinReady}). */
@@ -590,15 +585,7 @@ public final class ObjectStore {
         PendingFills[] ended = table.takeEndedWatchers();
         lock.unlock();
         if (ended != null) {
-            // runs on: whichever thread ended the fills (lmcache-cuda-events, a transfer thread, housekeeping, lmcache-l2)
-            for (PendingFills lookup : ended) {
-                try {
-                    lookup.ended();
-                } catch (RuntimeException e) {
-                    // a lookup's second pass must never break the commit, abort or sweep that ended its writes
-                    LOOKUP_AFTER_WRITES_FAILED.error("a LOOKUP waiting for writes in flight failed when they ended: {}", e.toString());
-                }
-            }
+            PendingFills.tell(ended); // runs on: whichever thread ended the fills
         }
     }
 }

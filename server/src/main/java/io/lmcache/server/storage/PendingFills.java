@@ -1,6 +1,8 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.logging.RateLimitedLog;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The writes in flight one lookup ran into. A STORE reserves its chunks (WRITING) as it is handled
@@ -11,6 +13,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (published, aborted or reclaimed). One instance per lookup pass.
  */
 public final class PendingFills {
+    private static final RateLimitedLog FAILED = new RateLimitedLog(LoggerFactory.getLogger(PendingFills.class),
+            "LOOKUPs after writes failed", 10);
+
     /** One per watched fill not ended yet, plus the lookup's own hold until {@link #arm}. */
     private final AtomicInteger open = new AtomicInteger(1);
     private int watched; // written and read by the lookup's thread (under the store's lock while it scans)
@@ -27,6 +32,20 @@ public final class PendingFills {
     void ended() {
         if (open.decrementAndGet() == 0) {
             then.run();
+        }
+    }
+
+    /**
+     * Tells each lookup that a fill it watched ended (outside the store's lock; lmcache-cuda-events, a transfer thread,
+     * housekeeping or lmcache-l2). A lookup's second pass must never break the commit, abort or sweep that ended its writes.
+     */
+    static void tell(PendingFills[] ended) {
+        for (PendingFills lookup : ended) {
+            try {
+                lookup.ended();
+            } catch (RuntimeException e) {
+                FAILED.error("a LOOKUP waiting for writes in flight failed when they ended: {}", e.toString());
+            }
         }
     }
 
