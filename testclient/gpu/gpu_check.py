@@ -286,12 +286,18 @@ class Worker:
     def lookup(self, tokens, end, request, timeout=5.0):
         """LOOKUP, then QUERY_PREFETCH_STATUS until it answers a count (None: writes in flight or an L2 prefetch)."""
         assert self.client.call("lookup", key(tokens, 0, end, request, worker_id=None), 1) is None
-        deadline = time.time() + timeout
-        while True:
-            hits = self.client.call("query", request)
-            if hits is not None or time.time() > deadline:
-                return hits
-            time.sleep(0.0002)
+        return query_until_answered(self.client, request, timeout)
+
+
+def query_until_answered(client, request, timeout):
+    """QUERY_PREFETCH_STATUS as the scheduler polls it: None while the LOOKUP waits for writes in flight or an L2 prefetch;
+    the count, or None after `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        hits = client.call("query", request)
+        if hits is not None or time.time() > deadline:
+            return hits
+        time.sleep(0.0002)
 
 
 def check(name, ok, detail=""):

@@ -87,12 +87,7 @@ class HybridWorker:
     def lookup(self, tokens, end, request, timeout=5.0):
         """LOOKUP, then QUERY_PREFETCH_STATUS until it answers a count (None while the STORE's writes are in flight)."""
         assert self.client.call("lookup", hkey(self.model, tokens, 0, end, request, worker_id=None), 1) is None
-        deadline = time.time() + timeout
-        while True:
-            hits = self.client.call("query", request)
-            if hits is not None or time.time() > deadline:
-                return hits
-            time.sleep(0.0002)
+        return self.g.query_until_answered(self.client, request, timeout)
 
 
 def gemma_like(g, server):
