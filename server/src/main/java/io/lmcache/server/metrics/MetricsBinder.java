@@ -57,6 +57,8 @@ public final class MetricsBinder {
                 c.readsAfterWrites);
         adder(metrics, "lmcache_mp.l1_lookups_after_writes", "LOOKUP passes left pending until the writes in flight they met ended",
                 c.lookupsAfterWrites);
+        adder(metrics, "lmcache_mp.l1_lookup_watches_refused", "chunks being written a LOOKUP counted as misses: too many lookups waited already",
+                c.lookupWatchesRefused);
         metrics.onReset(c::reset);
         // O(1) fields published by the store: a scrape never waits on the lock inline LOOKUPs take
         metrics.gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects", store::usedBytes);

@@ -30,6 +30,8 @@ final class ObjectTable {
     private int readyRegions;
     /** Lookups to tell, once the store's lock is released, that a fill they waited for ended. */
     private final List<PendingFills> endedFills = new ArrayList<>();
+    /** Lookups waiting on fills, all objects together (at most {@link PendingFills#MAX_WAITING}). */
+    private int watchers;
     /** Fills ended since the store last signalled its waiting readers. */
     private int fillsEnded;
     /** The KV-event log's feed of published objects that leave (null: none); {@link #removalsEnded} flushes it. */
@@ -207,9 +209,10 @@ final class ObjectTable {
             return;
         }
         fillsEnded++;
-        List<PendingFills> watchers = object.takeWatchers();
-        if (watchers != null) {
-            endedFills.addAll(watchers);
+        List<PendingFills> waiting = object.takeWatchers();
+        if (waiting != null) {
+            endedFills.addAll(waiting);
+            watchers -= waiting.size();
         }
     }
 
@@ -219,6 +222,19 @@ final class ObjectTable {
             removedAny = false;
             removals.batchEnded();
         }
+    }
+
+    /** Whether {@code count} more lookups may wait on fills. */
+    boolean mayWatch(int count) {
+        return watchers + count <= PendingFills.MAX_WAITING;
+    }
+
+    void watched(int count) {
+        watchers += count;
+    }
+
+    StoreCounters counters() {
+        return counters;
     }
 
     /** Fills ended since the last call (the store then wakes its waiting readers). */

@@ -13,6 +13,12 @@ import org.slf4j.LoggerFactory;
  * (published, aborted or reclaimed). One instance per lookup pass.
  */
 public final class PendingFills {
+    /**
+     * Waits on fills, all lookups and objects together: each holds its pass (hashes) until the fill ends, and a fill can take
+     * up to the write lock's TTL, so a flood of LOOKUPs on a write that never completes must not grow the heap. Past it a
+     * lookup counts such a chunk as a miss (counted).
+     */
+    public static final int MAX_WAITING = 16_384;
     private static final RateLimitedLog FAILED = new RateLimitedLog(LoggerFactory.getLogger(PendingFills.class),
             "LOOKUPs after writes failed", 10);
 

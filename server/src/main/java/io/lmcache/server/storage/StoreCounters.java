@@ -53,6 +53,8 @@ public final class StoreCounters {
     public final LongAdder readsAfterWrites = new LongAdder();
     /** Lookup passes that met chunks still being written and were left pending until those writes ended. */
     public final LongAdder lookupsAfterWrites = new LongAdder();
+    /** Chunks being written that a lookup counted as misses because too many lookups wait on fills already. */
+    public final LongAdder lookupWatchesRefused = new LongAdder();
     public final LongAdder evictionFailures = new LongAdder();
     public final LongAdder evictionLoopTicks = new LongAdder();
     public final LongAdder evictionLoopTriggered = new LongAdder();
@@ -107,7 +109,7 @@ public final class StoreCounters {
     /** Zeroes every counter (HTTP /metrics/reset). */
     public void reset() {
         for (LongAdder adder : new LongAdder[] {writeChunks, writeBytes, readChunks, readBytes, allocationFailures,
-            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, evictionFailures,
+            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, lookupWatchesRefused, evictionFailures,
             evictionLoopTicks, evictionLoopTriggered}) {
             adder.reset();
         }

@@ -71,10 +71,15 @@ final class StoreLookups {
             writing |= object.state == StoredObject.State.WRITING;
             ranks[rank] = object;
         }
+        if (writing && !table.mayWatch(ranks.length)) {
+            table.counters().lookupWatchesRefused.increment();
+            return false; // too many lookups wait already: this one counts the chunk as a miss, as before a commit
+        }
         if (writing) {
             for (StoredObject object : ranks) {
                 if (object.state == StoredObject.State.WRITING) {
                     fills.watch(object);
+                    table.watched(1);
                 }
             }
         }

@@ -9,6 +9,7 @@ import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.PendingFills;
 import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
@@ -100,6 +101,31 @@ class LookupModuleTest {
             assertTrue(store.counters().lookupsAfterWrites.sum() >= 1, what);
             store.checkInvariants();
         }
+    }
+
+    /** A flood of LOOKUPs on a write that does not end is bounded: past the cap a lookup counts the chunk as a miss. */
+    @Test
+    void lookupsWaitingOnWritesAreBounded() {
+        int[] tokens = new int[CHUNK];
+        ObjectStore store = store();
+        long[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, 1);
+        StoredObject writing = store.reserve(ChunkKey.of("model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, 1);
+        PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics(), new ObjectGroupCatalog(true));
+        for (int i = 0; i < PendingFills.MAX_WAITING; i++) {
+            module.lookup(new Request.Lookup(key(tokens, 1, "w" + i), 1));
+        }
+        assertEquals(Reply.NONE, module.query("w0"), "the first lookups wait for the write");
+        assertEquals(0, store.counters().lookupWatchesRefused.sum());
+        module.lookup(new Request.Lookup(key(tokens, 1, "over"), 1));
+        assertEquals(new Reply.Int(0), module.query("over"), "past the cap: a miss at once, as before a commit");
+        assertEquals(1, store.counters().lookupWatchesRefused.sum());
+        assertTrue(store.commit(writing));
+        assertEquals(new Reply.Int(1), module.query("w" + (PendingFills.MAX_WAITING - 1)), "the waiting ones complete on the commit");
+        module.lookup(new Request.Lookup(key(tokens, 1, "after"), 1));
+        assertEquals(new Reply.Int(1), module.query("after"));
+        store.checkInvariants();
     }
 
     private static CacheKey key(int[] tokens, int worldSize, String requestId) {
