@@ -10,7 +10,9 @@ NO_PAYLOAD = None
 
 TRUE = b"\xc3"                 # PING
 NOOP_OK = encode("OK")         # a2 4f 4b
-EMPTY_LIST = encode([])        # 90: GET_EXPERIMENTAL
+EMPTY_LIST = encode([])        # 90: GET_EXPERIMENTAL with the KV-event log off
+#: GET_EXPERIMENTAL while the KV-event log is on (the default): the channel's capability names (kv-events.md)
+KV_EVENT_CAPABILITIES = encode(["kv_event_stream", "kv_events"])
 
 
 def int_reply(n: int) -> bytes:

@@ -91,7 +91,7 @@ def handshake(report: Report, opts: Options) -> None:
         ("PING(worker instance id)", protocol.ping(new_instance_id(rng)), expect.TRUE),
         ("PING(None)", protocol.ping(None), expect.TRUE),
         ("NOOP", protocol.noop(), expect.NOOP_OK),
-        ("GET_EXPERIMENTAL", protocol.get_experimental(), expect.EMPTY_LIST),
+        ("GET_EXPERIMENTAL", protocol.get_experimental(), expect.KV_EVENT_CAPABILITIES),
     ]
     with Client(opts.endpoint, timeout_s=opts.timeout_s) as client:
         worker = Worker(report, client, None, "testclient/handshake", 0)
