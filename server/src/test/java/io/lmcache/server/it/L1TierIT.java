@@ -17,8 +17,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -120,23 +118,23 @@ class L1TierIT {
     @Test
     void aStoreWithRoomForPartOfItsChunksKeepsThoseAndAnswersFalse() {
         JavaWorker.Geometry wide = new JavaWorker.Geometry(8, 96, 16, 8, 128); // 8 MiB objects, blocks for 3 chunks and a copy
-        // the pool is full throughout: with the default watermark the background eviction could take the two chunks this
-        // test stores before its LOOKUP sees them (a race a loaded machine loses); room on demand is what is tested here
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625", "--eviction-trigger-watermark", "1");
+        // noop: nothing is ever evicted, so the room is exactly what the test leaves (a full pool under LRU would let the
+        // background eviction take the chunks this test stores before its LOOKUP sees them, a race a loaded machine loses)
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625", "--eviction-policy", "noop");
              JavaWorker worker = new JavaWorker(server.endpoint(), 14, "partial/model", wide)) {
             worker.register();
             worker.fill(CHUNK_BLOCKS, 4);
-            // fill the pool with chunks that LOOKUPs hold (a held chunk is never evicted) until one more finds no room
-            List<int[]> held = new ArrayList<>();
-            while (worker.store(prefix(-100 - held.size()), 0, CHUNK, CHUNK_BLOCKS, "held-" + held.size())) {
-                assertEquals(1, worker.lookup(prefix(-100 - held.size()), CHUNK, "hold-" + held.size(), 1, 1));
-                held.add(prefix(-100 - held.size()));
-                assertTrue(held.size() <= 8, "a 64 MiB pool holds at most eight 8 MiB objects");
+            // how many objects the pool holds: store until one finds no room, then empty it
+            int capacity = 0;
+            while (worker.store(prefix(-100 - capacity), 0, CHUNK, CHUNK_BLOCKS, "probe-" + capacity)) {
+                capacity++;
+                assertTrue(capacity <= 8, "a 64 MiB pool holds at most eight 8 MiB objects");
             }
-            assertTrue(held.size() >= 2, "the pool held " + held.size() + " chunks");
-            // release two: room for exactly two objects
-            for (int i = held.size() - 2; i < held.size(); i++) {
-                worker.freeLookupLocks(held.get(i), 0, CHUNK, "hold-" + i);
+            assertTrue(capacity >= 2, "the pool held " + capacity + " chunks");
+            assertEquals(200, Http.post(server.httpBase() + "/cache/clear", "{\"tier\": \"l1\"}").statusCode());
+            // leave room for exactly two objects
+            for (int i = 0; i < capacity - 2; i++) {
+                assertTrue(worker.store(prefix(-200 - i), 0, CHUNK, CHUNK_BLOCKS, "filler-" + i));
             }
             double noMemory = Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "store", "reason", "no_memory");
             int[] tokens = JavaWorker.tokens(77, 3 * CHUNK);
