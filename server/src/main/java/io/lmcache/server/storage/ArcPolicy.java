@@ -1,8 +1,6 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicyName;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
@@ -25,10 +23,8 @@ final class ArcPolicy implements EvictionPolicy {
     private long t2Bytes;
     private int t1Objects;
     private int t2Objects;
-    private final LinkedHashMap<ObjectKey, Long> b1 = new LinkedHashMap<>();
-    private final LinkedHashMap<ObjectKey, Long> b2 = new LinkedHashMap<>();
-    private long b1Bytes;
-    private long b2Bytes;
+    private final GhostKeys b1 = new GhostKeys();
+    private final GhostKeys b2 = new GhostKeys();
     private long p;
     private long ghostHits;
     private final PolicyGauges gauges = new PolicyGauges("p_bytes", "capacity_bytes", "t1_objects", "t1_bytes", "t2_objects", "t2_bytes",
@@ -53,14 +49,15 @@ final class ArcPolicy implements EvictionPolicy {
         PolicyNode node = new PolicyNode(object);
         object.policySlot = node;
         long bytes = object.bytes;
+        // the adaptation weighs the two ghost lists as they were before this key left one
+        long b1Bytes = b1.bytes();
+        long b2Bytes = b2.bytes();
         Long ghost = b1.remove(object.key);
         if (ghost != null) {
             // T1 was too small for this one to be read again
             p = Math.min(capacityBytes, p + bytes * Math.max(1, b2Bytes / b1Bytes));
-            b1Bytes -= ghost;
         } else if ((ghost = b2.remove(object.key)) != null) {
             p = Math.max(0, p - bytes * Math.max(1, b1Bytes / b2Bytes));
-            b2Bytes -= ghost;
         }
         if (ghost != null) {
             ghostHits++;
@@ -128,35 +125,20 @@ final class ArcPolicy implements EvictionPolicy {
         PolicyNode victim = from.tail();
         // it is freed now: it leaves T1 or T2, and its key becomes a ghost of that list
         setHome(victim, 0);
-        if (from == t1) {
-            b1.put(victim.object.key, victim.object.bytes);
-            b1Bytes += victim.object.bytes;
-        } else {
-            b2.put(victim.object.key, victim.object.bytes);
-            b2Bytes += victim.object.bytes;
-        }
+        (from == t1 ? b1 : b2).add(victim.object.key, victim.object.bytes);
         trimGhosts();
         return victim.object;
     }
 
     /** ARC's directory bounds: T1 and B1 together within the capacity, everything within twice it (B2 gives way). */
     private void trimGhosts() {
-        Iterator<Map.Entry<ObjectKey, Long>> oldest = b1.entrySet().iterator();
-        while (t1Bytes + b1Bytes > capacityBytes && oldest.hasNext()) {
-            b1Bytes -= oldest.next().getValue();
-            oldest.remove();
-        }
-        oldest = b2.entrySet().iterator();
-        while (t1Bytes + t2Bytes + b1Bytes + b2Bytes > 2 * capacityBytes && oldest.hasNext()) {
-            b2Bytes -= oldest.next().getValue();
-            oldest.remove();
-        }
+        b1.trimWhile(b1Bytes -> t1Bytes + b1Bytes > capacityBytes);
+        b2.trimWhile(b2Bytes -> t1Bytes + t2Bytes + b1.bytes() + b2Bytes > 2 * capacityBytes);
     }
 
     @Override
     public boolean isEvictable(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        return node != null && node.linked();
+        return PolicyNode.linked(object);
     }
 
     @Override
@@ -171,14 +153,11 @@ final class ArcPolicy implements EvictionPolicy {
         if (t1.bytes() > t1Bytes || t2.bytes() > t2Bytes || t1.size() > t1Objects || t2.size() > t2Objects) {
             throw new IllegalStateException("ARC lists hold more than their resident counts: " + status());
         }
-        if (p < 0 || p > capacityBytes || b1Bytes + b2Bytes > 2 * capacityBytes) {
-            throw new IllegalStateException("ARC target or ghosts out of range: p " + p + ", ghosts " + (b1Bytes + b2Bytes));
+        if (p < 0 || p > capacityBytes || b1.bytes() + b2.bytes() > 2 * capacityBytes) {
+            throw new IllegalStateException("ARC target or ghosts out of range: p " + p + ", ghosts " + (b1.bytes() + b2.bytes()));
         }
-        long b1Sum = b1.values().stream().mapToLong(Long::longValue).sum();
-        long b2Sum = b2.values().stream().mapToLong(Long::longValue).sum();
-        if (b1Sum != b1Bytes || b2Sum != b2Bytes) {
-            throw new IllegalStateException("ARC ghost bytes " + b1Bytes + "/" + b2Bytes + " differ from their sums " + b1Sum + "/" + b2Sum);
-        }
+        b1.check("ARC B1");
+        b2.check("ARC B2");
     }
 
     @Override
@@ -190,9 +169,9 @@ final class ArcPolicy implements EvictionPolicy {
         gauges.set(4, t2Objects);
         gauges.set(5, t2Bytes);
         gauges.set(6, b1.size());
-        gauges.set(7, b1Bytes);
+        gauges.set(7, b1.bytes());
         gauges.set(8, b2.size());
-        gauges.set(9, b2Bytes);
+        gauges.set(9, b2.bytes());
         gauges.set(10, ghostHits);
     }
 

@@ -49,8 +49,7 @@ final class LruPolicy implements EvictionPolicy {
 
     @Override
     public boolean isEvictable(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        return node != null && node.linked();
+        return PolicyNode.linked(object);
     }
 
     @Override

@@ -24,6 +24,12 @@ final class PolicyNode {
         return list != null;
     }
 
+    /** Whether {@code object} is on one of its policy's lists, i.e. a candidate (every list-based policy's isEvictable). */
+    static boolean linked(StoredObject object) {
+        PolicyNode node = of(object);
+        return node != null && node.linked();
+    }
+
     /** The node a policy put in {@code object}'s slot (null before the policy saw it, or after it was freed). */
     static PolicyNode of(StoredObject object) {
         return (PolicyNode) object.policySlot;

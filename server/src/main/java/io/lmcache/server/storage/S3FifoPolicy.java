@@ -1,8 +1,6 @@
 package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicyName;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
@@ -26,8 +24,7 @@ final class S3FifoPolicy implements EvictionPolicy {
     /** Resident bytes by home, locked objects included. */
     private long smallBytes;
     private long mainBytes;
-    private final LinkedHashMap<ObjectKey, Long> ghost = new LinkedHashMap<>();
-    private long ghostBytes;
+    private final GhostKeys ghost = new GhostKeys();
     private long promoted;
     private long ghostHits;
     private final PolicyGauges gauges = new PolicyGauges("small_target_bytes", "small_evictable", "small_bytes", "main_evictable",
@@ -49,7 +46,6 @@ final class S3FifoPolicy implements EvictionPolicy {
         object.policySlot = node;
         Long remembered = ghost.remove(object.key);
         if (remembered != null) {
-            ghostBytes -= remembered;
             ghostHits++;
         }
         setHome(node, remembered != null ? MAIN : SMALL);
@@ -127,19 +123,13 @@ final class S3FifoPolicy implements EvictionPolicy {
 
     /** A key evicted from the small queue: if it comes back soon, it goes to main. */
     private void remember(StoredObject object) {
-        ghost.put(object.key, object.bytes);
-        ghostBytes += object.bytes;
-        Iterator<Map.Entry<ObjectKey, Long>> oldest = ghost.entrySet().iterator();
-        while (ghostBytes > ghostCapacityBytes && oldest.hasNext()) {
-            ghostBytes -= oldest.next().getValue();
-            oldest.remove();
-        }
+        ghost.add(object.key, object.bytes);
+        ghost.trimWhile(bytes -> bytes > ghostCapacityBytes);
     }
 
     @Override
     public boolean isEvictable(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        return node != null && node.linked();
+        return PolicyNode.linked(object);
     }
 
     @Override
@@ -154,9 +144,9 @@ final class S3FifoPolicy implements EvictionPolicy {
         if (small.bytes() > smallBytes || main.bytes() > mainBytes) {
             throw new IllegalStateException("S3FIFO queues hold more than their resident bytes: " + status());
         }
-        long sum = ghost.values().stream().mapToLong(Long::longValue).sum();
-        if (sum != ghostBytes || ghostBytes > ghostCapacityBytes) {
-            throw new IllegalStateException("S3FIFO ghost bytes " + ghostBytes + " (sum " + sum + ", capacity " + ghostCapacityBytes + ")");
+        ghost.check("S3FIFO");
+        if (ghost.bytes() > ghostCapacityBytes) {
+            throw new IllegalStateException("S3FIFO ghost bytes " + ghost.bytes() + " over their capacity " + ghostCapacityBytes);
         }
     }
 
@@ -168,7 +158,7 @@ final class S3FifoPolicy implements EvictionPolicy {
         gauges.set(3, main.size());
         gauges.set(4, mainBytes);
         gauges.set(5, ghost.size());
-        gauges.set(6, ghostBytes);
+        gauges.set(6, ghost.bytes());
         gauges.set(7, promoted);
         gauges.set(8, ghostHits);
     }

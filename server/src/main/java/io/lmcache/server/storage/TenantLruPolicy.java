@@ -149,8 +149,7 @@ final class TenantLruPolicy implements EvictionPolicy {
 
     @Override
     public boolean isEvictable(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        return node != null && node.linked();
+        return PolicyNode.linked(object);
     }
 
     @Override
