@@ -5,12 +5,12 @@ with the same prefix follows at once on its own connection, with no host wait on
 every chunk every time (the server answers QUERY_PREFETCH_STATUS None until the writes commit); a RETRIEVE sent before
 the commit must return the stored bytes. Also reads the commit delay (copy end on the GPU to commit) from /status.
 
-Run from gpu_check.py's tests (`g` is that module); `python3 visibility_check.py --java J --classpath CP --out DIR
-[--repeats N]` runs it alone (--repeats 1000 for the issue's figure)."""
+Run from gpu_check.py's tests (`g` is that module, passed in, so this file imports nothing of gpu_check's);
+`python3 run_visibility.py --java J --classpath CP --out DIR` runs it alone (LMCACHE_VISIBILITY_REPEATS, default 1000,
+for the issue's figure)."""
 import json
 import os
 import random
-import sys
 
 import torch
 
@@ -96,16 +96,3 @@ def run_tests(g, server, args, repeats=REPEATS):
     except Exception as e:  # noqa: BLE001 -- recorded as a failed check, the other results are still written
         g.check("visibility: ran to completion", False, repr(e))
 
-
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import gpu_check as g  # noqa: E402
-    args = g.script_args().parse_args()
-    server = g.Server(args.java, args.classpath, args.out, 8)
-    try:
-        run_tests(g, server, args, int(os.environ.get("LMCACHE_VISIBILITY_REPEATS", "1000")))
-    finally:
-        server.stop()
-    failed = [r for r in g.RESULTS if not r["ok"]]
-    g.log(f"{len(g.RESULTS) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)

@@ -14,7 +14,7 @@ from .codec import encode
 from .hybrid_kv import SENTINEL_BYTE, GroupSpec, HybridKVCache
 from .messages import EngineGroupInfo, RegisterEngineDrivenContextPayload
 from .report import Report
-from .scenarios import Options, scenario
+from .registry import Options, scenario
 from .wire import Client
 from .worker import Worker, new_instance_id, random_tokens
 

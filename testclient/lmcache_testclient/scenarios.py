@@ -7,52 +7,17 @@ ids and tensor contents come from ``opts.rng(label)``, so a run is reproducible 
 """
 
 import contextlib
-import random
 import threading
 import traceback
-from dataclasses import dataclass
-from typing import Callable
 
 import zmq
 
 from . import expect, protocol
+from .registry import SCENARIOS, Options, Scenario, scenario  # noqa: F401  (re-exported for __main__)
 from .report import Abort, Report, reply_problems
 from .shm_kv import BLOCK_SIZE, LAYOUTS, SENTINEL, Geometry, ShmKVCache
 from .wire import Client, WireError
 from .worker import BlockAllocator, Worker, new_instance_id, random_tokens
-
-@dataclass(frozen=True)
-class Options:
-    endpoint: str
-    chunk_size: int = 256
-    seed: int = 0
-    timeout_s: float = 10.0
-
-    def rng(self, label: str) -> random.Random:
-        """An independent, reproducible stream per purpose (str seeds hash deterministically)."""
-        return random.Random(f"{self.seed}:{label}")
-
-    @property
-    def blocks_per_chunk(self) -> int:
-        return self.chunk_size // BLOCK_SIZE
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    help: str
-    run: Callable[[Report, Options], None]
-
-
-SCENARIOS: dict = {}
-
-
-def scenario(name: str, help: str):
-    def register(fn):
-        SCENARIOS[name] = Scenario(name, help, fn)
-        return fn
-    return register
-
 
 def run(name: str, opts: Options) -> int:
     """Run one scenario, print its checks and JSON summary; returns the exit code (0/1)."""
@@ -318,4 +283,3 @@ def badinput_datapath(report: Report, opts: Options) -> None:
 
 # --- hybrid models: registered by importing their module (it uses the decorator above) ------------
 
-from . import hybrid_scenarios  # noqa: E402,F401
