@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.concurrent.Executor;
 import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.ToLongFunction;
 
 /**
@@ -16,7 +17,9 @@ import java.util.function.ToLongFunction;
 public final class CudaBackend implements GpuBackend {
     private final CudaDevices devices;
     private final EventPoller poller = new EventPoller();
-    private PinnedPool pinned;
+    private volatile PinnedPool pinned;
+    /** Failure replies answered with 64 zero bytes because no GPU had a context yet (no GPU worker ever registered). */
+    private final LongAdder failuresWithoutEvent = new LongAdder();
 
     CudaBackend(CudaDevices devices) {
         this.devices = devices;
@@ -36,11 +39,14 @@ public final class CudaBackend implements GpuBackend {
         return devices;
     }
 
-    /** Pins the pool's regions as they are prepared, through the first GPU's context (portable to every GPU). */
+    /**
+     * The pool's pinning: regions are recorded as they are prepared and pinned from the first GPU registration on, through
+     * that GPU's context (portable to every GPU; see {@link PinnedPool}). Makes no context.
+     */
     @Override
     public synchronized PinnedPool pinnedPool(int regions, long regionBytes) {
         if (pinned == null) {
-            pinned = new PinnedPool(devices.devices().getFirst(), regions, regionBytes);
+            pinned = new PinnedPool(regions, regionBytes);
         }
         return pinned;
     }
@@ -55,15 +61,34 @@ public final class CudaBackend implements GpuBackend {
         return DeviceTensors.open(devices, wrappers, release);
     }
 
+    /** The device's copy engine (made at a REGISTER on it); the first one also starts the pool's pinning through its context. */
     @Override
     public CopyEngine engine(CudaDevice device) {
-        return device.engine(poller, pinned);
+        CopyEngine engine = device.engine(poller, pinned);
+        PinnedPool pool = pinned;
+        if (pool != null) {
+            pool.startPinning(device);
+        }
+        return engine;
     }
 
-    /** The device's complete event, made once (its primary context only: no copy engine is created for a failure). */
+    /**
+     * The complete event of the GPU with this UUID if it has a context, else of any GPU that has one (made with each
+     * context, so this makes no driver call and no context); 64 zero bytes, counted, when no GPU has a context: no GPU
+     * worker has registered, so the request is not a registered GPU worker's (a context made for it would hold device
+     * memory on a GPU no worker uses).
+     */
     @Override
     public byte[] failureEvent(String deviceUuid) {
-        return deviceFor(deviceUuid).completedEvent();
+        byte[] handle = deviceFor(deviceUuid).existingCompletedEvent();
+        for (int i = 0; handle == null && i < devices.devices().size(); i++) {
+            handle = devices.devices().get(i).existingCompletedEvent();
+        }
+        if (handle == null) {
+            failuresWithoutEvent.increment();
+            return new byte[64];
+        }
+        return handle;
     }
 
     /** The GPU with this UUID, or the first GPU when it is null or unknown. */
@@ -123,8 +148,12 @@ public final class CudaBackend implements GpuBackend {
             list.add(Map.of("ordinal", device.ordinal(), "name", device.name(), "uuid", device.uuid(), "open_ipc_mappings", open));
         }
         status.put("devices", list);
+        status.put("device_memory", deviceMemory());
         status.put("open_ipc_mappings", mappings);
-        status.put("pinned_regions", pinned == null ? 0 : pinned.registeredRegions());
+        PinnedPool pool = pinned;
+        status.put("pinned_regions", pool == null ? 0 : pool.registeredRegions());
+        status.put("pool_pinning", pool == null ? Map.of() : pool.status());
+        status.put("failure_replies_without_event", failuresWithoutEvent.sum());
         status.put("transfers_in_flight", poller.pendingCount());
         status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
         status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
@@ -141,6 +170,18 @@ public final class CudaBackend implements GpuBackend {
         return status;
     }
 
+    /**
+     * Per GPU, the device memory this server holds there (see {@link CudaDevice#memoryStatus}): 0 and no context on a GPU
+     * no worker has registered on. Reading it makes no driver call.
+     */
+    private List<Map<String, Object>> deviceMemory() {
+        List<Map<String, Object>> list = new ArrayList<>();
+        for (CudaDevice device : devices.devices()) {
+            list.add(device.memoryStatus());
+        }
+        return list;
+    }
+
     @Override
     public EventPoller eventPoller() {
         return poller;
@@ -150,8 +191,9 @@ public final class CudaBackend implements GpuBackend {
     @Override
     public void close() {
         poller.close();
-        if (pinned != null) {
-            pinned.close();
+        PinnedPool pool = pinned;
+        if (pool != null) {
+            pool.close();
         }
         devices.close();
     }
