@@ -35,6 +35,11 @@ public final class CudaBackend implements GpuBackend {
         return devices.describe();
     }
 
+    @Override
+    public List<String> pciBusIds() {
+        return devices.devices().stream().map(CudaDevice::pciBusId).toList();
+    }
+
     public CudaDevices devices() {
         return devices;
     }

@@ -32,6 +32,9 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
 
     String describe();
 
+    /** The GPUs' PCI bus ids in device order ({@code 0000:18:00.0}; "" where the driver did not say); none without CUDA. */
+    List<String> pciBusIds();
+
     /** The pool's pinning (CUDA only): regions are handed to it as they are prepared and pinned from the first REGISTER on. */
     PinnedPool pinnedPool(int regions, long regionBytes);
 
