@@ -9,17 +9,20 @@ import java.util.concurrent.Executor;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.ToLongFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The real CUDA backend: the devices, opening a worker's tensors, each device's copy engine, the
  * pinned pool and the event poller. Exists only when a driver and a GPU were found.
  */
 public final class CudaBackend implements GpuBackend {
+    private static final Logger LOG = LoggerFactory.getLogger(CudaBackend.class);
     private final CudaDevices devices;
     private final EventPoller poller = new EventPoller();
     private volatile PinnedPool pinned;
-    /** Failure replies answered with 64 zero bytes because no GPU had a context yet (no GPU worker ever registered). */
-    private final LongAdder failuresWithoutEvent = new LongAdder();
+    /** Contexts made for a failure reply's event because no GPU had one yet (no GPU worker had registered): 0 or 1. */
+    private final LongAdder failuresWithoutContext = new LongAdder();
 
     CudaBackend(CudaDevices devices) {
         this.devices = devices;
@@ -79,9 +82,11 @@ public final class CudaBackend implements GpuBackend {
 
     /**
      * The complete event of the GPU with this UUID if it has a context, else of any GPU that has one (made with each
-     * context, so this makes no driver call and no context); 64 zero bytes, counted, when no GPU has a context: no GPU
-     * worker has registered, so the request is not a registered GPU worker's (a context made for it would hold device
-     * memory on a GPU no worker uses).
+     * context, so this makes no driver call and no context). When no GPU has a context yet (no GPU worker registered), the
+     * first GPU's context and event are made now, once, and counted: a GPU worker that never registered (a server running
+     * {@code --supported-transfer-mode engine_driven}, a misconfigured engine) still gets an event it can open, as 64 zero
+     * bytes would make its {@code Event.from_ipc_handle} raise and take vLLM down (issue 13). That costs a context on
+     * the first GPU (what LMCache holds from the start, its issue #4019), but only after such a request, never at start.
      */
     @Override
     public byte[] failureEvent(String deviceUuid) {
@@ -89,11 +94,18 @@ public final class CudaBackend implements GpuBackend {
         for (int i = 0; handle == null && i < devices.devices().size(); i++) {
             handle = devices.devices().get(i).existingCompletedEvent();
         }
-        if (handle == null) {
-            failuresWithoutEvent.increment();
-            return new byte[64];
+        if (handle != null) {
+            return handle;
         }
-        return handle;
+        CudaDevice first = devices.devices().getFirst();
+        synchronized (failuresWithoutContext) {
+            if (first.existingCompletedEvent() == null) {
+                failuresWithoutContext.increment();
+                LOG.warn("a STORE/RETRIEVE failure before any GPU registration: making GPU {}'s context for its reply's event (a GPU"
+                        + " worker must be able to open it); the server now holds device memory on that GPU", first.ordinal());
+            }
+        }
+        return first.completedEvent();
     }
 
     /** The GPU with this UUID, or the first GPU when it is null or unknown. */
@@ -158,7 +170,7 @@ public final class CudaBackend implements GpuBackend {
         PinnedPool pool = pinned;
         status.put("pinned_regions", pool == null ? 0 : pool.registeredRegions());
         status.put("pool_pinning", pool == null ? Map.of() : pool.status());
-        status.put("failure_replies_without_event", failuresWithoutEvent.sum());
+        status.put("contexts_made_for_failure_replies", failuresWithoutContext.sum());
         status.put("transfers_in_flight", poller.pendingCount());
         status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
         status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
@@ -177,7 +189,7 @@ public final class CudaBackend implements GpuBackend {
 
     /**
      * Per GPU, the device memory this server holds there (see {@link CudaDevice#memoryStatus}): 0 and no context on a GPU
-     * no worker has registered on. Reading it makes no driver call.
+     * no worker has registered on. Reading it makes one cheap driver call per GPU (the primary context's state), no context.
      */
     private List<Map<String, Object>> deviceMemory() {
         List<Map<String, Object>> list = new ArrayList<>();

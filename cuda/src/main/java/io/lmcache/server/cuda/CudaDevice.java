@@ -130,6 +130,7 @@ public final class CudaDevice {
      * right after the context was made ({@code cuMemGetInfo} sees the whole GPU, not this process, so that is context;
      * the context's own footprint is not visible through the driver API: the GPU check reads it per process from
      * nvidia-smi). Without a context the process holds no device memory on the GPU, so every figure is exact then: 0.
+     * {@code driver_context_active} asks the driver ({@code cuDevicePrimaryCtxGetState}: one cheap call, no context).
      */
     public Map<String, Object> memoryStatus() {
         Map<String, Object> status = new LinkedHashMap<>();
@@ -137,6 +138,7 @@ public final class CudaDevice {
         status.put("uuid", uuid);
         status.put("pci_bus_id", pciBusId);
         status.put("context", hasContext());
+        status.put("driver_context_active", driverReportsContextActive());
         CopyEngine engine = existingEngine();
         status.put("allocated_bytes", engine == null ? 0L : engine.deviceBytes());
         status.put("context_created_ms", contextCreatedMs);

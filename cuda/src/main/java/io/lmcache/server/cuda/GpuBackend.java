@@ -49,8 +49,9 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
      * The handle of a recorded, always-complete interprocess event on the GPU with this UUID (any GPU
      * with a context when it is null, unknown or has none), made with each GPU's context ({@link CudaDevice#completedEvent}):
      * what a STORE or RETRIEVE answers with when it copied nothing, so a GPU worker can open it and
-     * wait. 64 zero bytes on the host-only backend (a CPU worker ignores the handle), and while no
-     * GPU has a context (no GPU worker registered yet). Makes no driver call.
+     * wait. 64 zero bytes on the host-only backend (a CPU worker ignores the handle). Makes no driver
+     * call once a GPU has a context; before any has, makes the first GPU's (once) and may throw
+     * {@link CudaException}.
      */
     byte[] failureEvent(String deviceUuid);
 
