@@ -165,8 +165,8 @@ public final class CudaDevice {
 
     /**
      * The handle of an interprocess event on this GPU that was recorded once, has completed and is
-     * never recorded again (so it stays complete), made with the context and kept until close: what a STORE or RETRIEVE that copied nothing answers with (protocol
-     * doc §9: even a failure carries a valid, recorded event). One handle serves every such reply:
+     * never recorded again (so it stays complete), made with the context and kept until close: what a
+     * STORE or RETRIEVE that copied nothing answers with (protocol doc §9: even a failure carries a valid, recorded event). One handle serves every such reply:
      * each open by a worker ({@code cudaIpcOpenEventHandle}, torch's {@code Event.from_ipc_handle})
      * makes that worker its own imported event, and waiting on or querying a complete event returns at
      * once. Needs only the primary context, not the copy engine (whose staging memory a failure should

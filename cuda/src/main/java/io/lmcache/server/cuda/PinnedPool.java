@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.Locale;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
 import jcuda.driver.JCudaDriver;
@@ -111,7 +112,7 @@ public final class PinnedPool implements AutoCloseable {
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         CudaDevice through = registrar;
-        status.put("state", schedule.state().name().toLowerCase(java.util.Locale.ROOT));
+        status.put("state", schedule.state().name().toLowerCase(Locale.ROOT));
         status.put("through_gpu", through == null ? -1 : through.ordinal());
         status.put("regions_pinned", schedule.pinnedRegions());
         status.put("regions_total", schedule.regions());

@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.IntFunction;
+import java.util.Locale;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -97,7 +98,7 @@ public final class NumaPlacement {
                         + ") is allowed: the pool is placed as before";
             }
         }
-        LOG.info("NUMA placement of the L1 pool: {} ({})", method.name().toLowerCase(java.util.Locale.ROOT), message);
+        LOG.info("NUMA placement of the L1 pool: {} ({})", method.name().toLowerCase(Locale.ROOT), message);
     }
 
     /** On the preparation thread, just before it prefaults the region (its first touch). */
@@ -143,7 +144,7 @@ public final class NumaPlacement {
     /** What /status shows: the method, why, and each region's node. */
     public Map<String, Object> status(int regions) {
         Map<String, Object> status = new LinkedHashMap<>();
-        status.put("method", method.name().toLowerCase(java.util.Locale.ROOT));
+        status.put("method", method.name().toLowerCase(Locale.ROOT));
         status.put("message", message);
         List<Integer> nodes = new ArrayList<>(regions);
         for (int region = 0; region < regions; region++) {

@@ -15,6 +15,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
+import java.util.Locale;
+import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -66,7 +68,7 @@ class NumaPlacementTest {
     }
 
     private void gpu(String busId, String node) throws IOException {
-        Path dir = Files.createDirectories(sysfs.resolve("bus/pci/devices/" + busId.toLowerCase(java.util.Locale.ROOT)));
+        Path dir = Files.createDirectories(sysfs.resolve("bus/pci/devices/" + busId.toLowerCase(Locale.ROOT)));
         Files.writeString(dir.resolve("numa_node"), node + "\n");
     }
 
@@ -171,7 +173,7 @@ class NumaPlacementTest {
             pool.startPreparation(List.of(recordingStage(ConcurrentHashMap.newKeySet())), region -> { }, placement);
             await().atMost(Duration.ofSeconds(10)).until(() -> pool.preparedRegions() == regions);
             assertEquals(NumaPlacement.Method.MBIND, placement.method());
-            Map<Integer, Integer> byRegion = new java.util.TreeMap<>();
+            Map<Integer, Integer> byRegion = new TreeMap<>();
             calls.mbindNodeByRegionStart.forEach((offset, node) -> byRegion.put((int) (offset / REGION), node));
             return byRegion;
         }
