@@ -111,7 +111,7 @@ class Server:
                 status = self.status()
                 prep = status["storage_manager"]["l1_manager"]["pool_preparation"]
                 if prep["regions_prepared"] == prep["regions_total"]:
-                    log(f"server ready on {self.port}: {prep['regions_total']} regions prefaulted and pinned")
+                    log(f"server ready on {self.port}: {prep['regions_total']} regions prefaulted (pinned from the first REGISTER on)")
                     return
             except OSError:
                 pass

@@ -2,7 +2,7 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|bench|all]
+#   bash testclient/gpu/run-on-device.sh [test|bench|memory|all]
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # LMCACHE_BUILD_PTX=1 first regenerates the copy kernel's PTX with the host's nvcc (into
 # $OUT/ptx/..., ahead of the jars on the classpath) so a kernel change is tested before the PTX
@@ -39,5 +39,11 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   else
     echo "kernel probe skipped: cupy is not installed on this host" | tee "$out/kernel_probe.json"
   fi
+fi
+if [ "$mode" = memory ] || [ "$mode" = all ]; then
+  # issue 32: device memory before and after the first REGISTER, and the pool's NUMA placement
+  python3 testclient/gpu/device_memory_check.py --java "$java" --classpath "$cp" --out "$out" \
+    --variant 'stack256=-Dlmcache.cuda.stackLimitBytes=256' --variant 'staging1=-Dlmcache.cuda.stagingMiB=1' 2>&1 | tee "$out/device_memory.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 exit $rc

@@ -11,7 +11,11 @@ import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.storage.NumaCalls;
+import io.lmcache.server.storage.NumaPlacement;
+import io.lmcache.server.storage.NumaTopology;
 import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -87,6 +91,17 @@ final class GpuPart {
         }
         backend.pinnedPool(pool.regionCount(), pool.regionBytes());
         return List.of(new PinStage(backend));
+    }
+
+    /**
+     * Where the pool's regions go on a host with several NUMA nodes: on the GPUs' nodes ({@link NumaPlacement}); nothing
+     * without CUDA, with {@code --numa-placement off}, or on a one-node host.
+     */
+    NumaPlacement numaPlacement(L1Pool pool, boolean enabled) {
+        if (!backend.available()) {
+            return NumaPlacement.none("no GPU: the pool is placed as before");
+        }
+        return NumaPlacement.plan(enabled, NumaTopology.read(Path.of("/sys")), backend.pciBusIds(), pool.regionCount(), NumaCalls.linux());
     }
 
     List<String> stageNames() {

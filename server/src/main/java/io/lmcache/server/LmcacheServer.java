@@ -205,7 +205,7 @@ public final class LmcacheServer implements AutoCloseable {
     }
 
     private void startParts() {
-        l1.startPreparation(gpu.regionStages(l1.pool()));
+        l1.startPreparation(gpu.regionStages(l1.pool()), gpu.numaPlacement(l1.pool(), config.operator().numaPlacement()));
         housekeeping.start();
         l2.start();
         Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);

@@ -20,9 +20,10 @@ import java.util.Locale;
  * @param metricsSampleRate the fraction of chunks whose lifecycle (lifetime, idle time, reuse gaps)
  *     is recorded, in (0, 1]; counters always count everything
  * @param serviceInstanceId the {@code service_instance_id} label on every metric and {@code target_info}
+ * @param numaPlacement {@code --numa-placement auto}: the pool's regions on the GPUs' NUMA nodes where the host has several
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
-        String serviceInstanceId) {
+        String serviceInstanceId, boolean numaPlacement) {
     /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
     public static final int DEFAULT_SHM_MODE = 0600;
     /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
@@ -33,7 +34,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
 
     /** The defaults (tests). */
     public static OperatorSettings defaults(String instanceId) {
-        return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId);
+        return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true);
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -54,7 +55,12 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
         if (!(rate > 0) || rate > 1) {
             throw new ConfigException("--metrics-sample-rate", "must be in (0, 1], got " + o.metricsSampleRate.strip());
         }
-        return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip());
+        boolean numa = switch (o.numaPlacement.strip().toLowerCase(Locale.ROOT)) {
+            case "auto" -> true;
+            case "off" -> false;
+            default -> throw new ConfigException("--numa-placement", "must be auto or off, got '" + o.numaPlacement + "'");
+        };
+        return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa);
     }
 
     /** Octal permission bits: the owner reads and writes, nobody executes, others get nothing (0600, 0640, 0660). */

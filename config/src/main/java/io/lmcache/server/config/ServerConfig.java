@@ -109,6 +109,7 @@ public record ServerConfig(
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
         out.put("shm_mode", operator.shmModeText());
+        out.put("numa_placement", operator.numaPlacement() ? "auto" : "off");
         out.put("shm_max_segments", operator.shmMaxSegments());
         out.put("shm_max_mapped_gb", operator.shmMaxMappedBytes() >> 30);
         out.put("metrics_sample_rate", operator.metricsSampleRate());

@@ -135,6 +135,11 @@ final class ServerOptions {
             description = "auto (CUDA when a driver and GPU are present), cuda (required) or host (CPU workers only) (default: ${DEFAULT-VALUE}).")
     String device;
 
+    @Option(names = "--numa-placement", defaultValue = "auto",
+            description = "auto: on a host with several NUMA nodes, place the pool's regions on the nodes of the GPUs (mbind, or first "
+                    + "touch where a container forbids it); off: leave placement to the kernel (default: ${DEFAULT-VALUE}).")
+    String numaPlacement;
+
     // --- L1 ----------------------------------------------------------------------------------
     @Option(names = "--l1-size-gb", description = "Size of the host-memory pool in GiB (required).")
     String l1SizeGb;

@@ -172,6 +172,14 @@ class LmcacheFlagsTest {
     }
 
     @Test
+    void numaPlacementIsAutoUnlessTurnedOff() {
+        assertTrue(run("--l1-size-gb", "1").config().operator().numaPlacement());
+        assertEquals("auto", run("--l1-size-gb", "1").config().describe().get("numa_placement"));
+        assertEquals("off", run("--l1-size-gb", "1", "--numa-placement", "OFF").config().describe().get("numa_placement"));
+        assertTrue(refused("--l1-size-gb", "1", "--numa-placement", "interleave").contains("--numa-placement: must be auto or off"));
+    }
+
+    @Test
     void theMappingBudgetDefaultsUnderTheKernelsLimitAndIsValidated() {
         long mapCount = OperatorSettings.maxMapCount();
         assertTrue(mapCount >= 1024, "vm.max_map_count read whole: " + mapCount);

@@ -311,6 +311,11 @@ public final class CopyEngine implements AutoCloseable {
         return copiedBytes[direction.ordinal()].sum();
     }
 
+    /** Device memory this engine allocated: two lanes of two staging halves (what /status accounts per GPU). */
+    long deviceBytes() {
+        return 4 * STAGING_HALF_BYTES;
+    }
+
     SubmitTimes submitTimes() {
         return submitTimes;
     }

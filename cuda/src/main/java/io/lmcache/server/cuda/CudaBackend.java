@@ -7,16 +7,22 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.concurrent.Executor;
 import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.ToLongFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The real CUDA backend: the devices, opening a worker's tensors, each device's copy engine, the
  * pinned pool and the event poller. Exists only when a driver and a GPU were found.
  */
 public final class CudaBackend implements GpuBackend {
+    private static final Logger LOG = LoggerFactory.getLogger(CudaBackend.class);
     private final CudaDevices devices;
     private final EventPoller poller = new EventPoller();
-    private PinnedPool pinned;
+    private volatile PinnedPool pinned;
+    /** Contexts made for a failure reply's event because no GPU had one yet (no GPU worker had registered): 0 or 1. */
+    private final LongAdder failuresWithoutContext = new LongAdder();
 
     CudaBackend(CudaDevices devices) {
         this.devices = devices;
@@ -32,15 +38,23 @@ public final class CudaBackend implements GpuBackend {
         return devices.describe();
     }
 
+    @Override
+    public List<String> pciBusIds() {
+        return devices.devices().stream().map(CudaDevice::pciBusId).toList();
+    }
+
     public CudaDevices devices() {
         return devices;
     }
 
-    /** Pins the pool's regions as they are prepared, through the first GPU's context (portable to every GPU). */
+    /**
+     * The pool's pinning: regions are recorded as they are prepared and pinned from the first GPU registration on, through
+     * that GPU's context (portable to every GPU; see {@link PinnedPool}). Makes no context.
+     */
     @Override
     public synchronized PinnedPool pinnedPool(int regions, long regionBytes) {
         if (pinned == null) {
-            pinned = new PinnedPool(devices.devices().getFirst(), regions, regionBytes);
+            pinned = new PinnedPool(regions, regionBytes);
         }
         return pinned;
     }
@@ -55,15 +69,43 @@ public final class CudaBackend implements GpuBackend {
         return DeviceTensors.open(devices, wrappers, release);
     }
 
+    /** The device's copy engine (made at a REGISTER on it); the first one also starts the pool's pinning through its context. */
     @Override
     public CopyEngine engine(CudaDevice device) {
-        return device.engine(poller, pinned);
+        CopyEngine engine = device.engine(poller, pinned);
+        PinnedPool pool = pinned;
+        if (pool != null) {
+            pool.startPinning(device);
+        }
+        return engine;
     }
 
-    /** The device's complete event, made once (its primary context only: no copy engine is created for a failure). */
+    /**
+     * The complete event of the GPU with this UUID if it has a context, else of any GPU that has one (made with each
+     * context, so this makes no driver call and no context). When no GPU has a context yet (no GPU worker registered), the
+     * first GPU's context and event are made now, once, and counted: a GPU worker that never registered (a server running
+     * {@code --supported-transfer-mode engine_driven}, a misconfigured engine) still gets an event it can open, as 64 zero
+     * bytes would make its {@code Event.from_ipc_handle} raise and take vLLM down (issue 13). That costs a context on
+     * the first GPU (what LMCache holds from the start, its issue #4019), but only after such a request, never at start.
+     */
     @Override
     public byte[] failureEvent(String deviceUuid) {
-        return deviceFor(deviceUuid).completedEvent();
+        byte[] handle = deviceFor(deviceUuid).existingCompletedEvent();
+        for (int i = 0; handle == null && i < devices.devices().size(); i++) {
+            handle = devices.devices().get(i).existingCompletedEvent();
+        }
+        if (handle != null) {
+            return handle;
+        }
+        CudaDevice first = devices.devices().getFirst();
+        synchronized (failuresWithoutContext) {
+            if (first.existingCompletedEvent() == null) {
+                failuresWithoutContext.increment();
+                LOG.warn("a STORE/RETRIEVE failure before any GPU registration: making GPU {}'s context for its reply's event (a GPU"
+                        + " worker must be able to open it); the server now holds device memory on that GPU", first.ordinal());
+            }
+        }
+        return first.completedEvent();
     }
 
     /** The GPU with this UUID, or the first GPU when it is null or unknown. */
@@ -123,8 +165,12 @@ public final class CudaBackend implements GpuBackend {
             list.add(Map.of("ordinal", device.ordinal(), "name", device.name(), "uuid", device.uuid(), "open_ipc_mappings", open));
         }
         status.put("devices", list);
+        status.put("device_memory", deviceMemory());
         status.put("open_ipc_mappings", mappings);
-        status.put("pinned_regions", pinned == null ? 0 : pinned.registeredRegions());
+        PinnedPool pool = pinned;
+        status.put("pinned_regions", pool == null ? 0 : pool.registeredRegions());
+        status.put("pool_pinning", pool == null ? Map.of() : pool.status());
+        status.put("contexts_made_for_failure_replies", failuresWithoutContext.sum());
         status.put("transfers_in_flight", poller.pendingCount());
         status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
         status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
@@ -141,6 +187,18 @@ public final class CudaBackend implements GpuBackend {
         return status;
     }
 
+    /**
+     * Per GPU, the device memory this server holds there (see {@link CudaDevice#memoryStatus}): 0 and no context on a GPU
+     * no worker has registered on. Reading it makes one cheap driver call per GPU (the primary context's state), no context.
+     */
+    private List<Map<String, Object>> deviceMemory() {
+        List<Map<String, Object>> list = new ArrayList<>();
+        for (CudaDevice device : devices.devices()) {
+            list.add(device.memoryStatus());
+        }
+        return list;
+    }
+
     @Override
     public EventPoller eventPoller() {
         return poller;
@@ -150,8 +208,9 @@ public final class CudaBackend implements GpuBackend {
     @Override
     public void close() {
         poller.close();
-        if (pinned != null) {
-            pinned.close();
+        PinnedPool pool = pinned;
+        if (pool != null) {
+            pool.close();
         }
         devices.close();
     }

@@ -49,11 +49,20 @@ public final class CudaDevices implements AutoCloseable {
             Cu.check(JCudaDriver.cuDeviceGetUuid(uuid, device), "cuDeviceGetUuid(" + ordinal + ")");
             byte[] name = new byte[256];
             Cu.check(JCudaDriver.cuDeviceGetName(name, name.length, device), "cuDeviceGetName(" + ordinal + ")");
-            devices.add(new CudaDevice(ordinal, device, formatUuid(uuid.bytes), cString(name)));
+            devices.add(new CudaDevice(ordinal, device, formatUuid(uuid.bytes), cString(name), pciBusId(device)));
         }
         CudaDevices all = new CudaDevices(List.copyOf(devices));
         LOG.info("CUDA: {} GPU(s): {}", devices.size(), all.describe());
         return all;
+    }
+
+    /** The PCI bus id, lowercase as sysfs names it ({@code 0000:18:00.0}); "" when the driver does not say (needs no context). */
+    private static String pciBusId(CUdevice device) {
+        String[] id = new String[1];
+        if (JCudaDriver.cuDeviceGetPCIBusId(id, 32, device) != 0 || id[0] == null) {
+            return "";
+        }
+        return id[0].strip().toLowerCase(Locale.ROOT);
     }
 
     /** Torch's format of a device UUID: 8-4-4-4-12 lowercase hex. */

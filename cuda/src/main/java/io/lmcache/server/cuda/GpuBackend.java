@@ -13,18 +13,13 @@ import java.util.Map;
  * shared memory, and a CUDA registration is refused with a clear message).
  */
 public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, NoGpu {
-    /** Opens the driver; throws {@link CudaException} (with the reason) when there is no usable GPU. */
+    /**
+     * Opens the driver and lists the GPUs; throws {@link CudaException} (with the reason) when there is no usable GPU. Makes
+     * no context: a GPU gets one at the first REGISTER of tensors on it (so before any REGISTER the server holds no device
+     * memory anywhere), with the complete event its failure replies carry.
+     */
     static GpuBackend open() {
-        CudaDevices devices = CudaDevices.open();
-        try {
-            // the first GPU's context is retained at start-up anyway (the pool is pinned through it): its failure
-            // event made now, no failure reply ever makes a driver call, not even on the socket thread
-            devices.devices().getFirst().completedEvent();
-        } catch (RuntimeException e) {
-            devices.close();
-            throw e;
-        }
-        return new CudaBackend(devices);
+        return new CudaBackend(CudaDevices.open());
     }
 
     /** The host-only backend: nothing is CUDA, every counter is 0. */
@@ -37,7 +32,10 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
 
     String describe();
 
-    /** Pins the pool's regions as they are prepared (CUDA only). */
+    /** The GPUs' PCI bus ids in device order ({@code 0000:18:00.0}; "" where the driver did not say); none without CUDA. */
+    List<String> pciBusIds();
+
+    /** The pool's pinning (CUDA only): regions are handed to it as they are prepared and pinned from the first REGISTER on. */
     PinnedPool pinnedPool(int regions, long regionBytes);
 
     void pin(int region, MemorySegment slice);
@@ -48,11 +46,12 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
     CopyEngine engine(CudaDevice device);
 
     /**
-     * The handle of a recorded, always-complete interprocess event on the GPU with this UUID (the
-     * first GPU when it is null or unknown), made once per GPU ({@link CudaDevice#completedEvent}):
+     * The handle of a recorded, always-complete interprocess event on the GPU with this UUID (any GPU
+     * with a context when it is null, unknown or has none), made with each GPU's context ({@link CudaDevice#completedEvent}):
      * what a STORE or RETRIEVE answers with when it copied nothing, so a GPU worker can open it and
-     * wait. 64 zero bytes on the host-only backend (a CPU worker ignores the handle). Throws
-     * {@link CudaException} when CUDA cannot make it.
+     * wait. 64 zero bytes on the host-only backend (a CPU worker ignores the handle). Makes no driver
+     * call once a GPU has a context; before any has, makes the first GPU's (once) and may throw
+     * {@link CudaException}.
      */
     byte[] failureEvent(String deviceUuid);
 

@@ -27,6 +27,11 @@ public final class NoGpu implements GpuBackend {
     }
 
     @Override
+    public List<String> pciBusIds() {
+        return List.of();
+    }
+
+    @Override
     public PinnedPool pinnedPool(int regions, long regionBytes) {
         throw new CudaException("no CUDA: the pool is not pinned");
     }

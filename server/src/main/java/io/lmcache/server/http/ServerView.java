@@ -175,6 +175,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         preparation.put("threads", pool.preparationThreads());
         preparation.put("huge_pages", pool.preparationHugePages());
         preparation.put("error", pool.preparationError());
+        preparation.put("numa", pool.numaStatus());
         manager.put("pool_preparation", preparation);
         Map<String, Object> eviction = new LinkedHashMap<>();
         eviction.put("policy", config.evictionPolicy().flagValue());

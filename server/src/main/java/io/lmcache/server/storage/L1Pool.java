@@ -12,7 +12,9 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
+import java.util.Map;
 import java.util.function.IntConsumer;
+import java.util.function.IntFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -50,6 +52,7 @@ public final class L1Pool implements AutoCloseable {
     private final FileChannel lockChannel;
     private final FileLock fileLock;
     private volatile PoolPreparation preparation;
+    private volatile NumaPlacement placement = NumaPlacement.none("not started");
 
     private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, Object fileKey, FileChannel lockChannel,
             FileLock fileLock) {
@@ -183,6 +186,23 @@ public final class L1Pool implements AutoCloseable {
      * taken in order, so the first are usable within moments either way).
      */
     public void startPreparation(List<RegionStage> stages, IntConsumer ready) {
+        startPreparation(stages, ready, NumaPlacement.none("not asked"));
+    }
+
+    /**
+     * As {@link #startPreparation(List, IntConsumer)}, placing each region on its NUMA node before its first touch: the
+     * preparation takes each region's slice just before it prefaults it, on the thread that does, so the placement runs
+     * there ({@code mbind}, or binding that thread to the node's CPUs for first touch; the threads are one-shot, so the
+     * binding ends with them) and the preparation itself knows nothing of it.
+     */
+    public void startPreparation(List<RegionStage> stages, IntConsumer ready, NumaPlacement numa) {
+        placement = numa;
+        numa.probe(this::slice);
+        IntFunction<MemorySegment> placedSlices = numa.method() == NumaPlacement.Method.NONE ? this::slice : region -> {
+            MemorySegment slice = slice(region);
+            numa.beforeFirstTouch(region, slice);
+            return slice;
+        };
         if (stages.isEmpty()) {
             // the allocator takes the most recently added region first: add the highest first
             for (int region = regionCount - 1; region >= 0; region--) {
@@ -190,7 +210,7 @@ public final class L1Pool implements AutoCloseable {
             }
         }
         boolean hugePages = HugePages.probe().forPool(isShared());
-        preparation = new PoolPreparation(this::slice, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
+        preparation = new PoolPreparation(placedSlices, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
                 PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages), hugePages);
         preparation.start();
     }
@@ -231,6 +251,11 @@ public final class L1Pool implements AutoCloseable {
     public boolean preparationHugePages() {
         PoolPreparation running = preparation;
         return running != null && running.hugePages();
+    }
+
+    /** Each region's NUMA node and how it was placed ({@code /status}). */
+    public Map<String, Object> numaStatus() {
+        return placement.status(regionCount);
     }
 
     public String preparationError() {

@@ -30,8 +30,13 @@ public final class L1Tier implements AutoCloseable {
 
     /** Starts preparing regions: prefault, then {@code stages} (pinning where there is a GPU). */
     public void startPreparation(List<L1Pool.RegionStage> stages) {
+        startPreparation(stages, NumaPlacement.none("not asked"));
+    }
+
+    /** With each region placed on its NUMA node before its first touch ({@link NumaPlacement}). */
+    public void startPreparation(List<L1Pool.RegionStage> stages, NumaPlacement numa) {
         // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
-        pool.startPreparation(stages, store::addReadyRegion);
+        pool.startPreparation(stages, store::addReadyRegion, numa);
     }
 
     public L1Pool pool() {

@@ -1,0 +1,104 @@
+package io.lmcache.server.cuda;
+
+import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * When the pool is pinned, host-only (a recording pinner stands in for cuMemHostRegister): nothing before the first GPU
+ * registration, every prepared region after it, each exactly once, and a transfer's region pinned on the spot.
+ */
+class PinScheduleTest {
+    private final Arena arena = Arena.ofConfined();
+    private final List<Integer> pinnedRegions = new CopyOnWriteArrayList<>();
+    private final PinSchedule.Pinner recorder = (region, slice) -> pinnedRegions.add(region);
+
+    @AfterEach
+    void close() {
+        arena.close();
+    }
+
+    private MemorySegment slice() {
+        return arena.allocate(4096);
+    }
+
+    @Test
+    void nothingIsPinnedBeforeTheFirstRegistration() {
+        PinSchedule schedule = new PinSchedule(4, 2);
+        for (int region = 0; region < 4; region++) {
+            schedule.prepared(region, slice());
+        }
+        assertEquals(PinSchedule.State.WAITING, schedule.state());
+        assertEquals(0, schedule.pinnedRegions());
+        assertTrue(pinnedRegions.isEmpty());
+        CudaException refused = assertThrows(CudaException.class, () -> schedule.ensure(0));
+        assertTrue(refused.getMessage().contains("no GPU worker has registered"), refused.getMessage());
+        assertTrue(pinnedRegions.isEmpty());
+    }
+
+    @Test
+    void theFirstRegistrationPinsEveryPreparedRegionOnceAndLaterOnesAsTheyArrive() {
+        PinSchedule schedule = new PinSchedule(6, 3);
+        for (int region = 0; region < 4; region++) {
+            schedule.prepared(region, slice());
+        }
+        assertTrue(schedule.start(recorder));
+        assertFalse(schedule.start((region, slice) -> { throw new AssertionError("a second pinner"); }));
+        awaitDone(schedule);
+        schedule.prepared(4, slice()); // prepared after the start: pinned by the thread that hands it over
+        assertTrue(schedule.isPinned(4));
+        assertFalse(schedule.isPinned(5));
+        assertEquals(5, schedule.pinnedRegions());
+        assertEquals(List.of(0, 1, 2, 3, 4), pinnedRegions.stream().sorted().toList());
+        schedule.ensure(2); // pinned already: no second registration
+        assertEquals(5, pinnedRegions.size());
+        schedule.stop();
+    }
+
+    @Test
+    void aTransferPinsTheRegionItMeetsAndAFailureSticks() {
+        PinSchedule schedule = new PinSchedule(3, 1);
+        schedule.prepared(0, slice());
+        schedule.prepared(1, slice());
+        assertTrue(schedule.start((region, slice) -> {
+            if (region == 1) {
+                throw new CudaException("cuMemHostRegister(region 1) failed: CUDA_ERROR_OUT_OF_MEMORY");
+            }
+            pinnedRegions.add(region);
+        }));
+        awaitDone(schedule);
+        schedule.ensure(0);
+        assertTrue(schedule.isPinned(0));
+        CudaException failed = assertThrows(CudaException.class, () -> schedule.ensure(1));
+        assertTrue(failed.getMessage().contains("could not be pinned"), failed.getMessage());
+        assertTrue(schedule.error().contains("region 1"), schedule.error());
+        CudaException unprepared = assertThrows(CudaException.class, () -> schedule.ensure(2));
+        assertTrue(unprepared.getMessage().contains("not prepared"), unprepared.getMessage());
+        assertEquals(List.of(0), pinnedRegions);
+        schedule.stop();
+    }
+
+    @Test
+    void aStoppedScheduleNeverStarts() {
+        PinSchedule schedule = new PinSchedule(2, 1);
+        schedule.prepared(0, slice());
+        schedule.stop();
+        assertFalse(schedule.start(recorder));
+        assertEquals(PinSchedule.State.WAITING, schedule.state());
+        assertTrue(pinnedRegions.isEmpty());
+    }
+
+    private static void awaitDone(PinSchedule schedule) {
+        await().atMost(10, TimeUnit.SECONDS).until(() -> schedule.state() == PinSchedule.State.DONE);
+    }
+}
