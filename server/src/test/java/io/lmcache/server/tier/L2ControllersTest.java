@@ -394,12 +394,13 @@ class L2ControllersTest {
     }
 
     @Test
-    void anotherFormatOfTheSameSizeIsAMissNeverALoad() {
+    void aLayoutLmcacheNeverWritesIsAnotherKeyNeverALoad() {
         l1(8);
         MemoryAdapter adapter = new MemoryAdapter();
         writeThroughAndClearL1(adapter);
-        // the model is registered again in another layout (say HND, or another dtype) whose objects have the same size
-        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1)));
+        // the model is registered again in a layout whose bytes are not LMCache's (HND blocks of several heads), of the same size:
+        // its objects are named apart (an L2 tag), so the LMCache-layout objects stored before are not its keys
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1, FORMAT + 1, "v1 torch.bfloat16[2,2,256,2x64] hnd16;")));
         Setup setup = prefetch(false, adapter);
         assertEquals(new Reply.Int(0), lookupAndRun(setup, "other-format"));
         assertEquals(0, adapter.loadTasks, "nothing was loaded");
