@@ -14,10 +14,10 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.UserDefinedFileAttributeView;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -29,24 +29,37 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * fs_native's files (hybrid-and-l2.md §B.6): one file per key, the object's raw bytes, no header.
- * Named {@code {model, "/" -> "-SEP-"}@0x{packed kv rank, 8 hex}@{og hex}@f{format hex}@{hash hex}[@salt].data}
- * in the base directory (the format field is ours, see {@link L2Key}). A write goes to a temporary name unique to the writer and is renamed into place, so
- * two writers of one key never share a file and a reader sees a whole file or none (LMCache #4991);
- * a file shorter than its object is a miss and is removed. Nothing here follows a symbolic link.
- * Thread-safe: every call works on its own file handles.
+ * fs_native's files (hybrid-and-l2.md §B.6): one file per key, the object's raw bytes, no header, named as LMCache's
+ * {@code key_to_filename} names them (LMCache/LMCache {@code csrc/storage_backends/keys.h} @4a3e5e7a, index id 67033925479):
+ * {@code {model, "/" -> "-SEP-"}@0x{kv_rank:08x}@{object_group_id:x}@{chunk_hash hex}[@{cache_salt}].data}, flat in the base
+ * directory, so a directory LMCache's fs_native adapter wrote serves here and the other way round (objects in a layout LMCache
+ * never writes carry {@code @f{tag}} after the group, see {@link L2Key}). The object's full format ({@link L2Key#layout}) goes into
+ * the extended attribute {@link #FORMAT_XATTR}, which LMCache neither writes nor reads: a file whose attribute names another
+ * format is a miss, one without it (LMCache's) is taken when its size is the object's. A write goes to a temporary name unique to
+ * the writer and is renamed into place, so two writers of one key never share a file and a reader sees a whole file or none
+ * (LMCache #4991); a file shorter than its object is a miss and is removed. Nothing here follows a symbolic link. Thread-safe:
+ * every call works on its own file handles.
  */
 final class FsNativeFiles {
     enum Write { WROTE, EXISTED }
 
-    /** What a read or an existence check found: a whole file, none, a short one (removed), or one of another size (kept). */
-    enum Found { WHOLE, MISSING, SHORT, WRONG_SIZE }
+    /**
+     * What a read or an existence check found: a whole file, none, a short one (removed), one of another size (kept), or one whose
+     * format attribute names another format (kept).
+     */
+    enum Found { WHOLE, MISSING, SHORT, WRONG_SIZE, WRONG_FORMAT }
+
+    /** The extended attribute (user namespace) holding the object's format; LMCache's files have none. */
+    static final String FORMAT_XATTR = "lmcache_format";
+    /** A format longer than this is not recorded (an attribute value should stay small); the size check still applies. */
+    static final int MAX_FORMAT_BYTES = 1024;
 
     private static final LinkOption[] NO_FOLLOW = {LinkOption.NOFOLLOW_LINKS};
     /** O_DIRECT ({@code com.sun.nio.file.DIRECT}), looked up by name: naming the JDK-internal type draws a warning. */
     private static final OpenOption DIRECT = directOption();
+    /** Model, rank, group, our layout tag (foreign layouts only), hash, salt: LMCache forbids '@' in model and salt. */
     private static final Pattern NAME =
-            Pattern.compile("(.+?)@0x([0-9a-f]{8})@([0-9a-f]{1,8})@f([0-9a-f]{1,8})@([0-9a-f]{32})(?:@(.+))?\\.data", Pattern.DOTALL);
+            Pattern.compile("([^@]+)@0x([0-9a-f]{8})@([0-9a-f]{1,8})(?:@f([0-9a-f]{1,8}))?@([0-9a-f]{64})(?:@([^@]+))?\\.data", Pattern.DOTALL);
     /** File names are at most 255 bytes; a temporary name adds its writer tag and counter to the final one. */
     private static final int MAX_NAME_BYTES = 255 - 48;
 
@@ -61,6 +74,9 @@ final class FsNativeFiles {
     volatile Runnable beforeOpen = () -> { };
     /** Tests only: runs as {@link #write} starts (a slow disk). */
     volatile Runnable beforeWrite = () -> { };
+    /** Runs once, when the file system first refuses a format attribute (the I/O logs it). */
+    volatile Runnable onXattrsRefused = () -> { };
+    private volatile String xattrRefusal;
 
     FsNativeFiles(Path base, String relativeTmpDir, boolean odirect) throws IOException {
         Files.createDirectories(base);
@@ -79,15 +95,20 @@ final class FsNativeFiles {
         return base;
     }
 
-    /** The file name of a key, or null when the key cannot be a file name (a NUL, or too long). */
+    /**
+     * The file name of a key (LMCache's {@code key_to_filename}: only the model's slashes are replaced, the salt goes in as it is),
+     * or null when the key cannot be a file name: an '@' in model or salt (LMCache refuses those keys), a slash, backslash or NUL in
+     * the salt, a NUL in the model, or too long.
+     */
     static String fileName(L2Key key) {
-        String salt = key.salt().isEmpty() ? "" : "@" + safe(key.salt());
-        String name = safe(key.model()) + "@0x" + HexFormat.of().toHexDigits(key.kvRank()) + "@" + Integer.toHexString(key.objectGroup()) + "@f"
-                + Integer.toHexString(key.format()) + "@" + key.hashHex() + salt + ".data";
-        if (name.indexOf('\0') >= 0 || name.getBytes(StandardCharsets.UTF_8).length > MAX_NAME_BYTES) {
+        String salt = key.salt();
+        if (key.model().indexOf('@') >= 0 || key.model().indexOf('\0') >= 0 || salt.indexOf('@') >= 0 || salt.indexOf('/') >= 0
+                || salt.indexOf('\\') >= 0 || salt.indexOf('\0') >= 0) {
             return null;
         }
-        return name;
+        String name = safe(key.model()) + "@0x" + key.kvRankHex() + key.groupFields() + "@" + key.hashHex() + (salt.isEmpty() ? "" : "@" + salt)
+                + ".data";
+        return name.getBytes(StandardCharsets.UTF_8).length > MAX_NAME_BYTES ? null : name;
     }
 
     /** The key a file of this name holds, or null when the name is not one {@link #fileName} gives (another version's, a stranger's). */
@@ -96,11 +117,9 @@ final class FsNativeFiles {
         if (!m.matches()) {
             return null;
         }
-        HexFormat hex = HexFormat.of();
-        String salt = m.group(6) == null ? "" : unsafe(m.group(6));
+        int tag = m.group(4) == null ? 0 : Integer.parseUnsignedInt(m.group(4), 16);
         L2Key key = new L2Key(unsafe(m.group(1)), Integer.parseUnsignedInt(m.group(2), 16), Integer.parseUnsignedInt(m.group(3), 16),
-                Integer.parseUnsignedInt(m.group(4), 16), hex.fromHexDigitsToLong(m.group(5), 0, 16), hex.fromHexDigitsToLong(m.group(5), 16, 32),
-                salt);
+                L2Hash.parse(m.group(5)), m.group(6) == null ? "" : m.group(6), tag, "");
         return name.equals(fileName(key)) ? key : null;
     }
 
@@ -112,8 +131,11 @@ final class FsNativeFiles {
         return part.replace("-SEP-", "/");
     }
 
-    /** Writes {@code src} as the file {@code name}, unless a whole file of that size is there already. */
-    Write write(String name, MemorySegment src) throws IOException {
+    /**
+     * Writes {@code src} as the file {@code name} with its {@code format} attribute ("" records none), unless a whole file of that
+     * size is there already (LMCache's SET does the same: a key once stored is not written again).
+     */
+    Write write(String name, MemorySegment src, String format) throws IOException {
         beforeWrite.run();
         long length = src.byteSize();
         BasicFileAttributes existing = attributes(base.resolve(name));
@@ -129,6 +151,7 @@ final class FsNativeFiles {
                     channel.write(buffer);
                 }
             }
+            recordFormat(tmp, format);
             // rename(2) replaces the target atomically and never follows a link there
             Files.move(tmp, base.resolve(name), StandardCopyOption.ATOMIC_MOVE);
             return Write.WROTE;
@@ -143,7 +166,7 @@ final class FsNativeFiles {
      * opened, not of whatever the name pointed to before (a writer may rename another file over it in between): a short one is
      * removed, one of another size is a miss and kept.
      */
-    Found read(String name, MemorySegment dst) throws IOException {
+    Found read(String name, MemorySegment dst, String format) throws IOException {
         Path path = base.resolve(name);
         BasicFileAttributes before = attributes(path);
         if (before == null || !before.isRegularFile()) {
@@ -160,6 +183,9 @@ final class FsNativeFiles {
             if (size != length) {
                 return Found.WRONG_SIZE;
             }
+            if (!formatMatches(path, format)) {
+                return Found.WRONG_FORMAT;
+            }
             ByteBuffer buffer = dst.asByteBuffer();
             while (buffer.hasRemaining()) {
                 if (channel.read(buffer) < 0) {
@@ -173,8 +199,11 @@ final class FsNativeFiles {
         }
     }
 
-    /** Whether a whole file of {@code name} is there ({@code expectedBytes} 0: any size); a short one is removed. */
-    Found exists(String name, long expectedBytes) throws IOException {
+    /**
+     * Whether a whole file of {@code name} is there ({@code expectedBytes} 0: any size) in {@code format} ("": any, or one recording
+     * none); a short one is removed.
+     */
+    Found exists(String name, long expectedBytes, String format) throws IOException {
         Path path = base.resolve(name);
         BasicFileAttributes attributes = attributes(path);
         if (attributes == null || !attributes.isRegularFile()) {
@@ -184,7 +213,71 @@ final class FsNativeFiles {
             removeIfSame(path, attributes);
             return Found.SHORT;
         }
-        return expectedBytes <= 0 || attributes.size() == expectedBytes ? Found.WHOLE : Found.WRONG_SIZE;
+        if (expectedBytes > 0 && attributes.size() != expectedBytes) {
+            return Found.WRONG_SIZE;
+        }
+        return formatMatches(path, format) ? Found.WHOLE : Found.WRONG_FORMAT;
+    }
+
+    // --- the format attribute --------------------------------------------------------------------
+
+    /** Whether files get their format attribute: true until the file system refuses one (then sizes alone are checked). */
+    boolean recordsFormats() {
+        return xattrRefusal == null;
+    }
+
+    /** Why the file system refused the format attribute, or null while it takes them. */
+    String xattrRefusal() {
+        return xattrRefusal;
+    }
+
+    /** Records {@code format} on the (temporary) file; the first refusal turns recording off for good: it is counted and logged once. */
+    private void recordFormat(Path file, String format) {
+        byte[] bytes = format.getBytes(StandardCharsets.UTF_8);
+        if (bytes.length == 0 || bytes.length > MAX_FORMAT_BYTES || xattrRefusal != null) {
+            return;
+        }
+        try {
+            UserDefinedFileAttributeView view = Files.getFileAttributeView(file, UserDefinedFileAttributeView.class, NO_FOLLOW);
+            if (view == null) {
+                throw new UnsupportedOperationException("no user-defined attribute view");
+            }
+            view.write(FORMAT_XATTR, ByteBuffer.wrap(bytes));
+        } catch (IOException | UnsupportedOperationException e) {
+            synchronized (this) {
+                if (xattrRefusal == null) {
+                    xattrRefusal = e.toString();
+                    onXattrsRefused.run();
+                }
+            }
+        }
+    }
+
+    /**
+     * Whether the file's format attribute is {@code format}: true when {@code format} is "" (not checked) or the file has no
+     * attribute (LMCache wrote it, or the file system keeps none: its size was checked already).
+     */
+    private boolean formatMatches(Path path, String format) {
+        if (format.isEmpty() || xattrRefusal != null) {
+            return true;
+        }
+        String recorded = recordedFormat(path);
+        return recorded == null || recorded.equals(format);
+    }
+
+    /** The format attribute of the file, or null when it has none or it cannot be read. */
+    static String recordedFormat(Path path) {
+        try {
+            UserDefinedFileAttributeView view = Files.getFileAttributeView(path, UserDefinedFileAttributeView.class, NO_FOLLOW);
+            if (view == null) {
+                return null;
+            }
+            ByteBuffer value = ByteBuffer.allocate(MAX_FORMAT_BYTES);
+            view.read(FORMAT_XATTR, value);
+            return new String(value.array(), 0, value.position(), StandardCharsets.UTF_8);
+        } catch (IOException | UnsupportedOperationException e) {
+            return null; // ENODATA (none recorded), ENOTSUP, or a value too long to be ours
+        }
     }
 
     /** Removes the file {@code name} (a link is removed, not followed); true when there was one. */
@@ -223,8 +316,8 @@ final class FsNativeFiles {
                     unrecognized++;
                     continue;
                 }
-                key = new L2Key(names.computeIfAbsent(key.model(), m -> m), key.kvRank(), key.objectGroup(), key.format(), key.hashHi(),
-                        key.hashLo(), names.computeIfAbsent(key.salt(), m -> m));
+                key = new L2Key(names.computeIfAbsent(key.model(), m -> m), key.kvRank(), key.objectGroup(), key.hash(),
+                        names.computeIfAbsent(key.salt(), m -> m), key.layoutTag(), "");
                 oldest.add(new Scanned(key, attributes.size(), attributes.lastModifiedTime().toMillis()));
                 if (oldest.size() > max) {
                     oldest.poll();

@@ -27,10 +27,10 @@ import org.slf4j.LoggerFactory;
  * owns, each key of a task a job of its own: writes on {@code num_workers} writers, lookups and
  * loads on a read pool of their own ({@code read_io_depth}, default {@code num_workers}), so a
  * LOOKUP never waits behind the write-through backlog. A lookup is an existence and size check
- * per key, its lock held by the skeleton ({@link AsyncL2Adapter}: the disk has no locks). At
- * start a background scan counts the files an earlier process left
- * (oldest first, at most {@link #MAX_SCANNED_FILES}), so their bytes are in the usage and L2
- * eviction can remove them.
+ * per key (and of the format attribute, where the file has one), its lock held by the skeleton ({@link AsyncL2Adapter}: the disk
+ * has no locks). At start a background scan adopts the files already under the base directory with LMCache object names (an
+ * earlier run's, or a Python LMCache server's): oldest first, at most {@link #MAX_SCANNED_FILES}, so their bytes are in the usage
+ * and L2 eviction can remove them.
  */
 public final class FsNativeIo implements AdapterIo {
     private static final Logger LOG = LoggerFactory.getLogger(FsNativeIo.class);
@@ -52,6 +52,8 @@ public final class FsNativeIo implements AdapterIo {
     private final LongAdder loadFailures = new LongAdder();
     private final LongAdder shortFilesRemoved = new LongAdder();
     private final LongAdder badKeys = new LongAdder();
+    private final LongAdder sizeMismatches = new LongAdder();
+    private final LongAdder layoutMismatches = new LongAdder();
     private final AtomicBoolean failureLogged = new AtomicBoolean();
     private final AtomicLong lastErrorAtMs = new AtomicLong();
     private volatile String lastError = "";
@@ -60,6 +62,8 @@ public final class FsNativeIo implements AdapterIo {
         this.spec = spec;
         this.ledger = ledger;
         this.files = new FsNativeFiles(Path.of(spec.basePath()), spec.relativeTmpDir(), spec.useOdirect());
+        files.onXattrsRefused = () -> LOG.warn("fs_native {}: the file system keeps no extended attribute ({}): object formats are not "
+                + "recorded, loads check the size alone (counted once as event format_xattr_unsupported)", files.base(), files.xattrRefusal());
         this.workers = new ThreadPoolExecutor(spec.numWorkers(), spec.numWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
                 threads);
         this.readers = new ThreadPoolExecutor(spec.readWorkers(), spec.readWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
@@ -96,7 +100,7 @@ public final class FsNativeIo implements AdapterIo {
             return Stored.FAILED;
         }
         try {
-            return files.write(name, object) == FsNativeFiles.Write.WROTE ? Stored.WROTE : Stored.EXISTED;
+            return files.write(name, object, key.layout()) == FsNativeFiles.Write.WROTE ? Stored.WROTE : Stored.EXISTED;
         } catch (IOException | RuntimeException e) {
             storeFailures.increment();
             failed("write " + name, e);
@@ -124,8 +128,9 @@ public final class FsNativeIo implements AdapterIo {
         String name = FsNativeFiles.fileName(key);
         try {
             FsNativeFiles.Found exists = name == null ? FsNativeFiles.Found.MISSING
-                    : files.exists(name, objectBytesByGroup.getOrDefault(key.objectGroup(), 0L));
+                    : files.exists(name, objectBytesByGroup.getOrDefault(key.objectGroup(), 0L), key.layout());
             shortFileRemoved(key, exists);
+            formatMismatch(exists);
             return exists == FsNativeFiles.Found.WHOLE;
         } catch (IOException | RuntimeException e) {
             failed("look up " + name, e);
@@ -151,8 +156,9 @@ public final class FsNativeIo implements AdapterIo {
             return false;
         }
         try {
-            FsNativeFiles.Found read = files.read(name, buffer);
+            FsNativeFiles.Found read = files.read(name, buffer, key.layout());
             shortFileRemoved(key, read);
+            formatMismatch(read);
             return read == FsNativeFiles.Found.WHOLE;
         } catch (IOException | RuntimeException e) {
             loadFailures.increment();
@@ -166,6 +172,18 @@ public final class FsNativeIo implements AdapterIo {
         if (found == FsNativeFiles.Found.SHORT) {
             shortFilesRemoved.increment();
             ledger.forget(key);
+        }
+    }
+
+    /**
+     * A file of this key in another format (another size, or another format attribute): a miss, counted, kept (it serves the
+     * workers of its own layout; two layouts under one model name should not share an L2, see the README).
+     */
+    private void formatMismatch(FsNativeFiles.Found found) {
+        if (found == FsNativeFiles.Found.WRONG_SIZE) {
+            sizeMismatches.increment();
+        } else if (found == FsNativeFiles.Found.WRONG_FORMAT) {
+            layoutMismatches.increment();
         }
     }
 
@@ -209,9 +227,24 @@ public final class FsNativeIo implements AdapterIo {
         status.put("short_files_removed", shortFilesRemoved.sum());
         status.put("invalid_keys", badKeys.sum());
         status.put("odirect_fallbacks", files.odirectFallbacks.get());
+        status.put("records_formats", files.recordsFormats());
+        status.putAll(eventCounts());
         status.put("startup_scan", scanStatus);
         status.put("last_error", lastError);
         return status;
+    }
+
+    /**
+     * Loads or lookups that found a file of another size ({@code format_mismatch_size}) or format attribute
+     * ({@code format_mismatch_layout}), and 1 once the file system refused a format attribute ({@code format_xattr_unsupported}).
+     */
+    @Override
+    public Map<String, Long> eventCounts() {
+        Map<String, Long> counts = new LinkedHashMap<>();
+        counts.put("format_mismatch_size", sizeMismatches.sum());
+        counts.put("format_mismatch_layout", layoutMismatches.sum());
+        counts.put("format_xattr_unsupported", files.recordsFormats() ? 0L : 1L);
+        return counts;
     }
 
     /** Waits (bounded) for the writers, readers and the start-up scan: their buffers are not touched after it. */
@@ -279,8 +312,9 @@ public final class FsNativeIo implements AdapterIo {
                         + " counted: more are there)" : "");
             }
             if (scan.unrecognized() > 0) {
-                LOG.warn("fs_native {}: {} .data file(s) are not objects of this version (an older file name without the format field, "
-                        + "or not ours): never read, counted or evicted; remove them by hand", files.base(), scan.unrecognized());
+                LOG.warn("fs_native {}: {} .data file(s) have no LMCache object name (an older version's name with a format field and a "
+                        + "128-bit hash, or not a cache file): never read, counted or evicted; remove them by hand", files.base(),
+                        scan.unrecognized());
             }
         } catch (IOException | RuntimeException e) {
             scanStatus = Map.of("state", "failed", "error", e.toString());

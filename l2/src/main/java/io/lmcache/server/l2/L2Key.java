@@ -1,26 +1,41 @@
 package io.lmcache.server.l2;
 
 import java.util.HexFormat;
+import java.util.Objects;
 
 /**
- * The identity of one object in L2 (hybrid-and-l2.md §B.6): model, kv rank, object group, the
- * object's layout format, the 128-bit chunk hash and the cache salt ("" when none). Its wire form,
- * the key every adapter stores under, is {@code model@rank08x@og_hex@f{format hex}@hash_hex[@salt]}.
+ * The identity of one object in L2 (hybrid-and-l2.md §A.6, §B.6): LMCache's {@code ObjectKey} (model, packed kv rank, object
+ * group, the 32-byte chunk hash, the cache salt: "" when none), plus {@code layoutTag} for objects whose bytes are not in
+ * LMCache's object layout. Its wire form, the key every adapter stores under, is LMCache's {@code _object_key_to_string}:
+ * {@code model@{kv_rank:08x}@{object_group_id:x}@{chunk_hash.hex()}[@cache_salt]}
+ * (LMCache/LMCache {@code lmcache/v1/distributed/l2_adapters/native_connector_l2_adapter.py}, index id 71300106843 @0b43a455), so a
+ * Python LMCache server and this one name the same chunk alike.
  *
- * <p>The kv rank is LMCache's packed one ({@link #packKvRank}): world size, global rank, local world
- * size and local rank, so deployments of one model at different tensor-parallel sizes never share
- * a key. The format field is our own addition to LMCache's key (the int {@code KvLayout.format()}
- * gives an L1 object: piece order, dtype, block size of HND layouts): objects of one model and size
- * in another layout are other keys, never loaded as each other. Our chunk hashes are our own (a
- * SHA-256 prefix chain), so these keys never match a Python LMCache server's anyway.
+ * <p>The kv rank is LMCache's packed one ({@link #packKvRank}): deployments of one model at different tensor-parallel sizes never
+ * share a key. {@code layoutTag} 0 means the object is LMCache's object layout ({@code KV_2LTD} segments, one per kernel group):
+ * the name is LMCache's exactly. Any other value is the server's layout format for bytes LMCache never writes (head-major HND
+ * blocks, fused K/V); such objects are named apart ({@code @f{tag hex}} before the hash), so neither server ever reads the
+ * other's bytes in another order.
+ *
+ * <p>{@code layout} describes the object's full format (dtype, heads, head size, block layout, groups) for adapters that can keep it
+ * beside the bytes where LMCache ignores it (fs_native's extended attribute); "" when unknown. It is no part of the identity:
+ * equality and hashing leave it out, so a key read back from a name (no layout) equals the key it was stored under.
  */
-public record L2Key(String model, int kvRank, int objectGroup, int format, long hashHi, long hashLo, String salt) {
+public record L2Key(String model, int kvRank, int objectGroup, L2Hash hash, String salt, int layoutTag, String layout) {
     /** The largest world size a packed kv rank holds (8 bits); larger deployments have no L2. */
     public static final int MAX_WORLD_SIZE = 0xFF;
     private static final HexFormat HEX = HexFormat.of();
 
     public L2Key {
+        Objects.requireNonNull(model, "model");
+        Objects.requireNonNull(hash, "hash");
         salt = salt == null ? "" : salt;
+        layout = layout == null ? "" : layout;
+    }
+
+    /** A key of an object in LMCache's layout, its format unknown (tests, names read back). */
+    public static L2Key of(String model, int kvRank, int objectGroup, L2Hash hash, String salt) {
+        return new L2Key(model, kvRank, objectGroup, hash, salt, 0, "");
     }
 
     /**
@@ -34,14 +49,35 @@ public record L2Key(String model, int kvRank, int objectGroup, int format, long 
         return worldSize << 24 | rank << 16 | worldSize << 8 | rank;
     }
 
-    /** The chunk hash as LMCache's {@code chunk_hash.hex()}: 32 lower-case hex digits, high half first. */
+    /** The chunk hash as LMCache's {@code chunk_hash.hex()}: 64 lower-case hex digits. */
     public String hashHex() {
-        return HEX.toHexDigits(hashHi) + HEX.toHexDigits(hashLo);
+        return hash.hex();
     }
 
-    /** {@code model@rank08x@og_hex@f{format hex}@hash_hex[@salt]}. */
+    /** {@code {kv_rank:08x}}: eight hex digits, the packed rank read unsigned. */
+    public String kvRankHex() {
+        return HEX.toHexDigits(kvRank);
+    }
+
+    /** {@code @{object_group_id:x}} and, for an object not in LMCache's layout, {@code @f{tag hex}}: the fields between rank and hash. */
+    String groupFields() {
+        String group = "@" + Integer.toHexString(objectGroup);
+        return layoutTag == 0 ? group : group + "@f" + Integer.toHexString(layoutTag);
+    }
+
+    /** {@code model@{kv_rank:08x}@{og:x}@{hash hex}[@salt]} (with {@code @f{tag}} after the group for a foreign layout). */
     public String wireKey() {
-        return model + "@" + HEX.toHexDigits(kvRank) + "@" + Integer.toHexString(objectGroup) + "@f" + Integer.toHexString(format) + "@"
-                + hashHex() + (salt.isEmpty() ? "" : "@" + salt);
+        return model + "@" + kvRankHex() + groupFields() + "@" + hashHex() + (salt.isEmpty() ? "" : "@" + salt);
+    }
+
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof L2Key k && kvRank == k.kvRank && objectGroup == k.objectGroup && layoutTag == k.layoutTag
+                && hash.equals(k.hash) && model.equals(k.model) && salt.equals(k.salt);
+    }
+
+    @Override
+    public int hashCode() {
+        return ((hash.hashCode() * 31 + model.hashCode()) * 31 + salt.hashCode()) * 31 + (kvRank ^ objectGroup << 8 ^ layoutTag << 16);
     }
 }

@@ -27,7 +27,7 @@ class FaultInjectAdapterTest {
             List<L2Key> keys = new ArrayList<>();
             List<MemorySegment> objects = new ArrayList<>();
             for (int i = 0; i < 5; i++) {
-                keys.add(new L2Key("m", 0, 0, 0, 9, i, ""));
+                keys.add(L2Key.of("m", 0, 0, new L2Hash(9, i, 0, 0), ""));
                 objects.add(arena.allocate(4096));
             }
             long store = adapter.submitStore(keys, objects);

@@ -21,6 +21,10 @@ import org.junit.jupiter.api.Test;
 class FaultRulesTest {
     private static final long HI = 0x0123456789abcdefL;
     private static final long LO = 0xfedcba9876543210L;
+    private static final long W2 = 0x0011223344556677L;
+    private static final long W3 = 0x8899aabbccddeeffL;
+    /** {@code chunk_hash.hex()} of the 32-byte hash HI LO W2 W3, as the Python vectors below were computed over. */
+    private static final String HASH_HEX = "0123456789abcdeffedcba987654321000112233445566778899aabbccddeeff";
 
     private static String hex(byte[] bytes) {
         return HexFormat.of().formatHex(bytes);
@@ -53,22 +57,24 @@ class FaultRulesTest {
 
     @Test
     void identAndBucketMatchPython() {
-        L2Key qwen = new L2Key("Qwen/Qwen3-8B", 0, 0, 0, HI, LO, "");
-        assertEquals("0:0123456789abcdeffedcba9876543210:Qwen/Qwen3-8B:0:0:", FaultRules.ident(0, qwen));
-        assertEquals(0xb90e98bd18aaa693L, Blake2b.hash64BigEndian(FaultRules.ident(0, qwen).getBytes(StandardCharsets.UTF_8)));
-        assertEquals(695187, FaultRules.bucket(0, qwen));
-        L2Key salted = new L2Key("m", 1, 2, 0, HI, LO, "tenant-a");
-        assertEquals("42:0123456789abcdeffedcba9876543210:m:1:2:tenant-a", FaultRules.ident(42, salted));
-        assertEquals(945755, FaultRules.bucket(42, salted), "the digest da89cb1b8913409b has its top bit set: read unsigned");
-        assertEquals(510099, FaultRules.bucket(7, new L2Key("fault/model", 0, 0, 0, HI, LO, "")));
+        L2Hash hash = new L2Hash(HI, LO, W2, W3);
+        L2Key qwen = L2Key.of("Qwen/Qwen3-8B", 0, 0, hash, "");
+        assertEquals("0:" + HASH_HEX + ":Qwen/Qwen3-8B:0:0:", FaultRules.ident(0, qwen));
+        assertEquals(0x47557a72a1986e72L, Blake2b.hash64BigEndian(FaultRules.ident(0, qwen).getBytes(StandardCharsets.UTF_8)));
+        assertEquals(271154, FaultRules.bucket(0, qwen));
+        L2Key salted = L2Key.of("m", 1, 2, hash, "tenant-a");
+        assertEquals("42:" + HASH_HEX + ":m:1:2:tenant-a", FaultRules.ident(42, salted));
+        assertEquals(850985, FaultRules.bucket(42, salted));
+        assertEquals(786606, FaultRules.bucket(7, L2Key.of("fault/model", 0, 0, hash, "")),
+                "the digest de7d53f9384427ae has its top bit set: read unsigned");
     }
 
     @Test
     void rateDropsExactlyTheKeysBelowTheTruncatedThreshold() {
-        L2Key key = new L2Key("Qwen/Qwen3-8B", 0, 0, 0, HI, LO, ""); // bucket 695187
+        L2Key key = L2Key.of("Qwen/Qwen3-8B", 0, 0, new L2Hash(HI, LO, W2, W3), ""); // bucket 271154
         assertFalse(rules(0.0).dropByRate(key), "rate 0 never drops");
-        assertFalse(rules(0.695187).dropByRate(key), "int(0.695187e6) = 695187 is not above the bucket");
-        assertTrue(rules(0.695188).dropByRate(key));
+        assertFalse(rules(0.271154).dropByRate(key), "int(0.271154e6) = 271154 is not above the bucket");
+        assertTrue(rules(0.271155).dropByRate(key));
         assertTrue(rules(1.0).dropByRate(key), "rate 1 drops every key");
     }
 
@@ -90,7 +96,7 @@ class FaultRulesTest {
     void aPositionIsDroppedWhenAnyRuleMatches() {
         List<L2Key> keys = new ArrayList<>();
         for (int i = 0; i < 6; i++) {
-            keys.add(new L2Key("m", 0, 0, 0, HI, i, ""));
+            keys.add(L2Key.of("m", 0, 0, new L2Hash(HI, i, 0, 0), ""));
         }
         assertArrayEquals(new int[] {2}, new FaultRules(0, 0, Set.of(), List.of(0.5)).dropPositions(keys));
         assertArrayEquals(new int[] {0, 2, 5}, new FaultRules(0, 0, new TreeSet<>(Set.of(0, 9)), List.of(0.5, 0.0)).dropPositions(keys),

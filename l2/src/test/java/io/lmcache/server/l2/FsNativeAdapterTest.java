@@ -57,12 +57,12 @@ class FsNativeAdapterTest {
         return ((FsNativeIo) ((AsyncL2Adapter) adapter).io()).files();
     }
 
-    /** A layout format as KvLayout gives it (token-major K/V, a dtype in the top byte). */
-    private static final int FORMAT = 0x0300_0001;
+    /** An object format as the server records it beside the bytes (L2Key#layout). */
+    private static final String LAYOUT = "v1 torch.bfloat16[2,4,16,2x64];";
 
     /** Rank 3 of a world of 4. */
     private static L2Key key(int i) {
-        return new L2Key("org/model", L2Key.packKvRank(4, 3), 0, FORMAT, 0x1111L * i, 0x2222L + i, "");
+        return L2Key.of("org/model", L2Key.packKvRank(4, 3), 0, new L2Hash(0x1111L * i, 0x2222L + i, 0, 0), "");
     }
 
     private MemorySegment filled(long seed) {
@@ -111,8 +111,8 @@ class FsNativeAdapterTest {
         assertEquals(new StoreResult(true, 2L * BYTES), stored);
         assertEquals(new StoreResult(true, 0), store(first, List.of(key(1)), List.of(objects.getFirst())), "a re-store writes nothing");
         assertEquals(2L * BYTES, first.usage().totalBytesUsed());
-        assertTrue(Files.isRegularFile(dir.resolve("org-SEP-model@0x04030403@0@f3000001@" + key(1).hashHex() + ".data")),
-                "the file name: packed kv rank (world 4, rank 3, local world 4, local rank 3), object group, format, hash");
+        assertTrue(Files.isRegularFile(dir.resolve("org-SEP-model@0x04030403@0@" + key(1).hashHex() + ".data")),
+                "LMCache's file name: packed kv rank (world 4, rank 3, local world 4, local rank 3), object group, hash");
         first.close();
         adapters.clear();
 
@@ -132,24 +132,89 @@ class FsNativeAdapterTest {
     void theKvRankIsLmcachesPackedOne() {
         assertEquals(0x01000100, L2Key.packKvRank(1, 0), "LMCache's single-GPU kv_rank (its docs' Qwen3-8B example file)");
         assertEquals(0x02010201, L2Key.packKvRank(2, 1));
-        assertEquals("m@02000200@1@f3000001@" + key(1).hashHex() + "@s",
-                new L2Key("m", L2Key.packKvRank(2, 0), 1, FORMAT, key(1).hashHi(), key(1).hashLo(), "s").wireKey());
-        L2Key parsed = FsNativeFiles.parse(FsNativeFiles.fileName(new L2Key("a/b@c", 7, 2, FORMAT, 1, 2, "x/y")));
-        assertEquals(new L2Key("a/b@c", 7, 2, FORMAT, 1, 2, "x/y"), parsed, "a file name gives its key back");
-        assertNull(FsNativeFiles.parse("org-SEP-model@0x00000003@0@" + key(1).hashHex() + ".data"), "the name without a format field");
+        L2Key parsed = FsNativeFiles.parse(FsNativeFiles.fileName(L2Key.of("a/b/c", 7, 2, new L2Hash(1, 2, 3, 4), "x-y")));
+        assertEquals(L2Key.of("a/b/c", 7, 2, new L2Hash(1, 2, 3, 4), "x-y"), parsed, "a file name gives its key back");
+        L2Key foreign = new L2Key("m", 7, 2, new L2Hash(1, 2, 3, 4), "", 0x0300_1003, LAYOUT);
+        assertEquals(foreign, FsNativeFiles.parse(FsNativeFiles.fileName(foreign)), "a foreign layout's name gives its key back");
+        assertNull(FsNativeFiles.parse("org-SEP-model@0x00000003@0@f3000001@0123456789abcdef0123456789abcdef.data"),
+                "an older version's name (format field, 128-bit hash) is no key");
+        assertNull(FsNativeFiles.parse("m@0x00000003@0@f0@" + key(1).hashHex() + ".data"), "tag 0 is never written");
+    }
+
+    /**
+     * LMCache's names, worked from keys.h's {@code key_to_filename} and native_connector_l2_adapter.py's
+     * {@code _object_key_to_string} by hand: model with "/" as "-SEP-", "0x" and the kv rank in 8 hex digits, the object group in
+     * hex without padding, the 64 hex digits of the hash, "@salt" only when there is one.
+     */
+    @Test
+    void namesAreLmcachesForKnownKeys() {
+        L2Hash hash = new L2Hash(0x0123456789abcdefL, 0xfedcba9876543210L, 0x00000000000000ffL, 0xa0b0c0d0e0f00010L);
+        String hex = "0123456789abcdeffedcba987654321000000000000000ffa0b0c0d0e0f00010";
+        assertEquals(hex, hash.hex());
+        assertEquals(hash, L2Hash.parse(hex));
+        L2Key plain = L2Key.of("Qwen/Qwen3-8B", L2Key.packKvRank(1, 0), 0, hash, "");
+        assertEquals("Qwen/Qwen3-8B@01000100@0@" + hex, plain.wireKey());
+        assertEquals("Qwen-SEP-Qwen3-8B@0x01000100@0@" + hex + ".data", FsNativeFiles.fileName(plain));
+        L2Key salted = L2Key.of("org/sub/model", L2Key.packKvRank(4, 3), 0x1a, hash, "tenant-a");
+        assertEquals("org/sub/model@04030403@1a@" + hex + "@tenant-a", salted.wireKey());
+        assertEquals("org-SEP-sub-SEP-model@0x04030403@1a@" + hex + "@tenant-a.data", FsNativeFiles.fileName(salted));
+        L2Key wide = L2Key.of("m", L2Key.packKvRank(200, 199), 0, hash, "");
+        assertEquals("m@0x" + "c8c7c8c7" + "@0@" + hex + ".data", FsNativeFiles.fileName(wide), "a packed rank above 2^31 is unsigned");
+        assertEquals("m@01000100@0@f3001003@" + hex, new L2Key("m", 0x01000100, 0, hash, "", 0x0300_1003, "").wireKey(),
+                "a layout LMCache never writes is named apart");
+        assertNull(FsNativeFiles.fileName(L2Key.of("m", 1, 0, hash, "a/b")), "a salt LMCache refuses is no file name");
+        assertNull(FsNativeFiles.fileName(L2Key.of("m@x", 1, 0, hash, "")), "a model LMCache refuses is no file name");
+        assertEquals(plain, new L2Key("Qwen/Qwen3-8B", 0x01000100, 0, hash, "", 0, LAYOUT), "the recorded format is no part of the key");
     }
 
     @Test
-    void anotherWorldSizeOrFormatIsAnotherFileNeverLoaded() throws Exception {
+    void anotherWorldSizeOrLayoutTagIsAnotherFileNeverLoaded() throws Exception {
         L2Adapter adapter = adapter("");
-        L2Key tp1 = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, FORMAT, 5, 6, "");
+        L2Key tp1 = L2Key.of("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(5, 6, 0, 0), "");
         assertTrue(store(adapter, List.of(tp1), List.of(filled(11))).ok());
-        L2Key tp2 = new L2Key("org/model", L2Key.packKvRank(2, 0), 0, FORMAT, 5, 6, "");
-        L2Key otherFormat = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, FORMAT + 1, 5, 6, "");
-        assertEquals("100", lookup(adapter, List.of(tp1, tp2, otherFormat)).toString(), "same model, hash and size: only the writer's key");
+        L2Key tp2 = L2Key.of("org/model", L2Key.packKvRank(2, 0), 0, new L2Hash(5, 6, 0, 0), "");
+        L2Key otherLayout = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(5, 6, 0, 0), "", 0x0300_1003, "");
+        assertEquals("100", lookup(adapter, List.of(tp1, tp2, otherLayout)).toString(), "same model, hash and size: only the writer's key");
         adapter.submitUnlock(List.of(tp1));
         List<MemorySegment> buffers = List.of(arena.allocate(BYTES), arena.allocate(BYTES));
-        assertEquals("00", load(adapter, List.of(tp2, otherFormat), buffers).toString());
+        assertEquals("00", load(adapter, List.of(tp2, otherLayout), buffers).toString());
+    }
+
+    @Test
+    void aFileOfAnotherSizeOrRecordedFormatIsACountedMissAndAFileWithoutOneIsServed() throws Exception {
+        L2Adapter adapter = adapter("");
+        L2Key mine = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(7, 8, 9, 10), "", 0, LAYOUT);
+        assertTrue(store(adapter, List.of(mine), List.of(filled(21))).ok());
+        Path file = dir.resolve(FsNativeFiles.fileName(mine));
+        boolean xattrs = FsNativeFiles.recordedFormat(file) != null;
+        L2Key otherHeads = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(7, 8, 9, 10), "", 0, "v1 torch.bfloat16[2,4,16,4x32];");
+        MemorySegment buffer = arena.allocate(BYTES);
+        if (xattrs) {
+            assertEquals(LAYOUT, FsNativeFiles.recordedFormat(file), "the format goes into user." + FsNativeFiles.FORMAT_XATTR);
+            assertEquals("0", lookup(adapter, List.of(otherHeads)).toString(), "4 heads x 32 do not read 2 heads x 64");
+            assertEquals("0", load(adapter, List.of(otherHeads), List.of(buffer)).toString());
+            assertEquals(2L, adapter.eventCounts().get("format_mismatch_layout"));
+            assertEquals(0L, adapter.eventCounts().get("format_xattr_unsupported"));
+        } else {
+            assertEquals(1L, adapter.eventCounts().get("format_xattr_unsupported"), "a file system without attributes, counted once");
+        }
+        assertEquals("1", load(adapter, List.of(mine), List.of(buffer)).toString(), "its own format reads it");
+        assertArrayEquals(bytes(filled(21)), bytes(buffer));
+        // LMCache's files have no attribute: taken by their size
+        L2Key lmcache = L2Key.of("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(1, 1, 1, 1), "");
+        Files.write(dir.resolve(FsNativeFiles.fileName(lmcache)), bytes(filled(22)));
+        L2Key asReader = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(1, 1, 1, 1), "", 0, LAYOUT);
+        assertEquals("1", lookup(adapter, List.of(asReader)).toString());
+        adapter.submitUnlock(List.of(asReader));
+        assertEquals("1", load(adapter, List.of(asReader), List.of(buffer)).toString());
+        assertArrayEquals(bytes(filled(22)), bytes(buffer));
+        // a file of another size: a miss at lookup and load, counted, kept
+        L2Key bigger = L2Key.of("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(2, 2, 2, 2), "");
+        Files.write(dir.resolve(FsNativeFiles.fileName(bigger)), new byte[2 * BYTES]);
+        assertEquals("0", lookup(adapter, List.of(bigger)).toString());
+        assertEquals("0", load(adapter, List.of(bigger), List.of(buffer)).toString());
+        assertEquals(2L, adapter.eventCounts().get("format_mismatch_size"));
+        assertTrue(Files.isRegularFile(dir.resolve(FsNativeFiles.fileName(bigger))), "a file of another layout is left alone");
     }
 
     @Test

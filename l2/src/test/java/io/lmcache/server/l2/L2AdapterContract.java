@@ -194,7 +194,7 @@ public abstract class L2AdapterContract {
     }
 
     protected final L2Key key(int i) {
-        return new L2Key("contract/model", L2Key.packKvRank(1, 0), 0, 1, run, i, "");
+        return L2Key.of("contract/model", L2Key.packKvRank(1, 0), 0, new L2Hash(run, i, 0, 0), "");
     }
 
     private static Map<Integer, Long> sizes() {

@@ -7,7 +7,7 @@ import org.junit.jupiter.api.Test;
 
 class UsageAccountingTest {
     private static L2Key key(int i) {
-        return new L2Key("org/model", L2Key.packKvRank(1, 0), 0, 1, 0x1111L * i, 0x2222L + i, "");
+        return L2Key.of("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(0x1111L * i, 0x2222L + i, 0, 0), "");
     }
 
     @Test

@@ -145,10 +145,10 @@ public final class KvEventRecorder implements RemovalListener {
         public void onKeysStored(List<L2Key> keys, long[] sizes) {
             Set<L2Key> seen = new HashSet<>();
             for (L2Key key : keys) {
-                if (!seen.add(new L2Key(key.model(), 0, 0, 0, key.hashHi(), key.hashLo(), ""))) {
+                if (!seen.add(L2Key.of(key.model(), 0, 0, key.hash(), ""))) {
                     continue;
                 }
-                TokenBindings.Binding binding = bindings.get(key.model(), key.hashHi(), key.hashLo());
+                TokenBindings.Binding binding = bindings.get(key.model(), key.hash().w0(), key.hash().w1());
                 if (binding == null) {
                     unboundStores.increment(); // never announced without its tokens (an L2 copy of a chunk stored long ago)
                     continue;
@@ -168,14 +168,14 @@ public final class KvEventRecorder implements RemovalListener {
             Map<String, Set<L2Key>> byModel = new LinkedHashMap<>();
             for (L2Key key : keys) {
                 byModel.computeIfAbsent(key.model(), m -> new LinkedHashSet<>())
-                        .add(new L2Key(key.model(), 0, 0, 0, key.hashHi(), key.hashLo(), ""));
+                        .add(L2Key.of(key.model(), 0, 0, key.hash(), ""));
             }
             byModel.forEach((model, distinct) -> {
                 long[] pairs = new long[2 * distinct.size()];
                 int i = 0;
                 for (L2Key key : distinct) {
-                    pairs[i++] = key.hashHi();
-                    pairs[i++] = key.hashLo();
+                    pairs[i++] = key.hash().w0();
+                    pairs[i++] = key.hash().w1();
                 }
                 log.removed(Medium.STORAGE, model, pairs, distinct.size());
             });

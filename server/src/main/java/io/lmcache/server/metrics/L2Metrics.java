@@ -115,7 +115,9 @@ public final class L2Metrics {
 
     /**
      * Adapter {@code index}'s own events ({@code lmcache_mp_l2_adapter_events_total{event}}), one series per name {@code counts}
-     * has now (its names are fixed); read on each scrape, kept by the adapter.
+     * has now (its names are fixed); read on each scrape, kept by the adapter. The object-format check (issue 27) counts here:
+     * {@code format_mismatch_size} (fs_native, resp, valkey), {@code format_mismatch_layout} and {@code format_xattr_unsupported}
+     * (fs_native).
      */
     public void adapterEvents(ServerMetrics m, int index, String type, Supplier<Map<String, Long>> counts) {
         for (String event : counts.get().keySet()) {

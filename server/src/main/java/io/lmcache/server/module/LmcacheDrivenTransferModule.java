@@ -34,6 +34,7 @@ import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.LayoutException;
 import io.lmcache.server.transfer.ObjectGroup;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.transfer.ObjectGroups;
 import io.lmcache.server.transfer.ObjectShape;
 import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PlanResult;
@@ -343,7 +344,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (context.modelName().equals(model) && !byWorldSize.containsKey(context.worldSize())) {
                 List<ObjectShape> shapes = new ArrayList<>();
                 for (ObjectGroup group : context.geometry().objects()) {
-                    shapes.add(new ObjectShape(group.index(), group.objectBytes(), group.format()));
+                    shapes.add(new ObjectShape(group.index(), group.objectBytes(), group.format(),
+                            ObjectGroups.lmcacheObjectLayout(group) ? 0 : group.format(), ObjectGroups.l2Layout(group)));
                 }
                 byWorldSize.put(context.worldSize(), shapes);
             }

@@ -5,6 +5,7 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
@@ -127,8 +128,8 @@ final class PrefetchRequest {
             groups[i] = shape.objectGroup();
             hi[i] = job.hashes()[2 * chunk];
             lo[i] = job.hashes()[2 * chunk + 1];
-            keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hi[i], lo[i],
-                    key.cacheSalt());
+            keys[i] = L2Keys.of(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), ChunkHash.unpack(job.hashes(), chunk),
+                    key.cacheSalt(), shape);
             l1Keys[i] = ChunkKey.of(key.modelName(), key.cacheSalt(), ranks[i], groups[i], hi[i], lo[i]);
         }
         ctx.store().readyKeys(l1Keys, inL1);

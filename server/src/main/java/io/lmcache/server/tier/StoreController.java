@@ -181,12 +181,25 @@ public final class StoreController implements Agent, CommitListener {
         // a LOOKUP loads from L2 only for a plain geometry and a single object group (PrefetchController refuses several)
         List<ObjectShape> registered = shapes.shapes(shape.model(), worldSize);
         boolean mayLeaveL1 = skipL1 && lookups.consultsL2(shape.model(), worldSize) && registered != null && registered.size() == 1;
+        ObjectShape objectShape = registeredShape(registered, shape);
         for (Write write : group) {
             Committed c = write.committed;
-            write.key = new L2Key(c.model(), kvRank, c.group(), shape.format(), c.hashHi(), c.hashLo(), c.salt());
+            write.key = L2Keys.of(c.model(), kvRank, c.key().hash(), c.salt(), objectShape);
             write.mayLeaveL1 = mayLeaveL1;
         }
         return true;
+    }
+
+    /** The registered shape the objects are of (worldSizeOf found one); a plain one if the registration is gone since. */
+    private static ObjectShape registeredShape(List<ObjectShape> registered, Shape shape) {
+        if (registered != null) {
+            for (ObjectShape candidate : registered) {
+                if (candidate.objectGroup() == shape.group() && candidate.objectBytes() == shape.bytes() && candidate.format() == shape.format()) {
+                    return candidate;
+                }
+            }
+        }
+        return new ObjectShape(shape.group(), shape.bytes(), shape.format());
     }
 
     private int collectCompleted() {

@@ -95,6 +95,27 @@ public record KvLayout(
         return (dtype.ordinal() + 1) << 24;
     }
 
+    /**
+     * Whether a chunk's segment is LMCache's object layout, {@code KV_2LTD}: {@code [planes, layers, tokens, heads * head size]}
+     * (protocol doc §6.4, {@code MemoryFormat.KV_2LTD}). Head-major blocks of several heads and fused K/V (K and V interleaved per
+     * token) are copied as they are in the worker's blocks, so their bytes are in another order.
+     */
+    public boolean lmcacheObjectLayout() {
+        return kind != Kind.FUSED && (!hnd || subBlocks == 1);
+    }
+
+    /**
+     * The segment's full format as L2 records it: dtype, {@code [planes, layers, tokens, heads x head size]}, and the block
+     * order when it is not LMCache's ({@code hnd<block size>}, {@code fused}). Two layouts of one size differ here.
+     */
+    public String segmentFormat(int blocks) {
+        String shape = dtype.torchName() + "[" + planes + "," + numLayers + "," + blocks * blockSize + "," + numHeads + "x" + headSize + "]";
+        if (kind == Kind.FUSED) {
+            return shape + " fused" + (hnd && subBlocks > 1 ? " hnd" + blockSize : "");
+        }
+        return lmcacheObjectLayout() ? shape : shape + " hnd" + blockSize;
+    }
+
     /** Bytes of {@code blocks} blocks of every layer and plane: a chunk's segment when {@code blocks} is its kept blocks. */
     public long segmentBytes(int blocks) {
         return (long) planes * numLayers * blocks * pieceBytes;

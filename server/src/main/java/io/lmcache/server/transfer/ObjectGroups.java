@@ -41,6 +41,27 @@ public final class ObjectGroups {
         return new ObjectGroup(index, kind, windowChunks, List.copyOf(kernels), offsets, bytes, format(kernels));
     }
 
+    /** Whether every segment of the group's objects is in LMCache's object layout (then L2 names them as LMCache does). */
+    public static boolean lmcacheObjectLayout(ObjectGroup group) {
+        return group.kernels().stream().allMatch(k -> k.layout().lmcacheObjectLayout());
+    }
+
+    /**
+     * The group's object format as L2 records it ({@code l2.L2Key#layout}): {@code v1}, then each segment's
+     * ({@link KvLayout#segmentFormat}) in kernel-group order, its kept window when it keeps less than the chunk.
+     */
+    public static String l2Layout(ObjectGroup group) {
+        StringBuilder text = new StringBuilder("v1");
+        for (KernelGroup kernel : group.kernels()) {
+            text.append(' ').append(kernel.layout().segmentFormat(kernel.blocksKept()));
+            if (kernel.blocksKept() != kernel.blocksPerChunk()) {
+                text.append(" kept").append(kernel.blocksKept()).append('/').append(kernel.blocksPerChunk());
+            }
+            text.append(';');
+        }
+        return text.toString();
+    }
+
     /**
      * A lone group that keeps whole chunks has the plain layout format (the objects the engine-driven
      * path shares); anything else a hash of every segment's identity, with the top bit set so it

@@ -10,20 +10,21 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.lmcache.server.protocol.ChunkHasher;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.LmcacheL2;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.UserDefinedFileAttributeView;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -52,6 +53,7 @@ class L2TierIT {
     Path dir;
 
     private static final int[] TOKENS = JavaWorker.tokens(15, CHUNKS * CHUNK);
+    private static final byte[] HASHES = LmcacheL2.serverChunkHashes(TOKENS, CHUNK, CHUNKS);
 
     private String fsNative() {
         return "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}";
@@ -116,15 +118,23 @@ class L2TierIT {
 
     @Test
     void aRestartFindsTheChunksInL2AndRetrievesThemByteExact() throws Exception {
+        byte[] stored;
         try (ServerProcess first = server(fsNative()); JavaWorker worker = worker(first, 1)) {
+            stored = worker.read(STORED);
             storeThrough(first, worker);
             assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(first, "lmcache_mp_l2_store_bytes_total"));
         }
         try (Stream<Path> files = Files.list(dir)) {
-            // LMCache's packed kv rank of world size 1, rank 0; object group 0; the object's layout format (ours)
-            assertEquals(CHUNKS, files.filter(f -> f.getFileName().toString().matches("org-SEP-l2-model@0x01000100@0@f[0-9a-f]+@[0-9a-f]{32}\\.data"))
+            // LMCache's names: packed kv rank of world size 1, rank 0; object group 0; the 32-byte hash
+            assertEquals(CHUNKS, files.filter(f -> f.getFileName().toString().matches("org-SEP-l2-model@0x01000100@0@[0-9a-f]{64}\\.data"))
                     .count());
         }
+        List<byte[]> written = new ArrayList<>();
+        for (int c = 0; c < CHUNKS; c++) {
+            written.add(Files.readAllBytes(file(c)));
+        }
+        assertArrayEquals(stored, LmcacheL2.asWorkerBlocks(GEOMETRY, CHUNK, written),
+                "the files are LMCache's KV_2LTD objects of the stored blocks");
         try (ServerProcess second = server(fsNative()); JavaWorker worker = worker(second, 2)) {
             assertEquals(0, Http.metric(second, "lmcache_mp_l1_objects"), "a new process: L1 is empty");
             // the files of the first run are counted at start (in the background)
@@ -172,17 +182,79 @@ class L2TierIT {
         }
     }
 
-    /** The file of chunk {@code chunk}: our own chunk hash (so not a Python LMCache server's file), whatever the layout format. */
-    private Path file(int chunk) throws IOException {
-        long[] hashes = new long[2 * CHUNKS];
-        new ChunkHasher().hashChunks(TOKENS, CHUNK, CHUNKS, hashes);
-        HexFormat hex = HexFormat.of();
-        String suffix = "@" + hex.toHexDigits(hashes[2 * chunk]) + hex.toHexDigits(hashes[2 * chunk + 1]) + ".data";
-        try (Stream<Path> files = Files.list(dir)) {
-            List<Path> found = files.filter(f -> f.getFileName().toString().startsWith("org-SEP-l2-model@0x01000100@0@f")
-                    && f.getFileName().toString().endsWith(suffix)).toList();
-            assertEquals(1, found.size(), "chunk " + chunk + "'s file");
-            return found.getFirst();
+    /** The file of chunk {@code chunk} under LMCache's name (the hash as the server keys chunks, {@link LmcacheL2#serverChunkHashes}). */
+    private Path file(int chunk) {
+        Path file = dir.resolve(LmcacheL2.fileName(MODEL, LmcacheL2.kvRank(1, 0), 0, LmcacheL2.hashHex(HASHES, chunk), ""));
+        assertTrue(Files.isRegularFile(file), "chunk " + chunk + "'s file " + file.getFileName());
+        return file;
+    }
+
+    /** Writes the chunks' objects of known KV the way LMCache's fs_native adapter does (its names, raw bytes), not through a server. */
+    private List<byte[]> plantLmcacheDirectory() throws IOException {
+        List<byte[]> objects = new ArrayList<>();
+        for (int c = 0; c < CHUNKS; c++) {
+            byte[] object = LmcacheL2.object(GEOMETRY, CHUNK, 500 + c);
+            objects.add(object);
+            Files.write(dir.resolve(LmcacheL2.fileName(MODEL, LmcacheL2.kvRank(1, 0), 0, LmcacheL2.hashHex(HASHES, c), "")), object);
+        }
+        return objects;
+    }
+
+    /** Waits until the start-up scan adopted {@code files} files of earlier runs (or of another server). */
+    private static void awaitAdopted(ServerProcess server, int files) {
+        await("start-up scan").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20)).until(() -> {
+            JsonNode scan = JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("storage_manager").get("l2_adapters").get(0)
+                    .get("startup_scan");
+            return "done".equals(scan.path("state").asText()) && scan.get("files").asInt() == files;
+        });
+    }
+
+    @Test
+    void aDirectoryWrittenTheWayLmcacheWritesItIsServedByteExact() throws Exception {
+        List<byte[]> objects = plantLmcacheDirectory();
+        try (ServerProcess server = server(fsNative()); JavaWorker worker = new JavaWorker(server.endpoint(), 11, MODEL, GEOMETRY)) {
+            worker.register();
+            awaitAdopted(server, CHUNKS);
+            assertEquals(CHUNKS * GEOMETRY.chunkObjectBytes(CHUNK), Http.metric(server, "lmcache_mp_l2_usage_bytes", "l2_name", "fs_native"),
+                    "LMCache's files are adopted: counted, evictable");
+            assertEquals(CHUNKS, lookup(worker, "foreign"));
+            int[] target = JavaWorker.range(64, CHUNKS * CHUNK / 16);
+            worker.zero(target);
+            assertTrue(worker.retrieve(TOKENS, 0, CHUNKS * CHUNK, target, 0, "foreign"), "RETRIEVE");
+            assertArrayEquals(LmcacheL2.asWorkerBlocks(GEOMETRY, CHUNK, objects), worker.read(target), "LMCache's bytes, byte for byte");
+            assertEquals(0, Http.metric(server, "lmcache_mp_l2_store_bytes_total"), "nothing written: the keys were there");
+        }
+    }
+
+    @Test
+    void aFileOfAnotherRecordedFormatOrSizeIsACountedMiss() throws Exception {
+        List<byte[]> objects = plantLmcacheDirectory();
+        Path second = file(1);
+        Files.getFileAttributeView(second, UserDefinedFileAttributeView.class)
+                .write("lmcache_format", StandardCharsets.UTF_8.encode("v1 torch.bfloat16[2,2,256,4x32];")); // 4 heads x 32: one size
+        try (ServerProcess server = server(fsNative()); JavaWorker worker = new JavaWorker(server.endpoint(), 12, MODEL, GEOMETRY)) {
+            worker.register();
+            awaitAdopted(server, CHUNKS);
+            assertEquals(1, lookup(worker, "layout"), "chunk 1's file records 4 heads x 32, the worker has 2 x 64: the prefix ends there");
+            worker.endSession("layout");
+            assertTrue(Http.metric(server, "lmcache_mp_l2_adapter_events_total", "event", "format_mismatch_layout") > 0);
+            assertEquals(0, Http.metric(server, "lmcache_mp_l2_adapter_events_total", "event", "format_mismatch_size"));
+            assertEquals(0, Http.metric(server, "lmcache_mp_l2_adapter_events_total", "event", "format_xattr_unsupported"));
+
+            Files.delete(second);
+            Files.write(second, new byte[(int) GEOMETRY.chunkObjectBytes(CHUNK) + 4096]); // another layout's object: bigger
+            assertEquals(1, lookup(worker, "size"), "chunk 1's file is not the object's size: a miss");
+            worker.endSession("size");
+            assertTrue(Http.metric(server, "lmcache_mp_l2_adapter_events_total", "event", "format_mismatch_size") > 0);
+            assertTrue(Files.isRegularFile(second), "a file of another size is kept: it is another layout's");
+
+            Files.delete(second);
+            Files.write(second, objects.get(1)); // LMCache's file again, no attribute
+            assertEquals(CHUNKS, lookup(worker, "whole"));
+            int[] target = JavaWorker.range(64, CHUNKS * CHUNK / 16);
+            worker.zero(target);
+            assertTrue(worker.retrieve(TOKENS, 0, CHUNKS * CHUNK, target, 0, "whole"), "RETRIEVE");
+            assertArrayEquals(LmcacheL2.asWorkerBlocks(GEOMETRY, CHUNK, objects), worker.read(target));
         }
     }
 

@@ -9,18 +9,22 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.lmcache.server.l2.L2Key;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.codec.ByteArrayCodec;
 import io.lmcache.server.l2.testing.RedisClusterExtension;
 import io.lmcache.server.l2.testing.RedisNodes;
-import io.lmcache.server.protocol.ChunkHasher;
-import io.lmcache.server.protocol.DType;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.LmcacheL2;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
-import io.lmcache.server.transfer.KvLayout;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.IntPredicate;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -41,8 +45,6 @@ class RedisL2IT {
     /** 2 layers x 2 heads x 64, blocks of 16: 256 KiB chunk objects. */
     private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(2, 128, 16, 2, 64);
     private static final int[] STORED = JavaWorker.range(0, CHUNKS * CHUNK / 16);
-    /** The layout format of the workers' objects (FlashAttention NHD, K and V, bfloat16): part of every L2 key. */
-    private static final int OBJECT_FORMAT = KvLayout.tokenMajorFormat(2, DType.BFLOAT16);
     private static final String MODEL = "org/redis-model";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration ANSWER = Duration.ofSeconds(20);
@@ -137,6 +139,47 @@ class RedisL2IT {
         }
     }
 
+    /** Keys planted in the cluster the way LMCache's valkey adapter writes them (its key form, raw object bytes), not by a server. */
+    @Test
+    void keysPlantedTheWayLmcacheWritesThemAreServedByteExact() throws Exception {
+        int[] tokens = JavaWorker.tokens(18, CHUNKS * CHUNK);
+        byte[] hashes = LmcacheL2.serverChunkHashes(tokens, CHUNK, CHUNKS);
+        List<byte[]> objects = new ArrayList<>();
+        for (int c = 0; c < CHUNKS; c++) {
+            byte[] object = LmcacheL2.object(GEOMETRY, CHUNK, 700 + c);
+            objects.add(object);
+            String wire = LmcacheL2.wireKey("planted", MODEL, LmcacheL2.kvRank(1, 0), 0, LmcacheL2.hashHex(hashes, c), "");
+            RedisClient client = RedisClient.create(RedisURI.create("127.0.0.1", CLUSTER.nodes().port(CLUSTER.nodes().nodeOf(wire))));
+            try (StatefulRedisConnection<byte[], byte[]> connection = client.connect(ByteArrayCodec.INSTANCE)) {
+                assertEquals("OK", connection.sync().set(wire.getBytes(StandardCharsets.UTF_8), object));
+            } finally {
+                client.shutdown();
+            }
+        }
+        try (ServerProcess server = server(valkey("planted")); JavaWorker worker = new JavaWorker(server.endpoint(), 13, MODEL, GEOMETRY)) {
+            worker.register();
+            assertEquals(CHUNKS, lookup(worker, tokens, "planted"));
+            int[] target = JavaWorker.range(64, CHUNKS * CHUNK / 16);
+            worker.zero(target);
+            assertTrue(worker.retrieve(tokens, 0, CHUNKS * CHUNK, target, 0, "planted"), "RETRIEVE");
+            assertArrayEquals(LmcacheL2.asWorkerBlocks(GEOMETRY, CHUNK, objects), worker.read(target), "LMCache's bytes, byte for byte");
+        }
+        // a value of another size under the last chunk's key: a miss, counted
+        String last = LmcacheL2.wireKey("planted", MODEL, LmcacheL2.kvRank(1, 0), 0, LmcacheL2.hashHex(hashes, CHUNKS - 1), "");
+        RedisClient client = RedisClient.create(RedisURI.create("127.0.0.1", CLUSTER.nodes().port(CLUSTER.nodes().nodeOf(last))));
+        try (StatefulRedisConnection<byte[], byte[]> connection = client.connect(ByteArrayCodec.INSTANCE)) {
+            connection.sync().set(last.getBytes(StandardCharsets.UTF_8), new byte[(int) GEOMETRY.chunkObjectBytes(CHUNK) / 2]);
+        } finally {
+            client.shutdown();
+        }
+        try (ServerProcess server = server(valkey("planted")); JavaWorker worker = new JavaWorker(server.endpoint(), 14, MODEL, GEOMETRY)) {
+            worker.register();
+            assertEquals(CHUNKS - 1, lookup(worker, tokens, "short"), "the last chunk's value is half an object: a miss");
+            worker.endSession("short");
+            assertEquals(1, Http.metric(server, "lmcache_mp_l2_adapter_events_total", "event", "format_mismatch_size"));
+        }
+    }
+
     @Test
     void respOnOneNodeSharesAsWell() throws Exception {
         int[] tokens = JavaWorker.tokens(17, CHUNKS * CHUNK);
@@ -156,12 +199,10 @@ class RedisL2IT {
     private static int[] prompt(String prefix, int firstSeed, IntPredicate first, IntPredicate rest) {
         for (int seed = firstSeed; seed < firstSeed + 10_000; seed++) {
             int[] tokens = JavaWorker.tokens(seed, CHUNKS * CHUNK);
-            long[] hashes = new long[2 * CHUNKS];
-            new ChunkHasher().hashChunks(tokens, CHUNK, CHUNKS, hashes);
+            byte[] hashes = LmcacheL2.serverChunkHashes(tokens, CHUNK, CHUNKS);
             boolean fits = true;
             for (int c = 0; c < CHUNKS && fits; c++) {
-                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, hashes[2 * c], hashes[2 * c + 1], "")
-                        .wireKey();
+                String wire = LmcacheL2.wireKey(prefix, MODEL, LmcacheL2.kvRank(1, 0), 0, LmcacheL2.hashHex(hashes, c), "");
                 fits = (c == 0 ? first : rest).test(CLUSTER.nodes().nodeOf(wire));
             }
             if (fits) {

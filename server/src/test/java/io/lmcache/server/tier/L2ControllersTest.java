@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.l2.L2Adapter;
+import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.metrics.MetricsBinder;
@@ -77,7 +78,7 @@ class L2ControllersTest {
 
     /** Chunk {@code chunk}'s key as world size 1 writes it: LMCache's packed kv rank 0x01000100, and the object's format. */
     private L2Key l2Key(int chunk) {
-        return new L2Key("org/model", 0x01000100, 0, FORMAT, hashes[2 * chunk], hashes[2 * chunk + 1], "");
+        return L2Key.of("org/model", 0x01000100, 0, new L2Hash(hashes[2 * chunk], hashes[2 * chunk + 1], 0, 0), "");
     }
 
     private static byte[] pattern(int seed) {
@@ -393,12 +394,13 @@ class L2ControllersTest {
     }
 
     @Test
-    void anotherFormatOfTheSameSizeIsAMissNeverALoad() {
+    void aLayoutLmcacheNeverWritesIsAnotherKeyNeverALoad() {
         l1(8);
         MemoryAdapter adapter = new MemoryAdapter();
         writeThroughAndClearL1(adapter);
-        // the model is registered again in another layout (say HND, or another dtype) whose objects have the same size
-        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1)));
+        // the model is registered again in a layout whose bytes are not LMCache's (HND blocks of several heads), of the same size:
+        // its objects are named apart (an L2 tag), so the LMCache-layout objects stored before are not its keys
+        shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1, FORMAT + 1, "v1 torch.bfloat16[2,2,256,2x64] hnd16;")));
         Setup setup = prefetch(false, adapter);
         assertEquals(new Reply.Int(0), lookupAndRun(setup, "other-format"));
         assertEquals(0, adapter.loadTasks, "nothing was loaded");
@@ -562,7 +564,7 @@ class L2ControllersTest {
         CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1);
         long[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
         for (int chunk = 0; chunk < 2; chunk++) {
-            adapter.data.put(new L2Key("org/other", 0x01000100, 0, FORMAT, otherHashes[2 * chunk], otherHashes[2 * chunk + 1], ""),
+            adapter.data.put(L2Key.of("org/other", 0x01000100, 0, new L2Hash(otherHashes[2 * chunk], otherHashes[2 * chunk + 1], 0, 0), ""),
                     pattern(chunk));
         }
         setup.lookup().lookup(new Request.Lookup(other, 1));

@@ -9,6 +9,7 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterSpec;
 import io.lmcache.server.l2.L2AdapterSpecs;
 import io.lmcache.server.l2.L2Adapters;
+import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.L2Lru;
 import io.lmcache.server.metrics.L2Metrics;
@@ -66,11 +67,11 @@ class L2EvictionControllerTest {
     }
 
     private static L2Key key(int i) {
-        return new L2Key("m", L2Key.packKvRank(1, 0), 0, 1, 5, i, "");
+        return L2Key.of("m", L2Key.packKvRank(1, 0), 0, new L2Hash(5, i, 0, 0), "");
     }
 
     private static String name(int i) {
-        return "m@0x01000100@0@f1@" + key(i).hashHex() + ".data";
+        return "m@0x01000100@0@" + key(i).hashHex() + ".data";
     }
 
     @Test

@@ -58,6 +58,7 @@ public final class RedisIo implements AdapterIo {
     private final LongAdder loadedKeys = new LongAdder();
     private final LongAdder loadMisses = new LongAdder();
     private final LongAdder loadTooBig = new LongAdder();
+    private final LongAdder sizeMismatches = new LongAdder();
 
     /** Starts connecting in the background; its threads (Lettuce's I/O and timer, the adapter's scheduler) come from {@code threads}. */
     public RedisIo(RedisSpec spec, ThreadFactory threads, AdapterLedger ledger) {
@@ -86,9 +87,18 @@ public final class RedisIo implements AdapterIo {
         return typeName(spec);
     }
 
-    /** {@code [key_prefix@]model@rank08x@og_hex@hash_hex[@salt]}: no hash tag, so keys spread over every slot. */
+    /**
+     * {@code [key_prefix@]model@{kv_rank:08x}@{og:x}@{hash hex}[@salt]}, LMCache's {@code ValkeyL2Adapter._wire_key} (LMCache/LMCache
+     * {@code lmcache/v1/distributed/l2_adapters/valkey_l2_adapter.py}, index id 61981026160 @22d15507): no hash tag, so keys spread
+     * over every slot.
+     */
     String wireKey(L2Key key) {
-        return spec.keyPrefix().isEmpty() ? key.wireKey() : spec.keyPrefix() + "@" + key.wireKey();
+        return wireKey(spec.keyPrefix(), key);
+    }
+
+    /** The key under {@code keyPrefix} ("" for none), as {@link #wireKey(L2Key)}. */
+    static String wireKey(String keyPrefix, L2Key key) {
+        return keyPrefix.isEmpty() ? key.wireKey() : keyPrefix + "@" + key.wireKey();
     }
 
     /** Not connected (or closed): the whole task answers at once, counted once. */
@@ -184,6 +194,9 @@ public final class RedisIo implements AdapterIo {
         if (error == null && outcome == LoadOutput.Outcome.TOO_BIG) {
             loadTooBig.increment();
         }
+        if (error == null && (outcome == LoadOutput.Outcome.TOO_BIG || outcome == LoadOutput.Outcome.WRONG_SIZE)) {
+            sizeMismatches.increment(); // another layout under this model name (or a stranger's value): a miss, the value kept
+        }
         failures.failed(error != null ? CommandSender.reason(error) : loadReason(outcome), 1, "GETRANGE " + wire
                 + (error == null ? " answered " + outcome + " for " + bytes + " bytes" : ""), error);
         return false;
@@ -269,6 +282,7 @@ public final class RedisIo implements AdapterIo {
     public Map<String, Long> eventCounts() {
         Map<String, Long> counts = new LinkedHashMap<>(breakers.counters());
         counts.put("load_too_big", loadTooBig.sum());
+        counts.put("format_mismatch_size", sizeMismatches.sum());
         counts.put("reconnect_attempts_failed", reconnects.failedAttempts());
         return counts;
     }

@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * {@code resp} (one node) and {@code valkey} (one node, or a cluster with {@code clusterMode}): each key's raw object bytes
- * under {@code [keyPrefix@]model@rank08x@og_hex@hash_hex[@salt]} (hybrid-and-l2.md §B.8).
+ * under {@code [keyPrefix@]model@{kv_rank:08x}@{og:x}@{hash hex}[@salt]} (hybrid-and-l2.md §B.8).
  *
  * @param type {@code resp} or {@code valkey}
  * @param nodes the node (standalone) or the cluster's startup nodes

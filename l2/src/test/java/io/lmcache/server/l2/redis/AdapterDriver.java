@@ -7,6 +7,7 @@ import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterSpecs;
 import io.lmcache.server.l2.L2Adapters;
+import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import java.lang.foreign.Arena;
@@ -41,7 +42,7 @@ final class AdapterDriver implements AutoCloseable {
     }
 
     static L2Key key(int i) {
-        return new L2Key("org/model", L2Key.packKvRank(1, 0), 0, 1, 0x1234_5678_0000L + i, 0x9abcL * (i + 1), "");
+        return L2Key.of("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(0x1234_5678_0000L + i, 0x9abcL * (i + 1), 0, 0), "");
     }
 
     static List<L2Key> keys(int from, int count) {

@@ -58,10 +58,10 @@ class RedisAdapterTest {
         for (int node = 0; node < 3; node++) {
             assertTrue(CLUSTER.nodes().keyCount(node) > 0, "no hash tag: keys spread over every master, node " + node + " has none");
         }
-        // the packed kv rank of rank 0 of 1, object group 0, format 1
-        String wire = "t1@org/model@01000100@0@f1@" + keys.get(5).hashHex();
+        // LMCache's key under the prefix: the packed kv rank of rank 0 of 1, object group 0, the hash
+        String wire = "t1@org/model@01000100@0@" + keys.get(5).hashHex();
         assertEquals(wire, redis(adapter).wireKey(keys.get(5)));
-        assertEquals("1", CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "EXISTS", wire).strip(), "our key form (with the format) on its slot's node");
+        assertEquals("1", CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "EXISTS", wire).strip(), "LMCache's key form on its slot's node");
         assertEquals(String.valueOf(BYTES), CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(wire), "STRLEN", wire).strip(), "the raw object bytes, no header");
 
         List<L2Key> asked = keys(0, 26); // the last two were never stored
