@@ -123,7 +123,8 @@ public final class LmcacheServer implements AutoCloseable {
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
             // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
-                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers()));
+                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
+                    config.tuning().transferSpinNs()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
@@ -188,7 +189,7 @@ public final class LmcacheServer implements AutoCloseable {
      * logged or allocated: {@code --device cuda} on a host without one is refused ({@code StartupException}) with nothing behind.
      */
     public static LmcacheServer start(ServerConfig config, List<String> warnings) {
-        GpuPart gpu = GpuPart.open(config.device());
+        GpuPart gpu = GpuPart.open(config.device(), config.tuning());
         warnings.forEach(warning -> LOG.warn(LogText.clip(warning, LogText.MAX_LINE_CHARS)));
         LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), LogText.clip(config.instanceId()),
                 LogText.clipValues(config.describe()));

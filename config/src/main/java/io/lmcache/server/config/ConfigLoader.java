@@ -244,7 +244,7 @@ public final class ConfigLoader {
                 transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, Tuning.fromSystemProperties());
     }
 
     /** The L1 pool's segment name, size and region size. */

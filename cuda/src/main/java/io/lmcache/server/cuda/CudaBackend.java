@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -16,10 +17,12 @@ import java.util.function.ToLongFunction;
 public final class CudaBackend implements GpuBackend {
     private final CudaDevices devices;
     private final EventPoller poller = new EventPoller();
+    private final Tuning tuning;
     private PinnedPool pinned;
 
-    CudaBackend(CudaDevices devices) {
+    CudaBackend(CudaDevices devices, Tuning tuning) {
         this.devices = devices;
+        this.tuning = tuning;
     }
 
     @Override
@@ -57,7 +60,7 @@ public final class CudaBackend implements GpuBackend {
 
     @Override
     public CopyEngine engine(CudaDevice device) {
-        return device.engine(poller, pinned);
+        return device.engine(poller, pinned, tuning);
     }
 
     /** The device's complete event, made once (its primary context only: no copy engine is created for a failure). */
@@ -126,8 +129,8 @@ public final class CudaBackend implements GpuBackend {
         status.put("open_ipc_mappings", mappings);
         status.put("pinned_regions", pinned == null ? 0 : pinned.registeredRegions());
         status.put("transfers_in_flight", poller.pendingCount());
-        status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
-        status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
+        status.put("copy_kernel_blocks", tuning.copyKernelBlocks());
+        status.put("staging_bytes_per_device", 4 * tuning.stagingHalfBytes());
         status.put("store_gpu_seconds", copyNanos(Direction.TO_POOL) / 1e9);
         status.put("retrieve_gpu_seconds", copyNanos(Direction.FROM_POOL) / 1e9);
         List<SubmitTimes> times = new ArrayList<>();

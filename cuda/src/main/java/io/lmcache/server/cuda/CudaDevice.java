@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUevent;
@@ -63,10 +64,10 @@ public final class CudaDevice {
     }
 
     /** The copy engine, created on first use (streams, kernel module). */
-    public synchronized CopyEngine engine(EventPoller poller, PinnedPool pool) {
+    public synchronized CopyEngine engine(EventPoller poller, PinnedPool pool, Tuning tuning) {
         if (engine == null) {
             makeCurrent();
-            engine = new CopyEngine(this, poller, pool);
+            engine = new CopyEngine(this, poller, pool, tuning);
         }
         return engine;
     }

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
@@ -13,8 +14,11 @@ import java.util.Map;
  * shared memory, and a CUDA registration is refused with a clear message).
  */
 public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, NoGpu {
-    /** Opens the driver; throws {@link CudaException} (with the reason) when there is no usable GPU. */
-    static GpuBackend open() {
+    /**
+     * Opens the driver; throws {@link CudaException} (with the reason) when there is no usable GPU. The copy engines run with
+     * {@code tuning}'s {@code -Dlmcache.cuda.*} knobs.
+     */
+    static GpuBackend open(Tuning tuning) {
         CudaDevices devices = CudaDevices.open();
         try {
             // the first GPU's context is retained at start-up anyway (the pool is pinned through it): its failure
@@ -24,7 +28,7 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
             devices.close();
             throw e;
         }
-        return new CudaBackend(devices);
+        return new CudaBackend(devices, tuning);
     }
 
     /** The host-only backend: nothing is CUDA, every counter is 0. */

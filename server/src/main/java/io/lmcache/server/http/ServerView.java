@@ -195,7 +195,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         return storage;
     }
 
-    /** {@code /config}: the effective configuration, grouped as LMCache groups it (the admin token redacted). */
+    /**
+     * {@code /config}: the effective configuration, grouped as LMCache groups it (the admin token redacted), and under
+     * {@code tuning} each {@code -Dlmcache.*} knob's effective value by its property name.
+     */
     @Override
     public Map<String, Object> config() {
         Map<String, Object> mp = new LinkedHashMap<>();
@@ -211,7 +214,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
                 mp.put(key, entry.getValue());
             }
         }
-        return Map.of("mp", mp, "storage_manager", storage, "observability", observability);
+        return Map.of("mp", mp, "storage_manager", storage, "observability", observability, "tuning", config.tuning().describe());
     }
 
     /** The L1 object store ({@code /quota} reads and sets its tenants' quotas). */

@@ -180,9 +180,10 @@ public final class L1Pool implements AutoCloseable {
      * Without stages (host memory only) every region is handed to {@code ready} at once, lowest
      * first, and prefaulting just saves later page faults; with stages (pinning for DMA) a region
      * is handed over when its last stage is done ({@link PoolPreparation}: several threads, regions
-     * taken in order, so the first are usable within moments either way).
+     * taken in order, so the first are usable within moments either way). {@code threadsOverride}: the preparation's
+     * threads ({@code -Dlmcache.l1.prepareThreads}); 0 chooses from the cores and the pages.
      */
-    public void startPreparation(List<RegionStage> stages, IntConsumer ready) {
+    public void startPreparation(List<RegionStage> stages, IntConsumer ready, int threadsOverride) {
         if (stages.isEmpty()) {
             // the allocator takes the most recently added region first: add the highest first
             for (int region = regionCount - 1; region >= 0; region--) {
@@ -190,8 +191,9 @@ public final class L1Pool implements AutoCloseable {
             }
         }
         boolean hugePages = HugePages.probe().forPool(isShared());
-        preparation = new PoolPreparation(this::slice, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
-                PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages), hugePages);
+        PoolPreparation.Plan plan = new PoolPreparation.Plan(PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages,
+                threadsOverride), hugePages);
+        preparation = new PoolPreparation(this::slice, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready, plan);
         preparation.start();
     }
 

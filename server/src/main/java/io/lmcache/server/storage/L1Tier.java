@@ -14,8 +14,11 @@ public final class L1Tier implements AutoCloseable {
     private final L1Pool pool;
     private final ObjectStore store;
     private final StoreCounters counters = new StoreCounters();
+    /** {@code -Dlmcache.l1.prepareThreads} (0: chosen from the cores and the pages). */
+    private final int prepareThreads;
 
     public L1Tier(ServerConfig config) {
+        prepareThreads = config.tuning().prepareThreads();
         pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode());
         counters.lifecycle().sampleRate(config.operator().metricsSampleRate());
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
@@ -31,7 +34,7 @@ public final class L1Tier implements AutoCloseable {
     /** Starts preparing regions: prefault, then {@code stages} (pinning where there is a GPU). */
     public void startPreparation(List<L1Pool.RegionStage> stages) {
         // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
-        pool.startPreparation(stages, store::addReadyRegion);
+        pool.startPreparation(stages, store::addReadyRegion, prepareThreads);
     }
 
     public L1Pool pool() {

@@ -153,7 +153,7 @@ class TransferFailureEventsTest {
     }
 
     private Dispatcher dispatcher(OpTable table) {
-        Dispatcher dispatcher = new Dispatcher(table, replies, metrics, 1, 1);
+        Dispatcher dispatcher = new Dispatcher(table, replies, metrics, 1, 1, 0);
         dispatchers.add(dispatcher);
         return dispatcher;
     }
