@@ -102,7 +102,8 @@ public final class LmcacheServer implements AutoCloseable {
             // closed connections are remembered long enough for every liveness rule to use them
             PeerConnections connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
-            DataModules data = DataModules.open(config, l1, gpu, leases, prefetchResults, metrics, liveness, releases, agentErrors, this::add);
+            DataModules data = DataModules.open(config, l1, gpu, new DataModules.LookupState(leases, prefetchResults),
+                    new DataModules.WorkerEnds(liveness, releases), metrics, new DataModules.Supervision(agentErrors, this::add));
             l2 = data.l2();
             LookupModule lookup = data.lookup();
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
@@ -149,9 +150,10 @@ public final class LmcacheServer implements AutoCloseable {
             loop.setStreamControl(streams);
             KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
             // its health check reads closed; runs on: lmcache-http-*
-            ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
-                    loop, gpu::status, gpu.stageNames(), () -> closed);
-            ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases, data.testCompletions());
+            ServerView view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
+                    new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
+                    new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed);
+            ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());
             throw e;

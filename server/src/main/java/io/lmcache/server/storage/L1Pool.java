@@ -51,17 +51,20 @@ public final class L1Pool implements AutoCloseable {
     private final FileLock fileLock;
     private volatile PoolPreparation preparation;
 
-    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, Object fileKey, FileChannel lockChannel,
-            FileLock fileLock) {
+    /** The /dev/shm file behind a shared pool: its path, its identity, and the channel and lock this process holds on it. */
+    private record ShmFile(Path path, Object fileKey, FileChannel lockChannel, FileLock lock) {}
+
+    /** {@code file}: null for anonymous memory. */
+    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, ShmFile file) {
         this.segment = segment;
         this.arena = arena;
         this.bytes = bytes;
         this.regionBytes = regionBytes;
         this.regionCount = (int) ((bytes + regionBytes - 1) / regionBytes);
-        this.shmPath = shmPath;
-        this.fileKey = fileKey;
-        this.lockChannel = lockChannel;
-        this.fileLock = fileLock;
+        this.shmPath = file == null ? null : file.path();
+        this.fileKey = file == null ? null : file.fileKey();
+        this.lockChannel = file == null ? null : file.lockChannel();
+        this.fileLock = file == null ? null : file.lock();
     }
 
     /** Opens the pool with its file owner-only (tests). */
@@ -121,7 +124,7 @@ public final class L1Pool implements AutoCloseable {
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
             LOG.info("L1 pool: {} MiB in /dev/shm/{} (mode 0{}, regions of {} MiB)", bytes >> 20, shmName, Integer.toOctalString(shmMode),
                     regionBytes >> 20);
-            return new L1Pool(segment, arena, bytes, regionBytes, path, fileKey, channel, lock);
+            return new L1Pool(segment, arena, bytes, regionBytes, new ShmFile(path, fileKey, channel, lock));
         } catch (IOException | RuntimeException e) {
             channel.close();
             Files.deleteIfExists(path);
@@ -138,7 +141,7 @@ public final class L1Pool implements AutoCloseable {
         // runs on: the thread that closes the arena (the server's close)
         MemorySegment segment = MemorySegment.ofAddress(address).reinterpret(bytes, arena, s -> Posix.munmap(address, bytes));
         LOG.info("L1 pool: {} MiB of anonymous memory (regions of {} MiB)", bytes >> 20, regionBytes >> 20);
-        return new L1Pool(segment, arena, bytes, regionBytes, null, null, null, null);
+        return new L1Pool(segment, arena, bytes, regionBytes, null);
     }
 
     private static long usableShmBytes() {
