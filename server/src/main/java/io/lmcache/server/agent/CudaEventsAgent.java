@@ -12,11 +12,12 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class CudaEventsAgent implements Agent {
     public static final String THREAD = "lmcache-cuda-events";
-    /**
-     * While transfers are in flight: how often their events are queried. With the streams' host functions waking this thread
-     * at each transfer's end ({@code config.Tuning.hostFnWake}) the poll is only the fallback.
-     */
+    /** While transfers are in flight: how often their events are queried. */
     private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(20);
+    /**
+     * The same with the streams' host functions waking this thread at each transfer's end ({@code config.Tuning.hostFnWake}):
+     * the poll is then only the fallback.
+     */
     private static final long BUSY_PARK_WOKEN_NS = TimeUnit.MICROSECONDS.toNanos(250);
     /** With none in flight; tracking a transfer wakes the thread at once. */
     private static final long IDLE_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
