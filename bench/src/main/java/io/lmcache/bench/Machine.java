@@ -23,6 +23,14 @@ public final class Machine {
         return source == null ? "unknown" : source;
     }
 
+    /** The run a results section records: the exact command, the machine, its load averages before, other processes' cores. */
+    public record Run(String command, String machine, String loadBefore, double foreignCores) {}
+
+    /** {@link #sectionHead(StringBuilder, String, String, String, String, double)} for one {@link Run}. */
+    public static void sectionHead(StringBuilder md, String title, Run run) {
+        sectionHead(md, title, run.command(), run.machine(), run.loadBefore(), run.foreignCores());
+    }
+
     /** The head every results section starts with: title, command, sources, machine, and how quiet the machine was. */
     public static void sectionHead(StringBuilder md, String title, String command, String machine, String loadBefore,
             double foreignCores) {

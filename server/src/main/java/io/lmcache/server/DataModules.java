@@ -16,9 +16,12 @@ import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.tier.L1Side;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.tier.ModelLayouts;
 import io.lmcache.server.tier.ObjectShapes;
 import io.lmcache.server.transfer.CompletionDelay;
+import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
@@ -38,27 +41,42 @@ import java.util.stream.Stream;
 record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
         CompletionDelay testCompletions, KvEventRecorder events) {
 
-    static DataModules open(ServerConfig config, L1Tier l1, GpuPart gpu, LookupLeases leases, PrefetchResults prefetchResults,
-            ServerMetrics metrics, Liveness liveness, ReleaseThread releases, AgentErrors agentErrors,
-            BiConsumer<String, AutoCloseable> closer) {
+    /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
+    record LookupState(LookupLeases leases, PrefetchResults prefetchResults) {}
+
+    /** How a worker's state ends: the liveness rules that decide when, and the release thread that frees its mappings. */
+    record WorkerEnds(Liveness liveness, ReleaseThread releases) {}
+
+    /** How the root supervises what is built here: its agents' failures are counted in {@code agentErrors}, each close goes to {@code closer}. */
+    record Supervision(AgentErrors agentErrors, BiConsumer<String, AutoCloseable> closer) {}
+
+    static DataModules open(ServerConfig config, L1Tier l1, GpuPart gpu, LookupState lookups, WorkerEnds workers, ServerMetrics metrics,
+            Supervision supervision) {
+        LookupLeases leases = lookups.leases();
+        PrefetchResults prefetchResults = lookups.prefetchResults();
+        Liveness liveness = workers.liveness();
+        ReleaseThread releases = workers.releases();
+        AgentErrors agentErrors = supervision.agentErrors();
+        BiConsumer<String, AutoCloseable> closer = supervision.closer();
         ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
         CompletionDelay testCompletions = config.testHooks() ? new CompletionDelay() : null;
         closer.accept("test completions", testCompletions);
         LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool().segment(), leases, metrics, liveness,
-                        gpu.backend(), shmSegments(config, l1, metrics), releases, objectGroups, testCompletions) : null;
+                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
+                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions), objectGroups) : null;
         // runs on: the thread that calls close(), as every part's close
         closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
         EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
                 ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
-                        config.l1WriteTtlNs(), config.l1ReadTtlNs()) : null;
+                        new EngineDrivenTransferModule.SlotTtls(config.l1WriteTtlNs(), config.l1ReadTtlNs())) : null;
         closer.accept("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
         // a LOOKUP loads from L2 in the object shapes its model's workers registered, and only for models whose lookup geometry is
         // plain (hybrid ones look up in L1 alone, so skip_l1 keeps their objects); closed after the loop and housekeeping
-        L2Tier l2 = L2Tier.open(config.l2(), l1.store(), l1.pool().segment(), config.chunkSize(), ObjectShapes.firstOf(
-                lmcacheDriven == null ? null : lmcacheDriven::objectShapes, engineDriven == null ? null : engineDriven::objectShapes),
+        L2Tier l2 = L2Tier.open(config.l2(), new L1Side(l1.store(), l1.pool().segment()), config.chunkSize(), new ModelLayouts(
+                ObjectShapes.firstOf(lmcacheDriven == null ? null : lmcacheDriven::objectShapes,
+                        engineDriven == null ? null : engineDriven::objectShapes),
                 // runs on: lmcache-l2 (the store controller), per batch of committed objects
-                (model, worldSize) -> objectGroups.lookupGeometry(model, worldSize).plain(), metrics, agentErrors);
+                (model, worldSize) -> objectGroups.lookupGeometry(model, worldSize).plain()), metrics, agentErrors);
         closer.accept("L2 tier", l2);
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());

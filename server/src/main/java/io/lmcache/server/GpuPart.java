@@ -5,6 +5,7 @@ import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.CudaEventsAgent;
 import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.StartupException;
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.metrics.MetricsBinder;
@@ -32,29 +33,34 @@ final class GpuPart {
     private final GpuBackend backend;
     /** What {@link #logPath} says: the open logs nothing, as it runs before the start banner. */
     private final String path;
+    /** Whether the copy engines' host functions wake the event poller (its poll is then only the fallback). */
+    private final boolean hostFnWake;
 
-    private GpuPart(GpuBackend backend, String path) {
+    private GpuPart(GpuBackend backend, String path, boolean hostFnWake) {
         this.backend = backend;
         this.path = path;
+        this.hostFnWake = hostFnWake;
     }
 
     /**
      * Opens the CUDA backend, or the host-only one; logs nothing and allocates nothing else, so a refused {@code --device cuda}
      * (a {@link StartupException}: one line, exit 2) leaves no banner and no pool behind.
      */
-    static GpuPart open(DeviceMode mode) {
+    static GpuPart open(DeviceMode mode, Tuning tuning) {
         if (mode == DeviceMode.HOST) {
-            return new GpuPart(GpuBackend.none(), "host only (--device host): serving CPU shared-memory workers");
+            return new GpuPart(GpuBackend.none(), "host only (--device host): serving CPU shared-memory workers", false);
         }
         try {
-            GpuBackend backend = GpuBackend.open();
-            return new GpuPart(backend, "CUDA (" + backend.describe() + "); GPU workers over CUDA IPC, CPU workers over shared memory");
+            GpuBackend backend = GpuBackend.open(tuning);
+            return new GpuPart(backend, "CUDA (" + backend.describe() + "); GPU workers over CUDA IPC, CPU workers over shared memory",
+                    tuning.hostFnWake());
         } catch (CudaException | LinkageError e) {
             if (mode == DeviceMode.CUDA) {
                 throw new StartupException("--device cuda", "no usable CUDA driver or GPU on this host (" + Main.oneLine(e)
                         + "); use --device auto or host to serve CPU workers");
             }
-            return new GpuPart(GpuBackend.none(), "host only (CUDA not available: " + e.getMessage() + "); serving CPU shared-memory workers");
+            return new GpuPart(GpuBackend.none(), "host only (CUDA not available: " + e.getMessage() + "); serving CPU shared-memory workers",
+                    false);
         }
     }
 
@@ -70,7 +76,7 @@ final class GpuPart {
 
     /** The runner of the CUDA event poller (lmcache-cuda-events), not started; null without CUDA (no thread for nothing). */
     AgentRunner eventsRunner(AgentErrors errors) {
-        return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors) : null;
+        return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors, hostFnWake) : null;
     }
 
     void bindMetrics(ServerMetrics metrics) {

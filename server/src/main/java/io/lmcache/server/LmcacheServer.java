@@ -102,7 +102,8 @@ public final class LmcacheServer implements AutoCloseable {
             // closed connections are remembered long enough for every liveness rule to use them
             PeerConnections connections = new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS));
             Liveness liveness = new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs());
-            DataModules data = DataModules.open(config, l1, gpu, leases, prefetchResults, metrics, liveness, releases, agentErrors, this::add);
+            DataModules data = DataModules.open(config, l1, gpu, new DataModules.LookupState(leases, prefetchResults),
+                    new DataModules.WorkerEnds(liveness, releases), metrics, new DataModules.Supervision(agentErrors, this::add));
             l2 = data.l2();
             LookupModule lookup = data.lookup();
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
@@ -123,7 +124,8 @@ public final class LmcacheServer implements AutoCloseable {
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
             // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
-                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers()));
+                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
+                    config.tuning().transferSpinNs()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
@@ -148,9 +150,10 @@ public final class LmcacheServer implements AutoCloseable {
             loop.setStreamControl(streams);
             KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
             // its health check reads closed; runs on: lmcache-http-*
-            ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
-                    loop, gpu::status, gpu.stageNames(), () -> closed);
-            ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases, data.testCompletions());
+            ServerView view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
+                    new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
+                    new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed);
+            ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());
             throw e;
@@ -188,7 +191,7 @@ public final class LmcacheServer implements AutoCloseable {
      * logged or allocated: {@code --device cuda} on a host without one is refused ({@code StartupException}) with nothing behind.
      */
     public static LmcacheServer start(ServerConfig config, List<String> warnings) {
-        GpuPart gpu = GpuPart.open(config.device());
+        GpuPart gpu = GpuPart.open(config.device(), config.tuning());
         warnings.forEach(warning -> LOG.warn(LogText.clip(warning, LogText.MAX_LINE_CHARS)));
         LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), LogText.clip(config.instanceId()),
                 LogText.clipValues(config.describe()));

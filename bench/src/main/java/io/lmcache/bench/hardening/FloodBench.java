@@ -55,8 +55,8 @@ public final class FloodBench {
             try (TestClient client = new TestClient(server.endpoint())) {
                 fresh = client.call(21).payloadHex();
             }
-            String md = report(tally, before, after, heapAfterGc, server.isAlive() && "cd0100".equals(fresh), machine, load, foreign,
-                    ("bench/run-flood.sh " + String.join(" ", args)).trim(), connections, window, seed);
+            String md = report(tally, new ServerStates(before, after, heapAfterGc, server.isAlive() && "cd0100".equals(fresh)),
+                    new Machine.Run(("bench/run-flood.sh " + String.join(" ", args)).trim(), machine, load, foreign), connections, window, seed);
             System.out.println(md);
             ResultsFile.writeSection(results, "flood", md);
             System.out.println("# written to " + results);
@@ -67,10 +67,13 @@ public final class FloodBench {
         }
     }
 
-    private static String report(FuzzRun.Tally t, ServerSample before, ServerSample after, double heapAfterGc, boolean answering, String machine, String load,
-            double foreign, String command, int connections, int window, long seed) {
+    private static String report(FuzzRun.Tally t, ServerStates server, Machine.Run run, int connections, int window, long seed) {
+        ServerSample before = server.before();
+        ServerSample after = server.after();
+        double heapAfterGc = server.heapAfterGc();
+        boolean answering = server.answering();
         StringBuilder md = new StringBuilder();
-        Machine.sectionHead(md, "Flood: malformed messages against a running server", command, machine, load, foreign);
+        Machine.sectionHead(md, "Flood: malformed messages against a running server", run);
         md.append(String.format("%d malformed messages from %d DEALERs (seed %d, each pipelining windows of %d and then awaiting the replies"
                 + " owed), interleaved with a real client's PING, GET_CHUNK_SIZE and LOOKUP (empty cache) in batches of 30, every reply"
                 + " compared byte for byte. Server: test defaults (`--l1-size-gb 0.25`, `-Xmx512m`, ZGC). The mix is FuzzIT's"

@@ -105,8 +105,8 @@ public final class SoakBench {
                 fresh = client.call(21).payloadHex();
             }
             String command = ("bench/run-soak.sh " + String.join(" ", args)).trim();
-            String md = bench.report(before, after, heapAfterGc, clients, roundTrips, kills, killed, registered, poolGb,
-                    server.isAlive() && "cd0100".equals(fresh), elapsedNs, machine, load, foreign, command);
+            String md = bench.report(new ServerStates(before, after, heapAfterGc, server.isAlive() && "cd0100".equals(fresh)),
+                    new Machine.Run(command, machine, load, foreign), new Plan(clients, roundTrips, kills, poolGb), killed, registered, elapsedNs);
             System.out.println(md);
             ResultsFile.writeSection(results, "soak", md);
             System.out.println("# written to " + results);
@@ -207,11 +207,20 @@ public final class SoakBench {
         launch(slot);
     }
 
-    private String report(ServerSample before, ServerSample after, double heapAfterGc, int clients, long roundTrips, int kills, int killed, int registered,
-            String poolGb, boolean answering, long elapsedNs, String machine, String load, double foreign, String command) {
+    /** What the soak was asked to do: worker processes, round trips each, workers to kill, and the pool's size. */
+    private record Plan(int clients, long roundTrips, int kills, String poolGb) {}
+
+    private String report(ServerStates server, Machine.Run run, Plan plan, int killed, int registered, long elapsedNs) {
+        ServerSample before = server.before();
+        ServerSample after = server.after();
+        double heapAfterGc = server.heapAfterGc();
+        boolean answering = server.answering();
+        int clients = plan.clients();
+        long roundTrips = plan.roundTrips();
+        int kills = plan.kills();
+        String poolGb = plan.poolGb();
         StringBuilder md = new StringBuilder();
-        Machine.sectionHead(md, "Soak: workers storing and retrieving through eviction while some are killed", command, machine, load,
-                foreign);
+        Machine.sectionHead(md, "Soak: workers storing and retrieving through eviction while some are killed", run);
         md.append(String.format("%d worker processes (`SoakWorker`, JVMs), each with 2 layers of FlashAttention NHD `[2, 48, 16, 2, 64]` bf16 in"
                 + " shm, %d round trips (request sent, reply awaited) each, in cycles of STORE of a new 256-token prefix (256 KiB chunk"
                 + " object), LOOKUP + QUERY_PREFETCH_STATUS, RETRIEVE of it into other blocks and RETRIEVE of one of the worker's 32 previous"

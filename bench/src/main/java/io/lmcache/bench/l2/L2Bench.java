@@ -128,9 +128,15 @@ public final class L2Bench {
             foreign = Math.max(foreign, Machine.CpuSample.take(server.pid(), self).foreignCoresSince(cpuBefore));
         }
         double rawReadS = dropCaches() == dropped ? rawRead(dir.resolve("raw"), chunks, objectBytes) : Double.NaN;
-        write(results, command, machine, loadBefore, foreign, chunks, objectBytes, totalBytes, l1StoreS, writeThroughS, rawWriteS, prefetchS,
-                rawReadS, dropped, latency, iterations);
+        write(results, new Machine.Run(command, machine, loadBefore, foreign), new Prompt(chunks, objectBytes, totalBytes),
+                new Times(l1StoreS, writeThroughS, rawWriteS, prefetchS, rawReadS, dropped), latency, iterations);
     }
+
+    /** The prompt stored: its chunks, the bytes of one chunk object and of all of them. */
+    private record Prompt(int chunks, long objectBytes, long totalBytes) {}
+
+    /** Seconds of the STORE into L1, the write-through, the raw writes, the prefetch and the raw reads; whether caches were dropped. */
+    private record Times(double l1StoreS, double writeThroughS, double rawWriteS, double prefetchS, double rawReadS, boolean dropped) {}
 
     private record Latency(double l1HitMedianUs, double l2HitMedianUs, double l1HitP90Us, double l2HitP90Us) {}
 
@@ -246,11 +252,18 @@ public final class L2Bench {
         }
     }
 
-    private static void write(Path results, String command, String machine, String loadBefore, double foreign, int chunks, long objectBytes,
-            long totalBytes, double l1StoreS, double writeThroughS, double rawWriteS, double prefetchS, double rawReadS, boolean dropped,
-            Latency latency, int iterations) {
+    private static void write(Path results, Machine.Run run, Prompt prompt, Times times, Latency latency, int iterations) {
+        int chunks = prompt.chunks();
+        long objectBytes = prompt.objectBytes();
+        long totalBytes = prompt.totalBytes();
+        double l1StoreS = times.l1StoreS();
+        double writeThroughS = times.writeThroughS();
+        double rawWriteS = times.rawWriteS();
+        double prefetchS = times.prefetchS();
+        double rawReadS = times.rawReadS();
+        boolean dropped = times.dropped();
         StringBuilder md = new StringBuilder();
-        Machine.sectionHead(md, "L2: fs_native on this machine's disk", command, machine, loadBefore, foreign);
+        Machine.sectionHead(md, "L2: fs_native on this machine's disk", run);
         md.append(String.format(Locale.ROOT, "One prompt of %d chunks (%d MiB chunk objects: 8 layers of FlashAttention NHD `[2, nb, 16, 8, 128]`"
                 + " bf16, %d MiB in all), one CPU worker, `--l1-size-gb 2 --l2-adapter '{\"type\":\"fs_native\",\"base_path\":...}'` (4 I/O"
                 + " workers, buffered I/O) on ext4 under /var/tmp. Write-through: from the STORE's reply (its objects are committed and queued"

@@ -120,8 +120,8 @@ public final class RedisBench {
             }
             double[] plainS = plainLoop(connection, chunks, (int) objectBytes);
             String benchmark = redisBenchmark(cluster, objectBytes);
-            write(results, command, machine, loadBefore, chunks, objectBytes, new Figures(l1StoreS, writeThroughS, prefetchS, plainS[0],
-                    plainS[1], foreign), benchmark);
+            write(results, new Machine.Run(command, machine, loadBefore, foreign), chunks, objectBytes, new Figures(l1StoreS, writeThroughS,
+                    prefetchS, plainS[0], plainS[1], foreign), benchmark);
         } finally {
             plain.shutdown();
         }
@@ -235,11 +235,10 @@ public final class RedisBench {
         }
     }
 
-    private static void write(Path results, String command, String machine, String loadBefore, int chunks, long objectBytes, Figures f,
-            String benchmark) {
+    private static void write(Path results, Machine.Run run, int chunks, long objectBytes, Figures f, String benchmark) {
         long total = chunks * objectBytes;
         StringBuilder md = new StringBuilder();
-        Machine.sectionHead(md, "L2: the valkey adapter on a local 3-master Redis cluster", command, machine, loadBefore, f.foreignCores());
+        Machine.sectionHead(md, "L2: the valkey adapter on a local 3-master Redis cluster", run);
         md.append(String.format(Locale.ROOT, "%d chunk objects of %d MiB (32 layers of FlashAttention NHD `[2, nb, 16, 8, 128]` bf16, %d MiB in"
                 + " all), one CPU worker, `--l2-adapter '{\"type\":\"valkey\",\"startup_nodes\":...,\"cluster_mode\":true}'` (8 values in"
                 + " flight) against three redis-server masters (%s) on loopback, no persistence. Write-through: server A, from the STORE's"

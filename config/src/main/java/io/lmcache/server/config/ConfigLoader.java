@@ -220,6 +220,43 @@ public final class ConfigLoader {
         EvictionPolicyName evictionPolicy = choice("--eviction-policy", o.evictionPolicy.strip(), EvictionPolicyName::parse);
         HashAlgorithm hashAlgorithm = HashAlgorithm.validate(o.hashAlgorithm, env);
 
+        L1Sizes l1 = validateL1Pool(o, memory);
+        long writeTtlNs = secondsAtLeast("--l1-write-ttl-seconds", o.l1WriteTtlSeconds, 1);
+        long readTtlNs = secondsAtLeast("--l1-read-ttl-seconds", o.l1ReadTtlSeconds, 1);
+
+        double watermark = fraction("--eviction-trigger-watermark", o.evictionTriggerWatermark);
+        double ratio = fraction("--eviction-ratio", o.evictionRatio);
+
+        WorkerTimeouts timeouts = validateWorkerTimeouts(o, warnings);
+        Http http = validateHttp(o, env, port);
+        String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
+        L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
+                o.l2PrefetchMaxInFlight, 1, 1024));
+        OperatorSettings operator = OperatorSettings.validate(o,
+                o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
+
+        ConnectionSettings connections = ConnectionSettings.of(o.maxConnections == null ? null : intIn("--max-connections", o.maxConnections, 1,
+                1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
+                warnings);
+        int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
+        boolean separateObjectGroups = !o.noSeparateObjectGroups;
+        return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
+                transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
+                watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
+                http.prometheusPort(), instanceId, hashAlgorithm, device,
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, Tuning.fromSystemProperties());
+    }
+
+    /** The L1 pool's segment name, size and region size. */
+    private record L1Sizes(String shmName, long sizeBytes, long regionBytes) {}
+
+    /** The reaper's timeouts: a worker's silence, a registration's grace, a disconnected worker's grace (0 = off). */
+    private record WorkerTimeouts(long reapNs, long graceNs, long disconnectNs) {}
+
+    /** The HTTP frontend's address, admin token and the Prometheus port (0 = on the HTTP port). */
+    private record Http(String host, int port, String adminToken, int prometheusPort) {}
+
+    private static L1Sizes validateL1Pool(ServerOptions o, MemoryLimits memory) throws ConfigException {
         String shmName = o.shmName == null ? "lmcache_l1_pool_" + ProcessHandle.current().pid() : o.shmName.strip();
         if (shmName.startsWith("/")) {
             shmName = shmName.substring(1);
@@ -258,12 +295,10 @@ public final class ConfigLoader {
                 throw new ConfigException("--l1-region-size-mb", "must not exceed the pool (" + (l1SizeBytes / MIB) + " MiB), got " + regionMb);
             }
         }
-        long writeTtlNs = secondsAtLeast("--l1-write-ttl-seconds", o.l1WriteTtlSeconds, 1);
-        long readTtlNs = secondsAtLeast("--l1-read-ttl-seconds", o.l1ReadTtlSeconds, 1);
+        return new L1Sizes(shmName, l1SizeBytes, regionBytes);
+    }
 
-        double watermark = fraction("--eviction-trigger-watermark", o.evictionTriggerWatermark);
-        double ratio = fraction("--eviction-ratio", o.evictionRatio);
-
+    private static WorkerTimeouts validateWorkerTimeouts(ServerOptions o, List<String> warnings) throws ConfigException {
         double floorSeconds = finite("--test-liveness-floor-seconds", o.testLivenessFloorSeconds);
         if (!(floorSeconds > 0) || floorSeconds > 30) {
             throw new ConfigException("--test-liveness-floor-seconds", "must be in (0, 30], got " + o.testLivenessFloorSeconds);
@@ -293,7 +328,10 @@ public final class ConfigLoader {
             warnings.add("--worker-reap-timeout-seconds " + o.workerReapTimeoutSeconds
                     + " is under 3 x the client's 10 s heartbeat: a live worker that misses two pings can be reaped");
         }
+        return new WorkerTimeouts(reapNs, graceNs, disconnectNs);
+    }
 
+    private static Http validateHttp(ServerOptions o, Map<String, String> env, int port) throws ConfigException {
         String httpHost = hostOrAddress("--http-host", o.httpHost, false);
         int httpPort = intIn("--http-port", o.httpPort, 0, 65535);
         int prometheusPort = o.prometheusPort == null ? 0 : intIn("--prometheus-port", o.prometheusPort, 1, 65535);
@@ -305,22 +343,7 @@ public final class ConfigLoader {
         if (prometheusPort != 0 && (prometheusPort == port || prometheusPort == httpPort)) {
             throw new ConfigException("--prometheus-port", "must differ from --port and --http-port, got " + prometheusPort);
         }
-        String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
-        L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
-                o.l2PrefetchMaxInFlight, 1, 1024));
-        OperatorSettings operator = OperatorSettings.validate(o,
-                o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
-
-        ConnectionSettings connections = ConnectionSettings.of(o.maxConnections == null ? null : intIn("--max-connections", o.maxConnections, 1,
-                1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
-                warnings);
-        int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
-        boolean separateObjectGroups = !o.noSeparateObjectGroups;
-        return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
-                transferMode, shmName,
-                o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
-                disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize);
+        return new Http(httpHost, httpPort, token, prometheusPort);
     }
 
     private interface Parser<T> {

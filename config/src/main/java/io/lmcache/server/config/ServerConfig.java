@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout
  * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
+ * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
         String host,
@@ -59,7 +60,8 @@ public record ServerConfig(
         L2Settings l2,
         OperatorSettings operator,
         ConnectionSettings connections,
-        int kvEventLogSize) {
+        int kvEventLogSize,
+        Tuning tuning) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -24,7 +25,7 @@ import jcuda.driver.JCudaDriver;
  * moves the half to the pool in long DMA runs (a chunk's object is contiguous there) while the
  * kernel fills the other half; a RETRIEVE runs the same pipeline backwards. Only a piece larger
  * than a half is one DMA call of its own. So the PCIe link is always driven by the copy engines,
- * which reach the line rate in both directions at once, and the kernel (on {@link #KERNEL_BLOCKS}
+ * which reach the line rate in both directions at once, and the kernel (on {@link Tuning#copyKernelBlocks}
  * blocks, so the model keeps the other SMs) only touches device memory; it reads its descriptors
  * from mapped pinned host memory, so no descriptor upload queues behind a bulk DMA. Copying over
  * PCIe from the kernel itself was measured at the line rate one way but at about 58 GB/s for a
@@ -38,52 +39,39 @@ import jcuda.driver.JCudaDriver;
  * exports its handle for the reply and hands the completion to the {@link EventPoller}. STOREs and RETRIEVEs have their own lanes (streams,
  * staging, descriptor ring, lock), so a STORE waiting for a descriptor slot never holds up a
  * RETRIEVE; RETRIEVE runs at the highest stream priority.
+ *
+ * <p>Its knobs ({@code -Dlmcache.cuda.*}) come validated in a {@link Tuning}; why each default was chosen:
+ * <ul>
+ * <li>{@link Tuning#firstBatchBytes}: the first batch of a transfer that finds its lane idle (then
+ * {@link Tuning#batchGrowth} times as much per batch, up to a staging half). With whole halves, a one-chunk request
+ * (32 MiB) was one batch: its gather ran before any byte crossed the link. Small first batches let the DMA start after a
+ * short gather, the growth keeps the launches few on long transfers. Behind other transfers the link is busy anyway and
+ * small batches only add launches (measured: 4 % less with four 128 MiB requests in flight), so those start at a half.
+ * <li>{@link Tuning#dmaHeadBytes}: bytes at the head of a transfer that finds its lane idle that the copy engines move
+ * straight between the worker's blocks and the pool in batched copies ({@link BatchCopy}), while the GPU switches to this
+ * process's context for the first kernel (~140–180 µs after the worker's process ran). Only pieces of
+ * {@link Tuning#dmaHeadMinPieceBytes} or more go this way (runs of consecutive blocks; measured on the H200, a 6–16 MiB
+ * head of 32 KiB pieces made one-chunk requests slower; the batched copy moved 256 KiB pieces at ~90 % of the line).
+ * <li>{@link Tuning#warmContext}: whether a handler launches an empty kernel as it starts a transfer that will begin
+ * with the kernel ({@link #warm}).
+ * <li>{@link Tuning#queryWorkerEvent}: whether a transfer asks the host first if the worker's event has fired (see
+ * {@code Transfer.completeAlready}).
+ * <li>{@link Tuning#hostFnWake}: whether each transfer's stream runs a host function at its end that stamps the time and
+ * wakes the event poller, so its completion (a STORE's commit) follows the copy within microseconds; off, it is left to
+ * the poller's next pass.
+ * </ul>
  */
 public final class CopyEngine implements AutoCloseable {
-    /** Blocks of the gather/scatter kernel (so SMs it can occupy); the model keeps the rest. */
-    public static final int KERNEL_BLOCKS = Integer.getInteger("lmcache.cuda.copyBlocks", 8);
-    /** Bytes of one staging half; each lane has two, so device memory used is four times this. */
-    public static final long STAGING_HALF_BYTES = Math.max(1L << 20, Long.getLong("lmcache.cuda.stagingMiB", 32) << 20);
-    /**
-     * The first batch of a transfer that finds its lane idle (then {@link PieceStream#GROWTH} times as much per batch, up to
-     * a staging half). With whole halves, a one-chunk request (32 MiB) was one batch: its gather ran before any byte
-     * crossed the link. Small first batches let the DMA start after a short gather, the growth keeps the
-     * launches few on long transfers. Behind other transfers the link is busy anyway and small batches only
-     * add launches (measured: 4 % less with four 128 MiB requests in flight), so those start at a half.
-     */
-    public static final long FIRST_BATCH_BYTES = Math.max(64L << 10, Long.getLong("lmcache.cuda.firstBatchKiB", 2048) << 10);
-    /**
-     * Bytes at the head of a transfer that finds its lane idle that the copy engines move straight between the worker's
-     * blocks and the pool in batched copies ({@link BatchCopy}), while the GPU switches to this process's context for the
-     * first kernel (~140–180 µs after the worker's process ran). Only pieces of {@link #DMA_HEAD_MIN_PIECE_BYTES} or more
-     * go this way (runs of consecutive blocks; measured on the H200, a 6–16 MiB head of 32 KiB pieces made one-chunk
-     * requests slower). 0 turns it off.
-     */
-    static final long DMA_HEAD_BYTES = Math.max(0, Long.getLong("lmcache.cuda.dmaHeadKiB", 16384)) << 10;
-    /** The smallest piece worth a copy of its own in the head: the batched copy moved 256 KiB pieces at ~90 % of the line. */
-    static final long DMA_HEAD_MIN_PIECE_BYTES = Math.max(1, Long.getLong("lmcache.cuda.dmaHeadMinPieceKiB", 256)) << 10;
-    /**
-     * Whether a handler launches an empty kernel as it starts a transfer that will begin with the kernel ({@link #warm}).
-     * {@code -Dlmcache.cuda.warmContext=false} turns it off.
-     */
-    static final boolean WARM_CONTEXT = !"false".equals(System.getProperty("lmcache.cuda.warmContext"));
     /** Threads per block: a multiple of the kernel's GROUP (256 threads per piece). */
     static final int KERNEL_THREADS = 1024;
     static final int SYNC_FLAGS = CUevent_flags.CU_EVENT_DISABLE_TIMING;
-    /** Whether a transfer asks the host first if the worker's event has fired (see {@code Transfer.completeAlready}). */
-    static final boolean QUERY_WORKER_EVENT = !"false".equals(System.getProperty("lmcache.cuda.queryWorkerEvent"));
-    /**
-     * Whether each transfer's stream runs a host function at its end that stamps the time and wakes the event poller, so
-     * its completion (a STORE's commit) follows the copy within microseconds; {@code -Dlmcache.cuda.hostFnWake=false}
-     * leaves it to the poller's next pass.
-     */
-    public static final boolean HOST_FN_WAKE = !"false".equals(System.getProperty("lmcache.cuda.hostFnWake"));
     private static final int EXPORT_FLAGS = CUevent_flags.CU_EVENT_INTERPROCESS | CUevent_flags.CU_EVENT_DISABLE_TIMING;
 
     /** What {@link #submit} did: the handle to reply with, and whether the copies were enqueued. */
     public record Submitted(byte[] eventHandle, boolean accepted, String error) {}
 
     private final CudaDevice device;
+    private final Tuning tuning;
     private final EventPoller poller;
     private final PinnedPool pool;
     private final CUfunction kernel;
@@ -96,8 +84,9 @@ public final class CopyEngine implements AutoCloseable {
     private final LongAdder[] copiedBytes = {new LongAdder(), new LongAdder()};
     private final SubmitTimes submitTimes = new SubmitTimes();
 
-    CopyEngine(CudaDevice device, EventPoller poller, PinnedPool pool) {
+    CopyEngine(CudaDevice device, EventPoller poller, PinnedPool pool, Tuning tuning) {
         this.device = device;
+        this.tuning = tuning;
         this.poller = poller;
         this.pool = pool;
         CUmodule module = new CUmodule();
@@ -107,8 +96,8 @@ public final class CopyEngine implements AutoCloseable {
         int[] least = new int[1];
         int[] greatest = new int[1];
         Cu.check(JCudaDriver.cuCtxGetStreamPriorityRange(least, greatest), "cuCtxGetStreamPriorityRange");
-        store = new Lane(least[0], Direction.TO_POOL, device.ordinal());
-        retrieve = new Lane(greatest[0], Direction.FROM_POOL, device.ordinal());
+        store = new Lane(least[0], Direction.TO_POOL, device.ordinal(), tuning);
+        retrieve = new Lane(greatest[0], Direction.FROM_POOL, device.ordinal(), tuning);
         Cu.check(JCudaDriver.cuStreamCreate(warmStream, CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate(warm)");
     }
 
@@ -143,8 +132,8 @@ public final class CopyEngine implements AutoCloseable {
      */
     public void warm(Direction direction, long firstPieceBytes) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
-        boolean headStarts = lane.head != null && DMA_HEAD_BYTES > 0 && firstPieceBytes >= DMA_HEAD_MIN_PIECE_BYTES;
-        if (!WARM_CONTEXT || headStarts || lane.inFlight.get() > 0) {
+        boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= tuning.dmaHeadMinPieceBytes();
+        if (!tuning.warmContext() || headStarts || lane.inFlight.get() > 0) {
             return;
         }
         device.makeCurrent();
@@ -190,8 +179,8 @@ public final class CopyEngine implements AutoCloseable {
         boolean nothingToStore = false;
         try {
             boolean idle = lane.inFlight.get() == 0;
-            transfer.headBytesLeft = idle && lane.head != null ? DMA_HEAD_BYTES : 0;
-            lane.stream.begin(idle ? FIRST_BATCH_BYTES : STAGING_HALF_BYTES, transfer);
+            transfer.headBytesLeft = idle && lane.head != null ? tuning.dmaHeadBytes() : 0;
+            lane.stream.begin(idle ? tuning.firstBatchBytes() : tuning.stagingHalfBytes(), transfer);
             feed.emit(lane.stream);
             lane.stream.finish();
             nothingToStore = !transfer.started && direction == Direction.TO_POOL;
@@ -272,7 +261,7 @@ public final class CopyEngine implements AutoCloseable {
         CUipcEventHandle handle = new CUipcEventHandle();
         Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
         EventPoller.Reached reached = null;
-        if (HOST_FN_WAKE && endTimer != null) {
+        if (tuning.hostFnWake() && endTimer != null) {
             reached = new EventPoller.Reached();
             reached = poller.watchOnStream(last, reached) ? reached : null;
         }
@@ -313,7 +302,7 @@ public final class CopyEngine implements AutoCloseable {
 
     /** Device memory this engine allocated: two lanes of two staging halves (what /status accounts per GPU). */
     long deviceBytes() {
-        return 4 * STAGING_HALF_BYTES;
+        return 4 * tuning.stagingHalfBytes();
     }
 
     SubmitTimes submitTimes() {

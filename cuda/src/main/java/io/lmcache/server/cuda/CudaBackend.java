@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -20,12 +21,14 @@ public final class CudaBackend implements GpuBackend {
     private static final Logger LOG = LoggerFactory.getLogger(CudaBackend.class);
     private final CudaDevices devices;
     private final EventPoller poller = new EventPoller();
+    private final Tuning tuning;
     private volatile PinnedPool pinned;
     /** Contexts made for a failure reply's event because no GPU had one yet (no GPU worker had registered): 0 or 1. */
     private final LongAdder failuresWithoutContext = new LongAdder();
 
-    CudaBackend(CudaDevices devices) {
+    CudaBackend(CudaDevices devices, Tuning tuning) {
         this.devices = devices;
+        this.tuning = tuning;
     }
 
     @Override
@@ -72,7 +75,7 @@ public final class CudaBackend implements GpuBackend {
     /** The device's copy engine (made at a REGISTER on it); the first one also starts the pool's pinning through its context. */
     @Override
     public CopyEngine engine(CudaDevice device) {
-        CopyEngine engine = device.engine(poller, pinned);
+        CopyEngine engine = device.engine(poller, pinned, tuning);
         PinnedPool pool = pinned;
         if (pool != null) {
             pool.startPinning(device);
@@ -172,8 +175,8 @@ public final class CudaBackend implements GpuBackend {
         status.put("pool_pinning", pool == null ? Map.of() : pool.status());
         status.put("contexts_made_for_failure_replies", failuresWithoutContext.sum());
         status.put("transfers_in_flight", poller.pendingCount());
-        status.put("copy_kernel_blocks", CopyEngine.KERNEL_BLOCKS);
-        status.put("staging_bytes_per_device", 4 * CopyEngine.STAGING_HALF_BYTES);
+        status.put("copy_kernel_blocks", tuning.copyKernelBlocks());
+        status.put("staging_bytes_per_device", 4 * tuning.stagingHalfBytes());
         status.put("store_gpu_seconds", copyNanos(Direction.TO_POOL) / 1e9);
         status.put("retrieve_gpu_seconds", copyNanos(Direction.FROM_POOL) / 1e9);
         List<SubmitTimes> times = new ArrayList<>();

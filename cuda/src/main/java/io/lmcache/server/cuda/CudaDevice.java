@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import jcuda.driver.CUcontext;
@@ -25,12 +26,12 @@ import org.slf4j.LoggerFactory;
 public final class CudaDevice {
     private static final Logger LOG = LoggerFactory.getLogger(CudaDevice.class);
     /**
-     * {@code -Dlmcache.cuda.stackLimitBytes}: when positive, the context's per-thread stack limit is set to this right after
-     * it is created ({@code CU_LIMIT_STACK_SIZE}; the copy kernel uses no local memory: its PTX has no {@code .local}), so
-     * the driver's local-memory reservation (stack size x resident threads) is smaller. 0 leaves the driver's default; the
-     * GPU check measures both (testclient/gpu/device_memory_check.py).
+     * When positive, the context's per-thread stack limit, set right after it is created ({@code CU_LIMIT_STACK_SIZE}; the
+     * copy kernel uses no local memory: its PTX has no {@code .local}), so the driver's local-memory reservation (stack size x
+     * resident threads) is smaller. 0 leaves the driver's default ({@code -Dlmcache.cuda.stackLimitBytes}, config's Tuning;
+     * the GPU check measures both: testclient/gpu/device_memory_check.py).
      */
-    static final long STACK_LIMIT_BYTES = Math.max(0, Long.getLong("lmcache.cuda.stackLimitBytes", 0));
+    private final long stackLimitBytes;
 
     private final int ordinal;
     private final CUdevice device;
@@ -48,12 +49,13 @@ public final class CudaDevice {
     /** Read without the lock: a failure reply never waits behind an engine being created. */
     private volatile byte[] completedHandle;
 
-    CudaDevice(int ordinal, CUdevice device, String uuid, String name, String pciBusId) {
+    CudaDevice(int ordinal, CUdevice device, DeviceNames names, long stackLimitBytes) {
         this.ordinal = ordinal;
         this.device = device;
-        this.uuid = uuid;
-        this.name = name;
-        this.pciBusId = pciBusId;
+        this.uuid = names.uuid();
+        this.name = names.name();
+        this.pciBusId = names.pciBusId();
+        this.stackLimitBytes = stackLimitBytes;
     }
 
     public int ordinal() {
@@ -90,11 +92,11 @@ public final class CudaDevice {
         Cu.check(JCudaDriver.cuDevicePrimaryCtxRetain(primary, device), "cuDevicePrimaryCtxRetain(" + ordinal + ")");
         context = primary;
         Cu.check(JCudaDriver.cuCtxSetCurrent(context), "cuCtxSetCurrent(" + ordinal + ")");
-        if (STACK_LIMIT_BYTES > 0) {
-            int result = JCudaDriver.cuCtxSetLimit(CUlimit.CU_LIMIT_STACK_SIZE, STACK_LIMIT_BYTES);
+        if (stackLimitBytes > 0) {
+            int result = JCudaDriver.cuCtxSetLimit(CUlimit.CU_LIMIT_STACK_SIZE, stackLimitBytes);
             if (result != 0) {
                 LOG.warn("GPU {}: cuCtxSetLimit(CU_LIMIT_STACK_SIZE, {}) returned {}; the driver's default stays", ordinal,
-                        STACK_LIMIT_BYTES, result);
+                        stackLimitBytes, result);
             }
         }
         long[] free = new long[1];
@@ -155,10 +157,10 @@ public final class CudaDevice {
     }
 
     /** The copy engine, created on first use (streams, kernel module, staging): at a REGISTER on this GPU. */
-    public synchronized CopyEngine engine(EventPoller poller, PinnedPool pool) {
+    public synchronized CopyEngine engine(EventPoller poller, PinnedPool pool, Tuning tuning) {
         if (engine == null) {
             makeCurrent();
-            engine = new CopyEngine(this, poller, pool);
+            engine = new CopyEngine(this, poller, pool, tuning);
         }
         return engine;
     }
@@ -231,5 +233,9 @@ public final class CudaDevice {
             context = null;
             contextCreatedMs = -1;
         }
+    }
+
+    /** What the driver calls a GPU, read without a context. */
+    record DeviceNames(String uuid, String name, String pciBusId) {
     }
 }

@@ -27,7 +27,7 @@ public final class CudaDevices implements AutoCloseable {
     }
 
     /** Loads JCuda's natives and the driver, and lists the GPUs. */
-    public static CudaDevices open() {
+    public static CudaDevices open(long stackLimitBytes) {
         try {
             // the first touch of JCudaDriver unpacks and loads its native library: in a private directory
             NativeLibraryDir.loadPrivately(() -> JCudaDriver.setExceptionsEnabled(false));
@@ -49,7 +49,8 @@ public final class CudaDevices implements AutoCloseable {
             Cu.check(JCudaDriver.cuDeviceGetUuid(uuid, device), "cuDeviceGetUuid(" + ordinal + ")");
             byte[] name = new byte[256];
             Cu.check(JCudaDriver.cuDeviceGetName(name, name.length, device), "cuDeviceGetName(" + ordinal + ")");
-            devices.add(new CudaDevice(ordinal, device, formatUuid(uuid.bytes), cString(name), pciBusId(device)));
+            devices.add(new CudaDevice(ordinal, device, new CudaDevice.DeviceNames(formatUuid(uuid.bytes), cString(name), pciBusId(device)),
+                    stackLimitBytes));
         }
         CudaDevices all = new CudaDevices(List.copyOf(devices));
         LOG.info("CUDA: {} GPU(s): {}", devices.size(), all.describe());

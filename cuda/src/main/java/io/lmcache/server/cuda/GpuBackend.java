@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
@@ -16,10 +17,11 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
     /**
      * Opens the driver and lists the GPUs; throws {@link CudaException} (with the reason) when there is no usable GPU. Makes
      * no context: a GPU gets one at the first REGISTER of tensors on it (so before any REGISTER the server holds no device
-     * memory anywhere), with the complete event its failure replies carry.
+     * memory anywhere), with the complete event its failure replies carry. The copy engines run with {@code tuning}'s
+     * {@code -Dlmcache.cuda.*} knobs.
      */
-    static GpuBackend open() {
-        return new CudaBackend(CudaDevices.open());
+    static GpuBackend open(Tuning tuning) {
+        return new CudaBackend(CudaDevices.open(tuning.stackLimitBytes()), tuning);
     }
 
     /** The host-only backend: nothing is CUDA, every counter is 0. */

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.config.Tuning;
 import java.lang.foreign.Arena;
 import java.nio.ByteOrder;
 import java.nio.LongBuffer;
@@ -43,7 +44,9 @@ final class Lane {
     final CUevent[] fences = new CUevent[RING_SLOTS];
     final boolean[] used = new boolean[RING_SLOTS];
     final StagedBatch batch = new StagedBatch(SLOT_DESCRIPTORS);
-    final PieceStream stream = new PieceStream(CopyEngine.STAGING_HALF_BYTES, SLOT_DESCRIPTORS);
+    final PieceStream stream;
+    /** The engine's knobs: the staging size, the kernel's blocks, the DMA head. */
+    final Tuning tuning;
     /** Transfers submitted on this lane whose completion has not run yet (decremented on lmcache-cuda-events). */
     final AtomicInteger inFlight = new AtomicInteger();
     int nextSlot;
@@ -54,7 +57,9 @@ final class Lane {
     /** The driver's batched copy for the head of a transfer that finds the lane idle, on {@link #dmaStream}; null without one (before CUDA 12.8). */
     final BatchCopy head;
 
-    Lane(int priority, Direction direction, int deviceOrdinal) {
+    Lane(int priority, Direction direction, int deviceOrdinal, Tuning tuning) {
+        this.tuning = tuning;
+        this.stream = new PieceStream(tuning.stagingHalfBytes(), SLOT_DESCRIPTORS, tuning.batchGrowth());
         for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
                     "cuStreamCreateWithPriority");
@@ -62,8 +67,8 @@ final class Lane {
         head = BatchCopy.forLane(arena, SLOT_DESCRIPTORS, direction, deviceOrdinal, dmaStream);
         for (int half = 0; half < 2; half++) {
             staging[half] = new CUdeviceptr();
-            Cu.check(JCudaDriver.cuMemAlloc(staging[half], CopyEngine.STAGING_HALF_BYTES), "cuMemAlloc(staging, "
-                    + (CopyEngine.STAGING_HALF_BYTES >> 20) + " MiB)");
+            Cu.check(JCudaDriver.cuMemAlloc(staging[half], tuning.stagingHalfBytes()), "cuMemAlloc(staging, "
+                    + (tuning.stagingHalfBytes() >> 20) + " MiB)");
             stagingAddress[half] = Cu.address(staging[half]);
             drained[half] = CopyEngine.event(CopyEngine.SYNC_FLAGS);
             filled[half] = CopyEngine.event(CopyEngine.SYNC_FLAGS);

@@ -7,19 +7,11 @@ package io.lmcache.server.cuda;
  * 1 024 pieces of Llama-8B KV), all of it before the first byte moved; streamed, only the first
  * batch's pieces (64 at the first 2 MiB) come before it. A piece larger than a staging half goes to
  * its {@link Target} at once; the others collect until they fill the current batch budget (2 MiB for
- * a transfer that finds its lane idle, then {@link #GROWTH} times as much per batch up to a half) or
+ * a transfer that finds its lane idle, then {@code growth} times as much per batch up to a half) or
  * a descriptor slot, and go as one batch. Pure bookkeeping over {@link Pieces}, reused per lane, so
  * it is tested without a GPU.
  */
 public final class PieceStream {
-    /**
-     * Each batch after the first is this many times the one before (up to a half). 4× halved the launches of a one-chunk
-     * request (2, 8, 22 MiB instead of 2, 4, 8, 16, 2) and its enqueue time (~25 µs), but a RETRIEVE then ends on a 22 MiB
-     * scatter that no DMA overlaps: one-chunk RETRIEVEs took ~50 µs longer on the H200 (bench/RESULTS.md, "Second pass"),
-     * so doubling stays the default; {@code -Dlmcache.cuda.batchGrowth} for experiments.
-     */
-    static final long GROWTH = Math.max(2, Long.getLong("lmcache.cuda.batchGrowth", 2));
-
     /** Where the batches go: the copy engine's lane enqueues them on the GPU. */
     interface Target {
         /** Piece {@code piece} of {@code pieces} is larger than a staging half: one DMA of its own. */
@@ -35,6 +27,7 @@ public final class PieceStream {
     private final Pieces pieces = new Pieces();
     private final long halfBytes;
     private final int maxPiecesPerBatch;
+    private final long growth;
     private Target target;
     private long budgetBytes;
     private int next;
@@ -44,10 +37,15 @@ public final class PieceStream {
     /**
      * @param halfBytes a staging half: larger pieces are direct, no batch is larger
      * @param maxPiecesPerBatch a descriptor slot's capacity
+     * @param growth each batch after the first is this many times the one before (up to a half). 4× halved the launches
+     *     of a one-chunk request (2, 8, 22 MiB instead of 2, 4, 8, 16, 2) and its enqueue time (~25 µs), but a RETRIEVE
+     *     then ends on a 22 MiB scatter that no DMA overlaps: one-chunk RETRIEVEs took ~50 µs longer on the H200
+     *     (bench/RESULTS.md, "Second pass"), so doubling is the default ({@code -Dlmcache.cuda.batchGrowth} for experiments)
      */
-    PieceStream(long halfBytes, int maxPiecesPerBatch) {
+    PieceStream(long halfBytes, int maxPiecesPerBatch, long growth) {
         this.halfBytes = halfBytes;
         this.maxPiecesPerBatch = maxPiecesPerBatch;
+        this.growth = growth;
     }
 
     /** Starts a transfer whose first batch may take {@code firstBatchBytes}. */
@@ -89,7 +87,7 @@ public final class PieceStream {
 
     private void cut() {
         next = target.batch(pieces, next, budgetBytes);
-        budgetBytes = Math.min(GROWTH * budgetBytes, halfBytes);
+        budgetBytes = Math.min(growth * budgetBytes, halfBytes);
         // what the batch left behind: pieces that did not fit its budget once aligned (a few at most)
         pendingBytes = 0;
         pendingPieces = 0;

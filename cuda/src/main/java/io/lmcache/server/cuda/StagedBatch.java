@@ -27,15 +27,17 @@ public final class StagedBatch {
         this.runs = new long[3 * maxPieces];
     }
 
+    /** A staging buffer in device memory: where a batch is packed, and how much it holds. */
+    public record Buffer(long address, long bytes) {}
+
     /** Whether a piece is too large for a staging buffer and so is one DMA call of its own. */
     public static boolean direct(long length, long stagingBytes) {
         return length > stagingBytes;
     }
 
     /** The whole buffer as the batch's budget (see the full form). */
-    public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, long stagingAddress, long stagingBytes,
-            long regionBytes) {
-        return fill(pieces, from, tensorBases, direction, stagingAddress, stagingBytes, stagingBytes, regionBytes);
+    public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, Buffer staging, long regionBytes) {
+        return fill(pieces, from, tensorBases, direction, staging, staging.bytes(), regionBytes);
     }
 
     /**
@@ -47,8 +49,10 @@ public final class StagedBatch {
      * {@code {src, dst, bytes}} with absolute addresses (the direction decides which side is the staging buffer);
      * runs are {@code {poolOffset, stagingOffset, bytes}}, each contiguous on both sides and inside one pool region (regions are registered one by one).
      */
-    public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, long stagingAddress, long stagingBytes,
-            long batchBytes, long regionBytes) {
+    public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, Buffer staging, long batchBytes,
+            long regionBytes) {
+        long stagingAddress = staging.address();
+        long stagingBytes = staging.bytes();
         pieceCount = 0;
         runCount = 0;
         stagedBytes = 0;

@@ -20,7 +20,7 @@ final class SubmitTimes {
 
     private final LongAdder[][] nanos = new LongAdder[Direction.values().length][Phase.values().length];
     private final LongAdder[] submits = new LongAdder[Direction.values().length];
-    /** Bytes moved by the batched-copy head (see {@code CopyEngine.DMA_HEAD_BYTES}), not through staging. */
+    /** Bytes moved by the batched-copy head (see {@code Tuning.dmaHeadBytes}), not through staging. */
     private final LongAdder[] headBytes = new LongAdder[Direction.values().length];
     /** Empty kernels launched ahead of a transfer on an idle lane (see {@code CopyEngine.warm}). */
     private final LongAdder[] warmLaunches = new LongAdder[Direction.values().length];

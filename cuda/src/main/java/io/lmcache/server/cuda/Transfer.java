@@ -13,7 +13,7 @@ import jcuda.driver.JCudaDriver;
  * batch by batch by the lane's {@link PieceStream}. It starts at its first copy: opens the worker's
  * event, has the streams wait for it unless it fired already, and starts the GPU timer there, so a
  * STORE with nothing to copy touches nothing. On an idle lane the first batches (up to
- * {@link CopyEngine#DMA_HEAD_BYTES}) go as batched copies straight between the worker's blocks and
+ * {@code Tuning.dmaHeadBytes}) go as batched copies straight between the worker's blocks and
  * the pool; after that a STORE gathers each batch into a staging half once that half's previous
  * batch is out, then DMAs it to the pool, and a RETRIEVE DMAs the pool runs into the half once its
  * previous batch is scattered, then scatters it.
@@ -31,7 +31,7 @@ final class Transfer implements PieceStream.Target {
     boolean started;
     long openNs;
     long firstCopyNs;
-    /** What is left of the head that goes by batched copies (see {@link CopyEngine#DMA_HEAD_BYTES}). */
+    /** What is left of the head that goes by batched copies (see {@code Tuning.dmaHeadBytes}). */
     long headBytesLeft;
     /** What the head moved (for /status: whether runs of consecutive blocks took the batched copies). */
     long headBytesCopied;
@@ -75,7 +75,7 @@ final class Transfer implements PieceStream.Target {
      * wait on the GPU, as LMCache's server does.
      */
     private boolean completeAlready(CUevent worker) {
-        if (!CopyEngine.QUERY_WORKER_EVENT) {
+        if (!lane.tuning.queryWorkerEvent()) {
             return false;
         }
         int result = JCudaDriver.cuEventQuery(worker);
@@ -104,13 +104,13 @@ final class Transfer implements PieceStream.Target {
     @Override
     public int batch(Pieces pieces, int from, long budgetBytes) {
         start();
-        if (headBytesLeft > 0 && pieces.length(from) >= CopyEngine.DMA_HEAD_MIN_PIECE_BYTES) {
+        if (headBytesLeft > 0 && pieces.length(from) >= lane.tuning.dmaHeadMinPieceBytes()) {
             return head(pieces, from, budgetBytes);
         }
         StagedBatch batch = lane.batch;
         int half = lane.takeHalf();
-        int next = batch.fill(pieces, from, bases, direction, lane.stagingAddress[half], CopyEngine.STAGING_HALF_BYTES, budgetBytes,
-                pool.regionBytes());
+        StagedBatch.Buffer staging = new StagedBatch.Buffer(lane.stagingAddress[half], lane.tuning.stagingHalfBytes());
+        int next = batch.fill(pieces, from, bases, direction, staging, budgetBytes, pool.regionBytes());
         if (batch.pieceCount() == 0) {
             lane.takeHalf(); // nothing staged (only large pieces were left): the half stays next
             return next;
@@ -142,10 +142,10 @@ final class Transfer implements PieceStream.Target {
         int i = from;
         for (; i < pieces.count() && copies.count() < copies.maxCopies(); i++) {
             long length = pieces.length(i);
-            if (StagedBatch.direct(length, CopyEngine.STAGING_HALF_BYTES)) {
+            if (StagedBatch.direct(length, lane.tuning.stagingHalfBytes())) {
                 continue; // direct() sent it when it arrived
             }
-            if (length < CopyEngine.DMA_HEAD_MIN_PIECE_BYTES || (copies.count() > 0 && bytes + length > budgetBytes)) {
+            if (length < lane.tuning.dmaHeadMinPieceBytes() || (copies.count() > 0 && bytes + length > budgetBytes)) {
                 // a small piece goes with the staged batches (one copy each is slow for it); the batch always moves on:
                 // it starts at a large piece, or at a direct one skipped above
                 break;
@@ -188,7 +188,7 @@ final class Transfer implements PieceStream.Target {
         view.clear();
         view.put(batch.descriptors(), 0, 3 * n);
         Pointer parameters = Pointer.to(Pointer.to(lane.deviceViews[slot]), Pointer.to(new int[] {n}));
-        Cu.check(JCudaDriver.cuLaunchKernel(kernel, Math.min(CopyEngine.KERNEL_BLOCKS, n), 1, 1, CopyEngine.KERNEL_THREADS, 1, 1, 0, lane.kernelStream,
+        Cu.check(JCudaDriver.cuLaunchKernel(kernel, Math.min(lane.tuning.copyKernelBlocks(), n), 1, 1, CopyEngine.KERNEL_THREADS, 1, 1, 0, lane.kernelStream,
                 parameters, null), "cuLaunchKernel(copy_pieces, " + n + " pieces)");
         Cu.check(JCudaDriver.cuEventRecord(lane.fences[slot], lane.kernelStream), "cuEventRecord(descriptor fence)");
     }

@@ -21,7 +21,7 @@ class CopyPlanningTest {
         pieces.add(1, 8192, 32 << 10, 32 << 10);
         long[] bases = {0x1000_0000L, 0x2000_0000L};
         StagedBatch batch = new StagedBatch(16);
-        assertEquals(2, batch.fill(pieces, 0, bases, Direction.TO_POOL, STAGING, 32 << 20, REGION));
+        assertEquals(2, batch.fill(pieces, 0, bases, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), REGION));
         assertEquals(2, batch.pieceCount());
         assertArrayEquals(new long[] {0x1000_0000L + 4096, STAGING, 32 << 10, 0x2000_0000L + 8192, STAGING + (32 << 10), 32 << 10},
                 Arrays.copyOf(batch.descriptors(), 6), "a STORE gathers the GPU blocks into the staging buffer");
@@ -29,7 +29,7 @@ class CopyPlanningTest {
         assertEquals(0, batch.runPoolOffset(0));
         assertEquals(0, batch.runStagingOffset(0));
         assertEquals(64 << 10, batch.runBytes(0));
-        batch.fill(pieces, 0, bases, Direction.FROM_POOL, STAGING, 32 << 20, REGION);
+        batch.fill(pieces, 0, bases, Direction.FROM_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), REGION);
         assertEquals(STAGING, batch.descriptors()[0], "a RETRIEVE scatters from the staging buffer");
         assertEquals(0x1000_0000L + 4096, batch.descriptors()[1], "into the GPU block");
     }
@@ -41,7 +41,7 @@ class CopyPlanningTest {
         pieces.add(0, 1 << 20, REGION, 32 << 10); // adjacent in the pool, but region 1
         pieces.add(0, 2 << 20, REGION + (1 << 20), 32 << 10); // a gap in the pool
         StagedBatch batch = new StagedBatch(16);
-        batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, REGION);
+        batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), REGION);
         assertEquals(3, batch.runCount());
         assertEquals(REGION, batch.runPoolOffset(1));
         assertEquals(32 << 10, batch.runStagingOffset(1));
@@ -59,12 +59,12 @@ class CopyPlanningTest {
             pieces.add(0, (4L << 20) + i * (512 << 10), (4L << 20) + i * (512 << 10), 512 << 10);
         }
         StagedBatch batch = new StagedBatch(16);
-        int next = batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, STAGING, stagingBytes, REGION);
+        int next = batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, stagingBytes), REGION);
         assertEquals(4, batch.pieceCount());
         assertEquals(5, next, "the 4 MiB piece is skipped, the fifth small one waits for the next batch");
         assertEquals(2L << 20, batch.stagedBytes());
         assertEquals(4L << 20, batch.runPoolOffset(0));
-        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, STAGING, stagingBytes, REGION);
+        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, stagingBytes), REGION);
         assertEquals(6, next);
         assertEquals(1, batch.pieceCount());
         assertEquals(0, batch.runStagingOffset(0), "a new batch starts at the beginning of its half");
@@ -77,7 +77,7 @@ class CopyPlanningTest {
             pieces.add(0, 100L * i, 100L * i, 100); // 100 bytes: not a multiple of 16
         }
         StagedBatch batch = new StagedBatch(4);
-        assertEquals(4, batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, REGION));
+        assertEquals(4, batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), REGION));
         assertEquals(4, batch.pieceCount());
         for (int i = 0; i < 4; i++) {
             assertEquals(0, (batch.descriptors()[3 * i + 1] - STAGING) % 16, "piece " + i + " starts 16-byte aligned");
@@ -126,11 +126,11 @@ class CopyPlanningTest {
             pieces.add(0, (long) i << 20, (long) i << 20, 1 << 20); // 1 MiB pieces
         }
         StagedBatch batch = new StagedBatch(64);
-        int next = batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 2 << 20, REGION);
+        int next = batch.fill(pieces, 0, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), 2 << 20, REGION);
         assertEquals(2, next, "a 2 MiB budget takes two 1 MiB pieces");
-        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 4 << 20, REGION);
+        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), 4 << 20, REGION);
         assertEquals(6, next, "the doubled budget takes four");
-        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, STAGING, 32 << 20, 512 << 10, REGION);
+        next = batch.fill(pieces, next, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, 32 << 20), 512 << 10, REGION);
         assertEquals(7, next, "a budget smaller than the piece still takes one (no empty batch, no stall)");
         assertEquals(1L << 20, batch.stagedBytes());
     }

@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.config.Tuning;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -35,7 +36,7 @@ class PieceStreamTest {
 
         @Override
         public int batch(Pieces pieces, int from, long budgetBytes) {
-            int next = batch.fill(pieces, from, new long[] {0}, Direction.TO_POOL, STAGING, halfBytes, budgetBytes, REGION);
+            int next = batch.fill(pieces, from, new long[] {0}, Direction.TO_POOL, new StagedBatch.Buffer(STAGING, halfBytes), budgetBytes, REGION);
             batches.add(new long[] {pieces.count(), batch.pieceCount(), batch.stagedBytes(), budgetBytes});
             return next;
         }
@@ -46,7 +47,7 @@ class PieceStreamTest {
     }
 
     private static PieceStream stream(long halfBytes, int maxPieces, long firstBytes, Recorder target) {
-        PieceStream stream = new PieceStream(halfBytes, maxPieces);
+        PieceStream stream = new PieceStream(halfBytes, maxPieces, Tuning.defaults().batchGrowth());
         stream.begin(firstBytes, target);
         return stream;
     }

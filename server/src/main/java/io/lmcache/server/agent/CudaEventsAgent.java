@@ -1,6 +1,5 @@
 package io.lmcache.server.agent;
 
-import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.EventPoller;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -13,11 +12,13 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class CudaEventsAgent implements Agent {
     public static final String THREAD = "lmcache-cuda-events";
+    /** While transfers are in flight: how often their events are queried. */
+    private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(20);
     /**
-     * While transfers are in flight: how often their events are queried. With the streams' host functions waking this thread
-     * at each transfer's end ({@code CopyEngine.HOST_FN_WAKE}) the poll is only the fallback.
+     * The same with the streams' host functions waking this thread at each transfer's end ({@code config.Tuning.hostFnWake}):
+     * the poll is then only the fallback.
      */
-    private static final long BUSY_PARK_NS = TimeUnit.MICROSECONDS.toNanos(CopyEngine.HOST_FN_WAKE ? 250 : 20);
+    private static final long BUSY_PARK_WOKEN_NS = TimeUnit.MICROSECONDS.toNanos(250);
     /** With none in flight; tracking a transfer wakes the thread at once. */
     private static final long IDLE_PARK_NS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
@@ -39,9 +40,10 @@ public final class CudaEventsAgent implements Agent {
     }
 
     /** Builds the runner (the caller starts it); the poller's close (GpuBackend's) drains what is left on the closing thread. */
-    public static AgentRunner runner(EventPoller poller, AgentErrors errors) {
+    public static AgentRunner runner(EventPoller poller, AgentErrors errors, boolean hostFnWake) {
+        long busyParkNs = hostFnWake ? BUSY_PARK_WOKEN_NS : BUSY_PARK_NS;
         // runs on: lmcache-cuda-events (after each turn)
-        IdleStrategy idle = workCount -> LockSupport.parkNanos(poller.pendingCount() > 0 ? BUSY_PARK_NS : IDLE_PARK_NS);
+        IdleStrategy idle = workCount -> LockSupport.parkNanos(poller.pendingCount() > 0 ? busyParkNs : IDLE_PARK_NS);
         AgentRunner runner = new AgentRunner(THREAD, new CudaEventsAgent(poller), idle, errors, CLOSE_TIMEOUT_NS);
         // runs on: the thread that submitted the transfer (lmcache-transfer-*)
         poller.wakeUpWith(runner::wake);

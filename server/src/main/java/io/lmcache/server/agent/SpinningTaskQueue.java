@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * A pool's task queue whose idle threads busy-wait up to {@code spinNs} for the next task before they park, one thread at
  * a time (the others park at once, so an idle pool holds at most one core). The spin starts afresh each time a thread
  * looks for work, so a steady stream of requests never waits for a wake-up, and a pool left idle parks after
- * {@code spinNs}. See {@link SpinPolicy} for when spinning is on.
+ * {@code spinNs}. {@code config.Tuning.transferSpinNs} says when spinning is on.
  */
 public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
     private final long spinNs;

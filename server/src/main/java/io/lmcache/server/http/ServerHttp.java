@@ -43,9 +43,15 @@ public final class ServerHttp {
         }
     }
 
+    /** What {@code --test-hooks} breaks on purpose: the request loop, the release thread and the host copies' completions. */
+    public record HookTargets(RequestLoop loop, ReleaseThread releases, CompletionDelay completions) {}
+
     /** Routes both listeners (either may be null): the API gets every endpoint, the metrics port the core ones. */
     public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
-            RequestLoop loop, ReleaseThread releases, CompletionDelay testCompletions) {
+            HookTargets hooks) {
+        RequestLoop loop = hooks.loop();
+        ReleaseThread releases = hooks.releases();
+        CompletionDelay testCompletions = hooks.completions();
         if (prometheus != null) {
             CoreRoutes.register(prometheus, view, metrics::scrape);
         }

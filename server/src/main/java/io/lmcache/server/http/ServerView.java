@@ -49,27 +49,41 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final List<String> preparationStages;
     private final BooleanSupplier closing;
 
+    /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
+    public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
+
     /**
-     * {@code lmcacheDriven} and {@code engineDriven} are null when the transfer mode leaves them out;
-     * {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then).
+     * The request modules whose state {@code /status} shows; {@code lmcacheDriven} and {@code engineDriven} are null when the
+     * transfer mode leaves them out.
      */
-    public ServerView(ServerConfig config, ServerMetrics metrics, L1Tier l1, L2Tier l2, LookupLeases leases, LookupModule lookup,
-            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, ManagementModule management,
-            PeerConnections connections, RequestLoop loop, Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages,
+    public record Modules(LookupModule lookup, LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven,
+            ManagementModule management) {}
+
+    /** The ZeroMQ side: the request loop (the health check's heartbeat) and its connections. */
+    public record Transport(RequestLoop loop, PeerConnections connections) {}
+
+    /**
+     * The device path: {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then), and the stages
+     * the pool's regions go through.
+     */
+    public record Device(Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages) {}
+
+    /** {@code closing}: whether the server is shutting down (the health check fails from then on). */
+    public ServerView(ServerConfig config, ServerMetrics metrics, Storage storage, Modules modules, Transport transport, Device device,
             BooleanSupplier closing) {
         this.config = config;
         this.metrics = metrics;
-        this.l1 = l1;
-        this.l2 = l2;
-        this.leases = leases;
-        this.lookup = lookup;
-        this.lmcacheDriven = lmcacheDriven;
-        this.engineDriven = engineDriven;
-        this.management = management;
-        this.connections = connections;
-        this.loop = loop;
-        this.cudaStatus = cudaStatus;
-        this.preparationStages = List.copyOf(preparationStages);
+        this.l1 = storage.l1();
+        this.l2 = storage.l2();
+        this.leases = storage.leases();
+        this.lookup = modules.lookup();
+        this.lmcacheDriven = modules.lmcacheDriven();
+        this.engineDriven = modules.engineDriven();
+        this.management = modules.management();
+        this.connections = transport.connections();
+        this.loop = transport.loop();
+        this.cudaStatus = device.cudaStatus();
+        this.preparationStages = List.copyOf(device.preparationStages());
         this.closing = closing;
     }
 
@@ -196,7 +210,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         return storage;
     }
 
-    /** {@code /config}: the effective configuration, grouped as LMCache groups it (the admin token redacted). */
+    /**
+     * {@code /config}: the effective configuration, grouped as LMCache groups it (the admin token redacted), and under
+     * {@code tuning} each {@code -Dlmcache.*} knob's effective value by its property name.
+     */
     @Override
     public Map<String, Object> config() {
         Map<String, Object> mp = new LinkedHashMap<>();
@@ -212,7 +229,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
                 mp.put(key, entry.getValue());
             }
         }
-        return Map.of("mp", mp, "storage_manager", storage, "observability", observability);
+        return Map.of("mp", mp, "storage_manager", storage, "observability", observability, "tuning", config.tuning().describe());
     }
 
     /** The L1 object store ({@code /quota} reads and sets its tenants' quotas). */

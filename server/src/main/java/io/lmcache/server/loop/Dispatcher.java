@@ -1,7 +1,6 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.agent.NamedThreads;
-import io.lmcache.server.agent.SpinPolicy;
 import io.lmcache.server.agent.SpinningTaskQueue;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
@@ -39,11 +38,6 @@ public final class Dispatcher implements AutoCloseable {
      * lookup never holds up every other client's requests.
      */
     static final int QUICK_INLINE_MAX_PAYLOAD_BYTES = 16 * 1024;
-    /**
-     * How long an idle transfer thread busy-waits for the next STORE or RETRIEVE before it parks: waking a parked thread
-     * sits in series with a lone request's first copy ({@code -Dlmcache.transfer.spinUs}; 0 on small hosts).
-     */
-    static final long TRANSFER_SPIN_NS = SpinPolicy.nanos("lmcache.transfer.spinUs", SpinPolicy.BIG_HOST_SPIN_US);
 
     private final OpTable table;
     private final ReplyQueue replies;
@@ -69,7 +63,11 @@ public final class Dispatcher implements AutoCloseable {
     private static final RateLimitedLog SHUTDOWN_REJECT_LINES = new RateLimitedLog(LOG, "requests rejected during shutdown", 10);
     private final Set<Op> warnedUnsupported = EnumSet.noneOf(Op.class);
 
-    public Dispatcher(OpTable table, ReplyQueue replies, ServerMetrics metrics, int cpuWorkers, int transferWorkers) {
+    /**
+     * {@code transferSpinNs}: how long an idle transfer thread busy-waits for the next STORE or RETRIEVE before it parks:
+     * waking a parked thread sits in series with a lone request's first copy ({@code config.Tuning.transferSpinNs}).
+     */
+    public Dispatcher(OpTable table, ReplyQueue replies, ServerMetrics metrics, int cpuWorkers, int transferWorkers, long transferSpinNs) {
         this.table = table;
         this.replies = replies;
         this.metrics = metrics;
@@ -81,7 +79,7 @@ public final class Dispatcher implements AutoCloseable {
             }
         }
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
-        this.transferQueue = new SpinningTaskQueue(TRANSFER_SPIN_NS);
+        this.transferQueue = new SpinningTaskQueue(transferSpinNs);
         this.transferPool = NamedThreads.spinningPool("lmcache-transfer", transferWorkers, transferQueue);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
     }

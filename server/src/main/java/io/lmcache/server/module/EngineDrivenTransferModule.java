@@ -66,16 +66,19 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private final TransferPlanner planner;
     private final InstanceRegistry<EngineDrivenContext> contexts;
 
+    /** How long a worker's reserved (write) and pinned (read) slots live without their commit. */
+    public record SlotTtls(long writeNs, long readNs) {}
+
     public EngineDrivenTransferModule(int chunkSize, ObjectStore store, L1Pool pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness, long writeTtlNs, long readTtlNs) {
+            Liveness liveness, SlotTtls ttls) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.pool = pool;
         this.leases = leases;
         this.metrics = metrics;
         this.liveness = liveness;
-        this.writeTtlNs = writeTtlNs;
-        this.readTtlNs = readTtlNs;
+        this.writeTtlNs = ttls.writeNs();
+        this.readTtlNs = ttls.readNs();
         this.planner = new TransferPlanner(chunkSize);
         this.contexts = new InstanceRegistry<>(liveness);
         for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {

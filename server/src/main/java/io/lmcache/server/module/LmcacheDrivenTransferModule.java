@@ -25,8 +25,8 @@ import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.HandlerPhase;
 import io.lmcache.server.transfer.ChunkRange;
-import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPath;
+import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.KernelGroup;
@@ -43,7 +43,6 @@ import io.lmcache.server.transfer.ShmSegments;
 import io.lmcache.server.transfer.TransferFailures;
 import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -67,43 +66,40 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     private final int chunkSize;
     private final ObjectStore store;
-    private final MemorySegment pool;
     private final LookupLeases leases;
     private final ServerMetrics metrics;
     private final GpuBackend gpu;
     private final ShmSegments shmSegments;
     private final EndOfLifeQueue endOfLife;
+    private final CopyPaths copyPaths;
     private final TransferPlanner planner;
     private final PhaseTimes<HandlerPhase> times = new PhaseTimes<>(HandlerPhase.class);
     private final ObjectGroupCatalog catalog;
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
-    private final CompletionDelay testDelay;
     /** Where committed STOREs are announced (kv-events.md §6); set at start, before the first STORE. */
     private volatile KvEventRecorder events;
 
     /**
-     * {@code gpu} null means no CUDA: only CPU (shared-memory) workers are served, their segments opened by {@code shmSegments}.
-     * Registrations publish their object groups to {@code catalog}, for LOOKUP. {@code testDelay}: null, but with
-     * {@code --test-hooks} (host copies may then complete after their reply, as GPU copies do).
+     * A registration's copy path is opened by {@code copyPaths}: its GPU backend may be the host-only one (only CPU,
+     * shared-memory workers are served), and its test delay is null but with {@code --test-hooks} (host copies may then
+     * complete after their reply, as GPU copies do). Registrations publish their object groups to {@code catalog}, for LOOKUP.
      */
-    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, MemorySegment pool, LookupLeases leases, ServerMetrics metrics,
-            Liveness liveness, GpuBackend gpu, ShmSegments shmSegments, EndOfLifeQueue endOfLife, ObjectGroupCatalog catalog,
-            CompletionDelay testDelay) {
+    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, LookupLeases leases, ServerMetrics metrics, Liveness liveness,
+            CopyPaths copyPaths, ObjectGroupCatalog catalog) {
         this.chunkSize = chunkSize;
         this.store = store;
-        this.pool = pool;
         this.leases = leases;
         this.metrics = metrics;
-        this.gpu = gpu == null ? GpuBackend.none() : gpu;
-        this.shmSegments = shmSegments;
-        this.endOfLife = endOfLife;
+        this.gpu = copyPaths.gpu();
+        this.shmSegments = copyPaths.shm();
+        this.endOfLife = copyPaths.endOfLife();
+        this.copyPaths = copyPaths;
         this.planner = new TransferPlanner(chunkSize);
         this.catalog = catalog;
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
-        this.testDelay = testDelay;
     }
 
     /** Announces each STORE's written chunks on the KV-event log from now on. */
@@ -159,7 +155,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         if (request.worldSize() < 1) {
             throw new LayoutException("world_size must be at least 1, got " + request.worldSize());
         }
-        CopyPath copyPath = CopyPath.open(request.kvCaches(), shmSegments, gpu, pool, endOfLife, testDelay);
+        CopyPath copyPath = copyPaths.open(request.kvCaches());
         return new InstanceContext(request.instanceId(), request.modelName(), request.worldSize(), geometry, copyPath, request.kvCaches(),
                 endOfLife);
     }

@@ -54,17 +54,20 @@ public final class L1Pool implements AutoCloseable {
     private volatile PoolPreparation preparation;
     private volatile NumaPlacement placement = NumaPlacement.none("not started");
 
-    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, Path shmPath, Object fileKey, FileChannel lockChannel,
-            FileLock fileLock) {
+    /** The /dev/shm file behind a shared pool: its path, its identity, and the channel and lock this process holds on it. */
+    private record ShmFile(Path path, Object fileKey, FileChannel lockChannel, FileLock lock) {}
+
+    /** {@code file}: null for anonymous memory. */
+    private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, ShmFile file) {
         this.segment = segment;
         this.arena = arena;
         this.bytes = bytes;
         this.regionBytes = regionBytes;
         this.regionCount = (int) ((bytes + regionBytes - 1) / regionBytes);
-        this.shmPath = shmPath;
-        this.fileKey = fileKey;
-        this.lockChannel = lockChannel;
-        this.fileLock = fileLock;
+        this.shmPath = file == null ? null : file.path();
+        this.fileKey = file == null ? null : file.fileKey();
+        this.lockChannel = file == null ? null : file.lockChannel();
+        this.fileLock = file == null ? null : file.lock();
     }
 
     /** Opens the pool with its file owner-only (tests). */
@@ -124,7 +127,7 @@ public final class L1Pool implements AutoCloseable {
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
             LOG.info("L1 pool: {} MiB in /dev/shm/{} (mode 0{}, regions of {} MiB)", bytes >> 20, shmName, Integer.toOctalString(shmMode),
                     regionBytes >> 20);
-            return new L1Pool(segment, arena, bytes, regionBytes, path, fileKey, channel, lock);
+            return new L1Pool(segment, arena, bytes, regionBytes, new ShmFile(path, fileKey, channel, lock));
         } catch (IOException | RuntimeException e) {
             channel.close();
             Files.deleteIfExists(path);
@@ -141,7 +144,7 @@ public final class L1Pool implements AutoCloseable {
         // runs on: the thread that closes the arena (the server's close)
         MemorySegment segment = MemorySegment.ofAddress(address).reinterpret(bytes, arena, s -> Posix.munmap(address, bytes));
         LOG.info("L1 pool: {} MiB of anonymous memory (regions of {} MiB)", bytes >> 20, regionBytes >> 20);
-        return new L1Pool(segment, arena, bytes, regionBytes, null, null, null, null);
+        return new L1Pool(segment, arena, bytes, regionBytes, null);
     }
 
     private static long usableShmBytes() {
@@ -183,19 +186,20 @@ public final class L1Pool implements AutoCloseable {
      * Without stages (host memory only) every region is handed to {@code ready} at once, lowest
      * first, and prefaulting just saves later page faults; with stages (pinning for DMA) a region
      * is handed over when its last stage is done ({@link PoolPreparation}: several threads, regions
-     * taken in order, so the first are usable within moments either way).
+     * taken in order, so the first are usable within moments either way). {@code threadsOverride}: the preparation's
+     * threads ({@code -Dlmcache.l1.prepareThreads}); 0 chooses from the cores and the pages.
      */
-    public void startPreparation(List<RegionStage> stages, IntConsumer ready) {
-        startPreparation(stages, ready, NumaPlacement.none("not asked"));
+    public void startPreparation(List<RegionStage> stages, IntConsumer ready, int threadsOverride) {
+        startPreparation(stages, ready, NumaPlacement.none("not asked"), threadsOverride);
     }
 
     /**
-     * As {@link #startPreparation(List, IntConsumer)}, placing each region on its NUMA node before its first touch: the
+     * As {@link #startPreparation(List, IntConsumer, int)}, placing each region on its NUMA node before its first touch: the
      * preparation takes each region's slice just before it prefaults it, on the thread that does, so the placement runs
      * there ({@code mbind}, or binding that thread to the node's CPUs for first touch; the threads are one-shot, so the
      * binding ends with them) and the preparation itself knows nothing of it.
      */
-    public void startPreparation(List<RegionStage> stages, IntConsumer ready, NumaPlacement numa) {
+    public void startPreparation(List<RegionStage> stages, IntConsumer ready, NumaPlacement numa, int threadsOverride) {
         placement = numa;
         numa.probe(this::slice);
         IntFunction<MemorySegment> placedSlices = numa.method() == NumaPlacement.Method.NONE ? this::slice : region -> {
@@ -210,8 +214,9 @@ public final class L1Pool implements AutoCloseable {
             }
         }
         boolean hugePages = HugePages.probe().forPool(isShared());
-        preparation = new PoolPreparation(placedSlices, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready,
-                PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages), hugePages);
+        PoolPreparation.Plan plan = new PoolPreparation.Plan(PoolPreparation.threads(Runtime.getRuntime().availableProcessors(), hugePages,
+                threadsOverride), hugePages);
+        preparation = new PoolPreparation(placedSlices, regionCount, bytes, regionBytes, stages, stages.isEmpty() ? region -> { } : ready, plan);
         preparation.start();
     }
 

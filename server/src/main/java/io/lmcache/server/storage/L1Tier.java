@@ -14,8 +14,11 @@ public final class L1Tier implements AutoCloseable {
     private final L1Pool pool;
     private final ObjectStore store;
     private final StoreCounters counters = new StoreCounters();
+    /** {@code -Dlmcache.l1.prepareThreads} (0: chosen from the cores and the pages). */
+    private final int prepareThreads;
 
     public L1Tier(ServerConfig config) {
+        prepareThreads = config.tuning().prepareThreads();
         pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode());
         counters.lifecycle().sampleRate(config.operator().metricsSampleRate());
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
@@ -36,7 +39,7 @@ public final class L1Tier implements AutoCloseable {
     /** With each region placed on its NUMA node before its first touch ({@link NumaPlacement}). */
     public void startPreparation(List<L1Pool.RegionStage> stages, NumaPlacement numa) {
         // runs on: this thread without stages, else lmcache-pool-prepare (the store takes its own lock)
-        pool.startPreparation(stages, store::addReadyRegion, numa);
+        pool.startPreparation(stages, store::addReadyRegion, numa, prepareThreads);
     }
 
     public L1Pool pool() {

@@ -312,8 +312,8 @@ final class ObjectTable {
     // --- counts and checks -----------------------------------------------------------------------
 
     void publish(StoreCounts counts, LockDeadlines deadlines) {
-        counts.publish(objects.size(), deadlines.writeLockedCount(), deadlines.readLockedCount(), pinnedObjects, policy.evictableCount(),
-                objectBytes, namespaces.size(), allocator, readyRegions);
+        counts.publish(new StoreCounts.ObjectStates(objects.size(), deadlines.writeLockedCount(), deadlines.readLockedCount(), pinnedObjects,
+                policy.evictableCount()), objectBytes, namespaces.size(), allocator, readyRegions);
         policy.publish();
     }
 

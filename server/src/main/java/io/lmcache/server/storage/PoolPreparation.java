@@ -27,8 +27,6 @@ final class PoolPreparation {
     private static final long PAGE = 4096;
     /** Linux: back the range with huge pages where transparent huge pages allow it (fewer faults, and far fewer pages to pin). */
     private static final int MADV_HUGEPAGE = 14;
-    /** {@code -Dlmcache.l1.prepareThreads}: the preparation's threads, whatever the pages (0: chosen, see {@link #threads}). */
-    private static final int THREADS_OVERRIDE = Integer.getInteger("lmcache.l1.prepareThreads", 0);
     private static final long STOP_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(30);
 
     private final IntFunction<MemorySegment> slices;
@@ -37,8 +35,7 @@ final class PoolPreparation {
     private final long regionBytes;
     private final List<L1Pool.RegionStage> stages;
     private final IntConsumer ready;
-    private final int threadCount;
-    private final boolean hugePages;
+    private final Plan plan;
     private final AtomicInteger nextRegion = new AtomicInteger();
     private final AtomicInteger prepared = new AtomicInteger();
     /** Thread-nanoseconds of prefaulting, then of each stage: which part bounds the rate. */
@@ -49,11 +46,13 @@ final class PoolPreparation {
     private volatile boolean populateWorks = true;
     private long startNs;
 
+    /** How the regions are prepared: on how many threads (see {@link #threads}), and asking for huge pages or not. */
+    record Plan(int threads, boolean hugePages) {}
+
     PoolPreparation(IntFunction<MemorySegment> slices, int regionCount, long bytes, long regionBytes, List<L1Pool.RegionStage> stages,
-            IntConsumer ready, int threadCount, boolean hugePages) {
+            IntConsumer ready, Plan plan) {
         this.slices = slices;
-        this.threadCount = threadCount;
-        this.hugePages = hugePages;
+        this.plan = plan;
         this.stageNanos = new LongAdder[stages.size() + 1];
         for (int i = 0; i < stageNanos.length; i++) {
             stageNanos[i] = new LongAdder();
@@ -70,12 +69,9 @@ final class PoolPreparation {
      * threads 21.3, 16 threads 24.4 on the H200 host; on memory the VM had not backed yet, 8 threads 5.5 and 16 threads
      * 9.6), with 4 KiB pages half the cores up to 8 (the kernel's page allocation stops scaling there: 8 threads 4.7,
      * 16 threads 4.3). Preparation runs once, at startup, while the engine loads its model.
+     *
+     * @param override {@code -Dlmcache.l1.prepareThreads} ({@code config.Tuning.prepareThreads}; 0: none)
      */
-    static int threads(int cores, boolean hugePages) {
-        return threads(cores, hugePages, THREADS_OVERRIDE);
-    }
-
-    /** @param override {@code -Dlmcache.l1.prepareThreads} (0: none) */
     static int threads(int cores, boolean hugePages, int override) {
         if (override > 0) {
             return override;
@@ -93,7 +89,7 @@ final class PoolPreparation {
             thread.start();
         }
         LOG.info("L1 pool preparation: {} regions of {} MiB on {} thread(s){}", regionCount, regionBytes >> 20, count,
-                hugePages ? ", huge pages" : ", 4 KiB pages (no huge pages for this pool on this host)");
+                plan.hugePages() ? ", huge pages" : ", 4 KiB pages (no huge pages for this pool on this host)");
     }
 
     private void work() {
@@ -158,11 +154,11 @@ final class PoolPreparation {
 
     /** The threads that actually run: never more than there are regions. */
     int threadCount() {
-        return Math.min(threadCount, regionCount);
+        return Math.min(plan.threads(), regionCount);
     }
 
     boolean hugePages() {
-        return hugePages;
+        return plan.hugePages();
     }
 
     int prepared() {

@@ -25,18 +25,20 @@ final class StoreCounts {
     private final AtomicLongArray values = new AtomicLongArray(11);
     private final long poolBytes;
 
+    /** The store's objects: all of them, and how many are in each state (a locked or pinned one is not evictable). */
+    record ObjectStates(int all, int writeLocked, int readLocked, int pinned, int evictable) {}
+
     StoreCounts(long poolBytes) {
         this.poolBytes = poolBytes;
     }
 
     /** Lock held: what the store holds now. */
-    void publish(int objects, int writeLocked, int readLocked, int pinned, int evictable, long objectBytes, int namespaces,
-            SlabAllocator allocator, int readyRegions) {
-        values.lazySet(OBJECTS, objects);
-        values.lazySet(WRITE_LOCKED, writeLocked);
-        values.lazySet(READ_LOCKED, readLocked);
-        values.lazySet(PINNED, pinned);
-        values.lazySet(EVICTABLE, evictable);
+    void publish(ObjectStates objects, long objectBytes, int namespaces, SlabAllocator allocator, int readyRegions) {
+        values.lazySet(OBJECTS, objects.all());
+        values.lazySet(WRITE_LOCKED, objects.writeLocked());
+        values.lazySet(READ_LOCKED, objects.readLocked());
+        values.lazySet(PINNED, objects.pinned());
+        values.lazySet(EVICTABLE, objects.evictable());
         values.lazySet(OBJECT_BYTES, objectBytes);
         values.lazySet(USED_BYTES, allocator.usedBytes());
         values.lazySet(READY_BYTES, allocator.readyBytes());

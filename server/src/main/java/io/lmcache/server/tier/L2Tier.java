@@ -59,11 +59,13 @@ public final class L2Tier implements AutoCloseable {
 
     /**
      * Opens the adapters and builds the controllers; throws {@link StartupException} (one line, exit 2) when an adapter's storage
-     * cannot be opened. {@code shapes} says which objects a LOOKUP's keys have and which world size wrote a stored object (the
-     * registered layouts); {@code lookups} which models' LOOKUPs load from L2 (skip_l1 keeps the others' objects in L1).
+     * cannot be opened. {@code layouts}: the registered layouts' object shapes, and which models' LOOKUPs load from L2.
      */
-    public static L2Tier open(L2Settings settings, ObjectStore store, MemorySegment pool, int chunkSize, ObjectShapes shapes,
-            StoreController.L2Lookups lookups, ServerMetrics serverMetrics, AgentErrors errors) {
+    public static L2Tier open(L2Settings settings, L1Side l1, int chunkSize, ModelLayouts layouts, ServerMetrics serverMetrics,
+            AgentErrors errors) {
+        ObjectStore store = l1.store();
+        MemorySegment pool = l1.pool();
+        ObjectShapes shapes = layouts.shapes();
         if (!settings.enabled()) {
             return new L2Tier(List.of(), store, null, null, null, null);
         }
@@ -87,8 +89,8 @@ public final class L2Tier implements AutoCloseable {
         // runs on: whichever thread completes an L2 task or commits an L1 object; unparks lmcache-l2
         Runnable wake = () -> runner[0].wake();
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
-        StoreController storeController = new StoreController(adapters, store, pool, settings.skipL1(), shapes, lookups,
-                store.poolBytes() / 4, metrics, wake);
+        StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts, store.poolBytes() / 4, metrics,
+                wake);
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),

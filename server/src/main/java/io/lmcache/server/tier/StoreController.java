@@ -86,14 +86,14 @@ public final class StoreController implements Agent, CommitListener {
     private long lastFailureLogNs;
     private boolean failureLogged;
 
-    public StoreController(List<L2Adapter> adapters, ObjectStore store, MemorySegment pool, boolean skipL1, ObjectShapes shapes,
-            L2Lookups lookups, long maxBacklogBytes, L2Metrics metrics, Runnable wake) {
+    public StoreController(List<L2Adapter> adapters, L1Side l1, boolean skipL1, ModelLayouts layouts, long maxBacklogBytes,
+            L2Metrics metrics, Runnable wake) {
         this.adapters = List.copyOf(adapters);
-        this.store = store;
-        this.pool = pool;
+        this.store = l1.store();
+        this.pool = l1.pool();
         this.skipL1 = skipL1;
-        this.shapes = shapes;
-        this.lookups = lookups;
+        this.shapes = layouts.shapes();
+        this.lookups = layouts.lookups();
         this.maxBacklogBytes = maxBacklogBytes;
         this.metrics = metrics;
         this.wake = wake;

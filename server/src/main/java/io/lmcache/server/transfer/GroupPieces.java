@@ -22,9 +22,10 @@ public final class GroupPieces {
                 ObjectGroup group = part.group();
                 for (int i = 0; i < group.kernels().size(); i++) {
                     KernelGroup kernel = group.kernels().get(i);
-                    PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), part.blockIds()[i], j * kernel.blocksPerChunk() + kernel.firstKept(),
-                            kernel.blocksKept(), SkipRule.keptTokensToSkip(kernel, skipInChunk), object.offset() + group.segmentOffsets()[i],
-                            sink);
+                    PiecePlanner.ChunkBlocks blocks = new PiecePlanner.ChunkBlocks(part.blockIds()[i],
+                            j * kernel.blocksPerChunk() + kernel.firstKept(), kernel.blocksKept());
+                    PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), blocks, SkipRule.keptTokensToSkip(kernel, skipInChunk),
+                            object.offset() + group.segmentOffsets()[i], sink);
                 }
             }
         }

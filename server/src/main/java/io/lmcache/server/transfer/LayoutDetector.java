@@ -14,6 +14,19 @@ import java.util.List;
  * into one buffer. One call per kernel group ({@link KernelGroups}).
  */
 public final class LayoutDetector {
+    /** Where each dimension of the 5-D and 6-D shape grammar sits ({@link #fiveDimOrCross}); {@code layer} -1: per-layer tensors. */
+    private record Dims(int block, int plane, int x, int y, int headSize, int layer) {}
+
+    /** The registered tensors' common shape, strides and dtype, and each tensor's byte offset in its storage. */
+    private record Views(long[] shape, long[] stride, DType dtype, long[] bases) {}
+
+    /** {@code [nb, nl, 2, bs, nh, hs]}. */
+    private static final Dims CROSS_LAYER = new Dims(0, 2, 3, 4, 5, 1);
+    /** {@code [2, nb, bs, nh, hs]}. */
+    private static final Dims FLASH_ATTENTION = new Dims(1, 0, 2, 3, 4, -1);
+    /** {@code [nb, 2, bs, nh, hs]}. */
+    private static final Dims FLASH_INFER = new Dims(0, 1, 2, 3, 4, -1);
+
     private LayoutDetector() {}
 
     /** The layout of one kernel group's tensors (all of a registration's tensors when it has no groups). */
@@ -40,17 +53,18 @@ public final class LayoutDetector {
         for (int i = 0; i < bases.length; i++) {
             bases[i] = tensors.get(i).storageOffset() * es;
         }
+        Views views = new Views(shape, stride, first.dtype(), bases);
         KvLayout layout;
         if (tensors.size() == 1 && shape.length == 6) {
             // [nb, nl, 2, bs, nh, hs] (HND: [nb, nl, 2, nh, bs, hs])
             require(shape[2] == 2, shape, "the cross-layer layout has K/V at dim 2");
-            layout = fiveDimOrCross(KvLayout.Kind.CROSS_LAYER, hnd, shape, stride, first.dtype(), bases, (int) shape[1], 0, 2, 3, 4, 5, 1);
+            layout = fiveDimOrCross(KvLayout.Kind.CROSS_LAYER, hnd, views, (int) shape[1], CROSS_LAYER);
         } else if (shape.length == 5 && shape[0] == 2) {
-            layout = fiveDimOrCross(KvLayout.Kind.FLASH_ATTENTION, hnd, shape, stride, first.dtype(), bases, tensors.size(), 1, 0, 2, 3, 4, -1);
+            layout = fiveDimOrCross(KvLayout.Kind.FLASH_ATTENTION, hnd, views, tensors.size(), FLASH_ATTENTION);
         } else if (shape.length == 5 && shape[1] == 2) {
             // a lone head makes NHD and HND byte-identical; LMCache's detector reads it as NHD
             boolean effectiveHnd = hnd && !(shape[3] == 1 && shape[2] != 1);
-            layout = fiveDimOrCross(KvLayout.Kind.FLASH_INFER, effectiveHnd, shape, stride, first.dtype(), bases, tensors.size(), 0, 1, 2, 3, 4, -1);
+            layout = fiveDimOrCross(KvLayout.Kind.FLASH_INFER, effectiveHnd, views, tensors.size(), FLASH_INFER);
         } else if (shape.length == 4) {
             layout = fused(hnd, shape, stride, first.dtype(), bases, tensors.size());
         } else if (shape.length == 3) {
@@ -75,8 +89,16 @@ public final class LayoutDetector {
      * 5-D per-layer tensors and the 6-D cross-layer tensor share one shape grammar: dims for block,
      * plane, X, Y (X=bs, Y=nh for NHD; swapped for HND), head size, and (cross-layer) layer.
      */
-    private static KvLayout fiveDimOrCross(KvLayout.Kind kind, boolean hnd, long[] shape, long[] stride, DType dtype, long[] bases,
-            int numLayers, int blockDim, int planeDim, int xDim, int yDim, int hsDim, int layerDim) throws LayoutException {
+    private static KvLayout fiveDimOrCross(KvLayout.Kind kind, boolean hnd, Views views, int numLayers, Dims dims) throws LayoutException {
+        long[] shape = views.shape();
+        long[] stride = views.stride();
+        DType dtype = views.dtype();
+        int blockDim = dims.block();
+        int planeDim = dims.plane();
+        int xDim = dims.x();
+        int yDim = dims.y();
+        int hsDim = dims.headSize();
+        int layerDim = dims.layer();
         int es = dtype.elementSize();
         int x = (int) shape[xDim];
         int y = (int) shape[yDim];
@@ -88,7 +110,7 @@ public final class LayoutDetector {
         long piece = (long) x * y * hs * es;
         return new KvLayout(kind, hnd, numLayers, (int) shape[blockDim], blockSize, heads, hs, 2, dtype, piece,
                 hnd ? heads : 1, hnd ? (long) hs * es : (long) heads * hs * es, stride[blockDim] * es, stride[planeDim] * es,
-                layerDim < 0 ? 0 : stride[layerDim] * es, bases);
+                layerDim < 0 ? 0 : stride[layerDim] * es, views.bases());
     }
 
     /** {@code [nb, bs, nh, 2*hs]} (HND {@code [nb, nh, bs, 2*hs]}): one plane, K and V packed per head. */

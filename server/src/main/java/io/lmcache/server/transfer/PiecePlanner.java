@@ -10,6 +10,9 @@ package io.lmcache.server.transfer;
 public final class PiecePlanner {
     private PiecePlanner() {}
 
+    /** One chunk's blocks: the ids {@code [firstId, firstId + count)} of a request's {@code blockIds} for one group. */
+    public record ChunkBlocks(int[] blockIds, int firstId, int count) {}
+
     /**
      * @param blockIds the request's block ids for this group; the chunk uses {@code [firstId, firstId + B)}
      * @param skipTokens tokens at the start of the chunk that must not be copied (RETRIEVE's skip)
@@ -17,7 +20,7 @@ public final class PiecePlanner {
      */
     public static void chunk(KvLayout layout, int[] blockIds, int firstId, int blocksPerChunk, int skipTokens, long objectBase,
             PieceSink sink) {
-        chunk(layout, null, blockIds, firstId, blocksPerChunk, skipTokens, objectBase, sink);
+        chunk(layout, null, new ChunkBlocks(blockIds, firstId, blocksPerChunk), skipTokens, objectBase, sink);
     }
 
     /**
@@ -25,8 +28,10 @@ public final class PiecePlanner {
      *
      * @param tensorIds the registered tensor (wrapper index) of each of the layout's tensors; null = the same index
      */
-    public static void chunk(KvLayout layout, int[] tensorIds, int[] blockIds, int firstId, int blocksPerChunk, int skipTokens,
-            long objectBase, PieceSink sink) {
+    public static void chunk(KvLayout layout, int[] tensorIds, ChunkBlocks blocks, int skipTokens, long objectBase, PieceSink sink) {
+        int[] blockIds = blocks.blockIds();
+        int firstId = blocks.firstId();
+        int blocksPerChunk = blocks.count();
         int blockSize = layout.blockSize();
         int skippedBlocks = Math.min(blocksPerChunk, skipTokens / blockSize);
         int partialRows = skippedBlocks < blocksPerChunk ? skipTokens % blockSize : 0;

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.config.Tuning;
 import io.lmcache.server.protocol.testing.Golden;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
@@ -207,6 +208,24 @@ class HttpApiIT {
             assertEquals(200, Http.get(base + "/status").statusCode(), "reading needs no token");
             assertEquals(200, Http.get(base + "/metrics").statusCode());
             assertFalse(Http.get(base + "/config").body().contains("s3cret"), "the token is never shown");
+        }
+    }
+
+    @Test
+    void configShowsEveryTuningKnobWithItsEffectiveValue() throws Exception {
+        // the launcher's LMCACHE_JAVA_OPTS reach the JVM the same way as these
+        Map<String, String> env = Map.of("JAVA_TOOL_OPTIONS", "-Dlmcache.cuda.copyBlocks=4 -Dlmcache.l1.prepareThreads=2");
+        try (ServerProcess server = ServerProcess.start(env)) {
+            JsonNode tuning = json(Http.get(server.httpBase() + "/config")).get("tuning");
+            List<String> shown = new ArrayList<>();
+            tuning.fieldNames().forEachRemaining(shown::add);
+            assertEquals(Tuning.PROPERTIES, shown, "every knob, by its property name");
+            assertEquals(4, tuning.get("lmcache.cuda.copyBlocks").asInt(), "a given value");
+            assertEquals(2, tuning.get("lmcache.l1.prepareThreads").asInt());
+            assertEquals(32, tuning.get("lmcache.cuda.stagingMiB").asInt(), "a default");
+            assertTrue(tuning.get("lmcache.cuda.hostFnWake").asBoolean());
+            assertEquals(2, json(Http.get(server.httpBase() + "/status")).get("storage_manager").get("l1_manager").get("pool_preparation")
+                    .get("threads").asInt(), "the pool's preparation runs with the knob's threads");
         }
     }
 

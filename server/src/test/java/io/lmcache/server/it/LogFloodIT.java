@@ -40,7 +40,7 @@ class LogFloodIT {
             registerEngineDriven(client);
             String before = Http.get(server.httpBase() + "/metrics").body();
             long logBefore = Files.size(server.logFile());
-            byte[] key = JavaWorker.cacheKey("flood/model", JavaWorker.tokens(1, 256), 0, 256, "flood", 0, 1, 1);
+            byte[] key = JavaWorker.cacheKey("flood/model", new JavaWorker.KeyTokens(JavaWorker.tokens(1, 256), 0, 256), "flood", 0, 1, 1);
             byte[] noWorkerKey = WireProtocolIT.lookupKey("flood");
             byte[] emptyList = pack(p -> p.packArrayHeader(0));
             byte[] hugeModel = pack(p -> p.packString("flood\n[forged] LMCache ERROR: not a real line " + "m".repeat(4096)));

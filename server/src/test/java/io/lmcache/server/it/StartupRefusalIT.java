@@ -65,6 +65,15 @@ class StartupRefusalIT {
     }
 
     @Test
+    void aBadTuningPropertyExitsTwoWithOneLineNamingIt() throws Exception {
+        ServerProcess server = refusedStart(Map.of("JAVA_TOOL_OPTIONS", "-Dlmcache.cuda.stagingMiB=lots"), Set.of());
+        assertEquals(2, server.process().exitValue(), server.log());
+        // the JVM says it picked up JAVA_TOOL_OPTIONS; the server's own output is the one error line
+        assertEquals(List.of("lmcache-server: error: -Dlmcache.cuda.stagingMiB: must be a whole number in [1, 1024], got 'lots' (see --help)"),
+                errorLines(server), server.log());
+    }
+
+    @Test
     void aPoolModeThatGivesOthersAccessExitsTwoWithOneLineAndCreatesNothing() throws Exception {
         String name = "lmcache_it_mode_" + ProcessHandle.current().pid();
         ServerProcess server = refusedStart("--shm-name", name, "--shm-mode", "0666");

@@ -37,7 +37,7 @@ class DispatcherTest {
     private final CountDownLatch clearMayFinish = new CountDownLatch(1);
     private final ReplyQueue replies = new ReplyQueue();
     private final ServerMetrics metrics = new ServerMetrics();
-    private final Dispatcher dispatcher = new Dispatcher(table(), replies, metrics, 1, 1);
+    private final Dispatcher dispatcher = new Dispatcher(table(), replies, metrics, 1, 1, 0);
     private int nextUid;
 
     /** The kinds the server's modules declare for these ops, every op handled by {@link #handle}; the others unsupported. */

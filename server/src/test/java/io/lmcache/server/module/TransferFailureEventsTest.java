@@ -25,6 +25,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.HexFormat;
+import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.List;
 import java.util.Map;
@@ -149,11 +150,12 @@ class TransferFailureEventsTest {
     private LmcacheDrivenTransferModule liveModule() {
         PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
         Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
-        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, null, metrics, liveness, null, null, null, new ObjectGroupCatalog(true), null);
+        return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, metrics, liveness, new CopyPaths(null, null, null, null, null),
+                new ObjectGroupCatalog(true));
     }
 
     private Dispatcher dispatcher(OpTable table) {
-        Dispatcher dispatcher = new Dispatcher(table, replies, metrics, 1, 1);
+        Dispatcher dispatcher = new Dispatcher(table, replies, metrics, 1, 1, 0);
         dispatchers.add(dispatcher);
         return dispatcher;
     }

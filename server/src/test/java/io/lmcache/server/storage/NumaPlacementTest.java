@@ -128,7 +128,7 @@ class NumaPlacementTest {
         NumaPlacement placement = NumaPlacement.plan(true, NumaTopology.read(sysfs), List.of(GPU0, GPU1), 4, calls);
         try (L1Pool pool = L1Pool.open("", 4 * REGION, REGION)) {
             Set<String> stagedOn = ConcurrentHashMap.newKeySet();
-            pool.startPreparation(List.of(recordingStage(stagedOn)), region -> { }, placement);
+            pool.startPreparation(List.of(recordingStage(stagedOn)), region -> { }, placement, 0);
             await().atMost(Duration.ofSeconds(10)).until(() -> pool.preparedRegions() == 4);
             assertEquals(NumaPlacement.Method.FIRST_TOUCH, placement.method());
             assertTrue(((String) placement.status(4).get("message")).contains("CAP_SYS_NICE"));
@@ -170,7 +170,7 @@ class NumaPlacementTest {
         NumaPlacement placement = NumaPlacement.plan(true, NumaTopology.read(sysfs), List.of(GPU0, GPU1), regions, calls);
         try (L1Pool pool = L1Pool.open("", regions * REGION, REGION)) {
             calls.base = pool.segment();
-            pool.startPreparation(List.of(recordingStage(ConcurrentHashMap.newKeySet())), region -> { }, placement);
+            pool.startPreparation(List.of(recordingStage(ConcurrentHashMap.newKeySet())), region -> { }, placement, 0);
             await().atMost(Duration.ofSeconds(10)).until(() -> pool.preparedRegions() == regions);
             assertEquals(NumaPlacement.Method.MBIND, placement.method());
             Map<Integer, Integer> byRegion = new TreeMap<>();

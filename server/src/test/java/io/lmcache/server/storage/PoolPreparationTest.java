@@ -50,7 +50,7 @@ class PoolPreparationTest {
                             readyBeforeStaged.incrementAndGet();
                         }
                         ready.add(r);
-                    }, 3, false);
+                    }, new PoolPreparation.Plan(3, false));
             preparation.start();
             await().atMost(Duration.ofSeconds(10)).until(() -> preparation.prepared() == regions);
             preparation.stop();
@@ -70,7 +70,7 @@ class PoolPreparationTest {
             Recorder stage = new Recorder(ConcurrentHashMap.newKeySet(), ConcurrentHashMap.newKeySet(), 5, 2);
             Set<Integer> ready = ConcurrentHashMap.newKeySet();
             PoolPreparation preparation = new PoolPreparation(r -> pool.asSlice(r * REGION, REGION), regions, regions * REGION, REGION,
-                    List.of(stage), ready::add, 3, false);
+                    List.of(stage), ready::add, new PoolPreparation.Plan(3, false));
             preparation.start();
             await().atMost(Duration.ofSeconds(10)).until(() -> !preparation.error().isEmpty());
             preparation.stop();

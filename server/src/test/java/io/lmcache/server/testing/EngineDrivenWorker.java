@@ -84,7 +84,7 @@ public final class EngineDrivenWorker implements AutoCloseable {
     }
 
     public byte[] key(int[] tokens, int start, int end, String requestId) {
-        return JavaWorker.cacheKey(model, tokens, start, end, requestId, 0, 1, 1);
+        return JavaWorker.cacheKey(model, new JavaWorker.KeyTokens(tokens, start, end), requestId, 0, 1, 1);
     }
 
     /** PREPARE_STORE: the slots to fill and, per slot, the chunk's index in the range. */

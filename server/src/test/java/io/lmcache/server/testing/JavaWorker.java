@@ -151,7 +151,7 @@ public final class JavaWorker implements AutoCloseable {
 
     /** An IPCCacheServerKey map of this worker's model. */
     public byte[] key(int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize, int readers) {
-        return cacheKey(model, salt, tokens, start, end, requestId, workerId, worldSize, readers);
+        return cacheKey(model, salt, new KeyTokens(tokens, start, end), requestId, workerId, worldSize, readers);
     }
 
     /** The cache salt (tenant) of this worker's keys from now on; "" by default. */
@@ -160,15 +160,20 @@ public final class JavaWorker implements AutoCloseable {
         return this;
     }
 
+    /** A key's tokens: the ids, and the range {@code [start, end)} of them the request covers. */
+    public record KeyTokens(int[] ids, int start, int end) {}
+
     /** An IPCCacheServerKey map, every field in the client's order (a null worker id is nil, as in LOOKUP). */
-    public static byte[] cacheKey(String model, int[] tokens, int start, int end, String requestId, Integer workerId, int worldSize,
-            int readers) {
-        return cacheKey(model, "", tokens, start, end, requestId, workerId, worldSize, readers);
+    public static byte[] cacheKey(String model, KeyTokens range, String requestId, Integer workerId, int worldSize, int readers) {
+        return cacheKey(model, "", range, requestId, workerId, worldSize, readers);
     }
 
     /** {@link #cacheKey} with a cache salt. */
-    public static byte[] cacheKey(String model, String salt, int[] tokens, int start, int end, String requestId, Integer workerId,
-            int worldSize, int readers) {
+    public static byte[] cacheKey(String model, String salt, KeyTokens range, String requestId, Integer workerId, int worldSize,
+            int readers) {
+        int[] tokens = range.ids();
+        int start = range.start();
+        int end = range.end();
         return pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(model);

@@ -293,8 +293,8 @@ class L2ControllersTest {
         for (int a = 0; a < adapters.length; a++) {
             metrics.adapter(serverMetrics, a, "memory", () -> 0);
         }
-        StoreController controller = new StoreController(List.of(adapters), store, pool, skipL1, model -> shapes.byWorldSize(model),
-                (model, worldSize) -> lookups.consultsL2(model, worldSize), backlogBytes, metrics, () -> { });
+        StoreController controller = new StoreController(List.of(adapters), new L1Side(store, pool), skipL1, new ModelLayouts(
+                model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)), backlogBytes, metrics, () -> { });
         store.setCommitListener(controller);
         return controller;
     }

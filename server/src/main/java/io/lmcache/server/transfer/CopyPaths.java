@@ -1,0 +1,23 @@
+package io.lmcache.server.transfer;
+
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.liveness.EndOfLifeQueue;
+import io.lmcache.server.protocol.TensorWrapper;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+
+/**
+ * What opening a registration's {@link CopyPath} takes: the CPU workers' shared-memory segments ({@code shm}'s rules), the
+ * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
+ * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null).
+ */
+public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
+    public CopyPaths {
+        gpu = gpu == null ? GpuBackend.none() : gpu; // a CUDA registration is then refused with the host-only backend's reason
+    }
+
+    /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}). */
+    public CopyPath open(List<TensorWrapper> wrappers) throws LayoutException {
+        return CopyPath.open(wrappers, shm, gpu, pool, endOfLife, testDelay);
+    }
+}
