@@ -1,6 +1,9 @@
 package io.lmcache.server.agent;
 
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerCatalogue;
+import io.lmcache.server.metrics.ServerMetrics;
+import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
@@ -26,6 +29,14 @@ public final class AgentErrors {
     public long count(String role) {
         LongAdder adder = byRole.get(role);
         return adder == null ? 0 : adder.sum();
+    }
+
+    /** Failed turns of the background agents (each keeps running), by role. */
+    public void bindMeters(ServerMetrics metrics, List<String> roles) {
+        for (String role : roles) {
+            // runs on: lmcache-http-* (each scrape)
+            metrics.functionCounter(ServerCatalogue.AGENT_ERRORS, this, e -> e.count(role), role);
+        }
     }
 
 }

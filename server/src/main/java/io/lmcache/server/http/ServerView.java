@@ -2,7 +2,6 @@ package io.lmcache.server.http;
 
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
-import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EngineDrivenTransferModule;
@@ -10,6 +9,7 @@ import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
+import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
