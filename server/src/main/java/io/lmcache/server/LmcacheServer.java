@@ -151,9 +151,9 @@ public final class LmcacheServer implements AutoCloseable {
             streams.setWake(kvEventStreams::wake);
             loop.setStreamControl(streams);
             KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
-            // its health check reads closed; runs on: lmcache-http-*
+            // its health check reads closed and the agents' Errors; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, l1, l2, leases, lookup, lmcacheDriven, engineDriven, management, connections,
-                    loop, gpu::status, gpu.stageNames(), () -> closed);
+                    loop, gpu::status, gpu.stageNames(), () -> closed ? "shutting down" : agentErrors.fatalReason());
             ServerHttp.route(http, prometheusHttp, view, metrics, config, loop, releases, data.testCompletions());
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());

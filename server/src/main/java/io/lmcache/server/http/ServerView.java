@@ -18,7 +18,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,16 +46,17 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final RequestLoop loop;
     private final Supplier<Map<String, Object>> cudaStatus;
     private final List<String> preparationStages;
-    private final BooleanSupplier closing;
+    private final HealthCheck rootHealth;
 
     /**
      * {@code lmcacheDriven} and {@code engineDriven} are null when the transfer mode leaves them out;
-     * {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then).
+     * {@code cudaStatus} answers null on a host without CUDA (no {@code cuda} field then); {@code rootHealth} says what only the
+     * composition root knows is wrong (shutting down, an agent that hit an Error), or null.
      */
     public ServerView(ServerConfig config, ServerMetrics metrics, L1Tier l1, L2Tier l2, LookupLeases leases, LookupModule lookup,
             LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, ManagementModule management,
             PeerConnections connections, RequestLoop loop, Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages,
-            BooleanSupplier closing) {
+            HealthCheck rootHealth) {
         this.config = config;
         this.metrics = metrics;
         this.l1 = l1;
@@ -70,7 +70,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.loop = loop;
         this.cudaStatus = cudaStatus;
         this.preparationStages = List.copyOf(preparationStages);
-        this.closing = closing;
+        this.rootHealth = rootHealth;
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -85,8 +85,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     /** Null when healthy; otherwise what is wrong (for /healthcheck). */
     @Override
     public String unhealthyReason() {
-        if (closing.getAsBoolean()) {
-            return "shutting down";
+        // what only the composition root knows: shutting down, an agent that hit an Error
+        String root = rootHealth.unhealthyReason();
+        if (root != null) {
+            return root;
         }
         if (!loop.isRunning()) {
             return "request loop is not running";
