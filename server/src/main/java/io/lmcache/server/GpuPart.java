@@ -7,9 +7,10 @@ import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.config.Tuning;
 import io.lmcache.server.cuda.CudaException;
+import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
-import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferCatalogue;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.NumaCalls;
@@ -79,10 +80,18 @@ final class GpuPart {
         return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors, hostFnWake) : null;
     }
 
+    /** GPU time and bytes of the copies (CUDA hosts only): bytes over seconds is the rate the copies ran at on the GPU. */
     void bindMetrics(ServerMetrics metrics) {
-        if (backend.available()) {
-            MetricsBinder.bindGpu(metrics, backend);
+        if (!backend.available()) {
+            return;
         }
+        for (Direction direction : Direction.values()) {
+            String op = direction == Direction.TO_POOL ? "store" : "retrieve";
+            // runs on: lmcache-http-* (each scrape); the reset hook below on the /metrics/reset request
+            metrics.functionCounter(TransferCatalogue.GPU_COPY_SECONDS, backend, g -> g.copyNanos(direction) / 1e9, op);
+            metrics.functionCounter(TransferCatalogue.GPU_COPY_BYTES, backend, g -> g.copyBytes(direction), op);
+        }
+        metrics.onReset(backend::resetCopyCounters);
     }
 
     /** {@code /status}'s {@code cuda} field; null (left out) on a host without CUDA. */

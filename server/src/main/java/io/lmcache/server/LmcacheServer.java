@@ -15,18 +15,17 @@ import io.lmcache.server.http.ServerHttp;
 import io.lmcache.server.http.ServerView;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.liveness.LivenessMeters;
 import io.lmcache.server.liveness.Reaper;
 import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
-import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
-import io.lmcache.server.metrics.ActivityLog;
 import io.lmcache.server.metrics.KvEventMetrics;
-import io.lmcache.server.metrics.MetricsBinder;
+import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EngineDrivenTransferModule;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
@@ -36,8 +35,10 @@ import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
+import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.tier.L2Tier;
 import java.util.ArrayList;
 import java.util.List;
@@ -86,7 +87,7 @@ public final class LmcacheServer implements AutoCloseable {
     private LmcacheServer(ServerConfig config, GpuPart gpu) {
         this.config = config;
         this.gpu = gpu;
-        this.metrics = new ServerMetrics(config.operator().serviceInstanceId());
+        this.metrics = new ServerMetrics(config.operator().serviceInstanceId(), new ServerMetrics.Build(Versions.version(), Versions.commit()));
         try {
             // runs on: the thread that calls close(); closed last, after every part that logs
             add("rate-limited log summaries", RateLimitedLog::flushPending);
@@ -119,7 +120,10 @@ public final class LmcacheServer implements AutoCloseable {
             management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, ServerView.livenessSettings(config));
             management.advertise(kvEvents);
             // runs on: lmcache-http-* (each scrape)
-            MetricsBinder.bindCore(metrics, l1.store(), reaper, releases, lookup::pendingResults);
+            StoreMeters.bind(metrics, l1.store());
+            LivenessMeters.bind(metrics, reaper);
+            LivenessMeters.bind(metrics, releases);
+            metrics.gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, lookup::pendingResults);
             gpu.bindMetrics(metrics);
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
             // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
@@ -131,9 +135,9 @@ public final class LmcacheServer implements AutoCloseable {
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);
             // runs on: lmcache-housekeeping (the activity log reads the tracked-instance count)
             List<Agent> agents = Stream.of(l1.evictionController(config, sweepers),
-                    new ActivityLog(metrics, l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases,
+                    new ActivityLog(metrics, dispatcher.meters(), l1.store(), reaper::trackedInstances, ACTIVITY_INTERVAL_NS), reaper, releases,
                     l2.evictionAgent()).filter(Objects::nonNull).toList();
-            MetricsBinder.bindAgents(metrics, agentErrors, Stream.concat(agents.stream().map(Agent::roleName),
+            agentErrors.bindMeters(metrics, Stream.concat(agents.stream().map(Agent::roleName),
                     Stream.ofNullable(cudaEvents).map(runner -> runner.agent().roleName())).toList());
             // stops after the drain and before the modules it sweeps and reaps close
             housekeeping = add(Housekeeping.runner(agentErrors, agents));
@@ -149,10 +153,10 @@ public final class LmcacheServer implements AutoCloseable {
             streams.setWake(kvEventStreams::wake);
             loop.setStreamControl(streams);
             KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
-            // its health check reads closed; runs on: lmcache-http-*
+            // its health check reads closed and the agents' Errors; runs on: lmcache-http-*
             ServerView view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
                     new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
-                    new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed);
+                    new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed ? "shutting down" : agentErrors.fatalReason());
             ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());

@@ -23,12 +23,12 @@
  *     table; SYNC handlers (PING, GET_CHUNK_SIZE, engine-driven REGISTER/UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT)
  *     and small QUICK ones (the lookup family) inline; sends every reply</td>
  *     <td>the ROUTER socket and the ZeroMQ context (the only thread that touches them)</td>
- *     <td>the dispatcher, the reply queue, {@code loop.PeerConnections}; never a driver call or a native close</td>
+ *     <td>the dispatcher, the reply queue, {@code peer.PeerConnections}; never a driver call or a native close</td>
  *     <td>closed first ({@code shutdown}: stop accepting, answer what is in flight, 100 ms receive timeout);
  *     closes the context last</td></tr>
  * <tr><td>lmcache-connection-monitor</td><td>{@code loop.ConnectionMonitor}: closes ZeroMQ connections that stall
  *     (its accept/close events run on JeroMQ's I/O thread, the ROUTER's event hook)</td>
- *     <td>nothing of ZeroMQ's</td><td>its table of open connections (concurrent), {@code loop.PeerConnections} (thread-safe)</td>
+ *     <td>nothing of ZeroMQ's</td><td>its table of open connections (concurrent), {@code peer.PeerConnections} (thread-safe)</td>
  *     <td>flag and a 250 ms sleep; joined by the request loop before the context closes</td></tr>
  * <tr><td>lmcache-health-probe</td><td>{@code loop.LoopbackProbe}: a PING a second through the ROUTER over TCP, for
  *     the health check</td>
@@ -56,7 +56,7 @@
  * <tr><td>lmcache-housekeeping</td><td>one {@code agent.CompositeAgent} ({@code agent.Housekeeping}):
  *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps,
  *     the rate-limited logs' "suppressed N" summaries, watermark eviction),
- *     {@code metrics.ActivityLog}, {@code liveness.Reaper} (the worker reaper), the release watchdog
+ *     {@code ActivityLog}, {@code liveness.Reaper} (the worker reaper), the release watchdog
  *     ({@code liveness.ReleaseThread.doWork}) and, with an evicting L2 adapter, {@code tier.L2EvictionController}</td>
  *     <td>the agents' deadlines</td><td>the object store, leases, prefetch results, modules (under their locks);
  *     the end-of-life queue (enqueue only); metrics</td>

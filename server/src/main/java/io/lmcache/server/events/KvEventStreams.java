@@ -2,10 +2,10 @@ package io.lmcache.server.events;
 
 import io.lmcache.server.agent.Agent;
 import io.lmcache.server.logging.RateLimitedLog;
-import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.StreamControl;
 import io.lmcache.server.loop.StreamTarget;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.ReplyEncoder;
 import io.lmcache.server.protocol.Request;

@@ -3,6 +3,7 @@ package io.lmcache.server.http;
 import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -24,8 +25,6 @@ import org.slf4j.LoggerFactory;
  * sidecar's own pod or host), so a server bound to 0.0.0.0 is never open to the network by default.
  */
 public final class AdminGuard {
-    private static final String REFUSED = "lmcache_mp.http_refused";
-    private static final String REFUSED_HELP = "mutating HTTP requests refused, by reason";
     private static final RateLimitedLog LINES = new RateLimitedLog(LoggerFactory.getLogger(AdminGuard.class), "refused HTTP mutations", 10);
 
     private final byte[] token;
@@ -38,7 +37,7 @@ public final class AdminGuard {
         this.httpHost = httpHost;
         this.metrics = metrics;
         for (String reason : new String[] {"cross_origin", "not_json", "unauthorized", "not_loopback"}) {
-            metrics.declare(REFUSED, REFUSED_HELP, "reason", reason);
+            metrics.declare(ServerCatalogue.HTTP_REFUSED, reason);
         }
     }
 
@@ -89,7 +88,7 @@ public final class AdminGuard {
     }
 
     private HttpApi.Response refuse(HttpExchange exchange, String reason, int status, String error) {
-        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        metrics.increment(ServerCatalogue.HTTP_REFUSED, reason);
         LINES.warn("HTTP {} {} from {} refused ({}): {}", LogText.clip(exchange.getRequestMethod()),
                 LogText.clip(exchange.getRequestURI().getPath()), exchange.getRemoteAddress(), status, error);
         return HttpApi.Response.json(status, Map.of("error", error));

@@ -2,7 +2,6 @@ package io.lmcache.server.http;
 
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
-import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EngineDrivenTransferModule;
@@ -10,6 +9,7 @@ import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
+import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
@@ -18,7 +18,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -47,7 +46,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final RequestLoop loop;
     private final Supplier<Map<String, Object>> cudaStatus;
     private final List<String> preparationStages;
-    private final BooleanSupplier closing;
+    private final HealthCheck rootHealth;
 
     /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
     public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
@@ -68,9 +67,12 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
      */
     public record Device(Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages) {}
 
-    /** {@code closing}: whether the server is shutting down (the health check fails from then on). */
+    /**
+     * {@code rootHealth} says what only the composition root knows is wrong (shutting down, an agent that hit an Error), or
+     * null.
+     */
     public ServerView(ServerConfig config, ServerMetrics metrics, Storage storage, Modules modules, Transport transport, Device device,
-            BooleanSupplier closing) {
+            HealthCheck rootHealth) {
         this.config = config;
         this.metrics = metrics;
         this.l1 = storage.l1();
@@ -84,7 +86,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.loop = transport.loop();
         this.cudaStatus = device.cudaStatus();
         this.preparationStages = List.copyOf(device.preparationStages());
-        this.closing = closing;
+        this.rootHealth = rootHealth;
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -99,8 +101,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     /** Null when healthy; otherwise what is wrong (for /healthcheck). */
     @Override
     public String unhealthyReason() {
-        if (closing.getAsBoolean()) {
-            return "shutting down";
+        // what only the composition root knows: shutting down, an agent that hit an Error
+        String root = rootHealth.unhealthyReason();
+        if (root != null) {
+            return root;
         }
         if (!loop.isRunning()) {
             return "request loop is not running";

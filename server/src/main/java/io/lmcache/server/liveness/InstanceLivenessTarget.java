@@ -1,6 +1,6 @@
 package io.lmcache.server.liveness;
 
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.peer.PeerId;
 import java.util.List;
 
 /**

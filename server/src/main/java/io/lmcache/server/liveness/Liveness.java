@@ -1,7 +1,7 @@
 package io.lmcache.server.liveness;
 
-import io.lmcache.server.loop.PeerConnections;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;

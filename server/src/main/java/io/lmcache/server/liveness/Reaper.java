@@ -1,7 +1,7 @@
 package io.lmcache.server.liveness;
 
 import io.lmcache.server.agent.Agent;
-import io.lmcache.server.loop.PeerConnections;
+import io.lmcache.server.peer.PeerConnections;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;

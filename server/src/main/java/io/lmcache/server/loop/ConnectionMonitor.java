@@ -5,6 +5,7 @@ import io.lmcache.server.config.ConnectionSettings;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ConnectionMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerConnections;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.channels.ServerSocketChannel;

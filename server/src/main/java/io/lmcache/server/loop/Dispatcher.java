@@ -6,7 +6,9 @@ import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.logging.RateLimitedLogs;
 import io.lmcache.server.metrics.PhaseTimes;
+import io.lmcache.server.metrics.RequestCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.Reply;
@@ -41,7 +43,7 @@ public final class Dispatcher implements AutoCloseable {
 
     private final OpTable table;
     private final ReplyQueue replies;
-    private final ServerMetrics metrics;
+    private final RequestMeters requests;
     private final ExecutorService normalPool;
     private final ExecutorService transferPool;
     private final SpinningTaskQueue transferQueue;
@@ -70,18 +72,22 @@ public final class Dispatcher implements AutoCloseable {
     public Dispatcher(OpTable table, ReplyQueue replies, ServerMetrics metrics, int cpuWorkers, int transferWorkers, long transferSpinNs) {
         this.table = table;
         this.replies = replies;
-        this.metrics = metrics;
-        overBudgetRequests = metrics.declare("lmcache_mp.requests_over_frame_budget",
-                "requests answered with their failure value because one of their frames did not fit the ZeroMQ frame budget");
+        this.requests = new RequestMeters(metrics);
+        overBudgetRequests = metrics.declare(RequestCatalogue.REQUESTS_OVER_FRAME_BUDGET);
         for (Op op : Op.values()) {
             if (table.entry(op) instanceof OpEntry.Handled<?> h && h.kind() == HandlerKind.QUICK) {
-                metrics.countInline(op);
+                requests.countInline(op);
             }
         }
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
         this.transferQueue = new SpinningTaskQueue(transferSpinNs);
         this.transferPool = NamedThreads.spinningPool("lmcache-transfer", transferWorkers, transferQueue);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
+    }
+
+    /** The request path's meters (the activity log reads the request counts). */
+    public RequestMeters meters() {
+        return requests;
     }
 
     /** Requests accepted and not yet answered. */
@@ -98,7 +104,7 @@ public final class Dispatcher implements AutoCloseable {
      * the peer's, see {@code FrameBudget}). Answered at once with the op's failure value: the client waits.
      */
     public void overBudget(Inbound in) {
-        metrics.request(in.op());
+        requests.request(in.op());
         overBudgetRequests.increment();
         if (table.entry(in.op()) instanceof OpEntry.Handled<?> entry) {
             inflight.incrementAndGet();
@@ -111,7 +117,7 @@ public final class Dispatcher implements AutoCloseable {
 
     /** Called on the socket thread for every request with a known op. */
     public void dispatch(Inbound in) {
-        metrics.request(in.op());
+        requests.request(in.op());
         if (in.op() == Op.LOOKUP && transferQueue.claimPrime()) {
             // a hit's RETRIEVE follows within milliseconds and waits for its copy: wake a transfer thread now, to spin for it
             try {
@@ -135,12 +141,12 @@ public final class Dispatcher implements AutoCloseable {
             R request = entry.decoder().decode(CODEC.get().decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
             entry.handler().open(request, target);
         } catch (ProtocolException e) {
-            metrics.badRequest(e.reason());
+            requests.badRequest(e.reason());
             BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; ending its stream at once",
                     in.op().wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
             replies.offer(target.reply(null));
         } catch (RuntimeException e) {
-            metrics.handlerError(in.op());
+            requests.handlerError(in.op());
             HANDLER_FAILURE_LINES.error("{} handler failed for peer {}; ending its stream", in.op().wireName(), LogText.clip(in.peer()), e);
             replies.offer(target.reply(null));
         }
@@ -154,7 +160,7 @@ public final class Dispatcher implements AutoCloseable {
                 case SYNC -> run(in, entry);
                 case QUICK -> {
                     if (normalPending.get() == 0 && in.payloadBytes() <= QUICK_INLINE_MAX_PAYLOAD_BYTES) {
-                        metrics.inlineRequest(in.op());
+                        requests.inlineRequest(in.op());
                         run(in, entry);
                     } else {
                         runNormal(in, entry);
@@ -190,19 +196,19 @@ public final class Dispatcher implements AutoCloseable {
 
     /** Socket thread: a message whose op frame names no operation we know. No reply: there is nothing valid to send. */
     public void unknownOp(byte[] opFrame, String detail) {
-        metrics.unknownOp();
+        requests.unknownOp();
         UNKNOWN_OP_LINES.warn("request with unknown op {} ({}): no handler, no reply", LogText.hex(opFrame), LogText.message(detail));
     }
 
     /** Socket thread: a message that cannot even be correlated (fewer than identity, uid and op). */
     public void shortMessage(int frames) {
-        metrics.shortMessage();
+        requests.shortMessage();
         SHORT_MESSAGE_LINES.warn("message with {} frame(s) dropped: a request needs identity, uid and op", frames);
     }
 
     /** Socket thread: a uid or op frame too long to be any client's; not answered (the reply would echo it). */
     public void oversizedEnvelope(int uidBytes, int opBytes) {
-        metrics.oversizedEnvelope();
+        requests.oversizedEnvelope();
         OVERSIZED_ENVELOPE_LINES.warn("message with a {}-byte uid and a {}-byte op frame dropped unanswered: a client's uid is at most"
                 + " {} bytes and its op frame at most {}", uidBytes, opBytes, RequestLoop.MAX_UID_BYTES, RequestLoop.MAX_OP_BYTES);
     }
@@ -217,20 +223,20 @@ public final class Dispatcher implements AutoCloseable {
         int payloads = in.payloadCount();
         int max = entry.maxPayloads();
         if (payloads > max) {
-            metrics.ignoredFrames(payloads - max);
+            requests.ignoredFrames(payloads - max);
             payloads = max;
         }
         R request;
         try {
             request = entry.decoder().decode(codec.decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
         } catch (ProtocolException e) {
-            metrics.badRequest(e.reason());
+            requests.badRequest(e.reason());
             BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; answering with its failure value",
                     op.wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
             reply(in, entry);
             return;
         } catch (RuntimeException e) {
-            metrics.handlerError(op);
+            requests.handlerError(op);
             HANDLER_FAILURE_LINES.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(),
                     LogText.clip(in.peer()), e);
             reply(in, entry);
@@ -244,7 +250,7 @@ public final class Dispatcher implements AutoCloseable {
                 throw new IllegalStateException("handler returned null");
             }
         } catch (Throwable t) {
-            metrics.handlerError(op);
+            requests.handlerError(op);
             HANDLER_FAILURE_LINES.error("{} handler failed for peer {}; answering with its failure value", op.wireName(),
                     LogText.clip(in.peer()), t);
             result = entry.failure().get();
@@ -279,12 +285,12 @@ public final class Dispatcher implements AutoCloseable {
         try {
             payload = CODEC.get().encoder.encode(reply);
         } catch (RuntimeException e) {
-            metrics.handlerError(in.op());
+            requests.handlerError(in.op());
             HANDLER_FAILURE_LINES.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
             payload = CODEC.get().encoder.encode(entry.failure().get());
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
-        metrics.latency(in.op(), System.nanoTime() - in.receivedNs());
+        requests.latency(in.op(), System.nanoTime() - in.receivedNs());
         inflightBytes.addAndGet(-in.payloadBytes());
         inflight.decrementAndGet();
     }
@@ -292,7 +298,7 @@ public final class Dispatcher implements AutoCloseable {
     /** No reply: the client treats the feature as unavailable. Counted and warned about here, on the socket thread. */
     private void unsupported(OpEntry.Unsupported entry) {
         Op op = entry.op();
-        metrics.unsupportedOp(op);
+        requests.unsupportedOp(op);
         boolean first;
         synchronized (warnedUnsupported) {
             first = warnedUnsupported.add(op);

@@ -2,6 +2,7 @@ package io.lmcache.server.loop;
 
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.ZeromqCatalogue;
 import java.lang.ref.PhantomReference;
 import java.lang.ref.Reference;
 import java.lang.ref.ReferenceQueue;
@@ -85,15 +86,11 @@ final class FrameBudget implements MsgAllocator {
         this.messageEnded = messageEnded;
         // the cap (setMaxMsgSize) is below 2 GiB, so a sink of the cap fits any frame JeroMQ accepts
         sink = ByteBuffer.allocate((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
-        abandoned = metrics.declare("lmcache_mp.zeromq_frames_abandoned",
-                "long frames given back unfinished or unread: their connection closed (or was closed for stalling) mid-frame");
-        parts = new PartLimit(metrics.declare("lmcache_mp.zeromq_messages_cut",
-                "messages ended by the server at " + PartLimit.MAX_PARTS + " frames (a peer that never sends a last frame)"));
-        overBudget = metrics.declare("lmcache_mp.zeromq_frames_over_budget",
-                "frames over the ZeroMQ frame budget (many connections mid-way through long frames): their requests get their failure value");
+        abandoned = metrics.declare(ZeromqCatalogue.FRAMES_ABANDONED);
+        parts = new PartLimit(metrics.declare(ZeromqCatalogue.MESSAGES_CUT));
+        overBudget = metrics.declare(ZeromqCatalogue.FRAMES_OVER_BUDGET);
         // runs on: lmcache-http-* (each scrape)
-        metrics.gauge("lmcache_mp.zeromq_frame_bytes_held", "bytes of long frames received and not yet copied by the request loop",
-                reservedBytes::get);
+        metrics.gauge(ZeromqCatalogue.FRAME_BYTES_HELD, reservedBytes::get);
     }
 
     /**

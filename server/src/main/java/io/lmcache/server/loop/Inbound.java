@@ -1,5 +1,6 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 
 /**

@@ -1,7 +1,9 @@
 package io.lmcache.server.loop;
 
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.RequestCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.LongAdder;
@@ -29,12 +31,10 @@ final class ReplyDrops {
     };
 
     ReplyDrops(ServerMetrics metrics, ReplyQueue replies) {
-        String name = "lmcache_mp.replies_dropped";
-        String description = "replies not sent: the peer does not read (its queue is full), the peer is gone, or the server's queue is full";
-        notReading = metrics.declare(name, description, "reason", "peer_not_reading");
-        gone = metrics.declare(name, description, "reason", "peer_gone");
+        notReading = metrics.declare(RequestCatalogue.REPLIES_DROPPED, "peer_not_reading");
+        gone = metrics.declare(RequestCatalogue.REPLIES_DROPPED, "peer_gone");
         // runs on: lmcache-http-* (each scrape)
-        metrics.functionCounter(name, description, replies.dropped(), LongAdder::sum, "reason", "server_queue_full");
+        metrics.functionCounter(RequestCatalogue.REPLIES_DROPPED, replies.dropped(), LongAdder::sum, "server_queue_full");
         // runs on: lmcache-http-* (POST /metrics/reset)
         metrics.onReset(replies.dropped()::reset);
     }

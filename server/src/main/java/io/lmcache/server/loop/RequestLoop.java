@@ -5,6 +5,8 @@ import io.lmcache.server.config.ConnectionSettings;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.RequestDecoder;

@@ -1,5 +1,7 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.peer.PeerId;
+
 /**
  * What the socket thread tells the owner of streaming replies: a control frame {@code [identity, uid, b"", command]} (LMCache's
  * {@code ack} and {@code cancel}; an empty op frame is never a malformed request), and a peer that a reply could not reach

@@ -2,6 +2,7 @@ package io.lmcache.server.loop;
 
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.ZeromqCatalogue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Consumer;
@@ -27,8 +28,8 @@ final class TransportDeaths {
     private volatile Consumer<String> listener;
 
     TransportDeaths(ServerMetrics metrics) {
-        ioThreadDeaths = metrics.declare("lmcache_mp.zeromq_io_thread_deaths", "JeroMQ I/O threads that died (the ROUTER stops serving)");
-        ioErrors = metrics.declare("lmcache_mp.zeromq_io_errors", "exceptions JeroMQ's I/O thread survived");
+        ioThreadDeaths = metrics.declare(ZeromqCatalogue.IO_THREAD_DEATHS);
+        ioErrors = metrics.declare(ZeromqCatalogue.IO_ERRORS);
     }
 
     void onDeath(Consumer<String> deathListener) {

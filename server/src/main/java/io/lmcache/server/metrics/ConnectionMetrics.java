@@ -16,13 +16,10 @@ import java.util.function.Supplier;
 public record ConnectionMetrics(LongAdder overCap, LongAdder noDescriptor, LongAdder acceptFailures, LongAdder stalled) {
     /** Declares the series; {@code open} is read at each scrape. */
     public static ConnectionMetrics declare(ServerMetrics metrics, Supplier<Number> open) {
-        String refused = "lmcache_mp.zeromq_connections_refused";
-        String refusedHelp = "ZeroMQ connections closed as they were accepted: over --max-connections, or no descriptor left";
         // runs on: lmcache-http-* (each scrape)
-        metrics.gauge("lmcache_mp.zeromq_connections_open", "ZeroMQ TCP connections open (the health probe's included)", open);
-        return new ConnectionMetrics(metrics.declare(refused, refusedHelp, "reason", "over_cap"),
-                metrics.declare(refused, refusedHelp, "reason", "no_descriptor"),
-                metrics.declare("lmcache_mp.zeromq_accept_failures", "accept() calls of the ZeroMQ listener that failed"),
-                metrics.declare("lmcache_mp.zeromq_connections_closed", "ZeroMQ connections the server closed", "reason", "stalled"));
+        metrics.gauge(ZeromqCatalogue.CONNECTIONS_OPEN, open);
+        return new ConnectionMetrics(metrics.declare(ZeromqCatalogue.CONNECTIONS_REFUSED, "over_cap"),
+                metrics.declare(ZeromqCatalogue.CONNECTIONS_REFUSED, "no_descriptor"), metrics.declare(ZeromqCatalogue.ACCEPT_FAILURES),
+                metrics.declare(ZeromqCatalogue.CONNECTIONS_CLOSED, "stalled"));
     }
 }

@@ -29,22 +29,17 @@ public final class KvEventMetrics {
 
     // runs on: lmcache-http-* (each scrape), every function below
     public static void bind(ServerMetrics metrics, Source source) {
-        metrics.gauge("lmcache_mp.kv_events.log_depth", "KV-event records the log retains", source::logDepth);
-        metrics.gauge("lmcache_mp.kv_events.subscribers", "open subscribe_kv_events streams", source::subscribers);
+        metrics.gauge(KvEventCatalogue.LOG_DEPTH, source::logDepth);
+        metrics.gauge(KvEventCatalogue.SUBSCRIBERS, source::subscribers);
         for (String kind : List.of("stored", "removed")) {
-            metrics.functionCounter("lmcache_mp.kv_events.records", "KV-event records appended, by kind", source, s -> s.records(kind),
-                    "kind", kind);
+            metrics.functionCounter(KvEventCatalogue.RECORDS, source, s -> s.records(kind), kind);
         }
-        metrics.functionCounter("lmcache_mp.kv_events.lost_markers", "loss markers appended: records dropped before reaching the log",
-                source, Source::lostMarkers);
-        metrics.functionCounter("lmcache_mp.kv_events.unbound_stores", "L2 stores not announced: no STORE bound the chunk to its tokens",
-                source, Source::unboundStores);
-        metrics.functionCounter("lmcache_mp.kv_events.subscriptions", "subscribe_kv_events streams opened", source,
-                Source::subscriptionsOpened);
-        metrics.functionCounter("lmcache_mp.kv_events.batches", "KV-event batches sent on streams", source, Source::batchesSent);
+        metrics.functionCounter(KvEventCatalogue.LOST_MARKERS, source, Source::lostMarkers);
+        metrics.functionCounter(KvEventCatalogue.UNBOUND_STORES, source, Source::unboundStores);
+        metrics.functionCounter(KvEventCatalogue.SUBSCRIPTIONS, source, Source::subscriptionsOpened);
+        metrics.functionCounter(KvEventCatalogue.BATCHES, source, Source::batchesSent);
         for (String reason : source.endReasons()) {
-            metrics.functionCounter("lmcache_mp.kv_events.subscriptions_ended", "subscribe_kv_events streams ended, by reason", source,
-                    s -> s.subscriptionsEnded(reason), "reason", reason);
+            metrics.functionCounter(KvEventCatalogue.SUBSCRIPTIONS_ENDED, source, s -> s.subscriptionsEnded(reason), reason);
         }
     }
 }

@@ -54,61 +54,43 @@ public final class L2Metrics {
     private final List<Adapter> adapters = new ArrayList<>();
 
     public L2Metrics(ServerMetrics m) {
-        storeSubmitted = m.counter("lmcache_mp.l2_store_submitted_requests", "L2 store tasks submitted (one per adapter and batch of objects)");
-        storeSubmittedObjects = new Family(m, "lmcache_mp.l2_store_submitted_objects_chunks", "objects submitted for writing to L2",
-                "cache_salt");
-        storeCompletedObjects = new Family(m, "lmcache_mp.l2_store_completed_objects_chunks", "objects written to L2 (tasks that succeeded)",
-                "cache_salt");
-        storeFailedObjects = new Family(m, "lmcache_mp.l2_store_failed_objects_chunks", "objects of L2 store tasks that failed (not retried)",
-                "cache_salt");
-        String skipped = "committed objects not written to L2, by reason (backlog: the write-through backlog was full; no_layout, "
-                + "ambiguous_layout: no single registered world size has objects of that shape, so the packed kv rank is unknown)";
-        storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "backlog");
-        storeNoLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "no_layout");
-        storeAmbiguousLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "ambiguous_layout");
-        prefetchLookups = m.counter("lmcache_mp.l2_prefetch_lookup_requests", "LOOKUPs that asked L2 for the chunks L1 did not hit");
-        prefetchLookupObjects = new Family(m, "lmcache_mp.l2_prefetch_lookup_objects_chunks", "objects asked of L2 by those LOOKUPs",
-                "cache_salt");
-        prefetchHitObjects = m.counter("lmcache_mp.l2_prefetch_hit_chunks", "objects some L2 adapter reported present");
-        loadSubmitted = m.counter("lmcache_mp.l2_prefetch_load_submitted_requests", "L2 load tasks submitted (one per adapter and LOOKUP)");
-        loadSubmittedObjects = new Family(m, "lmcache_mp.l2_prefetch_load_submitted_objects_chunks", "objects submitted for loading from L2",
-                "cache_salt");
-        loadCompletedObjects = new Family(m, "lmcache_mp.l2_prefetch_load_completed_chunks", "objects loaded from L2 into L1", "cache_salt");
-        prefetchL1Oom = new Family(m, "lmcache_mp.l2_prefetch_failure_chunks", "objects found in L2 but not loaded, by reason", "model_name",
-                "reason", "l1_oom");
-        prefetchNotFound = new Family(m, "lmcache_mp.l2_prefetch_failure_chunks", "objects found in L2 but not loaded, by reason",
-                "model_name", "reason", "not_found");
-        prefetchNoLayout = m.counter("lmcache_mp.l2_prefetch_rejected_requests", "LOOKUPs answered from L1 alone, by reason", "reason",
-                "no_layout");
-        prefetchQueueFull = m.counter("lmcache_mp.l2_prefetch_rejected_requests", "LOOKUPs answered from L1 alone, by reason", "reason",
-                "queue_full");
-        prefetchObjectGroups = m.counter("lmcache_mp.l2_prefetch_rejected_requests", "LOOKUPs answered from L1 alone, by reason", "reason",
-                "object_groups");
-        prefetchTimeouts = m.counter("lmcache_mp.l2_prefetch_timeout_requests",
-                "LOOKUPs whose L2 prefetch passed its deadline: answered with their L1 hits, the adapters' late answers cleaned up");
-        evictedObjects = new Family(m, "lmcache_mp.l2_evicted_objects_chunks", "objects L2 eviction removed", "cache_salt");
+        storeSubmitted = m.counter(L2Catalogue.STORE_SUBMITTED_REQUESTS);
+        storeSubmittedObjects = new Family(m, L2Catalogue.STORE_SUBMITTED_OBJECTS);
+        storeCompletedObjects = new Family(m, L2Catalogue.STORE_COMPLETED_OBJECTS);
+        storeFailedObjects = new Family(m, L2Catalogue.STORE_FAILED_OBJECTS);
+        storeSkippedObjects = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "backlog");
+        storeNoLayout = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "no_layout");
+        storeAmbiguousLayout = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "ambiguous_layout");
+        prefetchLookups = m.counter(L2Catalogue.PREFETCH_LOOKUP_REQUESTS);
+        prefetchLookupObjects = new Family(m, L2Catalogue.PREFETCH_LOOKUP_OBJECTS);
+        prefetchHitObjects = m.counter(L2Catalogue.PREFETCH_HIT_CHUNKS);
+        loadSubmitted = m.counter(L2Catalogue.LOAD_SUBMITTED_REQUESTS);
+        loadSubmittedObjects = new Family(m, L2Catalogue.LOAD_SUBMITTED_OBJECTS);
+        loadCompletedObjects = new Family(m, L2Catalogue.LOAD_COMPLETED_OBJECTS);
+        prefetchL1Oom = new Family(m, L2Catalogue.PREFETCH_FAILURE_CHUNKS, "l1_oom");
+        prefetchNotFound = new Family(m, L2Catalogue.PREFETCH_FAILURE_CHUNKS, "not_found");
+        prefetchNoLayout = m.counter(L2Catalogue.PREFETCH_REJECTED_REQUESTS, "no_layout");
+        prefetchQueueFull = m.counter(L2Catalogue.PREFETCH_REJECTED_REQUESTS, "queue_full");
+        prefetchObjectGroups = m.counter(L2Catalogue.PREFETCH_REJECTED_REQUESTS, "object_groups");
+        prefetchTimeouts = m.counter(L2Catalogue.PREFETCH_TIMEOUT_REQUESTS);
+        evictedObjects = new Family(m, L2Catalogue.EVICTED_OBJECTS);
     }
 
     /** Declares adapter {@code index}'s series; {@code usedBytes} is read on each scrape (lmcache-http-*). */
     public Adapter adapter(ServerMetrics m, int index, String type, LongSupplier usedBytes) {
-        String[] tags = {"l2_name", type, "adapter_index", Integer.toString(index)};
+        String[] tags = {type, Integer.toString(index)};
         AtomicInteger stores = new AtomicInteger();
         AtomicInteger loads = new AtomicInteger();
         AtomicLong loadBytes = new AtomicLong();
-        Adapter adapter = new Adapter(m.counter("lmcache_mp.l2_store_completed_requests", "L2 store tasks that succeeded", tags),
-                m.counter("lmcache_mp.l2_store_failed_requests", "L2 store tasks that failed", tags),
-                m.counter("lmcache_mp.l2_store_bytes", "bytes written to L2 (a key already there adds none)", tags),
-                m.counter("lmcache_mp.l2_load_completed_requests", "L2 load tasks finished (one per adapter and LOOKUP)", tags),
-                m.counter("lmcache_mp.l2_load_bytes", "bytes loaded from L2", tags), stores, loads, loadBytes,
-                new Throughput(m, "lmcache_mp.l2_store_throughput_GB_per_second",
-                        "GB/s of each L2 store task that wrote bytes, submit to completion (queueing and I/O included)", tags),
-                new Throughput(m, "lmcache_mp.l2_load_throughput_GB_per_second",
-                        "GB/s of each L2 load task that loaded bytes, submit to completion (queueing and I/O included)", tags));
+        Adapter adapter = new Adapter(m.counter(L2Catalogue.STORE_COMPLETED_REQUESTS, tags), m.counter(L2Catalogue.STORE_FAILED_REQUESTS, tags),
+                m.counter(L2Catalogue.STORE_BYTES, tags), m.counter(L2Catalogue.LOAD_COMPLETED_REQUESTS, tags),
+                m.counter(L2Catalogue.LOAD_BYTES, tags), stores, loads, loadBytes, new Throughput(m, L2Catalogue.STORE_THROUGHPUT, tags),
+                new Throughput(m, L2Catalogue.LOAD_THROUGHPUT, tags));
         // runs on: lmcache-http-* (each scrape)
-        m.gauge("lmcache_mp.num_inflight_l2_stores", "L2 store tasks in flight", stores::get, tags);
-        m.gauge("lmcache_mp.num_inflight_l2_loads", "L2 load tasks in flight", loads::get, tags);
-        m.gauge("lmcache_mp.inflight_load_memory_usage_bytes", "L1 bytes reserved by L2 loads in flight", loadBytes::get, tags);
-        m.gauge("lmcache_mp.l2_usage_bytes", "bytes the adapter holds (fs_native: with earlier runs' files)", usedBytes::getAsLong, tags);
+        m.gauge(L2Catalogue.INFLIGHT_STORES, stores::get, tags);
+        m.gauge(L2Catalogue.INFLIGHT_LOADS, loads::get, tags);
+        m.gauge(L2Catalogue.INFLIGHT_LOAD_MEMORY, loadBytes::get, tags);
+        m.gauge(L2Catalogue.USAGE_BYTES, usedBytes::getAsLong, tags);
         adapters.add(adapter);
         return adapter;
     }
@@ -121,8 +103,7 @@ public final class L2Metrics {
      */
     public void adapterEvents(ServerMetrics m, int index, String type, Supplier<Map<String, Long>> counts) {
         for (String event : counts.get().keySet()) {
-            m.functionCounter("lmcache_mp.l2_adapter_events", "the adapter's own events, by kind (its /status entry says more)", counts,
-                    c -> c.get().getOrDefault(event, 0L), "l2_name", type, "adapter_index", Integer.toString(index), "event", event);
+            m.functionCounter(L2Catalogue.ADAPTER_EVENTS, counts, c -> c.get().getOrDefault(event, 0L), type, Integer.toString(index), event);
         }
     }
 
@@ -131,23 +112,22 @@ public final class L2Metrics {
     }
 
     /**
-     * One counter per value of a label that comes from the wire ({@code cache_salt} or {@code model_name}), next to fixed tags: a
+     * One counter per value of a label that comes from the wire ({@code cache_salt} or {@code model_name}, the entry's last label), next to
+     * fixed values of its other labels: a
      * value's series is made at its first use (or by {@link #declare}), bounded by {@link LabelValues}. {@link #sum} is the total
      * over the values, zeroed with the series by {@code POST /metrics/reset}.
      */
     public static final class Family {
         private final ServerMetrics metrics;
-        private final String name;
-        private final String help;
+        private final L2Catalogue entry;
         private final String label;
         private final String[] fixed;
         private final LongAdder total;
 
-        Family(ServerMetrics metrics, String name, String help, String label, String... fixed) {
+        Family(ServerMetrics metrics, L2Catalogue entry, String... fixed) {
             this.metrics = metrics;
-            this.name = name;
-            this.help = help;
-            this.label = label;
+            this.entry = entry;
+            this.label = entry.spec().labels().getLast();
             this.fixed = fixed;
             this.total = new LongAdder();
             metrics.onReset(total::reset);
@@ -155,11 +135,10 @@ public final class L2Metrics {
 
         /** Makes {@code value}'s series now, at zero, so a dashboard sees it before the first event. */
         public LongAdder declare(String value) {
-            String[] tags = new String[fixed.length + 2];
-            System.arraycopy(fixed, 0, tags, 0, fixed.length);
-            tags[fixed.length] = label;
-            tags[fixed.length + 1] = metrics.label(label, value);
-            return metrics.declare(name, help, tags);
+            String[] values = new String[fixed.length + 1];
+            System.arraycopy(fixed, 0, values, 0, fixed.length);
+            values[fixed.length] = metrics.label(label, value);
+            return metrics.declare(entry, values);
         }
 
         public void add(String value, long count) {
@@ -181,15 +160,13 @@ public final class L2Metrics {
     public static final class Throughput {
         private final AtomicReference<DistributionSummary> summary = new AtomicReference<>();
         private final ServerMetrics metrics;
-        private final String name;
-        private final String help;
-        private final String[] tags;
+        private final L2Catalogue entry;
+        private final String[] values;
 
-        Throughput(ServerMetrics metrics, String name, String help, String... tags) {
+        Throughput(ServerMetrics metrics, L2Catalogue entry, String... values) {
             this.metrics = metrics;
-            this.name = name;
-            this.help = help;
-            this.tags = tags;
+            this.entry = entry;
+            this.values = values;
             summary.set(create());
             // runs on: lmcache-http-* (the /metrics/reset request)
             metrics.onReset(() -> {
@@ -199,8 +176,7 @@ public final class L2Metrics {
         }
 
         private DistributionSummary create() {
-            return DistributionSummary.builder(name).description(help).tags(tags).serviceLevelObjectives(THROUGHPUT_BUCKETS)
-                    .register(metrics.registry());
+            return metrics.summary(entry, values).serviceLevelObjectives(THROUGHPUT_BUCKETS).register(metrics.registry());
         }
 
         /** {@code bytes} moved in {@code elapsedNs}; nothing moved (every key already there) or no time measured gives no sample. */

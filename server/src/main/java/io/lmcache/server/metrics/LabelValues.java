@@ -42,9 +42,7 @@ final class LabelValues {
             values.add(text);
             return text;
         }
-        folded.computeIfAbsent(label, l -> metrics.declare("lmcache_mp.metric_label_values_folded",
-                "series updates whose label value was counted under _other: the label had " + LIMIT + " distinct values already",
-                "label", l)).increment();
+        folded.computeIfAbsent(label, l -> metrics.declare(ServerCatalogue.LABEL_VALUES_FOLDED, l)).increment();
         FOLDED_LINES.warn("more than {} distinct values of the metric label {}: '{}' and later ones are counted under {}", LIMIT, label,
                 LogText.clip(text), OTHER);
         return OTHER;

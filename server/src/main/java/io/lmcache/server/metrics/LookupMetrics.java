@@ -19,8 +19,6 @@ import java.util.concurrent.atomic.LongAdder;
  * earlier spelling of the tier split, kept for one release as deprecated aliases.
  */
 public final class LookupMetrics {
-    private static final String DEPRECATED = "DEPRECATED, removed in the next release: use ";
-
     /**
      * Why a LOOKUP returned before probing the cache, as LMCache's {@code reason} label says it. LMCache
      * has two more, {@code no_gpu_context} and {@code no_group_layout_descs}: it answers 0 to a LOOKUP for
@@ -56,8 +54,8 @@ public final class LookupMetrics {
     LookupMetrics(ServerMetrics metrics, LabelValues labels) {
         this.metrics = metrics;
         this.labels = labels;
-        deprecatedL1 = metrics.counter("lmcache_mp.lookup_hit_l1", DEPRECATED + "lmcache_mp_lookup_hit_l1_tokens_total");
-        deprecatedL2 = metrics.counter("lmcache_mp.lookup_hit_l2", DEPRECATED + "lmcache_mp_lookup_hit_l2_tokens_total");
+        deprecatedL1 = metrics.counter(LookupCatalogue.DEPRECATED_HIT_L1);
+        deprecatedL2 = metrics.counter(LookupCatalogue.DEPRECATED_HIT_L2);
     }
 
     /**
@@ -109,26 +107,11 @@ public final class LookupMetrics {
     private Series create(String model, String salt) {
         LongAdder[] earlyExits = new LongAdder[EarlyExit.values().length];
         for (EarlyExit reason : EarlyExit.values()) {
-            earlyExits[reason.ordinal()] = declare("lmcache_mp.lookup_early_exit_requests",
-                    "LOOKUPs that returned before probing the cache, by reason (they count 0 tokens)", model, salt, "reason", reason.label());
+            earlyExits[reason.ordinal()] = metrics.declare(LookupCatalogue.EARLY_EXITS, model, salt, reason.label());
         }
-        return new Series(declare("lmcache_mp.lookup_requested_tokens", "tokens asked for by LOOKUP (whole chunks)", model, salt),
-                declare("lmcache_mp.lookup_hit_tokens", "tokens found by LOOKUP (leading whole chunks on every kv rank)", model, salt),
-                declare("lmcache_mp.lookup_hit_l1_tokens", "of lookup_hit_tokens: tokens L1 served on its own", model, salt),
-                declare("lmcache_mp.lookup_hit_l2_tokens", "of lookup_hit_tokens: tokens an L2 load added beyond L1's prefix", model, salt),
-                declare("lmcache_mp.lookup_hit_l1_keys", "objects of LOOKUP hits found in L1 (one per chunk, kv rank and object group)", model,
-                        salt),
-                declare("lmcache_mp.lookup_hit_l2_keys", "objects of LOOKUP hits loaded from L2", model, salt),
-                declare("lmcache_mp.lookups_requests", "completed LOOKUPs, early exits included", model, salt), earlyExits);
-    }
-
-    private LongAdder declare(String name, String help, String model, String salt, String... more) {
-        String[] tags = new String[4 + more.length];
-        tags[0] = "model_name";
-        tags[1] = model;
-        tags[2] = "cache_salt";
-        tags[3] = salt;
-        System.arraycopy(more, 0, tags, 4, more.length);
-        return metrics.declare(name, help, tags);
+        return new Series(metrics.declare(LookupCatalogue.REQUESTED_TOKENS, model, salt), metrics.declare(LookupCatalogue.HIT_TOKENS, model, salt),
+                metrics.declare(LookupCatalogue.HIT_L1_TOKENS, model, salt), metrics.declare(LookupCatalogue.HIT_L2_TOKENS, model, salt),
+                metrics.declare(LookupCatalogue.HIT_L1_KEYS, model, salt), metrics.declare(LookupCatalogue.HIT_L2_KEYS, model, salt),
+                metrics.declare(LookupCatalogue.LOOKUPS, model, salt), earlyExits);
     }
 }

@@ -1,9 +1,8 @@
 package io.lmcache.server.metrics;
 
-import io.lmcache.server.config.Versions;
 import io.lmcache.server.logging.LogCounters;
-import io.lmcache.server.protocol.Op;
-import io.lmcache.server.protocol.ProtocolException;
+import io.lmcache.server.metrics.MeterSpec.Type;
+import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
@@ -18,14 +17,10 @@ import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.core.instrument.config.MeterFilter;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import java.time.Duration;
 import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Supplier;
 import java.util.function.ToDoubleFunction;
@@ -36,50 +31,48 @@ import java.util.function.ToDoubleFunction;
  * behind function counters, so a hot path counts without allocating and {@code POST /metrics/reset}
  * can zero them; meters a hot path touches are created once, up front. Every series carries
  * {@code service_instance_id} (LMCache's dashboard groups by it), and the scrape ends with
- * {@code target_info} and {@code lmcache_mp_build_info}.
+ * {@code target_info} and {@code lmcache_mp_build_info}. Every meter is made from an entry of a catalogue
+ * ({@link Catalogues}): the owner of a count binds its meter, naming the entry and giving its label values.
  */
 public final class ServerMetrics {
-    /**
-     * Request latency buckets, receive to reply queued: an inline LOOKUP takes microseconds, a STORE's
-     * handler a millisecond, a stuck one seconds. Explicit buckets aggregate across pods (a summary's
-     * quantiles do not).
-     */
-    private static final Duration[] LATENCY_BUCKETS = {Duration.ofNanos(10_000), Duration.ofNanos(25_000), Duration.ofNanos(50_000),
-        Duration.ofNanos(100_000), Duration.ofNanos(250_000), Duration.ofNanos(500_000), Duration.ofMillis(1), Duration.ofMillis(5),
-        Duration.ofMillis(25), Duration.ofMillis(100), Duration.ofSeconds(1), Duration.ofSeconds(10)};
+    static {
+        // refuses two catalogue entries of one name before any meter is made
+        Catalogues.entryCount();
+    }
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     private final List<LongAdder> resettable = new ArrayList<>();
     private final List<Runnable> resetHooks = new ArrayList<>();
     private final Map<String, LongAdder> dynamic = new ConcurrentHashMap<>();
-    private final Map<Op, LongAdder> requests = new EnumMap<>(Op.class);
-    private final Map<Op, LongAdder> inlineRequests = new EnumMap<>(Op.class);
-    private final Map<Op, LongAdder> handlerErrors = new EnumMap<>(Op.class);
-    private final Map<Op, LongAdder> unsupportedOps = new EnumMap<>(Op.class);
-    private final Map<Op, AtomicReference<Timer>> latency = new EnumMap<>(Op.class);
-    private final Map<ProtocolException.Reason, LongAdder> badRequests = new EnumMap<>(ProtocolException.Reason.class);
-    private final LongAdder unknownOps;
-    private final LongAdder shortMessages;
-    private final LongAdder oversizedEnvelopes;
-    private final LongAdder ignoredFrames;
     private final LongAdder storeBytes;
     private final LongAdder retrieveBytes;
     private final LongAdder storeNanos;
     private final LongAdder retrieveNanos;
 
     private final String serviceInstanceId;
+    private final Build build;
     private final LabelValues labels = new LabelValues(this);
     private final TransferMetrics transfers;
     private final LookupMetrics lookups;
 
+    /**
+     * The build {@code target_info} and {@code lmcache_mp_build_info} show (the configuration module knows it; metrics/ names
+     * no other package of the server).
+     */
+    public record Build(String version, String commit) {
+        /** What tests that do not look at the info series give. */
+        public static final Build UNKNOWN = new Build("unknown", "unknown");
+    }
+
     /** Without an instance label (tests). */
     public ServerMetrics() {
-        this("");
+        this("", Build.UNKNOWN);
     }
 
     /** {@code serviceInstanceId} labels every series ({@code --service-instance-id}); empty: no such label. */
-    public ServerMetrics(String serviceInstanceId) {
+    public ServerMetrics(String serviceInstanceId, Build build) {
         this.serviceInstanceId = serviceInstanceId;
+        this.build = build;
         if (!serviceInstanceId.isEmpty()) {
             registry.config().commonTags("service_instance_id", serviceInstanceId);
         }
@@ -96,61 +89,34 @@ public final class ServerMetrics {
         new JvmThreadMetrics().bindTo(registry);
         new ProcessorMetrics().bindTo(registry);
         new UptimeMetrics().bindTo(registry);
-        for (Op op : Op.values()) {
-            requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
-            handlerErrors.put(op, counter("lmcache_mp.handler_errors", "handlers that threw; the client still got the failure value",
-                    "op", op.wireName()));
-            unsupportedOps.put(op, counter("lmcache_mp.unsupported_ops", "requests for features this server does not provide (no reply)",
-                    "op", op.wireName()));
-            AtomicReference<Timer> timer = new AtomicReference<>(newTimer(op));
-            latency.put(op, timer);
-        }
-        // runs on: lmcache-http-* (the /metrics/reset request)
-        resetHooks.add(() -> {
-            for (Op op : Op.values()) {
-                Timer old = latency.get(op).get();
-                registry.remove(old);
-                latency.get(op).set(newTimer(op));
-            }
-        });
-        for (ProtocolException.Reason reason : ProtocolException.Reason.values()) {
-            badRequests.put(reason, counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", reason.label()));
-        }
-        unknownOps = counter("lmcache_mp.unknown_ops", "requests whose op is not in the table (no reply)");
-        shortMessages = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "fewer_than_3_frames");
-        oversizedEnvelopes = counter("lmcache_mp.bad_requests", "requests that could not be decoded", "reason", "oversized_envelope");
-        ignoredFrames = counter("lmcache_mp.ignored_frames", "payload frames beyond what the operation takes (ignored)");
         lookups = new LookupMetrics(this, labels);
-        storeBytes = counter("lmcache_mp.store_bytes", "bytes copied into L1 by STORE");
-        retrieveBytes = counter("lmcache_mp.retrieve_bytes", "bytes copied out of L1 by RETRIEVE");
+        storeBytes = counter(TransferCatalogue.STORE_BYTES);
+        retrieveBytes = counter(TransferCatalogue.RETRIEVE_BYTES);
         storeNanos = new LongAdder();
         retrieveNanos = new LongAdder();
-        secondsCounter("lmcache_mp.store_copy_seconds", "time from submitting a STORE's copy to its completion", storeNanos);
-        secondsCounter("lmcache_mp.retrieve_copy_seconds", "time from submitting a RETRIEVE's copy to its completion", retrieveNanos);
+        secondsCounter(TransferCatalogue.STORE_COPY_SECONDS, storeNanos);
+        secondsCounter(TransferCatalogue.RETRIEVE_COPY_SECONDS, retrieveNanos);
         transfers = new TransferMetrics(this, labels);
-        functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.warnings(), LongAdder::sum, "level", "warn");
-        functionCounter("lmcache_mp.log_lines", "lines written to the log, by level", LogCounters.errors(), LongAdder::sum, "level", "error");
-        functionCounter("lmcache_mp.log_suppressed_lines", "log lines a rate limit held back", LogCounters.suppressed(), LongAdder::sum);
+        functionCounter(ServerCatalogue.LOG_LINES, LogCounters.warnings(), LongAdder::sum, "warn");
+        functionCounter(ServerCatalogue.LOG_LINES, LogCounters.errors(), LongAdder::sum, "error");
+        functionCounter(ServerCatalogue.LOG_SUPPRESSED_LINES, LogCounters.suppressed(), LongAdder::sum);
         resetHooks.add(LogCounters::reset);
     }
 
-    private Timer newTimer(Op op) {
-        return Timer.builder("lmcache_mp.request_latency").description("time from receiving a request to queueing its reply")
-                .tag("op", op.wireName()).serviceLevelObjectives(LATENCY_BUCKETS).register(registry);
-    }
-
     /** A counter in seconds over nanoseconds counted in {@code nanos} (zeroed by {@link #reset}). */
-    private void secondsCounter(String name, String description, LongAdder nanos) {
-        FunctionCounter.builder(name, nanos, n -> n.sum() / 1e9).description(description).register(registry);
+    private void secondsCounter(CatalogueEntry entry, LongAdder nanos) {
+        MeterSpec spec = entry.spec();
+        FunctionCounter.builder(spec.name(), nanos, n -> n.sum() / 1e9).description(spec.help()).tags(spec.tags(Type.COUNTER))
+                .register(registry);
         synchronized (resettable) {
             resettable.add(nanos);
         }
     }
 
-    /** A counter backed by a LongAdder (zeroed by {@link #reset}). */
-    public LongAdder counter(String name, String description, String... tags) {
+    /** A counter backed by a LongAdder (zeroed by {@link #reset}): {@code entry}'s meter with one value per label of it. */
+    public LongAdder counter(CatalogueEntry entry, String... labelValues) {
         LongAdder adder = new LongAdder();
-        FunctionCounter.builder(name, adder, LongAdder::sum).description(description).tags(tags).register(registry);
+        functionCounter(entry, adder, LongAdder::sum, labelValues);
         synchronized (resettable) {
             resettable.add(adder);
         }
@@ -158,12 +124,29 @@ public final class ServerMetrics {
     }
 
     /** A counter over a value someone else keeps; {@code reset} zeroes it there. */
-    public <T> void functionCounter(String name, String description, T source, ToDoubleFunction<T> value, String... tags) {
-        FunctionCounter.builder(name, source, value).description(description).tags(tags).register(registry);
+    public <T> void functionCounter(CatalogueEntry entry, T source, ToDoubleFunction<T> value, String... labelValues) {
+        MeterSpec spec = entry.spec();
+        FunctionCounter.builder(spec.name(), source, value).description(spec.help()).tags(spec.tags(Type.COUNTER, labelValues))
+                .register(registry);
     }
 
-    public void gauge(String name, String description, Supplier<Number> value, String... tags) {
-        Gauge.builder(name, value).description(description).tags(Tags.of(tags)).register(registry);
+    public void gauge(CatalogueEntry entry, Supplier<Number> value, String... labelValues) {
+        MeterSpec spec = entry.spec();
+        Gauge.builder(spec.name(), value).description(spec.help()).tags(Tags.of(spec.tags(Type.GAUGE, labelValues))).register(registry);
+    }
+
+    /** A timer of {@code entry}, for its maker to add buckets to and register in {@link #registry()}. */
+    public Timer.Builder timer(CatalogueEntry entry, String... labelValues) {
+        MeterSpec spec = entry.spec();
+        return Timer.builder(spec.name()).description(spec.help()).tags(spec.tags(Type.TIMER, labelValues));
+    }
+
+    /** A distribution summary of {@code entry} (with its base unit), for its maker to add buckets to and register. */
+    DistributionSummary.Builder summary(CatalogueEntry entry, String... labelValues) {
+        MeterSpec spec = entry.spec();
+        DistributionSummary.Builder builder = DistributionSummary.builder(spec.name()).description(spec.help())
+                .tags(spec.tags(Type.SUMMARY, labelValues));
+        return spec.baseUnit().isEmpty() ? builder : builder.baseUnit(spec.baseUnit());
     }
 
     /** Something else to zero on {@code POST /metrics/reset}. */
@@ -173,15 +156,16 @@ public final class ServerMetrics {
         }
     }
 
-    /** A counter for a rare event (failures): looked up by name and tags, created on first use. */
-    public void increment(String name, String description, String... tags) {
-        declare(name, description, tags).increment();
+    /** A counter for a rare event (failures): looked up by entry and label values, created on first use. */
+    public void increment(CatalogueEntry entry, String... labelValues) {
+        declare(entry, labelValues).increment();
     }
 
     /** Creates such a counter at zero now, so dashboards see the series before the first event. */
-    public LongAdder declare(String name, String description, String... tags) {
-        String key = name + Tags.of(tags);
-        return dynamic.computeIfAbsent(key, k -> counter(name, description, tags));
+    public LongAdder declare(CatalogueEntry entry, String... labelValues) {
+        MeterSpec spec = entry.spec();
+        String key = spec.name() + Tags.of(spec.tags(Type.COUNTER, labelValues));
+        return dynamic.computeIfAbsent(key, k -> counter(entry, labelValues));
     }
 
     public MeterRegistry registry() {
@@ -190,53 +174,6 @@ public final class ServerMetrics {
 
     public PrometheusMeterRegistry prometheus() {
         return registry;
-    }
-
-    public void request(Op op) {
-        requests.get(op).increment();
-    }
-
-    /** A QUICK request answered on the socket thread. */
-    /** Creates the inline counter of an op the op table may run on the socket thread (a QUICK op); start-up only. */
-    public void countInline(Op op) {
-        inlineRequests.computeIfAbsent(op, o -> counter("lmcache_mp.requests_inline",
-                "lookup-family requests answered on the socket thread (the others of their op went to the CPU pool)", "op", o.wireName()));
-    }
-
-    public void inlineRequest(Op op) {
-        inlineRequests.get(op).increment();
-    }
-
-    public void latency(Op op, long nanos) {
-        latency.get(op).get().record(nanos, TimeUnit.NANOSECONDS);
-    }
-
-    public void handlerError(Op op) {
-        handlerErrors.get(op).increment();
-    }
-
-    public void unsupportedOp(Op op) {
-        unsupportedOps.get(op).increment();
-    }
-
-    public void badRequest(ProtocolException.Reason reason) {
-        badRequests.get(reason).increment();
-    }
-
-    public void unknownOp() {
-        unknownOps.increment();
-    }
-
-    public void shortMessage() {
-        shortMessages.increment();
-    }
-
-    public void oversizedEnvelope() {
-        oversizedEnvelopes.increment();
-    }
-
-    public void ignoredFrames(int count) {
-        ignoredFrames.add(count);
     }
 
     /** LMCache's lookup counters: tokens asked for and found by tier, lookups and early exits, per model_name and cache_salt. */
@@ -266,14 +203,19 @@ public final class ServerMetrics {
         StringBuilder out = new StringBuilder(registry.scrape());
         out.append("# HELP target_info Target metadata\n# TYPE target_info gauge\n");
         out.append("target_info{service_instance_id=\"").append(escape(serviceInstanceId))
-                .append("\",service_name=\"lmcache-server\",service_version=\"").append(escape(Versions.version())).append("\"} 1\n");
-        out.append("# HELP lmcache_mp_build_info The build of this server\n# TYPE lmcache_mp_build_info gauge\n");
-        out.append("lmcache_mp_build_info{");
+                .append("\",service_name=\"lmcache-server\",service_version=\"").append(escape(build.version())).append("\"} 1\n");
+        MeterSpec info = ServerCatalogue.BUILD_INFO.spec();
+        String name = info.prometheusName();
+        out.append("# HELP ").append(name).append(' ').append(info.help()).append("\n# TYPE ").append(name).append(" gauge\n");
+        out.append(name).append('{');
         if (!serviceInstanceId.isEmpty()) {
             out.append("service_instance_id=\"").append(escape(serviceInstanceId)).append("\",");
         }
-        out.append("version=\"").append(escape(Versions.version())).append("\",commit=\"").append(escape(Versions.commit()))
-                .append("\",java_version=\"").append(escape(Runtime.version().toString())).append("\"} 1\n");
+        String[] tags = info.tags(Type.GAUGE, build.version(), build.commit(), Runtime.version().toString());
+        for (int i = 0; i < tags.length; i += 2) {
+            out.append(i == 0 ? "" : ",").append(tags[i]).append("=\"").append(escape(tags[i + 1])).append('"');
+        }
+        out.append("} 1\n");
         return out.toString();
     }
 
@@ -297,10 +239,6 @@ public final class ServerMetrics {
 
     public long retrieveBytes() {
         return retrieveBytes.sum();
-    }
-
-    public long requests(Op op) {
-        return requests.get(op).sum();
     }
 
     /** Zeroes every counter and histogram ({@code POST /metrics/reset}); gauges keep showing the present. */

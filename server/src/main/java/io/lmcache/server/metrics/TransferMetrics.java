@@ -60,8 +60,8 @@ public final class TransferMetrics {
         return new InFlight(false, device, engineId, model, workerId, cacheSalt);
     }
 
-    private LongAdder deviceCounter(String name, String help, String device) {
-        return counters.computeIfAbsent(name + '\0' + device, k -> metrics.declare(name, help, "device", device));
+    private LongAdder deviceCounter(TransferCatalogue entry, String device) {
+        return counters.computeIfAbsent(entry.name() + '\0' + device, k -> metrics.declare(entry, device));
     }
 
     /** One submitted copy; {@link #finished} is called once, from its completion. */
@@ -81,8 +81,7 @@ public final class TransferMetrics {
             this.model = model;
             this.workerId = workerId;
             this.cacheSalt = cacheSalt;
-            deviceCounter(store ? "lmcache_mp.num_submitted_stores" : "lmcache_mp.num_submitted_retrieves",
-                    store ? "STORE copies submitted, by device" : "RETRIEVE copies submitted, by device", device).increment();
+            deviceCounter(store ? TransferCatalogue.NUM_SUBMITTED_STORES : TransferCatalogue.NUM_SUBMITTED_RETRIEVES, device).increment();
         }
 
         /**
@@ -91,9 +90,7 @@ public final class TransferMetrics {
          */
         public void finished(boolean ok, long bytes, int chunks) {
             long elapsedNs = System.nanoTime() - submittedNs;
-            deviceCounter(store ? "lmcache_mp.num_finished_stores" : "lmcache_mp.num_finished_retrieves",
-                    store ? "STORE copies finished (done or failed), by device" : "RETRIEVE copies finished (done or failed), by device",
-                    device).increment();
+            deviceCounter(store ? TransferCatalogue.NUM_FINISHED_STORES : TransferCatalogue.NUM_FINISHED_RETRIEVES, device).increment();
             if (!ok) {
                 return;
             }
@@ -102,9 +99,8 @@ public final class TransferMetrics {
             } else {
                 metrics.retrieved(bytes, elapsedNs);
                 String worker = Integer.toString(workerId);
-                metrics.declare("lmcache_mp.num_chunks_loaded", "chunks RETRIEVE loaded into a worker's KV cache",
-                        "worker_id", labels.of("worker_id", worker), "model_name", labels.of("model_name", model),
-                        "cache_salt", labels.of("cache_salt", cacheSalt)).add(chunks);
+                metrics.declare(TransferCatalogue.NUM_CHUNKS_LOADED, labels.of("worker_id", worker), labels.of("model_name", model),
+                        labels.of("cache_salt", cacheSalt)).add(chunks);
             }
             if (elapsedNs > 0 && bytes > 0) {
                 summary(store, Long.toString(engineId), device, model).record(bytes / GB / (elapsedNs / 1e9));
@@ -118,9 +114,8 @@ public final class TransferMetrics {
      * STORE may pay; not one of LMCache's series (its server replies only after the copy).
      */
     public void committed(String device, long delayNs) {
-        commitDelays.computeIfAbsent(device, d -> Timer.builder("lmcache_mp.store_commit_delay")
-                .description("time from a STORE's copy ending on its device to its chunks being visible to lookups")
-                .tag("device", d).publishPercentiles(0.5, 0.99).serviceLevelObjectives(COMMIT_DELAY_BUCKETS)
+        commitDelays.computeIfAbsent(device, d -> metrics.timer(TransferCatalogue.STORE_COMMIT_DELAY, d)
+                .publishPercentiles(0.5, 0.99).serviceLevelObjectives(COMMIT_DELAY_BUCKETS)
                 .register(metrics.registry())).record(Math.max(0, delayNs), TimeUnit.NANOSECONDS);
     }
 
@@ -141,12 +136,10 @@ public final class TransferMetrics {
     }
 
     private DistributionSummary summary(boolean store, String engineId, String device, String model) {
-        String name = store ? "lmcache_mp.l0_l1_store_throughput_GB_per_second" : "lmcache_mp.l0_l1_load_throughput_GB_per_second";
+        TransferCatalogue entry = store ? TransferCatalogue.L0_L1_STORE_THROUGHPUT : TransferCatalogue.L0_L1_LOAD_THROUGHPUT;
         String engine = labels.of("engine_id", engineId);
         String modelName = labels.of("model_name", model);
-        return throughput.computeIfAbsent(name + '\0' + engine + '\0' + device + '\0' + modelName, k -> DistributionSummary.builder(name)
-                .description(store ? "GB/s of each STORE copy, submit to completion" : "GB/s of each RETRIEVE copy, submit to completion")
-                .tags("engine_id", engine, "device", device, "model_name", modelName)
-                .serviceLevelObjectives(THROUGHPUT_BUCKETS).register(metrics.registry()));
+        return throughput.computeIfAbsent(entry.name() + '\0' + engine + '\0' + device + '\0' + modelName, k -> metrics.summary(entry,
+                engine, device, modelName).serviceLevelObjectives(THROUGHPUT_BUCKETS).register(metrics.registry()));
     }
 }

@@ -3,13 +3,14 @@ package io.lmcache.server.module;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.metrics.TransferCatalogue;
 import io.lmcache.server.module.EngineDrivenContext.Pending;
 import io.lmcache.server.module.EngineDrivenContext.PendingKey;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.logging.RateLimitedLogs;
-import io.lmcache.server.loop.PeerId;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.EngineDrivenRegistration;
@@ -48,10 +49,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private static final RateLimitedLogs FAILURE_LINES = new RateLimitedLogs(LOG, "engine-driven failures", 10);
     private static final RateLimitedLog REGISTERED = new RateLimitedLog(LOG, "engine-driven REGISTER/UNREGISTER", 100);
     private static final RateLimitedLog UNKNOWN_UNREGISTER = new RateLimitedLog(LOG, "UNREGISTER of an unknown engine-driven instance", 10);
-    private static final String FAILURES = "lmcache_mp.engine_driven_failures";
-    private static final String FAILURES_HELP = "engine-driven requests answered with a failure value, by op and reason";
-    private static final String EXPIRED = "lmcache_mp.engine_driven_expired";
-    private static final String EXPIRED_HELP = "engine-driven reservations and pinned retrieves reclaimed at their TTL";
     private static final Reply ALL_CACHED = new Reply.PrepareStore(List.of(), new int[0]);
     private static final Reply MISS = new Reply.PrepareRetrieve(false, List.of());
 
@@ -83,7 +80,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         this.contexts = new InstanceRegistry<>(liveness);
         for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {
             for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation"}) {
-                metrics.declare(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
+                metrics.declare(TransferCatalogue.ENGINE_DRIVEN_FAILURES, op.wireName(), reason);
             }
         }
     }
@@ -155,7 +152,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     public Reply unregister(Request.UnregisterEngineDrivenContext request) {
         EngineDrivenContext removed = contexts.remove(request.instanceId());
         if (removed == null) {
-            metrics.increment("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode", "engine_driven");
+            metrics.increment(TransferCatalogue.UNKNOWN_UNREGISTERS, "engine_driven");
             UNKNOWN_UNREGISTER.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
         } else {
             release(removed);
@@ -356,16 +353,16 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             LOG.warn("engine-driven: reclaimed {} reservation(s) and {} pinned retrieve(s) their workers never committed",
                     staleWrites.size(), staleReads.size());
             for (int i = 0; i < staleWrites.size(); i++) {
-                metrics.increment(EXPIRED, EXPIRED_HELP, "kind", "store");
+                metrics.increment(TransferCatalogue.ENGINE_DRIVEN_EXPIRED, "store");
             }
             for (int i = 0; i < staleReads.size(); i++) {
-                metrics.increment(EXPIRED, EXPIRED_HELP, "kind", "retrieve");
+                metrics.increment(TransferCatalogue.ENGINE_DRIVEN_EXPIRED, "retrieve");
             }
         }
     }
 
     private void fail(Op op, String reason, String message) {
-        metrics.increment(FAILURES, FAILURES_HELP, "op", op.wireName(), "reason", reason);
+        metrics.increment(TransferCatalogue.ENGINE_DRIVEN_FAILURES, op.wireName(), reason);
         FAILURE_LINES.of(reason).warn("{}; answering with the failure value", LogText.message(message));
     }
 

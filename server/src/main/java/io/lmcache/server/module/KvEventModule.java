@@ -7,7 +7,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;

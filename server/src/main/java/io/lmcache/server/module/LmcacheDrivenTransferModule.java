@@ -10,12 +10,14 @@ import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
-import io.lmcache.server.loop.PeerConnections;
 import io.lmcache.server.loop.FailureReplies;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.metrics.L1Catalogue;
 import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferCatalogue;
 import io.lmcache.server.metrics.TransferMetrics;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
@@ -124,7 +126,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         } catch (LayoutException e) {
             REGISTER_FAILED.error("REGISTER of instance {} (model {}) from peer {} failed: {}; its STORE/RETRIEVE will answer false", id,
                     LogText.clip(request.modelName()), LogText.clip(peer), LogText.message(e.getMessage()));
-            metrics.increment("lmcache_mp.registration_failures", "registrations refused (layout, mapping)");
+            metrics.increment(TransferCatalogue.REGISTRATION_FAILURES);
             failedRegistrations.put(id, e.getMessage(), request.kvCaches().isEmpty() ? null : request.kvCaches().getFirst().deviceUuid());
             InstanceContext replaced = instances.remove(id);
             if (replaced != null) {
@@ -165,7 +167,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         InstanceContext removed = instances.remove(request.instanceId());
         failedRegistrations.remove(request.instanceId());
         if (removed == null) {
-            metrics.increment("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode", "lmcache_driven");
+            metrics.increment(TransferCatalogue.UNKNOWN_UNREGISTERS, "lmcache_driven");
             UNKNOWN_UNREGISTER.warn("UNREGISTER of unknown instance {}", request.instanceId());
         } else {
             removed.close();
@@ -256,8 +258,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         StoredObject[] pinned = ChunkObjects.pinAll(store, request.key(), plan);
         if (pinned == null) {
             failures.fail("retrieve", "not_found", null);
-            metrics.declare("lmcache_mp.l1_read_failure_chunks", "chunks a RETRIEVE could not read from L1 (after its LOOKUP found them)",
-                    "during", "l1_retrieve", "reason", "not_found", "model_name", metrics.label("model_name", context.modelName()))
+            metrics.declare(L1Catalogue.READ_FAILURE_CHUNKS, "l1_retrieve", "not_found", metrics.label("model_name", context.modelName()))
                     .add(plan.range().count());
             return context.copyPath().failure(Direction.FROM_POOL);
         }

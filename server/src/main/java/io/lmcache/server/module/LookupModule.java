@@ -5,6 +5,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.LookupMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
@@ -95,7 +96,7 @@ public final class LookupModule {
         if (range == null || key.worldSize() < 1) {
             BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
                     LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
-            metrics.increment("lmcache_mp.bad_lookups", "lookups with an invalid key (answered with 0 hits)");
+            metrics.increment(LookupCatalogue.BAD_LOOKUPS);
             results.put(key.requestId(), 0);
         } else if (range.endChunk() == 0) {
             // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)

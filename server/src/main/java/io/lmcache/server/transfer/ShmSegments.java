@@ -2,6 +2,7 @@ package io.lmcache.server.transfer;
 
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferCatalogue;
 import java.io.IOException;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -35,8 +36,6 @@ import org.slf4j.LoggerFactory;
 public final class ShmSegments {
     private static final Logger LOG = LoggerFactory.getLogger(ShmSegments.class);
     static final Path SHM_DIR = Path.of("/dev/shm");
-    private static final String REFUSED = "lmcache_mp.shm_segments_refused";
-    private static final String REFUSED_HELP = "CPU workers' shared-memory segments refused at REGISTER, by reason";
     private static final String[] REASONS = {"bad_name", "missing", "symlink", "not_regular", "hard_link", "owner", "too_small",
         "shm_dir", "io", "server_pool", "register_segment_cap", "register_byte_cap", "server_segment_cap", "server_byte_cap"};
     private static final int STICKY = 01000;
@@ -66,7 +65,7 @@ public final class ShmSegments {
         this.metrics = metrics;
         this.serverUid = effectiveUid();
         for (String reason : REASONS) {
-            metrics.declare(REFUSED, REFUSED_HELP, "reason", reason);
+            metrics.declare(TransferCatalogue.SHM_SEGMENTS_REFUSED, reason);
         }
         Path resolved = null;
         String problem;
@@ -179,7 +178,7 @@ public final class ShmSegments {
 
     /** A REGISTER refused whole by the mapping budget: counted under {@code reason}, logged at a limited rate. */
     LayoutException overBudget(String reason, String why) {
-        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        metrics.increment(TransferCatalogue.SHM_SEGMENTS_REFUSED, reason);
         refusedLog.warn("REGISTER refused ({}): {}", reason, why);
         return new LayoutException(why);
     }
@@ -223,7 +222,7 @@ public final class ShmSegments {
     }
 
     private LayoutException refused(int index, String wireName, String reason, String why) {
-        metrics.increment(REFUSED, REFUSED_HELP, "reason", reason);
+        metrics.increment(TransferCatalogue.SHM_SEGMENTS_REFUSED, reason);
         String printable = wireName.length() > 80 ? wireName.substring(0, 80) + "..." : wireName;
         printable = printable.replaceAll("\\p{Cntrl}", "?");
         refusedLog.warn("REGISTER: shared-memory segment '{}' refused ({}): {}", printable, reason, why);

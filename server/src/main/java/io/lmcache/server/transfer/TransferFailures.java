@@ -3,6 +3,7 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLogs;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferCatalogue;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -12,8 +13,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class TransferFailures {
     private static final Logger LOG = LoggerFactory.getLogger(TransferFailures.class);
-    private static final String FAILURES = "lmcache_mp.transfer_failures";
-    private static final String FAILURES_HELP = "STORE/RETRIEVE answered with false, by reason";
     private static final String[] REASONS = {"unknown_instance", "registration_failed", "bad_range", "bad_worker_id", "bad_block_ids",
         "tensors_gone", "copy_failed", "no_memory", "not_found", "bad_skip"};
 
@@ -26,14 +25,14 @@ public final class TransferFailures {
         this.metrics = metrics;
         for (String op : new String[] {"store", "retrieve"}) {
             for (String reason : REASONS) {
-                metrics.declare(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+                metrics.declare(TransferCatalogue.TRANSFER_FAILURES, op, reason);
             }
         }
     }
 
     /** Counts one failure; logs {@code message} unless it is null. */
     public void fail(String op, String reason, String message) {
-        metrics.increment(FAILURES, FAILURES_HELP, "op", op, "reason", reason);
+        metrics.increment(TransferCatalogue.TRANSFER_FAILURES, op, reason);
         if (message != null) {
             LINES.of(reason).warn("{}; answering false", LogText.message(message));
         }

@@ -3,6 +3,7 @@ package io.lmcache.server.agent;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -76,6 +77,39 @@ class AgentRunnerTest {
         runner.close();
         assertFalse(runner.isRunning());
         assertEquals(probe.turns.get(), errors.count("failing"), "every failed turn is counted under the agent's role");
+    }
+
+    @Test
+    void anExceptionLeavesTheServerHealthyAndAnErrorMakesItUnhealthyWithTheAgentNamed() {
+        AgentErrors errors = new AgentErrors();
+        AgentRunner failing = runner("test-exception", new Probe("failing", true), errors, CLOSE_TIMEOUT_NS);
+        failing.start();
+        await().atMost(BOUND).until(() -> errors.count("failing") >= 2);
+        failing.close();
+        assertNull(errors.fatalReason(), "an exception is a failed turn, not a broken server");
+        AtomicInteger turns = new AtomicInteger();
+        OutOfMemoryError error = new OutOfMemoryError("test heap");
+        Agent erring = new Agent() {
+            @Override
+            public int doWork() {
+                if (turns.incrementAndGet() == 1) {
+                    throw error;
+                }
+                return 0;
+            }
+
+            @Override
+            public String roleName() {
+                return "erring";
+            }
+        };
+        AgentRunner runner = runner("test-error", erring, errors, CLOSE_TIMEOUT_NS);
+        runner.start();
+        await().atMost(BOUND).until(() -> turns.get() >= 3);
+        assertTrue(runner.isRunning(), "the agent keeps running after its Error");
+        runner.close();
+        assertEquals(1, errors.count("erring"));
+        assertEquals("agent erring hit " + error, errors.fatalReason());
     }
 
     @Test

@@ -22,6 +22,7 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -310,14 +311,14 @@ class DeployKitIT {
         }
         assertTrue(queried.size() >= 40, "queried " + queried);
         // names declared at start plus those made by the first event of their kind (DashboardQueriesIT drives those)
-        String sources = Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/ServerMetrics.java"))
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/MetricsBinder.java"))
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/TransferMetrics.java"))
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/LifecycleMetrics.java"))
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/LookupMetrics.java"))
-                // the L2 tier's (this server runs without one; DashboardQueriesIT runs with fs_native)
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics/L2Metrics.java"))
-                + Files.readString(ROOT.resolve("server/src/main/java/io/lmcache/server/module/LmcacheDrivenTransferModule.java"));
+        // every name is declared in a catalogue (the L2 tier's too: this server runs without one; DashboardQueriesIT runs with fs_native)
+        StringBuilder catalogues = new StringBuilder();
+        try (Stream<Path> files = Files.list(ROOT.resolve("server/src/main/java/io/lmcache/server/metrics"))) {
+            for (Path catalogue : files.filter(f -> f.getFileName().toString().endsWith("Catalogue.java")).sorted().toList()) {
+                catalogues.append(Files.readString(catalogue));
+            }
+        }
+        String sources = catalogues.toString();
         try (ServerProcess server = ServerProcess.start()) {
             String scrape = Http.get(server.httpBase() + "/metrics").body();
             for (String name : queried) {

@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.loop.PeerConnections;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;

@@ -6,8 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.lmcache.server.loop.PeerConnections;
-import io.lmcache.server.loop.PeerId;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;

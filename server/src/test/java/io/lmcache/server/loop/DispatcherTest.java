@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.ZeromqCatalogue;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -34,5 +35,12 @@ class FrameBudgetTest {
         medium.forEach(FrameBudget::release);
         assertTrue(FrameBudget.isOverBudget(budget.allocate(MIB + 1)), "one byte longer is a long frame: no room left for those");
         assertFalse(FrameBudget.isOverBudget(budget.allocate(MIB)));
+    }
+
+    @Test
+    void theCutMessagesHelpSaysTheLimitTheLoopApplies() {
+        // the catalogue writes the number (metrics/ names no server package): held equal to the loop's limit here
+        assertTrue(ZeromqCatalogue.MESSAGES_CUT.spec().help().contains(" " + PartLimit.MAX_PARTS + " frames"),
+                ZeromqCatalogue.MESSAGES_CUT.spec().help());
     }
 }

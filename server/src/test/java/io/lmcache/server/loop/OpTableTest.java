@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;

@@ -1,6 +1,8 @@
 package io.lmcache.server.metrics;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.config.Versions;
+import io.lmcache.server.loop.RequestMeters;
 import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -10,6 +12,7 @@ import io.lmcache.server.protocol.Op;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.testing.Http;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -17,12 +20,14 @@ import org.junit.jupiter.api.Test;
 /** The scrape's shape: LMCache's names and labels, seconds, the latency histogram, the info series, bounded label values. */
 class ServerMetricsTest {
     private static final long MIB = 1 << 20;
+    private static final ServerMetrics.Build BUILD = new ServerMetrics.Build(Versions.version(), Versions.commit());
 
     @Test
     void latencyIsAHistogramInSecondsAndTheScrapeEndsWithTheInfoSeries() {
-        ServerMetrics metrics = new ServerMetrics("pod-1");
-        metrics.latency(Op.PING, TimeUnit.MICROSECONDS.toNanos(30));
-        metrics.latency(Op.PING, TimeUnit.MILLISECONDS.toNanos(3));
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
+        RequestMeters requests = new RequestMeters(metrics);
+        requests.latency(Op.PING, TimeUnit.MICROSECONDS.toNanos(30));
+        requests.latency(Op.PING, TimeUnit.MILLISECONDS.toNanos(3));
         metrics.stored(MIB, TimeUnit.MILLISECONDS.toNanos(1500));
         String scrape = metrics.scrape();
         assertEquals(0, Http.metric(scrape, "lmcache_mp_request_latency_seconds_bucket", "op", "ping", "le", "2.5E-5"));
@@ -41,7 +46,7 @@ class ServerMetricsTest {
 
     @Test
     void lookupsCountAsLmcachesLookupSubscriberDoesWithTheOldSplitAsDeprecatedAliases() {
-        ServerMetrics metrics = new ServerMetrics("pod-1");
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
         metrics.lookups().completed("m", "s", 1024, 256, 512, 2, 4);
         metrics.lookups().earlyExit("m", "s", LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
         String scrape = metrics.scrape();
@@ -62,7 +67,7 @@ class ServerMetricsTest {
 
     @Test
     void wireLabelValuesAreBoundedAndTheOverflowIsCounted() {
-        ServerMetrics metrics = new ServerMetrics("pod-1");
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
         for (int i = 0; i < LabelValues.LIMIT + 10; i++) {
             metrics.lookups().completed("model", "salt-" + i, 256, 0, 0, 0, 0);
         }
@@ -76,12 +81,12 @@ class ServerMetricsTest {
 
     @Test
     void anAllocationFailureIsCountedInChunksUnderItsModel() {
-        ServerMetrics metrics = new ServerMetrics("pod-1");
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
         StoreCounters counters = new StoreCounters();
         ObjectStore store = new ObjectStore(new SlabAllocator(4 * MIB, 4 * MIB), 4 * MIB, EvictionPolicyName.NOOP, TimeUnit.SECONDS.toNanos(60),
                 TimeUnit.SECONDS.toNanos(60), System::nanoTime, counters);
         store.addReadyRegion(0);
-        MetricsBinder.bindStore(metrics, store);
+        StoreMeters.bind(metrics, store);
         for (long hash = 1; hash <= 5; hash++) {
             store.reserve(ChunkKey.of("llama", "", 0, 0, hash, hash), MIB, 1);
         }

@@ -10,7 +10,6 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
-import io.lmcache.server.metrics.MetricsBinder;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
@@ -19,6 +18,7 @@ import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ReadyStores;
+import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.transfer.GroupKind;
 import io.lmcache.server.transfer.LookupGeometry;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
@@ -220,7 +220,7 @@ class L2ControllersTest {
     @Test
     void noRoomInL1TrimsThePlanAndIsCounted() {
         l1(2);
-        MetricsBinder.bindStore(serverMetrics, store);
+        StoreMeters.bind(serverMetrics, store);
         MemoryAdapter adapter = new MemoryAdapter();
         for (int chunk = 0; chunk < CHUNKS; chunk++) {
             has(adapter, chunk, chunk);

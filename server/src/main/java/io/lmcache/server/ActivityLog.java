@@ -1,6 +1,8 @@
-package io.lmcache.server.metrics;
+package io.lmcache.server;
 
 import io.lmcache.server.agent.Agent;
+import io.lmcache.server.loop.RequestMeters;
+import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.storage.ObjectStore;
 import java.util.Locale;
@@ -11,12 +13,14 @@ import org.slf4j.LoggerFactory;
 /**
  * One INFO line every interval while the server is busy: stores/s, retrieves/s, copy GB/s, L1
  * usage, lookup hit rate and tracked workers. Silent when nothing happened. An agent on
- * lmcache-housekeeping; it only reads counters, so any thread may call {@link #report()} in tests.
+ * lmcache-housekeeping; it only reads counters, so any thread may call {@link #report()} in tests. A log line, not a
+ * metric: it lives with the composition root, which has every part it reads.
  */
 public final class ActivityLog implements Agent {
     private static final Logger LOG = LoggerFactory.getLogger(ActivityLog.class);
 
     private final ServerMetrics metrics;
+    private final RequestMeters requests;
     private final ObjectStore store;
     private final IntSupplier trackedWorkers;
     private final long intervalNs;
@@ -28,8 +32,9 @@ public final class ActivityLog implements Agent {
     private long requestedTokens;
     private long hitTokens;
 
-    public ActivityLog(ServerMetrics metrics, ObjectStore store, IntSupplier trackedWorkers, long intervalNs) {
+    public ActivityLog(ServerMetrics metrics, RequestMeters requests, ObjectStore store, IntSupplier trackedWorkers, long intervalNs) {
         this.metrics = metrics;
+        this.requests = requests;
         this.store = store;
         this.trackedWorkers = trackedWorkers;
         this.intervalNs = intervalNs;
@@ -60,9 +65,9 @@ public final class ActivityLog implements Agent {
 
     /** Logs the interval's line if anything happened; returns it (or null). */
     public String report() {
-        long nowStores = metrics.requests(Op.STORE) + metrics.requests(Op.PREPARE_STORE);
-        long nowRetrieves = metrics.requests(Op.RETRIEVE) + metrics.requests(Op.PREPARE_RETRIEVE);
-        long nowLookups = metrics.requests(Op.LOOKUP);
+        long nowStores = requests.requests(Op.STORE) + requests.requests(Op.PREPARE_STORE);
+        long nowRetrieves = requests.requests(Op.RETRIEVE) + requests.requests(Op.PREPARE_RETRIEVE);
+        long nowLookups = requests.requests(Op.LOOKUP);
         long nowBytes = metrics.storeBytes() + metrics.retrieveBytes();
         long nowRequested = metrics.lookups().requestedTokens();
         long nowHits = metrics.lookups().hitTokens();

@@ -1,4 +1,4 @@
-package io.lmcache.server.loop;
+package io.lmcache.server.peer;
 
 import java.util.HashMap;
 import java.util.Iterator;

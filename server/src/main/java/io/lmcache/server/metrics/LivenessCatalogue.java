@@ -1,0 +1,28 @@
+package io.lmcache.server.metrics;
+
+import static io.lmcache.server.metrics.MeterSpec.counter;
+import static io.lmcache.server.metrics.MeterSpec.gauge;
+
+/** The worker reaper's and the release thread's series. */
+public enum LivenessCatalogue implements CatalogueEntry {
+    TRACKED_INSTANCES(gauge("lmcache_mp.tracked_instances", "worker instances the liveness targets track")),
+    REAPED_WORKERS(counter("lmcache_mp.reaped_workers", "worker instances reaped, by reason", "reason")),
+    REAPER_SCANS(counter("lmcache_mp.reaper_scans", "passes of the worker reaper")),
+    RELEASE_TIMEOUTS(counter("lmcache_mp.release_timeouts", "native releases abandoned past their time (a close stuck in the driver)")),
+    RELEASE_FAILURES(counter("lmcache_mp.release_failures", "native release attempts that failed (retried with backoff)")),
+    RELEASE_COMPLETED(counter("lmcache_mp.release_completed", "native releases done (shm unmaps, CUDA IPC closes)")),
+    RELEASE_DROPPED(counter("lmcache_mp.release_dropped", "native releases dropped: the end-of-life queue was full")),
+    RELEASE_ABANDONED_CAP_HITS(counter("lmcache_mp.release_abandoned_cap_hits", "stuck releases waited on: the abandoned-thread cap was hit")),
+    RELEASE_PENDING(gauge("lmcache_mp.release_pending", "native releases queued or running"));
+
+    private final MeterSpec spec;
+
+    LivenessCatalogue(MeterSpec spec) {
+        this.spec = spec;
+    }
+
+    @Override
+    public MeterSpec spec() {
+        return spec;
+    }
+}
