@@ -14,6 +14,7 @@ import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.warmup.Warmup;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -48,6 +49,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final Supplier<Map<String, Object>> cudaStatus;
     private final List<String> preparationStages;
     private final BooleanSupplier closing;
+    /** Set once at start-up, before the HTTP servers start. */
+    private volatile Warmup.Result warmup = Warmup.Result.OFF;
 
     /**
      * {@code lmcacheDriven} and {@code engineDriven} are null when the transfer mode leaves them out;
@@ -71,6 +74,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.cudaStatus = cudaStatus;
         this.preparationStages = List.copyOf(preparationStages);
         this.closing = closing;
+    }
+
+    /** What the start-up JIT warm-up did, for {@code /status} {@code jit_warmup}. */
+    public void warmedUp(Warmup.Result result) {
+        this.warmup = result;
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -138,6 +146,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("connections", Map.of("open", connections.openConnections()));
         status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
+        status.put("jit_warmup", warmup.toMap());
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

@@ -79,6 +79,18 @@ public final class ServerMetrics {
 
     /** {@code serviceInstanceId} labels every series ({@code --service-instance-id}); empty: no such label. */
     public ServerMetrics(String serviceInstanceId) {
+        this(serviceInstanceId, true);
+    }
+
+    /**
+     * A registry nobody scrapes, for the start-up warm-up's scratch server: its counts never reach the real metrics, and it
+     * binds none of the JVM's meters (their GC listeners would stay registered after the warm-up).
+     */
+    public static ServerMetrics scratch() {
+        return new ServerMetrics("", false);
+    }
+
+    private ServerMetrics(String serviceInstanceId, boolean jvmMeters) {
         this.serviceInstanceId = serviceInstanceId;
         if (!serviceInstanceId.isEmpty()) {
             registry.config().commonTags("service_instance_id", serviceInstanceId);
@@ -91,11 +103,13 @@ public final class ServerMetrics {
                 return id.getName().equals("system.cpu.count") ? id.withName("system.cpus") : id;
             }
         });
-        new JvmMemoryMetrics().bindTo(registry);
-        new JvmGcMetrics().bindTo(registry);
-        new JvmThreadMetrics().bindTo(registry);
-        new ProcessorMetrics().bindTo(registry);
-        new UptimeMetrics().bindTo(registry);
+        if (jvmMeters) {
+            new JvmMemoryMetrics().bindTo(registry);
+            new JvmGcMetrics().bindTo(registry);
+            new JvmThreadMetrics().bindTo(registry);
+            new ProcessorMetrics().bindTo(registry);
+            new UptimeMetrics().bindTo(registry);
+        }
         for (Op op : Op.values()) {
             requests.put(op, counter("lmcache_mp.requests", "requests received, by operation", "op", op.wireName()));
             handlerErrors.put(op, counter("lmcache_mp.handler_errors", "handlers that threw; the client still got the failure value",
