@@ -96,9 +96,9 @@ public final class ColdStartBench {
         Machine.sectionHead(md, warmupSection ? "JIT cold start: the start-up warm-up (issue 30)" : "JIT cold start: the AOT cache (issue 30)",
                 ("bench/run-startup.sh --cold-start " + String.join(" ", args)).trim(), machine, load, foreign);
         md.append(warmupSection ? "A fresh `bin/lmcache-server --l1-size-gb 0.5` per run with the trained AOT cache, `--warmup-iterations 0`"
-                + " against the default warm-up (`/status` `jit_warmup` below, per launch); a CPU worker" : "A fresh `bin/lmcache-server"
-                + " --l1-size-gb 0.5 --warmup-iterations 0` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing"
-                + " file; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
+                + " against the warm-up (`/status` `jit_warmup` below, per launch)" : "A fresh `bin/lmcache-server --l1-size-gb 0.5"
+                + " --warmup-iterations 0` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing file");
+        md.append("; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
                 + " First 20 / first 100: the STOREs right after /healthcheck 200; warm: " + requests + " STOREs after " + warmup
                 + " more round trips; each STORE is followed by the RETRIEVE of its chunk into other blocks. Handler:"
                 + " `transfer_handler_cpu.store`/`.retrieve` (plan + objects + copy, the copy itself included); request"

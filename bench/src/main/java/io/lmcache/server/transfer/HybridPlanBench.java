@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import java.util.Collections;
 import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.DType;
@@ -67,7 +68,7 @@ public final class HybridPlanBench {
                 ids.add(i);
             }
             if (scattered) {
-                java.util.Collections.shuffle(ids, random);
+                Collections.shuffle(ids, random);
             }
             src[g] = ids.subList(0, n).stream().mapToInt(Integer::intValue).toArray();
             dst[g] = ids.subList(n, 2 * n).stream().mapToInt(Integer::intValue).toArray();

@@ -1,5 +1,6 @@
 package io.lmcache.server.warmup;
 
+import java.nio.charset.StandardCharsets;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.events.KvEventLog;
 import io.lmcache.server.events.KvEventRecorder;
@@ -18,7 +19,6 @@ import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
-import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.Op;
@@ -64,7 +64,7 @@ final class ScratchServer implements AutoCloseable {
     private static final int HEADS = 1;
     private static final int HEAD_SIZE = 16;
     private static final long REPLY_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
-    private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
 
     final int chunkSize;
     final int blockSize;

@@ -1,5 +1,6 @@
 package io.lmcache.server.warmup;
 
+import java.nio.charset.StandardCharsets;
 import io.lmcache.server.loop.Inbound;
 import io.lmcache.server.protocol.Op;
 import java.io.IOException;
@@ -14,7 +15,7 @@ import org.msgpack.core.MessagePack;
  * runs the branches a real client's requests take. Not thread-safe: one warm-up thread owns it.
  */
 final class WarmupFrames {
-    private static final byte[] IDENTITY = "lmcache-warmup".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    private static final byte[] IDENTITY = "lmcache-warmup".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] ZERO_EVENT = new byte[64];
 
     private final String model;

@@ -1,5 +1,6 @@
 package io.lmcache.server.warmup;
 
+import java.util.ArrayList;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -25,7 +26,7 @@ class WarmupTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private static ServerConfig config(String... extra) {
-        List<String> args = new java.util.ArrayList<>(List.of("--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()),
+        List<String> args = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()),
                 "--http-host", "127.0.0.1", "--http-port", Integer.toString(ServerProcess.freePort()), "--l1-size-gb", "0.016", "--device",
                 "host", "--shm-name", "lmcache_test_warmup_" + ProcessHandle.current().pid()));
         args.addAll(List.of(extra));
