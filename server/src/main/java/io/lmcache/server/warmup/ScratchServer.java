@@ -35,6 +35,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -56,6 +57,7 @@ import java.util.concurrent.locks.LockSupport;
 final class ScratchServer implements AutoCloseable {
     static final long INSTANCE_ID = 0x7761726d7570L; // "warmup"
     static final String MODEL = "lmcache-warmup/scratch";
+    private static final String SEGMENT_PREFIX = "lmcache_warmup_";
     /** The layers of the scratch worker: 512 pieces a 256-token chunk, as many as a 32-layer model's with 32-token blocks. */
     static final int LAYERS = 16;
     /** Enough for the largest round (4 chunks) stored and then retrieved into other blocks. */
@@ -141,7 +143,8 @@ final class ScratchServer implements AutoCloseable {
         int blockSize = chunkSize % 16 == 0 && chunkSize / 16 <= 64 ? 16 : chunkSize;
         int blocks = 2 * MAX_CHUNKS * (chunkSize / blockSize);
         long tensorBytes = 2L * blocks * blockSize * HEADS * HEAD_SIZE * 2;
-        Path segment = Path.of("/dev/shm", "lmcache_warmup_" + ProcessHandle.current().pid() + "_"
+        removeStaleSegments();
+        Path segment = Path.of("/dev/shm", SEGMENT_PREFIX + ProcessHandle.current().pid() + "_"
                 + Long.toHexString(ThreadLocalRandom.current().nextLong()));
         try {
             Files.createFile(segment, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
@@ -161,6 +164,27 @@ final class ScratchServer implements AutoCloseable {
             return null;
         }
         return server;
+    }
+
+    /**
+     * Deletes the scratch segments of servers that died during their warm-up (killed before they could delete theirs): a file
+     * named {@code lmcache_warmup_<pid>_<random>} whose process is gone. Only this prefix, which no client uses, is touched.
+     */
+    private static void removeStaleSegments() {
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(Path.of("/dev/shm"), SEGMENT_PREFIX + "*")) {
+            for (Path file : files) {
+                String[] parts = file.getFileName().toString().substring(SEGMENT_PREFIX.length()).split("_", 2);
+                try {
+                    if (parts.length == 2 && ProcessHandle.of(Long.parseLong(parts[0])).isEmpty()) {
+                        deleteQuietly(file);
+                    }
+                } catch (NumberFormatException e) {
+                    // not one of ours
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // nothing to clean up, or no /dev/shm: the warm-up reports the latter when it creates its own
+        }
     }
 
     private long pieceBytes() {

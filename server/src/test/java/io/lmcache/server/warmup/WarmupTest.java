@@ -59,6 +59,23 @@ class WarmupTest {
     }
 
     @Test
+    void aDeadServersScratchSegmentIsRemovedAndALiveOnesKept() throws IOException {
+        // a pid no process has (above the kernel's pid_max limit of 2^22) and this process's own
+        Path dead = Path.of("/dev/shm", "lmcache_warmup_" + ((1L << 22) + 7) + "_0badc0de");
+        Path live = Path.of("/dev/shm", "lmcache_warmup_" + ProcessHandle.current().pid() + "_feedface");
+        Files.write(dead, new byte[16]);
+        Files.write(live, new byte[16]);
+        try {
+            assertEquals("done", Warmup.run(config("--warmup-iterations", "1", "--warmup-budget-ms", "60000"), null).stoppedBy());
+            assertFalse(Files.exists(dead), "a dead server's scratch segment is deleted");
+            assertTrue(Files.exists(live), "a live server's is kept");
+        } finally {
+            Files.deleteIfExists(dead);
+            Files.deleteIfExists(live);
+        }
+    }
+
+    @Test
     void theBudgetEndsTheWarmupAndZeroIterationsTurnItOff() throws IOException {
         Warmup.Result cut = Warmup.run(config("--warmup-iterations", "1000000", "--warmup-budget-ms", "1"), null);
         assertEquals("budget", cut.stoppedBy(), cut.toString());
