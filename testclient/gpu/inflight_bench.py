@@ -11,6 +11,15 @@ queued, from its latency metric).
 
     python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --out $OUT/inflight
 
+Issue 30 adds, in the same run: the floor (inflight_floor.py: the raw copy of the request's bytes plus one bare ZeroMQ
+round trip of the client's frame sizes to an echo ROUTER) and floor / request next to raw / request; the first
+--fresh-requests requests of a freshly started server per cell (0: none) against the same cell warm; --model gemma-like
+(hybrid_check.py's two-group layout: 8 sliding-window layers of 32-token blocks, 4 x 256, and 8 full-attention layers of
+16-token blocks, 4 x 512) instead of the Llama-8B shapes; --scattered to measure scattered blocks whatever --pattern says.
+
+    python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+        --chunks 1,4,16,64 --warmup 1500 --fresh-requests 20 --scattered --out $OUT/inflight
+
 LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording or an A/B property), LMCACHE_BENCH_TAG names
 the JSON, LMCACHE_BENCH_TRANSPORT=zmtp uses the pure-Python client instead of libzmq, LMCACHE_BENCH_NO_WORKER_EVENT=1
 sends no worker event. Each row also has the worker's split of its best request (send, reply, open, wait), a wall-clock
@@ -27,6 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+import gpu_check  # noqa: E402
+import hybrid_check  # noqa: E402
+import inflight_floor  # noqa: E402
 import libzmq_dealer  # noqa: E402
 from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, script_args, unpack  # noqa: E402
 
@@ -66,14 +78,22 @@ def submit_cpu(server):
     return phases
 
 
+def request_frames(worker, op, tokens, blocks, rid, event=bytes(64)):
+    """The frames one() sends: [uid, op, key, instance, block lists, event(, skip)], as the stock client frames them.
+    blocks: one list of block ids (one kernel group) or one list per group (a hybrid worker)."""
+    lists = [blocks] if blocks and isinstance(blocks[0], int) else blocks
+    model = getattr(worker, "model", None)
+    k = hybrid_check.hkey(model, tokens, 0, len(tokens), rid) if model else key(tokens, 0, len(tokens), rid)
+    payloads = [k, worker.instance, [list(ids) for ids in lists], event] + ([0] if op == "retrieve" else [])
+    uid = worker.client.uid
+    worker.client.uid += 1
+    return [pack(uid), pack(OP[op])] + [pack(p) for p in payloads]
+
+
 def one(worker, op, tokens, blocks, rid):
     """Seconds from sending one prebuilt request to its event being complete in the worker."""
     event = bytes(64) if os.environ.get("LMCACHE_BENCH_NO_WORKER_EVENT") == "1" else worker.event()
-    k = key(tokens, 0, len(tokens), rid)
-    payloads = [k, worker.instance, [blocks], event] + ([0] if op == "retrieve" else [])
-    uid = worker.client.uid
-    worker.client.uid += 1
-    frames = [pack(uid), pack(OP[op])] + [pack(p) for p in payloads]
+    frames = request_frames(worker, op, tokens, blocks, rid, event)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     worker.client.dealer.send(frames)
@@ -176,22 +196,57 @@ def warm_up(server, rounds):
     log(f"warm-up: {rounds} rounds in {time.perf_counter() - t0:.1f} s")
 
 
-def sweep(server, chunks, scatter, repeats, seed):
+def plain_worker(server, chunks, scatter, rng, seed):
+    """Llama-8B shapes: 32 layers, 8 KV heads x 128, bf16, block 16 (32 MiB a chunk); (worker, src, dst, bytes, lookup)."""
     block = 16
-    per_chunk = CHUNK // block
-    needed = chunks * per_chunk
+    needed = chunks * (CHUNK // block)
     w = Worker(server, "nhd", layers=32, blocks=3 * needed, block=block, heads=8, head=128, seed=seed)
     assert w.register() is None
-    request_bytes = 2 * 32 * needed * block * 8 * 128 * 2
-    rng = random.Random(seed)
     ids = list(range(3 * needed))
     if scatter:
         rng.shuffle(ids)
-    src, dst = ids[:needed], ids[needed:2 * needed]
+    return w, ids[:needed], ids[needed:2 * needed], 2 * 32 * needed * block * 8 * 128 * 2, w.lookup
+
+
+def gemma_worker(server, chunks, scatter, rng, seed, layers=8):
+    """hybrid_check.bench_hybrid's Gemma-like layout (two kernel groups, two object groups, a 4-chunk window on the
+    sliding group); block 0 (vLLM's null block) never used."""
+    per_chunk = (CHUNK // 32, CHUNK // 16)
+    needed = [chunks * p for p in per_chunk]
+    sliding, full = tuple(range(0, 2 * layers, 2)), tuple(range(1, 2 * layers, 2))
+    groups = [(sliding, (2, 3 * needed[0] + 1, 32, 4, 256), 1, 32, 4 * CHUNK, False),
+              (full, (2, 3 * needed[1] + 1, 16, 4, 512), 1, 16, -1, False)]
+    w = hybrid_check.HybridWorker(gpu_check, server, f"inflight/gemma-like-{seed}", groups, seed=seed)
+    assert w.register() is None
+    src, dst = [], []
+    for n in needed:
+        ids = list(range(1, 3 * n + 1))
+        if scatter:
+            rng.shuffle(ids)
+        src.append(ids[:n])
+        dst.append(ids[n:2 * n])
+    # the window: a request of more than 4 chunks stores the sliding group's last 4 only (null ids before them)
+    if chunks > 4:
+        keep = 4 * per_chunk[0]
+        src[0] = [hybrid_check.NULL] * (needed[0] - keep) + src[0][-keep:]
+        dst[0] = [hybrid_check.NULL] * (needed[0] - keep) + dst[0][-keep:]
+    stored = [len([b for b in src[0] if b != hybrid_check.NULL]), needed[1]]
+    request_bytes = 2 * 32 * 4 * 256 * 2 * (len(sliding) * stored[0]) + 2 * 16 * 4 * 512 * 2 * (len(full) * stored[1])
+    return w, src, dst, request_bytes, w.lookup
+
+
+def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None):
+    """One cell: `repeats` rounds of STORE, LOOKUP until committed, RETRIEVE into other blocks; the first round is not
+    counted unless count_first (a fresh server's first requests are what it measures)."""
+    rng = random.Random(seed)
+    make = gemma_worker if model == "gemma-like" else plain_worker
+    w, src, dst, request_bytes, lookup = make(server, chunks, scatter, rng, seed)
     times = {"store": [], "retrieve": []}
     splits = {"store": [], "retrieve": []}
-    for rep in range(repeats + 1):
-        if rep == 1:  # the first round warms the JIT and the driver: counted from the second on
+    first = 0 if count_first else 1
+    before = phases_before = gpu_before = None  # set at the first counted round
+    for rep in range(repeats + first):
+        if rep == first:  # the first round warms the JIT and the driver: counted from the second on (unless count_first)
             before = latency_totals(server)
             phases_before = submit_cpu(server)
             gpu_before = {op: server.gpu_copy(op) for op in ("store", "retrieve")}
@@ -201,10 +256,10 @@ def sweep(server, chunks, scatter, repeats, seed):
         # as vLLM's scheduler does before a RETRIEVE: LOOKUP until the stored chunks are committed (the
         # server commits a STORE when its copy completes, moments after the worker's event fired)
         deadline = time.time() + 5
-        while w.lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
+        while lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
             assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
         r = one(w, "retrieve", tokens, dst, rid)
-        if rep > 0:
+        if rep >= first:
             for op, t in (("store", s), ("retrieve", r)):
                 times[op].append(t["total"])
                 splits[op].append(t)
@@ -213,7 +268,8 @@ def sweep(server, chunks, scatter, repeats, seed):
     phases_after = submit_cpu(server)
     raw = raw_copy_gbps(request_bytes)
     raw.update(raw_wall_ms(request_bytes))
-    row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "request_bytes": request_bytes,
+    row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "model": model, "request_bytes": request_bytes,
+           "fresh_server_first_requests": repeats if count_first else None,
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
            **{k: v for k, v in raw.items() if k.startswith("wall_")}}
     for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
@@ -242,6 +298,9 @@ def sweep(server, chunks, scatter, repeats, seed):
             count_ = a.get(count_key, 0) - b.get(count_key, 0)
             key_ = f"{phase}_seconds"
             row[f"{op}_{phase}_us"] = 1e6 * (a.get(key_, 0) - b.get(key_, 0)) / count_ if count_ else None
+        # the floor of this cell: the raw copy plus one bare round trip of this op's own frame sizes
+        trip = floor.round_trips(request_frames(w, op, tokens, src if op == "store" else dst, rid)) if floor else None
+        inflight_floor.floor_fields(row, op, raw["d2h" if op == "store" else "h2d"], trip)
     w.client.call("unregister", w.instance)
     del w
     torch.cuda.empty_cache()
@@ -254,25 +313,53 @@ def main():
     p.add_argument("--chunks", default="1,4,16,64")
     p.add_argument("--pattern", default="consecutive,scattered")
     p.add_argument("--warmup", type=int, default=1000, help="rounds of 1-chunk STORE/LOOKUP/RETRIEVE before measuring")
+    p.add_argument("--fresh-requests", type=int, default=0,
+                   help="per cell, the first N requests of a freshly started server, next to the same cell warm (0: none)")
+    p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
+    p.add_argument("--model", choices=("plain", "gemma-like"), default="plain",
+                   help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout")
+    p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.cuda.init()
-    server = Server(args.java, args.classpath, args.out, 12, extra=("--max-gpu-workers", "2"))
+    patterns = args.pattern.split(",")
+    if args.scattered and "scattered" not in patterns:
+        patterns.append("scattered")
+    cells = [(int(c), pat == "scattered") for c in args.chunks.split(",") for pat in patterns]
+    echo = None if args.no_floor else inflight_floor.EchoFloor()
+    extra = ("--max-gpu-workers", "2")
+    fresh = {}
     rows = []
     try:
-        warm_up(server, args.warmup)
-        floor = messaging_floor(server)
-        for chunks in (int(c) for c in args.chunks.split(",")):
-            for scatter in (p == "scattered" for p in args.pattern.split(",")):
-                row = sweep(server, chunks, scatter, args.repeats, 100 + chunks)
+        # a fresh server per cell first (its own JVM: what a pod roll-out gives), then one server warmed up for all cells
+        for chunks, scatter in cells if args.fresh_requests > 0 else []:
+            fresh_server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+            try:
+                fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
+                                                 count_first=True, floor=echo)
+                log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
+            finally:
+                fresh_server.stop()
+        server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+        try:
+            warm_up(server, args.warmup)
+            floor = messaging_floor(server)
+            for chunks, scatter in cells:
+                row = sweep(server, chunks, scatter, args.repeats, 100 + chunks, args.model, floor=echo)
+                if (chunks, scatter) in fresh:
+                    inflight_floor.fresh_fields(row, fresh[(chunks, scatter)])
                 log(json.dumps(row))
                 rows.append(row)
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        if echo:
+            echo.close()
     props = torch.cuda.get_device_properties(0)
     report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                           "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
-              "transport": libzmq_dealer.transport(), "command": " ".join(sys.argv), "messaging_floor": floor, "rows": rows}
+              "transport": libzmq_dealer.transport(), "command": " ".join(sys.argv), "messaging_floor": floor, "model": args.model,
+              "fresh_requests": args.fresh_requests, "rows": rows}
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'st/wall':>7} {'rt/wall':>7} {'store ms':>9} {'retr ms':>9}"
@@ -287,6 +374,8 @@ def main():
         print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_vs_raw_wall']:>7.2f}"
               f" {r['retrieve_vs_raw_wall']:>7.2f} {r['store_ms_best']:>9.2f}"
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
+    print()
+    print(inflight_floor.table(rows))
     return 0
 
 

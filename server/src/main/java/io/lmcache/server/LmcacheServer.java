@@ -40,6 +40,7 @@ import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.warmup.Warmup;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
@@ -78,6 +79,7 @@ public final class LmcacheServer implements AutoCloseable {
     private final HttpApi prometheusHttp;
     private final RequestLoop loop;
     private final AgentRunner kvEventStreams;
+    private final ServerView view;
     /** The stream agent's longest sleep: a fallback, since appends, acks and new subscriptions wake it. */
     private static final long KV_EVENT_PARK_NS = TimeUnit.MILLISECONDS.toNanos(50);
     private static final long KV_EVENT_CLOSE_NS = TimeUnit.SECONDS.toNanos(2);
@@ -154,7 +156,7 @@ public final class LmcacheServer implements AutoCloseable {
             loop.setStreamControl(streams);
             KvEventMetrics.bind(metrics, new KvEventCounters(data.events(), streams));
             // its health check reads closed and the agents' Errors; runs on: lmcache-http-*
-            ServerView view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
+            view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
                     new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
                     new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed ? "shutting down" : agentErrors.fatalReason());
             ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
@@ -213,6 +215,8 @@ public final class LmcacheServer implements AutoCloseable {
 
     private void startParts() {
         l1.startPreparation(gpu.regionStages(l1.pool()), gpu.numaPlacement(l1.pool(), config.operator().numaPlacement()));
+        // while the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code
+        view.warmedUp(Warmup.run(config, l1.pool().fileKey()));
         housekeeping.start();
         l2.start();
         Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);

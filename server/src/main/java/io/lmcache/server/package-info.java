@@ -90,6 +90,9 @@
  *     <td>the region in hand</td><td>the store's ready regions, the GPU backend's pinned pool</td>
  *     <td>closing flag after the region in hand (joined at most 30 s, before the GPU backend closes); ends by
  *     itself when done</td></tr>
+ * <tr><td>lmcache-normal-N, lmcache-transfer-N of the start-up warm-up</td><td>{@code warmup.ScratchServer}'s own dispatcher:
+ *     the JIT warm-up's requests, on the starting thread's behalf</td><td>nothing shared</td><td>the scratch server's store,
+ *     modules and reply queue only</td><td>closed by the warm-up (5 s bounded), before the server's own parts start</td></tr>
  * <tr><td>lmcache-shutdown</td><td>the JVM shutdown hook: {@code LmcacheServer.close}</td>
  *     <td>the close order</td><td>every part's close</td><td>returns when the close is done</td></tr>
  * <tr><td>lmcache-stop-on-failure (not a daemon), lmcache-shutdown-on-failure</td><td>{@code Main}: after the ZeroMQ side

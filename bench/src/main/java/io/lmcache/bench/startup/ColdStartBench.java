@@ -37,10 +37,16 @@ public final class ColdStartBench {
 
     private ColdStartBench() {}
 
-    /** One STORE: handler CPU, request path CPU (decode, handle, reply), client round trip, in microseconds. */
-    record Sample(double handlerUs, double pathUs, double roundTripUs) {}
+    /**
+     * One STORE and the RETRIEVE of what it stored: handler CPU, request path CPU (decode, handle, reply), client round trip, in
+     * microseconds.
+     */
+    record Sample(double handlerUs, double pathUs, double roundTripUs, double retrieveHandlerUs, double retrieveRoundTripUs) {}
 
-    record Launch(StartupBench.Run startup, boolean aotUsed, List<Sample> fresh, List<Sample> warm) {}
+    record Launch(StartupBench.Run startup, boolean aotUsed, List<Sample> fresh, List<Sample> warm, String warmup) {}
+
+    /** What one kind of launch differs by: its label, the AOT cache it names, the launcher's extra flags. */
+    record Variant(String label, Path cache, boolean expectAot, List<String> args) {}
 
     public static void main(String[] args) throws Exception {
         Map<String, String> options = new HashMap<>();
@@ -55,33 +61,55 @@ public final class ColdStartBench {
         if (!Files.isRegularFile(cache)) {
             throw new IllegalStateException(cache + " is missing: bench/run-startup.sh --cold-start trains it (bin/lmcache-aot-train)");
         }
+        String compare = options.getOrDefault("compare", "aot");
+        List<Variant> variants = compare.equals("warmup")
+                ? List.of(new Variant("warm-up off", cache, true, List.of("--warmup-iterations", "0")),
+                        new Variant("warm-up on (defaults)", cache, true, List.of()),
+                        new Variant("warm-up on, `--warmup-budget-ms 5000`", cache, true, List.of("--warmup-budget-ms", "5000")))
+                : List.of(new Variant("without", Path.of("/nonexistent/lmcache-server.aot"), false, List.of("--warmup-iterations", "0")),
+                        new Variant("with", cache, true, List.of("--warmup-iterations", "0")));
         String machine = Machine.describe();
         String load = Machine.loadAverages();
         Machine.CpuSample cpuBefore = Machine.CpuSample.take(ProcessHandle.current().pid());
-        StringBuilder table = new StringBuilder("| AOT cache | runs | first answer | /healthcheck 200 | handler p50: first 20 / first 100 / warm"
-                + " (first 100 ÷ warm) | request path p50: first 20 / first 100 / warm | round trip p50: first 20 / first 100 / warm |\n"
-                + "|---|---:|---:|---:|---:|---:|---:|\n");
-        // the two alternate, so a change in the machine's load falls on both
-        List<Launch> without = new ArrayList<>();
-        List<Launch> with = new ArrayList<>();
+        StringBuilder table = new StringBuilder("| " + (compare.equals("warmup") ? "JIT warm-up" : "AOT cache") + " | runs | first answer"
+                + " | /healthcheck 200 | STORE handler p50: first 20 / first 100 / warm (first 100 ÷ warm) | RETRIEVE handler p50: first 20"
+                + " / first 100 / warm (first 100 ÷ warm) | STORE request path p50: first 20 / first 100 / warm | STORE round trip p50: first"
+                + " 20 / first 100 / warm | RETRIEVE round trip p50: first 20 / first 100 / warm |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        // the variants alternate, so a change in the machine's load falls on each
+        List<List<Launch>> launches = new ArrayList<>();
+        variants.forEach(v -> launches.add(new ArrayList<>()));
         for (int run = 0; run < runs; run++) {
-            without.add(launchOnce(Path.of("/nonexistent/lmcache-server.aot"), run, requests, warmup, false));
-            with.add(launchOnce(cache, run, requests, warmup, true));
+            for (int v = 0; v < variants.size(); v++) {
+                launches.get(v).add(launchOnce(variants.get(v), run, requests, warmup));
+            }
         }
-        table.append(row("without", without)).append(row("with", with));
+        StringBuilder warmups = new StringBuilder();
+        for (int v = 0; v < variants.size(); v++) {
+            table.append(row(variants.get(v).label(), launches.get(v)));
+            for (Launch l : launches.get(v)) {
+                warmups.append("- ").append(variants.get(v).label()).append(": `").append(l.warmup()).append("`\n");
+            }
+        }
         double foreign = Machine.CpuSample.take(ProcessHandle.current().pid()).foreignCoresSince(cpuBefore);
         StringBuilder md = new StringBuilder();
-        Machine.sectionHead(md, "JIT cold start: the AOT cache (issue 30)", ("bench/run-startup.sh --cold-start " + String.join(" ", args)).trim(),
-                machine, load, foreign);
-        md.append("A fresh `bin/lmcache-server --l1-size-gb 0.5` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing"
-                + " file; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
+        boolean warmupSection = compare.equals("warmup");
+        Machine.sectionHead(md, warmupSection ? "JIT cold start: the start-up warm-up (issue 30)" : "JIT cold start: the AOT cache (issue 30)",
+                ("bench/run-startup.sh --cold-start " + String.join(" ", args)).trim(), machine, load, foreign);
+        md.append(warmupSection ? "A fresh `bin/lmcache-server --l1-size-gb 0.5` per run with the trained AOT cache, `--warmup-iterations 0`"
+                + " against the warm-up (`/status` `jit_warmup` below, per launch)" : "A fresh `bin/lmcache-server --l1-size-gb 0.5"
+                + " --warmup-iterations 0` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing file");
+        md.append("; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
                 + " First 20 / first 100: the STOREs right after /healthcheck 200; warm: " + requests + " STOREs after " + warmup
-                + " more round trips. Handler: `transfer_handler_cpu.store` (plan + objects + copy, the copy itself included); request"
+                + " more round trips; each STORE is followed by the RETRIEVE of its chunk into other blocks. Handler:"
+                + " `transfer_handler_cpu.store`/`.retrieve` (plan + objects + copy, the copy itself included); request"
                 + " path: `request_path_cpu.store` decode + handle + reply. Medians over the runs of each run's p50, in µs; start-up"
                 + " medians in ms.\n\n");
         md.append(table).append('\n');
+        if (warmupSection) {
+            md.append("Warm-up per launch (`/status` `jit_warmup`):\n\n").append(warmups).append('\n');
+        }
         System.out.println(md);
-        ResultsFile.writeSection(results, "cold-start", md.toString());
+        ResultsFile.writeSection(results, warmupSection ? "cold-start-warmup" : "cold-start", md.toString());
         System.out.println("# written to " + results);
     }
 
@@ -89,10 +117,13 @@ public final class ColdStartBench {
         double first20 = median(launches, l -> p50(l.fresh().subList(0, Math.min(20, l.fresh().size())), Sample::handlerUs));
         double first100 = median(launches, l -> p50(l.fresh(), Sample::handlerUs));
         double warm = median(launches, l -> p50(l.warm(), Sample::handlerUs));
-        return String.format(Locale.ROOT, "| %s | %d | %s | %s | %.0f / %.0f / %.0f (%.2f×) | %s | %s |%n", label, launches.size(),
-                StartupBench.summary(launches.stream().mapToDouble(l -> l.startup().answerMs()).toArray()),
+        double retrieve100 = median(launches, l -> p50(l.fresh(), Sample::retrieveHandlerUs));
+        double retrieveWarm = median(launches, l -> p50(l.warm(), Sample::retrieveHandlerUs));
+        return String.format(Locale.ROOT, "| %s | %d | %s | %s | %.0f / %.0f / %.0f (%.2f×) | %s (%.2f×) | %s | %s | %s |%n", label,
+                launches.size(), StartupBench.summary(launches.stream().mapToDouble(l -> l.startup().answerMs()).toArray()),
                 StartupBench.summary(launches.stream().mapToDouble(l -> l.startup().healthyMs()).toArray()),
-                first20, first100, warm, first100 / warm, triple(launches, Sample::pathUs), triple(launches, Sample::roundTripUs));
+                first20, first100, warm, first100 / warm, triple(launches, Sample::retrieveHandlerUs), retrieve100 / retrieveWarm,
+                triple(launches, Sample::pathUs), triple(launches, Sample::roundTripUs), triple(launches, Sample::retrieveRoundTripUs));
     }
 
     private static String triple(List<Launch> launches, ToDoubleFunction<Sample> value) {
@@ -100,23 +131,28 @@ public final class ColdStartBench {
                 median(launches, l -> p50(l.fresh(), value)), median(launches, l -> p50(l.warm(), value)));
     }
 
-    private static Launch launchOnce(Path cache, int run, int requests, int warmup, boolean expectUsed) throws Exception {
-        StartupBench.Launched server = StartupBench.launch("0.5", "lmcache_cold_start_bench_" + run, Map.of("LMCACHE_AOT_CACHE", cache.toString()));
+    private static Launch launchOnce(Variant variant, int run, int requests, int warmup) throws Exception {
+        Path cache = variant.cache();
+        boolean expectUsed = variant.expectAot();
+        StartupBench.Launched server = StartupBench.launch("0.5", "lmcache_cold_start_bench_" + run, Map.of("LMCACHE_AOT_CACHE", cache.toString()),
+                variant.args());
         try (JavaWorker worker = new JavaWorker("tcp://127.0.0.1:" + server.port(), 4100 + run, "cold-start/model", GEOMETRY)) {
             String status = "http://127.0.0.1:" + server.httpPort() + "/status";
             boolean used = status(status).path("aot_cache").path("used").asBoolean();
             if (used != expectUsed) {
                 throw new IllegalStateException("/status says the AOT cache was " + (used ? "" : "not ") + "used with " + cache);
             }
+            String warmupStatus = status(status).path("jit_warmup").toString();
             worker.register();
             int[] blocks = JavaWorker.range(0, CHUNK_TOKENS / GEOMETRY.blockSize());
             worker.fill(blocks, run);
             List<Sample> fresh = measure(worker, status, blocks, 0, requests);
             for (int i = 0; i < warmup; i++) {
                 store(worker, blocks, requests + i);
+                retrieve(worker, requests + i);
             }
             List<Sample> warm = measure(worker, status, blocks, requests + warmup, requests);
-            return new Launch(server.run(), used, fresh, warm);
+            return new Launch(server.run(), used, fresh, warm, warmupStatus);
         } finally {
             server.stop();
         }
@@ -130,11 +166,17 @@ public final class ColdStartBench {
             store(worker, blocks, firstSeed + i);
             double roundTripUs = (System.nanoTime() - startNs) / 1e3;
             JsonNode after = status(status);
-            samples.add(new Sample(seconds(after, "transfer_handler_cpu", "plan", "objects", "copy") * 1e6
-                    - seconds(before, "transfer_handler_cpu", "plan", "objects", "copy") * 1e6,
-                    seconds(after, "request_path_cpu", "decode", "handle", "reply") * 1e6
-                    - seconds(before, "request_path_cpu", "decode", "handle", "reply") * 1e6, roundTripUs));
-            before = after;
+            long retrieveNs = System.nanoTime();
+            retrieve(worker, firstSeed + i);
+            double retrieveRoundTripUs = (System.nanoTime() - retrieveNs) / 1e3;
+            JsonNode retrieved = status(status);
+            samples.add(new Sample(seconds(after, "transfer_handler_cpu", "store", "plan", "objects", "copy") * 1e6
+                    - seconds(before, "transfer_handler_cpu", "store", "plan", "objects", "copy") * 1e6,
+                    seconds(after, "request_path_cpu", "store", "decode", "handle", "reply") * 1e6
+                    - seconds(before, "request_path_cpu", "store", "decode", "handle", "reply") * 1e6, roundTripUs,
+                    seconds(retrieved, "transfer_handler_cpu", "retrieve", "plan", "objects", "copy") * 1e6
+                    - seconds(after, "transfer_handler_cpu", "retrieve", "plan", "objects", "copy") * 1e6, retrieveRoundTripUs));
+            before = retrieved;
         }
         return samples;
     }
@@ -146,10 +188,18 @@ public final class ColdStartBench {
         }
     }
 
-    private static double seconds(JsonNode status, String section, String... phases) {
+    /** The RETRIEVE of what STORE {@code seed} wrote, into the blocks after it. */
+    private static void retrieve(JavaWorker worker, int seed) {
+        int[] blocks = JavaWorker.range(CHUNK_TOKENS / GEOMETRY.blockSize(), CHUNK_TOKENS / GEOMETRY.blockSize());
+        if (!worker.retrieve(JavaWorker.tokens(1_000_000L + seed, CHUNK_TOKENS), 0, CHUNK_TOKENS, blocks, 0, "cold-" + seed)) {
+            throw new IllegalStateException("RETRIEVE " + seed + " failed");
+        }
+    }
+
+    private static double seconds(JsonNode status, String section, String op, String... phases) {
         double sum = 0;
         for (String phase : phases) {
-            sum += status.path(section).path("store").path(phase + "_seconds").asDouble();
+            sum += status.path(section).path(op).path(phase + "_seconds").asDouble();
         }
         return sum;
     }

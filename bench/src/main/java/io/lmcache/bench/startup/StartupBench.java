@@ -93,12 +93,18 @@ public final class StartupBench {
 
     /** Launches bin/lmcache-server with {@code env} added and waits until it answers and is healthy (the cold-start bench too). */
     static Launched launch(String poolGb, String shmName, Map<String, String> env) throws Exception {
+        return launch(poolGb, shmName, env, List.of());
+    }
+
+    /** As above, with {@code extraArgs} appended to the launcher's command line. */
+    static Launched launch(String poolGb, String shmName, Map<String, String> env, List<String> extraArgs) throws Exception {
         int port = ServerProcess.freePort();
         int httpPort = ServerProcess.freePort();
         Path log = Files.createTempFile("startup-bench", ".log");
         ProcessBuilder builder = new ProcessBuilder("bin/lmcache-server", "--l1-size-gb", poolGb, "--host", "127.0.0.1", "--port",
                 Integer.toString(port), "--http-host", "127.0.0.1", "--http-port", Integer.toString(httpPort), "--shm-name",
                 shmName).redirectErrorStream(true).redirectOutput(log.toFile());
+        builder.command().addAll(extraArgs);
         builder.environment().putAll(env);
         long launchNs = System.nanoTime();
         Process process = builder.start();

@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
 
 /**
  * What operators set beyond LMCache's core flags: the pool file's mode, the budget of CPU workers'
@@ -21,9 +22,14 @@ import java.util.Locale;
  *     is recorded, in (0, 1]; counters always count everything
  * @param serviceInstanceId the {@code service_instance_id} label on every metric and {@code target_info}
  * @param numaPlacement {@code --numa-placement auto}: the pool's regions on the GPUs' NUMA nodes where the host has several
+ * @param warmupIterations rounds of the start-up JIT warm-up on scratch memory ({@code --warmup-iterations}; 0: none)
+ * @param warmupBudgetNs the most the warm-up may add to start-up ({@code --warmup-budget-ms}); it stops there, done or not
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
-        String serviceInstanceId, boolean numaPlacement) {
+        String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs) {
+    /** Rounds of the warm-up by default: see bench/RESULTS.md "JIT cold start" (issue 30) for the measurement behind it. */
+    public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
+    public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
     /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
     public static final int DEFAULT_SHM_MODE = 0600;
     /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
@@ -34,7 +40,8 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
 
     /** The defaults (tests). */
     public static OperatorSettings defaults(String instanceId) {
-        return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true);
+        return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
+                DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS));
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -60,7 +67,10 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
             case "off" -> false;
             default -> throw new ConfigException("--numa-placement", "must be auto or off, got '" + o.numaPlacement + "'");
         };
-        return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa);
+        int warmupIterations = ConfigLoader.intIn("--warmup-iterations", o.warmupIterations, 0, 1_000_000);
+        int warmupBudgetMs = ConfigLoader.intIn("--warmup-budget-ms", o.warmupBudgetMs, 0, 60_000);
+        return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa, warmupIterations,
+                TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs));
     }
 
     /** Octal permission bits: the owner reads and writes, nobody executes, others get nothing (0600, 0640, 0660). */

@@ -116,6 +116,8 @@ public record ServerConfig(
         out.put("shm_max_mapped_gb", operator.shmMaxMappedBytes() >> 30);
         out.put("metrics_sample_rate", operator.metricsSampleRate());
         out.put("service_instance_id", operator.serviceInstanceId());
+        out.put("warmup_iterations", operator.warmupIterations());
+        out.put("warmup_budget_ms", TimeUnit.NANOSECONDS.toMillis(operator.warmupBudgetNs()));
         out.put("max_connections", connections.maxConnections());
         out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
         out.put("kv_event_log_size", kvEventLogSize);

@@ -223,6 +223,16 @@ final class ServerOptions {
                     + " count every chunk (default: ${DEFAULT-VALUE}).")
     String metricsSampleRate;
 
+    @Option(names = "--warmup-iterations", defaultValue = "" + OperatorSettings.DEFAULT_WARMUP_ITERATIONS,
+            description = "Rounds of the start-up JIT warm-up: STORE, LOOKUP, RETRIEVE on a scratch store and scratch memory while the"
+                    + " pool is prepared, so the first requests run compiled code; 0 turns it off (default: ${DEFAULT-VALUE}).")
+    String warmupIterations;
+
+    @Option(names = "--warmup-budget-ms", defaultValue = "" + OperatorSettings.DEFAULT_WARMUP_BUDGET_MS,
+            description = "The most the JIT warm-up may add to start-up, in ms; it stops there whether its rounds are done or not"
+                    + " (default: ${DEFAULT-VALUE}).")
+    String warmupBudgetMs;
+
     @Option(names = "--service-instance-id",
             description = "The service_instance_id label on every metric and target_info (default: --instance-id).")
     String serviceInstanceId;

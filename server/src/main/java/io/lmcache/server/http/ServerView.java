@@ -14,6 +14,7 @@ import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.warmup.Warmup;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -47,6 +48,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final Supplier<Map<String, Object>> cudaStatus;
     private final List<String> preparationStages;
     private final HealthCheck rootHealth;
+    /** Set once at start-up, before the HTTP servers start. */
+    private volatile Warmup.Result warmup = Warmup.Result.OFF;
 
     /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
     public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
@@ -87,6 +90,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.cudaStatus = device.cudaStatus();
         this.preparationStages = List.copyOf(device.preparationStages());
         this.rootHealth = rootHealth;
+    }
+
+    /** What the start-up JIT warm-up did, for {@code /status} {@code jit_warmup}. */
+    public void warmedUp(Warmup.Result result) {
+        this.warmup = result;
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -156,6 +164,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("connections", Map.of("open", connections.openConnections()));
         status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
+        status.put("jit_warmup", warmup.toMap());
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

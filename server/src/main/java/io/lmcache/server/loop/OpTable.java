@@ -108,6 +108,11 @@ public final class OpTable {
             return new OpTable(entries.clone());
         }
 
+        /** Whether {@code op} has an entry yet (a partial table, such as the warm-up's, declares the rest unsupported). */
+        public boolean declared(Op op) {
+            return entries[op.ordinal()] != null;
+        }
+
         private Builder put(OpEntry entry) {
             int slot = entry.op().ordinal();
             if (entries[slot] != null) {

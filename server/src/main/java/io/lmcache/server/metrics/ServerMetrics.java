@@ -71,6 +71,18 @@ public final class ServerMetrics {
 
     /** {@code serviceInstanceId} labels every series ({@code --service-instance-id}); empty: no such label. */
     public ServerMetrics(String serviceInstanceId, Build build) {
+        this(serviceInstanceId, build, true);
+    }
+
+    /**
+     * A registry nobody scrapes, for the start-up warm-up's scratch server: its counts never reach the real metrics, and it
+     * binds none of the JVM's meters (their GC listeners would stay registered after the warm-up).
+     */
+    public static ServerMetrics scratch() {
+        return new ServerMetrics("", Build.UNKNOWN, false);
+    }
+
+    private ServerMetrics(String serviceInstanceId, Build build, boolean jvmMeters) {
         this.serviceInstanceId = serviceInstanceId;
         this.build = build;
         if (!serviceInstanceId.isEmpty()) {
@@ -84,11 +96,13 @@ public final class ServerMetrics {
                 return id.getName().equals("system.cpu.count") ? id.withName("system.cpus") : id;
             }
         });
-        new JvmMemoryMetrics().bindTo(registry);
-        new JvmGcMetrics().bindTo(registry);
-        new JvmThreadMetrics().bindTo(registry);
-        new ProcessorMetrics().bindTo(registry);
-        new UptimeMetrics().bindTo(registry);
+        if (jvmMeters) {
+            new JvmMemoryMetrics().bindTo(registry);
+            new JvmGcMetrics().bindTo(registry);
+            new JvmThreadMetrics().bindTo(registry);
+            new ProcessorMetrics().bindTo(registry);
+            new UptimeMetrics().bindTo(registry);
+        }
         lookups = new LookupMetrics(this, labels);
         storeBytes = counter(TransferCatalogue.STORE_BYTES);
         retrieveBytes = counter(TransferCatalogue.RETRIEVE_BYTES);

@@ -1,0 +1,254 @@
+package io.lmcache.server.warmup;
+
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.events.KvEventLog;
+import io.lmcache.server.events.KvEventRecorder;
+import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.loop.Dispatcher;
+import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.Inbound;
+import io.lmcache.server.loop.OpTable;
+import io.lmcache.server.loop.Outbound;
+import io.lmcache.server.loop.ReplyQueue;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.LmcacheDrivenOps;
+import io.lmcache.server.module.LmcacheDrivenTransferModule;
+import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.LookupModule;
+import io.lmcache.server.module.PrefetchResults;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
+import io.lmcache.server.protocol.DType;
+import io.lmcache.server.protocol.LayoutHints;
+import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.TensorWrapper;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.SlabAllocator;
+import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
+import io.lmcache.server.transfer.SegmentMappings;
+import io.lmcache.server.transfer.ShmSegments;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A server of the warm-up's own, built from the same classes as the real one (dispatcher, decoder, lookup and lmcache-driven
+ * transfer modules, object store, KV-event recorder, host copy path, reply encoder), so the JIT compiles the very methods the
+ * first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders, which would stay
+ * registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event log, its own
+ * handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and deletes.
+ */
+final class ScratchServer implements AutoCloseable {
+    static final long INSTANCE_ID = 0x7761726d7570L; // "warmup"
+    static final String MODEL = "lmcache-warmup/scratch";
+    private static final String SEGMENT_PREFIX = "lmcache_warmup_";
+    /** The layers of the scratch worker: 512 pieces a 256-token chunk, as many as a 32-layer model's with 32-token blocks. */
+    static final int LAYERS = 16;
+    /** Enough for the largest round (4 chunks) stored and then retrieved into other blocks. */
+    static final int MAX_CHUNKS = 4;
+    /** 512-byte pieces at 16-token blocks: the per-piece work of a real layout (what the JIT must see) with little copying. */
+    private static final int HEADS = 1;
+    private static final int HEAD_SIZE = 16;
+    private static final long REPLY_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
+    private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
+
+    final int chunkSize;
+    final int blockSize;
+    final int blocksPerChunk;
+    private final Arena arena = Arena.ofShared();
+    private final Path segment;
+    private final ObjectStore store;
+    private final LmcacheDrivenTransferModule transfers;
+    private final LookupModule lookup;
+    private final LookupLeases leases;
+    private final PrefetchResults results;
+    private final ReplyQueue replies = new ReplyQueue();
+    private final Dispatcher dispatcher;
+
+    private ScratchServer(ServerConfig config, Object poolFileKey, Path segment, int blockSize) {
+        this.chunkSize = config.chunkSize();
+        this.blockSize = blockSize;
+        this.blocksPerChunk = chunkSize / blockSize;
+        this.segment = segment;
+        ServerMetrics metrics = ServerMetrics.scratch();
+        long objectBytes = 2L * LAYERS * blocksPerChunk * pieceBytes();
+        long regionBytes = Math.max(1 << 20, Long.highestOneBit(objectBytes * MAX_CHUNKS - 1) << 1);
+        long poolBytes = 4 * regionBytes;
+        MemorySegment pool = arena.allocate(poolBytes, 4096);
+        SlabAllocator allocator = new SlabAllocator(poolBytes, regionBytes);
+        store = new ObjectStore(allocator, poolBytes, config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(), System::nanoTime,
+                new StoreCounters());
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            store.addReadyRegion(r);
+        }
+        leases = new LookupLeases(store, config.l1ReadTtlNs(), System::nanoTime);
+        results = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
+        PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
+        Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
+        ObjectGroupCatalog catalog = new ObjectGroupCatalog(config.separateObjectGroups());
+        ShmSegments shm = new ShmSegments(false, poolFileKey, new SegmentMappings(new SegmentMappings.Caps(4, 1L << 30, 1 << 16)), metrics);
+        // the scratch worker's mappings are released on this thread: nothing else touches them
+        transfers = new LmcacheDrivenTransferModule(chunkSize, store, leases, metrics, liveness, new CopyPaths(shm, null, pool,
+                (what, release) -> {
+                    try {
+                        release.run();
+                    } catch (Exception e) {
+                        return false;
+                    }
+                    return true;
+                }, null), catalog);
+        KvEventRecorder events = new KvEventRecorder(new KvEventLog(1024, chunkSize, System.nanoTime()), false);
+        events.attach(store);
+        transfers.recordEventsWith(events);
+        lookup = new LookupModule(chunkSize, store, leases, results, metrics, catalog);
+        dispatcher = new Dispatcher(table(lookup, transfers), replies, metrics, 1, 1, 0);
+    }
+
+    /** Only the ops the warm-up sends are served; every other op is "unsupported" (never sent). */
+    private static OpTable table(LookupModule lookup, LmcacheDrivenTransferModule transfers) {
+        OpTable.Builder ops = OpTable.builder();
+        lookup.declareOps(ops);
+        LmcacheDrivenOps.declare(ops.module(transfers), FailureReplies.hostOnly());
+        EnumSet<Op> rest = EnumSet.allOf(Op.class);
+        for (Op op : Op.values()) {
+            if (ops.declared(op)) {
+                rest.remove(op);
+            }
+        }
+        ops.unsupported("not part of the warm-up", rest.toArray(Op[]::new));
+        return ops.build();
+    }
+
+    /**
+     * Opens the scratch server and registers its worker, or returns null when it cannot (no usable /dev/shm here: the warm-up
+     * is then skipped, and {@code why[0]} says why).
+     */
+    static ScratchServer open(ServerConfig config, Object poolFileKey, String[] why) {
+        int chunkSize = config.chunkSize();
+        int blockSize = chunkSize % 16 == 0 && chunkSize / 16 <= 64 ? 16 : chunkSize;
+        int blocks = 2 * MAX_CHUNKS * (chunkSize / blockSize);
+        long tensorBytes = 2L * blocks * blockSize * HEADS * HEAD_SIZE * 2;
+        removeStaleSegments();
+        Path segment = Path.of("/dev/shm", SEGMENT_PREFIX + ProcessHandle.current().pid() + "_"
+                + Long.toHexString(ThreadLocalRandom.current().nextLong()));
+        try {
+            Files.createFile(segment, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+            try (FileChannel channel = FileChannel.open(segment, StandardOpenOption.WRITE)) {
+                channel.write(ByteBuffer.wrap(new byte[1]), tensorBytes - 1);
+            }
+        } catch (IOException | UnsupportedOperationException e) {
+            why[0] = "cannot create a scratch segment in /dev/shm: " + e;
+            deleteQuietly(segment);
+            return null;
+        }
+        ScratchServer server = new ScratchServer(config, poolFileKey, segment, blockSize);
+        server.register(blocks, tensorBytes);
+        if (server.transfers.objectShapes(MODEL).isEmpty()) {
+            why[0] = "the scratch worker's registration was refused";
+            server.close();
+            return null;
+        }
+        return server;
+    }
+
+    /**
+     * Deletes the scratch segments of servers that died during their warm-up (killed before they could delete theirs): a file
+     * named {@code lmcache_warmup_<pid>_<random>} whose process is gone. Only this prefix, which no client uses, is touched.
+     */
+    private static void removeStaleSegments() {
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(Path.of("/dev/shm"), SEGMENT_PREFIX + "*")) {
+            for (Path file : files) {
+                String[] parts = file.getFileName().toString().substring(SEGMENT_PREFIX.length()).split("_", 2);
+                try {
+                    if (parts.length == 2 && ProcessHandle.of(Long.parseLong(parts[0])).isEmpty()) {
+                        deleteQuietly(file);
+                    }
+                } catch (NumberFormatException e) {
+                    // not one of ours
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // nothing to clean up, or no /dev/shm: the warm-up reports the latter when it creates its own
+        }
+    }
+
+    private long pieceBytes() {
+        return (long) blockSize * HEADS * HEAD_SIZE * 2;
+    }
+
+    /** REGISTER of the scratch worker: {@link #LAYERS} NHD bf16 layers {@code [2, blocks, bs, heads, head size]} on one segment. */
+    private void register(int blocks, long tensorBytes) {
+        long[] shape = {2, blocks, blockSize, HEADS, HEAD_SIZE};
+        long[] stride = {(long) blocks * blockSize * HEADS * HEAD_SIZE, (long) blockSize * HEADS * HEAD_SIZE, HEADS * HEAD_SIZE, HEAD_SIZE, 1};
+        List<TensorWrapper> wrappers = new ArrayList<>();
+        for (int layer = 0; layer < LAYERS; layer++) {
+            // every layer names the same segment: the copies land in the same few bytes, which is all a warm-up needs
+            wrappers.add(new TensorWrapper.CpuShm("/" + segment.getFileName(), tensorBytes, DType.BFLOAT16, shape, stride, 0, ""));
+        }
+        transfers.register(new Request.RegisterKvCache(INSTANCE_ID, wrappers, MODEL, 1, "vllm", new LayoutHints("NHD", 0, 0, 0), List.of()),
+                PEER);
+    }
+
+    /** Dispatches one request as the socket thread does and waits for its reply's payload (null: no payload). */
+    byte[] call(Inbound request) {
+        dispatcher.dispatch(request);
+        long deadlineNs = System.nanoTime() + REPLY_TIMEOUT_NS;
+        while (true) {
+            Outbound reply = replies.poll();
+            if (reply != null) {
+                return reply.payload();
+            }
+            if (System.nanoTime() - deadlineNs > 0) {
+                throw new IllegalStateException("no reply to the warm-up's " + request.op().wireName() + " within 2 s");
+            }
+            LockSupport.parkNanos(1_000);
+        }
+    }
+
+    /** Forgets every stored object (the next rounds store new ones: the scratch pool holds only a few rounds). */
+    void clear() {
+        store.clear(true);
+    }
+
+    int storedObjects() {
+        return store.snapshot().objects();
+    }
+
+    @Override
+    public void close() {
+        try {
+            dispatcher.close();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        transfers.close();
+        store.clear(true);
+        deleteQuietly(segment);
+        arena.close();
+    }
+
+    private static void deleteQuietly(Path path) {
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException e) {
+            // a scratch file left in /dev/shm: named for this process, a few MiB
+        }
+    }
+}

@@ -1,0 +1,128 @@
+package io.lmcache.server.warmup;
+
+import io.lmcache.server.config.ServerConfig;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The JIT warm-up at start-up (issue 30): while the pool's first region is being prepared, runs the request path a fresh
+ * server would otherwise interpret for its first hundreds of requests (a worker's STORE, the scheduler's LOOKUP and
+ * QUERY_PREFETCH_STATUS, the RETRIEVE, END_SESSION: decode, chunk hashing, planning, reservations, the host copy, the
+ * KV-event commit, lookup and lock, the reply's encoding) on a {@link ScratchServer}, until C2 has compiled it. JDK 25's
+ * ahead-of-time cache keeps no compiled code (JEP 515 only its profiles), so this is what makes the first requests fast.
+ * Nothing real is touched: the scratch server has its own metrics, store, memory, event log and threads, and is closed before
+ * the server is ready. Rounds run until {@code --warmup-iterations} are done or the time budget is spent.
+ */
+public final class Warmup {
+    private static final Logger LOG = LoggerFactory.getLogger(Warmup.class);
+    private static final byte[] TRANSFER_OK_TAIL = {(byte) 0xc3};
+
+    /**
+     * What ran, for {@code /status} ({@code jit_warmup}) and the start-up log.
+     *
+     * @param rounds rounds done (each: STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION)
+     * @param requested rounds asked for ({@code --warmup-iterations}; 0: off)
+     * @param elapsedNs wall time of the warm-up, the scratch server's opening and closing included
+     * @param stoppedBy "done", "budget" (the time budget ran out first), "off", or why it stopped early
+     */
+    public record Result(int rounds, int requested, long elapsedNs, long budgetNs, long openNs, String stoppedBy) {
+        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off");
+
+        public Map<String, Object> toMap() {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("ran", rounds > 0);
+            out.put("iterations", rounds);
+            out.put("iterations_requested", requested);
+            out.put("requests", 5L * rounds);
+            out.put("ms", TimeUnit.NANOSECONDS.toMillis(elapsedNs));
+            out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
+            out.put("scratch_open_ms", TimeUnit.NANOSECONDS.toMillis(openNs));
+            out.put("stopped_by", stoppedBy);
+            return out;
+        }
+    }
+
+    private Warmup() {}
+
+    /** Runs the warm-up on this thread; never throws (a failure ends it early and says why in the result). */
+    public static Result run(ServerConfig config, Object poolFileKey) {
+        int iterations = config.operator().warmupIterations();
+        long budgetNs = config.operator().warmupBudgetNs();
+        if (iterations == 0 || budgetNs == 0) {
+            return Result.OFF;
+        }
+        long startNs = System.nanoTime();
+        String[] why = new String[1];
+        Result result;
+        try (ScratchServer server = ScratchServer.open(config, poolFileKey, why)) {
+            if (server == null) {
+                result = new Result(0, iterations, System.nanoTime() - startNs, budgetNs, 0, "skipped: " + why[0]);
+            } else {
+                long openNs = System.nanoTime() - startNs;
+                result = rounds(server, iterations, startNs, budgetNs);
+                result = new Result(result.rounds(), iterations, 0, budgetNs, openNs, result.stoppedBy());
+            }
+        } catch (RuntimeException | Error e) {
+            result = new Result(0, iterations, System.nanoTime() - startNs, budgetNs, 0, "failed: " + e);
+        }
+        Result done = new Result(result.rounds(), iterations, System.nanoTime() - startNs, budgetNs, result.openNs(), result.stoppedBy());
+        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store) in {} ms ({} ms to open it), {}", done.rounds(), iterations,
+                5L * done.rounds(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()), TimeUnit.NANOSECONDS.toMillis(done.openNs()),
+                done.stoppedBy());
+        return done;
+    }
+
+    /** 1, 2 and 4 chunks in turn, each round a new prompt (its chunk hashes all new), stored then retrieved into other blocks. */
+    private static Result rounds(ScratchServer server, int iterations, long startNs, long budgetNs) {
+        WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
+        int chunkSize = server.chunkSize;
+        int[] tokens = new int[ScratchServer.MAX_CHUNKS * chunkSize];
+        SplittableRandom random = new SplittableRandom(30);
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = random.nextInt(150_000);
+        }
+        int round = 0;
+        while (round < iterations) {
+            if (System.nanoTime() - startNs >= budgetNs) {
+                return new Result(round, iterations, 0, budgetNs, 0, "budget");
+            }
+            int chunks = 1 << (round % 3);
+            int end = chunks * chunkSize;
+            tokens[0] = round; // a new prefix: every chunk hash of this round is new
+            String request = "warmup-" + round;
+            int[] stored = blocks(0, chunks * server.blocksPerChunk);
+            int[] retrieved = blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk);
+            if (!transferOk(server.call(frames.store(tokens, end, stored, request)))) {
+                return new Result(round, iterations, 0, budgetNs, 0, "a scratch STORE failed");
+            }
+            server.call(frames.lookup(tokens, end, request));
+            server.call(frames.queryPrefetchStatus(request));
+            if (!transferOk(server.call(frames.retrieve(tokens, end, retrieved, request)))) {
+                return new Result(round, iterations, 0, budgetNs, 0, "a scratch RETRIEVE failed");
+            }
+            server.call(frames.endSession(request));
+            if (server.storedObjects() > ScratchServer.MAX_CHUNKS) {
+                server.clear();
+            }
+            round++;
+        }
+        return new Result(round, iterations, 0, budgetNs, 0, "done");
+    }
+
+    private static int[] blocks(int from, int count) {
+        int[] out = new int[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = from + i;
+        }
+        return out;
+    }
+
+    /** A STORE/RETRIEVE reply {@code (event, True)}. */
+    private static boolean transferOk(byte[] payload) {
+        return payload != null && payload.length > 0 && payload[payload.length - 1] == TRANSFER_OK_TAIL[0];
+    }
+}

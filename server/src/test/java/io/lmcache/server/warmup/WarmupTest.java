@@ -1,0 +1,111 @@
+package io.lmcache.server.warmup;
+
+import java.util.ArrayList;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.LmcacheServer;
+import io.lmcache.server.config.ConfigLoader;
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.logging.LogCounters;
+import io.lmcache.server.testing.Http;
+import io.lmcache.server.testing.ServerProcess;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/** The start-up JIT warm-up: it runs the request path on its scratch server, within its budget, and leaves nothing behind. */
+class WarmupTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private static ServerConfig config(String... extra) {
+        List<String> args = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()),
+                "--http-host", "127.0.0.1", "--http-port", Integer.toString(ServerProcess.freePort()), "--l1-size-gb", "0.016", "--device",
+                "host", "--shm-name", "lmcache_test_warmup_" + ProcessHandle.current().pid()));
+        args.addAll(List.of(extra));
+        ConfigLoader.Outcome outcome = ConfigLoader.load(args.toArray(String[]::new), Map.of());
+        if (outcome instanceof ConfigLoader.Outcome.Run run) {
+            return run.config();
+        }
+        throw new IllegalArgumentException(outcome.toString());
+    }
+
+    private static long scratchSegments() throws IOException {
+        String prefix = "lmcache_warmup_" + ProcessHandle.current().pid() + "_";
+        try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+            return files.filter(path -> path.getFileName().toString().startsWith(prefix)).count();
+        }
+    }
+
+    @Test
+    void everyRoundSucceedsWithoutALogLineAndTheScratchSegmentIsDeleted() throws IOException {
+        long warningsBefore = LogCounters.warnings().sum();
+        long errorsBefore = LogCounters.errors().sum();
+        Warmup.Result result = Warmup.run(config("--warmup-iterations", "60", "--warmup-budget-ms", "60000"), null);
+        assertEquals("done", result.stoppedBy(), result.toString());
+        assertEquals(60, result.rounds());
+        assertEquals(60, result.requested());
+        // a failure path (a refused STORE, a bad frame) would have logged through the server's own rate-limited logs
+        assertEquals(warningsBefore, LogCounters.warnings().sum(), "no warning");
+        assertEquals(errorsBefore, LogCounters.errors().sum(), "no error");
+        assertEquals(0, scratchSegments(), "the scratch worker's segment is gone");
+    }
+
+    @Test
+    void aDeadServersScratchSegmentIsRemovedAndALiveOnesKept() throws IOException {
+        // a pid no process has (above the kernel's pid_max limit of 2^22) and this process's own
+        Path dead = Path.of("/dev/shm", "lmcache_warmup_" + ((1L << 22) + 7) + "_0badc0de");
+        Path live = Path.of("/dev/shm", "lmcache_warmup_" + ProcessHandle.current().pid() + "_feedface");
+        Files.write(dead, new byte[16]);
+        Files.write(live, new byte[16]);
+        try {
+            assertEquals("done", Warmup.run(config("--warmup-iterations", "1", "--warmup-budget-ms", "60000"), null).stoppedBy());
+            assertFalse(Files.exists(dead), "a dead server's scratch segment is deleted");
+            assertTrue(Files.exists(live), "a live server's is kept");
+        } finally {
+            Files.deleteIfExists(dead);
+            Files.deleteIfExists(live);
+        }
+    }
+
+    @Test
+    void theBudgetEndsTheWarmupAndZeroIterationsTurnItOff() throws IOException {
+        Warmup.Result cut = Warmup.run(config("--warmup-iterations", "1000000", "--warmup-budget-ms", "1"), null);
+        assertEquals("budget", cut.stoppedBy(), cut.toString());
+        assertTrue(cut.rounds() < 1_000_000);
+        assertEquals(0, scratchSegments());
+        assertEquals(Warmup.Result.OFF, Warmup.run(config("--warmup-iterations", "0"), null));
+        assertFalse((Boolean) Warmup.Result.OFF.toMap().get("ran"));
+    }
+
+    @Test
+    void aServerThatWarmedUpSaysSoAndHasCountedNothing() throws Exception {
+        ServerConfig config = config("--warmup-iterations", "40", "--warmup-budget-ms", "60000");
+        try (LmcacheServer server = LmcacheServer.start(config)) {
+            String base = "http://127.0.0.1:" + config.httpPort();
+            JsonNode status = JSON.readTree(Http.get(base + "/status").body());
+            JsonNode warmup = status.path("jit_warmup");
+            assertTrue(warmup.path("ran").asBoolean(), warmup.toString());
+            assertEquals(40, warmup.path("iterations").asInt());
+            assertEquals(200, warmup.path("requests").asInt());
+            assertEquals("done", warmup.path("stopped_by").asText());
+            // nothing of the scratch server's requests reached the real store, its event log, its handlers' timers or its metrics
+            assertEquals(0, status.path("storage_manager").path("l1_manager").path("total_object_count").asInt());
+            assertEquals(1, status.path("kv_events").path("next_seq").asLong(), status.path("kv_events").toString());
+            assertEquals(0, status.path("transfer_handler_cpu").path("store").path("requests").asInt(), status.toString());
+            assertEquals(0, status.path("registered_gpu_ids").size(), "the scratch worker is not one of the server's");
+            String scrape = Http.get(base + "/metrics").body();
+            assertEquals(0.0, Http.metric(scrape, "lmcache_mp_requests_total", "op", "store"));
+            assertEquals(0.0, Http.metric(scrape, "lmcache_mp_requests_total", "op", "lookup"));
+            assertEquals(0.0, Http.metric(scrape, "lmcache_mp_store_bytes_total"));
+            assertEquals(0, scratchSegments());
+        }
+    }
+}

@@ -1,0 +1,171 @@
+"""The floor under one request in flight (issue 30), and the arithmetic of inflight_bench.py's floor/fresh table.
+
+No torch and no GPU here, so the logic is unit-tested anywhere (test_inflight_floor.py):
+
+  floor = the raw copy of the request's bytes (the GPU-event rate of the same run) + one bare ZeroMQ round trip of the
+          client's own frame sizes (its request frames out, a reply of the server's reply size back) to an echo ROUTER on
+          libzmq in its own process, after the same idle gap a lone request has (echo_floor.py's method, sized per cell)
+
+floor / request says how close a request comes to what no server can beat; raw / request (the older column) leaves the
+messaging out. Fresh: the first --fresh-requests requests of a server just started (one fresh server per cell), against
+the same cell warm.
+"""
+import ctypes
+import multiprocessing
+import os
+import socket
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import libzmq_dealer  # noqa: E402
+
+ZMQ_ROUTER = 6
+# a STORE/RETRIEVE reply's payload frame: msgpack [bin8(64 bytes), bool] = 92 c4 40 <64> c3 (protocol doc §9)
+TRANSFER_REPLY_BYTES = 67
+
+
+def frame_sizes(frames):
+    """The sizes of a multipart message's frames (what the floor's round trip sends)."""
+    return [len(f) for f in frames]
+
+
+def reply_echo(port, reply_bytes):
+    """A libzmq ROUTER, one thread: answers every message with [identity, uid, op, reply_bytes of payload], as the
+    server answers a STORE or RETRIEVE (the uid and op frames echoed back)."""
+    lib = libzmq_dealer.load()
+    ctx = lib.zmq_ctx_new()
+    sock = lib.zmq_socket(ctx, ZMQ_ROUTER)
+    lib.zmq_bind.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.zmq_bind(sock, f"tcp://127.0.0.1:{port}".encode())
+    msg = ctypes.create_string_buffer(libzmq_dealer.MSG_BYTES)
+    payload = b"\x92\xc4\x40" + bytes(64) + b"\xc3" if reply_bytes == TRANSFER_REPLY_BYTES else bytes(reply_bytes)
+    while True:
+        frames = []
+        while True:
+            lib.zmq_msg_init(msg)
+            if lib.zmq_msg_recv(msg, sock, 0) < 0:
+                return
+            frames.append(ctypes.string_at(lib.zmq_msg_data(msg), lib.zmq_msg_size(msg)))
+            more = lib.zmq_msg_more(msg)
+            lib.zmq_msg_close(msg)
+            if not more:
+                break
+        out = frames[:3] + [payload]
+        for i, frame in enumerate(out):
+            lib.zmq_send(sock, frame, len(frame), libzmq_dealer.ZMQ_SNDMORE if i < len(out) - 1 else 0)
+
+
+def _wait_port(port, timeout=30.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def summarize_us(samples_s):
+    """Best and median of samples in seconds, in microseconds."""
+    ordered = sorted(samples_s)
+    return {"best_us": 1e6 * ordered[0], "median_us": 1e6 * statistics.median(ordered)}
+
+
+class EchoFloor:
+    """The echo ROUTER in a child process and a DEALER of the worker's transport (libzmq where staged)."""
+
+    def __init__(self, reply_bytes=TRANSFER_REPLY_BYTES):
+        if libzmq_dealer.load() is None:
+            raise RuntimeError("no libzmq staged (.device/zmq): the floor's echo needs it")
+        self.port = _free_port()
+        self.proc = multiprocessing.Process(target=reply_echo, args=(self.port, reply_bytes), daemon=True)
+        self.proc.start()
+        _wait_port(self.port)
+        self.dealer = libzmq_dealer.dealer("127.0.0.1", self.port, timeout=10)
+
+    def round_trips(self, frames, rounds=200, gap_s=0.001, warm=200):
+        """One message of these frames out and the reply in, `rounds` times after `gap_s` idle (a lone request's
+        server is idle before it); best and median in microseconds."""
+        for _ in range(warm):
+            self.dealer.send(frames)
+            self.dealer.recv()
+        samples = []
+        for _ in range(rounds):
+            if gap_s:
+                time.sleep(gap_s)
+            t0 = time.perf_counter()
+            self.dealer.send(frames)
+            self.dealer.recv()
+            samples.append(time.perf_counter() - t0)
+        return summarize_us(samples)
+
+    def close(self):
+        self.dealer.close()
+        self.proc.terminate()
+        self.proc.join(5)
+
+
+def floor_fields(row, op, raw_gbps, round_trip):
+    """Adds {op}_floor_ms and {op}_floor_vs_request (best and median) to a row that has {op}_ms_best/_median and
+    request_bytes; round_trip: EchoFloor.round_trips' result for this op's frames (None: no floor measured)."""
+    if round_trip is None or not raw_gbps:
+        row[f"{op}_floor_ms"] = None
+        row[f"{op}_floor_vs_request"] = None
+        row[f"{op}_floor_vs_request_median"] = None
+        return row
+    raw_ms = row["request_bytes"] / (raw_gbps * 1e9) * 1e3
+    floor_ms = raw_ms + round_trip["median_us"] / 1e3
+    row[f"{op}_raw_copy_ms"] = raw_ms
+    row[f"{op}_round_trip_us_median"] = round_trip["median_us"]
+    row[f"{op}_round_trip_us_best"] = round_trip["best_us"]
+    row[f"{op}_floor_ms"] = floor_ms
+    row[f"{op}_floor_vs_request"] = floor_ms / row[f"{op}_ms_best"]
+    row[f"{op}_floor_vs_request_median"] = floor_ms / row[f"{op}_ms_median"]
+    return row
+
+
+def fresh_fields(warm, fresh, ops=("store", "retrieve")):
+    """Copies a fresh server's figures of the same cell into the warm row: fresh_{op}_ms_median, fresh_{op}_vs_raw (median
+    request against the raw copy) and fresh_{op}_vs_warm (warm median ÷ fresh median: 1.0 when the first requests are as fast
+    as later ones; the acceptance asks ≥ 0.9), and the fresh handler time."""
+    for op in ops:
+        f_med, w_med = fresh[f"{op}_ms_median"], warm[f"{op}_ms_median"]
+        warm[f"fresh_{op}_ms_median"] = f_med
+        warm[f"fresh_{op}_ms_best"] = fresh[f"{op}_ms_best"]
+        warm[f"fresh_{op}_vs_warm"] = w_med / f_med if f_med else None
+        warm[f"fresh_{op}_handler_us"] = fresh.get(f"{op}_handler_us")
+        if fresh.get(f"{op}_floor_ms"):
+            warm[f"fresh_{op}_floor_vs_request_median"] = fresh[f"{op}_floor_ms"] / f_med
+    return warm
+
+
+def _fmt(value, spec=".2f"):
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows):
+    """The floor-relative table, one line per cell: raw/request and floor/request warm (best), the same fresh
+    (median of the first requests) and fresh ÷ warm."""
+    head = (f"{'chunks':>6} {'blocks':>11} | {'st raw/req':>10} {'st floor/req':>12} {'rt raw/req':>10} {'rt floor/req':>12} |"
+            f" {'fresh st/warm':>13} {'fresh rt/warm':>13} {'fresh st floor/req':>18} {'fresh rt floor/req':>18} |"
+            f" {'st hdl us':>9} {'rt hdl us':>9} {'fresh st hdl':>12} {'fresh rt hdl':>12}")
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r['chunks']:>6} {r['blocks']:>11} | {_fmt(r.get('store_vs_raw')):>10} {_fmt(r.get('store_floor_vs_request')):>12}"
+            f" {_fmt(r.get('retrieve_vs_raw')):>10} {_fmt(r.get('retrieve_floor_vs_request')):>12} |"
+            f" {_fmt(r.get('fresh_store_vs_warm')):>13} {_fmt(r.get('fresh_retrieve_vs_warm')):>13}"
+            f" {_fmt(r.get('fresh_store_floor_vs_request_median')):>18} {_fmt(r.get('fresh_retrieve_floor_vs_request_median')):>18} |"
+            f" {_fmt(r.get('store_handler_us'), '.0f'):>9} {_fmt(r.get('retrieve_handler_us'), '.0f'):>9}"
+            f" {_fmt(r.get('fresh_store_handler_us'), '.0f'):>12} {_fmt(r.get('fresh_retrieve_handler_us'), '.0f'):>12}")
+    return "\n".join(lines)

@@ -1,0 +1,43 @@
+"""Unit tests of inflight_floor.py's arithmetic (no GPU, no torch): python3 -m unittest testclient/gpu/test_inflight_floor.py"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import inflight_floor as f  # noqa: E402
+
+
+class FloorTest(unittest.TestCase):
+    def test_floor_is_the_raw_copy_plus_the_median_round_trip(self):
+        row = {"request_bytes": 32 << 20, "store_ms_best": 0.8, "store_ms_median": 1.0}
+        f.floor_fields(row, "store", 55.0, {"best_us": 40.0, "median_us": 60.0})
+        raw_ms = (32 << 20) / 55e9 * 1e3
+        self.assertAlmostEqual(row["store_raw_copy_ms"], raw_ms)
+        self.assertAlmostEqual(row["store_floor_ms"], raw_ms + 0.06)
+        self.assertAlmostEqual(row["store_floor_vs_request"], (raw_ms + 0.06) / 0.8)
+        self.assertAlmostEqual(row["store_floor_vs_request_median"], (raw_ms + 0.06) / 1.0)
+
+    def test_no_round_trip_gives_no_floor(self):
+        row = f.floor_fields({"request_bytes": 1, "retrieve_ms_best": 1.0, "retrieve_ms_median": 1.0}, "retrieve", 55.0, None)
+        self.assertIsNone(row["retrieve_floor_vs_request"])
+        self.assertIn("-", f.table([{**row, "chunks": 1, "blocks": "consecutive"}]).splitlines()[1])
+
+    def test_fresh_against_warm_is_the_median_ratio(self):
+        warm = {"store_ms_median": 0.9, "retrieve_ms_median": 1.0}
+        fresh = {"store_ms_median": 1.8, "store_ms_best": 1.2, "retrieve_ms_median": 1.0, "retrieve_ms_best": 0.9,
+                 "store_handler_us": 400.0, "store_floor_ms": 0.9}
+        f.fresh_fields(warm, fresh)
+        self.assertAlmostEqual(warm["fresh_store_vs_warm"], 0.5)
+        self.assertAlmostEqual(warm["fresh_retrieve_vs_warm"], 1.0)
+        self.assertAlmostEqual(warm["fresh_store_floor_vs_request_median"], 0.5)
+        self.assertEqual(warm["fresh_store_handler_us"], 400.0)
+        self.assertNotIn("fresh_retrieve_floor_vs_request_median", warm)
+
+    def test_frame_sizes_and_summary(self):
+        self.assertEqual(f.frame_sizes([b"\x01", b"abc", bytes(67)]), [1, 3, 67])
+        self.assertEqual(f.summarize_us([0.003, 0.001, 0.002]), {"best_us": 1000.0, "median_us": 2000.0})
+
+
+if __name__ == "__main__":
+    unittest.main()
