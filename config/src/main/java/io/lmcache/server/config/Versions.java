@@ -9,8 +9,9 @@ import picocli.CommandLine.IVersionProvider;
 /**
  * The build's version and commit, read from a resource Maven filters at build time. The commit is the
  * build's {@code -Dlmcache.commit=...} when it was given one (the Dockerfile, which builds without
- * {@code .git}; bin/lmcache-server, which adds {@code -dirty}), else the checkout's HEAD that
- * buildnumber-maven-plugin found, so a plain {@code mvn package} or {@code mvn verify} names it too.
+ * {@code .git}; bin/lmcache-server, which adds {@code -dirty}), else the commit buildnumber-maven-plugin found, so a plain
+ * {@code mvn package} or {@code mvn verify} names one too: its git provider runs {@code git log -1 --no-merges}, so that is
+ * HEAD, or, when HEAD is a merge, the newest commit below it that is not (the launchers pass the exact HEAD).
  */
 public final class Versions implements IVersionProvider {
     private static final Properties BUILD = load();

@@ -23,7 +23,10 @@ class VersionsTest {
         assertEquals("unknown", Versions.commitOf("", "not a commit"));
     }
 
-    /** What this build recorded: the commit it was given, else the checkout's HEAD (CI builds a git checkout). */
+    /**
+     * What this build recorded: the commit it was given, else what the SCM plugin reads of the checkout (CI builds a git
+     * checkout): {@code git log -1 --no-merges}, HEAD unless HEAD is a merge.
+     */
     @Test
     void theBuildRecordsTheCheckoutsCommit() throws Exception {
         String given = Versions.commitOf(System.getProperty("lmcache.commit", ""));
@@ -35,9 +38,10 @@ class VersionsTest {
     private static String head() throws IOException, InterruptedException {
         Path root = Path.of(System.getProperty("lmcache.repo.root", "."));
         Assumptions.assumeTrue(Files.exists(root.resolve(".git")), "not a git checkout: " + root);
-        Process git = new ProcessBuilder("git", "-C", root.toString(), "rev-parse", "HEAD").redirectErrorStream(true).start();
+        Process git = new ProcessBuilder("git", "-C", root.toString(), "log", "-1", "--no-merges", "--format=%H").redirectErrorStream(true)
+                .start();
         String out = new String(git.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
-        assertTrue(git.waitFor(30, TimeUnit.SECONDS) && git.exitValue() == 0, "git rev-parse HEAD: " + out);
+        assertTrue(git.waitFor(30, TimeUnit.SECONDS) && git.exitValue() == 0, "git log -1 --no-merges: " + out);
         return out;
     }
 }
