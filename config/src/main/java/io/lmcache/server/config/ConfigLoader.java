@@ -315,12 +315,14 @@ public final class ConfigLoader {
                 1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
                 warnings);
         int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
+        CommitSettings commit = CommitSettings.validate(o.commitPolicy, o.commitAnchor, o.commitBoundaryTokens);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, shmName,
                 o.shmAllowAnyOwner, l1SizeBytes, regionBytes, writeTtlNs, readTtlNs, evictionPolicy, watermark, ratio, reapNs, graceNs,
                 disconnectNs, httpHost, httpPort, token, prometheusPort, instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize);
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize,
+                commit);
     }
 
     private interface Parser<T> {

@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout
  * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
+ * @param commit the window commit at END_SESSION ({@code --commit-policy}, {@code --commit-anchor}, {@code --commit-boundary-tokens})
  */
 public record ServerConfig(
         String host,
@@ -59,7 +60,8 @@ public record ServerConfig(
         L2Settings l2,
         OperatorSettings operator,
         ConnectionSettings connections,
-        int kvEventLogSize) {
+        int kvEventLogSize,
+        CommitSettings commit) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -105,7 +107,7 @@ public record ServerConfig(
         out.put("device", device.flagValue());
         out.put("config_file", configFile);
         out.put("l2_adapter", l2.adapterJson());
-        out.put("l2_store_policy", l2.skipL1() ? "skip_l1" : "default");
+        out.put("l2_store_policy", l2.storePolicy());
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
         out.put("shm_mode", operator.shmModeText());
@@ -116,6 +118,9 @@ public record ServerConfig(
         out.put("max_connections", connections.maxConnections());
         out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
         out.put("kv_event_log_size", kvEventLogSize);
+        out.put("commit_policy", commit.policy().flagValue());
+        out.put("commit_anchor", commit.anchor().flagValue());
+        out.put("commit_boundary_tokens", commit.boundaryTokens());
         return out;
     }
 
