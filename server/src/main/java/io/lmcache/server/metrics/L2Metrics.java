@@ -38,6 +38,11 @@ public final class L2Metrics {
     public final LongAdder storeSkippedObjects;
     public final LongAdder storeNoLayout;
     public final LongAdder storeAmbiguousLayout;
+    /** {@code --l2-store-policy full_attention_only}: sliding-window objects the write-through left in L1. */
+    public final LongAdder storeSlidingWindow;
+    /** The window commit ({@code --commit-policy}): objects copied to L2 at END_SESSION, and those it could not (gone from L1, backlog). */
+    public final LongAdder storeFlushedObjects;
+    public final LongAdder storeFlushSkipped;
     public final LongAdder prefetchLookups;
     public final Family prefetchLookupObjects;
     public final LongAdder prefetchHitObjects;
@@ -66,6 +71,11 @@ public final class L2Metrics {
         storeSkippedObjects = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "backlog");
         storeNoLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "no_layout");
         storeAmbiguousLayout = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "ambiguous_layout");
+        storeSlidingWindow = m.counter("lmcache_mp.l2_store_skipped_objects_chunks", skipped, "reason", "sliding_window");
+        storeFlushedObjects = m.counter("lmcache_mp.l2_store_flushed_objects_chunks",
+                "objects a window commit (--commit-policy) submitted to L2 at END_SESSION, the L1 copy kept");
+        storeFlushSkipped = m.counter("lmcache_mp.l2_store_flush_skipped_objects_chunks",
+                "objects of a committed window not copied to L2 (no longer READY in L1, or the write-through backlog was full)");
         prefetchLookups = m.counter("lmcache_mp.l2_prefetch_lookup_requests", "LOOKUPs that asked L2 for the chunks L1 did not hit");
         prefetchLookupObjects = new Family(m, "lmcache_mp.l2_prefetch_lookup_objects_chunks", "objects asked of L2 by those LOOKUPs",
                 "cache_salt");

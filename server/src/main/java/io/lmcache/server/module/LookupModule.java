@@ -49,6 +49,8 @@ public final class LookupModule {
     private final ServerMetrics metrics;
     private final ObjectGroupCatalog catalog;
     private final L2Prefetcher prefetcher;
+    /** {@code --commit-policy}: END_SESSION's window commit, fed each LOOKUP's prompt end; null when off. */
+    private volatile WindowCommit windowCommit;
 
     /** L1 only. */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
@@ -88,8 +90,17 @@ public final class LookupModule {
         ops.op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
     }
 
+    /** Commits finished turns' windows to L2 from now on (set at start, before the first LOOKUP). */
+    public void commitWindowsWith(WindowCommit commit) {
+        this.windowCommit = commit;
+    }
+
     public Reply lookup(Request.Lookup request) {
         CacheKey key = request.key();
+        WindowCommit commit = windowCommit;
+        if (commit != null) {
+            commit.looked(key);
+        }
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         if (range == null || key.worldSize() < 1) {
@@ -286,6 +297,10 @@ public final class LookupModule {
     }
 
     public Reply endSession(Request.EndSession request) {
+        WindowCommit commit = windowCommit;
+        if (commit != null) {
+            commit.end(request.requestId(), request.endInfo()); // first: it reads what the session stored
+        }
         results.cancelPending(request.requestId());
         leases.end(request.requestId());
         return Reply.NONE;

@@ -98,7 +98,16 @@ public final class JavaWorker implements AutoCloseable {
      * every group full attention with the geometry's block size (each its own kernel group and, by default, object group).
      */
     public void register(int engineGroups) {
-        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups);
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups, -1);
+    }
+
+    /**
+     * A hybrid registration: two engine groups (even layers full attention, odd layers a sliding window of {@code windowTokens}
+     * tokens, LMCache's {@code sw_size_tokens}), each its own object group by default. STORE it with {@link #store(int[], int, int,
+     * int[][], String)}.
+     */
+    public void registerSlidingWindow(int windowTokens) {
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), 2, windowTokens);
     }
 
     /**
@@ -107,10 +116,11 @@ public final class JavaWorker implements AutoCloseable {
      * whether it accepts the tensors or not; anything else fails.
      */
     public static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names) {
-        register(client, instanceId, model, geometry, names, 0);
+        register(client, instanceId, model, geometry, names, 0, -1);
     }
 
-    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups) {
+    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups,
+            int windowTokens) {
         long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
         long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
             (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
@@ -126,8 +136,13 @@ public final class JavaWorker implements AutoCloseable {
                 pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> {
                     p.packArrayHeader(engineGroups);
                     for (int g = 0; g < engineGroups; g++) {
-                        p.packMapHeader(3).packString("engine_group_id").packInt(g).packString("tokens_per_block").packInt(geometry.blockSize())
-                                .packString("layer_indices");
+                        boolean windowed = windowTokens > 0 && g == 1;
+                        p.packMapHeader(windowed ? 4 : 3).packString("engine_group_id").packInt(g).packString("tokens_per_block")
+                                .packInt(geometry.blockSize());
+                        if (windowed) {
+                            p.packString("sw_size_tokens").packInt(windowTokens);
+                        }
+                        p.packString("layer_indices");
                         int group = g;
                         int[] layers = IntStream.range(0, names.size()).filter(l -> l % engineGroups == group).toArray();
                         p.packArrayHeader(layers.length);
@@ -215,6 +230,22 @@ public final class JavaWorker implements AutoCloseable {
         return transferOk(reply);
     }
 
+    /** STORE with one block list per engine group (a hybrid registration). */
+    public boolean store(int[] tokens, int start, int end, int[][] blocksPerGroup, String requestId) {
+        byte[] blockIds = pack(p -> {
+            p.packArrayHeader(blocksPerGroup.length);
+            for (int[] blocks : blocksPerGroup) {
+                p.packArrayHeader(blocks.length);
+                for (int block : blocks) {
+                    p.packInt(block);
+                }
+            }
+        });
+        TestClient.Reply reply = client.call(6, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)), blockIds,
+                pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)));
+        return transferOk(reply);
+    }
+
     public boolean retrieve(int[] tokens, int start, int end, int[] blocks, int skip, String requestId) {
         TestClient.Reply reply = client.call(7, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)),
                 blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)), pack(p -> p.packInt(skip)));
@@ -258,6 +289,12 @@ public final class JavaWorker implements AutoCloseable {
 
     public void endSession(String requestId) {
         client.call(13, pack(p -> p.packString(requestId)), pack(MessageBufferPacker::packNil));
+    }
+
+    /** END_SESSION with LMCache's {@code SessionEndInfo} (a map by field name, as msgspec encodes the dataclass). */
+    public void endSession(String requestId, String finishReason, int stopTokenId) {
+        client.call(13, pack(p -> p.packString(requestId)), pack(p -> p.packMapHeader(2).packString("finish_reason").packString(finishReason)
+                .packString("stop_token_id").packInt(stopTokenId)));
     }
 
     /** Fills the given blocks (every layer, K and V) with a pattern derived from {@code seed}. */
