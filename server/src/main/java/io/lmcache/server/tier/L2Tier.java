@@ -96,6 +96,9 @@ public final class L2Tier implements AutoCloseable {
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
+        List<L2Lru> lrus = targets.stream().map(L2EvictionController.Target::lru).toList();
+        // runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
+        prefetchController.touchWith(keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -184,6 +185,19 @@ public final class JavaWorker implements AutoCloseable {
     /** {@link #cacheKey} with a cache salt. */
     public static byte[] cacheKey(String model, String salt, int[] tokens, int start, int end, String requestId, Integer workerId,
             int worldSize, int readers) {
+        return cacheKey(model, salt, tokens, start, end, requestId, workerId, worldSize, readers, null);
+    }
+
+    /**
+     * A scheduler LOOKUP key of this worker's model whose {@code request_configs} map carries {@code configs} (Boolean and Integer
+     * values, as the connector's {@code kv_transfer_params}); null: nil.
+     */
+    public byte[] lookupKey(int[] tokens, int end, String requestId, Map<String, Object> configs) {
+        return cacheKey(model, salt, tokens, 0, end, requestId, null, 1, 1, configs);
+    }
+
+    private static byte[] cacheKey(String model, String salt, int[] tokens, int start, int end, String requestId, Integer workerId,
+            int worldSize, int readers, Map<String, Object> configs) {
         return pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(model);
@@ -202,7 +216,20 @@ public final class JavaWorker implements AutoCloseable {
             p.packString("end").packInt(end);
             p.packString("request_id").packString(requestId);
             p.packString("cache_salt").packString(salt);
-            p.packString("request_configs").packNil();
+            p.packString("request_configs");
+            if (configs == null) {
+                p.packNil();
+            } else {
+                p.packMapHeader(configs.size());
+                for (Map.Entry<String, Object> entry : configs.entrySet()) {
+                    p.packString(entry.getKey());
+                    if (entry.getValue() instanceof Boolean b) {
+                        p.packBoolean(b);
+                    } else {
+                        p.packLong(((Number) entry.getValue()).longValue());
+                    }
+                }
+            }
             p.packString("num_kv_readers").packInt(readers);
         });
     }
