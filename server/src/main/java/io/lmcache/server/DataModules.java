@@ -69,6 +69,9 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
         KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
+        if (engineDriven != null) {
+            engineDriven.recordEventsWith(events);
+        }
         windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven);
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
     }

@@ -37,8 +37,9 @@ public final class KvEventMetrics {
         }
         metrics.functionCounter("lmcache_mp.kv_events.lost_markers", "loss markers appended: records dropped before reaching the log",
                 source, Source::lostMarkers);
-        metrics.functionCounter("lmcache_mp.kv_events.unbound_stores", "L2 stores not announced: no STORE bound the chunk to its tokens",
-                source, Source::unboundStores);
+        metrics.functionCounter("lmcache_mp.kv_events.unbound_stores",
+                "stores not announced: no STORE bound the chunk to its tokens (L2 writes of such chunks, engine-driven COMMIT_STOREs)", source,
+                Source::unboundStores);
         metrics.functionCounter("lmcache_mp.kv_events.subscriptions", "subscribe_kv_events streams opened", source,
                 Source::subscriptionsOpened);
         metrics.functionCounter("lmcache_mp.kv_events.batches", "KV-event batches sent on streams", source, Source::batchesSent);
