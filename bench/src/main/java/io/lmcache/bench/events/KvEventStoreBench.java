@@ -35,7 +35,8 @@ public final class KvEventStoreBench {
     private static final String MODEL = "bench/events";
     private static final byte[] EMPTY = new byte[0];
 
-    record Phase(int round, int subscribers, Histogram histogram, long batches) {
+    /** {@code acking}: the subscribers ack every batch (busy streams); else they take the first batch and never ack (no credit). */
+    record Phase(int round, int subscribers, boolean acking, Histogram histogram, long batches) {
         double micros(double percentile) {
             return histogram.getValueAtPercentile(percentile) / 1000.0;
         }
@@ -47,9 +48,11 @@ public final class KvEventStoreBench {
         final byte[] uid;
         final AtomicBoolean stop = new AtomicBoolean();
         final AtomicLong batches = new AtomicLong();
+        final boolean acking;
         final Thread thread;
 
-        Subscriber(ServerProcess server, long instanceId) {
+        Subscriber(ServerProcess server, long instanceId, boolean acking) {
+            this.acking = acking;
             this.client = new TestClient(server.endpoint());
             this.uid = TestClient.pack(p -> p.packLong(instanceId));
             client.sendRaw(uid, TestClient.pack(p -> p.packString("subscribe_kv_events")), TestClient.pack(p -> p.packLong(instanceId)),
@@ -70,7 +73,9 @@ public final class KvEventStoreBench {
                     return; // the final reply: the stream ended
                 }
                 batches.incrementAndGet();
-                client.sendRaw(uid, EMPTY, "ack".getBytes(StandardCharsets.US_ASCII));
+                if (acking) {
+                    client.sendRaw(uid, EMPTY, "ack".getBytes(StandardCharsets.US_ASCII));
+                }
             }
         }
 
@@ -104,13 +109,14 @@ public final class KvEventStoreBench {
             worker.fill(JavaWorker.range(0, BLOCKS), 1);
             long[] seed = {1_000_000};
             run(worker, warmup, seed, null);
-            phase(server, worker, 0, subscribers, warmup, seed); // the stream path warmed up too (JIT), untimed
+            phase(server, worker, 0, subscribers, true, warmup, seed); // the stream path warmed up too (JIT), untimed
             for (int round = 1; round <= rounds; round++) {
-                for (int n : new int[] {0, subscribers}) {
-                    phases.add(phase(server, worker, round, n, stores, seed));
+                for (int variant = 0; variant < 3; variant++) {
+                    phases.add(phase(server, worker, round, variant == 0 ? 0 : subscribers, variant == 1, stores, seed));
                     Phase p = phases.getLast();
-                    System.out.printf("round %d  %d subscribers  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us  (%d batches)%n",
-                            round, n, p.micros(50), p.micros(99), p.micros(99.9), p.histogram.getMean() / 1000.0, p.batches);
+                    System.out.printf("round %d  %d subscribers%s  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us  (%d batches)%n",
+                            round, p.subscribers, p.acking ? " acking" : "", p.micros(50), p.micros(99), p.micros(99.9),
+                            p.histogram.getMean() / 1000.0, p.batches);
                 }
             }
             subscriptionsEnded = Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total");
@@ -120,10 +126,11 @@ public final class KvEventStoreBench {
         System.out.println("# written to " + results);
     }
 
-    private static Phase phase(ServerProcess server, JavaWorker worker, int round, int subscribers, int stores, long[] seed) throws Exception {
+    private static Phase phase(ServerProcess server, JavaWorker worker, int round, int subscribers, boolean acking, int stores, long[] seed)
+            throws Exception {
         List<Subscriber> attached = new ArrayList<>();
         for (int i = 0; i < subscribers; i++) {
-            attached.add(new Subscriber(server, 100L * round + i + 1));
+            attached.add(new Subscriber(server, 100L * round + i + 1, acking));
         }
         try {
             Histogram histogram = new Histogram(60_000_000_000L, 3);
@@ -132,7 +139,7 @@ public final class KvEventStoreBench {
             for (Subscriber s : attached) {
                 batches += s.batches.get();
             }
-            return new Phase(round, subscribers, histogram, batches);
+            return new Phase(round, subscribers, acking, histogram, batches);
         } finally {
             for (Subscriber s : attached) {
                 s.close();
@@ -165,22 +172,28 @@ public final class KvEventStoreBench {
         md.append("Load averages before: ").append(load).append("\n\n");
         md.append(String.format("One server (`--l1-size-gb 0.25`, reaper off so idle subscriptions stay), one CPU worker (JavaWorker: 2 layers,"
                 + " bf16, 256 KiB per chunk) storing a new one-chunk prefix per STORE, closed loop, %d STOREs per phase after a warm-up of"
-                + " 500 STOREs without and 500 with subscribers; every round runs a phase with 0 and one with %d subscribers (`subscribe_kv_events`, each a DEALER on its own"
-                + " thread acking every batch at once). Latency is the worker's STORE round trip (request to reply).%n%n", stores,
-                subscribers));
-        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | batches sent |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+                + " 500 STOREs without and 500 with subscribers; every round runs a phase with 0, one with %d subscribers acking every batch at once"
+                + " (`subscribe_kv_events`, each a DEALER on its own thread in the load generator, as LMCache's worker adapter consumes)"
+                + " and one with %d attached that never ack (the first batch, then no credit: the STORE path with subscriptions but no"
+                + " stream work). Latency is the worker's STORE round trip (request to reply).%n%n", stores, subscribers, subscribers));
+        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | batches sent |\n|---:|---|---:|---:|---:|---:|---:|\n");
         for (Phase p : phases) {
-            md.append(String.format("| %d | %d | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, p.subscribers, p.micros(50), p.micros(99),
+            md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
                     p.micros(99.9), p.histogram.getMean() / 1000.0, p.batches));
         }
-        Map<Integer, List<Phase>> bySubscribers = new LinkedHashMap<>();
-        phases.forEach(p -> bySubscribers.computeIfAbsent(p.subscribers, k -> new ArrayList<>()).add(p));
-        List<Phase> none = bySubscribers.get(0);
-        List<Phase> some = bySubscribers.get(subscribers);
-        md.append(String.format("%nMedians over the rounds: p50 %.1f µs with 0, %.1f µs with %d subscribers (ratio %.2f); p99 %.1f vs %.1f µs"
-                + " (ratio %.2f). Subscriptions ended (cancelled at each phase's end): %.0f.%n", median(none, 50), median(some, 50), subscribers,
-                median(some, 50) / median(none, 50), median(none, 99), median(some, 99), median(some, 99) / median(none, 99), ended));
+        Map<String, List<Phase>> byVariant = new LinkedHashMap<>();
+        phases.forEach(p -> byVariant.computeIfAbsent(label(p), k -> new ArrayList<>()).add(p));
+        List<Phase> none = byVariant.get("0");
+        md.append("\nMedians over the rounds, and each variant against the 0-subscriber phases:\n\n");
+        md.append("| subscribers | p50 µs | p50 ratio | p99 µs | p99 ratio |\n|---|---:|---:|---:|---:|\n");
+        byVariant.forEach((variant, list) -> md.append(String.format("| %s | %.1f | %.2f | %.1f | %.2f |%n", variant, median(list, 50),
+                median(list, 50) / median(none, 50), median(list, 99), median(list, 99) / median(none, 99))));
+        md.append(String.format("%nSubscriptions ended (cancelled at each phase's end): %.0f.%n", ended));
         return md.toString();
+    }
+
+    private static String label(Phase p) {
+        return p.subscribers == 0 ? "0" : p.subscribers + (p.acking ? " acking" : " attached, no credit");
     }
 
     private static double median(List<Phase> phases, double percentile) {
