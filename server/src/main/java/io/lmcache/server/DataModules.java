@@ -15,11 +15,13 @@ import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
+import io.lmcache.server.module.WindowCommit;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.tier.L1Side;
 import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tier.ModelLayouts;
 import io.lmcache.server.tier.ObjectShapes;
+import io.lmcache.server.tier.StoreController;
 import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
@@ -30,6 +32,8 @@ import java.util.List;
 import java.util.Objects;
 import java.util.function.BiConsumer;
 import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The modules that move and find KV data, built in dependency order for the composition root: the
@@ -40,6 +44,8 @@ import java.util.stream.Stream;
  */
 record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
         CompletionDelay testCompletions, KvEventRecorder events) {
+    private static final Logger LOG = LoggerFactory.getLogger(DataModules.class);
+
 
     /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
     record LookupState(LookupLeases leases, PrefetchResults prefetchResults) {}
@@ -76,11 +82,15 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
                 ObjectShapes.firstOf(lmcacheDriven == null ? null : lmcacheDriven::objectShapes,
                         engineDriven == null ? null : engineDriven::objectShapes),
                 // runs on: lmcache-l2 (the store controller), per batch of committed objects
-                (model, worldSize) -> objectGroups.lookupGeometry(model, worldSize).plain()), metrics, agentErrors);
+                StoreController.L2Lookups.of(objectGroups)), metrics, agentErrors);
         closer.accept("L2 tier", l2);
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
         KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
+        if (engineDriven != null) {
+            engineDriven.recordEventsWith(events);
+        }
+        windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven);
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
     }
 
@@ -98,6 +108,26 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
             lmcacheDriven.recordEventsWith(events);
         }
         return events;
+    }
+
+    /** {@code --commit-policy}: END_SESSION's window commit, fed by LOOKUPs and STOREs, writing through L2's store controller. */
+    private static void windowCommit(ServerConfig config, L1Tier l1, L2Tier l2, ObjectGroupCatalog objectGroups, LookupModule lookup,
+            LmcacheDrivenTransferModule lmcacheDriven) {
+        if (!config.commit().enabled()) {
+            return;
+        }
+        if (l2.storeController() == null) {
+            // LMCache drops a commit batch with a warning when no L2 adapter is active
+            LOG.warn("--commit-policy {} without an --l2-adapter: no window will be committed", config.commit().policy().flagValue());
+            return;
+        }
+        // runs on: lmcache-request-loop (END_SESSION), a queue append per object and a wake-up of lmcache-l2
+        WindowCommit commit = new WindowCommit(config.commit(), config.chunkSize(), l1.store(), objectGroups, l2.storeController()::flush);
+        lookup.commitWindowsWith(commit);
+        if (lmcacheDriven != null) {
+            lmcacheDriven.noteStoresWith(commit);
+        }
+        l2.statusWith("window_commit", commit::status);
     }
 
     /** CPU workers' segments: never the pool's file, mapped once per inode, within the budget the operator settings give. */

@@ -3,6 +3,7 @@ package io.lmcache.server.transfer;
 import java.util.Collections;
 import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.LayoutHints;
@@ -109,7 +110,7 @@ public final class HybridPlanBench {
                 break;
             }
             tokens[0] = rounds; // a new prefix each round: every hash new
-            CacheKey key = new CacheKey("bench/" + model.name(), 1, 0, tokens, 0, tokens.length, "r", "", 1);
+            CacheKey key = new CacheKey("bench/" + model.name(), 1, 0, tokens, 0, tokens.length, "r", "", 1, RequestConfigs.NONE);
             long t0 = System.nanoTime();
             TransferPlan plan = plan(model, key, src, true);
             long tPlan = System.nanoTime();

@@ -239,12 +239,14 @@ public final class ConfigLoader {
                 1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
                 warnings);
         int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
+        CommitSettings commit = CommitSettings.validate(o.commitPolicy, o.commitAnchor, o.commitBoundaryTokens);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device,
-                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, Tuning.fromSystemProperties());
+                configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
+                Tuning.fromSystemProperties());
     }
 
     /** The L1 pool's segment name, size and region size. */

@@ -26,8 +26,8 @@ final class L2Flags {
             }
         }
         String store = storePolicy.strip();
-        if (!store.equals("default") && !store.equals("skip_l1")) {
-            throw new ConfigException("--l2-store-policy", "must be default or skip_l1, got '" + storePolicy + "'");
+        if (!store.equals("default") && !store.equals("skip_l1") && !store.equals("full_attention_only")) {
+            throw new ConfigException("--l2-store-policy", "must be default, skip_l1 or full_attention_only, got '" + storePolicy + "'");
         }
         String prefetch = prefetchPolicy.strip();
         if (!prefetch.equals("default") && !prefetch.equals("retain")) {
@@ -35,7 +35,7 @@ final class L2Flags {
         }
         // /config and the start-up log show the adapters' JSON: never a resp/valkey password
         return new L2Settings(json.stream().map(L2AdapterSpecs::redacted).toList(), specs, store.equals("skip_l1"), prefetch.equals("retain"),
-                maxInFlight);
+                maxInFlight, store.equals("full_attention_only"));
     }
 
     /** A TOML {@code l2_adapter}: a JSON string, an inline table, or an array of those, each one adapter. */

@@ -9,12 +9,19 @@ import java.util.List;
  *
  * @param skipL1 {@code --l2-store-policy skip_l1}: an object written to every adapter leaves L1
  * @param retainPrefetched {@code --l2-prefetch-policy retain}: objects loaded from L2 stay in L1 after their last reader
+ * @param fullAttentionOnly {@code --l2-store-policy full_attention_only} (LMCache's {@code full_attention_only_store_policy.py}):
+ *     sliding-window object groups are not written through; only a window commit ({@code --commit-policy}) writes them
  */
 public record L2Settings(List<String> adapterJson, List<L2AdapterSpec> adapters, boolean skipL1, boolean retainPrefetched,
-        int prefetchMaxInFlight) {
+        int prefetchMaxInFlight, boolean fullAttentionOnly) {
     public L2Settings {
         adapterJson = List.copyOf(adapterJson);
         adapters = List.copyOf(adapters);
+    }
+
+    /** The {@code --l2-store-policy} value. */
+    public String storePolicy() {
+        return skipL1 ? "skip_l1" : fullAttentionOnly ? "full_attention_only" : "default";
     }
 
     public boolean enabled() {

@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout
  * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
+ * @param commit the window commit at END_SESSION ({@code --commit-policy}, {@code --commit-anchor}, {@code --commit-boundary-tokens})
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
@@ -61,6 +62,7 @@ public record ServerConfig(
         OperatorSettings operator,
         ConnectionSettings connections,
         int kvEventLogSize,
+        CommitSettings commit,
         Tuning tuning) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
@@ -107,7 +109,7 @@ public record ServerConfig(
         out.put("device", device.flagValue());
         out.put("config_file", configFile);
         out.put("l2_adapter", l2.adapterJson());
-        out.put("l2_store_policy", l2.skipL1() ? "skip_l1" : "default");
+        out.put("l2_store_policy", l2.storePolicy());
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
         out.put("shm_mode", operator.shmModeText());
@@ -121,6 +123,9 @@ public record ServerConfig(
         out.put("max_connections", connections.maxConnections());
         out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));
         out.put("kv_event_log_size", kvEventLogSize);
+        out.put("commit_policy", commit.policy().flagValue());
+        out.put("commit_anchor", commit.anchor().flagValue());
+        out.put("commit_boundary_tokens", commit.boundaryTokens());
         return out;
     }
 

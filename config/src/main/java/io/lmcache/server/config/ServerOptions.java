@@ -128,6 +128,22 @@ final class ServerOptions {
                     + "(default: ${DEFAULT-VALUE}).")
     String kvEventLogSize;
 
+    // LMCache's window commit (docs/design "Sliding-window commits: --commit-policy", stored text id 69066784989): opt-in
+    @Option(names = "--commit-policy", defaultValue = "never",
+            description = "never, or stop_token: at END_SESSION of a turn that ended on a stop token, write the request's last window of "
+                    + "each sliding-window object group to L2 at once (the L1 copy stays) (default: ${DEFAULT-VALUE}).")
+    String commitPolicy;
+
+    @Option(names = "--commit-anchor", defaultValue = "generation_end",
+            description = "Where a committed window ends: generation_end (the last chunk the request stored) or prompt_end (the end of its "
+                    + "looked-up prompt) (default: ${DEFAULT-VALUE}).")
+    String commitAnchor;
+
+    @Option(names = "--commit-boundary-tokens", split = ",",
+            description = "Token ids stop_token accepts as a turn boundary at generation_end, comma-separated (e.g. 151645, Qwen's "
+                    + "<|im_end|>); none: any stop token.")
+    List<String> commitBoundaryTokens;
+
     @Option(names = "--config-file", description = "TOML file with defaults for these flags (or env LMCACHE_MP_CONFIG).")
     String configFile;
 
@@ -175,7 +191,8 @@ final class ServerOptions {
     List<String> l2Adapter;
 
     @Option(names = "--l2-store-policy", defaultValue = "default",
-            description = "default (write through to every adapter, keep in L1) or skip_l1 (drop from L1 once every adapter has it) "
+            description = "default (write through to every adapter, keep in L1), skip_l1 (drop from L1 once every adapter has it) or "
+                    + "full_attention_only (sliding-window object groups stay in L1; --commit-policy writes their windows) "
                     + "(default: ${DEFAULT-VALUE}).")
     String l2StorePolicy;
 

@@ -58,13 +58,32 @@ class L2FlagsTest {
     }
 
     @Test
+    void fullAttentionOnlyAndTheWindowCommitFlags() {
+        ServerConfig off = run("--l1-size-gb", "1");
+        assertEquals(CommitSettings.NEVER, off.commit(), "the window commit is opt-in, as LMCache's --commit-policy never");
+        assertEquals("never", off.describe().get("commit_policy"));
+        ServerConfig c = run("--l1-size-gb", "1", "--l2-adapter", FS, "--l2-store-policy", "full_attention_only", "--commit-policy",
+                "stop_token", "--commit-anchor", "prompt_end", "--commit-boundary-tokens", "151645,151643");
+        assertTrue(c.l2().fullAttentionOnly());
+        assertFalse(c.l2().skipL1());
+        assertEquals("full_attention_only", c.describe().get("l2_store_policy"));
+        assertEquals(new CommitSettings(CommitSettings.Policy.STOP_TOKEN, CommitSettings.Anchor.PROMPT_END, List.of(151643, 151645)),
+                c.commit());
+        assertEquals(List.of(151643, 151645), c.describe().get("commit_boundary_tokens"));
+        assertTrue(refused("--l1-size-gb", "1", "--commit-policy", "turn_end").contains("--commit-policy: must be never or stop_token"));
+        assertTrue(refused("--l1-size-gb", "1", "--commit-anchor", "end").contains("--commit-anchor: must be generation_end or prompt_end"));
+        assertTrue(refused("--l1-size-gb", "1", "--commit-boundary-tokens", "x").contains("--commit-boundary-tokens: must be token ids"));
+        assertTrue(refused("--l1-size-gb", "1", "--commit-boundary-tokens", "-1").contains("--commit-boundary-tokens: token ids"));
+    }
+
+    @Test
     void aBadAdapterExitsTwoNamingItsIndex() {
         assertTrue(refused("--l1-size-gb", "1", "--l2-adapter", FS, "--l2-adapter", "{\"type\":").startsWith(
                 "lmcache-server: error: --l2-adapter #1: not valid JSON: "));
         assertEquals("lmcache-server: error: --l2-adapter #0: unknown type 'mooncake_store' (known: fs_native, fault_inject, resp, valkey)"
                 + " (see --help)",
                 refused("--l1-size-gb", "1", "--l2-adapter", "{\"type\":\"mooncake_store\"}"));
-        assertTrue(refused("--l1-size-gb", "1", "--l2-store-policy", "full_attention_only").contains("--l2-store-policy: must be default"));
+        assertTrue(refused("--l1-size-gb", "1", "--l2-store-policy", "defer_windowed").contains("--l2-store-policy: must be default"));
         assertTrue(refused("--l1-size-gb", "1", "--l2-prefetch-policy", "striped").contains("--l2-prefetch-policy: must be default"));
         assertTrue(refused("--l1-size-gb", "1", "--l2-prefetch-max-in-flight", "0").contains("--l2-prefetch-max-in-flight: must be in 1..1024"));
     }

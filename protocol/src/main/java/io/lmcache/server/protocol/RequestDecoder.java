@@ -330,6 +330,7 @@ public final class RequestDecoder {
         String requestId = "";
         String cacheSalt = "";
         int numKvReaders = 0;
+        RequestConfigs configs = RequestConfigs.NONE;
         for (int i = 0; i < fields; i++) {
             String field = r.readString("key field name");
             switch (field) {
@@ -342,6 +343,7 @@ public final class RequestDecoder {
                 case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString("key.request_id");
                 case "cache_salt" -> cacheSalt = r.tryReadNil("key.cache_salt") ? "" : r.readString("key.cache_salt");
                 case "num_kv_readers" -> numKvReaders = r.tryReadNil("key.num_kv_readers") ? 0 : r.readInt("key.num_kv_readers");
+                case "request_configs" -> configs = requestConfigs(r);
                 default -> r.skipValue("key." + field);
             }
         }
@@ -349,7 +351,38 @@ public final class RequestDecoder {
         if (end < 0) {
             end = tokenIds.length;
         }
-        return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders);
+        return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders, configs);
+    }
+
+    /**
+     * {@code request_configs}: nil or a map by name. {@code lmcache.skip_load} counts when truthy (LMCache tests it with
+     * {@code .get(key, False)}: true or a non-zero int); the engine's covered tokens when a non-negative int. Other entries and
+     * other value types are skipped.
+     */
+    private static RequestConfigs requestConfigs(MsgpackReader r) throws ProtocolException {
+        if (r.tryReadNil("key.request_configs")) {
+            return RequestConfigs.NONE;
+        }
+        int entries = r.readMapHeader("key.request_configs");
+        boolean skipLoad = false;
+        int computed = RequestConfigs.UNKNOWN;
+        for (int i = 0; i < entries; i++) {
+            String name = r.nextType("request_configs key") == ValueType.STRING ? r.readString("request_configs key") : null;
+            if (name == null) {
+                r.skipValue("request_configs key");
+                r.skipValue("request_configs value");
+            } else if (name.equals(RequestConfigs.SKIP_LOAD) && r.nextType(name) == ValueType.BOOLEAN) {
+                skipLoad = r.readBool(name);
+            } else if (name.equals(RequestConfigs.SKIP_LOAD) && r.nextType(name) == ValueType.INTEGER) {
+                skipLoad = r.readLong(name) != 0;
+            } else if (name.equals(RequestConfigs.ENGINE_COMPUTED_TOKENS) && r.nextType(name) == ValueType.INTEGER) {
+                long tokens = r.readLong(name);
+                computed = tokens >= 0 && tokens <= Integer.MAX_VALUE ? (int) tokens : RequestConfigs.UNKNOWN;
+            } else {
+                r.skipValue("request_configs." + name);
+            }
+        }
+        return skipLoad || computed != RequestConfigs.UNKNOWN ? new RequestConfigs(skipLoad, computed) : RequestConfigs.NONE;
     }
 
     private static int nonNegative(int value, String what) throws ProtocolException {

@@ -145,6 +145,33 @@ class RequestDecoderTest {
     }
 
     @Test
+    void requestConfigsKeepTheLoadControlsAndSkipTheRest() throws Exception {
+        byte[] key = pack(p -> {
+            p.packMapHeader(2);
+            p.packString("token_ids").packArrayHeader(1).packInt(1);
+            p.packString("request_configs").packMapHeader(5);
+            p.packString("lmcache.skip_save").packBoolean(true);
+            p.packString("lmcache.skip_load").packBoolean(true);
+            p.packString("lmcache.hint.engine_computed_tokens").packInt(300);
+            p.packInt(7).packString("a non-string name");
+            p.packString("lmcache.tag").packMapHeader(1).packString("x").packInt(1);
+        });
+        CacheKey decoded = assertInstanceOf(Request.Lookup.class, decoder.lookup(new byte[][] {key}, 0, 1)).key();
+        assertEquals(new RequestConfigs(true, 300), decoded.requestConfigs());
+        byte[] oddTypes = pack(p -> {
+            p.packMapHeader(1);
+            p.packString("request_configs").packMapHeader(2);
+            p.packString("lmcache.skip_load").packString("yes");
+            p.packString("lmcache.hint.engine_computed_tokens").packInt(-5);
+        });
+        assertEquals(RequestConfigs.NONE, assertInstanceOf(Request.Lookup.class, decoder.lookup(new byte[][] {oddTypes}, 0, 1)).key()
+                .requestConfigs(), "a string or a negative count is no control");
+        byte[] nil = pack(p -> p.packMapHeader(1).packString("request_configs").packNil());
+        assertEquals(RequestConfigs.NONE, assertInstanceOf(Request.Lookup.class, decoder.lookup(new byte[][] {nil}, 0, 1)).key()
+                .requestConfigs());
+    }
+
+    @Test
     void requiredFramesMissingIsAnError() {
         ProtocolException e = assertThrows(ProtocolException.class, () -> decoder.store(new byte[][] {key()}, 0, 1));
         assertEquals(ProtocolException.Reason.MISSING_FRAMES, e.reason());

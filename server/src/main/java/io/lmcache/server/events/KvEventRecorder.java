@@ -59,6 +59,13 @@ public final class KvEventRecorder implements RemovalListener {
         return unboundStores.sum();
     }
 
+    /** Objects written without a token binding (an engine-driven COMMIT_STORE): counted as LMCache's {@code unbound_stores}, never announced. */
+    public void unannounced(int objects) {
+        if (log.enabled()) {
+            unboundStores.add(objects);
+        }
+    }
+
     /**
      * Commits a STORE's reserved objects (last chunk first, as {@code ChunkObjects.commitAll}) and records each chunk of which
      * at least one object was written; returns whether every object was still reserved.

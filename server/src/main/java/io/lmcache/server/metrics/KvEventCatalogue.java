@@ -9,7 +9,8 @@ public enum KvEventCatalogue implements CatalogueEntry {
     SUBSCRIBERS(gauge("lmcache_mp.kv_events.subscribers", "open subscribe_kv_events streams")),
     RECORDS(counter("lmcache_mp.kv_events.records", "KV-event records appended, by kind", "kind")),
     LOST_MARKERS(counter("lmcache_mp.kv_events.lost_markers", "loss markers appended: records dropped before reaching the log")),
-    UNBOUND_STORES(counter("lmcache_mp.kv_events.unbound_stores", "L2 stores not announced: no STORE bound the chunk to its tokens")),
+    UNBOUND_STORES(counter("lmcache_mp.kv_events.unbound_stores",
+            "stores not announced: no STORE bound the chunk to its tokens (L2 writes of such chunks, engine-driven COMMIT_STOREs)")),
     SUBSCRIPTIONS(counter("lmcache_mp.kv_events.subscriptions", "subscribe_kv_events streams opened")),
     BATCHES(counter("lmcache_mp.kv_events.batches", "KV-event batches sent on streams")),
     SUBSCRIPTIONS_ENDED(counter("lmcache_mp.kv_events.subscriptions_ended", "subscribe_kv_events streams ended, by reason", "reason"));

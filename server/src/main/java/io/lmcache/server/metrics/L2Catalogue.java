@@ -12,7 +12,12 @@ public enum L2Catalogue implements CatalogueEntry {
     STORE_FAILED_OBJECTS(counter("lmcache_mp.l2_store_failed_objects_chunks", "objects of L2 store tasks that failed (not retried)", "cache_salt")),
     STORE_SKIPPED_OBJECTS(counter("lmcache_mp.l2_store_skipped_objects_chunks",
             "committed objects not written to L2, by reason (backlog: the write-through backlog was full; no_layout, "
-            + "ambiguous_layout: no single registered world size has objects of that shape, so the packed kv rank is unknown)", "reason")),
+            + "ambiguous_layout: no single registered world size has objects of that shape, so the packed kv rank is unknown; "
+            + "sliding_window: --l2-store-policy full_attention_only kept it in L1)", "reason")),
+    STORE_FLUSHED_OBJECTS(counter("lmcache_mp.l2_store_flushed_objects_chunks",
+            "objects a window commit (--commit-policy) submitted to L2 at END_SESSION, the L1 copy kept")),
+    STORE_FLUSH_SKIPPED_OBJECTS(counter("lmcache_mp.l2_store_flush_skipped_objects_chunks",
+            "objects of a committed window not copied to L2 (no longer READY in L1, or the write-through backlog was full)")),
     PREFETCH_LOOKUP_REQUESTS(counter("lmcache_mp.l2_prefetch_lookup_requests", "LOOKUPs that asked L2 for the chunks L1 did not hit")),
     PREFETCH_LOOKUP_OBJECTS(counter("lmcache_mp.l2_prefetch_lookup_objects_chunks", "objects asked of L2 by those LOOKUPs", "cache_salt")),
     PREFETCH_HIT_CHUNKS(counter("lmcache_mp.l2_prefetch_hit_chunks", "objects some L2 adapter reported present")),

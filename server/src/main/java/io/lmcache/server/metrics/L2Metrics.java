@@ -38,6 +38,11 @@ public final class L2Metrics {
     public final LongAdder storeSkippedObjects;
     public final LongAdder storeNoLayout;
     public final LongAdder storeAmbiguousLayout;
+    /** {@code --l2-store-policy full_attention_only}: sliding-window objects the write-through left in L1. */
+    public final LongAdder storeSlidingWindow;
+    /** The window commit ({@code --commit-policy}): objects copied to L2 at END_SESSION, and those it could not (gone from L1, backlog). */
+    public final LongAdder storeFlushedObjects;
+    public final LongAdder storeFlushSkipped;
     public final LongAdder prefetchLookups;
     public final Family prefetchLookupObjects;
     public final LongAdder prefetchHitObjects;
@@ -61,6 +66,9 @@ public final class L2Metrics {
         storeSkippedObjects = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "backlog");
         storeNoLayout = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "no_layout");
         storeAmbiguousLayout = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "ambiguous_layout");
+        storeSlidingWindow = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "sliding_window");
+        storeFlushedObjects = m.counter(L2Catalogue.STORE_FLUSHED_OBJECTS);
+        storeFlushSkipped = m.counter(L2Catalogue.STORE_FLUSH_SKIPPED_OBJECTS);
         prefetchLookups = m.counter(L2Catalogue.PREFETCH_LOOKUP_REQUESTS);
         prefetchLookupObjects = new Family(m, L2Catalogue.PREFETCH_LOOKUP_OBJECTS);
         prefetchHitObjects = m.counter(L2Catalogue.PREFETCH_HIT_CHUNKS);

@@ -21,6 +21,9 @@ public enum LookupCatalogue implements CatalogueEntry {
     LOOKUPS(counter("lmcache_mp.lookups_requests", "completed LOOKUPs, early exits included", "model_name", "cache_salt")),
     EARLY_EXITS(counter("lmcache_mp.lookup_early_exit_requests",
             "LOOKUPs that returned before probing the cache, by reason (they count 0 tokens)", "model_name", "cache_salt", "reason")),
+    COVERED_TOUCHED_OBJECTS(counter("lmcache_mp.lookup_covered_touched_objects",
+            "objects of the prefix a LOOKUP's engine already holds (lmcache.hint.engine_computed_tokens) marked recently used "
+                    + "without a lock or a load, by tier", "tier")),
     DEPRECATED_HIT_L1(counter("lmcache_mp.lookup_hit_l1", "DEPRECATED, removed in the next release: use lmcache_mp_lookup_hit_l1_tokens_total")),
     DEPRECATED_HIT_L2(counter("lmcache_mp.lookup_hit_l2", "DEPRECATED, removed in the next release: use lmcache_mp_lookup_hit_l2_tokens_total"));
 

@@ -26,7 +26,9 @@ public final class LookupMetrics {
      */
     public enum EarlyExit {
         /** Fewer tokens than one chunk: nothing to look up. */
-        EMPTY_CHUNK_HASHES("empty_chunk_hashes");
+        EMPTY_CHUNK_HASHES("empty_chunk_hashes"),
+        /** The load policy declined ({@code lmcache.skip_load}): the engine recomputes; LMCache's label (kv_load_policy.py). */
+        LOAD_POLICY_RECOMPUTE("load_policy_recompute");
 
         private final String label;
 
@@ -79,9 +81,16 @@ public final class LookupMetrics {
 
     /** A completed LOOKUP that returned before probing the cache (0 tokens asked for, 0 found). */
     public void earlyExit(String model, String cacheSalt, EarlyExit reason) {
+        earlyExit(model, cacheSalt, reason, 0);
+    }
+
+    /** The same, with the (whole-chunk) tokens it asked for: a declined LOOKUP's count as requested and unserved, as LMCache's. */
+    public void earlyExit(String model, String cacheSalt, EarlyExit reason, long requestedTokens) {
         Series s = series(model, cacheSalt);
         s.lookups.increment();
         s.earlyExits[reason.ordinal()].increment();
+        s.requested.add(requestedTokens);
+        this.requestedTokens.add(requestedTokens);
     }
 
     /** Tokens asked for by every LOOKUP so far (the activity log's rate). */

@@ -1,5 +1,6 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
@@ -62,6 +63,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private final long readTtlNs;
     private final TransferPlanner planner;
     private final InstanceRegistry<EngineDrivenContext> contexts;
+    /** The KV-event log's counters (kv-events.md §6); set at start. Null: the channel is off. */
+    private volatile KvEventRecorder events;
 
     /** How long a worker's reserved (write) and pinned (read) slots live without their commit. */
     public record SlotTtls(long writeNs, long readNs) {}
@@ -202,6 +205,16 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         return new Reply.PrepareStore(slots, Arrays.copyOf(indices, count));
     }
 
+    /**
+     * COMMIT_STOREs are counted on the KV-event log, never announced: LMCache's engine-driven {@code commit_store}
+     * (stored id 55654804526) publishes no {@code MP_TOKENS} binding (only the GPU STORE path does,
+     * {@code _publish_token_bindings}), so its KV-event subscriber skips those writes as unbound (kv-events.md §6). Their
+     * removals from L1 are announced, as every L1 removal.
+     */
+    public void recordEventsWith(KvEventRecorder recorder) {
+        this.events = recorder;
+    }
+
     public Reply commitStore(Request.CommitStore request, PeerId peer) {
         EngineDrivenContext context = context(request.instanceId(), peer, Op.COMMIT_STORE);
         if (context == null) {
@@ -227,6 +240,10 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             return Reply.FALSE;
         }
         boolean all = ChunkObjects.commitAll(store, pending.objects());
+        KvEventRecorder recorder = events;
+        if (recorder != null) {
+            recorder.unannounced(pending.objects().size());
+        }
         if (!all) {
             fail(Op.COMMIT_STORE, "expired", "COMMIT_STORE from engine-driven instance " + request.instanceId()
                     + ": a reservation expired (write TTL) or was cleared before the commit");

@@ -31,4 +31,12 @@ public interface L2Prefetcher {
 
     /** True when the job is taken; false (nothing changed hands) when it cannot be: the caller answers with the L1 hits. */
     boolean submit(Job job);
+
+    /**
+     * Marks chunks {@code [0, toChunk)} of the key (hashes in {@code hashes}) recently used in L2's eviction order, loading and
+     * locking nothing (the prefix the engine's own cache covers); returns the L2 keys touched. Default: nothing to touch.
+     */
+    default int touch(CacheKey key, long[] hashes, int toChunk) {
+        return 0;
+    }
 }

@@ -82,6 +82,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
     /** Where committed STOREs are announced (kv-events.md §6); set at start, before the first STORE. */
     private volatile KvEventRecorder events;
+    /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
+    private volatile WindowCommit windowCommit;
 
     /**
      * A registration's copy path is opened by {@code copyPaths}: its GPU backend may be the host-only one (only CPU,
@@ -102,6 +104,11 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         this.catalog = catalog;
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
+    }
+
+    /** Tells the window commit how far each request stored, and its hash chain, from now on. */
+    public void noteStoresWith(WindowCommit commit) {
+        this.windowCommit = commit;
     }
 
     /** Announces each STORE's written chunks on the KV-event log from now on. */
@@ -191,6 +198,10 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return context.copyPath().failure(Direction.TO_POOL);
             }
             lapNs = times.lap(true, HandlerPhase.PLAN, lapNs);
+            WindowCommit commit = windowCommit;
+            if (commit != null) {
+                commit.stored(request.key(), plan.hashes());
+            }
             ChunkObjects.Reservation reservation = ChunkObjects.reserveAll(store, request.key(), plan);
             if (!reservation.allFit()) {
                 ObjectStore.Snapshot pool = store.snapshot();

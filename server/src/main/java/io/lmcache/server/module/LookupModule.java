@@ -50,6 +50,9 @@ public final class LookupModule {
     private final ServerMetrics metrics;
     private final ObjectGroupCatalog catalog;
     private final L2Prefetcher prefetcher;
+    private final LoadControls loadControls;
+    /** {@code --commit-policy}: END_SESSION's window commit, fed each LOOKUP's prompt end; null when off. */
+    private volatile WindowCommit windowCommit;
 
     /** L1 only. */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
@@ -70,6 +73,7 @@ public final class LookupModule {
         this.results = results;
         this.metrics = metrics;
         this.prefetcher = prefetcher;
+        this.loadControls = new LoadControls(chunkSize, store, metrics);
     }
 
     /**
@@ -89,8 +93,17 @@ public final class LookupModule {
         ops.op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
     }
 
+    /** Commits finished turns' windows to L2 from now on (set at start, before the first LOOKUP). */
+    public void commitWindowsWith(WindowCommit commit) {
+        this.windowCommit = commit;
+    }
+
     public Reply lookup(Request.Lookup request) {
         CacheKey key = request.key();
+        WindowCommit commit = windowCommit;
+        if (commit != null) {
+            commit.looked(key);
+        }
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         if (range == null || key.worldSize() < 1) {
@@ -102,11 +115,14 @@ public final class LookupModule {
             // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)
             metrics.lookups().earlyExit(key.modelName(), key.cacheSalt(), LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
             results.put(key.requestId(), 0);
+        } else if (LoadControls.declines(key)) {
+            loadControls.declined(key, range.endChunk()); // lmcache.skip_load: no L2 fetch, no L1 lock, 0 hits
+            results.put(key.requestId(), 0);
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
             int endChunk = range.endChunk();
-            resolve(geometry.plain() ? new Pass(key, endChunk, new long[2 * endChunk], null)
-                    : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry), 0);
+            resolve(geometry.plain() ? new Pass(key, endChunk, new long[2 * endChunk], null, loadControls.coveredChunks(key, endChunk))
+                    : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry, 0), 0);
         }
         return Reply.NONE;
     }
@@ -120,13 +136,17 @@ public final class LookupModule {
         final int endChunk;
         final long[] hashes;
         final LookupGeometry groups;
+        /** The leading chunks the engine's own cache holds ({@link LoadControls}): counted as hit, touched, never locked. */
+        final int covered;
         int hashed;
+        boolean touched;
 
-        Pass(CacheKey key, int endChunk, long[] hashes, LookupGeometry groups) {
+        Pass(CacheKey key, int endChunk, long[] hashes, LookupGeometry groups, int covered) {
             this.key = key;
             this.endChunk = endChunk;
             this.hashes = hashes;
             this.groups = groups;
+            this.covered = covered;
             this.hashed = groups == null ? 0 : endChunk;
         }
 
@@ -172,8 +192,9 @@ public final class LookupModule {
         // hash only as far as the cache holds the prefix, in windows of 1, 2, 4, ... chunks: a new
         // 8 000-token prompt costs one chunk's hash, not 31, and a hit of n chunks takes the store lock
         // about log2(n) + 1 times instead of once
-        int hits = 0;
-        int from = 0;
+        touchCovered(pass);
+        int hits = pass.covered;
+        int from = pass.covered;
         for (int window = 1; from < pass.endChunk; window *= 2) {
             int to = Math.min(pass.endChunk, from + window);
             if (to > pass.hashed) {
@@ -191,6 +212,26 @@ public final class LookupModule {
         return new Found(hits, locks, null, null);
     }
 
+    /** Once per LOOKUP: the covered prefix hashed and marked recently used in L1 and L2. */
+    private void touchCovered(Pass pass) {
+        if (pass.covered == 0 || pass.touched) {
+            return;
+        }
+        if (pass.covered > pass.hashed) {
+            ChunkHashes.extend(pass.key, chunkSize, pass.hashed, pass.covered, pass.hashes);
+            pass.hashed = pass.covered;
+        }
+        loadControls.touchCovered(pass.key, pass.hashes, pass.covered, prefetcher);
+        pass.touched = true;
+    }
+
+    /** A plain LOOKUP's lease: its locks start at the first chunk past the covered prefix. */
+    private void putLease(Pass pass, List<ObjectStore.ReadLock> locks) {
+        int worldSize = pass.key.worldSize();
+        leases.put(pass.key.requestId(), locks, LoadControls.chunks(locks.size(), worldSize, pass.covered),
+                LoadControls.ranks(locks.size(), worldSize), pass.readers());
+    }
+
     private Found findGroups(Pass pass, PendingFills fills) {
         WindowedLookup.Locked locked = WindowedLookup.lookup(store, pass.key, pass.groups, pass.hashes, pass.endChunk, pass.readers(), fills);
         return new Found(locked.hits(), locked.locks(), locked.chunks(), locked.ranks());
@@ -202,7 +243,7 @@ public final class LookupModule {
         int readers = pass.readers();
         long pending = token;
         if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null) {
-            pending = handOver(key, pass.hashes, pass.hashed, pass.endChunk, found.hits(), found.locks(), token);
+            pending = handOver(pass, found.hits(), found.locks(), token);
             if (pending == HANDED_OVER) {
                 return;
             }
@@ -210,8 +251,8 @@ public final class LookupModule {
         // counters before the result: a worker that has its answer finds the LOOKUP counted
         // with several object groups, L1 only: the hit's objects are the locks taken (one per object held for the hit)
         metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) pass.endChunk * chunkSize, (long) found.hits() * chunkSize, 0,
-                pass.groups == null ? (long) found.hits() * key.worldSize() : found.locks().size(), 0);
-        Runnable lease = pass.groups == null ? () -> leases.put(key.requestId(), found.locks(), key.worldSize(), readers)
+                pass.groups == null ? (long) (found.hits() - pass.covered) * key.worldSize() : found.locks().size(), 0);
+        Runnable lease = pass.groups == null ? () -> putLease(pass, found.locks())
                 : () -> leases.put(key.requestId(), found.locks(), found.chunks(), found.ranks(), readers);
         if (pending == 0) {
             lease.run();
@@ -232,24 +273,26 @@ public final class LookupModule {
      * {@link #HANDED_OVER} when nothing is left to answer here (taken, or the request ended or looked up again while its
      * writes ran), else the pending token to answer the L1 hits with (the prefetcher could not take the job).
      */
-    private long handOver(CacheKey key, long[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks,
-            long pendingToken) {
+    private long handOver(Pass pass, int l1Hits, List<ObjectStore.ReadLock> locks, long pendingToken) {
+        CacheKey key = pass.key;
         long token = pendingToken == 0 ? results.putPending(key.requestId(), l1Hits) : results.renewPending(key.requestId(), pendingToken);
         if (token == 0) {
             release(locks, Math.max(0, key.numKvReaders()));
             return HANDED_OVER;
         }
         // runs on: lmcache-l2 (the prefetch controller), once
-        L2Prefetcher.Completion done = (hitChunks, allLocks, l2Keys) -> prefetched(key, token, endChunk, l1Hits, hitChunks, allLocks, l2Keys);
-        return prefetcher.submit(new L2Prefetcher.Job(key, hashes, hashed, endChunk, l1Hits, locks, done)) ? HANDED_OVER : token;
+        L2Prefetcher.Completion done = (hitChunks, allLocks, l2Keys) -> prefetched(pass, token, l1Hits, hitChunks, allLocks, l2Keys);
+        return prefetcher.submit(new L2Prefetcher.Job(key, pass.hashes, pass.hashed, pass.endChunk, l1Hits, locks, done)) ? HANDED_OVER : token;
     }
 
-    private void prefetched(CacheKey key, long token, int endChunk, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
-        int readers = Math.max(0, key.numKvReaders());
+    private void prefetched(Pass pass, long token, int l1Hits, int hitChunks, List<ObjectStore.ReadLock> locks, int l2Keys) {
+        CacheKey key = pass.key;
+        int endChunk = pass.endChunk;
+        int readers = pass.readers();
         // counters before the result: a worker that has its answer finds the LOOKUP counted
         metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) l1Hits * chunkSize,
-                (long) (hitChunks - l1Hits) * chunkSize, (long) hitChunks * key.worldSize() - l2Keys, l2Keys);
-        if (!results.complete(key.requestId(), token, hitChunks, () -> leases.put(key.requestId(), locks, key.worldSize(), readers))) {
+                (long) (hitChunks - l1Hits) * chunkSize, (long) (hitChunks - pass.covered) * key.worldSize() - l2Keys, l2Keys);
+        if (!results.complete(key.requestId(), token, hitChunks, () -> putLease(pass, locks))) {
             release(locks, readers); // the request ended (or looked up again) meanwhile: nobody will retrieve these
         }
     }
@@ -287,6 +330,10 @@ public final class LookupModule {
     }
 
     public Reply endSession(Request.EndSession request) {
+        WindowCommit commit = windowCommit;
+        if (commit != null) {
+            commit.end(request.requestId(), request.endInfo()); // first: it reads what the session stored
+        }
         results.cancelPending(request.requestId());
         leases.end(request.requestId());
         return Reply.NONE;

@@ -32,6 +32,8 @@ public final class ObjectStore {
     public static final StoredObject EXISTS = sentinel();
     /** {@link #reserve} outcome: no memory, even after evicting what could be evicted. */
     public static final StoredObject NO_MEMORY = sentinel();
+    /** {@link #pinReady}'s format for a copy that takes the object as it is (a window commit's copy to L2). */
+    public static final int ANY_LAYOUT = -1;
 
     /** A read lock taken by a lookup; releasing it after its TTL reclaimed it does nothing. */
     public record ReadLock(StoredObject object, int epoch) {}
@@ -232,7 +234,7 @@ public final class ObjectStore {
             if (object == null || object.state != StoredObject.State.READY) {
                 return null;
             }
-            if (object.format != format || object.bytes != bytes) {
+            if (format != ANY_LAYOUT && (object.format != format || object.bytes != bytes)) {
                 counters.formatMismatches.increment();
                 return null;
             }

@@ -23,7 +23,9 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -46,6 +48,8 @@ public final class L2Tier implements AutoCloseable {
     private final PrefetchController prefetchController;
     private final L2EvictionController eviction;
     private final AgentRunner runner;
+    /** More {@code storage_manager} entries (the window commit's), by name; read on lmcache-http-*. */
+    private final Map<String, Supplier<Map<String, Object>>> extraStatus = new ConcurrentHashMap<>();
 
     private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
             L2EvictionController eviction, AgentRunner runner) {
@@ -91,14 +95,18 @@ public final class L2Tier implements AutoCloseable {
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
         StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts, store.poolBytes() / 4, metrics,
                 wake);
+        storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
+        List<L2Lru> lrus = targets.stream().map(L2EvictionController.Target::lru).toList();
+        // runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
+        prefetchController.touchWith(keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));
         store.setCommitListener(storeController);
         LOG.info("L2 tier: {} adapter(s) {}, store policy {}, prefetch policy {}, at most {} prefetches in flight", adapters.size(),
-                settings.adapters().stream().map(L2AdapterSpec::type).toList(), settings.skipL1() ? "skip_l1" : "default",
+                settings.adapters().stream().map(L2AdapterSpec::type).toList(), settings.storePolicy(),
                 settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight());
         return new L2Tier(adapters, store, storeController, prefetchController,
                 targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
@@ -127,6 +135,11 @@ public final class L2Tier implements AutoCloseable {
         return prefetchController;
     }
 
+    /** The write-through, whose {@link StoreController#flush} a window commit uses; null without L2. */
+    public StoreController storeController() {
+        return storeController;
+    }
+
     /** The L2 eviction agent for lmcache-housekeeping, or null when no adapter evicts. */
     public L2EvictionController evictionAgent() {
         return eviction;
@@ -136,6 +149,11 @@ public final class L2Tier implements AutoCloseable {
         if (runner != null) {
             runner.start();
         }
+    }
+
+    /** Adds {@code name} to {@code storage_manager} (set at start). */
+    public void statusWith(String name, Supplier<Map<String, Object>> status) {
+        extraStatus.put(name, status);
     }
 
     /** {@code storage_manager}'s L2 fields: {@code num_l2_adapters}, {@code l2_adapters} (each adapter's status), the controllers. */
@@ -150,6 +168,7 @@ public final class L2Tier implements AutoCloseable {
             storage.put("store_controller", storeController.status());
             storage.put("prefetch_controller", prefetchController.status());
         }
+        extraStatus.forEach((name, status) -> storage.put(name, status.get()));
     }
 
     /** Stops feeding and running the controllers, then closes the adapters (each waits, bounded, for its I/O in flight). */

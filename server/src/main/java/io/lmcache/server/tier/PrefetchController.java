@@ -2,6 +2,8 @@ package io.lmcache.server.tier;
 
 import io.lmcache.server.agent.Agent;
 import io.lmcache.server.l2.L2Key;
+import io.lmcache.server.storage.ChunkHash;
+import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.transfer.ObjectShape;
 import java.util.ArrayDeque;
@@ -14,6 +16,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 
 /**
@@ -47,6 +50,8 @@ public final class PrefetchController implements Agent, L2Prefetcher {
     private final AtomicInteger runningCount = new AtomicInteger();
     private final AtomicInteger expiredRunningCount = new AtomicInteger();
     private final LongAdder completed = new LongAdder();
+    /** The adapters' LRU orders (those that evict), told of touched keys; set at start. */
+    private volatile Consumer<List<L2Key>> recency = keys -> { };
 
     PrefetchController(PrefetchContext ctx, ObjectShapes shapes, int maxInFlight, Runnable wake) {
         this(ctx, shapes, maxInFlight, wake, System::nanoTime, DEADLINE_NS);
@@ -64,6 +69,34 @@ public final class PrefetchController implements Agent, L2Prefetcher {
     @Override
     public String roleName() {
         return "l2-prefetch";
+    }
+
+    /** Where {@link #touch} reports keys used (the L2 eviction LRUs). */
+    void touchWith(Consumer<List<L2Key>> lrus) {
+        this.recency = lrus;
+    }
+
+    /**
+     * Runs on the LOOKUP's thread: the covered prefix's L2 keys in the registered layout (every rank and object group) are told
+     * to the LRUs as accessed; keys L2 does not hold are ignored there. No adapter is asked anything.
+     */
+    @Override
+    public int touch(CacheKey key, long[] hashes, int toChunk) {
+        List<ObjectShape> layout = shapes.shapes(key.modelName(), key.worldSize());
+        if (layout == null || layout.isEmpty() || toChunk <= 0 || key.worldSize() > L2Key.MAX_WORLD_SIZE) {
+            return 0;
+        }
+        List<L2Key> keys = new ArrayList<>(toChunk * key.worldSize() * layout.size());
+        for (int chunk = 0; chunk < toChunk; chunk++) {
+            for (int rank = 0; rank < key.worldSize(); rank++) {
+                for (ObjectShape shape : layout) {
+                    keys.add(L2Keys.of(key.modelName(), L2Key.packKvRank(key.worldSize(), rank), ChunkHash.unpack(hashes, chunk),
+                            key.cacheSalt(), shape));
+                }
+            }
+        }
+        recency.accept(keys);
+        return keys.size();
     }
 
     /** Runs on the LOOKUP's thread (lmcache-request-loop or lmcache-normal-*): a queue append and a wake-up. */

@@ -8,6 +8,7 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -44,11 +45,37 @@ public final class StoreController implements Agent, CommitListener {
     @FunctionalInterface
     public interface L2Lookups {
         boolean consultsL2(String model, int worldSize);
+
+        /**
+         * Whether the model's object group is a sliding window (LMCache's {@code num_chunks_in_sw[g] >= 1}); false when unknown, so
+         * such objects are stored as full attention, as LMCache's {@code full_attention_only_store_policy.py@4a195b29}.
+         */
+        default boolean slidingWindow(String model, int worldSize, int group) {
+            return false;
+        }
+
+        /** Both answers from the registered object groups. */
+        static L2Lookups of(ObjectGroupCatalog catalog) {
+            return new L2Lookups() {
+                @Override
+                public boolean consultsL2(String model, int worldSize) {
+                    return catalog.lookupGeometry(model, worldSize).plain();
+                }
+
+                @Override
+                public boolean slidingWindow(String model, int worldSize, int group) {
+                    int[] windows = catalog.lookupGeometry(model, worldSize).windowChunks();
+                    return group >= 0 && group < windows.length && windows[group] >= 1;
+                }
+            };
+        }
     }
 
     /** One committed object on its way to every adapter; {@code remaining} adapters have not answered yet. */
     private static final class Write {
         final Committed committed;
+        /** A window commit's copy (LMCache's {@code StoreMode.FLUSH}): past the store policy, and it never leaves L1. */
+        boolean flush;
         L2Key key;
         boolean mayLeaveL1;
         int remaining;
@@ -69,6 +96,8 @@ public final class StoreController implements Agent, CommitListener {
     private final ObjectStore store;
     private final MemorySegment pool;
     private final boolean skipL1;
+    /** {@code --l2-store-policy full_attention_only}: the write-through leaves sliding-window objects in L1. */
+    private volatile boolean fullAttentionOnly;
     private final ObjectShapes shapes;
     private final L2Lookups lookups;
     private final long maxBacklogBytes;
@@ -120,6 +149,40 @@ public final class StoreController implements Agent, CommitListener {
         pendingKeys.incrementAndGet();
         wake.run();
         return true;
+    }
+
+    /** {@code --l2-store-policy full_attention_only}; set before the first STORE. */
+    public void fullAttentionOnly(boolean on) {
+        this.fullAttentionOnly = on;
+    }
+
+    /**
+     * The window commit's copies (LMCache's {@code StoreController.submit_flush}, design 69066784989 "Execution"): objects the
+     * caller pinned in L1 (one hold each, given back here), written to every adapter past the store policy and kept in L1. Past the
+     * backlog bound the rest are given back, counted. Returns the objects taken. Runs on the END_SESSION handler's thread: only a
+     * bound check, queue appends and a wake-up, as {@link #committed}.
+     */
+    public int flush(List<Committed> pinned) {
+        int taken = 0;
+        for (Committed c : pinned) {
+            long bytes = c.object().bytes();
+            if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
+                heldBytes.addAndGet(-bytes);
+                store.unpin(c.object(), false);
+                metrics.storeFlushSkipped.increment();
+                continue;
+            }
+            Write write = new Write(c, adapters.size());
+            write.flush = true;
+            pending.add(write);
+            pendingKeys.incrementAndGet();
+            taken++;
+        }
+        metrics.storeFlushedObjects.add(taken);
+        if (taken > 0) {
+            wake.run();
+        }
+        return taken;
     }
 
     @Override
@@ -177,6 +240,12 @@ public final class StoreController implements Agent, CommitListener {
             }
             return false;
         }
+        if (fullAttentionOnly && lookups.slidingWindow(shape.model(), worldSize, shape.group())) {
+            keepWindowInL1(group);
+            if (group.isEmpty()) {
+                return false;
+            }
+        }
         int kvRank = L2Key.packKvRank(worldSize, shape.kvRank());
         // a LOOKUP loads from L2 only for a plain geometry and a single object group (PrefetchController refuses several)
         List<ObjectShape> registered = shapes.shapes(shape.model(), worldSize);
@@ -185,7 +254,7 @@ public final class StoreController implements Agent, CommitListener {
         for (Write write : group) {
             Committed c = write.committed;
             write.key = L2Keys.of(c.model(), kvRank, c.key().hash(), c.salt(), objectShape);
-            write.mayLeaveL1 = mayLeaveL1;
+            write.mayLeaveL1 = mayLeaveL1 && !write.flush;
         }
         return true;
     }
@@ -200,6 +269,22 @@ public final class StoreController implements Agent, CommitListener {
             }
         }
         return new ObjectShape(shape.group(), shape.bytes(), shape.format());
+    }
+
+    /** full_attention_only: the write-through's sliding-window objects stay in L1 (their holds go back); a window commit's go on. */
+    private void keepWindowInL1(List<Write> group) {
+        int kept = 0;
+        for (int i = 0; i < group.size(); i++) {
+            Write write = group.get(i);
+            if (write.flush) {
+                group.set(kept++, write);
+            } else {
+                store.unpin(write.committed.object(), false);
+                heldBytes.addAndGet(-write.committed.object().bytes());
+                metrics.storeSlidingWindow.increment();
+            }
+        }
+        group.subList(kept, group.size()).clear();
     }
 
     private int collectCompleted() {
@@ -301,7 +386,7 @@ public final class StoreController implements Agent, CommitListener {
     public Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("is_healthy", true);
-        status.put("store_policy", skipL1 ? "skip_l1" : "default");
+        status.put("store_policy", skipL1 ? "skip_l1" : fullAttentionOnly ? "full_attention_only" : "default");
         status.put("pending_keys_count", pendingKeys.get());
         status.put("processing_keys_count", processingKeys);
         int tasks = 0;
@@ -312,6 +397,8 @@ public final class StoreController implements Agent, CommitListener {
         status.put("failed_task_count", failedTasks.sum());
         status.put("failed_key_count", failedKeys.sum());
         status.put("skip_l1_kept_key_count", keptInL1.sum());
+        status.put("sliding_window_kept_key_count", (long) metrics.storeSlidingWindow.sum());
+        status.put("flushed_key_count", (long) metrics.storeFlushedObjects.sum());
         status.put("held_bytes", heldBytes.get());
         status.put("max_held_bytes", maxBacklogBytes);
         return status;

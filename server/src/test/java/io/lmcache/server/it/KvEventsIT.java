@@ -12,6 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.server.testing.EngineDrivenWorker;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
@@ -24,6 +25,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -262,6 +264,61 @@ class KvEventsIT {
             assertArrayEquals(expected[1], storage.get(1).hashes().getFirst());
             assertArrayEquals(expected[0], storage.get(1).parent());
             assertEquals(tokens[CHUNK], storage.get(1).tokens()[0]);
+        }
+    }
+
+    @Test
+    void aSilentSubscriberEndsAtTheReapTimeoutAndAReapedWorkersSubscriptionEndsWithIt() {
+        try (ServerProcess server = server("--test-liveness-floor-seconds", "1", "--worker-reap-timeout-seconds", "2",
+                "--worker-registration-grace-seconds", "2", "--worker-disconnect-grace-seconds", "0");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 48, MODEL, GEOMETRY);
+             TestClient silent = new TestClient(server.endpoint());
+             TestClient router = new TestClient(server.endpoint())) {
+            worker.register();
+            assertTrue(worker.ping());
+            byte[] silentUid = TestClient.pack(p -> p.packInt(1));
+            subscribe(silent, silentUid, 4801, 0); // an instance that never registers nor PINGs
+            byte[] workerUid = TestClient.pack(p -> p.packInt(2));
+            subscribe(router, workerUid, 48, 0); // the worker's, kept alive only by its PINGs, which stop now
+            assertNotNull(silent.receive(Duration.ofSeconds(10)), "the first batch");
+            assertNotNull(router.receive(Duration.ofSeconds(10)));
+            assertEquals(2, silent.receive(Duration.ofSeconds(15)).frames(), "the silent subscription gets its final reply");
+            assertEquals(2, router.receive(Duration.ofSeconds(15)).frames(), "so does the one of the worker that went silent");
+            await().atMost(Duration.ofSeconds(15)).until(() -> Http.metric(server, "lmcache_mp_reaped_workers_total") == 1);
+            double silentEnds = Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "silent");
+            double reapedEnds = Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "reaped");
+            assertTrue(silentEnds >= 1, "the never-seen instance's subscription ended as silent");
+            assertEquals(2, silentEnds + reapedEnds, "the worker's ended as silent or with its reap, whichever came first");
+            assertEquals(0, Http.metric(server, "lmcache_mp_kv_events_subscribers"));
+            assertEquals(0, status(server).path("kv_events").path("subscribers").asInt());
+        }
+    }
+
+    @Test
+    void engineDrivenCommitStoresAreCountedUnboundNotAnnouncedButTheirRemovalsAre() {
+        try (ServerProcess server = server();
+             EngineDrivenWorker worker = new EngineDrivenWorker(server.endpoint(), 49, MODEL, 4, 128);
+             TestClient router = new TestClient(server.endpoint())) {
+            worker.register();
+            int[] tokens = JavaWorker.tokens(82, 2 * CHUNK);
+            EngineDrivenWorker.Prepared prepared = worker.prepareStore(tokens, 0, 2 * CHUNK, "ed");
+            for (EngineDrivenWorker.Slot slot : prepared.slots()) {
+                worker.write(slot, new byte[(int) slot.length()]);
+            }
+            assertTrue(worker.commitStore(tokens, 0, 2 * CHUNK, "ed"));
+            Batch stored = pollById(router, MODEL, 0, 1024);
+            assertEquals(List.of(), stored.events(), "LMCache's engine-driven commit_store binds no tokens: nothing is announced");
+            assertEquals(2, status(server).path("kv_events").path("unbound_stores").asInt(), "its two chunks are counted unbound");
+            router.call(20, TestClient.pack(p -> p.packBoolean(false)));
+            List<Rec> removed = pollById(router, MODEL, stored.nextCursor(), 1024).events();
+            assertEquals(1, removed.size());
+            assertEquals("removed", removed.getFirst().kind());
+            assertEquals("CPU", removed.getFirst().medium());
+            byte[][] expected = hashes(tokens, 2);
+            assertEquals(2, removed.getFirst().hashes().size(), "a removal names every chunk L1 held");
+            for (byte[] hash : expected) {
+                assertTrue(removed.getFirst().hashes().stream().anyMatch(h -> Arrays.equals(h, hash)));
+            }
         }
     }
 

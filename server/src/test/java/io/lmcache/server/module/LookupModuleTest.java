@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
@@ -129,7 +130,7 @@ class LookupModuleTest {
     }
 
     private static CacheKey key(int[] tokens, int worldSize, String requestId) {
-        return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, tokens.length, requestId, "", 1);
+        return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, tokens.length, requestId, "", 1, RequestConfigs.NONE);
     }
 
     private static void put(ObjectStore store, int rank, long[] hashes, int chunk) {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
@@ -108,7 +109,7 @@ class WindowedLookupTest {
         }
         assertEquals(new Reply.Int(4), lookup("r", 1, 4));
         assertEquals(4 + 2, store.snapshot().readLocked(), "window 2: chunks 2 and 3 of the windowed group");
-        CacheKey tail = new CacheKey("model", 1, CacheKey.NO_WORKER, tokens, 3 * CHUNK, 4 * CHUNK, "r", "", 1);
+        CacheKey tail = new CacheKey("model", 1, CacheKey.NO_WORKER, tokens, 3 * CHUNK, 4 * CHUNK, "r", "", 1, RequestConfigs.NONE);
         module.freeLookupLocks(new Request.FreeLookupLocks(tail, 1));
         assertEquals(4 + 2 - 2, store.snapshot().readLocked(), "chunk 3 of both groups");
         module.endSession(new Request.EndSession("r", null));
@@ -131,7 +132,7 @@ class WindowedLookupTest {
     }
 
     private static CacheKey key(int[] tokens, int worldSize, String requestId, int chunks) {
-        return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, chunks * CHUNK, requestId, "", 1);
+        return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, chunks * CHUNK, requestId, "", 1, RequestConfigs.NONE);
     }
 
     private void put(int rank, int group, long[] hashes, int chunk) {

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -98,7 +99,16 @@ public final class JavaWorker implements AutoCloseable {
      * every group full attention with the geometry's block size (each its own kernel group and, by default, object group).
      */
     public void register(int engineGroups) {
-        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups);
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups, -1);
+    }
+
+    /**
+     * A hybrid registration: two engine groups (even layers full attention, odd layers a sliding window of {@code windowTokens}
+     * tokens, LMCache's {@code sw_size_tokens}), each its own object group by default. STORE it with {@link #store(int[], int, int,
+     * int[][], String)}.
+     */
+    public void registerSlidingWindow(int windowTokens) {
+        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), 2, windowTokens);
     }
 
     /**
@@ -107,10 +117,11 @@ public final class JavaWorker implements AutoCloseable {
      * whether it accepts the tensors or not; anything else fails.
      */
     public static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names) {
-        register(client, instanceId, model, geometry, names, 0);
+        register(client, instanceId, model, geometry, names, 0, -1);
     }
 
-    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups) {
+    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups,
+            int windowTokens) {
         long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
         long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
             (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
@@ -126,8 +137,13 @@ public final class JavaWorker implements AutoCloseable {
                 pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> {
                     p.packArrayHeader(engineGroups);
                     for (int g = 0; g < engineGroups; g++) {
-                        p.packMapHeader(3).packString("engine_group_id").packInt(g).packString("tokens_per_block").packInt(geometry.blockSize())
-                                .packString("layer_indices");
+                        boolean windowed = windowTokens > 0 && g == 1;
+                        p.packMapHeader(windowed ? 4 : 3).packString("engine_group_id").packInt(g).packString("tokens_per_block")
+                                .packInt(geometry.blockSize());
+                        if (windowed) {
+                            p.packString("sw_size_tokens").packInt(windowTokens);
+                        }
+                        p.packString("layer_indices");
                         int group = g;
                         int[] layers = IntStream.range(0, names.size()).filter(l -> l % engineGroups == group).toArray();
                         p.packArrayHeader(layers.length);
@@ -171,9 +187,28 @@ public final class JavaWorker implements AutoCloseable {
     /** {@link #cacheKey} with a cache salt. */
     public static byte[] cacheKey(String model, String salt, KeyTokens range, String requestId, Integer workerId, int worldSize,
             int readers) {
+        return cacheKey(model, salt, range, new KeyOwner(requestId, workerId, worldSize, readers), null);
+    }
+
+    /**
+     * A scheduler LOOKUP key of this worker's model whose {@code request_configs} map carries {@code configs} (Boolean and Integer
+     * values, as the connector's {@code kv_transfer_params}); null: nil.
+     */
+    public byte[] lookupKey(int[] tokens, int end, String requestId, Map<String, Object> configs) {
+        return cacheKey(model, salt, new KeyTokens(tokens, 0, end), new KeyOwner(requestId, null, 1, 1), configs);
+    }
+
+    /** Who asks in a key: the request, the worker (null in a LOOKUP), its world size and the key's readers. */
+    private record KeyOwner(String requestId, Integer workerId, int worldSize, int readers) {}
+
+    private static byte[] cacheKey(String model, String salt, KeyTokens range, KeyOwner owner, Map<String, Object> configs) {
         int[] tokens = range.ids();
         int start = range.start();
         int end = range.end();
+        String requestId = owner.requestId();
+        Integer workerId = owner.workerId();
+        int worldSize = owner.worldSize();
+        int readers = owner.readers();
         return pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(model);
@@ -192,7 +227,20 @@ public final class JavaWorker implements AutoCloseable {
             p.packString("end").packInt(end);
             p.packString("request_id").packString(requestId);
             p.packString("cache_salt").packString(salt);
-            p.packString("request_configs").packNil();
+            p.packString("request_configs");
+            if (configs == null) {
+                p.packNil();
+            } else {
+                p.packMapHeader(configs.size());
+                for (Map.Entry<String, Object> entry : configs.entrySet()) {
+                    p.packString(entry.getKey());
+                    if (entry.getValue() instanceof Boolean b) {
+                        p.packBoolean(b);
+                    } else {
+                        p.packLong(((Number) entry.getValue()).longValue());
+                    }
+                }
+            }
             p.packString("num_kv_readers").packInt(readers);
         });
     }
@@ -217,6 +265,22 @@ public final class JavaWorker implements AutoCloseable {
     public boolean store(int[] tokens, int start, int end, int[] blocks, String requestId, int workerId, int worldSize) {
         TestClient.Reply reply = client.call(6, key(tokens, start, end, requestId, workerId, worldSize, 1), pack(p -> p.packLong(instanceId)),
                 blockList(blocks), pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)));
+        return transferOk(reply);
+    }
+
+    /** STORE with one block list per engine group (a hybrid registration). */
+    public boolean store(int[] tokens, int start, int end, int[][] blocksPerGroup, String requestId) {
+        byte[] blockIds = pack(p -> {
+            p.packArrayHeader(blocksPerGroup.length);
+            for (int[] blocks : blocksPerGroup) {
+                p.packArrayHeader(blocks.length);
+                for (int block : blocks) {
+                    p.packInt(block);
+                }
+            }
+        });
+        TestClient.Reply reply = client.call(6, key(tokens, start, end, requestId, 0, 1, 1), pack(p -> p.packLong(instanceId)), blockIds,
+                pack(p -> p.packBinaryHeader(64).writePayload(ZERO_EVENT)));
         return transferOk(reply);
     }
 
@@ -263,6 +327,12 @@ public final class JavaWorker implements AutoCloseable {
 
     public void endSession(String requestId) {
         client.call(13, pack(p -> p.packString(requestId)), pack(MessageBufferPacker::packNil));
+    }
+
+    /** END_SESSION with LMCache's {@code SessionEndInfo} (a map by field name, as msgspec encodes the dataclass). */
+    public void endSession(String requestId, String finishReason, int stopTokenId) {
+        client.call(13, pack(p -> p.packString(requestId)), pack(p -> p.packMapHeader(2).packString("finish_reason").packString(finishReason)
+                .packString("stop_token_id").packInt(stopTokenId)));
     }
 
     /** Fills the given blocks (every layer, K and V) with a pattern derived from {@code seed}. */

@@ -15,6 +15,7 @@ import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ReadyStores;
@@ -73,7 +74,7 @@ class L2ControllersTest {
     }
 
     private static CacheKey key(String requestId, int worldSize) {
-        return new CacheKey("org/model", worldSize, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, requestId, "", 1);
+        return new CacheKey("org/model", worldSize, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, requestId, "", 1, RequestConfigs.NONE);
     }
 
     /** Chunk {@code chunk}'s key as world size 1 writes it: LMCache's packed kv rank 0x01000100, and the object's format. */
@@ -561,7 +562,7 @@ class L2ControllersTest {
         setup.controller().doWork();
         assertEquals(new Reply.Int(0), setup.lookup().query("expired"), "past the deadline, its load still in flight");
         // another model's prompt (the expired load still holds this one's reservations)
-        CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1);
+        CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1, RequestConfigs.NONE);
         long[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
         for (int chunk = 0; chunk < 2; chunk++) {
             adapter.data.put(L2Key.of("org/other", 0x01000100, 0, new L2Hash(otherHashes[2 * chunk], otherHashes[2 * chunk + 1], 0, 0), ""),
