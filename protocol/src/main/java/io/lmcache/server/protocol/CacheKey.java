@@ -3,11 +3,13 @@ package io.lmcache.server.protocol;
 /**
  * LMCache's {@code IPCCacheServerKey}: the full token list of a request plus the token range
  * {@code [start, end)} an operation covers. Identity for storage comes from model, world size,
- * worker (kv rank), the tokens and the cache salt; {@code requestId}, {@code numKvReaders} and the
- * ignored {@code request_configs} are not part of it.
+ * worker (kv rank), the tokens, the cache salt and the request's tags ({@code lmcache.tag.*} entries of
+ * {@code request_configs}, {@link RequestTags}); {@code requestId}, {@code numKvReaders} and the other
+ * {@code request_configs} entries are not part of it.
  *
  * @param workerId the kv rank, or {@link #NO_WORKER} (msgpack nil) for a scheduler LOOKUP
  * @param numKvReaders how many workers will RETRIEVE each object; 0 = an older client without the field
+ * @param tags the request's identity tags, sorted ({@link RequestTags#NONE} without)
  */
 public record CacheKey(
         String modelName,
@@ -18,9 +20,16 @@ public record CacheKey(
         int end,
         String requestId,
         String cacheSalt,
-        int numKvReaders) {
+        int numKvReaders,
+        RequestTags tags) {
 
     public static final int NO_WORKER = -1;
+
+    /** A key without tags. */
+    public CacheKey(String modelName, int worldSize, int workerId, int[] tokenIds, int start, int end, String requestId, String cacheSalt,
+            int numKvReaders) {
+        this(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders, RequestTags.NONE);
+    }
 
     public boolean hasWorker() {
         return workerId != NO_WORKER;
@@ -31,6 +40,6 @@ public record CacheKey(
         return "CacheKey[model=" + modelName + ", world_size=" + worldSize + ", worker_id="
                 + (hasWorker() ? Integer.toString(workerId) : "None") + ", tokens=" + tokenIds.length + ", range=["
                 + start + ", " + end + "), request_id=" + requestId + ", cache_salt='" + cacheSalt + "', num_kv_readers="
-                + numKvReaders + "]";
+                + numKvReaders + (tags.isEmpty() ? "" : ", tags=" + tags) + "]";
     }
 }

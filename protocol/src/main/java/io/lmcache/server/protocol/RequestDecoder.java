@@ -330,6 +330,7 @@ public final class RequestDecoder {
         String requestId = "";
         String cacheSalt = "";
         int numKvReaders = 0;
+        RequestTags tags = RequestTags.NONE;
         for (int i = 0; i < fields; i++) {
             String field = r.readString("key field name");
             switch (field) {
@@ -342,6 +343,7 @@ public final class RequestDecoder {
                 case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString("key.request_id");
                 case "cache_salt" -> cacheSalt = r.tryReadNil("key.cache_salt") ? "" : r.readString("key.cache_salt");
                 case "num_kv_readers" -> numKvReaders = r.tryReadNil("key.num_kv_readers") ? 0 : r.readInt("key.num_kv_readers");
+                case "request_configs" -> tags = requestTags(r);
                 default -> r.skipValue("key." + field);
             }
         }
@@ -349,7 +351,71 @@ public final class RequestDecoder {
         if (end < 0) {
             end = tokenIds.length;
         }
-        return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders);
+        checkSalt(cacheSalt);
+        return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders, tags);
+    }
+
+    /**
+     * LMCache's {@code ObjectKey} invariant on {@code cache_salt} ({@code lmcache/v1/distributed/api.py}): no {@code @ / \}
+     * or NUL (the L2 names' separator and path characters), at most 128 characters. It raises on any other, failing the
+     * request; so does this.
+     */
+    private static void checkSalt(String salt) throws ProtocolException {
+        if (salt.isEmpty()) {
+            return;
+        }
+        if (salt.codePointCount(0, salt.length()) > RequestTags.MAX_CHARS) {
+            throw new ProtocolException(Reason.BAD_SALT, "key.cache_salt is longer than " + RequestTags.MAX_CHARS + " characters");
+        }
+        for (int i = 0; i < salt.length(); i++) {
+            char c = salt.charAt(i);
+            if (c == '@' || c == '/' || c == '\\' || c == 0) {
+                throw new ProtocolException(Reason.BAD_SALT, "key.cache_salt contains '" + (c == 0 ? "NUL" : String.valueOf(c)) + "'");
+            }
+        }
+    }
+
+    /**
+     * The {@code lmcache.tag.*} entries of {@code request_configs} (a map or nil); other entries are skipped, whatever
+     * their type. A tag whose value is not a string, or whose name or value breaks LMCache's rules, fails the request.
+     */
+    private static String clip(String text) {
+        return text.length() <= 40 ? text : text.substring(0, 40) + "...";
+    }
+
+    private static RequestTags requestTags(MsgpackReader r) throws ProtocolException {
+        if (r.tryReadNil("key.request_configs")) {
+            return RequestTags.NONE;
+        }
+        int entries = r.readMapHeader("key.request_configs");
+        List<RequestTags.Tag> tags = new ArrayList<>();
+        for (int i = 0; i < entries; i++) {
+            if (r.nextType("key.request_configs") != ValueType.STRING) {
+                r.skipValue("key.request_configs key");
+                r.skipValue("key.request_configs value");
+                continue;
+            }
+            String name = r.readString("key.request_configs key");
+            if (!name.startsWith(RequestTags.PREFIX)) {
+                r.skipValue("key.request_configs." + name);
+                continue;
+            }
+            String tag = name.substring(RequestTags.PREFIX.length());
+            if (r.nextType("key.request_configs." + name) != ValueType.STRING) {
+                throw new ProtocolException(Reason.BAD_TAG, "tag '" + clip(tag) + "': the value must be a string");
+            }
+            String value = r.readString("key.request_configs." + name);
+            String problem = RequestTags.problem("tag name", tag);
+            problem = problem != null ? problem : RequestTags.problem("tag value", value);
+            if (problem != null) {
+                throw new ProtocolException(Reason.BAD_TAG, "tag '" + clip(tag) + "': " + problem);
+            }
+            if (tags.size() == RequestTags.MAX_TAGS) {
+                throw new ProtocolException(Reason.BAD_TAG, "more than " + RequestTags.MAX_TAGS + " tags");
+            }
+            tags.add(new RequestTags.Tag(tag, value));
+        }
+        return RequestTags.of(tags);
     }
 
     private static int nonNegative(int value, String what) throws ProtocolException {

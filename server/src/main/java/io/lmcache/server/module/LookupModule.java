@@ -12,6 +12,7 @@ import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.PendingFills;
 import io.lmcache.server.storage.PrefixKeys;
@@ -104,7 +105,7 @@ public final class LookupModule {
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
             int endChunk = range.endChunk();
-            resolve(geometry.plain() ? new Pass(key, endChunk, new long[2 * endChunk], null)
+            resolve(geometry.plain() ? new Pass(key, endChunk, new byte[ChunkHash.BYTES * endChunk], null)
                     : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry), 0);
         }
         return Reply.NONE;
@@ -117,11 +118,11 @@ public final class LookupModule {
     private static final class Pass {
         final CacheKey key;
         final int endChunk;
-        final long[] hashes;
+        final byte[] hashes;
         final LookupGeometry groups;
         int hashed;
 
-        Pass(CacheKey key, int endChunk, long[] hashes, LookupGeometry groups) {
+        Pass(CacheKey key, int endChunk, byte[] hashes, LookupGeometry groups) {
             this.key = key;
             this.endChunk = endChunk;
             this.hashes = hashes;
@@ -179,7 +180,7 @@ public final class LookupModule {
                 ChunkHashes.extend(key, chunkSize, pass.hashed, to, pass.hashes);
                 pass.hashed = to;
             }
-            int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.worldSize(), 0, pass.hashes), from, to,
+            int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.tags(), key.worldSize(), 0, pass.hashes), from, to,
                     pass.readers(), locks, fills);
             hits += found;
             if (found < to - from) {
@@ -200,7 +201,9 @@ public final class LookupModule {
         CacheKey key = pass.key;
         int readers = pass.readers();
         long pending = token;
-        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null) {
+        // a tagged key stays in L1: LMCache's L2 adapters other than its pure-Python fs cannot name tags and it refuses
+        // their tagged lookups (docs/source/mp/request_tags.rst); our L2 names carry no tags either
+        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null && key.tags().isEmpty()) {
             pending = handOver(key, pass.hashes, pass.hashed, pass.endChunk, found.hits(), found.locks(), token);
             if (pending == HANDED_OVER) {
                 return;
@@ -231,7 +234,7 @@ public final class LookupModule {
      * {@link #HANDED_OVER} when nothing is left to answer here (taken, or the request ended or looked up again while its
      * writes ran), else the pending token to answer the L1 hits with (the prefetcher could not take the job).
      */
-    private long handOver(CacheKey key, long[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks,
+    private long handOver(CacheKey key, byte[] hashes, int hashed, int endChunk, int l1Hits, List<ObjectStore.ReadLock> locks,
             long pendingToken) {
         long token = pendingToken == 0 ? results.putPending(key.requestId(), l1Hits) : results.renewPending(key.requestId(), pendingToken);
         if (token == 0) {

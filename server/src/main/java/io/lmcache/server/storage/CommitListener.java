@@ -26,11 +26,22 @@ public interface CommitListener {
             return key.group();
         }
 
-        /** The high half of today's 128-bit hash (the L2 key's). */
+        /** The chunk's 32-byte LMCache hash; {@code hash().hex()} is its L2 names' hash field. */
+        public ChunkHash hash() {
+            return key.hash();
+        }
+
+        /** LMCache's trailing {@code @{cache_salt}} field of L2 names, "" without a salt ({@link ChunkKey#saltSuffix}). */
+        public String saltSuffix() {
+            return key.saltSuffix();
+        }
+
+        /** The first eight bytes of the hash, big-endian: today's {@code L2Key.hashHi} (until L2 names carry all 32). */
         public long hashHi() {
             return key.hash().w0();
         }
 
+        /** Bytes 8 to 16 of the hash, big-endian: today's {@code L2Key.hashLo}. */
         public long hashLo() {
             return key.hash().w1();
         }

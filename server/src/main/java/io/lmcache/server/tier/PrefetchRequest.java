@@ -5,6 +5,7 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
@@ -118,18 +119,16 @@ final class PrefetchRequest {
         }
         int n = keys.length;
         int[] groups = new int[n];
-        long[] hi = new long[n];
-        long[] lo = new long[n];
         for (int i = 0; i < n; i++) {
             int chunk = job.l1Hits() + i / keysPerChunk;
             ranks[i] = i % keysPerChunk / shapes.size();
             ObjectShape shape = shapes.get(i % shapes.size());
             groups[i] = shape.objectGroup();
-            hi[i] = job.hashes()[2 * chunk];
-            lo[i] = job.hashes()[2 * chunk + 1];
-            keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hi[i], lo[i],
+            ChunkHash hash = ChunkHash.unpack(job.hashes(), chunk);
+            // the L2 key takes the hash's first 16 bytes until L2 names carry all 32 (issue 27, the l2 side)
+            keys[i] = new L2Key(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), groups[i], shape.format(), hash.w0(), hash.w1(),
                     key.cacheSalt());
-            l1Keys[i] = ChunkKey.of(key.modelName(), key.cacheSalt(), ranks[i], groups[i], hi[i], lo[i]);
+            l1Keys[i] = new ChunkKey(key.modelName(), key.cacheSalt(), key.tags(), ranks[i], groups[i], hash);
         }
         ctx.store().readyKeys(l1Keys, inL1);
         List<Integer> ask = new ArrayList<>();

@@ -1,5 +1,6 @@
 package io.lmcache.server.it;
 
+import io.lmcache.server.protocol.TokenHashChain;
 import static io.lmcache.server.testing.TestClient.pack;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -10,7 +11,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.lmcache.server.protocol.ChunkHasher;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
@@ -172,12 +172,12 @@ class L2TierIT {
         }
     }
 
-    /** The file of chunk {@code chunk}: our own chunk hash (so not a Python LMCache server's file), whatever the layout format. */
+    /** The file of chunk {@code chunk}: the first 16 bytes of its LMCache blake3 hash (today's L2 names), whatever the layout format. */
     private Path file(int chunk) throws IOException {
-        long[] hashes = new long[2 * CHUNKS];
-        new ChunkHasher().hashChunks(TOKENS, CHUNK, CHUNKS, hashes);
-        HexFormat hex = HexFormat.of();
-        String suffix = "@" + hex.toHexDigits(hashes[2 * chunk]) + hex.toHexDigits(hashes[2 * chunk + 1]) + ".data";
+        byte[] hashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
+        TokenHashChain.blake3().hashChunks(TOKENS, CHUNK, 0, CHUNKS, hashes);
+        int at = TokenHashChain.HASH_BYTES * chunk;
+        String suffix = "@" + HexFormat.of().formatHex(hashes, at, at + 16) + ".data";
         try (Stream<Path> files = Files.list(dir)) {
             List<Path> found = files.filter(f -> f.getFileName().toString().startsWith("org-SEP-l2-model@0x01000100@0@f")
                     && f.getFileName().toString().endsWith(suffix)).toList();

@@ -1,5 +1,7 @@
 package io.lmcache.server.it;
 
+import io.lmcache.server.protocol.TokenHashChain;
+import io.lmcache.server.storage.ChunkHash;
 import static io.lmcache.server.testing.TestClient.pack;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -12,7 +14,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.testing.RedisClusterExtension;
 import io.lmcache.server.l2.testing.RedisNodes;
-import io.lmcache.server.protocol.ChunkHasher;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
@@ -156,11 +157,11 @@ class RedisL2IT {
     private static int[] prompt(String prefix, int firstSeed, IntPredicate first, IntPredicate rest) {
         for (int seed = firstSeed; seed < firstSeed + 10_000; seed++) {
             int[] tokens = JavaWorker.tokens(seed, CHUNKS * CHUNK);
-            long[] hashes = new long[2 * CHUNKS];
-            new ChunkHasher().hashChunks(tokens, CHUNK, CHUNKS, hashes);
+            byte[] hashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
+            TokenHashChain.blake3().hashChunks(tokens, CHUNK, 0, CHUNKS, hashes);
             boolean fits = true;
             for (int c = 0; c < CHUNKS && fits; c++) {
-                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, hashes[2 * c], hashes[2 * c + 1], "")
+                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, ChunkHash.unpack(hashes, c).w0(), ChunkHash.unpack(hashes, c).w1(), "")
                         .wireKey();
                 fits = (c == 0 ? first : rest).test(CLUSTER.nodes().nodeOf(wire));
             }
