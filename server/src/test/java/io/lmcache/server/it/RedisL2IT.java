@@ -161,7 +161,8 @@ class RedisL2IT {
             TokenHashChain.blake3().hashChunks(tokens, CHUNK, 0, CHUNKS, hashes);
             boolean fits = true;
             for (int c = 0; c < CHUNKS && fits; c++) {
-                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, ChunkHash.unpack(hashes, c).w0(), ChunkHash.unpack(hashes, c).w1(), "")
+                ChunkHash hash = ChunkHash.unpack(hashes, c);
+                String wire = prefix + "@" + new L2Key(MODEL, L2Key.packKvRank(1, 0), 0, OBJECT_FORMAT, hash.w0(), hash.w1(), "")
                         .wireKey();
                 fits = (c == 0 ? first : rest).test(CLUSTER.nodes().nodeOf(wire));
             }

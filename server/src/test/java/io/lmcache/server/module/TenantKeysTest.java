@@ -16,6 +16,8 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
@@ -48,7 +50,7 @@ class TenantKeysTest {
             String hex = HexFormat.of().formatHex(direct, 32 * c, 32 * c + 32);
             assertEquals(hex, hash.hex(), "LMCache's chunk_hash.hex(): 64 lower-case digits");
             assertEquals(64, hash.hex().length());
-            assertArrayEquals(java.util.Arrays.copyOfRange(direct, 32 * c, 32 * c + 32), hash.bytes());
+            assertArrayEquals(Arrays.copyOfRange(direct, 32 * c, 32 * c + 32), hash.bytes());
             assertEquals(hash, ChunkHash.of(hash.bytes()));
         }
     }
@@ -63,10 +65,10 @@ class TenantKeysTest {
         }
         assertArrayEquals(whole, stepwise);
         // a longer prompt with the same first chunks shares their hashes: a prefix names the same keys
-        int[] longer = java.util.Arrays.copyOf(tokens, tokens.length + CHUNK);
+        int[] longer = Arrays.copyOf(tokens, tokens.length + CHUNK);
         byte[] longerHashes = ChunkHashes.of(new CacheKey("model", 1, CacheKey.NO_WORKER, longer, 0, longer.length, "l", "", 1), CHUNK,
                 CHUNKS + 1);
-        assertArrayEquals(whole, java.util.Arrays.copyOf(longerHashes, whole.length));
+        assertArrayEquals(whole, Arrays.copyOf(longerHashes, whole.length));
     }
 
     @Test

@@ -89,7 +89,9 @@ class WindowedLookupTest {
         assertEquals(2 * (4 + 1), store.snapshot().readLocked(), "full attention chunks 0..3 and the snapshot of chunk 3, per rank");
         module.endSession(new Request.EndSession("w", null));
 
-        StoredObject failing = store.reserve(new ChunkKey("model", "", 1, 1, new ChunkHash(ChunkHash.unpack(hashes, 2).w0(), ChunkHash.unpack(hashes, 2).w1() + 1, 0, 0)), OBJECT_BYTES, 1);
+        ChunkHash second = ChunkHash.unpack(hashes, 2);
+        StoredObject failing = store.reserve(new ChunkKey("model", "", 1, 1, new ChunkHash(second.w0(), second.w1() + 1, second.w2(), second.w3())),
+                OBJECT_BYTES, 1);
         assertTrue(failing.offset() >= 0);
         module.lookup(new Request.Lookup(key(tokens, 2, "x", 4), 1));
         assertEquals(new Reply.Int(4), module.query("x"), "a write of an unrelated key does not hold the lookup");

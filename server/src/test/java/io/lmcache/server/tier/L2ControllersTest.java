@@ -563,7 +563,8 @@ class L2ControllersTest {
         CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1);
         byte[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
         for (int chunk = 0; chunk < 2; chunk++) {
-            adapter.data.put(new L2Key("org/other", 0x01000100, 0, FORMAT, ChunkHash.unpack(otherHashes, chunk).w0(), ChunkHash.unpack(otherHashes, chunk).w1(), ""),
+            ChunkHash hash = ChunkHash.unpack(otherHashes, chunk);
+            adapter.data.put(new L2Key("org/other", 0x01000100, 0, FORMAT, hash.w0(), hash.w1(), ""),
                     pattern(chunk));
         }
         setup.lookup().lookup(new Request.Lookup(other, 1));
