@@ -171,6 +171,53 @@ for _name in LAYOUTS:
         lambda report, opts, _layout=_name: _roundtrip(report, opts, _layout))
 
 
+# --- tenant identity: cache_salt and lmcache.tag.* request configs ---------------------------------
+
+@scenario("tenants", "cache_salt and lmcache.tag.* request tags separate tenants: STORE then LOOKUP "
+                     "hits only with the same salt and the same tag set")
+def tenants(report: Report, opts: Options) -> None:
+    chunk, per_chunk = opts.chunk_size, opts.blocks_per_chunk
+    n_tokens, n_blocks = 2 * chunk, 2 * per_chunk
+    rng = opts.rng("tenants")
+    alloc = BlockAllocator(4 * n_blocks)
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(Client(opts.endpoint, timeout_s=opts.timeout_s))
+        kv = stack.enter_context(ShmKVCache(LAYOUTS["nhd"], Geometry(num_blocks=alloc.num_blocks),
+                                            seed=rng.getrandbits(32)))
+        w = Worker(report, client, kv, "testclient/tenants", new_instance_id(rng))
+        w.register()
+        tokens = random_tokens(rng, n_tokens)
+        tags = {"lmcache.tag.tenant": "a", "lmcache.tag.app_version": "v2", "lmcache.skip_save": False}
+        key = w.key(tokens, "tenant-store").with_(cache_salt="salt-1", request_configs=tags)
+        stored = alloc.take(n_blocks)
+        original = kv.snapshot(stored)
+        w.store(f"STORE {n_tokens} tokens under salt-1, tags tenant=a app_version=v2", key, stored,
+                required=True)
+        # the same tag set in another order, and a non-tag config changed: the same identity
+        same = {"lmcache.tag.app_version": "v2", "lmcache.tag.tenant": "a", "lmcache.kv_ttl_s": 60}
+        w.lookup_hits("same salt, same tags (other order)",
+                      key.with_(request_id="t-same", request_configs=same), 2)
+        w.lookup_hits("another salt", key.with_(request_id="t-salt", cache_salt="salt-2"), 0)
+        w.lookup_hits("no salt", key.with_(request_id="t-nosalt", cache_salt=""), 0)
+        w.lookup_hits("another tag value",
+                      key.with_(request_id="t-value", request_configs={
+                          "lmcache.tag.tenant": "b", "lmcache.tag.app_version": "v2"}), 0)
+        w.lookup_hits("a tag fewer", key.with_(request_id="t-fewer",
+                                               request_configs={"lmcache.tag.tenant": "a"}), 0)
+        w.lookup_hits("no tags", key.with_(request_id="t-none", request_configs=None), 0)
+        target = alloc.take(n_blocks)
+        w.retrieve("RETRIEVE with the same salt and tags", key.with_(request_id="t-get"), target)
+        w.verify_blocks("retrieved blocks equal the stored blocks", target, original)
+        w.retrieve("RETRIEVE with another tag set fails", key.with_(
+            request_id="t-get2", request_configs={"lmcache.tag.tenant": "b"}), alloc.take(n_blocks), ok=False)
+        # a tag LMCache refuses ('/' in its value) fails the request, as LMCache's ObjectKey raises
+        bad = key.with_(request_id="t-bad", request_configs={"lmcache.tag.tenant": "a/b"})
+        w.store("STORE with an invalid tag fails", bad, alloc.take(n_blocks), ok=False)
+        w.lookup_hits("LOOKUP with an invalid tag finds nothing", bad, 0)
+        w.ping("PING after the refused requests")
+        w.unregister()
+
+
 # --- concurrency ----------------------------------------------------------------------------------
 
 CONCURRENT_CLIENTS = 8

@@ -1,5 +1,9 @@
 package io.lmcache.server;
 
+import io.lmcache.server.config.HashAlgorithm;
+import io.lmcache.server.protocol.TokenHashChain;
+import io.lmcache.server.transfer.ChunkHashes;
+import java.util.function.Supplier;
 import io.lmcache.server.agent.Agent;
 import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.agent.AgentRunner;
@@ -188,6 +192,14 @@ public final class LmcacheServer implements AutoCloseable {
     }
 
     /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
+    /** The {@code --hash-algorithm} chain every chunk key is hashed with (LMCache's {@code TokenHasher}). */
+    static Supplier<TokenHashChain> chainFactory(HashAlgorithm algorithm) {
+        return switch (algorithm) {
+            case HashAlgorithm.Blake3 b -> TokenHashChain::blake3;
+            case HashAlgorithm.Sha256Cbor s -> () -> TokenHashChain.sha256Cbor(s.pythonHashSeed());
+        };
+    }
+
     public static LmcacheServer start(ServerConfig config) {
         return start(config, List.of());
     }
@@ -202,6 +214,7 @@ public final class LmcacheServer implements AutoCloseable {
         LOG.info("lmcache-server {} starting (instance {}), configuration: {}", Versions.version(), LogText.clip(config.instanceId()),
                 LogText.clipValues(config.describe()));
         gpu.logPath();
+        ChunkHashes.use(chainFactory(config.hashAlgorithm()));
         LmcacheServer server = new LmcacheServer(config, gpu);
         try {
             server.startParts();

@@ -1,6 +1,6 @@
 package io.lmcache.bench.jmh;
 
-import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.bench.hash.OldChunkHasher;
 import io.lmcache.server.protocol.TokenHashChain;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
@@ -17,7 +17,7 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
 /**
- * Hashing a prompt's complete 256-token chunks (issue 27): the server's own chain ({@link ChunkHasher},
+ * Hashing a prompt's complete 256-token chunks (issue 27): the server's own chain ({@link OldChunkHasher},
  * SHA-256 over little-endian int32, 128 bits kept) against LMCache's {@code blake3} and vLLM's
  * {@code sha256_cbor} ({@link TokenHashChain}), for one chunk and for an 8k-token prompt (32 chunks).
  * Each call hashes into preallocated output, as the lookup path does.
@@ -39,7 +39,7 @@ public class ChunkHashChainBench {
 
     private int[] tokenIds;
     private int chunks;
-    private ChunkHasher old;
+    private OldChunkHasher old;
     private TokenHashChain chain;
     private long[] oldHashes;
     private byte[] hashes;
@@ -48,7 +48,7 @@ public class ChunkHashChainBench {
     public void setUp() {
         tokenIds = new Random(27).ints(tokens, 0, 151_936).toArray();
         chunks = tokens / CHUNK;
-        old = new ChunkHasher();
+        old = new OldChunkHasher();
         oldHashes = new long[2 * chunks];
         hashes = new byte[TokenHashChain.HASH_BYTES * chunks];
         chain = switch (algorithm) {

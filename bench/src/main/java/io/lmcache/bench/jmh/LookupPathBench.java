@@ -50,7 +50,7 @@ public class LookupPathBench {
     }
 
     @Benchmark
-    public long[] hashTwoChunks() {
+    public byte[] hashTwoChunks() {
         return ChunkHashes.of(key, 256, 2);
     }
 

@@ -19,7 +19,7 @@ import java.util.concurrent.TimeUnit;
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
- * @param hashAlgorithm the chunk-hash chain shared with LMCache servers (not yet the one keys use: issue 27)
+ * @param hashAlgorithm the chunk-hash chain every chunk key is hashed with, shared with LMCache servers
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout

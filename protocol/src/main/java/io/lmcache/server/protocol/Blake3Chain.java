@@ -3,20 +3,20 @@ package io.lmcache.server.protocol;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
-import org.bouncycastle.crypto.digests.Blake3Digest;
 
 /**
  * LMCache's {@code blake3} chain ({@code _make_blake3_hash_func} in {@code token_hasher.py}): a
  * chunk's hash is {@code BLAKE3(prefix hash ‖ each token as a big-endian uint32)}, 32 bytes. The
  * root is {@code hash_func((0, (0,), None))}: the int prefix 0 as 8 big-endian signed bytes and
  * the one token 0, so BLAKE3 of twelve zero bytes. A token is encoded by its 32 bits; Python's
- * {@code struct.pack(">I")} refuses a negative one, so such a chunk has no LMCache counterpart.
+ * {@code struct.pack(">I")} refuses a negative one, so such a chunk has no LMCache counterpart. BLAKE3 itself is
+ * {@link Blake3}: a 256-token chunk and its prefix are 1 056 bytes, two BLAKE3 chunks and their parent.
  */
 final class Blake3Chain extends ChainBase implements TokenHashChain {
     private static final VarHandle INT_BE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
     private static final int ROOT_INPUT_BYTES = Long.BYTES + Integer.BYTES;
 
-    private final Blake3Digest digest = new Blake3Digest(8 * HASH_BYTES);
+    private final Blake3 blake3 = new Blake3();
     private byte[] buffer = new byte[HASH_BYTES + 4 * 256];
 
     Blake3Chain() {
@@ -24,10 +24,8 @@ final class Blake3Chain extends ChainBase implements TokenHashChain {
     }
 
     private static byte[] rootHash() {
-        Blake3Digest digest = new Blake3Digest(8 * HASH_BYTES);
-        digest.update(new byte[ROOT_INPUT_BYTES], 0, ROOT_INPUT_BYTES);
         byte[] root = new byte[HASH_BYTES];
-        digest.doFinal(root, 0);
+        new Blake3().hash(new byte[ROOT_INPUT_BYTES], 0, ROOT_INPUT_BYTES, root, 0);
         return root;
     }
 
@@ -46,7 +44,6 @@ final class Blake3Chain extends ChainBase implements TokenHashChain {
         for (int t = from, at = HASH_BYTES; t < to; t++, at += 4) {
             INT_BE.set(buffer, at, tokens[t]);
         }
-        digest.update(buffer, 0, bytes);
-        digest.doFinal(out, outOffset); // also resets the digest for the next chunk
+        blake3.hash(buffer, 0, bytes, out, outOffset);
     }
 }

@@ -3,8 +3,9 @@ package io.lmcache.server.protocol;
 /**
  * LMCache's {@code IPCCacheServerKey}: the full token list of a request plus the token range
  * {@code [start, end)} an operation covers. Identity for storage comes from model, world size,
- * worker (kv rank), the tokens and the cache salt; {@code requestId}, {@code numKvReaders} and
- * {@code request_configs} (of which only the load controls are kept: {@link RequestConfigs}) are not part of it.
+ * worker (kv rank), the tokens, the cache salt and the request's tags ({@code lmcache.tag.*} entries of
+ * {@code request_configs}, {@link RequestTags}); {@code requestId}, {@code numKvReaders} and the other
+ * {@code request_configs} entries (of which only the load controls are kept: {@link RequestConfigs}) are not part of it.
  *
  * @param workerId the kv rank, or {@link #NO_WORKER} (msgpack nil) for a scheduler LOOKUP
  * @param numKvReaders how many workers will RETRIEVE each object; 0 = an older client without the field
@@ -23,6 +24,10 @@ public record CacheKey(
 
     public static final int NO_WORKER = -1;
 
+    /** The request's identity tags, sorted ({@link RequestTags#NONE} without): part of every key of the request. */
+    public RequestTags tags() {
+        return requestConfigs.tags();
+    }
 
     public boolean hasWorker() {
         return workerId != NO_WORKER;
@@ -33,6 +38,6 @@ public record CacheKey(
         return "CacheKey[model=" + modelName + ", world_size=" + worldSize + ", worker_id="
                 + (hasWorker() ? Integer.toString(workerId) : "None") + ", tokens=" + tokenIds.length + ", range=["
                 + start + ", " + end + "), request_id=" + requestId + ", cache_salt='" + cacheSalt + "', num_kv_readers="
-                + numKvReaders + "]";
+                + numKvReaders + (tags().isEmpty() ? "" : ", tags=" + tags()) + "]";
     }
 }

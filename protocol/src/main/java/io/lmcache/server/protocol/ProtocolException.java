@@ -16,7 +16,11 @@ public final class ProtocolException extends Exception {
         BAD_EXTENSION("bad_extension"),
         PICKLE_REJECTED("pickle_rejected"),
         BAD_PICKLE("bad_pickle"),
-        BAD_VALUE("bad_value");
+        BAD_VALUE("bad_value"),
+        /** A cache salt LMCache's {@code ObjectKey} refuses ({@code @ / \\} or NUL, or over 128 characters). */
+        BAD_SALT("bad_salt"),
+        /** A {@code lmcache.tag.*} request config LMCache refuses (docs/source/mp/request_tags.rst). */
+        BAD_TAG("bad_tag");
 
         private final String label;
 

@@ -7,11 +7,24 @@ package io.lmcache.server.protocol;
  * {@code lmcache.hint.engine_computed_tokens} is the number of prompt tokens the engine already holds in its own prefix cache
  * (absent when the connector does not know it yet).
  *
+ * The {@code lmcache.tag.*} entries are the request's identity tags ({@link RequestTags}), part of every key.
+ *
  * @param engineComputedTokens {@link #UNKNOWN} when absent or not a non-negative int
+ * @param tags the request's tags, sorted ({@link RequestTags#NONE} without)
  */
-public record RequestConfigs(boolean skipLoad, int engineComputedTokens) {
+public record RequestConfigs(boolean skipLoad, int engineComputedTokens, RequestTags tags) {
     public static final int UNKNOWN = -1;
-    public static final RequestConfigs NONE = new RequestConfigs(false, UNKNOWN);
+    public static final RequestConfigs NONE = new RequestConfigs(false, UNKNOWN, RequestTags.NONE);
     public static final String SKIP_LOAD = "lmcache.skip_load";
     public static final String ENGINE_COMPUTED_TOKENS = "lmcache.hint.engine_computed_tokens";
+
+    /** The load controls alone, without tags. */
+    public RequestConfigs(boolean skipLoad, int engineComputedTokens) {
+        this(skipLoad, engineComputedTokens, RequestTags.NONE);
+    }
+
+    /** Only the tags. */
+    public static RequestConfigs tagged(RequestTags tags) {
+        return tags.isEmpty() ? NONE : new RequestConfigs(false, UNKNOWN, tags);
+    }
 }

@@ -351,13 +351,42 @@ public final class RequestDecoder {
         if (end < 0) {
             end = tokenIds.length;
         }
+        checkSalt(cacheSalt);
         return new CacheKey(modelName, worldSize, workerId, tokenIds, start, end, requestId, cacheSalt, numKvReaders, configs);
     }
 
     /**
+     * LMCache's {@code ObjectKey} invariant on {@code cache_salt} ({@code lmcache/v1/distributed/api.py}): no {@code @ / \}
+     * or NUL (the L2 names' separator and path characters), at most 128 characters. It raises on any other, failing the
+     * request; so does this.
+     */
+    private static void checkSalt(String salt) throws ProtocolException {
+        if (salt.isEmpty()) {
+            return;
+        }
+        if (salt.codePointCount(0, salt.length()) > RequestTags.MAX_CHARS) {
+            throw new ProtocolException(Reason.BAD_SALT, "key.cache_salt is longer than " + RequestTags.MAX_CHARS + " characters");
+        }
+        for (int i = 0; i < salt.length(); i++) {
+            char c = salt.charAt(i);
+            if (c == '@' || c == '/' || c == '\\' || c == 0) {
+                throw new ProtocolException(Reason.BAD_SALT, "key.cache_salt contains '" + (c == 0 ? "NUL" : String.valueOf(c)) + "'");
+            }
+        }
+    }
+
+    /**
+     * The {@code lmcache.tag.*} entries of {@code request_configs} (a map or nil); other entries are skipped, whatever
+     * their type. A tag whose value is not a string, or whose name or value breaks LMCache's rules, fails the request.
+     */
+    private static String clip(String text) {
+        return text.length() <= 40 ? text : text.substring(0, 40) + "...";
+    }
+
+    /**
      * {@code request_configs}: nil or a map by name. {@code lmcache.skip_load} counts when truthy (LMCache tests it with
-     * {@code .get(key, False)}: true or a non-zero int); the engine's covered tokens when a non-negative int. Other entries and
-     * other value types are skipped.
+     * {@code .get(key, False)}: true or a non-zero int); the engine's covered tokens when a non-negative int; the
+     * {@code lmcache.tag.*} entries are the request's tags. Other entries and other value types are skipped.
      */
     private static RequestConfigs requestConfigs(MsgpackReader r) throws ProtocolException {
         if (r.tryReadNil("key.request_configs")) {
@@ -366,11 +395,14 @@ public final class RequestDecoder {
         int entries = r.readMapHeader("key.request_configs");
         boolean skipLoad = false;
         int computed = RequestConfigs.UNKNOWN;
+        List<RequestTags.Tag> tags = new ArrayList<>();
         for (int i = 0; i < entries; i++) {
             String name = r.nextType("request_configs key") == ValueType.STRING ? r.readString("request_configs key") : null;
             if (name == null) {
                 r.skipValue("request_configs key");
                 r.skipValue("request_configs value");
+            } else if (name.startsWith(RequestTags.PREFIX)) {
+                addTag(r, name, tags);
             } else if (name.equals(RequestConfigs.SKIP_LOAD) && r.nextType(name) == ValueType.BOOLEAN) {
                 skipLoad = r.readBool(name);
             } else if (name.equals(RequestConfigs.SKIP_LOAD) && r.nextType(name) == ValueType.INTEGER) {
@@ -382,7 +414,30 @@ public final class RequestDecoder {
                 r.skipValue("request_configs." + name);
             }
         }
-        return skipLoad || computed != RequestConfigs.UNKNOWN ? new RequestConfigs(skipLoad, computed) : RequestConfigs.NONE;
+        RequestTags sorted = RequestTags.of(tags);
+        return skipLoad || computed != RequestConfigs.UNKNOWN || !sorted.isEmpty() ? new RequestConfigs(skipLoad, computed, sorted)
+                : RequestConfigs.NONE;
+    }
+
+    /**
+     * One {@code lmcache.tag.*} entry: a tag whose value is not a string, or whose name or value breaks LMCache's rules, fails
+     * the request.
+     */
+    private static void addTag(MsgpackReader r, String name, List<RequestTags.Tag> tags) throws ProtocolException {
+        String tag = name.substring(RequestTags.PREFIX.length());
+        if (r.nextType("key.request_configs." + name) != ValueType.STRING) {
+            throw new ProtocolException(Reason.BAD_TAG, "tag '" + clip(tag) + "': the value must be a string");
+        }
+        String value = r.readString("key.request_configs." + name);
+        String problem = RequestTags.problem("tag name", tag);
+        problem = problem != null ? problem : RequestTags.problem("tag value", value);
+        if (problem != null) {
+            throw new ProtocolException(Reason.BAD_TAG, "tag '" + clip(tag) + "': " + problem);
+        }
+        if (tags.size() == RequestTags.MAX_TAGS) {
+            throw new ProtocolException(Reason.BAD_TAG, "more than " + RequestTags.MAX_TAGS + " tags");
+        }
+        tags.add(new RequestTags.Tag(tag, value));
     }
 
     private static int nonNegative(int value, String what) throws ProtocolException {

@@ -85,6 +85,53 @@ class TokenHashChainTest {
     }
 
     @Test
+    void ourBlake3GivesThePublishedVectorsAndB3sums() throws IOException {
+        Blake3 blake3 = new Blake3();
+        for (String file : List.of("blake3-published-vectors.txt", "blake3-b3sum-vectors.txt")) {
+            int checked = 0;
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(resource(file), StandardCharsets.UTF_8))) {
+                for (String line = in.readLine(); line != null; line = in.readLine()) {
+                    if (line.startsWith("#") || line.isBlank()) {
+                        continue;
+                    }
+                    String[] fields = line.split(" ");
+                    byte[] input = pattern(Integer.parseInt(fields[0]));
+                    byte[] out = new byte[40];
+                    blake3.hash(input, 0, input.length, out, 4); // at an offset, into a larger array
+                    assertEquals(fields[1], HEX.formatHex(out, 4, 36), file + ": input_len " + fields[0]);
+                    checked++;
+                }
+            }
+            assertEquals(file.contains("published") ? 22 : 9, checked, "every case of " + file);
+        }
+    }
+
+    @Test
+    void ourBlake3EqualsBouncyCastlesForEveryLengthToFiveChunks() {
+        Blake3 blake3 = new Blake3();
+        byte[] input = pattern(5 * 1024 + 7);
+        byte[] padded = new byte[input.length + 3];
+        System.arraycopy(input, 0, padded, 3, input.length);
+        for (int length = 0; length <= input.length; length++) {
+            Blake3Digest digest = new Blake3Digest(256);
+            digest.update(input, 0, length);
+            byte[] expected = new byte[32];
+            digest.doFinal(expected, 0);
+            byte[] out = new byte[32];
+            blake3.hash(padded, 3, length, out, 0);
+            assertArrayEquals(expected, out, "length " + length);
+        }
+    }
+
+    private static byte[] pattern(int length) {
+        byte[] input = new byte[length];
+        for (int i = 0; i < length; i++) {
+            input[i] = (byte) (i % 251);
+        }
+        return input;
+    }
+
+    @Test
     void bouncyCastlesBlake3GivesThePublishedVectors() throws IOException {
         int checked = 0;
         try (BufferedReader in = new BufferedReader(new InputStreamReader(resource("blake3-published-vectors.txt"), StandardCharsets.UTF_8))) {

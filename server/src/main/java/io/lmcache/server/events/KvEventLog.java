@@ -22,12 +22,12 @@ import java.util.concurrent.atomic.LongAdder;
 public final class KvEventLog {
     /** The default of {@code --kv-event-log-size} (LMCache's {@code DEFAULT_KV_EVENT_LOG_SIZE}). */
     public static final int DEFAULT_CAPACITY = 32_768;
-    /** Room per hash: LMCache's 32-byte digests; today's hashes use 16 of them. */
+    /** Room per hash: LMCache's 32-byte digests, which our chunk hashes are. */
     public static final int MAX_HASH_BYTES = 32;
     /** Hashes per removed record; a larger removal is split over several records (any split is allowed, §10.7). */
     public static final int REMOVED_PER_RECORD = 8;
     private static final int HASH_AREA = REMOVED_PER_RECORD * MAX_HASH_BYTES;
-    private static final int OUR_HASH_BYTES = 16;
+    private static final int OUR_HASH_BYTES = 32;
 
     static final byte STORED = 1;
     static final byte REMOVED = 2;
@@ -127,12 +127,12 @@ public final class KvEventLog {
     // --- writers: any thread -----------------------------------------------------------------------
 
     /**
-     * A {@code stored} record of chunk {@code chunk} of a sequence whose hash chain is {@code chain} (two longs per chunk, high
-     * then low; its parent is the chunk before it, none for chunk 0), with the tokens {@code tokenIds[chunk * chunkSize ..]}.
+     * A {@code stored} record of chunk {@code chunk} of a sequence whose hash chain is {@code chain} (32 bytes per chunk; its
+     * parent is the chunk before it, none for chunk 0), with the tokens {@code tokenIds[chunk * chunkSize ..]}.
      */
-    public void stored(Medium medium, String model, long[] chain, int chunk, int[] tokenIds) {
+    public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds) {
         int tokenOffset = chunk * chunkSize;
-        if (!enabled() || chunk < 0 || chain.length < 2 * chunk + 2 || tokenIds.length - tokenOffset < chunkSize) {
+        if (!enabled() || chunk < 0 || chain.length < OUR_HASH_BYTES * (chunk + 1) || tokenIds.length - tokenOffset < chunkSize) {
             return; // nothing may throw between a claim and its publish: the ring would wait for that slot forever
         }
         long seq = claim();
@@ -142,17 +142,17 @@ public final class KvEventLog {
         hashLengths[slot] = OUR_HASH_BYTES;
         hashCounts[slot] = 1;
         hasParent[slot] = chunk > 0;
-        putHash(slot, 0, chain[2 * chunk], chain[2 * chunk + 1]);
+        putHash(slot, 0, chain, chunk);
         if (chunk > 0) {
-            putHash(slot, 1, chain[2 * chunk - 2], chain[2 * chunk - 1]);
+            putHash(slot, 1, chain, chunk - 1);
         }
         System.arraycopy(tokenIds, tokenOffset, tokens, slot * chunkSize, chunkSize);
         publish(seq, slot);
     }
 
-    /** {@code removed} records naming {@code count} hashes ({@code pairs[2i]}, {@code pairs[2i + 1]}) of one model. */
-    public void removed(Medium medium, String model, long[] pairs, int count) {
-        if (!enabled() || count <= 0 || pairs.length < 2 * count) {
+    /** {@code removed} records naming {@code count} hashes (32 bytes each, hash {@code i} at {@code 32 * i}) of one model. */
+    public void removed(Medium medium, String model, byte[] hashList, int count) {
+        if (!enabled() || count <= 0 || hashList.length < OUR_HASH_BYTES * count) {
             return;
         }
         for (int from = 0; from < count; from += REMOVED_PER_RECORD) {
@@ -165,7 +165,7 @@ public final class KvEventLog {
             hashCounts[slot] = (byte) n;
             hasParent[slot] = false;
             for (int i = 0; i < n; i++) {
-                putHash(slot, i, pairs[2 * (from + i)], pairs[2 * (from + i) + 1]);
+                putHash(slot, i, hashList, from + i);
             }
             publish(seq, slot);
         }
@@ -217,12 +217,9 @@ public final class KvEventLog {
         return medium == Medium.STORAGE ? STORAGE_BIT : 0;
     }
 
-    private void putHash(int slot, int index, long hi, long lo) {
-        int at = slot * HASH_AREA + index * MAX_HASH_BYTES;
-        for (int b = 0; b < 8; b++) {
-            hashes[at + b] = (byte) (hi >>> (56 - 8 * b));
-            hashes[at + 8 + b] = (byte) (lo >>> (56 - 8 * b));
-        }
+    /** Copies hash {@code hashIndex} of {@code from} (32 bytes each) into the slot's hash {@code index}. */
+    private void putHash(int slot, int index, byte[] from, int hashIndex) {
+        System.arraycopy(from, OUR_HASH_BYTES * hashIndex, hashes, slot * HASH_AREA + index * MAX_HASH_BYTES, OUR_HASH_BYTES);
     }
 
     // --- readers -----------------------------------------------------------------------------------

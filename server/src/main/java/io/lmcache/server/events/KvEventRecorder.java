@@ -2,8 +2,10 @@ package io.lmcache.server.events;
 
 import io.lmcache.server.events.KvEventLog.Medium;
 import io.lmcache.server.l2.L2AdapterListener;
+import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.RemovalListener;
 import io.lmcache.server.storage.StoredObject;
@@ -29,7 +31,8 @@ public final class KvEventRecorder implements RemovalListener {
     private final TokenBindings bindings;
     private final LongAdder unboundStores = new LongAdder();
     // the removal batch: written under the object store's lock only (one model at a time; a change of model flushes it)
-    private final long[] removedPairs = new long[2 * KvEventLog.REMOVED_PER_RECORD * 32];
+    private final ChunkHash[] removedHashes = new ChunkHash[KvEventLog.REMOVED_PER_RECORD * 32];
+    private final byte[] removedBytes = new byte[ChunkHash.BYTES * removedHashes.length];
     private int removedCount;
     private String removedModel;
 
@@ -94,7 +97,7 @@ public final class KvEventRecorder implements RemovalListener {
     }
 
     private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
-        long[] chain = plan.hashes().pairs();
+        byte[] chain = plan.hashes().bytes();
         boolean any = false;
         for (int j = 0; j < written.length; j++) {
             if (!written[j]) {
@@ -103,7 +106,8 @@ public final class KvEventRecorder implements RemovalListener {
             int chunk = plan.chunk(j);
             log.stored(Medium.CPU, key.modelName(), chain, chunk, key.tokenIds());
             if (bindings != null) {
-                bindings.bind(key.modelName(), chain[2 * chunk], chain[2 * chunk + 1], new TokenBindings.Binding(key.tokenIds(), chain, chunk));
+                ChunkHash hash = ChunkHash.unpack(chain, chunk);
+                bindings.bind(key.modelName(), hash.w0(), hash.w1(), new TokenBindings.Binding(key.tokenIds(), chain, chunk));
             }
             any = true;
         }
@@ -115,19 +119,17 @@ public final class KvEventRecorder implements RemovalListener {
     // --- L1 removals: under the object store's lock ------------------------------------------------
 
     @Override
-    public void removed(String model, long hashHi, long hashLo) {
-        if (removedModel != null && !removedModel.equals(model) || removedCount == removedPairs.length / 2) {
+    public void removed(String model, ChunkHash hash) {
+        if (removedModel != null && !removedModel.equals(model) || removedCount == removedHashes.length) {
             flushRemoved();
         }
         removedModel = model;
         for (int i = 0; i < removedCount; i++) {
-            if (removedPairs[2 * i] == hashHi && removedPairs[2 * i + 1] == hashLo) {
+            if (removedHashes[i].equals(hash)) {
                 return; // another rank's or group's object of the same chunk
             }
         }
-        removedPairs[2 * removedCount] = hashHi;
-        removedPairs[2 * removedCount + 1] = hashLo;
-        removedCount++;
+        removedHashes[removedCount++] = hash;
     }
 
     @Override
@@ -138,7 +140,10 @@ public final class KvEventRecorder implements RemovalListener {
 
     private void flushRemoved() {
         if (removedCount > 0) {
-            log.removed(Medium.CPU, removedModel, removedPairs, removedCount);
+            for (int i = 0; i < removedCount; i++) {
+                removedHashes[i].write(removedBytes, ChunkHash.BYTES * i);
+            }
+            log.removed(Medium.CPU, removedModel, removedBytes, removedCount);
         }
         removedCount = 0;
         removedModel = null;
@@ -165,6 +170,12 @@ public final class KvEventRecorder implements RemovalListener {
             log.appended();
         }
 
+        /** An L2 key's 32-byte chunk hash (L2 names carry all of it). */
+        private static ChunkHash fullHash(L2Key key) {
+            L2Hash hash = key.hash();
+            return new ChunkHash(hash.w0(), hash.w1(), hash.w2(), hash.w3());
+        }
+
         /** Keys an earlier process left: nothing binds them to tokens, so they are not announced (as LMCache). */
         @Override
         public void onKeysFound(List<L2Key> keys, long[] sizes) {
@@ -178,13 +189,12 @@ public final class KvEventRecorder implements RemovalListener {
                         .add(L2Key.of(key.model(), 0, 0, key.hash(), ""));
             }
             byModel.forEach((model, distinct) -> {
-                long[] pairs = new long[2 * distinct.size()];
+                byte[] hashList = new byte[ChunkHash.BYTES * distinct.size()];
                 int i = 0;
                 for (L2Key key : distinct) {
-                    pairs[i++] = key.hash().w0();
-                    pairs[i++] = key.hash().w1();
+                    fullHash(key).write(hashList, ChunkHash.BYTES * i++);
                 }
-                log.removed(Medium.STORAGE, model, pairs, distinct.size());
+                log.removed(Medium.STORAGE, model, hashList, distinct.size());
             });
             log.appended();
         }

@@ -12,8 +12,9 @@ final class TokenBindings {
     static final int CAPACITY = 65_536;
 
     /** Chunk {@code chunk} of the STORE's tokens and hash chain (its own arrays, shared, never written). */
-    record Binding(int[] tokens, long[] chain, int chunk) {}
+    record Binding(int[] tokens, byte[] chain, int chunk) {}
 
+    /** A chunk of a model by its hash's first 16 bytes: what the L2 keys carry today (they are all 32 bytes apart from that). */
     private record Key(String model, long hashHi, long hashLo) {}
 
     private final ConcurrentHashMap<Key, Binding> bindings = new ConcurrentHashMap<>();

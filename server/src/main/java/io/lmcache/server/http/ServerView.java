@@ -1,5 +1,6 @@
 package io.lmcache.server.http;
 
+import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.loop.RequestLoop;
@@ -146,7 +147,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         status.put("server", "lmcache-server (Java) " + Versions.version());
         status.put("instance_id", config.instanceId());
         status.put("chunk_size", config.chunkSize());
-        status.put("hash_algorithm", "sha256-prefix-chain");
+        status.put("hash_algorithm", ChunkHashes.algorithm());
         status.put("active_sessions", leases.size());
         status.put("storage_manager", storageStatus());
         status.put("active_prefetch_jobs", lookup.pendingResults());

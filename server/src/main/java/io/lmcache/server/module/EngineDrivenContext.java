@@ -1,5 +1,7 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.protocol.RequestTags;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.protocol.EngineDrivenRegistration;
 import io.lmcache.server.storage.StoredObject;
 import java.util.HashMap;
@@ -15,7 +17,7 @@ import java.util.Map;
  */
 final class EngineDrivenContext {
     /** A reservation's identity: the key without request id, configs and readers (§7.3), the prefix named by its last chunk. */
-    record PendingKey(String model, String salt, int worldSize, int workerId, int start, int end, long lastHi, long lastLo) {}
+    record PendingKey(String model, String salt, RequestTags tags, int worldSize, int workerId, int start, int end, ChunkHash last) {}
 
     record Pending(List<StoredObject> objects, long createdNs) {}
 

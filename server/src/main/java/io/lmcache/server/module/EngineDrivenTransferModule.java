@@ -330,8 +330,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
                 ChunkRange range = planned.plan().range();
                 ChunkHashes hashes = planned.plan().hashes();
                 int end = range.endChunk();
-                yield new Resolved(range, hashes, new PendingKey(key.modelName(), key.cacheSalt(), key.worldSize(), key.workerId(),
-                        key.start(), key.end(), end == 0 ? 0 : hashes.hi(end - 1), end == 0 ? 0 : hashes.lo(end - 1)));
+                yield new Resolved(range, hashes, new PendingKey(key.modelName(), key.cacheSalt(), key.tags(), key.worldSize(),
+                        key.workerId(), key.start(), key.end(), end == 0 ? null : hashes.hash(end - 1)));
             }
         };
     }

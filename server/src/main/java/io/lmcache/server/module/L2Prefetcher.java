@@ -15,7 +15,7 @@ public interface L2Prefetcher {
      * One LOOKUP's hand-over: its key, the chunk hashes computed so far ({@code hashes} has room for {@code endChunk}), the
      * leading {@code l1Hits} chunks found in L1 and their read locks (chunk-major, then rank), now owned by the job.
      */
-    record Job(CacheKey key, long[] hashes, int hashedChunks, int endChunk, int l1Hits, List<ObjectStore.ReadLock> l1Locks,
+    record Job(CacheKey key, byte[] hashes, int hashedChunks, int endChunk, int l1Hits, List<ObjectStore.ReadLock> l1Locks,
             Completion completion) {}
 
     /** How a job ends: exactly once, on the prefetcher's thread. */
@@ -36,7 +36,7 @@ public interface L2Prefetcher {
      * Marks chunks {@code [0, toChunk)} of the key (hashes in {@code hashes}) recently used in L2's eviction order, loading and
      * locking nothing (the prefix the engine's own cache covers); returns the L2 keys touched. Default: nothing to touch.
      */
-    default int touch(CacheKey key, long[] hashes, int toChunk) {
+    default int touch(CacheKey key, byte[] hashes, int toChunk) {
         return 0;
     }
 }

@@ -61,10 +61,10 @@ final class LoadControls {
      * Marks chunks {@code [0, covered)} (hashes in {@code hashes}) recently used in L1 (a read lock taken and given back at once:
      * the policy sees a use, nothing stays locked, a write in flight is not waited for) and, through {@code prefetcher}, in L2.
      */
-    void touchCovered(CacheKey key, long[] hashes, int covered, L2Prefetcher prefetcher) {
+    void touchCovered(CacheKey key, byte[] hashes, int covered, L2Prefetcher prefetcher) {
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
         PendingFills notWaited = new PendingFills();
-        PrefixKeys prefix = new PrefixKeys(key.modelName(), key.cacheSalt(), key.worldSize(), 0, hashes);
+        PrefixKeys prefix = new PrefixKeys(key.modelName(), key.cacheSalt(), key.tags(), key.worldSize(), 0, hashes);
         store.lookupAndLock(prefix, 0, covered, 1, locks, notWaited);
         notWaited.arm(() -> { });
         for (int i = locks.size() - 1; i >= 0; i--) {

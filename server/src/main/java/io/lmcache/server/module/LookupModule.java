@@ -13,6 +13,7 @@ import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.PendingFills;
 import io.lmcache.server.storage.PrefixKeys;
@@ -121,7 +122,7 @@ public final class LookupModule {
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
             int endChunk = range.endChunk();
-            resolve(geometry.plain() ? new Pass(key, endChunk, new long[2 * endChunk], null, loadControls.coveredChunks(key, endChunk))
+            resolve(geometry.plain() ? new Pass(key, endChunk, new byte[ChunkHash.BYTES * endChunk], null, loadControls.coveredChunks(key, endChunk))
                     : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry, 0), 0);
         }
         return Reply.NONE;
@@ -134,14 +135,14 @@ public final class LookupModule {
     private static final class Pass {
         final CacheKey key;
         final int endChunk;
-        final long[] hashes;
+        final byte[] hashes;
         final LookupGeometry groups;
         /** The leading chunks the engine's own cache holds ({@link LoadControls}): counted as hit, touched, never locked. */
         final int covered;
         int hashed;
         boolean touched;
 
-        Pass(CacheKey key, int endChunk, long[] hashes, LookupGeometry groups, int covered) {
+        Pass(CacheKey key, int endChunk, byte[] hashes, LookupGeometry groups, int covered) {
             this.key = key;
             this.endChunk = endChunk;
             this.hashes = hashes;
@@ -201,7 +202,7 @@ public final class LookupModule {
                 ChunkHashes.extend(key, chunkSize, pass.hashed, to, pass.hashes);
                 pass.hashed = to;
             }
-            int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.worldSize(), 0, pass.hashes), from, to,
+            int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.tags(), key.worldSize(), 0, pass.hashes), from, to,
                     pass.readers(), locks, fills);
             hits += found;
             if (found < to - from) {
@@ -242,7 +243,9 @@ public final class LookupModule {
         CacheKey key = pass.key;
         int readers = pass.readers();
         long pending = token;
-        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null) {
+        // a tagged key stays in L1: LMCache's L2 adapters other than its pure-Python fs cannot name tags and it refuses
+        // their tagged lookups (docs/source/mp/request_tags.rst); our L2 names carry no tags either
+        if (pass.groups == null && found.hits() < pass.endChunk && prefetcher != null && key.tags().isEmpty()) {
             pending = handOver(pass, found.hits(), found.locks(), token);
             if (pending == HANDED_OVER) {
                 return;

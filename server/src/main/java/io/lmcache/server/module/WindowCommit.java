@@ -3,6 +3,8 @@ package io.lmcache.server.module;
 import io.lmcache.server.config.CommitSettings;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Request;
+import io.lmcache.server.protocol.RequestTags;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
@@ -42,10 +44,11 @@ public final class WindowCommit {
     private static final class Session {
         String model;
         String salt;
+        RequestTags tags;
         int worldSize;
         int promptEndTokens;
         int storedEndTokens;
-        long[] chain;
+        byte[] chain;
         int chainChunks;
     }
 
@@ -111,7 +114,7 @@ public final class WindowCommit {
                 s.storedEndTokens = key.end();
             }
             if (chain.endChunk() > s.chainChunks) {
-                s.chain = chain.pairs();
+                s.chain = chain.bytes();
                 s.chainChunks = chain.endChunk();
             }
         }
@@ -131,6 +134,7 @@ public final class WindowCommit {
         }
         s.model = key.modelName();
         s.salt = key.cacheSalt();
+        s.tags = key.tags();
         s.worldSize = key.worldSize();
         return s;
     }
@@ -168,7 +172,7 @@ public final class WindowCommit {
             }
             for (int chunk = Math.max(0, anchor - window); chunk < anchor; chunk++) {
                 for (int rank = 0; rank < s.worldSize; rank++) {
-                    ChunkKey key = ChunkKey.of(s.model, s.salt, rank, g, s.chain[2 * chunk], s.chain[2 * chunk + 1]);
+                    ChunkKey key = new ChunkKey(s.model, s.salt, s.tags, rank, g, ChunkHash.unpack(s.chain, chunk));
                     StoredObject object = store.pinReady(key, ObjectStore.ANY_LAYOUT, 0); // a write in flight: dropped, as LMCache
                     if (object == null) {
                         missing.increment(); // evicted, or still being written: the window reaches L2 later, or not at all

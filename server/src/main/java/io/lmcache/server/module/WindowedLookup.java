@@ -23,13 +23,13 @@ final class WindowedLookup {
     private WindowedLookup() {}
 
     /** @param hashes the hashes of chunks {@code [0, chunks)} */
-    static Locked lookup(ObjectStore store, CacheKey key, LookupGeometry geometry, long[] hashes, int chunks, int readers,
+    static Locked lookup(ObjectStore store, CacheKey key, LookupGeometry geometry, byte[] hashes, int chunks, int readers,
             PendingFills fills) {
         int worldSize = key.worldSize();
         boolean[][] present = new boolean[geometry.groups()][chunks];
         for (int g = 0; g < geometry.groups(); g++) {
             if (LookupFold.keeps(geometry, g)) {
-                store.presence(new PrefixKeys(key.modelName(), key.cacheSalt(), worldSize, g, hashes), 0, chunks, present[g], fills);
+                store.presence(new PrefixKeys(key.modelName(), key.cacheSalt(), key.tags(), worldSize, g, hashes), 0, chunks, present[g], fills);
             }
         }
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
@@ -45,7 +45,7 @@ final class WindowedLookup {
                 }
                 int from = LookupFold.firstKept(geometry, g, hit);
                 int before = locks.size();
-                int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), worldSize, g, hashes), from, hit, readers, locks,
+                int found = store.lookupAndLock(new PrefixKeys(key.modelName(), key.cacheSalt(), key.tags(), worldSize, g, hashes), from, hit, readers, locks,
                         fills);
                 lockChunks = appendChunks(lockChunks, from, (locks.size() - before) / Math.max(1, worldSize), worldSize);
                 if (found < hit - from) {

@@ -58,9 +58,9 @@ public final class ChunkLifecycle {
     };
 
     /** The chunk's identity across evictions (the namespace id of a key may change when its last object goes). */
-    private record ChunkId(long hashHi, long hashLo, int kvRank, int group) {
+    private record ChunkId(ChunkHash hash, int kvRank, int group) {
         static ChunkId of(ObjectKey key) {
-            return new ChunkId(key.hash().w0(), key.hash().w1(), key.kvRank(), key.group());
+            return new ChunkId(key.hash(), key.kvRank(), key.group());
         }
     }
 

@@ -26,14 +26,16 @@ public interface CommitListener {
             return key.group();
         }
 
-        /** The high half of today's 128-bit hash (the L2 key's). */
-        public long hashHi() {
-            return key.hash().w0();
+        /** The chunk's 32-byte LMCache hash; {@code hash().hex()} is its L2 names' hash field. */
+        public ChunkHash hash() {
+            return key.hash();
         }
 
-        public long hashLo() {
-            return key.hash().w1();
+        /** LMCache's trailing {@code @{cache_salt}} field of L2 names, "" without a salt ({@link ChunkKey#saltSuffix}). */
+        public String saltSuffix() {
+            return key.saltSuffix();
         }
+
     }
 
     boolean committed(Committed committed);

@@ -1,16 +1,17 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.protocol.RequestTags;
 import java.util.HashMap;
 import java.util.Map;
 
 /**
- * Interns (model name, cache salt) pairs to small ints, counted by the objects that use them, so
+ * Interns (model name, cache salt, request tags) triples to small ints, counted by the objects that use them, so
  * keys stay compact and a pair vanishes with its last object (salts can be per tenant and are not
  * bounded). Guarded by the object store's lock, except {@link #peek}, which readers may call
  * under the same lock too.
  */
 final class NamespaceTable {
-    private record Name(String model, String salt) {}
+    private record Name(String model, String salt, RequestTags tags) {}
 
     private final Map<Name, Integer> ids = new HashMap<>();
     private final Map<Integer, Name> names = new HashMap<>();
@@ -18,14 +19,14 @@ final class NamespaceTable {
     private int next = 1;
 
     /** The id of a pair, or 0 when no object of it exists (so nothing can hit). */
-    int peek(String model, String salt) {
-        Integer id = ids.get(new Name(model, salt));
+    int peek(String model, String salt, RequestTags tags) {
+        Integer id = ids.get(new Name(model, salt, tags));
         return id == null ? 0 : id;
     }
 
     /** The id of a pair, created if needed; the caller then holds one reference. */
-    int acquire(String model, String salt) {
-        Name name = new Name(model, salt);
+    int acquire(String model, String salt, RequestTags tags) {
+        Name name = new Name(model, salt, tags);
         Integer id = ids.get(name);
         if (id == null) {
             id = next++;
@@ -56,6 +57,11 @@ final class NamespaceTable {
     String salt(int id) {
         Name name = names.get(id);
         return name == null ? "" : name.salt();
+    }
+
+    RequestTags tags(int id) {
+        Name name = names.get(id);
+        return name == null ? RequestTags.NONE : name.tags();
     }
 
     int size() {

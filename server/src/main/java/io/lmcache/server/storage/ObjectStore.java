@@ -68,7 +68,7 @@ public final class ObjectStore {
     }
 
     private static StoredObject sentinel() {
-        StoredObject sentinel = new StoredObject(new ObjectKey(0, 0, 0, ChunkHash.of128(0, 0)), -1, 0, 0, 0);
+        StoredObject sentinel = new StoredObject(new ObjectKey(0, 0, 0, new ChunkHash(0, 0, 0, 0)), -1, 0, 0, 0);
         sentinel.state = StoredObject.State.FREED;
         return sentinel;
     }
@@ -151,7 +151,7 @@ public final class ObjectStore {
             }
             CommitListener listener = commitListener;
             if (listener != null && listener.committed(new CommitListener.Committed(new ChunkKey(table.model(object), table.salt(object),
-                    object.key.kvRank(), object.key.group(), object.key.hash()), object))) {
+                    table.tags(object), object.key.kvRank(), object.key.group(), object.key.hash()), object))) {
                 table.pinned(object); // the L2 write's read hold: not evictable until it is given back
             }
             table.relinkIfUnlocked(object);

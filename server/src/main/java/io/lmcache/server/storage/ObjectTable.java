@@ -1,5 +1,6 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.ArrayList;
@@ -60,9 +61,9 @@ final class ObjectTable {
         return allocator.maxObjectBytes();
     }
 
-    /** The id of a (model, salt) pair, or 0 when no object of it exists. */
-    int namespace(String model, String salt) {
-        return namespaces.peek(model, salt);
+    /** The id of a (model, salt, tags) triple, or 0 when no object of it exists. */
+    int namespace(String model, String salt, RequestTags tags) {
+        return namespaces.peek(model, salt, tags);
     }
 
     String model(StoredObject object) {
@@ -73,9 +74,13 @@ final class ObjectTable {
         return namespaces.salt(object.key.namespace());
     }
 
+    RequestTags tags(StoredObject object) {
+        return namespaces.tags(object.key.namespace());
+    }
+
     /** The key's object (any state), or null. */
     StoredObject find(ChunkKey key) {
-        int namespace = namespaces.peek(key.model(), key.salt());
+        int namespace = namespaces.peek(key.model(), key.salt(), key.tags());
         return namespace == 0 ? null : get(namespace, key.kvRank(), key.group(), key.hash());
     }
 
@@ -89,7 +94,7 @@ final class ObjectTable {
         if (offset < 0) {
             return null;
         }
-        int namespace = namespaces.acquire(key.model(), key.salt());
+        int namespace = namespaces.acquire(key.model(), key.salt(), key.tags());
         StoredObject object = new StoredObject(new ObjectKey(namespace, key.kvRank(), key.group(), key.hash()), offset, bytes, format, nowNs);
         objects.put(object.key, object);
         counters.lifecycle().written(object, key.salt());
@@ -185,7 +190,7 @@ final class ObjectTable {
             throw new IllegalStateException("object freed twice: " + object);
         }
         if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
-            removals.removed(model(object), object.key.hash().w0(), object.key.hash().w1()); // a loaded copy was never announced
+            removals.removed(model(object), object.key.hash()); // a loaded copy was never announced
             removedAny = true;
         }
         fillEnded(object);

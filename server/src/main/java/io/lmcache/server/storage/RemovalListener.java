@@ -5,7 +5,7 @@ package io.lmcache.server.storage;
  * lock, so it may only copy the names; {@link #batchEnded} comes once per lock hold that removed anything, before the release.
  */
 public interface RemovalListener {
-    void removed(String model, long hashHi, long hashLo);
+    void removed(String model, ChunkHash hash);
 
     void batchEnded();
 }

@@ -26,7 +26,7 @@ final class StoreLookups {
      * further locks are taken. Lock held.
      */
     int lookupAndLock(PrefixKeys prefix, int fromChunk, int toChunk, int readers, List<ObjectStore.ReadLock> locks, PendingFills fills) {
-        int namespace = table.namespace(prefix.model(), prefix.salt());
+        int namespace = table.namespace(prefix.model(), prefix.salt(), prefix.tags());
         if (namespace == 0) {
             return 0;
         }
@@ -49,7 +49,7 @@ final class StoreLookups {
 
     /** Marks {@code present[chunk - fromChunk]} for each chunk readable for every kv rank; takes no lock on them. Lock held. */
     void presence(PrefixKeys prefix, int fromChunk, int toChunk, boolean[] present, PendingFills fills) {
-        int namespace = table.namespace(prefix.model(), prefix.salt());
+        int namespace = table.namespace(prefix.model(), prefix.salt(), prefix.tags());
         StoredObject[] ranks = new StoredObject[prefix.worldSize()];
         for (int chunk = fromChunk; chunk < toChunk; chunk++) {
             present[chunk - fromChunk] = namespace != 0 && chunkPresent(namespace, prefix, chunk, ranks, fills);

@@ -81,7 +81,7 @@ public final class PrefetchController implements Agent, L2Prefetcher {
      * to the LRUs as accessed; keys L2 does not hold are ignored there. No adapter is asked anything.
      */
     @Override
-    public int touch(CacheKey key, long[] hashes, int toChunk) {
+    public int touch(CacheKey key, byte[] hashes, int toChunk) {
         List<ObjectShape> layout = shapes.shapes(key.modelName(), key.worldSize());
         if (layout == null || layout.isEmpty() || toChunk <= 0 || key.worldSize() > L2Key.MAX_WORLD_SIZE) {
             return 0;

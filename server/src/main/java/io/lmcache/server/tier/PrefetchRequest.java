@@ -119,18 +119,14 @@ final class PrefetchRequest {
         }
         int n = keys.length;
         int[] groups = new int[n];
-        long[] hi = new long[n];
-        long[] lo = new long[n];
         for (int i = 0; i < n; i++) {
             int chunk = job.l1Hits() + i / keysPerChunk;
             ranks[i] = i % keysPerChunk / shapes.size();
             ObjectShape shape = shapes.get(i % shapes.size());
             groups[i] = shape.objectGroup();
-            hi[i] = job.hashes()[2 * chunk];
-            lo[i] = job.hashes()[2 * chunk + 1];
-            keys[i] = L2Keys.of(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), ChunkHash.unpack(job.hashes(), chunk),
-                    key.cacheSalt(), shape);
-            l1Keys[i] = ChunkKey.of(key.modelName(), key.cacheSalt(), ranks[i], groups[i], hi[i], lo[i]);
+            ChunkHash hash = ChunkHash.unpack(job.hashes(), chunk);
+            keys[i] = L2Keys.of(key.modelName(), L2Key.packKvRank(key.worldSize(), ranks[i]), hash, key.cacheSalt(), shape);
+            l1Keys[i] = new ChunkKey(key.modelName(), key.cacheSalt(), key.tags(), ranks[i], groups[i], hash);
         }
         ctx.store().readyKeys(l1Keys, inL1);
         List<Integer> ask = new ArrayList<>();

@@ -139,6 +139,9 @@ public final class StoreController implements Agent, CommitListener {
     /** Runs on the committing thread under the object store's lock: only a bound check, a queue append and a wake-up. */
     @Override
     public boolean committed(Committed committed) {
+        if (committed.key().hasTags()) {
+            return false; // L2 names carry no tags: LMCache refuses a tagged store on such adapters (request_tags.rst)
+        }
         long bytes = committed.object().bytes();
         if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
             heldBytes.addAndGet(-bytes);

@@ -1,22 +1,46 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.protocol.CacheKey;
-import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.server.protocol.TokenHashChain;
+import io.lmcache.server.storage.ChunkHash;
+import java.util.function.Supplier;
 
 /**
- * The prefix-chained hashes of a key's chunks: a flyweight over one {@code long[]} (two longs per
- * chunk, high then low), read per chunk with {@link #hi} and {@link #lo}. The static methods keep
- * the raw form for the lookup path, with one hasher per thread.
+ * The prefix-chained hashes of a key's chunks, LMCache's {@code TokenHasher} chain for
+ * {@code --hash-algorithm} ({@link TokenHashChain}): a flyweight over one {@code byte[]}, 32 bytes per
+ * chunk, read per chunk with {@link #hash}. The static methods keep the raw form for the lookup path,
+ * which hashes only as far as the cache holds the prefix ({@link #extend}), with one chain instance
+ * per thread and no allocation per chunk.
  */
 public final class ChunkHashes {
-    private static final ThreadLocal<ChunkHasher> HASHER = ThreadLocal.withInitial(ChunkHasher::new);
+    /** The process's chain, one instance per thread (a chain keeps its digest and buffer). */
+    private record Chains(String name, ThreadLocal<TokenHashChain> perThread) {}
 
-    private final long[] hashes;
+    private static volatile Chains chains = chains(TokenHashChain::blake3);
+
+    private final byte[] hashes;
     private final int endChunk;
 
-    private ChunkHashes(long[] hashes, int endChunk) {
+    private ChunkHashes(byte[] hashes, int endChunk) {
         this.hashes = hashes;
         this.endChunk = endChunk;
+    }
+
+    private static Chains chains(Supplier<TokenHashChain> factory) {
+        return new Chains(factory.get().name(), ThreadLocal.withInitial(factory));
+    }
+
+    /**
+     * The chain every key of this process is hashed with ({@code --hash-algorithm}); set once at start, before traffic
+     * (LMCache's default blake3 until then).
+     */
+    public static void use(Supplier<TokenHashChain> factory) {
+        chains = chains(factory);
+    }
+
+    /** The chain's {@code --hash-algorithm} name. */
+    public static String algorithm() {
+        return chains.name();
     }
 
     /** The hashes of chunks {@code 0..endChunk-1} of a key. */
@@ -24,18 +48,13 @@ public final class ChunkHashes {
         return new ChunkHashes(of(key, chunkSize, endChunk), endChunk);
     }
 
-    /** The high half of chunk {@code chunk}'s hash. */
-    public long hi(int chunk) {
-        return hashes[2 * chunk];
+    /** Chunk {@code chunk}'s hash. */
+    public ChunkHash hash(int chunk) {
+        return ChunkHash.unpack(hashes, chunk);
     }
 
-    /** The low half of chunk {@code chunk}'s hash. */
-    public long lo(int chunk) {
-        return hashes[2 * chunk + 1];
-    }
-
-    /** The hashes themselves, two longs per chunk (high, low); shared, never to be written (the KV-event log reads parents here). */
-    public long[] pairs() {
+    /** The hashes themselves, 32 bytes per chunk; shared, never to be written (the KV-event log reads parents here). */
+    public byte[] bytes() {
         return hashes;
     }
 
@@ -44,15 +63,15 @@ public final class ChunkHashes {
         return endChunk;
     }
 
-    /** Hashes of chunks {@code 0..endChunk-1} (two longs each). */
-    public static long[] of(CacheKey key, int chunkSize, int endChunk) {
-        long[] hashes = new long[2 * endChunk];
-        HASHER.get().hashChunks(key.tokenIds(), chunkSize, endChunk, hashes);
+    /** Hashes of chunks {@code 0..endChunk-1} (32 bytes each). */
+    public static byte[] of(CacheKey key, int chunkSize, int endChunk) {
+        byte[] hashes = new byte[ChunkHash.BYTES * endChunk];
+        extend(key, chunkSize, 0, endChunk, hashes);
         return hashes;
     }
 
     /** Adds the hashes of chunks {@code [fromChunk, toChunk)} to {@code hashes}, which holds those before them. */
-    public static void extend(CacheKey key, int chunkSize, int fromChunk, int toChunk, long[] hashes) {
-        HASHER.get().hashChunks(key.tokenIds(), chunkSize, fromChunk, toChunk, hashes);
+    public static void extend(CacheKey key, int chunkSize, int fromChunk, int toChunk, byte[] hashes) {
+        chains.perThread().get().hashChunks(key.tokenIds(), chunkSize, fromChunk, toChunk, hashes);
     }
 }

@@ -30,7 +30,7 @@ public final class ChunkObjects {
 
     /** The store's key of a chunk's object: the worker's kv rank, {@code group}, the chunk's hash. */
     public static ChunkKey chunkKey(CacheKey key, ChunkHashes hashes, int chunk, int group) {
-        return ChunkKey.of(key.modelName(), key.cacheSalt(), key.workerId(), group, hashes.hi(chunk), hashes.lo(chunk));
+        return new ChunkKey(key.modelName(), key.cacheSalt(), key.tags(), key.workerId(), group, hashes.hash(chunk));
     }
 
     /** Reserves every (chunk, group) object a plan moves, stopping at the first chunk without room: a later one could never be a prefix hit. */

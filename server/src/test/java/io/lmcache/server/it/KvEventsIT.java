@@ -11,7 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.lmcache.server.protocol.ChunkHasher;
+import io.lmcache.server.protocol.TokenHashChain;
 import io.lmcache.server.testing.EngineDrivenWorker;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
@@ -384,13 +384,13 @@ class KvEventsIT {
         }
     }
 
-    /** The server's chunk hashes (a SHA-256 prefix chain), as 16 bytes, high half first. */
+    /** The server's chunk hashes: LMCache's default blake3 chain, 32 bytes each. */
     private static byte[][] hashes(int[] tokens, int chunks) {
-        long[] raw = new long[2 * chunks];
-        new ChunkHasher().hashChunks(tokens, CHUNK, chunks, raw);
+        byte[] raw = new byte[TokenHashChain.HASH_BYTES * chunks];
+        TokenHashChain.blake3().hashChunks(tokens, CHUNK, 0, chunks, raw);
         byte[][] out = new byte[chunks][];
         for (int c = 0; c < chunks; c++) {
-            out[c] = ByteBuffer.allocate(16).putLong(raw[2 * c]).putLong(raw[2 * c + 1]).array();
+            out[c] = Arrays.copyOfRange(raw, TokenHashChain.HASH_BYTES * c, TokenHashChain.HASH_BYTES * (c + 1));
         }
         return out;
     }

@@ -1,6 +1,7 @@
 package io.lmcache.server.module;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -35,7 +36,7 @@ class LookupModuleTest {
         for (int stored = 0; stored <= CHUNKS; stored++) {
             for (int worldSize = 1; worldSize <= 2; worldSize++) {
                 ObjectStore store = store();
-                long[] hashes = ChunkHashes.of(key(tokens, worldSize, "r"), CHUNK, CHUNKS);
+                byte[] hashes = ChunkHashes.of(key(tokens, worldSize, "r"), CHUNK, CHUNKS);
                 for (int chunk = 0; chunk < stored; chunk++) {
                     for (int rank = 0; rank < worldSize; rank++) {
                         // with two ranks, the chunk after the stored prefix exists for rank 0 only: still a miss
@@ -72,11 +73,11 @@ class LookupModuleTest {
         }
         for (int failAt = -1; failAt < 5; failAt++) {
             ObjectStore store = store();
-            long[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, CHUNKS);
+            byte[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, CHUNKS);
             put(store, 0, hashes, 0);
             StoredObject[] writing = new StoredObject[5];
             for (int chunk = 1; chunk <= writing.length; chunk++) {
-                writing[chunk - 1] = store.reserve(ChunkKey.of("model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
+                writing[chunk - 1] = store.reserve(new ChunkKey("model", "", 0, 0, ChunkHash.unpack(hashes, chunk)), OBJECT_BYTES, 1);
             }
             put(store, 0, hashes, 6); // chunk 6 stored, chunk 7 missing: the prefix can reach 7
             PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
@@ -109,8 +110,8 @@ class LookupModuleTest {
     void lookupsWaitingOnWritesAreBounded() {
         int[] tokens = new int[CHUNK];
         ObjectStore store = store();
-        long[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, 1);
-        StoredObject writing = store.reserve(ChunkKey.of("model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, 1);
+        byte[] hashes = ChunkHashes.of(key(tokens, 1, "r"), CHUNK, 1);
+        StoredObject writing = store.reserve(new ChunkKey("model", "", 0, 0, ChunkHash.unpack(hashes, 0)), OBJECT_BYTES, 1);
         PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
         LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
         LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics(), new ObjectGroupCatalog(true));
@@ -133,8 +134,8 @@ class LookupModuleTest {
         return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, tokens.length, requestId, "", 1, RequestConfigs.NONE);
     }
 
-    private static void put(ObjectStore store, int rank, long[] hashes, int chunk) {
-        StoredObject object = store.reserve(ChunkKey.of("model", "", rank, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
+    private static void put(ObjectStore store, int rank, byte[] hashes, int chunk) {
+        StoredObject object = store.reserve(new ChunkKey("model", "", rank, 0, ChunkHash.unpack(hashes, chunk)), OBJECT_BYTES, 1);
         assertTrue(object.offset() >= 0);
         assertTrue(store.commit(object));
     }

@@ -1,6 +1,7 @@
 package io.lmcache.server.module;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -41,7 +42,7 @@ class WindowedLookupTest {
     @Test
     void locksExactlyTheRetainedObjectsAndReleasesExactlyThose() {
         catalog.publish("model", 2, FULL_AND_SNAPSHOT);
-        long[] hashes = ChunkHashes.of(key(tokens, 2, "h", 4), CHUNK, 4);
+        byte[] hashes = ChunkHashes.of(key(tokens, 2, "h", 4), CHUNK, 4);
         for (int rank = 0; rank < 2; rank++) {
             for (int chunk = 0; chunk < 4; chunk++) {
                 put(rank, 0, hashes, chunk);
@@ -71,7 +72,7 @@ class WindowedLookupTest {
     @Test
     void aSnapshotBeingWrittenForOneRankLeavesTheHitPendingUntilItsWriteEnds() {
         catalog.publish("model", 2, FULL_AND_SNAPSHOT);
-        long[] hashes = ChunkHashes.of(key(tokens, 2, "h", 4), CHUNK, 4);
+        byte[] hashes = ChunkHashes.of(key(tokens, 2, "h", 4), CHUNK, 4);
         for (int rank = 0; rank < 2; rank++) {
             for (int chunk = 0; chunk < 4; chunk++) {
                 put(rank, 0, hashes, chunk);
@@ -79,7 +80,7 @@ class WindowedLookupTest {
             put(rank, 1, hashes, 2);
         }
         put(0, 1, hashes, 3);
-        StoredObject writing = store.reserve(ChunkKey.of("model", "", 1, 1, hashes[6], hashes[7]), OBJECT_BYTES, 1); // rank 1's last snapshot
+        StoredObject writing = store.reserve(new ChunkKey("model", "", 1, 1, ChunkHash.unpack(hashes, 3)), OBJECT_BYTES, 1); // rank 1's last snapshot
 
         module.lookup(new Request.Lookup(key(tokens, 2, "w", 4), 1));
         assertEquals(Reply.NONE, module.query("w"), "pending while rank 1's snapshot of chunk 3 is written");
@@ -89,7 +90,9 @@ class WindowedLookupTest {
         assertEquals(2 * (4 + 1), store.snapshot().readLocked(), "full attention chunks 0..3 and the snapshot of chunk 3, per rank");
         module.endSession(new Request.EndSession("w", null));
 
-        StoredObject failing = store.reserve(ChunkKey.of("model", "", 1, 1, hashes[4], hashes[5] + 1), OBJECT_BYTES, 1);
+        ChunkHash second = ChunkHash.unpack(hashes, 2);
+        StoredObject failing = store.reserve(new ChunkKey("model", "", 1, 1, new ChunkHash(second.w0(), second.w1() + 1, second.w2(), second.w3())),
+                OBJECT_BYTES, 1);
         assertTrue(failing.offset() >= 0);
         module.lookup(new Request.Lookup(key(tokens, 2, "x", 4), 1));
         assertEquals(new Reply.Int(4), module.query("x"), "a write of an unrelated key does not hold the lookup");
@@ -102,7 +105,7 @@ class WindowedLookupTest {
     @Test
     void freeLookupLocksOfARangeReleasesOnlyItsChunks() {
         catalog.publish("model", 1, new LookupGeometry(new int[] {-1, 2}, new GroupKind[] {GroupKind.ATTENTION, GroupKind.ATTENTION}));
-        long[] hashes = ChunkHashes.of(key(tokens, 1, "h", 4), CHUNK, 4);
+        byte[] hashes = ChunkHashes.of(key(tokens, 1, "h", 4), CHUNK, 4);
         for (int chunk = 0; chunk < 4; chunk++) {
             put(0, 0, hashes, chunk);
             put(0, 1, hashes, chunk);
@@ -118,7 +121,7 @@ class WindowedLookupTest {
 
     @Test
     void aNonHybridModelStillUsesTheLeadingChunkCount() {
-        long[] hashes = ChunkHashes.of(key(tokens, 1, "h", 4), CHUNK, 4);
+        byte[] hashes = ChunkHashes.of(key(tokens, 1, "h", 4), CHUNK, 4);
         put(0, 0, hashes, 0);
         put(0, 0, hashes, 1);
         put(0, 0, hashes, 3);
@@ -135,8 +138,8 @@ class WindowedLookupTest {
         return new CacheKey("model", worldSize, CacheKey.NO_WORKER, tokens, 0, chunks * CHUNK, requestId, "", 1, RequestConfigs.NONE);
     }
 
-    private void put(int rank, int group, long[] hashes, int chunk) {
-        StoredObject object = store.reserve(ChunkKey.of("model", "", rank, group, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, 1);
+    private void put(int rank, int group, byte[] hashes, int chunk) {
+        StoredObject object = store.reserve(new ChunkKey("model", "", rank, group, ChunkHash.unpack(hashes, chunk)), OBJECT_BYTES, 1);
         assertTrue(object.offset() >= 0);
         assertTrue(store.commit(object));
     }

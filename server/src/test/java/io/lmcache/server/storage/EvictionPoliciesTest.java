@@ -39,7 +39,7 @@ class EvictionPoliciesTest {
     /** A hit: a lookup read-locks the chunk, a RETRIEVE copies it out, the lookup's lock goes. */
     private static boolean read(ObjectStore store, String salt, long hash) {
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        if (store.lookupAndLock(new PrefixKeys("m", salt, 1, 0, new long[] {hash, hash}), 0, 1, 1, locks, null) == 0) {
+        if (store.lookupAndLock(PrefixKeys.ofWords("m", salt, 1, 0, hash, hash), 0, 1, 1, locks, null) == 0) {
             return false;
         }
         StoredObject pinned = store.pinReady(key(salt, hash), 1, MIB);

@@ -108,7 +108,7 @@ class ObjectStoreConcurrencyTest {
                         store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
                     }
                 }
-                case 8 -> store.lookupAndLock(new PrefixKeys("model", salt, 1, 0, new long[] {hash, ~hash}), 0, 1, 1 + random.nextInt(2), locks, null);
+                case 8 -> store.lookupAndLock(PrefixKeys.ofWords("model", salt, 1, 0, hash, ~hash), 0, 1, 1 + random.nextInt(2), locks, null);
                 case 9 -> {
                     if (!locks.isEmpty()) {
                         store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));

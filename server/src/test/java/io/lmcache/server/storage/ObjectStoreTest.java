@@ -112,7 +112,7 @@ class ObjectStoreTest {
         put(store, 1, 2 * MIB);
         put(store, 2, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        assertEquals(1, store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 1, locks, null));
+        assertEquals(1, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 1, locks, null));
         StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 2, 2), 1, 2 * MIB);
         assertSame(ObjectStore.NO_MEMORY, store.reserve(ChunkKey.of("m", "", 0, 0, 3, 3), 2 * MIB, 1), "everything is locked");
         assertEquals(1, store.counters().allocationFailures.sum());
@@ -128,7 +128,7 @@ class ObjectStoreTest {
         ObjectStore store = store(4 * MIB, 4 * MIB, policy);
         put(store, 1, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
-        store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 2, locks, null);
+        store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 2, locks, null);
         assertEquals(1, store.snapshot().readLocked());
         nowNs.addAndGet(READ_TTL_NS + 1);
         assertEquals(1, store.sweepExpired());
@@ -136,7 +136,7 @@ class ObjectStoreTest {
         assertEquals(1, store.counters().readLockExpiries.sum());
         // a new lock after the expiry; the old lease's release must not take it
         List<ObjectStore.ReadLock> fresh = new ArrayList<>();
-        store.lookupAndLock(new PrefixKeys("m", "", 1, 0, new long[] {1, 1}), 0, 1, 1, fresh, null);
+        store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 1, fresh, null);
         store.releaseRead(locks.getFirst(), 2);
         assertEquals(1, store.snapshot().readLocked(), "a stale release does nothing");
         store.releaseRead(fresh.getFirst(), 1);
@@ -323,7 +323,7 @@ class ObjectStoreTest {
                         store.unpin(pinned.remove(random.nextInt(pinned.size())), random.nextBoolean());
                     }
                 }
-                case 8 -> store.lookupAndLock(new PrefixKeys("m", salt, 1, 0, new long[] {hash, hash}), 0, 1, 1 + random.nextInt(2), locks, null);
+                case 8 -> store.lookupAndLock(PrefixKeys.ofWords("m", salt, 1, 0, hash, hash), 0, 1, 1 + random.nextInt(2), locks, null);
                 case 9 -> {
                     if (!locks.isEmpty()) {
                         store.releaseRead(locks.remove(random.nextInt(locks.size())), 1 + random.nextInt(2));

@@ -1,8 +1,6 @@
 package io.lmcache.server.testing;
 
-import io.lmcache.server.protocol.ChunkHasher;
 import io.lmcache.server.protocol.TokenHashChain;
-import java.nio.ByteBuffer;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
@@ -15,28 +13,15 @@ import java.util.Random;
  * {@code [2, layers, chunk tokens, heads * head size]} (hybrid-and-l2.md §A.6).
  */
 public final class LmcacheL2 {
-    /**
-     * Whether the server keys chunks by LMCache's chain ({@link TokenHashChain#blake3()}). NOTE (issue 27): false until the hash
-     * branch (h-hash) lands; the server then still hashes with {@link ChunkHasher} (128 bits, the name's last 32 hex digits zero).
-     * The coordinator flips this after merging that branch, and the foreign-directory tests then check LMCache's real names.
-     */
-    public static final boolean SERVER_HASHES_WITH_LMCACHE_CHAIN = false;
-
     private LmcacheL2() {}
 
-    /** The 32-byte hash of each of the first {@code chunks} chunks, as the server keys them: the one place the tests learn it. */
+    /**
+     * The 32-byte hash of each of the first {@code chunks} chunks by LMCache's default chain (its {@code TokenHasher}, blake3),
+     * computed from the definition ({@link TokenHashChain}, checked against vectors worked by hand), not by the server's key path.
+     */
     public static byte[] serverChunkHashes(int[] tokens, int chunkSize, int chunks) {
         byte[] out = new byte[TokenHashChain.HASH_BYTES * chunks];
-        if (SERVER_HASHES_WITH_LMCACHE_CHAIN) {
-            TokenHashChain.blake3().hashChunks(tokens, chunkSize, 0, chunks, out);
-            return out;
-        }
-        long[] hashes = new long[2 * chunks];
-        new ChunkHasher().hashChunks(tokens, chunkSize, chunks, hashes);
-        ByteBuffer buffer = ByteBuffer.wrap(out);
-        for (int c = 0; c < chunks; c++) {
-            buffer.putLong(TokenHashChain.HASH_BYTES * c, hashes[2 * c]).putLong(TokenHashChain.HASH_BYTES * c + 8, hashes[2 * c + 1]);
-        }
+        TokenHashChain.blake3().hashChunks(tokens, chunkSize, 0, chunks, out);
         return out;
     }
 

@@ -1,6 +1,7 @@
 package io.lmcache.server.tier;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -51,7 +52,7 @@ class L2ControllersTest {
     private final L2Metrics metrics = new L2Metrics(serverMetrics);
     private ObjectStore store;
     private MemorySegment pool;
-    private final long[] hashes = ChunkHashes.of(key("x"), CHUNK, CHUNKS);
+    private final byte[] hashes = ChunkHashes.of(key("x"), CHUNK, CHUNKS);
     /** What the workers registered: one object group at world size 1, unless a test says otherwise. */
     private ObjectShapes shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT)));
     private StoreController.L2Lookups lookups = (model, worldSize) -> true;
@@ -79,7 +80,8 @@ class L2ControllersTest {
 
     /** Chunk {@code chunk}'s key as world size 1 writes it: LMCache's packed kv rank 0x01000100, and the object's format. */
     private L2Key l2Key(int chunk) {
-        return L2Key.of("org/model", 0x01000100, 0, new L2Hash(hashes[2 * chunk], hashes[2 * chunk + 1], 0, 0), "");
+        ChunkHash hash = ChunkHash.unpack(hashes, chunk);
+        return L2Key.of("org/model", 0x01000100, 0, new L2Hash(hash.w0(), hash.w1(), hash.w2(), hash.w3()), "");
     }
 
     private static byte[] pattern(int seed) {
@@ -120,7 +122,7 @@ class L2ControllersTest {
     }
 
     private byte[] l1Bytes(int chunk) {
-        StoredObject object = store.pinReady(ChunkKey.of("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), FORMAT, OBJECT_BYTES);
+        StoredObject object = store.pinReady(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, chunk)), FORMAT, OBJECT_BYTES);
         try {
             return pool.asSlice(object.offset(), OBJECT_BYTES).toArray(ValueLayout.JAVA_BYTE);
         } finally {
@@ -270,7 +272,7 @@ class L2ControllersTest {
     @Test
     void l1HitsAreKeptAndOnlyTheRestIsAskedOfL2() {
         l1(8);
-        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, 0)), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);
@@ -284,7 +286,7 @@ class L2ControllersTest {
     // --- store controller -----------------------------------------------------------------------
 
     private StoredObject commit(int chunk) {
-        StoredObject object = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[2 * chunk], hashes[2 * chunk + 1]), OBJECT_BYTES, FORMAT);
+        StoredObject object = store.reserve(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, chunk)), OBJECT_BYTES, FORMAT);
         pool.asSlice(object.offset(), OBJECT_BYTES).copyFrom(MemorySegment.ofArray(pattern(chunk)));
         assertTrue(store.commit(object));
         return object;
@@ -480,7 +482,7 @@ class L2ControllersTest {
     @Test
     void aLayoutOfSeveralObjectGroupsIsAnsweredFromL1AloneAndItsLocksLineUp() {
         l1(8);
-        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, 0)), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);
@@ -505,7 +507,7 @@ class L2ControllersTest {
     @Test
     void aLoadPastTheDeadlineAnswersWithTheL1HitsAndKeepsItsReservationsUntilTheAdapterAnswers() {
         l1(8);
-        StoredObject first = store.reserve(ChunkKey.of("org/model", "", 0, 0, hashes[0], hashes[1]), OBJECT_BYTES, FORMAT);
+        StoredObject first = store.reserve(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, 0)), OBJECT_BYTES, FORMAT);
         store.commit(first);
         MemoryAdapter adapter = new MemoryAdapter();
         has(adapter, 1, 2);
@@ -563,9 +565,10 @@ class L2ControllersTest {
         assertEquals(new Reply.Int(0), setup.lookup().query("expired"), "past the deadline, its load still in flight");
         // another model's prompt (the expired load still holds this one's reservations)
         CacheKey other = new CacheKey("org/other", 1, CacheKey.NO_WORKER, TOKENS, 0, TOKENS.length, "running", "", 1, RequestConfigs.NONE);
-        long[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
+        byte[] otherHashes = ChunkHashes.of(other, CHUNK, CHUNKS);
         for (int chunk = 0; chunk < 2; chunk++) {
-            adapter.data.put(L2Key.of("org/other", 0x01000100, 0, new L2Hash(otherHashes[2 * chunk], otherHashes[2 * chunk + 1], 0, 0), ""),
+            ChunkHash hash = ChunkHash.unpack(otherHashes, chunk);
+            adapter.data.put(L2Key.of("org/other", 0x01000100, 0, new L2Hash(hash.w0(), hash.w1(), hash.w2(), hash.w3()), ""),
                     pattern(chunk));
         }
         setup.lookup().lookup(new Request.Lookup(other, 1));

@@ -1,4 +1,4 @@
-package io.lmcache.server.protocol;
+package io.lmcache.bench.hash;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -9,16 +9,15 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 
 /**
- * Prefix-chained chunk hashes over complete chunks (protocol doc §8.1):
+ * The server's chunk hashes before issue 27, kept as the benchmarks' baseline (the server now hashes with
+ * LMCache's chain, {@code TokenHashChain}):
  * {@code h_i = SHA-256(h_(i-1) || tokens[i*C, (i+1)*C) as little-endian int32)}, truncated to
  * 128 bits, starting from a fixed seed. A chunk's hash therefore names the whole prefix up to its
- * end. Keys never leave the server, so the algorithm is ours; SHA-256 keeps collisions (which
- * would hand one request another's KV) out of reach even for crafted inputs, and runs on the
- * CPU's SHA extensions.
+ * end.
  *
  * <p>Not thread-safe: one hasher per thread.
  */
-public final class ChunkHasher {
+public final class OldChunkHasher {
     private static final VarHandle INT_LE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
     private static final VarHandle LONG_BE = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
     private static final long SEED_HI;
