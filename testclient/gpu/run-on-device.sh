@@ -43,7 +43,7 @@ fi
 if [ "$mode" = memory ] || [ "$mode" = all ]; then
   # issue 32: device memory before and after the first REGISTER, and the pool's NUMA placement
   python3 testclient/gpu/device_memory_check.py --java "$java" --classpath "$cp" --out "$out" \
-    --variant 'stack256=-Dlmcache.cuda.stackLimitBytes=256' --variant 'staging1=-Dlmcache.cuda.stagingMiB=1' 2>&1 | tee "$out/device_memory.log"
+    --variant 'driverstack=-Dlmcache.cuda.stackLimitBytes=0' --variant 'staging1=-Dlmcache.cuda.stagingMiB=1' 2>&1 | tee "$out/device_memory.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 exit $rc

@@ -26,7 +26,8 @@ import java.util.function.UnaryOperator;
  * @param transferSpinNs how long an idle transfer thread busy-waits before it parks; 0 = never spins
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
  * @param stackLimitBytes when positive, each CUDA context's per-thread stack limit ({@code CU_LIMIT_STACK_SIZE}, set as
- *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory; 0 = the
+ *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory (256 by default:
+ *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md, issue 32); 0 = the
  *     driver's default
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long dmaHeadMinPieceBytes,
@@ -81,7 +82,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.flag(8), // hostFnWake
                 TimeUnit.MICROSECONDS.toNanos(in.number(9, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)), // spinUs
                 (int) in.number(10, 0, 0, 1024), // prepareThreads
-                in.number(11, 0, 0, 1L << 20)); // stackLimitBytes
+                in.number(11, 256, 0, 1L << 20)); // stackLimitBytes
     }
 
     /** Property name to effective value, in the property's unit (what {@code /config} shows under {@code tuning}). */
