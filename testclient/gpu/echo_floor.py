@@ -56,6 +56,11 @@ def tcp_echo(port):
 
 
 def libzmq_echo(port):
+    libzmq_router(port, lambda frames: frames)
+
+
+def libzmq_router(port, answer):
+    """A libzmq ROUTER, one thread: answers every message with answer(its frames) (the identity frame first)."""
     lib = libzmq_dealer.load()
     ctx = lib.zmq_ctx_new()
     sock = lib.zmq_socket(ctx, ZMQ_ROUTER)
@@ -73,8 +78,9 @@ def libzmq_echo(port):
             lib.zmq_msg_close(msg)
             if not more:
                 break
-        last = len(frames) - 1
-        for i, frame in enumerate(frames):
+        out = answer(frames)
+        last = len(out) - 1
+        for i, frame in enumerate(out):
             lib.zmq_send(sock, frame, len(frame), libzmq_dealer.ZMQ_SNDMORE if i < last else 0)
 
 

@@ -10,7 +10,6 @@ floor / request says how close a request comes to what no server can beat; raw /
 messaging out. Fresh: the first --fresh-requests requests of a server just started (one fresh server per cell), against
 the same cell warm.
 """
-import ctypes
 import multiprocessing
 import os
 import socket
@@ -20,9 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import echo_floor  # noqa: E402
 import libzmq_dealer  # noqa: E402
 
-ZMQ_ROUTER = 6
 # a STORE/RETRIEVE reply's payload frame: msgpack [bin8(64 bytes), bool] = 92 c4 40 <64> c3 (protocol doc §9)
 TRANSFER_REPLY_BYTES = 67
 
@@ -35,27 +34,8 @@ def frame_sizes(frames):
 def reply_echo(port, reply_bytes):
     """A libzmq ROUTER, one thread: answers every message with [identity, uid, op, reply_bytes of payload], as the
     server answers a STORE or RETRIEVE (the uid and op frames echoed back)."""
-    lib = libzmq_dealer.load()
-    ctx = lib.zmq_ctx_new()
-    sock = lib.zmq_socket(ctx, ZMQ_ROUTER)
-    lib.zmq_bind.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.zmq_bind(sock, f"tcp://127.0.0.1:{port}".encode())
-    msg = ctypes.create_string_buffer(libzmq_dealer.MSG_BYTES)
     payload = b"\x92\xc4\x40" + bytes(64) + b"\xc3" if reply_bytes == TRANSFER_REPLY_BYTES else bytes(reply_bytes)
-    while True:
-        frames = []
-        while True:
-            lib.zmq_msg_init(msg)
-            if lib.zmq_msg_recv(msg, sock, 0) < 0:
-                return
-            frames.append(ctypes.string_at(lib.zmq_msg_data(msg), lib.zmq_msg_size(msg)))
-            more = lib.zmq_msg_more(msg)
-            lib.zmq_msg_close(msg)
-            if not more:
-                break
-        out = frames[:3] + [payload]
-        for i, frame in enumerate(out):
-            lib.zmq_send(sock, frame, len(frame), libzmq_dealer.ZMQ_SNDMORE if i < len(out) - 1 else 0)
+    echo_floor.libzmq_router(port, lambda frames: frames[:3] + [payload])
 
 
 def _wait_port(port, timeout=30.0):
