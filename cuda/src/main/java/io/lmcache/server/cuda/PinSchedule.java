@@ -15,8 +15,8 @@ import org.slf4j.LoggerFactory;
  * nothing is pinned before the first GPU worker registers: regions the pool preparation hands over before then are only
  * recorded ({@link #prepared}). The first registration {@link #start}s pinning through its GPU's context (portable, so
  * every other GPU's context sees the pages): background threads pin the recorded regions highest first (the order the
- * allocator uses them), and regions prepared afterwards are pinned by the preparation thread that hands them over, as before. A transfer that meets a region not
- * pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer needs a pinned region, so CPU workers and the pool
+ * allocator uses them), and regions prepared afterwards are pinned by the preparation thread that hands them over, as
+ * before. A transfer that meets a region not pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer needs a pinned region, so CPU workers and the pool
  * are never held up. Pure logic around a {@link Pinner}, so the host-only tests drive it without a GPU.
  */
 public final class PinSchedule {
