@@ -16,8 +16,8 @@ import org.slf4j.LoggerFactory;
  * recorded ({@link #prepared}). The first registration {@link #start}s pinning through its GPU's context (portable, so
  * every other GPU's context sees the pages): background threads pin the recorded regions highest first (the order the
  * allocator uses them), and regions prepared afterwards are pinned by the preparation thread that hands them over, as
- * before. A transfer that meets a region not pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer needs a pinned region, so CPU workers and the pool
- * are never held up. Pure logic around a {@link Pinner}, so the host-only tests drive it without a GPU.
+ * before. A transfer that meets a region not pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer
+ * needs a pinned region, so CPU workers and the pool are never held up. Pure logic around a {@link Pinner}, so the host-only tests drive it without a GPU.
  */
 public final class PinSchedule {
     private static final Logger LOG = LoggerFactory.getLogger(PinSchedule.class);
