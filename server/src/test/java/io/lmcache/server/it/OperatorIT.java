@@ -234,7 +234,8 @@ class OperatorIT {
         if (given.matches("[0-9a-f]{7,40}(-dirty)?")) {
             return given.replace("-dirty", "");
         }
-        Processes.Result head = Processes.run(new ProcessBuilder("git", "-C", ROOT.toString(), "log", "-1", "--no-merges", "--format=%H"), Duration.ofSeconds(30));
+        Processes.Result head = Processes.run(new ProcessBuilder("git", "-C", ROOT.toString(), "log", "-1", "--no-merges", "--format=%H"),
+                Duration.ofSeconds(30));
         assertEquals(0, head.exitCode(), "CI and bin/run-tests build a git checkout: " + head.stderr());
         return head.stdout().strip();
     }
