@@ -10,9 +10,8 @@ floor / request says how close a request comes to what no server can beat; raw /
 messaging out. Fresh: the first --fresh-requests requests of a server just started (one fresh server per cell), against
 the same cell warm.
 """
-import multiprocessing
+import functools
 import os
-import socket
 import statistics
 import sys
 import time
@@ -38,23 +37,6 @@ def reply_echo(port, reply_bytes):
     echo_floor.libzmq_router(port, lambda frames: frames[:3] + [payload])
 
 
-def _wait_port(port, timeout=30.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def summarize_us(samples_s):
     """Best and median of samples in seconds, in microseconds."""
     ordered = sorted(samples_s)
@@ -67,10 +49,8 @@ class EchoFloor:
     def __init__(self, reply_bytes=TRANSFER_REPLY_BYTES):
         if libzmq_dealer.load() is None:
             raise RuntimeError("no libzmq staged (.device/zmq): the floor's echo needs it")
-        self.port = _free_port()
-        self.proc = multiprocessing.Process(target=reply_echo, args=(self.port, reply_bytes), daemon=True)
-        self.proc.start()
-        _wait_port(self.port)
+        self.port = echo_floor.free_port()
+        self.proc = echo_floor.in_child(functools.partial(reply_echo, reply_bytes=reply_bytes), self.port)
         self.dealer = libzmq_dealer.dealer("127.0.0.1", self.port, timeout=10)
 
     def round_trips(self, frames, rounds=200, gap_s=0.001, warm=200):
