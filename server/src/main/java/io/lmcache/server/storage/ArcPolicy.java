@@ -19,10 +19,7 @@ final class ArcPolicy implements EvictionPolicy {
     private final NodeList t1 = new NodeList("ARC T1");
     private final NodeList t2 = new NodeList("ARC T2");
     /** Resident bytes and objects by home (locked ones included): what {@code p} is compared with. */
-    private long t1Bytes;
-    private long t2Bytes;
-    private int t1Objects;
-    private int t2Objects;
+    private final HomeTally homes = new HomeTally();
     private final GhostKeys b1 = new GhostKeys();
     private final GhostKeys b2 = new GhostKeys();
     private long p;
@@ -66,22 +63,7 @@ final class ArcPolicy implements EvictionPolicy {
     }
 
     private void setHome(PolicyNode node, int home) {
-        long bytes = node.object.bytes;
-        if (node.home == T1) {
-            t1Bytes -= bytes;
-            t1Objects--;
-        } else if (node.home == T2) {
-            t2Bytes -= bytes;
-            t2Objects--;
-        }
-        node.home = home;
-        if (home == T1) {
-            t1Bytes += bytes;
-            t1Objects++;
-        } else if (home == T2) {
-            t2Bytes += bytes;
-            t2Objects++;
-        }
+        homes.move(node, home);
     }
 
     @Override
@@ -103,19 +85,16 @@ final class ArcPolicy implements EvictionPolicy {
 
     @Override
     public void onFreed(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        if (node == null) {
-            return;
+        PolicyNode node = PolicyNode.release(object, this::onLocked);
+        if (node != null) {
+            setHome(node, 0);
         }
-        onLocked(object);
-        setHome(node, 0);
-        object.policySlot = null;
     }
 
     @Override
     public StoredObject victim() {
         NodeList from;
-        if (t1.size() > 0 && (t1Bytes > p || t2.size() == 0)) {
+        if (t1.size() > 0 && (homes.bytes(T1) > p || t2.size() == 0)) {
             from = t1;
         } else if (t2.size() > 0) {
             from = t2;
@@ -132,8 +111,8 @@ final class ArcPolicy implements EvictionPolicy {
 
     /** ARC's directory bounds: T1 and B1 together within the capacity, everything within twice it (B2 gives way). */
     private void trimGhosts() {
-        b1.trimWhile(b1Bytes -> t1Bytes + b1Bytes > capacityBytes);
-        b2.trimWhile(b2Bytes -> t1Bytes + t2Bytes + b1.bytes() + b2Bytes > 2 * capacityBytes);
+        b1.trimWhile(b1Bytes -> homes.bytes(T1) + b1Bytes > capacityBytes);
+        b2.trimWhile(b2Bytes -> homes.bytes(T1) + homes.bytes(T2) + b1.bytes() + b2Bytes > 2 * capacityBytes);
     }
 
     @Override
@@ -150,7 +129,7 @@ final class ArcPolicy implements EvictionPolicy {
     public void check() {
         t1.check();
         t2.check();
-        if (t1.bytes() > t1Bytes || t2.bytes() > t2Bytes || t1.size() > t1Objects || t2.size() > t2Objects) {
+        if (t1.bytes() > homes.bytes(T1) || t2.bytes() > homes.bytes(T2) || t1.size() > homes.objects(T1) || t2.size() > homes.objects(T2)) {
             throw new IllegalStateException("ARC lists hold more than their resident counts: " + status());
         }
         if (p < 0 || p > capacityBytes || b1.bytes() + b2.bytes() > 2 * capacityBytes) {
@@ -164,10 +143,10 @@ final class ArcPolicy implements EvictionPolicy {
     public void publish() {
         gauges.set(0, p);
         gauges.set(1, capacityBytes);
-        gauges.set(2, t1Objects);
-        gauges.set(3, t1Bytes);
-        gauges.set(4, t2Objects);
-        gauges.set(5, t2Bytes);
+        gauges.set(2, homes.objects(T1));
+        gauges.set(3, homes.bytes(T1));
+        gauges.set(4, homes.objects(T2));
+        gauges.set(5, homes.bytes(T2));
         gauges.set(6, b1.size());
         gauges.set(7, b1.bytes());
         gauges.set(8, b2.size());

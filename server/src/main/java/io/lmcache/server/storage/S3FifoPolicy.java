@@ -22,8 +22,7 @@ final class S3FifoPolicy implements EvictionPolicy {
     private final NodeList small = new NodeList("S3FIFO small");
     private final NodeList main = new NodeList("S3FIFO main");
     /** Resident bytes by home, locked objects included. */
-    private long smallBytes;
-    private long mainBytes;
+    private final HomeTally homes = new HomeTally();
     private final GhostKeys ghost = new GhostKeys();
     private long promoted;
     private long ghostHits;
@@ -52,18 +51,7 @@ final class S3FifoPolicy implements EvictionPolicy {
     }
 
     private void setHome(PolicyNode node, int home) {
-        long bytes = node.object.bytes;
-        if (node.home == SMALL) {
-            smallBytes -= bytes;
-        } else if (node.home == MAIN) {
-            mainBytes -= bytes;
-        }
-        node.home = home;
-        if (home == SMALL) {
-            smallBytes += bytes;
-        } else if (home == MAIN) {
-            mainBytes += bytes;
-        }
+        homes.move(node, home);
     }
 
     @Override
@@ -85,19 +73,16 @@ final class S3FifoPolicy implements EvictionPolicy {
 
     @Override
     public void onFreed(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
-        if (node == null) {
-            return;
+        PolicyNode node = PolicyNode.release(object, this::onLocked);
+        if (node != null) {
+            setHome(node, 0);
         }
-        onLocked(object);
-        setHome(node, 0);
-        object.policySlot = null;
     }
 
     @Override
     public StoredObject victim() {
         while (small.size() > 0 || main.size() > 0) {
-            if (small.size() > 0 && (smallBytes >= smallTargetBytes || main.size() == 0)) {
+            if (small.size() > 0 && (homes.bytes(SMALL) >= smallTargetBytes || main.size() == 0)) {
                 PolicyNode tail = small.tail();
                 if (tail.freq == 0) {
                     remember(tail.object);
@@ -141,7 +126,7 @@ final class S3FifoPolicy implements EvictionPolicy {
     public void check() {
         small.check();
         main.check();
-        if (small.bytes() > smallBytes || main.bytes() > mainBytes) {
+        if (small.bytes() > homes.bytes(SMALL) || main.bytes() > homes.bytes(MAIN)) {
             throw new IllegalStateException("S3FIFO queues hold more than their resident bytes: " + status());
         }
         ghost.check("S3FIFO");
@@ -154,9 +139,9 @@ final class S3FifoPolicy implements EvictionPolicy {
     public void publish() {
         gauges.set(0, smallTargetBytes);
         gauges.set(1, small.size());
-        gauges.set(2, smallBytes);
+        gauges.set(2, homes.bytes(SMALL));
         gauges.set(3, main.size());
-        gauges.set(4, mainBytes);
+        gauges.set(4, homes.bytes(MAIN));
         gauges.set(5, ghost.size());
         gauges.set(6, ghost.bytes());
         gauges.set(7, promoted);

@@ -86,12 +86,10 @@ final class TenantLruPolicy implements EvictionPolicy {
 
     @Override
     public void onFreed(StoredObject object) {
-        PolicyNode node = PolicyNode.of(object);
+        PolicyNode node = PolicyNode.release(object, this::onLocked);
         if (node == null) {
             return;
         }
-        onLocked(object);
-        object.policySlot = null;
         Tenant tenant = (Tenant) node.owner;
         tenant.usedBytes -= object.bytes;
         tenant.objects--;
