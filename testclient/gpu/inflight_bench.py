@@ -259,10 +259,11 @@ def gemma_worker(server, chunks, scatter, rng, seed, layers=8):
 QWEN_CHUNK = 544  # the unified block size N of Qwen3.5-0.8B: the server runs with --chunk-size N (hybrid-and-l2.md §A.3.5)
 
 
-def qwen_worker(server, chunks, scatter, rng, seed, mamba_layers=18, attention_layers=6):
+def qwen_layout(chunks, scatter, rng, mamba_layers=18, attention_layers=6):
     """hybrid_check.qwen_like's layout, at a model's depth: Mamba/GDN state pages re-viewed as [nb, 2, N, 1, 128] (one
     block id per chunk, recurrent, window N) and sub-paged full attention [nb, 2, N, 1, 256], N = 544, bf16; the layers
     interleaved 3:1 linear to full attention as in Qwen3-Next / Qwen3.5. Block 0 (vLLM's null block) never used.
+    Returns (groups as HybridWorker takes them, src lists, dst lists, bytes per op); no torch, so a CPU test checks it.
 
     STORE: vLLM's align mode with --max-num-batched-tokens in [N, 2N) snapshots the state at every chunk boundary, so
     every chunk carries a real Mamba id and the server stores one snapshot per chunk. RETRIEVE: a recurrent group restores
@@ -274,8 +275,6 @@ def qwen_worker(server, chunks, scatter, rng, seed, mamba_layers=18, attention_l
     mamba = tuple(i for i in range(total) if i not in full)
     blocks = 3 * chunks + 1
     groups = [(mamba, (blocks, 2, n, 1, 128), 0, n, n, True), (full, (blocks, 2, n, 1, 256), 0, n, -1, False)]
-    w = hybrid_check.HybridWorker(gpu_check, server, f"inflight/qwen-like-{seed}", groups, seed=seed)
-    assert w.register() is None
     src, dst = [], []
     for _ in groups:
         ids = list(range(1, blocks))
@@ -287,6 +286,14 @@ def qwen_worker(server, chunks, scatter, rng, seed, mamba_layers=18, attention_l
     state, attention = 2 * n * 128 * 2, 2 * n * 256 * 2  # one layer's page of one block id
     nbytes = {"store": chunks * (len(mamba) * state + len(full) * attention),
               "retrieve": len(mamba) * state + chunks * len(full) * attention}
+    return groups, src, dst, nbytes
+
+
+def qwen_worker(server, chunks, scatter, rng, seed):
+    """qwen_layout's worker, registered (CUDA tensors)."""
+    groups, src, dst, nbytes = qwen_layout(chunks, scatter, rng)
+    w = hybrid_check.HybridWorker(gpu_check, server, f"inflight/qwen-like-{seed}", groups, seed=seed)
+    assert w.register() is None
     return w, src, dst, nbytes, w.lookup
 
 
@@ -343,7 +350,9 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     make, chunk = MODELS[model]
     w, src, dst, nbytes, lookup = make(server, chunks, scatter, rng, seed)
     counts = list(counts)
-    split = len(counts) > 1  # the handler time per count needs the server's totals around every request pair
+    # per count: request times, and the handler time from the server's totals read around every request pair (a /metrics
+    # read before each STORE and after each RETRIEVE, outside the timed requests)
+    split = len(counts) > 1 or subscribers is not None
     times = {c: {"store": [], "retrieve": []} for c in counts}
     splits = {c: {"store": [], "retrieve": []} for c in counts}
     handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
@@ -501,7 +510,7 @@ def main():
                 rows.append(row)
             if pool:
                 subscriber_totals = pool.stats()
-                ended = server.metric("lmcache_mp_kv_events_subscriptions_ended_total")
+                log_status = server.status().get("kv_events")  # log depth, next seq, lost markers, subscribers now
         finally:
             if pool:
                 pool.close()
@@ -517,7 +526,7 @@ def main():
     if max(counts) > 0:
         report["subscriber_transport"] = subscriber_transport
         report["subscriber_totals"] = subscriber_totals  # per subscriber over the whole run
-        report["subscriptions_ended"] = ended
+        report["kv_events_status"] = log_status
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'st/wall':>7} {'rt/wall':>7} {'store ms':>9} {'retr ms':>9}"
@@ -534,7 +543,7 @@ def main():
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     print()
     print(inflight_floor.table(rows))
-    if len(counts) > 1:
+    if len(counts) > 1 or max(counts) > 0:
         print()
         print(f"KV-event subscribers (ratio: request time with that many / with {counts[0]}, best/median; records per subscriber"
               " in the cell, min-max over the subscribers):")

@@ -37,14 +37,14 @@ BLOCKS = CHUNK // 16
 
 
 class LocalServer:
-    def __init__(self):
+    def __init__(self, extra=()):
         self.port, self.http = echo_floor.free_port(), echo_floor.free_port()
         java = os.path.join(os.environ.get("JAVA_HOME", "/usr/lib/jvm/temurin-25-jdk-amd64"), "bin", "java")
         jar = os.environ.get("LMCACHE_SERVER_JAR", os.path.join(ROOT, "server", "target", "lmcache-server.jar"))
         self.log = tempfile.NamedTemporaryFile(prefix="kv-subscriber-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx512m",
                                       "-jar", jar, "--host", "127.0.0.1", "--port", str(self.port), "--http-host", "127.0.0.1",
-                                      "--http-port", str(self.http), "--l1-size-gb", "0.25"], stdout=self.log, stderr=subprocess.STDOUT)
+                                      "--http-port", str(self.http), "--l1-size-gb", "0.25", *extra], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while True:
             assert self.proc.poll() is None, "the server exited: " + open(self.log.name).read()[-2000:]
