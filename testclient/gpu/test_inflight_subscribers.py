@@ -37,6 +37,11 @@ class CpuServer(local.LocalServer):
     gpu_copy = gpu_check.Server.gpu_copy
 
 
+class CpuServerStoppable(CpuServer):
+    """A CpuServer that main() starts and stops itself."""
+    status = local.LocalServer.status
+
+
 class CpuWorker:
     """What sweep() needs of a worker (model, instance, client.call("unregister")), on the CPU client."""
 
@@ -118,6 +123,55 @@ class SweepWithSubscribersTest(unittest.TestCase):
             self.assertEqual(s["errors"], [])
         self.assertTrue(all(t["attaches"] >= repeats // 2 for t in totals), totals)
         print("\n" + inflight_floor.subscriber_table([row]))
+
+    def test_main_runs_both_counts_and_reports_the_subscribers(self):
+        """main() with --subscribers 0,2 over two CPU cells: the JSON report and the printed tables."""
+        import io
+        import json
+        import tempfile
+        from contextlib import redirect_stdout
+        out = tempfile.mkdtemp(prefix="inflight-test-")
+        servers = []
+
+        def server(java, classpath, out_dir, pool_gb, extra=()):
+            servers.append(extra)
+            return CpuServerStoppable()
+        patches = {"Server": server, "messaging_floor": lambda srv, chunk=CHUNK: {}, "one": cpu_one,
+                   "raw_copy_gbps": lambda n: {"d2h": 10.0, "h2d": 10.0},
+                   "raw_wall_ms": lambda n: {"wall_d2h_ms_best": 1.0, "wall_d2h_ms_median": 1.0, "wall_h2d_ms_best": 1.0,
+                                             "wall_h2d_ms_median": 1.0}}
+        saved = {k: getattr(inflight_bench, k) for k in patches}
+        cuda = inflight_bench.torch.cuda
+        saved_cuda = (cuda.init, cuda.empty_cache, cuda.get_device_properties)
+        argv = sys.argv
+        try:
+            with contextlib.ExitStack() as stack:
+                for k, v in patches.items():
+                    setattr(inflight_bench, k, v)
+                cuda.init, cuda.empty_cache = (lambda: None), (lambda: None)
+                cuda.get_device_properties = lambda i: type("P", (), {"name": "cpu"})()
+                inflight_bench.MODELS["cpu"] = (lambda srv, c, scatter, rng, seed: self.make(stack, srv, c, seed), CHUNK)
+                sys.argv = ["inflight_bench.py", "--java", "java", "--classpath", "cp", "--out", out, "--repeats", "2", "--chunks", "1,2",
+                            "--pattern", "consecutive", "--warmup", "0", "--model", "cpu", "--no-floor", "--subscribers", "0,2"]
+                printed = io.StringIO()
+                with redirect_stdout(printed):
+                    self.assertEqual(inflight_bench.main(), 0)
+        finally:
+            sys.argv = argv
+            for k, v in saved.items():
+                setattr(inflight_bench, k, v)
+            cuda.init, cuda.empty_cache, cuda.get_device_properties = saved_cuda
+            inflight_bench.MODELS.pop("cpu", None)
+        with open(os.path.join(out, "inflight-run.json")) as f:
+            report = json.load(f)
+        self.assertEqual(report["subscriber_counts"], [0, 2])
+        self.assertEqual(len(report["rows"]), 2)
+        self.assertTrue(all("2" in r["subscriber_ratios"] for r in report["rows"]))
+        self.assertEqual(len(report["subscriber_totals"]), 2)
+        self.assertTrue(all(t["stored"] > 0 and not t["errors"] for t in report["subscriber_totals"]), report["subscriber_totals"])
+        self.assertEqual(report["kv_events_status"]["subscribers"], 0, "detached at the end")
+        self.assertIn("KV-event subscribers", printed.getvalue())
+        print("\n" + printed.getvalue().split("KV-event subscribers", 1)[1])
 
     @staticmethod
     def make(stack, server, chunks, seed):
