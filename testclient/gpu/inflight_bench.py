@@ -20,6 +20,22 @@ round trip of the client's frame sizes to an echo ROUTER) and floor / request ne
     python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
         --chunks 1,4,16,64 --warmup 1500 --fresh-requests 20 --scattered --out $OUT/inflight
 
+Issue 28: --subscribers 0,8 runs every round of every cell once with no KV-event subscriber and once with 8 attached (the
+order alternating per round, so both share the machine's state), each a subscribe_kv_events stream on its own DEALER in a
+child process (kv_subscriber.py: its GIL is not the timed worker's), acking every batch at once, resuming from its cursor
+when attached again; the row's plain figures are the first count's, row["subscribers"] has each count's request times and
+handler time, row["subscriber_ratios"] time with 8 / time with 0 (best and median, STORE and RETRIEVE), and the records,
+batches and lost batches every subscriber received. The server's KV-event log must be on (--kv-event-log-size, default
+32768). --model qwen-like (issue 30): hybrid_check.qwen_like's Mamba state pages [nb, 2, 544, 1, 128] and full attention
+[nb, 2, 544, 1, 256], 18 + 6 layers interleaved 3:1, on a server with --chunk-size 544: a STORE writes one snapshot per
+chunk, a RETRIEVE reads the last chunk's only, so the row has store_bytes and retrieve_bytes and each op's raw baseline is of
+its own bytes.
+
+    python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+        --chunks 1,4,16,64 --warmup 1500 --subscribers 0,8 --out $OUT/inflight-subs
+    python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+        --chunks 1,4,16,64 --warmup 1500 --model qwen-like --out $OUT/inflight-qwen
+
 LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording or an A/B property), LMCACHE_BENCH_TAG names
 the JSON, LMCACHE_BENCH_TRANSPORT=zmtp uses the pure-Python client instead of libzmq, LMCACHE_BENCH_NO_WORKER_EVENT=1
 sends no worker event. Each row also has the worker's split of its best request (send, reply, open, wait), a wall-clock
@@ -39,6 +55,7 @@ import torch  # noqa: E402
 import gpu_check  # noqa: E402
 import hybrid_check  # noqa: E402
 import inflight_floor  # noqa: E402
+import kv_subscriber  # noqa: E402
 import libzmq_dealer  # noqa: E402
 from gpu_check import CHUNK, OP, Server, Worker, key, log, pack, raw_copy_gbps, script_args, unpack  # noqa: E402
 
@@ -135,16 +152,17 @@ def raw_wall_ms(nbytes, repeats=30, idle_s=0.005):
     return out
 
 
-def messaging_floor(server, repeats=200):
+def messaging_floor(server, repeats=200, chunk=CHUNK):
     """The worker's own share of a request that does no copy, measured like one(): a PING's round trip (frames out,
     reply in, this process's ZMTP client and msgpack) and opening an already complete server event and waiting on it
     (what the worker does with every STORE/RETRIEVE reply). Best and median, in microseconds: the floor under the
     server path that no server change removes (the real client's pyzmq is faster than this pure-Python ZMTP)."""
-    w = Worker(server, "nhd", layers=1, blocks=16, seed=3)
+    per_chunk = chunk // 16
+    w = Worker(server, "nhd", layers=1, blocks=per_chunk, seed=3)
     assert w.register() is None
     pings, opens, stored, fresh = [], [], [], []
-    tokens = list(range(CHUNK))
-    handle, ok = w.client.call("store", key(tokens, 0, CHUNK, "floor"), w.instance, [list(range(16))], w.event())
+    tokens = list(range(chunk))
+    handle, ok = w.client.call("store", key(tokens, 0, chunk, "floor"), w.instance, [list(range(per_chunk))], w.event())
     torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle)).synchronize()
     for i in range(repeats):
         t0 = time.perf_counter()
@@ -156,7 +174,7 @@ def messaging_floor(server, repeats=200):
         # a STORE of a chunk stored already: no copy, the reply carries a new recorded event, as every transfer's does
         event = w.event()
         t0 = time.perf_counter()
-        again, _ = w.client.call("store", key(tokens, 0, CHUNK, f"floor{i}"), w.instance, [list(range(16))], event)
+        again, _ = w.client.call("store", key(tokens, 0, chunk, f"floor{i}"), w.instance, [list(range(per_chunk))], event)
         stored.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(again)).synchronize()
@@ -173,22 +191,24 @@ def messaging_floor(server, repeats=200):
     return out
 
 
-def warm_up(server, rounds):
+def warm_up(server, rounds, chunk=CHUNK):
     """A server that has served for a while: its request path compiled by the JIT's top tier (thousands of
-    requests; a fresh JVM interprets the first ones), as in production. Rounds of 1-chunk STORE, LOOKUP, RETRIEVE."""
+    requests; a fresh JVM interprets the first ones), as in production. Rounds of 1-chunk STORE, LOOKUP, RETRIEVE
+    of Llama-8B-shaped blocks of 16 tokens (chunk: the server's --chunk-size)."""
     if rounds <= 0:
         return
-    w = Worker(server, "nhd", layers=32, blocks=48, block=16, heads=8, head=128, seed=7)
+    per_chunk = chunk // 16
+    w = Worker(server, "nhd", layers=32, blocks=3 * per_chunk, block=16, heads=8, head=128, seed=7)
     assert w.register() is None
     rng = random.Random(7)
     t0 = time.perf_counter()
     for i in range(rounds):
-        tokens = [rng.randrange(150000) for _ in range(CHUNK)]
-        one(w, "store", tokens, list(range(16)), f"w{i}")
+        tokens = [rng.randrange(150000) for _ in range(chunk)]
+        one(w, "store", tokens, list(range(per_chunk)), f"w{i}")
         deadline = time.time() + 5
-        while w.lookup(tokens, CHUNK, f"w{i}-l{time.time()}") != 1:
+        while w.lookup(tokens, chunk, f"w{i}-l{time.time()}") != 1:
             assert time.time() < deadline
-        one(w, "retrieve", tokens, list(range(16, 32)), f"w{i}")
+        one(w, "retrieve", tokens, list(range(per_chunk, 2 * per_chunk)), f"w{i}")
         if i % 50 == 49:
             server.clear()
     server.clear()
@@ -205,7 +225,8 @@ def plain_worker(server, chunks, scatter, rng, seed):
     ids = list(range(3 * needed))
     if scatter:
         rng.shuffle(ids)
-    return w, ids[:needed], ids[needed:2 * needed], 2 * 32 * needed * block * 8 * 128 * 2, w.lookup
+    nbytes = 2 * 32 * needed * block * 8 * 128 * 2
+    return w, ids[:needed], ids[needed:2 * needed], {"store": nbytes, "retrieve": nbytes}, w.lookup
 
 
 def gemma_worker(server, chunks, scatter, rng, seed, layers=8):
@@ -232,63 +253,172 @@ def gemma_worker(server, chunks, scatter, rng, seed, layers=8):
         dst[0] = [hybrid_check.NULL] * (needed[0] - keep) + dst[0][-keep:]
     stored = [len([b for b in src[0] if b != hybrid_check.NULL]), needed[1]]
     request_bytes = 2 * 32 * 4 * 256 * 2 * (len(sliding) * stored[0]) + 2 * 16 * 4 * 512 * 2 * (len(full) * stored[1])
-    return w, src, dst, request_bytes, w.lookup
+    return w, src, dst, {"store": request_bytes, "retrieve": request_bytes}, w.lookup
 
 
-def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None):
+QWEN_CHUNK = 544  # the unified block size N of Qwen3.5-0.8B: the server runs with --chunk-size N (hybrid-and-l2.md §A.3.5)
+
+
+def qwen_layout(chunks, scatter, rng, mamba_layers=18, attention_layers=6):
+    """hybrid_check.qwen_like's layout, at a model's depth: Mamba/GDN state pages re-viewed as [nb, 2, N, 1, 128] (one
+    block id per chunk, recurrent, window N) and sub-paged full attention [nb, 2, N, 1, 256], N = 544, bf16; the layers
+    interleaved 3:1 linear to full attention as in Qwen3-Next / Qwen3.5. Block 0 (vLLM's null block) never used.
+    Returns (groups as HybridWorker takes them, src lists, dst lists, bytes per op); no torch, so a CPU test checks it.
+
+    STORE: vLLM's align mode with --max-num-batched-tokens in [N, 2N) snapshots the state at every chunk boundary, so
+    every chunk carries a real Mamba id and the server stores one snapshot per chunk. RETRIEVE: a recurrent group restores
+    from its last chunk's snapshot only (the server reads [L-1, L) of a window of one chunk), so the worker sends null ids
+    before it (as hybrid_check does) and the request moves 1 snapshot + every attention chunk."""
+    n = QWEN_CHUNK
+    total = mamba_layers + attention_layers
+    full = tuple(i for i in range(total) if i % 4 == 3)[:attention_layers]
+    mamba = tuple(i for i in range(total) if i not in full)
+    blocks = 3 * chunks + 1
+    groups = [(mamba, (blocks, 2, n, 1, 128), 0, n, n, True), (full, (blocks, 2, n, 1, 256), 0, n, -1, False)]
+    src, dst = [], []
+    for _ in groups:
+        ids = list(range(1, blocks))
+        if scatter:
+            rng.shuffle(ids)
+        src.append(ids[:chunks])
+        dst.append(ids[chunks:2 * chunks])
+    dst[0] = [hybrid_check.NULL] * (chunks - 1) + dst[0][-1:]
+    state, attention = 2 * n * 128 * 2, 2 * n * 256 * 2  # one layer's page of one block id
+    nbytes = {"store": chunks * (len(mamba) * state + len(full) * attention),
+              "retrieve": len(mamba) * state + chunks * len(full) * attention}
+    return groups, src, dst, nbytes
+
+
+def qwen_worker(server, chunks, scatter, rng, seed):
+    """qwen_layout's worker, registered (CUDA tensors)."""
+    groups, src, dst, nbytes = qwen_layout(chunks, scatter, rng)
+    w = hybrid_check.HybridWorker(gpu_check, server, f"inflight/qwen-like-{seed}", groups, seed=seed)
+    assert w.register() is None
+    return w, src, dst, nbytes, w.lookup
+
+
+MODELS = {"plain": (plain_worker, CHUNK), "gemma-like": (gemma_worker, CHUNK), "qwen-like": (qwen_worker, QWEN_CHUNK)}
+
+
+class Subscribers:
+    """The KV-event subscribers of a sweep (issue 28): kv_subscriber.ChildPool, a child process holding up to the largest
+    count of --subscribers, each a DEALER on its own thread acking every batch; attached for a model only while a count
+    above 0 is being measured."""
+
+    def __init__(self, pool):
+        self.pool, self.attached = pool, 0
+
+    def set(self, count, model):
+        if count == self.attached:
+            return
+        if self.pool is None:
+            raise RuntimeError("subscribers asked for with no pool")
+        if count:
+            self.pool.attach(model, count)  # returns once every stream's first batch came: they are live
+        else:
+            self.pool.detach()  # cancelled, each final reply in: no stream work left over for the next requests
+        self.attached = count
+
+
+def request_figures(times, splits):
+    """Best and median ms of one op's counted requests, and the worker's split of the best one."""
+    best = min(times)
+    out = {"ms_best": best * 1e3, "ms_median": sorted(times)[len(times) // 2] * 1e3, "requests": len(times)}
+    fastest = min(splits, key=lambda t: t["total"])
+    for part in ("send", "reply", "open", "wait"):
+        out[f"worker_{part}_us_best_request"] = 1e6 * fastest[part]
+        out[f"worker_{part}_us_median"] = 1e6 * sorted(t[part] for t in splits)[len(splits) // 2]
+    return out
+
+
+def subscriber_deltas(before, after):
+    """Per subscriber, what it received during the cell (the pool's totals after minus before)."""
+    keys = ("records", "stored", "removed", "batches", "lost", "pings")
+    return [{"instance_id": a["instance_id"], **{k: a[k] - b[k] for k in keys}, "last_seq": a["last_seq"], "errors": a["errors"]}
+            for b, a in zip(before, after)]
+
+
+def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None, counts=(0,), subscribers=None):
     """One cell: `repeats` rounds of STORE, LOOKUP until committed, RETRIEVE into other blocks; the first round is not
-    counted unless count_first (a fresh server's first requests are what it measures)."""
+    counted unless count_first (a fresh server's first requests are what it measures).
+
+    counts: KV-event subscriber counts; every round runs the STORE/LOOKUP/RETRIEVE once per count, in the order given on
+    even rounds and reversed on odd ones (0,8 | 8,0 | 0,8 ...: both share the machine's state, and the subscribers
+    attach and detach once every two rounds), each with that many subscribers attached (`subscribers`: a Subscribers).
+    The row's plain figures are the first count's; row["subscribers"] has every count's and the ratios."""
     rng = random.Random(seed)
-    make = gemma_worker if model == "gemma-like" else plain_worker
-    w, src, dst, request_bytes, lookup = make(server, chunks, scatter, rng, seed)
-    times = {"store": [], "retrieve": []}
-    splits = {"store": [], "retrieve": []}
+    make, chunk = MODELS[model]
+    w, src, dst, nbytes, lookup = make(server, chunks, scatter, rng, seed)
+    counts = list(counts)
+    # per count: request times, and the handler time from the server's totals read around every request pair (a /metrics
+    # read before each STORE and after each RETRIEVE, outside the timed requests)
+    split = len(counts) > 1 or subscribers is not None
+    times = {c: {"store": [], "retrieve": []} for c in counts}
+    splits = {c: {"store": [], "retrieve": []} for c in counts}
+    handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
     first = 0 if count_first else 1
-    before = phases_before = gpu_before = None  # set at the first counted round
+    before = phases_before = gpu_before = subs_before = None  # set at the first counted round
     for rep in range(repeats + first):
         if rep == first:  # the first round warms the JIT and the driver: counted from the second on (unless count_first)
             before = latency_totals(server)
             phases_before = submit_cpu(server)
             gpu_before = {op: server.gpu_copy(op) for op in ("store", "retrieve")}
-        tokens = [rng.randrange(150000) for _ in range(chunks * CHUNK)]
-        rid = f"f{seed}-{rep}"
-        s = one(w, "store", tokens, src, rid)
-        # as vLLM's scheduler does before a RETRIEVE: LOOKUP until the stored chunks are committed (the
-        # server commits a STORE when its copy completes, moments after the worker's event fired)
-        deadline = time.time() + 5
-        while lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
-            assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
-        r = one(w, "retrieve", tokens, dst, rid)
-        if rep >= first:
-            for op, t in (("store", s), ("retrieve", r)):
-                times[op].append(t["total"])
-                splits[op].append(t)
-        server.clear()
+            subs_before = subscribers.pool.stats() if subscribers and subscribers.pool else None
+        for count in (counts if rep % 2 == 0 else counts[::-1]):
+            if subscribers is not None:
+                subscribers.set(count, getattr(w, "model", gpu_check.MODEL))
+            tokens = [rng.randrange(150000) for _ in range(chunks * chunk)]
+            rid = f"f{seed}-{rep}-{count}"
+            seg = latency_totals(server) if split else None
+            s = one(w, "store", tokens, src, rid)
+            # as vLLM's scheduler does before a RETRIEVE: LOOKUP until the stored chunks are committed (the
+            # server commits a STORE when its copy completes, moments after the worker's event fired)
+            deadline = time.time() + 5
+            while lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
+                assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
+            r = one(w, "retrieve", tokens, dst, rid)
+            if rep >= first:
+                for op, t in (("store", s), ("retrieve", r)):
+                    times[count][op].append(t["total"])
+                    splits[count][op].append(t)
+                if split:
+                    now = latency_totals(server)
+                    for op in ("store", "retrieve"):
+                        handler[count][op][0] += now[op][0] - seg[op][0]
+                        handler[count][op][1] += now[op][1] - seg[op][1]
+            server.clear()
+    subs_after = subscribers.pool.stats() if subs_before is not None else None
+    if subscribers is not None:
+        subscribers.set(0, None)
     after = latency_totals(server)
     phases_after = submit_cpu(server)
-    raw = raw_copy_gbps(request_bytes)
-    raw.update(raw_wall_ms(request_bytes))
-    row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "model": model, "request_bytes": request_bytes,
+    # each op's raw baseline of its own bytes (STORE: device to host, RETRIEVE: host to device), measured once when equal
+    if nbytes["store"] == nbytes["retrieve"]:
+        raw = raw_copy_gbps(nbytes["store"])
+        raw.update(raw_wall_ms(nbytes["store"]))
+    else:
+        raw = {"d2h": raw_copy_gbps(nbytes["store"])["d2h"], "h2d": raw_copy_gbps(nbytes["retrieve"])["h2d"]}
+        raw.update({k: v for k, v in raw_wall_ms(nbytes["store"]).items() if "d2h" in k})
+        raw.update({k: v for k, v in raw_wall_ms(nbytes["retrieve"]).items() if "h2d" in k})
+    row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "model": model, "chunk_tokens": chunk,
+           "request_bytes": nbytes["store"], "store_bytes": nbytes["store"], "retrieve_bytes": nbytes["retrieve"],
            "fresh_server_first_requests": repeats if count_first else None,
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
            **{k: v for k, v in raw.items() if k.startswith("wall_")}}
+    base = counts[0]
     for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
-        best = min(times[op])
-        row[f"{op}_gbps"] = request_bytes / best / 1e9
+        figures = request_figures(times[base][op], splits[base][op])
+        best = figures["ms_best"] / 1e3
+        row[f"{op}_gbps"] = nbytes[op] / best / 1e9
         row[f"{op}_vs_raw"] = row[f"{op}_gbps"] / raw_rate
         # against the worker's own copy timed as a request is: issued after an idle gap, CPU clock to its event
         row[f"{op}_vs_raw_wall"] = raw[f"wall_{'d2h' if op == 'store' else 'h2d'}_ms_best"] / (best * 1e3)
-        row[f"{op}_ms_best"] = best * 1e3
-        row[f"{op}_ms_median"] = sorted(times[op])[len(times[op]) // 2] * 1e3
         # the worker's side of the best request, and each part's median over the requests
-        fastest = min(splits[op], key=lambda t: t["total"])
-        for part in ("send", "reply", "open", "wait"):
-            row[f"{op}_worker_{part}_us_best_request"] = 1e6 * fastest[part]
-            row[f"{op}_worker_{part}_us_median"] = 1e6 * sorted(t[part] for t in splits[op])[len(splits[op]) // 2]
+        row.update({f"{op}_{k}": v for k, v in figures.items() if k != "requests"})
         # the server's GPU time per request (its DMA stream from the first copy to the last): what the pipeline's
         # fill and drain add to the raw copy, apart from the CPU before and the worker's messaging around it
         gpu_seconds, _ = (a - b for a, b in zip(server.gpu_copy(op), gpu_before[op]))
-        row[f"{op}_gpu_ms_mean"] = 1e3 * gpu_seconds / repeats
+        row[f"{op}_gpu_ms_mean"] = 1e3 * gpu_seconds / (repeats * len(counts))
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
         a, b = phases_after.get(op, {}), phases_before.get(op, {})
@@ -301,6 +431,20 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         # the floor of this cell: the raw copy plus one bare round trip of this op's own frame sizes
         trip = floor.round_trips(request_frames(w, op, tokens, src if op == "store" else dst, rid)) if floor else None
         inflight_floor.floor_fields(row, op, raw["d2h" if op == "store" else "h2d"], trip)
+    if split:
+        per_count = {}
+        for c in counts:
+            per_count[c] = {}
+            for op in ("store", "retrieve"):
+                figures = request_figures(times[c][op], splits[c][op])
+                per_count[c].update({f"{op}_{k}": v for k, v in figures.items() if k in ("ms_best", "ms_median", "requests")})
+                seconds, n = handler[c][op]
+                per_count[c][f"{op}_handler_us"] = 1e6 * seconds / n if n else None
+        if subs_after is not None:
+            deltas = subscriber_deltas(subs_before, subs_after)
+            for c in counts:
+                per_count[c]["per_subscriber"] = deltas[:c] if c else []
+        inflight_floor.subscriber_fields(row, per_count, base)
     w.client.call("unregister", w.instance)
     del w
     torch.cuda.empty_cache()
@@ -316,10 +460,17 @@ def main():
     p.add_argument("--fresh-requests", type=int, default=0,
                    help="per cell, the first N requests of a freshly started server, next to the same cell warm (0: none)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
-    p.add_argument("--model", choices=("plain", "gemma-like"), default="plain",
-                   help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout")
+    p.add_argument("--model", choices=tuple(MODELS), default="plain",
+                   help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout; qwen-like: Mamba state pages"
+                        " and full attention at --chunk-size 544 (qwen_worker)")
+    p.add_argument("--subscribers", default="0",
+                   help="KV-event subscriber counts, e.g. 0,8: every round of a cell runs once per count (alternating order),"
+                        " with that many subscribe_kv_events streams attached, acking every batch (kv_subscriber.py)")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
     args = p.parse_args()
+    counts = [int(c) for c in args.subscribers.split(",")]
+    if any(c < 0 for c in counts) or len(set(counts)) != len(counts):
+        p.error("--subscribers: distinct counts >= 0")
     os.makedirs(args.out, exist_ok=True)
     torch.cuda.init()
     patterns = args.pattern.split(",")
@@ -327,7 +478,8 @@ def main():
         patterns.append("scattered")
     cells = [(int(c), pat == "scattered") for c in args.chunks.split(",") for pat in patterns]
     echo = None if args.no_floor else inflight_floor.EchoFloor()
-    extra = ("--max-gpu-workers", "2")
+    chunk = MODELS[args.model][1]
+    extra = ("--max-gpu-workers", "2") + (("--chunk-size", str(chunk)) if chunk != CHUNK else ())
     fresh = {}
     rows = []
     try:
@@ -341,16 +493,32 @@ def main():
             finally:
                 fresh_server.stop()
         server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+        pool = None
         try:
-            warm_up(server, args.warmup)
-            floor = messaging_floor(server)
+            warm_up(server, args.warmup, chunk)
+            floor = messaging_floor(server, chunk=chunk)
+            if max(counts) > 0:
+                events = server.status().get("kv_events", {})
+                if not events.get("enabled"):
+                    raise RuntimeError("--subscribers needs the server's KV-event log (--kv-event-log-size > 0, the default):"
+                                       f" /status kv_events = {events}")
+                # from the log's end: the warm-up's records are not replayed into the first counted requests
+                pool = kv_subscriber.ChildPool(server.port, max(counts), cursor=events["next_seq"] - 1, seed=28)
+                subscriber_transport = pool.transport
+            subscribers = Subscribers(pool) if pool else None
             for chunks, scatter in cells:
-                row = sweep(server, chunks, scatter, args.repeats, 100 + chunks, args.model, floor=echo)
+                row = sweep(server, chunks, scatter, args.repeats, 100 + chunks, args.model, floor=echo, counts=counts,
+                            subscribers=subscribers)
                 if (chunks, scatter) in fresh:
                     inflight_floor.fresh_fields(row, fresh[(chunks, scatter)])
                 log(json.dumps(row))
                 rows.append(row)
+            if pool:
+                subscriber_totals = pool.stats()
+                log_status = server.status().get("kv_events")  # log depth, next seq, lost markers, subscribers now
         finally:
+            if pool:
+                pool.close()
             server.stop()
     finally:
         if echo:
@@ -359,7 +527,11 @@ def main():
     report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                           "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
               "transport": libzmq_dealer.transport(), "command": " ".join(sys.argv), "messaging_floor": floor, "model": args.model,
-              "fresh_requests": args.fresh_requests, "rows": rows}
+              "fresh_requests": args.fresh_requests, "subscriber_counts": counts, "rows": rows}
+    if max(counts) > 0:
+        report["subscriber_transport"] = subscriber_transport
+        report["subscriber_totals"] = subscriber_totals  # per subscriber over the whole run
+        report["kv_events_status"] = log_status
     with open(os.path.join(args.out, f"inflight-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'st/wall':>7} {'rt/wall':>7} {'store ms':>9} {'retr ms':>9}"
@@ -376,6 +548,17 @@ def main():
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     print()
     print(inflight_floor.table(rows))
+    if len(counts) > 1 or max(counts) > 0:
+        print()
+        print(f"KV-event subscribers (ratio: request time with that many / with {counts[0]}, best/median; records per subscriber"
+              " in the cell, min-max over the subscribers: each attach resumes from its cursor, so the records of the rounds"
+              " without subscribers arrive too):")
+        print(inflight_floor.subscriber_table(rows))
+        if max(counts) > 0:
+            print("per subscriber over the run: " + "; ".join(
+                f"{s['records']} records ({s['stored']} stored, {s['removed']} removed) in {s['batches']} batches, {s['lost']} lost,"
+                f" last seq {s['last_seq']}, {s['attaches']} attaches{', errors ' + str(s['errors']) if s['errors'] else ''}"
+                for s in subscriber_totals))
     return 0
 
 

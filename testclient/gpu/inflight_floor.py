@@ -77,13 +77,14 @@ class EchoFloor:
 
 def floor_fields(row, op, raw_gbps, round_trip):
     """Adds {op}_floor_ms and {op}_floor_vs_request (best and median) to a row that has {op}_ms_best/_median and
-    request_bytes; round_trip: EchoFloor.round_trips' result for this op's frames (None: no floor measured)."""
+    request_bytes (or {op}_bytes where the two ops move different bytes); round_trip: EchoFloor.round_trips' result for this op's frames (None: no floor measured)."""
     if round_trip is None or not raw_gbps:
         row[f"{op}_floor_ms"] = None
         row[f"{op}_floor_vs_request"] = None
         row[f"{op}_floor_vs_request_median"] = None
         return row
-    raw_ms = row["request_bytes"] / (raw_gbps * 1e9) * 1e3
+    # a hybrid layout can move other bytes one way than the other (qwen-like: a RETRIEVE reads the last Mamba snapshot only)
+    raw_ms = row.get(f"{op}_bytes", row["request_bytes"]) / (raw_gbps * 1e9) * 1e3
     floor_ms = raw_ms + round_trip["median_us"] / 1e3
     row[f"{op}_raw_copy_ms"] = raw_ms
     row[f"{op}_round_trip_us_median"] = round_trip["median_us"]
@@ -128,4 +129,47 @@ def table(rows):
             f" {_fmt(r.get('fresh_store_floor_vs_request_median')):>18} {_fmt(r.get('fresh_retrieve_floor_vs_request_median')):>18} |"
             f" {_fmt(r.get('store_handler_us'), '.0f'):>9} {_fmt(r.get('retrieve_handler_us'), '.0f'):>9}"
             f" {_fmt(r.get('fresh_store_handler_us'), '.0f'):>12} {_fmt(r.get('fresh_retrieve_handler_us'), '.0f'):>12}")
+    return "\n".join(lines)
+
+
+def subscriber_fields(row, per_count, base):
+    """KV-event subscribers (issue 28): per_count maps a subscriber count to its figures in this cell ({op}_ms_best,
+    {op}_ms_median, {op}_handler_us, records per subscriber); adds them as row["subscribers"] and, for every other count,
+    row["subscriber_ratios"][count] = request time with that many ÷ with `base` (best and median, STORE and RETRIEVE:
+    1.0 means the subscribers cost nothing; above 1 they slow the request)."""
+    row["subscribers"] = {str(c): figures for c, figures in per_count.items()}
+    ratios = {}
+    b = per_count[base]
+    for c, figures in per_count.items():
+        if c == base:
+            continue
+        ratios[str(c)] = {f"{op}_{stat}": (figures[f"{op}_ms_{stat}"] / b[f"{op}_ms_{stat}"] if b[f"{op}_ms_{stat}"] else None)
+                          for op in ("store", "retrieve") for stat in ("best", "median")}
+        for op in ("store", "retrieve"):
+            h, hb = figures.get(f"{op}_handler_us"), b.get(f"{op}_handler_us")
+            ratios[str(c)][f"{op}_handler"] = h / hb if h is not None and hb else None
+    row["subscriber_base"] = base
+    row["subscriber_ratios"] = ratios
+    return row
+
+
+def subscriber_table(rows):
+    """One line per cell and subscriber count: request ms (best/median) and handler us per op, the ratios against the
+    base count, and the records each subscriber received in the cell (min-max over the subscribers)."""
+    head = (f"{'chunks':>6} {'blocks':>11} {'subs':>4} | {'st ms best':>10} {'st ms med':>9} {'st hdl us':>9} {'st ratio b/m':>12} |"
+            f" {'rt ms best':>10} {'rt ms med':>9} {'rt hdl us':>9} {'rt ratio b/m':>12} | records/subscriber (batches, lost)")
+    lines = [head]
+    for r in rows:
+        for c, f in r.get("subscribers", {}).items():
+            ratio = r["subscriber_ratios"].get(c)
+            cells = []
+            for op in ("store", "retrieve"):
+                rb = _fmt(ratio[f"{op}_best"]) + "/" + _fmt(ratio[f"{op}_median"]) if ratio else "base"
+                cells.append(f"{f[f'{op}_ms_best']:>10.3f} {f[f'{op}_ms_median']:>9.3f} {_fmt(f.get(f'{op}_handler_us'), '.0f'):>9}"
+                             f" {rb:>12}")
+            subs = f.get("per_subscriber") or []
+            live = "-" if not subs else (f"{min(s['records'] for s in subs)}-{max(s['records'] for s in subs)}"
+                                         f" ({min(s['batches'] for s in subs)}-{max(s['batches'] for s in subs)},"
+                                         f" {sum(s['lost'] for s in subs)})")
+            lines.append(f"{r['chunks']:>6} {r['blocks']:>11} {c:>4} | {cells[0]} | {cells[1]} | {live}")
     return "\n".join(lines)

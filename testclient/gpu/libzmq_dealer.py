@@ -4,13 +4,14 @@ vLLM's worker talks to the server through pyzmq, which is libzmq underneath; the
 spends tens of microseconds per round trip in Python (a syscall per frame, a read per header byte), which the
 one-in-flight benchmark would count against the server. This module loads the libzmq that pyzmq's own wheel bundles
 (prepare.sh stages the wheel in .device/zmq/; only its two shared libraries are used, so the wheel's Python version
-does not matter) and offers zmtp.Dealer's interface: send(frames), recv() -> [bytes], close().
+does not matter) and offers zmtp.Dealer's interface: send(frames), recv() -> [bytes], recv_within(seconds), close().
 
 load() returns None when no libzmq is staged, or LMCACHE_BENCH_TRANSPORT=zmtp asks for the pure-Python client;
 callers then fall back to zmtp.Dealer.
 """
 
 import ctypes
+import errno
 import glob
 import os
 import tempfile
@@ -122,6 +123,18 @@ class Dealer:
             lib.zmq_msg_close(msg)
             if not more:
                 return frames
+
+    def recv_within(self, timeout_s: float):
+        """recv(), or None when no message arrives within timeout_s (a multipart message arrives whole or not at all, so a
+        timeout never splits one). For a loop that also has to notice a stop flag (kv_subscriber.py)."""
+        ms = ctypes.c_int(max(0, int(timeout_s * 1000)))
+        self._check(self._lib.zmq_setsockopt(self._sock, ZMQ_RCVTIMEO, ctypes.byref(ms), ctypes.sizeof(ms)), "setsockopt")
+        try:
+            return self.recv()
+        except ConnectionError:
+            if self._lib.zmq_errno() == errno.EAGAIN:
+                return None
+            raise
 
     def close(self) -> None:
         self._lib.zmq_close(self._sock)

@@ -3,8 +3,13 @@
 # has no Java: a small jlinked Java 25 runtime and the server's jars with their runtime dependencies.
 # Usage, from the repository root:
 #   testclient/gpu/prepare.sh            (builds first: mvn -pl server -am package)
-# then on the GPU host:  bash testclient/gpu/run-on-device.sh [test|bench|all]
+# then on the GPU host:  bash testclient/gpu/run-on-device.sh [test|bench|memory|kvevents|all]
 #                        or .device/java -cp '.device/lib/*' <main class> <args>
+# .device/lib also holds the bench module's classes (lmcache-bench.jar) and the two runtime jars its KV-event and
+# request-latency benchmarks need beyond the server's (awaitility, hamcrest: ServerProcess waits with Awaitility), so
+# KvEventStoreBench and RequestLatencyBench run there too (run-on-device.sh kvevents). The L2 client's jars (Lettuce,
+# Reactor, Netty, redis-authx) are left out to stay under the 64 MiB that travel: no GPU run configures a Redis L2, and
+# the JVM skips a missing Class-Path entry (LMCACHE_DEVICE_L2_JARS=1 keeps them).
 set -euo pipefail
 root=$(cd "$(dirname "$(readlink -f -- "${BASH_SOURCE[0]}")")/../.." && pwd)
 cd "$root"
@@ -14,7 +19,9 @@ if [ -d .git ] || [ -f .git ]; then
   exclude=$(git rev-parse --git-path info/exclude)
   grep -qx '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 fi
-mvn -q -B -DskipTests -pl server -am package
+# the bench module too (its -am builds the server); its runtime classpath names the jars copied below
+mvn -q -B -DskipTests -pl server,bench -am package dependency:build-classpath \
+  -Dmdep.outputFile=target/classpath.txt -Dmdep.includeScope=runtime
 mkdir -p .device/lib
 if [ ! -x .device/jre/bin/java ]; then
   # the image's module set (see the Dockerfile)
@@ -28,6 +35,15 @@ cp server/target/lmcache-server.jar server/target/lib/*.jar .device/lib/
 for module in protocol config cuda server; do
   cp "$module"/target/*-tests.jar .device/lib/ 2>/dev/null || true
 done
+if [ "${LMCACHE_DEVICE_L2_JARS:-0}" != 1 ]; then
+  rm -f .device/lib/lettuce-core-*.jar .device/lib/reactor-core-*.jar .device/lib/reactive-streams-*.jar \
+    .device/lib/netty-*.jar .device/lib/redis-authx-*.jar
+fi
+# the benchmarks' classes (io.lmcache.bench.*) and what KvEventStoreBench / RequestLatencyBench load beyond the server's
+# jars and its test jar: Awaitility (ServerProcess.awaitReady) and its Hamcrest
+"$jdk/bin/jar" cf .device/lib/lmcache-bench.jar -C bench/target/classes .
+tr ':' '\n' < bench/target/classpath.txt | grep -E '/(awaitility|hamcrest)-[^/]*\.jar$' | xargs -r cp -t .device/lib/
+rm -f .device/lmcache-server.jar  # an earlier version staged it here; run-on-device.sh kvevents lays it out on the device
 # keep under the 64 MiB that travel: JCuda's PTX-compiler binding (24 MiB) is not needed there
 for j in .device/lib/jcuda-natives-*.jar; do
   [ -f "$j" ] && command -v zip >/dev/null && zip -q -d "$j" 'lib/libJNvPTXCompiler*' >/dev/null 2>&1 || true

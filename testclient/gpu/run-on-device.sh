@@ -2,8 +2,19 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|bench|memory|all]
+#   bash testclient/gpu/run-on-device.sh [test|bench|memory|kvevents|all]
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
+# kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
+# subscribe_kv_events subscribers, alternating in every round) and RequestLatencyBench (PING/LOOKUP against the server and
+# a bare JeroMQ echo), on .device/jre with '.device/lib/*'; both write their sections into $OUT/bench-results.md (logs
+# kv_event_store_bench.log, request_latency_bench.log). LMCACHE_KV_EVENTS_ARGS / LMCACHE_LATENCY_ARGS replace their
+# arguments; LMCACHE_BENCH_SOURCE names the commit measured (no .git travels). Each takes a few minutes with the defaults
+# below (RequestLatencyBench: 3 rounds x 2 requests x 2 client counts x 2 targets x (3 + 5) s).
+# The one-in-flight sweep with and without 8 live subscribers, and the Qwen-like hybrid (issue 30), are inflight_bench.py:
+#   python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+#     --chunks 1,4,16,64 --warmup 1500 --subscribers 0,8 --out $OUT/inflight-subs
+#   python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+#     --chunks 1,4,16,64 --warmup 1500 --model qwen-like --out $OUT/inflight-qwen
 # LMCACHE_BUILD_PTX=1 first regenerates the copy kernel's PTX with the host's nvcc (into
 # $OUT/ptx/..., ahead of the jars on the classpath) so a kernel change is tested before the PTX
 # is committed: copy $OUT/ptx/io/lmcache/server/cuda/copy_pieces.ptx into
@@ -44,6 +55,23 @@ if [ "$mode" = memory ] || [ "$mode" = all ]; then
   # issue 32: device memory before and after the first REGISTER, and the pool's NUMA placement
   python3 testclient/gpu/device_memory_check.py --java "$java" --classpath "$cp" --out "$out" \
     --variant 'driverstack=-Dlmcache.cuda.stackLimitBytes=0' --variant 'staging1=-Dlmcache.cuda.stagingMiB=1' 2>&1 | tee "$out/device_memory.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$mode" = kvevents ]; then
+  export LMCACHE_BENCH_SOURCE=${LMCACHE_BENCH_SOURCE:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  # Both start servers with `java -jar server/target/lmcache-server.jar`, whose manifest names lib/<dependency>.jar beside
+  # it: KvEventStoreBench through ServerProcess (-Dlmcache.server.jar, the benchmark's own java), RequestLatencyBench through
+  # bin/lmcache-server ($JAVA_HOME/bin/java; it rebuilds unless the jar is newer than every source, hence the touch after
+  # the checkout). The staged jars are laid out there (build outputs are not carried).
+  mkdir -p server/target/lib && cp .device/lib/*.jar server/target/lib/ && cp .device/lib/lmcache-server.jar server/target/ \
+    && touch server/target/lmcache-server.jar
+  "$java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -Xmx1g -Dlmcache.server.jar=server/target/lmcache-server.jar \
+    -cp "$cp" io.lmcache.bench.events.KvEventStoreBench ${LMCACHE_KV_EVENTS_ARGS:---stores 2000 --warmup 500 --rounds 3 --subscribers 8} \
+    --results "$out/bench-results.md" 2>&1 | tee "$out/kv_event_store_bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  JAVA_HOME=$PWD/.device/jre "$java" --sun-misc-unsafe-memory-access=allow -Xms256m -Xmx1g -cp "$cp" io.lmcache.bench.latency.RequestLatencyBench \
+    ${LMCACHE_LATENCY_ARGS:---warmup-s 3 --duration-s 5 --rounds 3 --clients 1,16} --results "$out/bench-results.md" 2>&1 \
+    | tee "$out/request_latency_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 exit $rc

@@ -34,6 +34,29 @@ class FloorTest(unittest.TestCase):
         self.assertEqual(warm["fresh_store_handler_us"], 400.0)
         self.assertNotIn("fresh_retrieve_floor_vs_request_median", warm)
 
+    def test_floor_uses_the_ops_own_bytes_where_given(self):
+        row = {"request_bytes": 8 << 20, "retrieve_bytes": 2 << 20, "retrieve_ms_best": 1.0, "retrieve_ms_median": 1.0}
+        f.floor_fields(row, "retrieve", 50.0, {"best_us": 10.0, "median_us": 20.0})
+        self.assertAlmostEqual(row["retrieve_raw_copy_ms"], (2 << 20) / 50e9 * 1e3)
+
+    def test_subscriber_ratios_are_against_the_base_count(self):
+        per_count = {0: {"store_ms_best": 1.0, "store_ms_median": 2.0, "retrieve_ms_best": 1.0, "retrieve_ms_median": 1.0,
+                         "store_handler_us": 100.0, "retrieve_handler_us": None},
+                     8: {"store_ms_best": 1.1, "store_ms_median": 2.2, "retrieve_ms_best": 0.9, "retrieve_ms_median": 1.0,
+                         "store_handler_us": 120.0, "retrieve_handler_us": 50.0,
+                         "per_subscriber": [{"records": 5, "batches": 3, "lost": 0}, {"records": 6, "batches": 4, "lost": 1}]}}
+        row = f.subscriber_fields({"chunks": 4, "blocks": "consecutive"}, per_count, 0)
+        ratio = row["subscriber_ratios"]["8"]
+        self.assertAlmostEqual(ratio["store_best"], 1.1)
+        self.assertAlmostEqual(ratio["store_median"], 1.1)
+        self.assertAlmostEqual(ratio["retrieve_best"], 0.9)
+        self.assertAlmostEqual(ratio["store_handler"], 1.2)
+        self.assertIsNone(ratio["retrieve_handler"])
+        self.assertNotIn("0", row["subscriber_ratios"])
+        lines = f.subscriber_table([row]).splitlines()
+        self.assertIn("base", lines[1])
+        self.assertIn("5-6 (3-4, 1)", lines[2])
+
     def test_frame_sizes_and_summary(self):
         self.assertEqual(f.frame_sizes([b"\x01", b"abc", bytes(67)]), [1, 3, 67])
         self.assertEqual(f.summarize_us([0.003, 0.001, 0.002]), {"best_us": 1000.0, "median_us": 2000.0})

@@ -5,6 +5,7 @@ messages, receive multipart replies. Frames: flags (MORE=1, LONG=2, COMMAND=4), 
 size, the body.
 """
 
+import select
 import socket
 import struct
 
@@ -63,6 +64,12 @@ class Dealer:
             frames.append(body)
             if not flags & MORE:
                 return frames
+
+    def recv_within(self, timeout_s: float):
+        """recv(), or None when nothing is readable within timeout_s. Only the wait for the first byte is bounded: once a
+        message has begun, it is read whole with the connection's own timeout, so a frame is never cut."""
+        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
+        return self.recv() if readable else None
 
     def close(self) -> None:
         self.sock.close()
