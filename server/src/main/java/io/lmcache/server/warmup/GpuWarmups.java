@@ -109,10 +109,23 @@ public final class GpuWarmups implements AutoCloseable {
      * at most the budget plus {@link #GRACE_NS} from its start. Never throws; returns at once when off or not a warmed path.
      */
     public void afterRegister(CopyPath path) {
-        if (budgetNs == 0 || stopping || path == null || !warms.test(path)) {
+        if (path != null && warms.test(path)) {
+            awaitDevice(path.device(), (budget, stop) -> runner.run(path, budget, stop));
+        }
+    }
+
+    /** One device's warm-up as {@link #afterRegister} runs it: {@code job} on the device's first call, then waits for it. */
+    @FunctionalInterface
+    interface Job {
+        Outcome run(long budgetNs, Stop stop) throws Exception;
+    }
+
+    /** Starts {@code device}'s warm-up ({@code job}) if this is its first call, and waits for it (bounded); never throws. */
+    void awaitDevice(String device, Job job) {
+        if (budgetNs == 0 || stopping) {
             return;
         }
-        Task task = tasks.computeIfAbsent(path.device(), device -> start(device, path));
+        Task task = tasks.computeIfAbsent(device, key -> start(key, job));
         registersWaited.increment();
         long leftNs = task.startNs + budgetNs + GRACE_NS - System.nanoTime();
         try {
@@ -128,11 +141,11 @@ public final class GpuWarmups implements AutoCloseable {
         }
     }
 
-    private Task start(String device, CopyPath path) {
+    private Task start(String device, Job job) {
         Task task = new Task(device);
         started.increment();
         // runs on: lmcache-gpu-warmup-DEVICE (one-shot: ends with the warm-up)
-        Thread thread = NamedThreads.thread("lmcache-gpu-warmup-" + device, true, () -> run(task, path));
+        Thread thread = NamedThreads.thread("lmcache-gpu-warmup-" + device, true, () -> run(task, job));
         synchronized (threads) {
             threads.add(thread);
         }
@@ -140,25 +153,25 @@ public final class GpuWarmups implements AutoCloseable {
         return task;
     }
 
-    private void run(Task task, CopyPath path) {
-        String device = task.device;
-        Outcome outcome;
+    private void run(Task task, Job job) {
+        Outcome outcome = new Outcome(0, "failed: ended without an outcome", 0);
         try {
-            outcome = runner.run(path, budgetNs, () -> stopping);
-            if (outcome == null) {
-                outcome = new Outcome(0, "failed: no outcome", 0);
+            Outcome ran = job.run(budgetNs, () -> stopping);
+            if (ran != null) {
+                outcome = ran;
             }
         } catch (Throwable t) {
             outcome = new Outcome(0, "failed: " + t, 0);
+        } finally {
+            if (outcome.stoppedBy().startsWith("failed")) {
+                failures.increment();
+            }
+            task.elapsedNs = System.nanoTime() - task.startNs;
+            task.done.complete(outcome); // every waiting REGISTER replies now, whatever happened
         }
-        if (outcome.stoppedBy().startsWith("failed")) {
-            failures.increment();
-        }
-        task.elapsedNs = System.nanoTime() - task.startNs;
         LOG.info("GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path on scratch memory) in {} ms, {} pool"
-                + " region(s) pinned ahead of the first STOREs, {}", device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs),
+                + " region(s) pinned ahead of the first STOREs, {}", task.device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs),
                 outcome.regionsPinned(), outcome.stoppedBy());
-        task.done.complete(outcome);
     }
 
     /** What {@code /status} shows under {@code jit_warmup.gpu}. */
