@@ -55,7 +55,12 @@ public final class GpuWarmups implements AutoCloseable {
      * @param stoppedBy "budget", "stopping", or why it stopped early
      * @param regionsPinned pool regions pinned ahead of the first STOREs
      */
-    public record Outcome(int rounds, String stoppedBy, int regionsPinned) {}
+    public record Outcome(int rounds, String stoppedBy, int regionsPinned) {
+        /** Whether it ran as meant: to its budget, to the end of its rounds, or until the server stopped; else a failure. */
+        public boolean ok() {
+            return stoppedBy.equals("budget") || stoppedBy.equals("done") || stoppedBy.equals("stopping");
+        }
+    }
 
     /** A device's warm-up as /status shows it ({@code jit_warmup.gpu.devices}). */
     private static final class Task {
@@ -163,15 +168,22 @@ public final class GpuWarmups implements AutoCloseable {
         } catch (Throwable t) {
             outcome = new Outcome(0, "failed: " + t, 0);
         } finally {
-            if (outcome.stoppedBy().startsWith("failed")) {
+            if (!outcome.ok()) {
                 failures.increment();
             }
             task.elapsedNs = System.nanoTime() - task.startNs;
             task.done.complete(outcome); // every waiting REGISTER replies now, whatever happened
         }
-        LOG.info("GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path on scratch memory) in {} ms, {} pool"
-                + " region(s) pinned ahead of the first STOREs, {}", task.device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs),
-                outcome.regionsPinned(), outcome.stoppedBy());
+        // one line per device (each warms once): INFO when it ran as meant, WARN when not (the GPU path then starts cold, as before)
+        String line = "GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path on scratch memory) in {} ms, {} pool"
+                + " region(s) pinned ahead of the first STOREs, stopped by: {}";
+        Object[] values = {task.device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs), outcome.regionsPinned(),
+            outcome.stoppedBy()};
+        if (outcome.ok()) {
+            LOG.info(line, values);
+        } else {
+            LOG.warn(line, values);
+        }
     }
 
     /** What {@code /status} shows under {@code jit_warmup.gpu}. */

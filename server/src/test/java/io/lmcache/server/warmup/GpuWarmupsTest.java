@@ -21,7 +21,6 @@ import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
-import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
@@ -126,10 +125,20 @@ class GpuWarmupsTest {
         assertSame(Reply.NONE, transfers.register(registration(1), PEER));
         assertFalse(transfers.objectShapes("warm-model").isEmpty(), "the worker is registered");
         assertEquals(1L, gpu.failureCount());
-        assertTrue(String.valueOf(onlyDevice(gpu).get("stopped_by")).startsWith("failed: java.lang.IllegalStateException"),
+        assertTrue(String.valueOf(onlyDevice(gpu).get("stopped_by")).startsWith("failed: " + IllegalStateException.class.getName()),
                 onlyDevice(gpu).toString());
         assertSame(Reply.NONE, transfers.register(registration(2), PEER), "a later REGISTER on the device");
         assertEquals(1L, gpu.failureCount(), "a failed warm-up is not retried");
+    }
+
+    @Test
+    void aWarmupThatStopsShortOfItsBudgetIsAFailure() throws IOException {
+        GpuWarmups gpu = warmups(BUDGET_NS, (path, budgetNs, stop) -> new GpuWarmups.Outcome(3, "a scratch RETRIEVE failed", 2));
+        assertSame(Reply.NONE, module(gpu).register(registration(1), PEER));
+        assertEquals(1L, gpu.failureCount());
+        assertEquals("a scratch RETRIEVE failed", onlyDevice(gpu).get("stopped_by"));
+        assertTrue(new GpuWarmups.Outcome(1, "budget", 0).ok());
+        assertFalse(new GpuWarmups.Outcome(1, "budget; pinning ahead: region 3: refused", 0).ok(), "a pin that failed counts");
     }
 
     @Test
