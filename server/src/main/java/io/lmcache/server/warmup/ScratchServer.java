@@ -243,12 +243,17 @@ final class ScratchServer implements AutoCloseable {
     static ScratchServer openGpu(ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine, String[] why) {
         CopyPaths.Opener opener = wrappers -> CudaCopyPath.scratch(memory.tensors(wrappers.size()), engine, memory);
         ScratchServer server = new ScratchServer(config, layout, memory.hostSegment(), new Object(), opener, null);
+        return server.registered(gpuWrappers(layout, memory.device().uuid()), why);
+    }
+
+    /** The GPU scratch worker's tensors as its REGISTER names them: zero handles (never opened), one per layer. */
+    static List<TensorWrapper> gpuWrappers(Layout layout, String deviceUuid) {
         List<TensorWrapper> wrappers = new ArrayList<>();
         for (int layer = 0; layer < layout.layers(); layer++) {
             wrappers.add(new TensorWrapper.RawCudaIpc(new byte[64], 0, layout.tensorBytes(), DType.BFLOAT16, layout.shape(), layout.stride(), 0,
-                    memory.device().uuid()));
+                    deviceUuid));
         }
-        return server.registered(wrappers, why);
+        return wrappers;
     }
 
     /** Registers the scratch worker; this server, or null (closed) when the registration is refused. */

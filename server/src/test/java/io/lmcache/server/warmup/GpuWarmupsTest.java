@@ -21,7 +21,9 @@ import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.transfer.CacheGeometry;
 import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.LayoutException;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
@@ -196,7 +198,7 @@ class GpuWarmupsTest {
     }
 
     @Test
-    void theGpuScratchLayoutIsSmallAndTakesBothCopyRoutes() {
+    void theGpuScratchLayoutIsSmallAndTakesBothCopyRoutes() throws LayoutException {
         for (int chunkSize : new int[] {16, 64, 256, 1024, 4096}) {
             ScratchServer.Layout layout = ScratchServer.Layout.gpu(chunkSize);
             assertTrue(layout.tensorBytes() <= 4L << 20, chunkSize + ": a few MiB of device memory, " + layout.tensorBytes());
@@ -204,6 +206,10 @@ class GpuWarmupsTest {
             assertTrue(layout.objectBytes() * layout.maxChunks() <= layout.regionBytes(), "a round's objects fit a region");
         }
         ScratchServer.Layout usual = ScratchServer.Layout.gpu(256);
+        // the scratch worker's REGISTER is one the real planner accepts, with the objects the layout sized the pool for
+        CacheGeometry geometry = CacheGeometry.of(ScratchServer.gpuWrappers(usual, "00000000-0000-0000-0000-000000000000"),
+                new LayoutHints("NHD", 0, 0, 0), List.of(), 256, true);
+        assertEquals(usual.objectBytes(), geometry.largestObjectBytes(), geometry.describe());
         // a chunk's consecutive blocks are one piece of 256 KiB: the batched-copy head's smallest piece by default
         assertEquals(256L << 10, usual.blocksPerChunk() * usual.pieceBytes());
         assertEquals(16L << 10, usual.pieceBytes(), "a single block goes through the staging kernel");
