@@ -57,6 +57,8 @@ import java.util.concurrent.locks.LockSupport;
  * first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders, which would stay
  * registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event log, its own
  * handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and deletes.
+ * The GPU warm-up's ({@link #openGpu}, issue 30) differs only in its memory and its worker's copy path: its pool is scratch
+ * pinned host memory and its worker a {@code CudaCopyPath} over scratch device memory, on the device's real copy engine.
  */
 final class ScratchServer implements AutoCloseable {
     static final long INSTANCE_ID = 0x7761726d7570L; // "warmup"
