@@ -44,6 +44,8 @@ import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.warmup.GpuScratchWarmup;
+import io.lmcache.server.warmup.GpuWarmups;
 import io.lmcache.server.warmup.Warmup;
 import java.util.ArrayList;
 import java.util.List;
@@ -114,6 +116,11 @@ public final class LmcacheServer implements AutoCloseable {
             l2 = data.l2();
             LookupModule lookup = data.lookup();
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
+            // closed before the GPU backend: a warm-up still running stops after its round and frees its scratch memory
+            GpuWarmups gpuWarmups = add(GpuScratchWarmup.forServer(config, l1.store(), gpu.backend()));
+            if (lmcacheDriven != null) {
+                lmcacheDriven.afterRegisterRun(gpuWarmups::afterRegister);
+            }
             EngineDrivenTransferModule engineDriven = data.engineDriven();
             // built after the modules: the reaper runs over modules that are complete, and stops before they close
             ReplyQueue replies = new ReplyQueue();
@@ -163,6 +170,7 @@ public final class LmcacheServer implements AutoCloseable {
             view = new ServerView(config, metrics, new ServerView.Storage(l1, l2, leases),
                     new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
                     new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed ? "shutting down" : agentErrors.fatalReason());
+            view.gpuWarmups(gpuWarmups::status);
             ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());

@@ -24,12 +24,17 @@ import java.util.concurrent.TimeUnit;
  * @param numaPlacement {@code --numa-placement auto}: the pool's regions on the GPUs' NUMA nodes where the host has several
  * @param warmupIterations rounds of the start-up JIT warm-up on scratch memory ({@code --warmup-iterations}; 0: none)
  * @param warmupBudgetNs the most the warm-up may add to start-up ({@code --warmup-budget-ms}); it stops there, done or not
+ * @param gpuWarmupBudgetNs the GPU warm-up's rounds per device, run once after the device's first REGISTER
+ *     ({@code --gpu-warmup-budget-ms}; 0: off)
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
-        String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs) {
+        String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs,
+        long gpuWarmupBudgetNs) {
     /** Rounds of the warm-up by default: see bench/RESULTS.md "JIT cold start" (issue 30) for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
+    /** The GPU warm-up's time per device at its first REGISTER (issue 30): what the REGISTER reply may wait for it. */
+    public static final long DEFAULT_GPU_WARMUP_BUDGET_MS = 500;
     /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
     public static final int DEFAULT_SHM_MODE = 0600;
     /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
@@ -41,7 +46,8 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     /** The defaults (tests). */
     public static OperatorSettings defaults(String instanceId) {
         return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
-                DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS));
+                DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS),
+                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS));
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -69,8 +75,9 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
         };
         int warmupIterations = ConfigLoader.intIn("--warmup-iterations", o.warmupIterations, 0, 1_000_000);
         int warmupBudgetMs = ConfigLoader.intIn("--warmup-budget-ms", o.warmupBudgetMs, 0, 60_000);
+        int gpuWarmupBudgetMs = ConfigLoader.intIn("--gpu-warmup-budget-ms", o.gpuWarmupBudgetMs, 0, 10_000);
         return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa, warmupIterations,
-                TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs));
+                TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs), TimeUnit.MILLISECONDS.toNanos(gpuWarmupBudgetMs));
     }
 
     /** Octal permission bits: the owner reads and writes, nobody executes, others get nothing (0600, 0640, 0660). */

@@ -250,6 +250,12 @@ final class ServerOptions {
                     + " (default: ${DEFAULT-VALUE}).")
     String warmupBudgetMs;
 
+    @Option(names = "--gpu-warmup-budget-ms", defaultValue = "" + OperatorSettings.DEFAULT_GPU_WARMUP_BUDGET_MS,
+            description = "At each GPU's first REGISTER: how long the GPU warm-up runs STOREs and RETRIEVEs through the CUDA copy path on"
+                    + " scratch memory (and pins the pool regions the first STOREs use) before the REGISTER reply, in ms; 0 turns it off"
+                    + " (default: ${DEFAULT-VALUE}).")
+    String gpuWarmupBudgetMs;
+
     @Option(names = "--service-instance-id",
             description = "The service_instance_id label on every metric and target_info (default: --instance-id).")
     String serviceInstanceId;

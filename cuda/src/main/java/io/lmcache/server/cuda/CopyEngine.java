@@ -164,17 +164,28 @@ public final class CopyEngine implements AutoCloseable {
      * nothing on the GPU: its reply is a recorded event and its completion runs before this returns.
      */
     public Submitted submit(Direction direction, DeviceTensors tensors, Feed feed, byte[] clientEvent, Done completion) {
+        return submit(direction, tensors, feed, clientEvent, completion, pool);
+    }
+
+    /**
+     * As {@link #submit(Direction, DeviceTensors, Feed, byte[], Done)}, with the pool offsets in {@code memory} instead of
+     * the L1 pool: the GPU warm-up's transfers between scratch device memory and scratch pinned memory (issue 30), which run
+     * the same lanes, batches, kernel, events and completions. Transfers on memory other than the pool are left out of the
+     * GPU time, bytes and submit-time counters (what /metrics and /status report are the real requests').
+     */
+    public Submitted submit(Direction direction, DeviceTensors tensors, Feed feed, byte[] clientEvent, Done completion, PoolMemory memory) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
-            return submit(direction, lane, tensors, feed, clientEvent, completion);
+            return submit(direction, lane, tensors, feed, clientEvent, completion, memory);
         }
     }
 
     private Submitted submit(Direction direction, Lane lane, DeviceTensors tensors, Feed feed, byte[] clientEvent,
-            Done completion) {
+            Done completion, PoolMemory memory) {
         long startNs = System.nanoTime();
-        Transfer transfer = new Transfer(direction, lane, tensors, pool, kernel, clientEvent, timer());
+        boolean counted = memory == pool;
+        Transfer transfer = new Transfer(direction, lane, tensors, memory, kernel, clientEvent, timer());
         String error = null;
         boolean nothingToStore = false;
         try {
@@ -206,7 +217,7 @@ public final class CopyEngine implements AutoCloseable {
         lane.inFlight.incrementAndGet();
         EventPoller.Completion done = (ok, failure, finishedNs) -> {
             lane.inFlight.decrementAndGet();
-            if (ok && accepted && timed) {
+            if (ok && accepted && timed && counted) {
                 float[] ms = new float[1];
                 if (JCudaDriver.cuEventElapsedTime(ms, timer[0], timer[1]) == 0) {
                     gpuNanos[index].add((long) (ms[0] * 1e6));
@@ -224,11 +235,13 @@ public final class CopyEngine implements AutoCloseable {
             recycle(timer);
             throw e;
         }
-        submitTimes.add(direction, SubmitTimes.Phase.OPEN, transfer.openNs);
-        submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - startNs - transfer.openNs);
-        submitTimes.add(direction, SubmitTimes.Phase.EXPORT, System.nanoTime() - enqueuedNs);
-        submitTimes.add(direction, SubmitTimes.Phase.FIRST_COPY, (transfer.firstCopyNs == 0 ? enqueuedNs : transfer.firstCopyNs) - startNs);
-        submitTimes.submitted(direction, transfer.headBytesCopied);
+        if (counted) {
+            submitTimes.add(direction, SubmitTimes.Phase.OPEN, transfer.openNs);
+            submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - startNs - transfer.openNs);
+            submitTimes.add(direction, SubmitTimes.Phase.EXPORT, System.nanoTime() - enqueuedNs);
+            submitTimes.add(direction, SubmitTimes.Phase.FIRST_COPY, (transfer.firstCopyNs == 0 ? enqueuedNs : transfer.firstCopyNs) - startNs);
+            submitTimes.submitted(direction, transfer.headBytesCopied);
+        }
         return new Submitted(handle, accepted, error);
     }
 

@@ -68,6 +68,15 @@ public final class CudaBackend implements GpuBackend {
     }
 
     @Override
+    public void pinNow(int region) {
+        PinnedPool pool = pinned;
+        if (pool == null) {
+            throw new CudaException("the pool is not pinned (no pinned pool)");
+        }
+        pool.pinNow(region);
+    }
+
+    @Override
     public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
         return DeviceTensors.open(devices, wrappers, release);
     }

@@ -74,6 +74,20 @@ public final class DeviceTensors implements AutoCloseable {
         return new DeviceTensors(device, List.copyOf(mappings), addresses, pointers);
     }
 
+    /**
+     * {@code count} tensors that all start at {@code base}, memory this server allocated itself ({@link ScratchMemory}): no
+     * IPC mapping, so {@link #close} gives nothing back (the scratch memory's owner frees it).
+     */
+    static DeviceTensors scratch(CudaDevice device, CUdeviceptr base, int count) {
+        long[] addresses = new long[count];
+        CUdeviceptr[] pointers = new CUdeviceptr[count];
+        for (int i = 0; i < count; i++) {
+            addresses[i] = Cu.address(base);
+            pointers[i] = base;
+        }
+        return new DeviceTensors(device, List.of(), addresses, pointers);
+    }
+
     public CudaDevice device() {
         return device;
     }

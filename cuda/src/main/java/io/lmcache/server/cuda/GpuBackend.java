@@ -42,6 +42,13 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
 
     void pin(int region, MemorySegment slice);
 
+    /**
+     * Pins a prepared pool region now on the calling thread unless it is pinned already ({@link PinnedPool#pinNow}): the
+     * GPU warm-up's, for the regions the first STOREs allocate from. Throws {@link CudaException} when it cannot (no CUDA,
+     * no GPU registration yet, the region not prepared, or the driver refused).
+     */
+    void pinNow(int region);
+
     /** Opens a worker's CUDA IPC tensors; throws {@link CudaException} (with the reason) when it cannot. */
     DeviceTensors open(List<TensorWrapper> wrappers, Executor release);
 

@@ -42,6 +42,11 @@ public final class NoGpu implements GpuBackend {
     }
 
     @Override
+    public void pinNow(int region) {
+        throw new CudaException("no CUDA: the pool is not pinned");
+    }
+
+    @Override
     public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
         throw new CudaException(REFUSED);
     }

@@ -20,7 +20,7 @@ import org.slf4j.LoggerFactory;
  * made later, sees the pages as pinned too; with unified addressing the device pointer is the same in each). A region
  * is usable for GPU copies only once it is pinned; {@link #address} pins one a transfer meets first.
  */
-public final class PinnedPool implements AutoCloseable {
+public final class PinnedPool implements PoolMemory, AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(PinnedPool.class);
     private static final int FLAGS = 1 /* PORTABLE */ | 2 /* DEVICEMAP */;
 
@@ -79,6 +79,7 @@ public final class PinnedPool implements AutoCloseable {
     }
 
     /** Bytes per region; a DMA run never crosses a region, each is registered on its own. */
+    @Override
     public long regionBytes() {
         return regionBytes;
     }
@@ -88,6 +89,7 @@ public final class PinnedPool implements AutoCloseable {
     }
 
     /** The device-visible address of a pool offset, pinning its region first if no one has yet. */
+    @Override
     public long address(long poolOffset) {
         int region = (int) (poolOffset / regionBytes);
         long base = deviceAddress.get(region);
@@ -98,7 +100,8 @@ public final class PinnedPool implements AutoCloseable {
         return base + (poolOffset - region * regionBytes);
     }
 
-    CUdeviceptr pointer(long poolOffset) {
+    @Override
+    public CUdeviceptr pointer(long poolOffset) {
         int region = (int) (poolOffset / regionBytes);
         CUdeviceptr base = devicePointer.get(region);
         if (base == null) {
@@ -106,6 +109,23 @@ public final class PinnedPool implements AutoCloseable {
             base = devicePointer.get(region);
         }
         return base.withByteOffset(poolOffset - region * regionBytes);
+    }
+
+    /**
+     * Pins this region now on the calling thread unless it is pinned already (waiting for a sweep that is pinning it): what the
+     * GPU warm-up does for the regions the first STOREs will allocate from, so they do not wait for it (issue 30). Throws
+     * {@link CudaException} when pinning has not started (no GPU registration yet) or the driver refused the region.
+     */
+    public void pinNow(int region) {
+        schedule.ensure(region);
+    }
+
+    public boolean isPinned(int region) {
+        return schedule.isPinned(region);
+    }
+
+    public int regions() {
+        return schedule.regions();
     }
 
     /** What /status shows of the pinning. */

@@ -25,7 +25,7 @@ final class Transfer implements PieceStream.Target {
     private final long[] bases;
     private final byte[] clientEvent;
     final CUevent[] timer;
-    private final PinnedPool pool;
+    private final PoolMemory pool;
     private final CUfunction kernel;
     CUevent opened;
     boolean started;
@@ -36,7 +36,7 @@ final class Transfer implements PieceStream.Target {
     /** What the head moved (for /status: whether runs of consecutive blocks took the batched copies). */
     long headBytesCopied;
 
-    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PinnedPool pool, CUfunction kernel, byte[] clientEvent,
+    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PoolMemory pool, CUfunction kernel, byte[] clientEvent,
             CUevent[] timer) {
         this.direction = direction;
         this.pool = pool;

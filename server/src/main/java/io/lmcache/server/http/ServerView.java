@@ -15,6 +15,7 @@ import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.warmup.GpuWarmups;
 import io.lmcache.server.warmup.Warmup;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -51,6 +52,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final HealthCheck rootHealth;
     /** Set once at start-up, before the HTTP servers start. */
     private volatile Warmup.Result warmup = Warmup.Result.OFF;
+    private volatile Supplier<Map<String, Object>> gpuWarmup = () -> GpuWarmups.off().status();
 
     /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
     public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
@@ -96,6 +98,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     /** What the start-up JIT warm-up did, for {@code /status} {@code jit_warmup}. */
     public void warmedUp(Warmup.Result result) {
         this.warmup = result;
+    }
+
+    /** What the GPU warm-ups at each device's first REGISTER did, for {@code /status} {@code jit_warmup.gpu}. */
+    public void gpuWarmups(Supplier<Map<String, Object>> status) {
+        this.gpuWarmup = status;
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -165,7 +172,9 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("connections", Map.of("open", connections.openConnections()));
         status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
-        status.put("jit_warmup", warmup.toMap());
+        Map<String, Object> jit = warmup.toMap();
+        jit.put("gpu", gpuWarmup.get());
+        status.put("jit_warmup", jit);
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

@@ -101,6 +101,20 @@ public final class ObjectStore {
         }
     }
 
+    /**
+     * The regions new objects will be allocated from next, first first, at most {@code max}: the partly used regions (any size
+     * class) and the top of the free regions' stack. The GPU warm-up pins these before a first GPU worker's REGISTER reply,
+     * so its first STOREs do not wait for their region's pin (issue 30).
+     */
+    public int[] nextAllocationRegions(int max) {
+        lock.lock();
+        try {
+            return table.nextAllocationRegions(max);
+        } finally {
+            unlock();
+        }
+    }
+
     // --- writing -------------------------------------------------------------------------------
 
     /**

@@ -57,6 +57,10 @@ final class ObjectTable {
         allocator.addReadyRegion(region);
     }
 
+    int[] nextAllocationRegions(int max) {
+        return allocator.nextAllocationRegions(max);
+    }
+
     long maxObjectBytes() {
         return allocator.maxObjectBytes();
     }

@@ -116,6 +116,24 @@ public final class SlabAllocator {
         freeRegions[freeRegionTop++] = region;
     }
 
+    /**
+     * At most {@code max} regions new objects come from next: the head of each size class's regions with room (in no
+     * particular class order), then the free regions from the top of their stack down ({@link #allocate} takes the top).
+     */
+    public int[] nextAllocationRegions(int max) {
+        int[] out = new int[Math.max(0, max)];
+        int n = 0;
+        for (SizeClass sizeClass : classes.values()) {
+            if (n < out.length && sizeClass.partialHead != NONE) {
+                out[n++] = sizeClass.partialHead;
+            }
+        }
+        for (int i = freeRegionTop - 1; i >= 0 && n < out.length; i--) {
+            out[n++] = freeRegions[i];
+        }
+        return Arrays.copyOf(out, n);
+    }
+
     public boolean isReady(int region) {
         return ready[region];
     }

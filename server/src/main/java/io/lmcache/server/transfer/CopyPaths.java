@@ -11,13 +11,28 @@ import java.util.List;
  * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
  * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null).
  */
-public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
+public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
+        Opener scratch) {
+    /**
+     * Opens the copy path of the GPU warm-up's scratch worker (issue 30) instead of {@link CopyPath#open}: its tensors are
+     * memory the server allocated, which no IPC handle names.
+     */
+    @FunctionalInterface
+    public interface Opener {
+        CopyPath open(List<TensorWrapper> wrappers) throws LayoutException;
+    }
+
     public CopyPaths {
         gpu = gpu == null ? GpuBackend.none() : gpu; // a CUDA registration is then refused with the host-only backend's reason
     }
 
-    /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}). */
+    /** Every real server's: registrations' paths are opened from their tensors. */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
+        this(shm, gpu, pool, endOfLife, testDelay, null);
+    }
+
+    /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}), or the scratch opener's path. */
     public CopyPath open(List<TensorWrapper> wrappers) throws LayoutException {
-        return CopyPath.open(wrappers, shm, gpu, pool, endOfLife, testDelay);
+        return scratch != null ? scratch.open(wrappers) : CopyPath.open(wrappers, shm, gpu, pool, endOfLife, testDelay);
     }
 }

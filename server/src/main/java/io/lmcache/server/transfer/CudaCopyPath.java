@@ -1,8 +1,10 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.cuda.CopyEngine;
+import io.lmcache.server.cuda.CudaDevice;
 import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.Direction;
+import io.lmcache.server.cuda.PoolMemory;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.protocol.Reply;
 import org.slf4j.Logger;
@@ -23,10 +25,35 @@ public final class CudaCopyPath implements CopyPath {
 
     private final DeviceTensors tensors;
     private final CopyEngine engine;
+    /** Where the pool offsets point: null for the L1 pool (every real registration), scratch memory for the GPU warm-up. */
+    private final PoolMemory memory;
 
     CudaCopyPath(DeviceTensors tensors, CopyEngine engine) {
+        this(tensors, engine, null);
+    }
+
+    private CudaCopyPath(DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
         this.tensors = tensors;
         this.engine = engine;
+        this.memory = memory;
+    }
+
+    /**
+     * The GPU warm-up's path (issue 30): the real engine's lanes, kernel and events, between scratch device tensors and
+     * scratch pinned memory that stands in for the pool ({@code io.lmcache.server.warmup.GpuScratchWarmup}).
+     */
+    public static CudaCopyPath scratch(DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
+        return new CudaCopyPath(tensors, engine, memory);
+    }
+
+    /** The registered worker's GPU (for the GPU warm-up, which runs once per device). */
+    public CudaDevice cudaDevice() {
+        return tensors.device();
+    }
+
+    /** The GPU's copy engine (the GPU warm-up runs its transfers through it). */
+    public CopyEngine engine() {
+        return engine;
     }
 
     @Override
@@ -35,7 +62,7 @@ public final class CudaCopyPath implements CopyPath {
         CopyEngine.Submitted submitted;
         try {
             // the engine copies the first batches while the source is still planning the later chunks' pieces
-            submitted = engine.submit(direction, tensors, stream -> source.emit(stream::add), clientEvent, (ok, bytes, error, finishedNs) -> {
+            CopyEngine.Done completion = (ok, bytes, error, finishedNs) -> {
                 // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight), or
                 // inline for a STORE with nothing to copy
                 try {
@@ -43,7 +70,10 @@ public final class CudaCopyPath implements CopyPath {
                 } finally {
                     owned.close();
                 }
-            });
+            };
+            CopyEngine.Feed feed = stream -> source.emit(stream::add);
+            submitted = memory == null ? engine.submit(direction, tensors, feed, clientEvent, completion)
+                    : engine.submit(direction, tensors, feed, clientEvent, completion, memory);
         } catch (RuntimeException e) {
             // nothing was tracked: the completion will not run, so it runs here, once
             owned.close();

@@ -26,7 +26,10 @@ import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
+import io.lmcache.server.cuda.CopyEngine;
+import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.CudaCopyPath;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
@@ -54,21 +57,85 @@ import java.util.concurrent.locks.LockSupport;
  * first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders, which would stay
  * registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event log, its own
  * handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and deletes.
+ * The GPU warm-up's ({@link #openGpu}, issue 30) differs only in its memory and its worker's copy path: its pool is scratch
+ * pinned host memory and its worker a {@code CudaCopyPath} over scratch device memory, on the device's real copy engine.
  */
 final class ScratchServer implements AutoCloseable {
     static final long INSTANCE_ID = 0x7761726d7570L; // "warmup"
     static final String MODEL = "lmcache-warmup/scratch";
     private static final String SEGMENT_PREFIX = "lmcache_warmup_";
-    /** The layers of the scratch worker: 512 pieces a 256-token chunk, as many as a 32-layer model's with 32-token blocks. */
-    static final int LAYERS = 16;
-    /** Enough for the largest round (4 chunks) stored and then retrieved into other blocks. */
+    /** The host warm-up's largest round (4 chunks) stored and then retrieved into other blocks. */
     static final int MAX_CHUNKS = 4;
-    /** 512-byte pieces at 16-token blocks: the per-piece work of a real layout (what the JIT must see) with little copying. */
-    private static final int HEADS = 1;
-    private static final int HEAD_SIZE = 16;
     private static final long REPLY_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
     private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
 
+    /**
+     * The scratch worker's KV layout: {@code layers} NHD bf16 layers {@code [2, blocks, blockSize, heads, headSize]}, every
+     * layer on the same memory (the copies land in the same few bytes, which is all a warm-up needs), with room for
+     * {@code maxChunks} chunks stored and as many retrieved into other blocks; the scratch pool has {@code regions} regions.
+     */
+    record Layout(int chunkSize, int blockSize, int layers, int headSize, int maxChunks, int regions) {
+        /**
+         * The host warm-up's: 16 layers, 512-byte pieces at 16-token blocks: 512 pieces a 256-token chunk, as many as a
+         * 32-layer model's with 32-token blocks (the per-piece work of a real layout, what the JIT must see) with little copying.
+         */
+        static Layout host(int chunkSize) {
+            return new Layout(chunkSize, blockSize(chunkSize), 16, 16, MAX_CHUNKS, 4);
+        }
+
+        /**
+         * The GPU warm-up's: 8 layers of one head of up to 512 values (1 KiB a token at 256-token chunks): a chunk's run of
+         * consecutive blocks is 256 KiB, which the engine's batched-copy head takes (-Dlmcache.cuda.dmaHeadMinPieceKiB), and
+         * single blocks (16 KiB) go through the staging kernel; 4 MiB a chunk, 1 or 2 chunks a round, so 2 MiB of device
+         * memory and 16 MiB of pinned host memory (2 regions; the store is cleared after every round).
+         */
+        static Layout gpu(int chunkSize) {
+            return new Layout(chunkSize, blockSize(chunkSize), 8, Math.clamp(131_072 / chunkSize, 16, 512), 2, 2);
+        }
+
+        private static int blockSize(int chunkSize) {
+            return chunkSize % 16 == 0 && chunkSize / 16 <= 64 ? 16 : chunkSize;
+        }
+
+        int blocksPerChunk() {
+            return chunkSize / blockSize;
+        }
+
+        long pieceBytes() {
+            return (long) blockSize * headSize * 2;
+        }
+
+        long objectBytes() {
+            return 2L * layers * blocksPerChunk() * pieceBytes();
+        }
+
+        long regionBytes() {
+            return Math.max(1 << 20, Long.highestOneBit(objectBytes() * maxChunks - 1) << 1);
+        }
+
+        long poolBytes() {
+            return regions * regionBytes();
+        }
+
+        /** Blocks of the worker's tensors: {@code maxChunks} chunks to store from and as many to retrieve into. */
+        int blocks() {
+            return 2 * maxChunks * blocksPerChunk();
+        }
+
+        long tensorBytes() {
+            return 2L * blocks() * pieceBytes();
+        }
+
+        long[] shape() {
+            return new long[] {2, blocks(), blockSize, 1, headSize};
+        }
+
+        long[] stride() {
+            return new long[] {(long) blocks() * blockSize * headSize, (long) blockSize * headSize, headSize, headSize, 1};
+        }
+    }
+
+    final Layout layout;
     final int chunkSize;
     final int blockSize;
     final int blocksPerChunk;
@@ -82,17 +149,21 @@ final class ScratchServer implements AutoCloseable {
     private final ReplyQueue replies = new ReplyQueue();
     private final Dispatcher dispatcher;
 
-    private ScratchServer(ServerConfig config, Object poolFileKey, Path segment, int blockSize) {
+    /**
+     * {@code pool}: the scratch store's memory (null: a few MiB off the heap, the host warm-up's); {@code opener}: how the
+     * scratch worker's copy path is opened (null: from its tensors, the host warm-up's shared-memory segment).
+     */
+    private ScratchServer(ServerConfig config, Layout layout, MemorySegment pool, Object poolFileKey, CopyPaths.Opener opener,
+            Path segment) {
+        this.layout = layout;
         this.chunkSize = config.chunkSize();
-        this.blockSize = blockSize;
-        this.blocksPerChunk = chunkSize / blockSize;
+        this.blockSize = layout.blockSize();
+        this.blocksPerChunk = layout.blocksPerChunk();
         this.segment = segment;
         ServerMetrics metrics = ServerMetrics.scratch();
-        long objectBytes = 2L * LAYERS * blocksPerChunk * pieceBytes();
-        long regionBytes = Math.max(1 << 20, Long.highestOneBit(objectBytes * MAX_CHUNKS - 1) << 1);
-        long poolBytes = 4 * regionBytes;
-        MemorySegment pool = arena.allocate(poolBytes, 4096);
-        SlabAllocator allocator = new SlabAllocator(poolBytes, regionBytes);
+        long poolBytes = layout.poolBytes();
+        MemorySegment memory = pool != null ? pool : arena.allocate(poolBytes, 4096);
+        SlabAllocator allocator = new SlabAllocator(poolBytes, layout.regionBytes());
         store = new ObjectStore(allocator, poolBytes, config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(), System::nanoTime,
                 new StoreCounters());
         for (int r = 0; r < allocator.regionCount(); r++) {
@@ -105,7 +176,7 @@ final class ScratchServer implements AutoCloseable {
         ObjectGroupCatalog catalog = new ObjectGroupCatalog(config.separateObjectGroups());
         ShmSegments shm = new ShmSegments(false, poolFileKey, new SegmentMappings(new SegmentMappings.Caps(4, 1L << 30, 1 << 16)), metrics);
         // the scratch worker's mappings are released on this thread: nothing else touches them
-        transfers = new LmcacheDrivenTransferModule(chunkSize, store, leases, metrics, liveness, new CopyPaths(shm, null, pool,
+        transfers = new LmcacheDrivenTransferModule(chunkSize, store, leases, metrics, liveness, new CopyPaths(shm, null, memory,
                 (what, release) -> {
                     try {
                         release.run();
@@ -113,7 +184,7 @@ final class ScratchServer implements AutoCloseable {
                         return false;
                     }
                     return true;
-                }, null), catalog);
+                }, null, opener), catalog);
         KvEventRecorder events = new KvEventRecorder(new KvEventLog(1024, chunkSize, System.nanoTime()), false);
         events.attach(store);
         transfers.recordEventsWith(events);
@@ -141,10 +212,8 @@ final class ScratchServer implements AutoCloseable {
      * is then skipped, and {@code why[0]} says why).
      */
     static ScratchServer open(ServerConfig config, Object poolFileKey, String[] why) {
-        int chunkSize = config.chunkSize();
-        int blockSize = chunkSize % 16 == 0 && chunkSize / 16 <= 64 ? 16 : chunkSize;
-        int blocks = 2 * MAX_CHUNKS * (chunkSize / blockSize);
-        long tensorBytes = 2L * blocks * blockSize * HEADS * HEAD_SIZE * 2;
+        Layout layout = Layout.host(config.chunkSize());
+        long tensorBytes = layout.tensorBytes();
         removeStaleSegments();
         Path segment = Path.of("/dev/shm", SEGMENT_PREFIX + ProcessHandle.current().pid() + "_"
                 + Long.toHexString(ThreadLocalRandom.current().nextLong()));
@@ -158,14 +227,47 @@ final class ScratchServer implements AutoCloseable {
             deleteQuietly(segment);
             return null;
         }
-        ScratchServer server = new ScratchServer(config, poolFileKey, segment, blockSize);
-        server.register(blocks, tensorBytes);
-        if (server.transfers.objectShapes(MODEL).isEmpty()) {
+        ScratchServer server = new ScratchServer(config, layout, null, poolFileKey, null, segment);
+        List<TensorWrapper> wrappers = new ArrayList<>();
+        for (int layer = 0; layer < layout.layers(); layer++) {
+            wrappers.add(new TensorWrapper.CpuShm("/" + segment.getFileName(), tensorBytes, DType.BFLOAT16, layout.shape(), layout.stride(), 0,
+                    ""));
+        }
+        return server.registered(wrappers, why);
+    }
+
+    /**
+     * The GPU warm-up's scratch server (issue 30): its store's pool is {@code memory}'s pinned host memory, and its worker's
+     * tensors are {@code memory}'s device memory, copied through the device's real {@code engine} (a {@link CudaCopyPath} on
+     * scratch memory: nothing is IPC-opened, the worker's handles are zeros that nothing reads). Null when the registration
+     * is refused ({@code why[0]} says why).
+     */
+    static ScratchServer openGpu(ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine, String[] why) {
+        CopyPaths.Opener opener = wrappers -> CudaCopyPath.scratch(memory.tensors(wrappers.size()), engine, memory);
+        ScratchServer server = new ScratchServer(config, layout, memory.hostSegment(), new Object(), opener, null);
+        return server.registered(gpuWrappers(layout, memory.device().uuid()), why);
+    }
+
+    /** The GPU scratch worker's tensors as its REGISTER names them: zero handles (never opened), one per layer. */
+    static List<TensorWrapper> gpuWrappers(Layout layout, String deviceUuid) {
+        List<TensorWrapper> wrappers = new ArrayList<>();
+        for (int layer = 0; layer < layout.layers(); layer++) {
+            wrappers.add(new TensorWrapper.RawCudaIpc(new byte[64], 0, layout.tensorBytes(), DType.BFLOAT16, layout.shape(), layout.stride(), 0,
+                    deviceUuid));
+        }
+        return wrappers;
+    }
+
+    /** Registers the scratch worker; this server, or null (closed) when the registration is refused. */
+    private ScratchServer registered(List<TensorWrapper> wrappers, String[] why) {
+        transfers.register(new Request.RegisterKvCache(INSTANCE_ID, wrappers, MODEL, 1, "vllm", new LayoutHints("NHD", 0, 0, 0), List.of()),
+                PEER);
+        if (transfers.objectShapes(MODEL).isEmpty()) {
             why[0] = "the scratch worker's registration was refused";
-            server.close();
+            close();
             return null;
         }
-        return server;
+        return this;
     }
 
     /**
@@ -187,23 +289,6 @@ final class ScratchServer implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             // nothing to clean up, or no /dev/shm: the warm-up reports the latter when it creates its own
         }
-    }
-
-    private long pieceBytes() {
-        return (long) blockSize * HEADS * HEAD_SIZE * 2;
-    }
-
-    /** REGISTER of the scratch worker: {@link #LAYERS} NHD bf16 layers {@code [2, blocks, bs, heads, head size]} on one segment. */
-    private void register(int blocks, long tensorBytes) {
-        long[] shape = {2, blocks, blockSize, HEADS, HEAD_SIZE};
-        long[] stride = {(long) blocks * blockSize * HEADS * HEAD_SIZE, (long) blockSize * HEADS * HEAD_SIZE, HEADS * HEAD_SIZE, HEAD_SIZE, 1};
-        List<TensorWrapper> wrappers = new ArrayList<>();
-        for (int layer = 0; layer < LAYERS; layer++) {
-            // every layer names the same segment: the copies land in the same few bytes, which is all a warm-up needs
-            wrappers.add(new TensorWrapper.CpuShm("/" + segment.getFileName(), tensorBytes, DType.BFLOAT16, shape, stride, 0, ""));
-        }
-        transfers.register(new Request.RegisterKvCache(INSTANCE_ID, wrappers, MODEL, 1, "vllm", new LayoutHints("NHD", 0, 0, 0), List.of()),
-                PEER);
     }
 
     /** Dispatches one request as the socket thread does and waits for its reply's payload (null: no payload). */
@@ -231,6 +316,23 @@ final class ScratchServer implements AutoCloseable {
         return store.snapshot().objects();
     }
 
+    /**
+     * Waits until no scratch object is write-locked or pinned, i.e. every STORE's and RETRIEVE's completion has run (on the GPU
+     * path they run on lmcache-cuda-events once the copy's event fired); false when that did not happen by {@code deadlineNs}.
+     */
+    boolean awaitSettled(long deadlineNs) {
+        while (true) {
+            ObjectStore.Snapshot now = store.snapshot();
+            if (now.writeLocked() == 0 && now.pinned() == 0) {
+                return true;
+            }
+            if (System.nanoTime() - deadlineNs > 0) {
+                return false;
+            }
+            LockSupport.parkNanos(10_000);
+        }
+    }
+
     @Override
     public void close() {
         try {
@@ -240,7 +342,9 @@ final class ScratchServer implements AutoCloseable {
         }
         transfers.close();
         store.clear(true);
-        deleteQuietly(segment);
+        if (segment != null) {
+            deleteQuietly(segment);
+        }
         arena.close();
     }
 

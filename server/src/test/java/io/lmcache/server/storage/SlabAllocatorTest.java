@@ -21,6 +21,27 @@ class SlabAllocatorTest {
     }
 
     @Test
+    void theNextAllocationRegionsAreTheOnesAllocateTakes() {
+        SlabAllocator allocator = new SlabAllocator(64 * MIB, 16 * MIB);
+        assertEquals(0, allocator.nextAllocationRegions(2).length, "no region ready: none");
+        for (int r = 0; r < allocator.regionCount(); r++) {
+            allocator.addReadyRegion(r);
+        }
+        int[] next = allocator.nextAllocationRegions(2);
+        assertEquals(2, next.length);
+        long first = allocator.allocate(MIB);
+        assertEquals(next[0], allocator.regionOf(first), "the first allocation comes from the first region named");
+        assertEquals(next[0], allocator.nextAllocationRegions(1)[0], "a region with room comes first");
+        for (int i = 1; i < 16; i++) {
+            allocator.allocate(MIB); // fills the first region
+        }
+        assertEquals(next[1], allocator.regionOf(allocator.allocate(MIB)), "then the second");
+        int[] after = allocator.nextAllocationRegions(10);
+        assertEquals(3, after.length, "the partly used region and the 2 free ones (a full region is not named)");
+        assertEquals(next[1], after[0]);
+    }
+
+    @Test
     void oneSizeClassPacksRegionsExactly() {
         SlabAllocator allocator = ready(64 * MIB, 16 * MIB);
         Set<Long> offsets = new HashSet<>();

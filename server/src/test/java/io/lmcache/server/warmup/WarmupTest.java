@@ -96,6 +96,11 @@ class WarmupTest {
             assertEquals(40, warmup.path("iterations").asInt());
             assertEquals(200, warmup.path("requests").asInt());
             assertEquals("done", warmup.path("stopped_by").asText());
+            // the GPU warm-up runs at a GPU's first REGISTER only: none on a host-only server, and /status says so
+            JsonNode gpu = warmup.path("gpu");
+            assertEquals(0, gpu.path("budget_ms").asInt(), gpu.toString());
+            assertEquals(0, gpu.path("started").asInt(), gpu.toString());
+            assertEquals(0, gpu.path("devices").size(), gpu.toString());
             // nothing of the scratch server's requests reached the real store, its event log, its handlers' timers or its metrics
             assertEquals(0, status.path("storage_manager").path("l1_manager").path("total_object_count").asInt());
             assertEquals(1, status.path("kv_events").path("next_seq").asLong(), status.path("kv_events").toString());

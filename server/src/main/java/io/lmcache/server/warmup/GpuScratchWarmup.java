@@ -1,0 +1,200 @@
+package io.lmcache.server.warmup;
+
+import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.cuda.ScratchMemory;
+import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.transfer.CopyPath;
+import io.lmcache.server.transfer.CudaCopyPath;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntConsumer;
+import java.util.function.IntFunction;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The GPU warm-up of one device (issue 30), run by {@link GpuWarmups} once per device right after its first REGISTER (its
+ * context exists then). Two things side by side:
+ * <ul>
+ * <li>the pool regions the first STOREs will allocate from ({@link ObjectStore#nextAllocationRegions}) are pinned now, on a
+ * thread of their own ({@link GpuBackend#pinNow}; a region the background sweep is pinning is waited for), so the first
+ * STORE after the REGISTER reply does not wait ~0.3 s for its region's {@code cuMemHostRegister};
+ * <li>rounds of STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION run through a {@link ScratchServer} whose worker
+ * is a {@link CudaCopyPath} on the device's real copy engine, between scratch device memory and scratch pinned host memory
+ * ({@link ScratchMemory}: allocated in this server's context, freed afterwards), until the budget is spent: the copy path's
+ * Java, the engine's lanes, batched-copy head and staging kernel, events, the completions and commits on lmcache-cuda-events.
+ * Rounds alternate 1 and 2 chunks, consecutive blocks (the batched-copy head) and blocks in reverse order (the kernel).
+ * </ul>
+ * No worker's IPC-opened memory and no live pool object is touched; the scratch memory is freed only once every scratch
+ * transfer's completion ran (else it is kept: the GPU might still write it).
+ */
+public final class GpuScratchWarmup implements GpuWarmups.Runner {
+    private static final Logger LOG = LoggerFactory.getLogger(GpuScratchWarmup.class);
+    private static final byte TRANSFER_OK_TAIL = (byte) 0xc3;
+    /** Regions pinned ahead: a first STORE of 64 chunks of 32 MiB spans two 1 GiB regions. */
+    static final int FIRST_REGIONS = 2;
+    /** How long a scratch transfer's completion may take before the warm-up gives up on it. */
+    private static final long SETTLE_NS = TimeUnit.SECONDS.toNanos(2);
+    private static final int MAX_ROUNDS = 100_000;
+
+    private final ServerConfig config;
+    private final IntFunction<int[]> nextRegions;
+    private final IntConsumer pinNow;
+
+    GpuScratchWarmup(ServerConfig config, IntFunction<int[]> nextRegions, IntConsumer pinNow) {
+        this.config = config;
+        this.nextRegions = nextRegions;
+        this.pinNow = pinNow;
+    }
+
+    /** The server's GPU warm-ups: off without CUDA; else each CUDA worker's device, with {@code --gpu-warmup-budget-ms}. */
+    public static GpuWarmups forServer(ServerConfig config, ObjectStore store, GpuBackend backend) {
+        if (!backend.available()) {
+            return GpuWarmups.off();
+        }
+        return new GpuWarmups(config.operator().gpuWarmupBudgetNs(), path -> path instanceof CudaCopyPath,
+                new GpuScratchWarmup(config, store::nextAllocationRegions, backend::pinNow));
+    }
+
+    @Override
+    public GpuWarmups.Outcome run(CopyPath path, long budgetNs, GpuWarmups.Stop stop) {
+        CudaCopyPath cuda = (CudaCopyPath) path;
+        long deadlineNs = System.nanoTime() + budgetNs;
+        PinAhead pins = new PinAhead(nextRegions.apply(FIRST_REGIONS), pinNow);
+        pins.start("lmcache-gpu-warmup-pin-" + cuda.cudaDevice().ordinal());
+        GpuWarmups.Outcome rounds;
+        try {
+            rounds = scratchRounds(cuda, deadlineNs, stop);
+        } catch (RuntimeException | Error e) {
+            rounds = new GpuWarmups.Outcome(0, "failed: " + e, 0);
+        }
+        int pinned = pins.await(deadlineNs + GpuWarmups.GRACE_NS / 2);
+        String stoppedBy = pins.error() == null ? rounds.stoppedBy() : rounds.stoppedBy() + "; pinning ahead: " + pins.error();
+        return new GpuWarmups.Outcome(rounds.rounds(), stoppedBy, pinned);
+    }
+
+    private GpuWarmups.Outcome scratchRounds(CudaCopyPath cuda, long deadlineNs, GpuWarmups.Stop stop) {
+        ScratchServer.Layout layout = ScratchServer.Layout.gpu(config.chunkSize());
+        ScratchMemory memory = ScratchMemory.allocate(cuda.cudaDevice(), layout.poolBytes(), layout.tensorBytes(), layout.regionBytes());
+        boolean settled = false;
+        try {
+            String[] why = new String[1];
+            ScratchServer server = ScratchServer.openGpu(config, layout, memory, cuda.engine(), why);
+            if (server == null) {
+                settled = true; // no scratch transfer ran
+                return new GpuWarmups.Outcome(0, "skipped: " + why[0], 0);
+            }
+            try {
+                return rounds(server, deadlineNs, stop);
+            } finally {
+                settled = server.awaitSettled(System.nanoTime() + SETTLE_NS);
+                server.close();
+            }
+        } finally {
+            if (settled) {
+                memory.close();
+            } else {
+                LOG.warn("GPU warm-up on GPU {}: a scratch transfer did not complete within {} s; its {} KiB of scratch memory stay"
+                        + " allocated (the GPU may still write them)", cuda.cudaDevice().ordinal(), TimeUnit.NANOSECONDS.toSeconds(SETTLE_NS),
+                        (memory.hostBytes() + memory.deviceBytes()) >> 10);
+            }
+        }
+    }
+
+    /** Rounds until the budget is spent; each waits for its STORE's commit and its RETRIEVE's completion before going on. */
+    private static GpuWarmups.Outcome rounds(ScratchServer server, long deadlineNs, GpuWarmups.Stop stop) {
+        ScratchServer.Layout layout = server.layout;
+        WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
+        int chunkSize = server.chunkSize;
+        int[] tokens = new int[layout.maxChunks() * chunkSize];
+        SplittableRandom random = new SplittableRandom(32);
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = random.nextInt(150_000);
+        }
+        for (int round = 0; ; round++) {
+            String stoppedBy = stop.requested() ? "stopping" : System.nanoTime() - deadlineNs >= 0 ? "budget" : round >= MAX_ROUNDS ? "done" : null;
+            if (stoppedBy != null) {
+                return new GpuWarmups.Outcome(round, stoppedBy, 0);
+            }
+            int chunks = 1 + round % 2;
+            boolean reversed = (round / 2) % 2 == 1;
+            int count = chunks * server.blocksPerChunk;
+            int end = chunks * chunkSize;
+            tokens[0] = round; // a new prefix: every chunk hash of this round is new
+            String request = "gpu-warmup-" + round;
+            if (!transferOk(server.call(frames.store(tokens, end, blocks(0, count, reversed), request)))) {
+                return new GpuWarmups.Outcome(round, "a scratch STORE failed", 0);
+            }
+            if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
+                return new GpuWarmups.Outcome(round, "a scratch STORE did not complete", 0);
+            }
+            server.call(frames.lookup(tokens, end, request));
+            server.call(frames.queryPrefetchStatus(request));
+            int[] into = blocks(layout.maxChunks() * server.blocksPerChunk, count, reversed);
+            if (!transferOk(server.call(frames.retrieve(tokens, end, into, request)))) {
+                return new GpuWarmups.Outcome(round, "a scratch RETRIEVE failed", 0);
+            }
+            if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
+                return new GpuWarmups.Outcome(round, "a scratch RETRIEVE did not complete", 0);
+            }
+            server.call(frames.endSession(request));
+            server.clear(); // the scratch pool holds two rounds' objects at most
+        }
+    }
+
+    /** {@code count} block ids from {@code from}, ascending (one run of consecutive blocks) or descending (no run at all). */
+    private static int[] blocks(int from, int count, boolean reversed) {
+        int[] out = new int[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = reversed ? from + count - 1 - i : from + i;
+        }
+        return out;
+    }
+
+    /** A STORE/RETRIEVE reply {@code (event, True)}. */
+    private static boolean transferOk(byte[] payload) {
+        return payload != null && payload.length > 0 && payload[payload.length - 1] == TRANSFER_OK_TAIL;
+    }
+
+    /** Pins the first regions on a thread of its own (the driver pins regions in parallel), so the rounds run meanwhile. */
+    static final class PinAhead {
+        private final int[] regions;
+        private final IntConsumer pinNow;
+        private final AtomicInteger pinned = new AtomicInteger();
+        private volatile String error;
+        private Thread thread;
+
+        PinAhead(int[] regions, IntConsumer pinNow) {
+            this.regions = regions;
+            this.pinNow = pinNow;
+        }
+
+        void start(String name) {
+            // runs on: lmcache-gpu-warmup-pin-N (one-shot)
+            thread = NamedThreads.thread(name, true, () -> {
+                for (int region : regions) {
+                    try {
+                        pinNow.accept(region);
+                        pinned.incrementAndGet();
+                    } catch (RuntimeException e) {
+                        error = "region " + region + ": " + e.getMessage(); // the STORE pins it on the spot then, as before
+                    }
+                }
+            });
+            thread.start();
+        }
+
+        /** The regions pinned by {@code deadlineNs} (the thread keeps pinning after it, if it must). */
+        int await(long deadlineNs) {
+            NamedThreads.join(thread, Math.max(1, deadlineNs - System.nanoTime()));
+            return pinned.get();
+        }
+
+        String error() {
+            return error;
+        }
+    }
+}
