@@ -35,7 +35,7 @@ public final class CudaCopyPath implements CopyPath {
         CopyEngine.Submitted submitted;
         try {
             // the engine copies the first batches while the source is still planning the later chunks' pieces
-            submitted = engine.submit(direction, tensors, stream -> source.emit(stream::add), clientEvent, (ok, bytes, error, finishedNs) -> {
+            submitted = engine.submit(direction, tensors, stream -> source.emit(PieceSink.of(stream::add)), clientEvent, (ok, bytes, error, finishedNs) -> {
                 // runs on: lmcache-cuda-events (or the closing thread while shutdown drains the transfers in flight), or
                 // inline for a STORE with nothing to copy
                 try {
