@@ -1,6 +1,7 @@
 package io.lmcache.server.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.config.Tuning;
@@ -172,7 +173,7 @@ class PieceStreamTest {
     void aHeadMajorBlockLargerThanAHalfIsRefused() {
         Recorder target = new Recorder(4096, 16 * KIB);
         PieceStream stream = stream(16 * KIB, 4096, 16 * KIB, target);
-        CudaException refused = org.junit.jupiter.api.Assertions.assertThrows(CudaException.class,
+        CudaException refused = assertThrows(CudaException.class,
                 () -> stream.add(0, 0, 0, 32 * KIB, HeadTranspose.shape(8, 16, 0, 256)));
         assertTrue(refused.getMessage().contains("larger than a staging half"), refused.getMessage());
     }
