@@ -9,9 +9,10 @@
 // Regenerate the PTX the server loads (committed next to the Java sources), on a host with nvcc:
 //   nvcc -ptx -arch=compute_80 -O3 -o ../resources/io/lmcache/server/cuda/copy_pieces.ptx copy_pieces.cu
 // compute_80 PTX is JIT-compiled by the driver for the GPU it runs on (sm_80 and newer).
-// The PTX holds two entry points: copy_pieces (plain pieces) and copy_pieces_kv2ltd (pieces that
-// head-major blocks copy in token-major order too); the Java side looks for the second in the PTX
+// The PTX holds two entry points: copy_pieces (plain pieces) and copy_pieces_kv2ltd (the same, and
+// head-major blocks copied into token-major order); the Java side looks for the second in the PTX
 // text (HeadTranspose.kernelInPtx) and keeps head-major layouts in their block order without it.
+// cuda/src/test/cuda/copy_pieces_emulation.cpp runs copy_pieces_kv2ltd from this file on the CPU (g++).
 
 #include <stdint.h>
 
@@ -118,10 +119,12 @@ __device__ __forceinline__ unsigned int tensor_unit(unsigned int i, unsigned int
 }
 
 // One head-major piece in units of T: per_row units a row, units in all. The object side is read
-// or written in order (coalesced); the tensor side a row (usually 256 bytes) at a time.
-template <typename T>
+// or written in order (coalesced); the tensor side a row (usually 256 bytes) at a time. The
+// direction is a template parameter so that each loop computes the tensor offset where it uses it
+// and keeps no array of offsets (one spilled past the 64 registers of 1024-thread blocks).
+template <typename T, bool TO_OBJECT>
 __device__ __forceinline__ void copy_rows(const T* src, T* dst, unsigned int units, unsigned int per_row, unsigned int heads,
-        unsigned int rows, unsigned int first, bool to_object, unsigned int lane) {
+        unsigned int rows, unsigned int first, unsigned int lane) {
     const unsigned int per_block = heads * (rows - first);
     for (unsigned int at = lane; at < units; at += UNROLL * GROUP) {
         T v[UNROLL];
@@ -129,18 +132,40 @@ __device__ __forceinline__ void copy_rows(const T* src, T* dst, unsigned int uni
         for (int u = 0; u < UNROLL; u++) {
             const unsigned int i = at + u * GROUP;
             if (i < units) {
-                const unsigned int t = tensor_unit<T>(i, per_row, heads, rows, first, per_block);
-                v[u] = src[to_object ? t : i];
+                v[u] = src[TO_OBJECT ? tensor_unit<T>(i, per_row, heads, rows, first, per_block) : i];
             }
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             const unsigned int i = at + u * GROUP;
             if (i < units) {
-                const unsigned int t = tensor_unit<T>(i, per_row, heads, rows, first, per_block);
-                dst[to_object ? i : t] = v[u];
+                dst[TO_OBJECT ? i : tensor_unit<T>(i, per_row, heads, rows, first, per_block)] = v[u];
             }
         }
+    }
+}
+
+// A head-major piece whose rows are not 16-byte aligned (a head size of 4 bf16, say): byte by byte,
+// out of line so that the wide path keeps the registers.
+template <bool TO_OBJECT>
+__device__ __noinline__ void copy_head_major_bytes(const char* src, char* dst, unsigned int bytes, unsigned int row_bytes,
+        unsigned int heads, unsigned int rows, unsigned int first_row, unsigned int lane) {
+    copy_rows<char, TO_OBJECT>(src, dst, bytes, row_bytes, heads, rows, first_row, lane);
+}
+
+// One head-major piece, in 16-byte words when both ends and the row are 16-byte aligned, else bytes.
+template <bool TO_OBJECT>
+__device__ __forceinline__ void copy_head_major(const char* src, char* dst, unsigned long long bytes, unsigned long long shape,
+        unsigned int lane) {
+    const unsigned int heads = (unsigned int) (shape & 0xFFFF);
+    const unsigned int rows = (unsigned int) ((shape >> 16) & 0xFFFF);
+    const unsigned int first_row = (unsigned int) ((shape >> 32) & 0xFFFF);
+    const unsigned int row_bytes = (unsigned int) ((shape >> 48) & 0xFFFF);
+    if ((((uintptr_t) src | (uintptr_t) dst | row_bytes) & 15) == 0) {
+        copy_rows<uint4, TO_OBJECT>((const uint4*) src, (uint4*) dst, (unsigned int) (bytes >> 4), row_bytes >> 4, heads, rows,
+                first_row, lane);
+    } else {
+        copy_head_major_bytes<TO_OBJECT>(src, dst, (unsigned int) bytes, row_bytes, heads, rows, first_row, lane);
     }
 }
 
@@ -173,15 +198,10 @@ extern "C" __global__ void __launch_bounds__(1024) copy_pieces_kv2ltd(const unsi
                 copy_flat(src, dst, bytes, lane);
                 continue;
             }
-            const unsigned int heads = (unsigned int) (shape & 0xFFFF);
-            const unsigned int rows = (unsigned int) ((shape >> 16) & 0xFFFF);
-            const unsigned int first_row = (unsigned int) ((shape >> 32) & 0xFFFF);
-            const unsigned int row_bytes = (unsigned int) ((shape >> 48) & 0xFFFF);
-            if ((((uintptr_t) src | (uintptr_t) dst | row_bytes) & 15) == 0) {
-                copy_rows<uint4>((const uint4*) src, (uint4*) dst, (unsigned int) (bytes >> 4), row_bytes >> 4, heads, rows,
-                        first_row, to_object != 0, lane);
+            if (to_object) {
+                copy_head_major<true>(src, dst, bytes, shape, lane);
             } else {
-                copy_rows<char>(src, dst, (unsigned int) bytes, row_bytes, heads, rows, first_row, to_object != 0, lane);
+                copy_head_major<false>(src, dst, bytes, shape, lane);
             }
         }
     }
