@@ -207,13 +207,13 @@ class Worker:
         shapes = {
             "nhd": (2, blocks, block, heads, head), "hnd": (2, blocks, heads, block, head),
             "flashinfer": (blocks, 2, block, heads, head), "fused": (blocks, block, heads, 2 * head),
-            "mla": (blocks, block, head),
+            "fused-hnd": (blocks, heads, block, 2 * head), "mla": (blocks, block, head),
         }
         if layout == "crosslayer":
             self.tensors = [torch.randn(blocks, layers, 2, block, heads, head, device="cuda", dtype=dt, generator=gen)]
         else:
             self.tensors = [torch.randn(*shapes[layout], device="cuda", dtype=dt, generator=gen) for _ in range(layers)]
-        self.hints = {"kv_layout": "HND"} if layout == "hnd" else ({} if layout == "mla" else {"kv_layout": "NHD"})
+        self.hints = {"kv_layout": "HND"} if layout in ("hnd", "fused-hnd") else ({} if layout == "mla" else {"kv_layout": "NHD"})
         self.raw = raw
         self.keep = []
 
@@ -257,6 +257,17 @@ class Worker:
             else:
                 for t in self.tensors:
                     t[b].fill_(value)
+
+    def token_major(self, b):
+        """Block b of every layer token-major, a view: [2, bs, nh, hs] (fused: [bs, nh, 2*hs]), whatever the block order."""
+        views = {"nhd": lambda t: t[:, b], "hnd": lambda t: t[:, b].transpose(1, 2),
+                 "fused": lambda t: t[b], "fused-hnd": lambda t: t[b].transpose(0, 1)}
+        return [views[self.layout](t) for t in self.tensors]
+
+    def object_layout(self):
+        """What /status says of this worker's objects: "KV_2LTD" (LMCache's) or "block_order" (an older PTX's fallback)."""
+        meta = self.server.status()["cache_context_meta"][str(self.instance)]
+        return [g.get("object_layout") for g in meta["kv_cache_layout"]["kernel_groups"]]
 
     def event(self):
         ev = torch.cuda.Event(interprocess=True)
@@ -538,22 +549,52 @@ def disabled_mode_answers_with_events(args):
         server.stop()
 
 
-def other_layout_misses(server):
-    """A chunk stored by an NHD worker is a miss for an HND worker of the same model: the bytes of a
-    block piece are in another order, and the server must not hand them over as if they fit."""
-    nhd, hnd = Worker(server, "nhd", seed=31), Worker(server, "hnd", seed=32)
-    nhd.register()
-    hnd.register()
-    tokens = [random.Random(33).randrange(150000) for _ in range(CHUNK)]
-    blocks = list(range(CHUNK // nhd.block))
-    stored = nhd.store(tokens, 0, CHUNK, blocks, "x-s")
-    hnd.set_blocks(blocks, 5.0)
-    torch.cuda.synchronize()
-    got = hnd.retrieve(tokens, 0, CHUNK, blocks, "x-r")
-    untouched = all(bool((hnd.block_bytes(b) == 5.0).all()) for b in blocks)
-    check("a chunk stored as NHD is a miss for an HND worker, its blocks untouched", stored and not got and untouched)
-    for w in (nhd, hnd):
-        w.client.call("unregister", w.instance)
+def _same_bits(x, y):
+    return torch.equal(x.contiguous().view(torch.int16), y.contiguous().view(torch.int16))
+
+
+def layouts_share_objects(server):
+    """Every layout's objects are LMCache's KV_2LTD (issue 27): an NHD and an HND worker of one model (several heads) hold
+    the same KV each in its own block order; each RETRIEVEs the chunk the other stored into its own blocks bit for bit, also
+    from a token inside a block (the transposing kernel's partial block); the same for fused K/V and its HND form. Needs the
+    PTX with copy_pieces_kv2ltd: with an older one /status says block_order and the HND worker's chunks are a miss."""
+    for seed, (nhd_name, hnd_name) in enumerate((("nhd", "hnd"), ("fused", "fused-hnd")), start=31):
+        nhd, hnd = Worker(server, nhd_name, seed=seed), Worker(server, hnd_name, seed=seed + 100)
+        nhd.register()
+        hnd.register()
+        check(f"{hnd_name}: /status says its objects are LMCache's KV_2LTD (the PTX has copy_pieces_kv2ltd)",
+              hnd.object_layout() == ["KV_2LTD"], f"{hnd.object_layout()}")
+        per = CHUNK // nhd.block
+        own, mirror = list(range(per)), list(range(per, 2 * per))
+        for a, b in zip(own, mirror):  # the HND worker holds the NHD worker's KV, in its own block order
+            for dst, src in zip(hnd.token_major(b), nhd.token_major(a)):
+                dst.copy_(src)
+        torch.cuda.synchronize()
+        rng = random.Random(f"share-{seed}")  # tokens no other check stores
+        tokens_a = [rng.randrange(150000) for _ in range(CHUNK)]
+        tokens_b = [rng.randrange(150000) for _ in range(CHUNK)]
+        stored = nhd.store(tokens_a, 0, CHUNK, own, f"share-{seed}-a") and hnd.store(tokens_b, 0, CHUNK, mirror, f"share-{seed}-b")
+        into_hnd, into_nhd, skipped = list(range(2 * per, 3 * per)), list(range(per, 2 * per)), list(range(3 * per, 4 * per))
+        hnd.set_blocks(into_hnd + skipped, 5.0)
+        nhd.set_blocks(into_nhd, 5.0)
+        torch.cuda.synchronize()
+        got = (hnd.retrieve(tokens_a, 0, CHUNK, into_hnd, f"share-{seed}-ra") and nhd.retrieve(tokens_b, 0, CHUNK, into_nhd, f"share-{seed}-rb")
+               and hnd.retrieve(tokens_a, 0, CHUNK, skipped, f"share-{seed}-rs", skip=20))
+        torch.cuda.synchronize()
+        same = all(_same_bits(x, y) for t, s in zip(into_hnd, own) for x, y in zip(hnd.token_major(t), nhd.token_major(s)))
+        back = all(_same_bits(x, y) for t, s in zip(into_nhd, own) for x, y in zip(nhd.token_major(t), nhd.token_major(s)))
+        partial = True
+        for k, (t, s) in enumerate(zip(skipped, own)):
+            for x, y in zip(hnd.token_major(t), nhd.token_major(s)):
+                rows = x.shape[-3]  # tokens of the block: [.., bs, nh, hs]
+                first = min(max(20 - k * rows, 0), rows)
+                head, tail = (x[:, :first], x[:, first:]) if x.dim() == 4 else (x[:first], x[first:])
+                ref = y[:, first:] if y.dim() == 4 else y[first:]
+                partial = partial and bool((head == 5.0).all()) and _same_bits(tail, ref)
+        check(f"{nhd_name} and {hnd_name} workers share one chunk object each way, bit for bit, and a skip of 20 tokens",
+              stored and got and same and back and partial, f"stored {stored} retrieved {got} same {same} back {back} skip {partial}")
+        for w in (nhd, hnd):
+            w.client.call("unregister", w.instance)
 
 
 def run_tests(args):
@@ -562,16 +603,16 @@ def run_tests(args):
         # first, while both lanes are idle (the warm-up and the DMA head are for an idle lane)
         small_pieces_warm_the_context(server)
         large_pieces_take_the_dma_head(server)
-        # each layout gets its own tokens: the same key stored by two layouts is one object, and a
-        # worker with another byte layout must miss it rather than read foreign bytes
-        for seed, layout in enumerate(("nhd", "hnd", "flashinfer", "fused", "mla", "crosslayer"), start=1):
+        # each layout gets its own tokens: the same key stored by two layouts is one object (their bytes
+        # are KV_2LTD whatever the block order; layouts_share_objects checks that it is shared)
+        for seed, layout in enumerate(("nhd", "hnd", "flashinfer", "fused", "fused-hnd", "mla", "crosslayer"), start=1):
             roundtrip(server, layout, seed=seed)
         try:
             import cupy  # noqa: F401
-            roundtrip(server, "nhd", raw=True, seed=7)
+            roundtrip(server, "nhd", raw=True, seed=8)
         except ImportError:
             check("RawCudaIPCWrapper round trip", False, "cupy is missing")
-        other_layout_misses(server)
+        layouts_share_objects(server)
         two_workers_on_one_gpu(server)
         unknown_instance_gets_a_valid_event(server)
         failure_paths_answer_with_events_a_worker_can_open(server)
@@ -651,11 +692,11 @@ def pipelined(worker, requests, op, depth=4):
     return time.perf_counter() - t0
 
 
-def bench_layout(server, label, heads, head, block, chunks_per_request, requests, seed, scatter=True):
+def bench_layout(server, label, heads, head, block, chunks_per_request, requests, seed, scatter=True, layout="nhd"):
     layers = 32
     per_chunk = CHUNK // block
     blocks_needed = chunks_per_request * per_chunk
-    w = Worker(server, "nhd", layers=layers, blocks=4 * blocks_needed, block=block, heads=heads, head=head, seed=seed)
+    w = Worker(server, layout, layers=layers, blocks=4 * blocks_needed, block=block, heads=heads, head=head, seed=seed)
     assert w.register() is None
     piece = block * heads * head * 2
     request_bytes = 2 * layers * blocks_needed * piece
@@ -687,7 +728,7 @@ def bench_layout(server, label, heads, head, block, chunks_per_request, requests
     # both directions at once: one connection stores new prefixes while another retrieves stored
     # ones; best of 3 like the single directions (one transient stall should not be the figure)
     import threading
-    w2 = Worker(server, "nhd", layers=layers, blocks=4 * blocks_needed, block=block, heads=heads, head=head, seed=seed + 1)
+    w2 = Worker(server, layout, layers=layers, blocks=4 * blocks_needed, block=block, heads=heads, head=head, seed=seed + 1)
     w2.tensors, w2.instance, w2.client = w.tensors, w.instance, Client(server.port)
     best = None
     for rep in range(3):
@@ -725,6 +766,9 @@ def run_bench(args):
     rows = []
     try:
         rows.append(bench_layout(server, "Llama-8B (8 KV heads x 128, bf16, block 16: 32 KiB pieces)", 8, 128, 16, 4, 24, 11))
+        # the same HND: every piece is transposed into token-major KV_2LTD by copy_pieces_kv2ltd (no DMA head)
+        rows.append(bench_layout(server, "Llama-8B HND (8 KV heads x 128, bf16, block 16: transposed 32 KiB pieces)", 8, 128, 16, 4, 24,
+                                 13, layout="hnd"))
         if os.environ.get("LMCACHE_BENCH_ROWS") != "small":
             rows.append(bench_layout(server, "large blocks (32 heads x 128, bf16, block 256: 2 MiB pieces)", 32, 128, 256, 1, 24, 12))
         rows.append(hybrid_check.bench_hybrid(sys.modules[__name__], server))

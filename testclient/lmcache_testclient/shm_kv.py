@@ -59,6 +59,8 @@ def _layouts() -> dict:
                lambda g: (nb(g), 2, g.block_size, g.num_heads, g.head_size)),
         Layout("fused", "fused K/V [nb, bs, nh, 2*hs]", {"kv_layout": "NHD"}, False, 0, 1,
                lambda g: (nb(g), g.block_size, g.num_heads, 2 * g.head_size)),
+        Layout("fused-hnd", "fused K/V HND [nb, nh, bs, 2*hs]", {"kv_layout": "HND"}, False, 0, 2,
+               lambda g: (nb(g), g.num_heads, g.block_size, 2 * g.head_size)),
         # vLLM sends {} when it cannot name a layout; the golden MLA registration has {} too.
         Layout("mla", "MLA [nb, bs, hs]", {}, False, 0, 1,
                lambda g: (nb(g), g.block_size, g.mla_head_size)),

@@ -75,6 +75,8 @@ public final class CopyEngine implements AutoCloseable {
     private final EventPoller poller;
     private final PinnedPool pool;
     private final CUfunction kernel;
+    /** The plain kernel and the transposing one ({@link HeadTranspose#KERNEL}; null when the PTX lacks it), as transfers launch them. */
+    private final CUfunction[] kernels;
     private final Lane store;
     private final Lane retrieve;
     /** Where {@link #warm} launches: its own stream, so it takes no lane lock and nothing queues behind it. */
@@ -93,6 +95,14 @@ public final class CopyEngine implements AutoCloseable {
         Cu.check(JCudaDriver.cuModuleLoadData(module, ptx()), "cuModuleLoadData(copy_pieces)");
         kernel = new CUfunction();
         Cu.check(JCudaDriver.cuModuleGetFunction(kernel, module, "copy_pieces"), "cuModuleGetFunction(copy_pieces)");
+        CUfunction transposing = null;
+        if (HeadTranspose.kernelInPtx()) {
+            // the layout detector made head-major layouts token-major because the PTX declares the entry: it must load
+            transposing = new CUfunction();
+            Cu.check(JCudaDriver.cuModuleGetFunction(transposing, module, HeadTranspose.KERNEL),
+                    "cuModuleGetFunction(" + HeadTranspose.KERNEL + ")");
+        }
+        kernels = new CUfunction[] {kernel, transposing};
         int[] least = new int[1];
         int[] greatest = new int[1];
         Cu.check(JCudaDriver.cuCtxGetStreamPriorityRange(least, greatest), "cuCtxGetStreamPriorityRange");
@@ -185,7 +195,7 @@ public final class CopyEngine implements AutoCloseable {
             Done completion, PoolMemory memory) {
         long startNs = System.nanoTime();
         boolean counted = memory == pool;
-        Transfer transfer = new Transfer(direction, lane, tensors, memory, kernel, clientEvent, timer());
+        Transfer transfer = new Transfer(direction, lane, tensors, memory, kernels, clientEvent, timer());
         String error = null;
         boolean nothingToStore = false;
         try {

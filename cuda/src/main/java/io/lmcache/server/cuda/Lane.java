@@ -21,8 +21,8 @@ final class Lane {
     /**
      * Descriptor slots per lane: one per batch, reused once the GPU has run it. A transfer takes a
      * slot per staging batch (4 for a 128 MiB request), and a submit whose slot is still in use
-     * waits for the GPU; 64 slots keep 16 such requests in flight without that wait, in 6 MiB of
-     * pinned memory per lane.
+     * waits for the GPU; 64 slots keep 16 such requests in flight without that wait, in 8 MiB of
+     * pinned memory per lane (32 bytes per descriptor: a triple and a {@link HeadTranspose} shape).
      */
     static final int RING_SLOTS = 64;
     static final int SLOT_DESCRIPTORS = 4096;
@@ -74,7 +74,7 @@ final class Lane {
             filled[half] = CopyEngine.event(CopyEngine.SYNC_FLAGS);
         }
         Cu.check(JCudaDriver.cuEventCreate(join, CopyEngine.SYNC_FLAGS), "cuEventCreate(join)");
-        long bytes = 24L * SLOT_DESCRIPTORS;
+        long bytes = 32L * SLOT_DESCRIPTORS; // triples, then (for the transposing kernel) one shape per piece
         for (int slot = 0; slot < RING_SLOTS; slot++) {
             hostBuffers[slot] = new Pointer();
             Cu.check(JCudaDriver.cuMemHostAlloc(hostBuffers[slot], bytes, DESCRIPTOR_FLAGS), "cuMemHostAlloc(descriptors)");

@@ -72,6 +72,32 @@ public final class PieceStream {
         }
     }
 
+    /**
+     * A head-major piece the object holds token-major ({@link HeadTranspose}): always staged, since only the kernel transposes
+     * (a DMA copies bytes in order). A run of blocks larger than a staging half is cut into runs of whole blocks that fit.
+     */
+    public void add(int tensor, long tensorOffset, long poolOffset, long length, long shape) {
+        if (shape == 0) {
+            add(tensor, tensorOffset, poolOffset, length);
+            return;
+        }
+        long blockBytes = HeadTranspose.blockBytes(shape);
+        if (StagedBatch.direct(Math.min(length, blockBytes), halfBytes)) {
+            throw new CudaException("a head-major block of " + blockBytes + " B is larger than a staging half (" + halfBytes
+                    + " B): raise -Dlmcache.cuda.stagingMiB");
+        }
+        long step = StagedBatch.direct(length, halfBytes) ? halfBytes / blockBytes * blockBytes : length;
+        for (long at = 0; at < length; at += step) {
+            long part = Math.min(step, length - at);
+            pieces.add(tensor, tensorOffset + at, poolOffset + at, part, shape);
+            pendingBytes += part;
+            pendingPieces++;
+            while (pendingBytes >= budgetBytes || pendingPieces >= maxPiecesPerBatch) {
+                cut();
+            }
+        }
+    }
+
     /** Sends what is left as batches: the transfer's last piece has been added. */
     void finish() {
         while (pendingPieces > 0) {

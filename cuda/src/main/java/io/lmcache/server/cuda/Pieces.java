@@ -3,12 +3,13 @@ package io.lmcache.server.cuda;
 import java.util.Arrays;
 
 /**
- * A growable list of copy pieces, four longs each: the registered tensor, the byte offset in it,
- * the byte offset in the pool, and the length. Reused per transfer lane, so planning a transfer
+ * A growable list of copy pieces, five longs each: the registered tensor, the byte offset in it,
+ * the byte offset in the pool, the length, and the shape of a head-major piece the object holds
+ * token-major ({@link HeadTranspose}; 0 for a plain copy). Reused per transfer lane, so planning a transfer
  * allocates nothing once it has grown.
  */
 public final class Pieces {
-    private long[] data = new long[4 * 256];
+    private long[] data = new long[5 * 256];
     private int count;
     private long totalBytes;
 
@@ -18,14 +19,20 @@ public final class Pieces {
     }
 
     public void add(int tensor, long tensorOffset, long poolOffset, long length) {
-        if (4 * (count + 1) > data.length) {
+        add(tensor, tensorOffset, poolOffset, length, 0);
+    }
+
+    /** A piece; {@code shape} non-zero: a head-major piece copied into (or out of) token-major order ({@link HeadTranspose}). */
+    public void add(int tensor, long tensorOffset, long poolOffset, long length, long shape) {
+        if (5 * (count + 1) > data.length) {
             data = Arrays.copyOf(data, data.length * 2);
         }
-        int at = 4 * count++;
+        int at = 5 * count++;
         data[at] = tensor;
         data[at + 1] = tensorOffset;
         data[at + 2] = poolOffset;
         data[at + 3] = length;
+        data[at + 4] = shape;
         totalBytes += length;
     }
 
@@ -34,19 +41,24 @@ public final class Pieces {
     }
 
     public int tensor(int piece) {
-        return (int) data[4 * piece];
+        return (int) data[5 * piece];
     }
 
     public long tensorOffset(int piece) {
-        return data[4 * piece + 1];
+        return data[5 * piece + 1];
     }
 
     public long poolOffset(int piece) {
-        return data[4 * piece + 2];
+        return data[5 * piece + 2];
     }
 
     public long length(int piece) {
-        return data[4 * piece + 3];
+        return data[5 * piece + 3];
+    }
+
+    /** The piece's {@link HeadTranspose} shape, 0 for a plain copy. */
+    public long shape(int piece) {
+        return data[5 * piece + 4];
     }
 
     public long totalBytes() {

@@ -14,16 +14,19 @@ public final class StagedBatch {
     static final long ALIGN = 16;
 
     private final long[] descriptors;
+    private final long[] shapes;
     private final long[] runs;
     private final int maxPieces;
     private int pieceCount;
     private int runCount;
     private long stagedBytes;
+    private boolean transposes;
 
     /** @param maxPieces the most descriptors one launch takes (a descriptor slot's size) */
     public StagedBatch(int maxPieces) {
         this.maxPieces = maxPieces;
         this.descriptors = new long[3 * maxPieces];
+        this.shapes = new long[maxPieces];
         this.runs = new long[3 * maxPieces];
     }
 
@@ -56,6 +59,7 @@ public final class StagedBatch {
         pieceCount = 0;
         runCount = 0;
         stagedBytes = 0;
+        transposes = false;
         int i = from;
         for (; i < pieces.count() && pieceCount < maxPieces; i++) {
             long length = pieces.length(i);
@@ -71,6 +75,8 @@ public final class StagedBatch {
             descriptors[d] = direction == Direction.TO_POOL ? device : stagingAddress + at;
             descriptors[d + 1] = direction == Direction.TO_POOL ? stagingAddress + at : device;
             descriptors[d + 2] = length;
+            shapes[pieceCount - 1] = pieces.shape(i);
+            transposes |= pieces.shape(i) != 0;
             addRun(pieces.poolOffset(i), at, length, regionBytes);
             stagedBytes = at + length;
         }
@@ -105,6 +111,19 @@ public final class StagedBatch {
     /** Bytes of the staging buffer the batch uses, alignment included. */
     public long stagedBytes() {
         return stagedBytes;
+    }
+
+    /**
+     * Whether some piece of the batch is head-major ({@link HeadTranspose}): the batch then needs the transposing kernel,
+     * which reads each piece's shape after the triples; otherwise the plain kernel copies it as before.
+     */
+    public boolean transposes() {
+        return transposes;
+    }
+
+    /** Each piece's {@link HeadTranspose} shape (0: plain), {@link #pieceCount} of them. */
+    public long[] shapes() {
+        return shapes;
     }
 
     /** The descriptor triples, {@link #pieceCount} of them. */

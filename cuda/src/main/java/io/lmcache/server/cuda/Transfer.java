@@ -27,6 +27,8 @@ final class Transfer implements PieceStream.Target {
     final CUevent[] timer;
     private final PoolMemory pool;
     private final CUfunction kernel;
+    /** {@link HeadTranspose#KERNEL}; null when the loaded PTX lacks it (then no layout emits head-major pieces). */
+    private final CUfunction transposing;
     CUevent opened;
     boolean started;
     long openNs;
@@ -36,11 +38,12 @@ final class Transfer implements PieceStream.Target {
     /** What the head moved (for /status: whether runs of consecutive blocks took the batched copies). */
     long headBytesCopied;
 
-    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PoolMemory pool, CUfunction kernel, byte[] clientEvent,
+    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PoolMemory pool, CUfunction[] kernels, byte[] clientEvent,
             CUevent[] timer) {
         this.direction = direction;
         this.pool = pool;
-        this.kernel = kernel;
+        this.kernel = kernels[0];
+        this.transposing = kernels[1];
         this.lane = lane;
         this.tensors = tensors;
         this.bases = tensors.storageAddresses();
@@ -91,6 +94,9 @@ final class Transfer implements PieceStream.Target {
     /** A piece larger than a staging half: one DMA call, straight between the worker's memory and the pool. */
     @Override
     public void direct(Pieces pieces, int i) {
+        if (pieces.shape(i) != 0) {
+            throw new CudaException("a head-major piece cannot go by DMA: only the kernel transposes it"); // PieceStream cuts them
+        }
         start();
         long length = pieces.length(i);
         CUdeviceptr gpu = tensors.storagePointer(pieces.tensor(i)).withByteOffset(pieces.tensorOffset(i));
@@ -104,7 +110,7 @@ final class Transfer implements PieceStream.Target {
     @Override
     public int batch(Pieces pieces, int from, long budgetBytes) {
         start();
-        if (headBytesLeft > 0 && pieces.length(from) >= lane.tuning.dmaHeadMinPieceBytes()) {
+        if (headBytesLeft > 0 && pieces.length(from) >= lane.tuning.dmaHeadMinPieceBytes() && pieces.shape(from) == 0) {
             return head(pieces, from, budgetBytes);
         }
         StagedBatch batch = lane.batch;
@@ -145,9 +151,11 @@ final class Transfer implements PieceStream.Target {
             if (StagedBatch.direct(length, lane.tuning.stagingHalfBytes())) {
                 continue; // direct() sent it when it arrived
             }
-            if (length < lane.tuning.dmaHeadMinPieceBytes() || (copies.count() > 0 && bytes + length > budgetBytes)) {
-                // a small piece goes with the staged batches (one copy each is slow for it); the batch always moves on:
-                // it starts at a large piece, or at a direct one skipped above
+            if (length < lane.tuning.dmaHeadMinPieceBytes() || (copies.count() > 0 && bytes + length > budgetBytes)
+                    || pieces.shape(i) != 0) {
+                // a small piece goes with the staged batches (one copy each is slow for it), and so does a head-major one
+                // (a copy cannot transpose it); the batch always moves on: it starts at a large plain piece, or at a
+                // direct one skipped above
                 break;
             }
             long gpu = bases[pieces.tensor(i)] + pieces.tensorOffset(i);
@@ -180,16 +188,32 @@ final class Transfer implements PieceStream.Target {
         }
     }
 
-    /** Writes the batch's descriptors into a ring slot and launches the kernel on the lane's kernel stream. */
+    /**
+     * Writes the batch's descriptors into a ring slot and launches the kernel on the lane's kernel stream: the plain one
+     * ({@code copy_pieces}, triples), or for a batch with head-major pieces the transposing one (triples, then each piece's
+     * shape, and whether it copies into the staging buffer).
+     */
     private void launch(Lane lane, StagedBatch batch) {
         int n = batch.pieceCount();
+        boolean transposes = batch.transposes();
+        if (transposes && transposing == null) {
+            throw new CudaException("the loaded copy_pieces.ptx has no " + HeadTranspose.KERNEL + ": head-major pieces cannot be copied");
+        }
         int slot = lane.takeSlot();
         LongBuffer view = lane.hostViews[slot];
         view.clear();
         view.put(batch.descriptors(), 0, 3 * n);
-        Pointer parameters = Pointer.to(Pointer.to(lane.deviceViews[slot]), Pointer.to(new int[] {n}));
-        Cu.check(JCudaDriver.cuLaunchKernel(kernel, Math.min(lane.tuning.copyKernelBlocks(), n), 1, 1, CopyEngine.KERNEL_THREADS, 1, 1, 0, lane.kernelStream,
-                parameters, null), "cuLaunchKernel(copy_pieces, " + n + " pieces)");
+        Pointer parameters;
+        if (transposes) {
+            view.put(batch.shapes(), 0, n);
+            int toObject = direction == Direction.TO_POOL ? 1 : 0;
+            parameters = Pointer.to(Pointer.to(lane.deviceViews[slot]), Pointer.to(new int[] {n}), Pointer.to(new int[] {toObject}));
+        } else {
+            parameters = Pointer.to(Pointer.to(lane.deviceViews[slot]), Pointer.to(new int[] {n}));
+        }
+        Cu.check(JCudaDriver.cuLaunchKernel(transposes ? transposing : kernel, Math.min(lane.tuning.copyKernelBlocks(), n), 1, 1,
+                CopyEngine.KERNEL_THREADS, 1, 1, 0, lane.kernelStream, parameters, null),
+                "cuLaunchKernel(" + (transposes ? HeadTranspose.KERNEL : "copy_pieces") + ", " + n + " pieces)");
         Cu.check(JCudaDriver.cuEventRecord(lane.fences[slot], lane.kernelStream), "cuEventRecord(descriptor fence)");
     }
 

@@ -1,6 +1,7 @@
 package io.lmcache.server.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.config.Tuning;
@@ -137,5 +138,43 @@ class PieceStreamTest {
         stream.finish();
         assertEquals(1, target.batches.size());
         assertEquals(KIB, stream.pieces().totalBytes(), "begin cleared the previous transfer's pieces");
+    }
+
+    /**
+     * A run of head-major blocks (HND) larger than a staging half is cut into runs of whole blocks that fit, never sent as a
+     * direct DMA (which cannot transpose); each part keeps its shape, and the batch says it needs the transposing kernel.
+     */
+    @Test
+    void headMajorRunsAreCutIntoWholeBlocksAndStaged() {
+        long half = 100 * KIB;
+        Recorder target = new Recorder(4096, half);
+        PieceStream stream = stream(half, 4096, half, target);
+        long shape = HeadTranspose.shape(8, 16, 0, 256); // 32 KiB blocks
+        stream.add(0, 0, 1000, 8 * 32 * KIB, shape);
+        stream.finish();
+        assertTrue(target.direct.isEmpty(), "nothing goes by DMA");
+        Pieces pieces = stream.pieces();
+        assertEquals(3, pieces.count(), "3 + 3 + 2 blocks of 32 KiB in halves of 100 KiB");
+        long[] lengths = {96 * KIB, 96 * KIB, 64 * KIB};
+        long at = 0;
+        for (int i = 0; i < pieces.count(); i++) {
+            assertEquals(lengths[i], pieces.length(i));
+            assertEquals(at, pieces.tensorOffset(i), "each part starts at a block");
+            assertEquals(1000 + at, pieces.poolOffset(i));
+            assertEquals(shape, pieces.shape(i));
+            at += lengths[i];
+        }
+        assertTrue(target.batch.transposes());
+        assertEquals(shape, target.batch.shapes()[0]);
+        assertEquals(8 * 32 * KIB, pieces.totalBytes());
+    }
+
+    @Test
+    void aHeadMajorBlockLargerThanAHalfIsRefused() {
+        Recorder target = new Recorder(4096, 16 * KIB);
+        PieceStream stream = stream(16 * KIB, 4096, 16 * KIB, target);
+        CudaException refused = assertThrows(CudaException.class,
+                () -> stream.add(0, 0, 0, 32 * KIB, HeadTranspose.shape(8, 16, 0, 256)));
+        assertTrue(refused.getMessage().contains("larger than a staging half"), refused.getMessage());
     }
 }

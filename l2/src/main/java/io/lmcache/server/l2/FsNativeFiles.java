@@ -32,8 +32,8 @@ import java.util.regex.Pattern;
  * fs_native's files (hybrid-and-l2.md §B.6): one file per key, the object's raw bytes, no header, named as LMCache's
  * {@code key_to_filename} names them (LMCache/LMCache {@code csrc/storage_backends/keys.h} @4a3e5e7a, index id 67033925479):
  * {@code {model, "/" -> "-SEP-"}@0x{kv_rank:08x}@{object_group_id:x}@{chunk_hash hex}[@{cache_salt}].data}, flat in the base
- * directory, so a directory LMCache's fs_native adapter wrote serves here and the other way round (objects in a layout LMCache
- * never writes carry {@code @f{tag}} after the group, see {@link L2Key}). The object's full format ({@link L2Key#layout}) goes into
+ * directory, so a directory LMCache's fs_native adapter wrote serves here and the other way round (only the block-order fallback's
+ * objects, bytes LMCache never writes, carry {@code @f{tag}} after the group, see {@link L2Key}). The object's full format ({@link L2Key#layout}) goes into
  * the extended attribute {@link #FORMAT_XATTR}, which LMCache neither writes nor reads: a file whose attribute names another
  * format is a miss, one without it (LMCache's) is taken when its size is the object's. A write goes to a temporary name unique to
  * the writer and is renamed into place, so two writers of one key never share a file and a reader sees a whole file or none

@@ -13,9 +13,10 @@ import java.util.Objects;
  *
  * <p>The kv rank is LMCache's packed one ({@link #packKvRank}): deployments of one model at different tensor-parallel sizes never
  * share a key. {@code layoutTag} 0 means the object is LMCache's object layout ({@code KV_2LTD} segments, one per kernel group):
- * the name is LMCache's exactly. Any other value is the server's layout format for bytes LMCache never writes (head-major HND
- * blocks, fused K/V); such objects are named apart ({@code @f{tag hex}} before the hash), so neither server ever reads the
- * other's bytes in another order.
+ * the name is LMCache's exactly. Every worker layout's objects are (HND blocks are transposed as they are copied, issue 27), so
+ * the server writes 0 except in one fallback: a GPU whose loaded copy kernel cannot transpose keeps head-major blocks in their
+ * block order, and those objects carry the server's layout format here, named apart ({@code @f{tag hex}} before the hash) so
+ * neither server ever reads the other's bytes in another order.
  *
  * <p>{@code layout} describes the object's full format (dtype, heads, head size, block layout, groups) for adapters that can keep it
  * beside the bytes where LMCache ignores it (fs_native's extended attribute); "" when unknown. It is no part of the identity:

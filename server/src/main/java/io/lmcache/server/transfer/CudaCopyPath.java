@@ -71,7 +71,7 @@ public final class CudaCopyPath implements CopyPath {
                     owned.close();
                 }
             };
-            CopyEngine.Feed feed = stream -> source.emit(stream::add);
+            CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add));
             submitted = memory == null ? engine.submit(direction, tensors, feed, clientEvent, completion)
                     : engine.submit(direction, tensors, feed, clientEvent, completion, memory);
         } catch (RuntimeException e) {

@@ -1,6 +1,7 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.cuda.Direction;
+import io.lmcache.server.cuda.HeadTranspose;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.protocol.Reply;
 import java.lang.foreign.MemorySegment;
@@ -65,7 +66,10 @@ public final class HostCopyPath implements CopyPath {
         return "cpu";
     }
 
-    /** Copies pieces between a worker's shared-memory tensors and the pool, in the direction given. */
+    /**
+     * Copies pieces between a worker's shared-memory tensors and the pool, in the direction given; a head-major piece row by
+     * row into (or out of) the object's token-major order, by the mapping the GPU kernel uses ({@link HeadTranspose}).
+     */
     private static final class HostCopy implements PieceSink {
         private final HostKvTensors tensors;
         private final MemorySegment pool;
@@ -85,6 +89,23 @@ public final class HostCopyPath implements CopyPath {
                 MemorySegment.copy(tensors.tensor(tensor), tensorOffset, pool, objectOffset, length);
             } else {
                 MemorySegment.copy(pool, objectOffset, tensors.tensor(tensor), tensorOffset, length);
+            }
+        }
+
+        @Override
+        public void transposed(int tensor, long tensorOffset, long objectOffset, long length, long shape) {
+            bytes += length;
+            MemorySegment segment = tensors.tensor(tensor);
+            long rowBytes = HeadTranspose.rowBytes(shape);
+            long rows = length / rowBytes;
+            for (long row = 0; row < rows; row++) {
+                long inTensor = tensorOffset + HeadTranspose.tensorRowOffset(shape, row);
+                long inObject = objectOffset + row * rowBytes;
+                if (toPool) {
+                    MemorySegment.copy(segment, inTensor, pool, inObject, rowBytes);
+                } else {
+                    MemorySegment.copy(pool, inObject, segment, inTensor, rowBytes);
+                }
             }
         }
     }

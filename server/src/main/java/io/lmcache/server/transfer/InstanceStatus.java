@@ -89,6 +89,9 @@ public final class InstanceStatus {
         group.put("engine_kv_format", layout.kind().name() + (layout.hnd() ? "_HND" : "_NHD"));
         group.put("engine_kv_shape", layout.kind().description());
         group.put("attention_backend", layout.kind().name());
+        // ours: whether this group's segments are LMCache's KV_2LTD (shared with NHD workers and LMCache servers) or the
+        // block-order fallback of a GPU whose PTX lacks the transposing kernel (named apart in L2)
+        group.put("object_layout", layout.lmcacheObjectLayout() ? "KV_2LTD" : "block_order");
         return group;
     }
 }

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.cuda.HeadTranspose;
 import io.lmcache.server.protocol.DType;
 
 /**
@@ -8,12 +9,17 @@ import io.lmcache.server.protocol.DType;
  * contiguous, {@code subBlocks} runs of {@code blockSize} token rows of {@code rowBytes} each
  * (HND: one run per head; NHD: one run of all heads).
  *
- * <p>A stored chunk object holds its pieces in the order {@code [plane][layer][block][piece]}; for
- * NHD layouts that is LMCache's {@code KV_2LTD} (token-major, K then V), the same bytes the
- * engine-driven path exchanges. The object's {@link #format()} says which order it is in, so a
- * reader in another layout treats it as a miss instead of misreading it.
+ * <p>A stored chunk object holds its pieces in the order {@code [plane][layer][block][piece]}, each piece token-major: that
+ * is LMCache's object layout {@code KV_2LTD} ({@code [planes, layers, tokens, heads x head size]}, K then V), the bytes the
+ * engine-driven path and a Python LMCache server exchange. NHD pieces are token-major already; head-major (HND) blocks of
+ * several heads are transposed as they are copied ({@link #transposes}), as LMCache's GPU connector does. Fused K/V
+ * ({@code [nb, bs, nh, 2*hs]}) is one plane whose token rows hold each head's K then V: LMCache's spec for it
+ * ({@code NL_X_NB_BS_NH_TWO_HS_Spec}: {@code kv_size} 1, head size {@code 2 * hs}; index id 60108452945) stores those rows
+ * as they are, so its objects are {@code [1, layers, tokens, heads x 2 hs]}.
  *
  * @param tensorBaseBytes per registered tensor, the byte offset of the view in its storage
+ * @param blockOrder head-major blocks are copied in their block order, not transposed: only where the copy path cannot
+ *     transpose (a GPU whose loaded PTX lacks the transposing kernel); such objects are not LMCache's and are named apart
  */
 public record KvLayout(
         Kind kind,
@@ -31,7 +37,8 @@ public record KvLayout(
         long blockStrideBytes,
         long planeStrideBytes,
         long layerStrideBytes,
-        long[] tensorBaseBytes) {
+        long[] tensorBaseBytes,
+        boolean blockOrder) {
 
     /** The vLLM layouts of protocol doc §6.4. */
     public enum Kind {
@@ -52,7 +59,7 @@ public record KvLayout(
         }
     }
 
-    /** Object formats; HND ones also carry the block size, since the bytes are tiled by it. */
+    /** Object formats; head-major ones (the block-order fallback) also carry the block size, since the bytes are tiled by it. */
     public static final int FORMAT_TOKEN_MAJOR_KV = 1;
     public static final int FORMAT_TOKEN_MAJOR_SINGLE = 2;
     public static final int FORMAT_HEAD_MAJOR_KV = 3;
@@ -80,7 +87,7 @@ public record KvLayout(
      * (an fp8 cache and a bf16 one with half the heads have objects of one size).
      */
     public int format() {
-        if (!hnd || subBlocks == 1) {
+        if (lmcacheObjectLayout()) {
             return tokenMajorFormat(planes, dtype);
         }
         return (planes == 2 ? FORMAT_HEAD_MAJOR_KV : FORMAT_HEAD_MAJOR_SINGLE) | ((blockSize & 0xFFFF) << 8) | dtypeBits(dtype);
@@ -95,25 +102,44 @@ public record KvLayout(
         return (dtype.ordinal() + 1) << 24;
     }
 
-    /**
-     * Whether a chunk's segment is LMCache's object layout, {@code KV_2LTD}: {@code [planes, layers, tokens, heads * head size]}
-     * (protocol doc §6.4, {@code MemoryFormat.KV_2LTD}). Head-major blocks of several heads and fused K/V (K and V interleaved per
-     * token) are copied as they are in the worker's blocks, so their bytes are in another order.
-     */
-    public boolean lmcacheObjectLayout() {
-        return kind != Kind.FUSED && (!hnd || subBlocks == 1);
+    /** Whether a block is head-major with several heads ({@code [heads][block rows][row]}): its rows are not token order. */
+    public boolean headMajorBlocks() {
+        return hnd && subBlocks > 1;
+    }
+
+    /** Whether pieces are transposed into token-major order as they are copied (head-major blocks, unless {@link #blockOrder}). */
+    public boolean transposes() {
+        return headMajorBlocks() && !blockOrder;
     }
 
     /**
-     * The segment's full format as L2 records it: dtype, {@code [planes, layers, tokens, heads x head size]}, and the block
-     * order when it is not LMCache's ({@code hnd<block size>}, {@code fused}). Two layouts of one size differ here.
+     * Whether a chunk's segment is LMCache's object layout, {@code KV_2LTD}: {@code [planes, layers, tokens, heads * head size]}
+     * (protocol doc §6.4, {@code MemoryFormat.KV_2LTD}). Every layout is, except head-major blocks in the block-order fallback.
+     */
+    public boolean lmcacheObjectLayout() {
+        return !headMajorBlocks() || !blockOrder;
+    }
+
+    /** This layout with head-major blocks copied in their block order (the fallback of a copy path that cannot transpose). */
+    public KvLayout withBlockOrder() {
+        return new KvLayout(kind, hnd, numLayers, numBlocks, blockSize, numHeads, headSize, planes, dtype, pieceBytes, subBlocks, rowBytes,
+                blockStrideBytes, planeStrideBytes, layerStrideBytes, tensorBaseBytes, true);
+    }
+
+    /** The {@link HeadTranspose} shape of a transposed piece whose rows before {@code firstRow} are left out (0: whole blocks). */
+    public long transposeShape(int firstRow) {
+        return HeadTranspose.shape(subBlocks, blockSize, firstRow, rowBytes);
+    }
+
+    /**
+     * The segment's full format as L2 records it: dtype, {@code [planes, layers, tokens, heads x head size]}, {@code fused} for
+     * fused K/V (one plane of packed K/V rows: not the bytes of an MLA layout of that size), and {@code hnd<block size>} for the
+     * block-order fallback. Layouts whose bytes are equal (HND and NHD) have one format; two layouts of one size that differ
+     * differ here.
      */
     public String segmentFormat(int blocks) {
         String shape = dtype.torchName() + "[" + planes + "," + numLayers + "," + blocks * blockSize + "," + numHeads + "x" + headSize + "]";
-        if (kind == Kind.FUSED) {
-            return shape + " fused" + (hnd && subBlocks > 1 ? " hnd" + blockSize : "");
-        }
-        return lmcacheObjectLayout() ? shape : shape + " hnd" + blockSize;
+        return shape + (kind == Kind.FUSED ? " fused" : "") + (lmcacheObjectLayout() ? "" : " hnd" + blockSize);
     }
 
     /** Bytes of {@code blocks} blocks of every layer and plane: a chunk's segment when {@code blocks} is its kept blocks. */

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.cuda.HeadTranspose;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
@@ -82,7 +83,18 @@ public final class LayoutDetector {
                     + layout.blockSize() + " of shape " + Arrays.toString(shape) + " read as " + (layout.hnd() ? "HND" : "NHD"));
         }
         checkSpan(tensors, es);
-        return layout;
+        return layout.headMajorBlocks() && !canTranspose(first, layout) ? layout.withBlockOrder() : layout;
+    }
+
+    /**
+     * Whether the copy path of these tensors can transpose the layout's head-major blocks into LMCache's token-major objects:
+     * the host path always can; the GPU path when the loaded PTX has the transposing kernel (a PTX built before it lacks it,
+     * and then the blocks keep their order and the objects are named apart, never written in the wrong order). The shape must
+     * fit the kernel's descriptor ({@link HeadTranspose#fits}).
+     */
+    static boolean canTranspose(TensorWrapper first, KvLayout layout) {
+        boolean fits = HeadTranspose.fits(layout.subBlocks(), layout.blockSize(), layout.rowBytes());
+        return fits && (first instanceof TensorWrapper.CpuShm || HeadTranspose.kernelInPtx());
     }
 
     /**
@@ -110,7 +122,7 @@ public final class LayoutDetector {
         long piece = (long) x * y * hs * es;
         return new KvLayout(kind, hnd, numLayers, (int) shape[blockDim], blockSize, heads, hs, 2, dtype, piece,
                 hnd ? heads : 1, hnd ? (long) hs * es : (long) heads * hs * es, stride[blockDim] * es, stride[planeDim] * es,
-                layerDim < 0 ? 0 : stride[layerDim] * es, views.bases());
+                layerDim < 0 ? 0 : stride[layerDim] * es, views.bases(), false);
     }
 
     /** {@code [nb, bs, nh, 2*hs]} (HND {@code [nb, nh, bs, 2*hs]}): one plane, K and V packed per head. */
@@ -126,7 +138,7 @@ public final class LayoutDetector {
         int heads = hnd ? x : y;
         return new KvLayout(KvLayout.Kind.FUSED, hnd, numLayers, (int) shape[0], blockSize, heads, packed / 2, 1, dtype,
                 (long) x * y * packed * es, hnd ? heads : 1, hnd ? (long) packed * es : (long) heads * packed * es, stride[0] * es, 0, 0,
-                bases);
+                bases, false);
     }
 
     /** {@code [nb, bs, hs]}: one latent vector per token. */
@@ -136,7 +148,7 @@ public final class LayoutDetector {
         int hs = (int) shape[2];
         require(stride[2] == 1 && stride[1] == hs, shape, "a block must be contiguous (strides " + Arrays.toString(stride) + ")");
         return new KvLayout(KvLayout.Kind.MLA, false, numLayers, (int) shape[0], blockSize, 1, hs, 1, dtype,
-                (long) blockSize * hs * es, 1, (long) hs * es, stride[0] * es, 0, 0, bases);
+                (long) blockSize * hs * es, 1, (long) hs * es, stride[0] * es, 0, 0, bases, false);
     }
 
     /** Every view must fit in the storage the wrapper says it has. */

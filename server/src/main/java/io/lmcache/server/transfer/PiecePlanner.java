@@ -6,6 +6,10 @@ package io.lmcache.server.transfer;
  * merged into one range (FlashAttention and MLA keep a layer's blocks back to back), and the
  * tokens before {@code skipTokens} left out (whole blocks, then whole rows of a partly skipped
  * block). The same plan serves both directions; only the executor decides which way bytes flow.
+ *
+ * <p>A layout that {@link KvLayout#transposes} emits its pieces as {@link PieceSink#transposed} ones, a block or a run of
+ * adjacent blocks each with its shape, so their descriptors are as few as for token-major layouts: the object holds
+ * each block token-major, and a partly skipped block is one piece of its last rows (contiguous in the object).
  */
 public final class PiecePlanner {
     private PiecePlanner() {}
@@ -36,6 +40,8 @@ public final class PiecePlanner {
         int skippedBlocks = Math.min(blocksPerChunk, skipTokens / blockSize);
         int partialRows = skippedBlocks < blocksPerChunk ? skipTokens % blockSize : 0;
         boolean adjacent = adjacent(layout);
+        boolean transposes = layout.transposes();
+        long wholeBlocks = transposes ? layout.transposeShape(0) : 0;
         long piece = layout.pieceBytes();
         for (int plane = 0; plane < layout.planes(); plane++) {
             for (int layer = 0; layer < layout.numLayers(); layer++) {
@@ -43,15 +49,24 @@ public final class PiecePlanner {
                 long objectRow = objectBase + ((long) plane * layout.numLayers() + layer) * blocksPerChunk * piece;
                 int k = skippedBlocks;
                 if (partialRows > 0) {
-                    partialBlock(layout, tensor, layout.pieceOffset(layer, plane, blockIds[firstId + k]), objectRow + k * piece,
-                            partialRows, sink);
+                    long tensorOffset = layout.pieceOffset(layer, plane, blockIds[firstId + k]);
+                    if (transposes) {
+                        partialTransposed(layout, tensor, tensorOffset, objectRow + k * piece, partialRows, sink);
+                    } else {
+                        partialBlock(layout, tensor, tensorOffset, objectRow + k * piece, partialRows, sink);
+                    }
                     k++;
                 }
                 while (k < blocksPerChunk) {
                     int runStart = k;
                     int block = blockIds[firstId + k];
                     k = runEnd(blockIds, firstId, k, blocksPerChunk, adjacent);
-                    sink.piece(tensor, layout.pieceOffset(layer, plane, block), objectRow + runStart * piece, (k - runStart) * piece);
+                    long tensorOffset = layout.pieceOffset(layer, plane, block);
+                    if (transposes) {
+                        sink.transposed(tensor, tensorOffset, objectRow + runStart * piece, (k - runStart) * piece, wholeBlocks);
+                    } else {
+                        sink.piece(tensor, tensorOffset, objectRow + runStart * piece, (k - runStart) * piece);
+                    }
                 }
             }
         }
@@ -65,6 +80,9 @@ public final class PiecePlanner {
      */
     public static long firstPieceBytes(KernelGroup kernel, int[] blockIds) {
         KvLayout layout = kernel.layout();
+        if (layout.transposes()) {
+            return 0; // only the kernel transposes: the transfer starts with it, never with the DMA head
+        }
         int first = kernel.firstKept();
         if (blockIds == null || first >= blockIds.length) {
             return layout.pieceBytes();
@@ -89,6 +107,17 @@ public final class PiecePlanner {
             next++;
         }
         return next;
+    }
+
+    /**
+     * Rows {@code [fromRow, blockSize)} of a block the object holds token-major: in the object, one range from the row's
+     * first head on; the tensor offset stays the block's start (the shape says which rows are left out).
+     */
+    private static void partialTransposed(KvLayout layout, int tensor, long tensorOffset, long objectOffset, int fromRow,
+            PieceSink sink) {
+        long tokenBytes = layout.subBlocks() * layout.rowBytes();
+        sink.transposed(tensor, tensorOffset, objectOffset + fromRow * tokenBytes, (layout.blockSize() - fromRow) * tokenBytes,
+                layout.transposeShape(fromRow));
     }
 
     /** Rows {@code [fromRow, blockSize)} of every sub-block (head, for HND) of one piece. */

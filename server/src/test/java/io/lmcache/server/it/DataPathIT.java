@@ -22,7 +22,7 @@ class DataPathIT {
 
     @ParameterizedTest
     @ValueSource(strings = {"roundtrip-nhd", "roundtrip-hnd", "roundtrip-mla", "roundtrip-flashinfer", "roundtrip-fused",
-        "roundtrip-crosslayer"})
+        "roundtrip-fused-hnd", "roundtrip-crosslayer"})
     void roundTrip(String scenario) {
         PythonClient.assertPasses(scenario, SERVER.endpoint());
     }

@@ -47,8 +47,50 @@ public final class JavaWorker implements AutoCloseable {
         }
     }
 
+    /**
+     * The vLLM layout of the worker's per-layer tensors (protocol doc §6.4); every one holds {@link Geometry#tensorBytes} bytes.
+     * {@link #elementOffset} is where one element of K or V sits: the definition the layout tests check the objects against.
+     */
+    public enum Layout {
+        /** FlashAttention {@code [2, nb, bs, nh, hs]}. */
+        NHD("NHD"),
+        /** FlashAttention HND {@code [2, nb, nh, bs, hs]}. */
+        HND("HND"),
+        /** Fused K/V {@code [nb, bs, nh, 2*hs]}: each head's K then V. */
+        FUSED("NHD"),
+        /** Fused K/V HND {@code [nb, nh, bs, 2*hs]}. */
+        FUSED_HND("HND");
+
+        private final String hint;
+
+        Layout(String hint) {
+            this.hint = hint;
+        }
+
+        long[] shape(Geometry g) {
+            return switch (this) {
+                case NHD -> new long[] {2, g.blocks(), g.blockSize(), g.heads(), g.headSize()};
+                case HND -> new long[] {2, g.blocks(), g.heads(), g.blockSize(), g.headSize()};
+                case FUSED -> new long[] {g.blocks(), g.blockSize(), g.heads(), 2L * g.headSize()};
+                case FUSED_HND -> new long[] {g.blocks(), g.heads(), g.blockSize(), 2L * g.headSize()};
+            };
+        }
+
+        /** Element index (not bytes) of plane {@code plane} (K 0, V 1), block, token row, head and element {@code d} of the head. */
+        public long elementOffset(Geometry g, int plane, int block, int row, int head, int d) {
+            long hs = g.headSize();
+            return switch (this) {
+                case NHD -> ((((long) plane * g.blocks() + block) * g.blockSize() + row) * g.heads() + head) * hs + d;
+                case HND -> ((((long) plane * g.blocks() + block) * g.heads() + head) * g.blockSize() + row) * hs + d;
+                case FUSED -> (((long) block * g.blockSize() + row) * g.heads() + head) * 2 * hs + plane * hs + d;
+                case FUSED_HND -> (((long) block * g.heads() + head) * g.blockSize() + row) * 2 * hs + plane * hs + d;
+            };
+        }
+    }
+
     private final TestClient client;
     private final long instanceId;
+    private final Layout layout;
     private final String model;
     private String salt = "";
     private final Geometry geometry;
@@ -57,6 +99,12 @@ public final class JavaWorker implements AutoCloseable {
     private final List<MemorySegment> tensors = new ArrayList<>();
 
     public JavaWorker(String endpoint, long instanceId, String model, Geometry geometry) {
+        this(endpoint, instanceId, model, geometry, Layout.NHD);
+    }
+
+    /** A worker of another layout (its tensors as large as NHD ones); {@link #fill}, {@link #read} and {@link #zero} are NHD's only. */
+    public JavaWorker(String endpoint, long instanceId, String model, Geometry geometry, Layout layout) {
+        this.layout = layout;
         this.client = new TestClient(endpoint);
         this.instanceId = instanceId;
         this.model = model;
@@ -89,6 +137,11 @@ public final class JavaWorker implements AutoCloseable {
         return paths;
     }
 
+    /** Layer {@code layer}'s tensor, mapped here (the layout tests write and read elements by {@link Layout#elementOffset}). */
+    public MemorySegment tensor(int layer) {
+        return tensors.get(layer);
+    }
+
     /** REGISTER_KV_CACHE with the 7 payload frames of the newest client; fails unless the reply has no payload. */
     public void register() {
         register(0);
@@ -99,7 +152,8 @@ public final class JavaWorker implements AutoCloseable {
      * every group full attention with the geometry's block size (each its own kernel group and, by default, object group).
      */
     public void register(int engineGroups) {
-        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups, -1);
+        register(client, instanceId, model, new Tensors(geometry, layout), paths.stream().map(path -> "/" + path.getFileName()).toList(), engineGroups,
+                -1);
     }
 
     /**
@@ -108,7 +162,8 @@ public final class JavaWorker implements AutoCloseable {
      * int[][], String)}.
      */
     public void registerSlidingWindow(int windowTokens) {
-        register(client, instanceId, model, geometry, paths.stream().map(path -> "/" + path.getFileName()).toList(), 2, windowTokens);
+        register(client, instanceId, model, new Tensors(geometry, Layout.NHD), paths.stream().map(path -> "/" + path.getFileName()).toList(), 2,
+                windowTokens);
     }
 
     /**
@@ -117,14 +172,23 @@ public final class JavaWorker implements AutoCloseable {
      * whether it accepts the tensors or not; anything else fails.
      */
     public static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names) {
-        register(client, instanceId, model, geometry, names, 0, -1);
+        register(client, instanceId, model, new Tensors(geometry, Layout.NHD), names, 0, -1);
     }
 
-    private static void register(TestClient client, long instanceId, String model, Geometry geometry, List<String> names, int engineGroups,
-            int windowTokens) {
-        long[] shape = {2, geometry.blocks(), geometry.blockSize(), geometry.heads(), geometry.headSize()};
-        long[] stride = {(long) geometry.blocks() * geometry.pieceBytes() / 2, geometry.pieceBytes() / 2,
-            (long) geometry.heads() * geometry.headSize(), geometry.headSize(), 1};
+    /** What a REGISTER describes of the tensors: their geometry and layout. */
+    private record Tensors(Geometry geometry, Layout layout) {}
+
+    private static void register(TestClient client, long instanceId, String model, Tensors described, List<String> names,
+            int engineGroups, int windowTokens) {
+        Geometry geometry = described.geometry();
+        Layout layout = described.layout();
+        long[] shape = layout.shape(geometry);
+        long[] stride = new long[shape.length];
+        long step = 1;
+        for (int i = shape.length - 1; i >= 0; i--) {
+            stride[i] = step;
+            step *= shape[i];
+        }
         byte[] wrappers = pack(p -> {
             p.packArrayHeader(names.size());
             for (String name : names) {
@@ -134,7 +198,7 @@ public final class JavaWorker implements AutoCloseable {
         });
         TestClient.Reply reply = client.call(1, pack(p -> p.packLong(instanceId)), wrappers, pack(p -> p.packString(model)),
                 pack(p -> p.packInt(1)), pack(p -> p.packString("vllm")),
-                pack(p -> p.packMapHeader(1).packString("kv_layout").packString("NHD")), pack(p -> {
+                pack(p -> p.packMapHeader(1).packString("kv_layout").packString(layout.hint)), pack(p -> {
                     p.packArrayHeader(engineGroups);
                     for (int g = 0; g < engineGroups; g++) {
                         boolean windowed = windowTokens > 0 && g == 1;

@@ -401,7 +401,8 @@ class L2ControllersTest {
         l1(8);
         MemoryAdapter adapter = new MemoryAdapter();
         writeThroughAndClearL1(adapter);
-        // the model is registered again in a layout whose bytes are not LMCache's (HND blocks of several heads), of the same size:
+        // the model is registered again in a layout whose bytes are not LMCache's (HND blocks in block order, a GPU's fallback
+        // without the transposing kernel), of the same size:
         // its objects are named apart (an L2 tag), so the LMCache-layout objects stored before are not its keys
         shapes = model -> Map.of(1, List.of(new ObjectShape(0, OBJECT_BYTES, FORMAT + 1, FORMAT + 1, "v1 torch.bfloat16[2,2,256,2x64] hnd16;")));
         Setup setup = prefetch(false, adapter);

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.cuda.HeadTranspose;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.TensorWrapper;
@@ -62,7 +63,44 @@ class LayoutDetectorTest {
         assertEquals(8, layout.numHeads());
         assertEquals(8, layout.subBlocks());
         assertEquals(128 * 2, layout.rowBytes());
-        assertTrue(layout.format() != KvLayout.tokenMajorFormat(2, DType.BFLOAT16), "HND objects are tagged apart");
+        assertTrue(layout.transposes(), "a CPU worker's HND blocks are transposed into token-major objects");
+        assertTrue(layout.lmcacheObjectLayout());
+        assertEquals(KvLayout.tokenMajorFormat(2, DType.BFLOAT16), layout.format(), "HND and NHD objects are one format");
+        KvLayout nhd = LayoutDetector.detect(layers(2, 2, 64, 16, 8, 128), NHD, 256);
+        assertEquals(nhd.segmentFormat(16), layout.segmentFormat(16), "and L2 records one format for both");
+        assertEquals("bfloat16[2,2,256,8x128]", layout.segmentFormat(16));
+
+        // the block-order fallback (a GPU whose PTX lacks the transposing kernel): named apart, as before
+        KvLayout blockOrder = layout.withBlockOrder();
+        assertFalse(blockOrder.transposes());
+        assertFalse(blockOrder.lmcacheObjectLayout());
+        assertTrue(blockOrder.format() != KvLayout.tokenMajorFormat(2, DType.BFLOAT16), "block-order objects are tagged apart");
+        assertEquals("bfloat16[2,2,256,8x128] hnd16", blockOrder.segmentFormat(16));
+        assertTrue(nhd.withBlockOrder().lmcacheObjectLayout(), "NHD blocks have no block order of their own");
+    }
+
+    @Test
+    void aGpuWorkersHndBlocksAreTransposedOnlyWhenThePtxHasTheKernel() throws Exception {
+        KvLayout layout = LayoutDetector.detect(layers(2, 2, 64, 8, 16, 128), HND, 256);
+        TensorWrapper gpu = new TensorWrapper.RawCudaIpc(new byte[64], 0, 1 << 30, DType.BFLOAT16, new long[] {2, 64, 8, 16, 128},
+                contiguous(2, 64, 8, 16, 128), 0, "GPU-0");
+        assertEquals(HeadTranspose.kernelInPtx(), LayoutDetector.canTranspose(gpu, layout), "read from the PTX the copy engine loads");
+        assertTrue(LayoutDetector.canTranspose(layers(1, 2, 64, 8, 16, 128).getFirst(), layout), "the host path always transposes");
+        KvLayout wide = LayoutDetector.detect(layers(1, 2, 4, 2, 16, 65536), HND, 256);
+        assertFalse(wide.transposes(), "a row the shape word cannot hold keeps the block order");
+    }
+
+    @Test
+    void fusedNhdIsLmcachesLayoutAndFusedHndIsTransposed() throws Exception {
+        KvLayout nhd = LayoutDetector.detect(layers(2, 64, 16, 4, 128), NHD, 256);
+        assertTrue(nhd.lmcacheObjectLayout(), "LMCache stores fused rows as they are: [1, L, T, nh x 2 hs]");
+        assertFalse(nhd.transposes());
+        KvLayout hnd = LayoutDetector.detect(layers(2, 64, 4, 16, 128), HND, 256);
+        assertTrue(hnd.transposes());
+        assertEquals(128 * 2, hnd.rowBytes(), "a head's packed K and V row");
+        assertEquals(nhd.format(), hnd.format());
+        assertEquals("bfloat16[1,2,256,4x64] fused", hnd.segmentFormat(16));
+        assertEquals(nhd.segmentFormat(16), hnd.segmentFormat(16));
     }
 
     @Test

@@ -11,11 +11,13 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class PiecePlannerTest {
-    private record Piece(int tensor, long tensorOffset, long objectOffset, long length) {}
+    /** {@code shape}: a head-major piece's ({@code cuda.HeadTranspose}), 0 for a plain one. */
+    private record Piece(int tensor, long tensorOffset, long objectOffset, long length, long shape) {}
 
     private static List<Piece> plan(KvLayout layout, int[] blocks, int skip) {
         List<Piece> pieces = new ArrayList<>();
-        PiecePlanner.chunk(layout, blocks, 0, blocks.length, skip, 1000, (t, to, oo, len) -> pieces.add(new Piece(t, to, oo, len)));
+        PiecePlanner.chunk(layout, blocks, 0, blocks.length, skip, 1000,
+                PieceSink.of((t, to, oo, len, shape) -> pieces.add(new Piece(t, to, oo, len, shape))));
         return pieces;
     }
 
@@ -79,10 +81,16 @@ class PiecePlannerTest {
         assertEquals(2 * nhd.pieceBytes(), pieces.get(1).length());
         KvLayout hnd = LayoutDetector.detect(LayoutDetectorTest.layers(1, 2, 32, 2, 16, 8), new LayoutHints("HND", 0, 0, 0), 64);
         List<Piece> hndPieces = plan(hnd, new int[] {0, 1, 2, 3}, 20);
-        // plane 0: two heads of block 1, rows 4..15 each, then blocks 2..3
-        assertEquals(12 * hnd.rowBytes(), hndPieces.get(0).length());
-        assertEquals(hnd.pieceBytes() + 16 * hnd.rowBytes() + 4 * hnd.rowBytes(), hndPieces.get(1).tensorOffset());
-        assertEquals(2 * hnd.pieceBytes(), hndPieces.get(2).length());
+        // plane 0: block 1 from token 4 on, one piece (the object holds it token-major: both heads of tokens 4..15), then
+        // blocks 2..3 as one run; the tensor offsets are the blocks' starts, the shapes say the rest
+        long tokenBytes = 2 * hnd.rowBytes();
+        assertEquals(new Piece(0, hnd.pieceBytes(), 1000 + hnd.pieceBytes() + 4 * tokenBytes, 12 * tokenBytes, hnd.transposeShape(4)),
+                hndPieces.get(0));
+        assertEquals(new Piece(0, 2 * hnd.pieceBytes(), 1000 + 2 * hnd.pieceBytes(), 2 * hnd.pieceBytes(), hnd.transposeShape(0)),
+                hndPieces.get(1));
+        assertEquals(2 * 2, hndPieces.size(), "two pieces per plane");
+        KernelGroup hndGroup = new KernelGroup(0, 0, new int[] {0}, hnd, 16, EngineGroupInfo.FULL_ATTENTION, 0, false, 4, 4);
+        assertEquals(0, PiecePlanner.firstPieceBytes(hndGroup, new int[] {0, 1, 2, 3}), "a transfer of head-major pieces starts with the kernel");
         assertEquals(0, plan(nhd, new int[] {0, 1, 2, 3}, 64).size(), "a skip past the chunk copies nothing");
     }
 }
