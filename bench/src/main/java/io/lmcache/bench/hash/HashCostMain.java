@@ -14,8 +14,8 @@ import org.bouncycastle.crypto.digests.Blake3Digest;
 /**
  * The cost of one 256-token chunk's hash on the lookup path (issue 27), without JMH: the old server hash
  * ({@link OldChunkHasher}, SHA-256 over little-endian int32, 128 bits kept) as the same-run baseline, LMCache's
- * {@code blake3} chain with our {@code Blake3} ({@link TokenHashChain#blake3()}, what the server runs), the same chain
- * with BouncyCastle's {@code Blake3Digest}, and vLLM's {@code sha256_cbor}. Each round hashes an 8192-token prompt
+ * {@code blake3} chain with our {@code Blake3} as it was at 3a020d9 ({@link Blake3Before}) and as it is now
+ * ({@link TokenHashChain#blake3()}, what the server runs), the same chain with BouncyCastle's {@code Blake3Digest}, and vLLM's {@code sha256_cbor}. Each round hashes an 8192-token prompt
  * (32 chunks, random ids below 151 936) into preallocated output, many times, for every variant in turn (so a noisy
  * neighbour hits all alike); the figure is ns per chunk, the median and minimum over rounds.
  *
@@ -67,12 +67,19 @@ public final class HashCostMain {
         long[] oldHashes = new long[2 * CHUNKS];
         variants.add(variant("old ChunkHasher (SHA-256, 128 bits)", () -> old.hashChunks(tokens, CHUNK, CHUNKS, oldHashes)));
         TokenHashChain blake3 = TokenHashChain.blake3();
+        byte[] root = blake3.root();
+        Blake3Before before = new Blake3Before();
+        byte[] beforeHashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
+        variants.add(variant("blake3 chain, our Blake3 as of 3a020d9 (byte buffer, looped rounds)", () -> {
+            for (int c = 0; c < CHUNKS; c++) {
+                before.chunk(c == 0 ? root : beforeHashes, c == 0 ? 0 : 32 * (c - 1), tokens, c * CHUNK, (c + 1) * CHUNK, beforeHashes, 32 * c);
+            }
+        }));
         byte[] hashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
         variants.add(variant("blake3 chain, our Blake3 (the server's)", () -> blake3.hashChunks(tokens, CHUNK, 0, CHUNKS, hashes)));
         Blake3Digest digest = new Blake3Digest(256);
         byte[] buffer = new byte[32 + 4 * CHUNK];
         byte[] bcHashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
-        byte[] root = blake3.root();
         variants.add(variant("blake3 chain, BouncyCastle Blake3Digest", () -> {
             for (int c = 0; c < CHUNKS; c++) {
                 System.arraycopy(c == 0 ? root : bcHashes, c == 0 ? 0 : 32 * (c - 1), buffer, 0, 32);
@@ -86,10 +93,11 @@ public final class HashCostMain {
         TokenHashChain cbor = TokenHashChain.sha256Cbor("0");
         byte[] cborHashes = new byte[TokenHashChain.HASH_BYTES * CHUNKS];
         variants.add(variant("sha256_cbor chain", () -> cbor.hashChunks(tokens, CHUNK, 0, CHUNKS, cborHashes)));
-        blake3.hashChunks(tokens, CHUNK, 0, CHUNKS, hashes);
-        variants.get(2).hashPrompt();
-        if (!Arrays.equals(hashes, bcHashes)) {
-            throw new IllegalStateException("our Blake3 and BouncyCastle's disagree: the figures would compare different work");
+        for (int i = 1; i <= 3; i++) {
+            variants.get(i).hashPrompt();
+        }
+        if (!Arrays.equals(hashes, bcHashes) || !Arrays.equals(beforeHashes, bcHashes)) {
+            throw new IllegalStateException("our Blake3s and BouncyCastle's disagree: the figures would compare different work");
         }
         return variants;
     }

@@ -12,9 +12,11 @@ import java.util.Arrays;
  * the root compressed with the ROOT flag. Unkeyed, no extended output, so exactly what LMCache's {@code blake3.blake3(data).digest()}
  * gives. Checked against BLAKE3's published test vectors ({@code hashing/blake3-published-vectors.txt}).
  *
- * <p>Written here because BouncyCastle's {@code Blake3Digest} cost 4.4 times the old SHA-256 hash per 256-token chunk
- * (bench/RESULTS.md): the compression keeps its state in locals. Not thread-safe (scratch arrays): one instance per
- * thread.
+ * <p>Two inputs: bytes ({@link #hash}), and LMCache's chain input, a 32-byte prefix followed by tokens as big-endian
+ * uint32 ({@link #hashPrefixedTokens}), read straight from the {@code int[]} the decoder filled: the prefix is eight
+ * little-endian message words and every token one more, its bytes swapped, so no byte buffer is written. Written here
+ * because BouncyCastle's {@code Blake3Digest} cost 4.4 times the old SHA-256 hash per 256-token chunk
+ * (bench/RESULTS.md). Not thread-safe (scratch arrays): one instance per thread.
  */
 final class Blake3 {
     static final int OUT_BYTES = 32;
@@ -28,21 +30,48 @@ final class Blake3 {
     private static final VarHandle INT_LE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
     /** Chaining values of complete subtrees: at most 54 for inputs below 2^64 bytes; ours are far smaller. */
     private static final int MAX_DEPTH = 54;
+    private static final int PREFIX_WORDS = OUT_BYTES / Integer.BYTES;
 
     private final int[] block = new int[16];
     private final int[] cv = new int[8];
-    private final int[] out = new int[16];
     private final int[] stack = new int[8 * MAX_DEPTH];
+    /** The input of the hash under way: bytes, or (when {@link #tokens} is set) a prefix and tokens. */
+    private byte[] bytes;
+    private int bytesOffset;
+    private int[] tokens;
+    private int tokensFrom;
 
     /** Writes BLAKE3({@code in[offset, offset + length)}) to {@code result[resultOffset, resultOffset + 32)}. */
     void hash(byte[] in, int offset, int length, byte[] result, int resultOffset) {
+        bytes = in;
+        bytesOffset = offset;
+        tokens = null;
+        tree(length, result, resultOffset);
+        bytes = null;
+    }
+
+    /**
+     * Writes BLAKE3({@code prefix[prefixOffset, prefixOffset + 32)} ‖ {@code tokens[from, to)} as big-endian uint32) to
+     * {@code result[resultOffset, resultOffset + 32)}; the prefix is read before the result is written, so the two may
+     * overlap.
+     */
+    void hashPrefixedTokens(byte[] prefix, int prefixOffset, int[] tokenIds, int from, int to, byte[] result, int resultOffset) {
+        bytes = prefix;
+        bytesOffset = prefixOffset;
+        tokens = tokenIds;
+        tokensFrom = from;
+        tree(OUT_BYTES + Integer.BYTES * (to - from), result, resultOffset);
+        bytes = null;
+        tokens = null;
+    }
+
+    private void tree(int length, byte[] result, int resultOffset) {
         int depth = 0;
         long chunk = 0;
-        int at = offset;
-        int end = offset + length;
+        int at = 0;
         // every chunk but the last is complete and has a successor: its chaining value joins the tree at once
-        while (end - at > CHUNK) {
-            chunkValue(in, at, CHUNK, chunk, 0);
+        while (length - at > CHUNK) {
+            chunkValue(at, CHUNK, chunk, 0);
             chunk++;
             System.arraycopy(cv, 0, stack, 8 * depth++, 8);
             for (long done = chunk; (done & 1) == 0; done >>>= 1) {
@@ -53,7 +82,7 @@ final class Blake3 {
             at += CHUNK;
         }
         // the last chunk: the root when it is alone, else the right edge of every parent on the stack
-        chunkValue(in, at, end - at, chunk, depth == 0 ? ROOT : 0);
+        chunkValue(at, length - at, chunk, depth == 0 ? ROOT : 0);
         while (depth > 0) {
             System.arraycopy(cv, 0, stack, 8 * depth, 8);
             depth--;
@@ -65,30 +94,51 @@ final class Blake3 {
     }
 
     /** One chunk's chaining value into {@link #cv}; {@code rootFlag} is ROOT on its last block when the chunk is the whole input. */
-    private void chunkValue(byte[] in, int at, int length, long counter, int rootFlag) {
+    private void chunkValue(int at, int length, long counter, int rootFlag) {
         System.arraycopy(IV, 0, cv, 0, 8);
         int blocks = Math.max(1, (length + BLOCK - 1) / BLOCK);
         for (int b = 0; b < blocks; b++) {
-            int from = at + b * BLOCK;
             int blockLength = Math.min(BLOCK, length - b * BLOCK);
-            if (blockLength == BLOCK) {
+            if (tokens != null) {
+                loadTokens(at + b * BLOCK, blockLength);
+            } else if (blockLength == BLOCK) {
                 for (int w = 0; w < 16; w++) {
-                    block[w] = (int) INT_LE.get(in, from + 4 * w);
+                    block[w] = (int) INT_LE.get(bytes, bytesOffset + at + b * BLOCK + 4 * w);
                 }
             } else {
-                loadPartial(in, from, blockLength);
+                loadPartial(bytesOffset + at + b * BLOCK, blockLength);
             }
             int flags = (b == 0 ? CHUNK_START : 0) | (b == blocks - 1 ? CHUNK_END | rootFlag : 0);
             // a root is the output's block 0: its counter is 0, which a lone chunk's counter is too
-            compress(cv, block, counter, blockLength, flags);
-            System.arraycopy(out, 0, cv, 0, 8);
+            compress(cv, counter, blockLength, flags);
         }
     }
 
-    private void loadPartial(byte[] in, int from, int length) {
+    /**
+     * The block at input byte {@code at} of a prefix-and-tokens input, whose length is a whole number of words: word
+     * {@code w} of the input is the prefix's word {@code w} for {@code w < 8}, else token {@code w - 8} byte-swapped (its
+     * big-endian bytes read little-endian); the words past the end are zero.
+     */
+    private void loadTokens(int at, int blockLength) {
+        int word = at / Integer.BYTES;
+        int words = blockLength / Integer.BYTES;
+        int w = 0;
+        for (; w < words && word + w < PREFIX_WORDS; w++) {
+            block[w] = (int) INT_LE.get(bytes, bytesOffset + Integer.BYTES * (word + w));
+        }
+        int token = tokensFrom + word + w - PREFIX_WORDS;
+        for (; w < words; w++) {
+            block[w] = Integer.reverseBytes(tokens[token++]);
+        }
+        for (; w < 16; w++) {
+            block[w] = 0;
+        }
+    }
+
+    private void loadPartial(int from, int length) {
         Arrays.fill(block, 0);
         for (int i = 0; i < length; i++) {
-            block[i >>> 2] |= (in[from + i] & 0xFF) << (8 * (i & 3));
+            block[i >>> 2] |= (bytes[from + i] & 0xFF) << (8 * (i & 3));
         }
     }
 
@@ -96,16 +146,19 @@ final class Blake3 {
     private void parent(int left, int right, int rootFlag) {
         System.arraycopy(stack, left, block, 0, 8);
         System.arraycopy(stack, right, block, 8, 8);
-        compress(IV, block, 0, BLOCK, PARENT | rootFlag);
-        System.arraycopy(out, 0, cv, 0, 8);
+        compress(IV, 0, BLOCK, PARENT | rootFlag);
     }
 
     /**
-     * BLAKE3's compression function; the first eight output words (all a chaining value needs) go to {@link #out}. State and
-     * message live in locals, one G per two lines, and the message is permuted by renaming between rounds: an array-indexed
-     * schedule ran slower than BouncyCastle.
+     * BLAKE3's compression function of {@code chaining} and {@link #block}; the first eight output words (all a chaining
+     * value needs) go to {@link #cv} ({@code chaining} may be {@code cv}). State and message live in locals, one G per two
+     * lines, the message permuted by renaming between rounds. The rotations are written as shifts, not
+     * {@code Integer.rotateRight}: C2 turns either into one rotate, but C1's profiled code (what runs until C2 has compiled
+     * this, seconds after start on a busy machine) counts every inlined call, 448 a compression, which made it about
+     * twice as slow (bench/RESULTS.md). The loop, not unrolled rounds: as fast once compiled, and its back edges bring C2 sooner.
      */
-    private void compress(int[] chaining, int[] m, long counter, int blockLength, int flags) {
+    private void compress(int[] chaining, long counter, int blockLength, int flags) {
+        int[] m = block;
         int v0 = chaining[0], v1 = chaining[1], v2 = chaining[2], v3 = chaining[3];
         int v4 = chaining[4], v5 = chaining[5], v6 = chaining[6], v7 = chaining[7];
         int v8 = IV[0], v9 = IV[1], v10 = IV[2], v11 = IV[3];
@@ -114,22 +167,22 @@ final class Blake3 {
         int m8 = m[8], m9 = m[9], m10 = m[10], m11 = m[11], m12 = m[12], m13 = m[13], m14 = m[14], m15 = m[15];
         for (int round = 0; round < 7; round++) {
             // columns, then diagonals
-            v0 += v4 + m0; v12 = Integer.rotateRight(v12 ^ v0, 16); v8 += v12; v4 = Integer.rotateRight(v4 ^ v8, 12);
-            v0 += v4 + m1; v12 = Integer.rotateRight(v12 ^ v0, 8); v8 += v12; v4 = Integer.rotateRight(v4 ^ v8, 7);
-            v1 += v5 + m2; v13 = Integer.rotateRight(v13 ^ v1, 16); v9 += v13; v5 = Integer.rotateRight(v5 ^ v9, 12);
-            v1 += v5 + m3; v13 = Integer.rotateRight(v13 ^ v1, 8); v9 += v13; v5 = Integer.rotateRight(v5 ^ v9, 7);
-            v2 += v6 + m4; v14 = Integer.rotateRight(v14 ^ v2, 16); v10 += v14; v6 = Integer.rotateRight(v6 ^ v10, 12);
-            v2 += v6 + m5; v14 = Integer.rotateRight(v14 ^ v2, 8); v10 += v14; v6 = Integer.rotateRight(v6 ^ v10, 7);
-            v3 += v7 + m6; v15 = Integer.rotateRight(v15 ^ v3, 16); v11 += v15; v7 = Integer.rotateRight(v7 ^ v11, 12);
-            v3 += v7 + m7; v15 = Integer.rotateRight(v15 ^ v3, 8); v11 += v15; v7 = Integer.rotateRight(v7 ^ v11, 7);
-            v0 += v5 + m8; v15 = Integer.rotateRight(v15 ^ v0, 16); v10 += v15; v5 = Integer.rotateRight(v5 ^ v10, 12);
-            v0 += v5 + m9; v15 = Integer.rotateRight(v15 ^ v0, 8); v10 += v15; v5 = Integer.rotateRight(v5 ^ v10, 7);
-            v1 += v6 + m10; v12 = Integer.rotateRight(v12 ^ v1, 16); v11 += v12; v6 = Integer.rotateRight(v6 ^ v11, 12);
-            v1 += v6 + m11; v12 = Integer.rotateRight(v12 ^ v1, 8); v11 += v12; v6 = Integer.rotateRight(v6 ^ v11, 7);
-            v2 += v7 + m12; v13 = Integer.rotateRight(v13 ^ v2, 16); v8 += v13; v7 = Integer.rotateRight(v7 ^ v8, 12);
-            v2 += v7 + m13; v13 = Integer.rotateRight(v13 ^ v2, 8); v8 += v13; v7 = Integer.rotateRight(v7 ^ v8, 7);
-            v3 += v4 + m14; v14 = Integer.rotateRight(v14 ^ v3, 16); v9 += v14; v4 = Integer.rotateRight(v4 ^ v9, 12);
-            v3 += v4 + m15; v14 = Integer.rotateRight(v14 ^ v3, 8); v9 += v14; v4 = Integer.rotateRight(v4 ^ v9, 7);
+            v0 += v4 + m0; v12 ^= v0; v12 = v12 >>> 16 | v12 << 16; v8 += v12; v4 ^= v8; v4 = v4 >>> 12 | v4 << 20;
+            v0 += v4 + m1; v12 ^= v0; v12 = v12 >>> 8 | v12 << 24; v8 += v12; v4 ^= v8; v4 = v4 >>> 7 | v4 << 25;
+            v1 += v5 + m2; v13 ^= v1; v13 = v13 >>> 16 | v13 << 16; v9 += v13; v5 ^= v9; v5 = v5 >>> 12 | v5 << 20;
+            v1 += v5 + m3; v13 ^= v1; v13 = v13 >>> 8 | v13 << 24; v9 += v13; v5 ^= v9; v5 = v5 >>> 7 | v5 << 25;
+            v2 += v6 + m4; v14 ^= v2; v14 = v14 >>> 16 | v14 << 16; v10 += v14; v6 ^= v10; v6 = v6 >>> 12 | v6 << 20;
+            v2 += v6 + m5; v14 ^= v2; v14 = v14 >>> 8 | v14 << 24; v10 += v14; v6 ^= v10; v6 = v6 >>> 7 | v6 << 25;
+            v3 += v7 + m6; v15 ^= v3; v15 = v15 >>> 16 | v15 << 16; v11 += v15; v7 ^= v11; v7 = v7 >>> 12 | v7 << 20;
+            v3 += v7 + m7; v15 ^= v3; v15 = v15 >>> 8 | v15 << 24; v11 += v15; v7 ^= v11; v7 = v7 >>> 7 | v7 << 25;
+            v0 += v5 + m8; v15 ^= v0; v15 = v15 >>> 16 | v15 << 16; v10 += v15; v5 ^= v10; v5 = v5 >>> 12 | v5 << 20;
+            v0 += v5 + m9; v15 ^= v0; v15 = v15 >>> 8 | v15 << 24; v10 += v15; v5 ^= v10; v5 = v5 >>> 7 | v5 << 25;
+            v1 += v6 + m10; v12 ^= v1; v12 = v12 >>> 16 | v12 << 16; v11 += v12; v6 ^= v11; v6 = v6 >>> 12 | v6 << 20;
+            v1 += v6 + m11; v12 ^= v1; v12 = v12 >>> 8 | v12 << 24; v11 += v12; v6 ^= v11; v6 = v6 >>> 7 | v6 << 25;
+            v2 += v7 + m12; v13 ^= v2; v13 = v13 >>> 16 | v13 << 16; v8 += v13; v7 ^= v8; v7 = v7 >>> 12 | v7 << 20;
+            v2 += v7 + m13; v13 ^= v2; v13 = v13 >>> 8 | v13 << 24; v8 += v13; v7 ^= v8; v7 = v7 >>> 7 | v7 << 25;
+            v3 += v4 + m14; v14 ^= v3; v14 = v14 >>> 16 | v14 << 16; v9 += v14; v4 ^= v9; v4 = v4 >>> 12 | v4 << 20;
+            v3 += v4 + m15; v14 ^= v3; v14 = v14 >>> 8 | v14 << 24; v9 += v14; v4 ^= v9; v4 = v4 >>> 7 | v4 << 25;
             // BLAKE3's message permutation (2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8): word i of the next round is word
             // permutation[i] of this one
             int t0 = m2, t1 = m6, t2 = m3, t3 = m10, t4 = m7, t5 = m0, t6 = m4, t7 = m13;
@@ -137,6 +190,7 @@ final class Blake3 {
             m0 = t0; m1 = t1; m2 = t2; m3 = t3; m4 = t4; m5 = t5; m6 = t6; m7 = t7;
             m8 = t8; m9 = t9; m10 = t10; m11 = t11; m12 = t12; m13 = t13; m14 = t14; m15 = t15;
         }
+        int[] out = cv;
         out[0] = v0 ^ v8;
         out[1] = v1 ^ v9;
         out[2] = v2 ^ v10;

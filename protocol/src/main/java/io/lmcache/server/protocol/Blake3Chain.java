@@ -1,23 +1,18 @@
 package io.lmcache.server.protocol;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
-
 /**
  * LMCache's {@code blake3} chain ({@code _make_blake3_hash_func} in {@code token_hasher.py}): a
  * chunk's hash is {@code BLAKE3(prefix hash ‖ each token as a big-endian uint32)}, 32 bytes. The
  * root is {@code hash_func((0, (0,), None))}: the int prefix 0 as 8 big-endian signed bytes and
  * the one token 0, so BLAKE3 of twelve zero bytes. A token is encoded by its 32 bits; Python's
  * {@code struct.pack(">I")} refuses a negative one, so such a chunk has no LMCache counterpart. BLAKE3 itself is
- * {@link Blake3}: a 256-token chunk and its prefix are 1 056 bytes, two BLAKE3 chunks and their parent.
+ * {@link Blake3}, fed the prefix and the tokens' words directly (no byte buffer): a 256-token chunk and its prefix are
+ * 1 056 bytes, two BLAKE3 chunks and their parent, 18 compressions.
  */
 final class Blake3Chain extends ChainBase implements TokenHashChain {
-    private static final VarHandle INT_BE = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
     private static final int ROOT_INPUT_BYTES = Long.BYTES + Integer.BYTES;
 
     private final Blake3 blake3 = new Blake3();
-    private byte[] buffer = new byte[HASH_BYTES + 4 * 256];
 
     Blake3Chain() {
         super(rootHash());
@@ -36,14 +31,6 @@ final class Blake3Chain extends ChainBase implements TokenHashChain {
 
     @Override
     public void chunk(byte[] prefix, int prefixOffset, int[] tokens, int from, int to, byte[] out, int outOffset) {
-        int bytes = HASH_BYTES + 4 * (to - from);
-        if (buffer.length < bytes) {
-            buffer = new byte[bytes];
-        }
-        System.arraycopy(prefix, prefixOffset, buffer, 0, HASH_BYTES);
-        for (int t = from, at = HASH_BYTES; t < to; t++, at += 4) {
-            INT_BE.set(buffer, at, tokens[t]);
-        }
-        blake3.hash(buffer, 0, bytes, out, outOffset);
+        blake3.hashPrefixedTokens(prefix, prefixOffset, tokens, from, to, out, outOffset);
     }
 }

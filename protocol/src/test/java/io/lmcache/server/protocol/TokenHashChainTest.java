@@ -14,6 +14,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
@@ -120,6 +121,37 @@ class TokenHashChainTest {
             byte[] out = new byte[32];
             blake3.hash(padded, 3, length, out, 0);
             assertArrayEquals(expected, out, "length " + length);
+        }
+    }
+
+    @Test
+    void prefixedTokensEqualBouncyCastleOverTheSameBytesForEveryTokenCountToFiveChunks() {
+        // the token path builds message words from the int[] without a byte buffer: every block and chunk boundary
+        // (32 + 4 n bytes, n to 1 300: up to six BLAKE3 chunks) against BouncyCastle over the bytes LMCache hashes
+        Blake3 blake3 = new Blake3();
+        int[] tokens = new Random(3).ints(1_305, Integer.MIN_VALUE, Integer.MAX_VALUE).toArray();
+        byte[] prefix = new byte[32 + 5];
+        new Random(4).nextBytes(prefix);
+        for (int count = 0; count <= 1_300; count++) {
+            int from = count % 5;
+            byte[] bytes = new byte[32 + 4 * count];
+            System.arraycopy(prefix, 5, bytes, 0, 32);
+            for (int t = 0; t < count; t++) {
+                int token = tokens[from + t];
+                for (int b = 0; b < 4; b++) {
+                    bytes[32 + 4 * t + b] = (byte) (token >>> (24 - 8 * b));
+                }
+            }
+            Blake3Digest digest = new Blake3Digest(256);
+            digest.update(bytes, 0, bytes.length);
+            byte[] expected = new byte[32];
+            digest.doFinal(expected, 0);
+            byte[] out = new byte[32 + 2];
+            blake3.hashPrefixedTokens(prefix, 5, tokens, from, from + count, out, 2);
+            assertArrayEquals(expected, Arrays.copyOfRange(out, 2, 34), count + " tokens");
+            byte[] viaBytes = new byte[32];
+            blake3.hash(bytes, 0, bytes.length, viaBytes, 0);
+            assertArrayEquals(expected, viaBytes, count + " tokens as bytes");
         }
     }
 
