@@ -15,7 +15,8 @@ import org.bouncycastle.crypto.digests.Blake3Digest;
  * The cost of one 256-token chunk's hash on the lookup path (issue 27), without JMH: the old server hash
  * ({@link OldChunkHasher}, SHA-256 over little-endian int32, 128 bits kept) as the same-run baseline, LMCache's
  * {@code blake3} chain with our {@code Blake3} as it was at 3a020d9 ({@link Blake3Before}) and as it is now
- * ({@link TokenHashChain#blake3()}, what the server runs), the same chain with BouncyCastle's {@code Blake3Digest}, and vLLM's {@code sha256_cbor}. Each round hashes an 8192-token prompt
+ * ({@link TokenHashChain#blake3()}, what the server runs), the same chain with BouncyCastle's {@code Blake3Digest}, and vLLM's
+ * {@code sha256_cbor}. Each round hashes an 8192-token prompt
  * (32 chunks, random ids below 151 936) into preallocated output, many times, for every variant in turn (so a noisy
  * neighbour hits all alike); the figure is ns per chunk, the median and minimum over rounds.
  *
