@@ -39,6 +39,10 @@ if [ "${LMCACHE_DEVICE_L2_JARS:-0}" != 1 ]; then
   rm -f .device/lib/lettuce-core-*.jar .device/lib/reactor-core-*.jar .device/lib/reactive-streams-*.jar \
     .device/lib/netty-*.jar .device/lib/redis-authx-*.jar
 fi
+# a stale server/target/lib may still hold BouncyCastle (7 MiB; only the hash benchmark and the tests use it)
+if [ "${LMCACHE_DEVICE_BCPROV:-0}" != 1 ]; then
+  rm -f .device/lib/bcprov-*.jar
+fi
 # the benchmarks' classes (io.lmcache.bench.*) and what KvEventStoreBench / RequestLatencyBench load beyond the server's
 # jars and its test jar: Awaitility (ServerProcess.awaitReady) and its Hamcrest
 "$jdk/bin/jar" cf .device/lib/lmcache-bench.jar -C bench/target/classes .
