@@ -213,7 +213,7 @@ public final class CopyEngine implements AutoCloseable {
         }
         if (nothingToStore) {
             recycle(transfer.timer);
-            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure, atNs) -> { });
+            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure, atNs) -> { }, counted);
             completion.done(true, 0, null, System.nanoTime());
             return new Submitted(handle, true, null);
         }
@@ -239,7 +239,9 @@ public final class CopyEngine implements AutoCloseable {
         };
         byte[] handle;
         try {
-            handle = exportEvent(direction, lane, transfer.opened, timed ? timer[1] : null, done);
+            // the warm-up's scratch transfers (not counted) export nothing: nobody opens their event, and interprocess
+            // events are a bounded driver resource that its hundreds of rounds would hold for their keep-alive
+            handle = exportEvent(direction, lane, transfer.opened, timed ? timer[1] : null, done, counted);
         } catch (RuntimeException e) {
             lane.inFlight.decrementAndGet(); // nothing is tracked: the completion will not run
             recycle(timer);
@@ -260,7 +262,7 @@ public final class CopyEngine implements AutoCloseable {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
-            return exportEvent(direction, lane, null, null, (ok, error, atNs) -> { });
+            return exportEvent(direction, lane, null, null, (ok, error, atNs) -> { }, true);
         }
     }
 
@@ -271,7 +273,8 @@ public final class CopyEngine implements AutoCloseable {
      * other way would make the next STORE's first gather wait for this one's last DMA, an idle gap
      * on the link of one gather per transfer.
      */
-    private byte[] exportEvent(Direction direction, Lane lane, CUevent opened, CUevent endTimer, EventPoller.Completion completion) {
+    private byte[] exportEvent(Direction direction, Lane lane, CUevent opened, CUevent endTimer, EventPoller.Completion completion,
+            boolean export) {
         CUstream last = direction == Direction.TO_POOL ? lane.dmaStream : lane.kernelStream;
         CUstream other = direction == Direction.TO_POOL ? lane.kernelStream : lane.dmaStream;
         Cu.check(JCudaDriver.cuEventRecord(lane.join, other), "cuEventRecord(join)");
@@ -279,10 +282,12 @@ public final class CopyEngine implements AutoCloseable {
         if (endTimer != null) {
             Cu.check(JCudaDriver.cuEventRecord(endTimer, last), "cuEventRecord(end)");
         }
-        CUevent event = event(EXPORT_FLAGS);
+        CUevent event = event(export ? EXPORT_FLAGS : CUevent_flags.CU_EVENT_DISABLE_TIMING);
         Cu.check(JCudaDriver.cuEventRecord(event, last), "cuEventRecord(interprocess)");
         CUipcEventHandle handle = new CUipcEventHandle();
-        Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
+        if (export) {
+            Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
+        }
         EventPoller.Reached reached = null;
         if (tuning.hostFnWake() && endTimer != null) {
             reached = new EventPoller.Reached();

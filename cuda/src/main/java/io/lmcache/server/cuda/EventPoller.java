@@ -24,6 +24,13 @@ public final class EventPoller implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EventPoller.class);
     private static final int CUDA_ERROR_NOT_READY = 600;
     private static final long KEEP_ALIVE_NS = TimeUnit.SECONDS.toNanos(30);
+    /**
+     * The most completed events kept for their keep-alive: interprocess events are a bounded driver resource (on the H200
+     * cuEventCreate failed with CUDA_ERROR_OUT_OF_MEMORY at ~4 000 alive, bench/RESULTS.md), so past this many the oldest go
+     * early, once they are {@link #MIN_KEEP_ALIVE_NS} old (a worker opens our handle within milliseconds of the reply).
+     */
+    static final int MAX_RETIRING = 1024;
+    private static final long MIN_KEEP_ALIVE_NS = TimeUnit.SECONDS.toNanos(2);
     private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(10);
 
     /**
@@ -149,7 +156,9 @@ public final class EventPoller implements AutoCloseable {
         int destroyed = 0;
         for (Iterator<Retiring> it = retiring.iterator(); it.hasNext(); ) {
             Retiring r = it.next();
-            if (!all && nowNs - r.completedNs() < KEEP_ALIVE_NS) {
+            long ageNs = nowNs - r.completedNs();
+            boolean crowded = retiring.size() > MAX_RETIRING && ageNs >= MIN_KEEP_ALIVE_NS;
+            if (!all && ageNs < KEEP_ALIVE_NS && !crowded) {
                 break; // completion order is age order
             }
             it.remove();
