@@ -15,6 +15,7 @@ import java.util.EnumMap;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongSupplier;
@@ -37,6 +38,13 @@ public final class KvEventStreams implements Agent, StreamControl {
     private static final RateLimitedLog REFUSED = new RateLimitedLog(LOG, "refused KV-event subscriptions", 10);
     static final int MAX_EVENTS = 1024;
     private static final byte[] ACK = "ack".getBytes(StandardCharsets.US_ASCII);
+    /**
+     * The least time between two batches to one stream while records keep coming (a full batch goes at once). Without it each
+     * STORE sent every acking subscriber a batch and took its ack back through the request loop: with 8 subscribers the STORE
+     * round trip's p99 was 2.5–5× (bench/RESULTS.md, "KV-event subscribers"). A router learns of a chunk at most ~2 ms later;
+     * a record after a quiet spell still goes at once.
+     */
+    static final long LINGER_NS = TimeUnit.MILLISECONDS.toNanos(1);
     private static final byte[] CANCEL = "cancel".getBytes(StandardCharsets.US_ASCII);
 
     /** Why a stream ended (the metric's label). */
@@ -67,6 +75,8 @@ public final class KvEventStreams implements Agent, StreamControl {
         volatile long lastSeenNs;
         long cursor;
         boolean sentFirst;
+        /** When the last batch went out (the streams' clock): batches to one stream are at least {@link #LINGER_NS} apart. */
+        long lastSentNs;
 
         Subscription(Request.SubscribeKvEvents request, StreamTarget target, long nowNs) {
             this.instanceId = request.instanceId();
@@ -214,6 +224,9 @@ public final class KvEventStreams implements Agent, StreamControl {
                 idleWithCredit = true;
                 continue;
             }
+            if (lingers(subscription, last)) {
+                continue; // the agent's backoff brings it back within about twice the linger
+            }
             work += serve(subscription);
         }
         if (idleWithCredit) {
@@ -224,6 +237,11 @@ public final class KvEventStreams implements Agent, StreamControl {
             }
         }
         return work;
+    }
+
+    private boolean lingers(Subscription subscription, long lastSeq) {
+        return subscription.sentFirst && lastSeq - subscription.cursor < subscription.maxEvents
+                && clockNs.getAsLong() - subscription.lastSentNs < LINGER_NS;
     }
 
     /** One read for a subscription with credit; a batch goes out when it is the first or says something. */
@@ -242,6 +260,7 @@ public final class KvEventStreams implements Agent, StreamControl {
         byte[] payload = encoder.encode(batch);
         if (!subscription.ended.get()) {
             replies.offer(subscription.target.reply(payload));
+            subscription.lastSentNs = clockNs.getAsLong();
             batches.increment();
         }
         return 1;

@@ -1,0 +1,79 @@
+package io.lmcache.server.events;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.lmcache.server.loop.ReplyQueue;
+import io.lmcache.server.loop.StreamTarget;
+import io.lmcache.server.protocol.Request;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+/** Batches to one stream while records keep coming: at most one per {@link KvEventStreams#LINGER_NS}, a full one at once. */
+class KvEventStreamsTest {
+    private static final int CHUNK = 4;
+    private final AtomicLong clockNs = new AtomicLong(1_000_000_000L);
+    private final KvEventLog log = new KvEventLog(64, CHUNK, 7);
+    private final ReplyQueue replies = new ReplyQueue();
+    private final KvEventStreams streams = new KvEventStreams(log, replies, clockNs::get);
+    private final byte[] uid = "u1".getBytes(StandardCharsets.US_ASCII);
+    private int chunks;
+
+    private void subscribe(long maxEvents) {
+        streams.open(new Request.SubscribeKvEvents(1, "m", 0, maxEvents), new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[] {34}));
+    }
+
+    private void store() {
+        byte[] chain = new byte[32];
+        chain[0] = (byte) ++chunks;
+        log.stored(KvEventLog.Medium.CPU, "m", chain, 0, new int[CHUNK]);
+    }
+
+    private int batchesOut() {
+        int n = 0;
+        while (replies.poll() != null) {
+            n++;
+        }
+        return n;
+    }
+
+    private void ack() {
+        streams.control(new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[0]).peer(), uid, "ack".getBytes(StandardCharsets.US_ASCII));
+    }
+
+    @Test
+    void recordsArrivingWithinTheLingerGoOutAsOneBatch() {
+        subscribe(100);
+        store();
+        streams.doWork();
+        assertEquals(1, batchesOut(), "the first batch goes at once");
+        ack();
+        store();
+        store();
+        streams.doWork();
+        assertEquals(0, batchesOut(), "within the linger nothing more goes out");
+        clockNs.addAndGet(KvEventStreams.LINGER_NS);
+        store();
+        streams.doWork();
+        assertEquals(1, batchesOut(), "after the linger the three records go as one batch");
+        assertEquals(1 + 1, streams.batches());
+    }
+
+    @Test
+    void aFullBatchGoesAtOnceAndARecordAfterAQuietSpellToo() {
+        subscribe(2);
+        store();
+        streams.doWork();
+        batchesOut();
+        ack();
+        store();
+        store();
+        streams.doWork();
+        assertEquals(1, batchesOut(), "max_events records waiting: no linger");
+        ack();
+        clockNs.addAndGet(10 * KvEventStreams.LINGER_NS);
+        store();
+        streams.doWork();
+        assertEquals(1, batchesOut(), "after a quiet spell a record goes at once");
+    }
+}
