@@ -40,7 +40,7 @@ public final class CudaCopyPath implements CopyPath {
 
     /**
      * The GPU warm-up's path (issue 30): the real engine's lanes, kernel and events, between scratch device tensors and
-     * scratch pinned memory that stands in for the pool ({@code io.lmcache.server.warmup.GpuScratchWarmup}).
+     * scratch pinned memory that stands in for the pool (the warm-up package's GpuScratchWarmup calls it).
      */
     public static CudaCopyPath scratch(DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
         return new CudaCopyPath(tensors, engine, memory);
