@@ -7,15 +7,24 @@ import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -36,7 +45,7 @@ public final class KvEventStoreBench {
     private static final byte[] EMPTY = new byte[0];
 
     /** {@code acking}: the subscribers ack every batch (busy streams); else they take the first batch and never ack (no credit). */
-    record Phase(int round, int subscribers, boolean acking, Histogram histogram, long batches) {
+    record Phase(int round, int subscribers, boolean acking, boolean childProcess, Histogram histogram, long batches) {
         double micros(double percentile) {
             return histogram.getValueAtPercentile(percentile) / 1000.0;
         }
@@ -89,6 +98,62 @@ public final class KvEventStoreBench {
         }
     }
 
+    /**
+     * The same acking subscribers in another process ({@code testclient/gpu/kv_subscriber.py serve}, LMCache's framing over
+     * libzmq or ZMTP): whether what 8 in-JVM subscribers cost is the server's or the load generator's own threads'.
+     */
+    private static final class ChildSubscribers implements AutoCloseable {
+        private final Process process;
+        private final BufferedReader out;
+        private final Writer in;
+
+        ChildSubscribers(String python, ServerProcess server, int count, int seed) throws IOException {
+            process = new ProcessBuilder(python, "testclient/gpu/kv_subscriber.py", "serve", "--port", String.valueOf(server.port()),
+                    "--subscribers", String.valueOf(count), "--seed", String.valueOf(seed)).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+            in = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);
+            answer(); // its transport line
+            command("{\"op\": \"attach\", \"model\": \"" + MODEL + "\"}");
+        }
+
+        private String answer() throws IOException {
+            String line = out.readLine();
+            if (line == null || line.contains("\"error\"")) {
+                throw new IllegalStateException("the subscriber process failed: " + line);
+            }
+            return line;
+        }
+
+        private String command(String json) throws IOException {
+            in.write(json + "\n");
+            in.flush();
+            return answer();
+        }
+
+        /** Batches the subscribers received (their stats' {@code batches}, summed). */
+        long batches() throws IOException {
+            command("{\"op\": \"detach\"}");
+            long sum = 0;
+            Matcher m = Pattern.compile("\"batches\": (\\d+)").matcher(command("{\"op\": \"stats\"}"));
+            while (m.find()) {
+                sum += Long.parseLong(m.group(1));
+            }
+            return sum;
+        }
+
+        @Override
+        public void close() throws InterruptedException {
+            try {
+                command("{\"op\": \"quit\"}");
+            } catch (IOException | IllegalStateException e) {
+                // it is gone already: destroyed below
+            }
+            if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        }
+    }
+
     private KvEventStoreBench() {}
 
     public static void main(String[] args) throws Exception {
@@ -97,6 +162,8 @@ public final class KvEventStoreBench {
         int warmup = Integer.parseInt(options.getOrDefault("warmup", "500"));
         int rounds = Integer.parseInt(options.getOrDefault("rounds", "3"));
         int subscribers = Integer.parseInt(options.getOrDefault("subscribers", "8"));
+        // "none": no phase with the subscribers in another process (it needs python3 and testclient/gpu/kv_subscriber.py)
+        String python = options.getOrDefault("python", Files.exists(Path.of("testclient/gpu/kv_subscriber.py")) ? "python3" : "none");
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
         String machine = Machine.describe();
         System.out.println("# machine: " + machine);
@@ -110,12 +177,14 @@ public final class KvEventStoreBench {
             long[] seed = {1_000_000};
             run(worker, warmup, seed, null);
             phase(server, worker, 0, subscribers, true, warmup, seed); // the stream path warmed up too (JIT), untimed
+            int variants = python.equals("none") ? 3 : 4;
             for (int round = 1; round <= rounds; round++) {
-                for (int variant = 0; variant < 3; variant++) {
-                    phases.add(phase(server, worker, round, variant == 0 ? 0 : subscribers, variant == 1, stores, seed));
+                for (int variant = 0; variant < variants; variant++) {
+                    phases.add(variant == 3 ? childPhase(python, server, worker, round, subscribers, stores, seed)
+                            : phase(server, worker, round, variant == 0 ? 0 : subscribers, variant == 1, stores, seed));
                     Phase p = phases.getLast();
-                    System.out.printf("round %d  %d subscribers%s  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us  (%d batches)%n",
-                            round, p.subscribers, p.acking ? " acking" : "", p.micros(50), p.micros(99), p.micros(99.9),
+                    System.out.printf("round %d  %s subscribers  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us  (%d batches)%n",
+                            round, label(p), p.micros(50), p.micros(99), p.micros(99.9),
                             p.histogram.getMean() / 1000.0, p.batches);
                 }
             }
@@ -139,11 +208,20 @@ public final class KvEventStoreBench {
             for (Subscriber s : attached) {
                 batches += s.batches.get();
             }
-            return new Phase(round, subscribers, acking, histogram, batches);
+            return new Phase(round, subscribers, acking, false, histogram, batches);
         } finally {
             for (Subscriber s : attached) {
                 s.close();
             }
+        }
+    }
+
+    private static Phase childPhase(String python, ServerProcess server, JavaWorker worker, int round, int subscribers, int stores,
+            long[] seed) throws Exception {
+        try (ChildSubscribers child = new ChildSubscribers(python, server, subscribers, 1000 + round)) {
+            Histogram histogram = new Histogram(60_000_000_000L, 3);
+            run(worker, stores, seed, histogram);
+            return new Phase(round, subscribers, true, true, histogram, child.batches());
         }
     }
 
@@ -175,7 +253,9 @@ public final class KvEventStoreBench {
                 + " 500 STOREs without and 500 with subscribers; every round runs a phase with 0, one with %d subscribers acking every batch at once"
                 + " (`subscribe_kv_events`, each a DEALER on its own thread in the load generator, as LMCache's worker adapter consumes)"
                 + " and one with %d attached that never ack (the first batch, then no credit: the STORE path with subscriptions but no"
-                + " stream work). Latency is the worker's STORE round trip (request to reply).%n%n", stores, subscribers, subscribers));
+                + " stream work); where python3 and testclient/gpu/kv_subscriber.py are at hand, a fourth with %d acking subscribers in another"
+                + " process (`kv_subscriber.py serve`). Latency is the worker's STORE round trip (request to reply).%n%n", stores, subscribers,
+                subscribers, subscribers));
         md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | batches sent |\n|---:|---|---:|---:|---:|---:|---:|\n");
         for (Phase p : phases) {
             md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
@@ -193,7 +273,7 @@ public final class KvEventStoreBench {
     }
 
     private static String label(Phase p) {
-        return p.subscribers == 0 ? "0" : p.subscribers + (p.acking ? " acking" : " attached, no credit");
+        return p.subscribers == 0 ? "0" : p.subscribers + (p.acking ? " acking" : " attached, no credit") + (p.childProcess ? ", in another process" : "");
     }
 
     private static double median(List<Phase> phases, double percentile) {
