@@ -34,7 +34,7 @@ import org.HdrHistogram.Histogram;
  * subscribers in every round, so the machine's load hits both alike. Each subscriber is its own DEALER on its own thread that
  * acks every batch at once, as LMCache's worker adapter does: the streams are as busy as they get.
  *
- * <p>Usage (bench/run-kv-events.sh): {@code KvEventStoreBench [--stores 2000] [--warmup 500] [--rounds 3] [--subscribers 8]
+ * <p>Usage (bench/run-kv-events.sh): {@code KvEventStoreBench [--stores 2000] [--warmup 500] [--rounds 3] [--subscribers 8] [--python python3|none]
  * [--results bench/RESULTS.md]}.
  */
 public final class KvEventStoreBench {
@@ -286,7 +286,7 @@ public final class KvEventStoreBench {
         Map<String, String> options = new LinkedHashMap<>();
         for (int i = 0; i < args.length; i++) {
             if (!args[i].startsWith("--") || i + 1 >= args.length) {
-                throw new IllegalArgumentException("usage: KvEventStoreBench [--stores N] [--warmup N] [--rounds N] [--subscribers N]"
+                throw new IllegalArgumentException("usage: KvEventStoreBench [--stores N] [--warmup N] [--rounds N] [--subscribers N] [--python P|none]"
                         + " [--results FILE]; got " + args[i]);
             }
             options.put(args[i].substring(2), args[++i]);
