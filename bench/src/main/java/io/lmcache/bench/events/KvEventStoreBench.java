@@ -163,7 +163,9 @@ public final class KvEventStoreBench {
         int rounds = Integer.parseInt(options.getOrDefault("rounds", "3"));
         int subscribers = Integer.parseInt(options.getOrDefault("subscribers", "8"));
         // "none": no phase with the subscribers in another process (it needs python3 and testclient/gpu/kv_subscriber.py)
-        String python = options.getOrDefault("python", Files.exists(Path.of("testclient/gpu/kv_subscriber.py")) ? "python3" : "none");
+        // (the test client's .venv where it exists: the system python3 may lack msgpack/msgspec)
+        String python = options.getOrDefault("python", !Files.exists(Path.of("testclient/gpu/kv_subscriber.py")) ? "none"
+                : Files.isExecutable(Path.of(".venv/bin/python")) ? ".venv/bin/python" : "python3");
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
         String machine = Machine.describe();
         System.out.println("# machine: " + machine);
