@@ -155,6 +155,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         status.put("instance_id", config.instanceId());
         status.put("chunk_size", config.chunkSize());
         status.put("hash_algorithm", ChunkHashes.algorithm());
+        status.put("chunk_hashes_reused", ChunkHashes.reusedChunks()); // copied from a recent key's chain, not computed
         status.put("active_sessions", leases.size());
         status.put("storage_manager", storageStatus());
         status.put("active_prefetch_jobs", lookup.pendingResults());

@@ -210,6 +210,7 @@ public final class LookupModule {
             }
             from = to;
         }
+        ChunkHashes.remember(key, chunkSize, pass.hashed, pass.hashes); // the RETRIEVE, the STORE and the next poll of this prompt
         return new Found(hits, locks, null, null);
     }
 

@@ -17,6 +17,8 @@ public final class ChunkHashes {
     private record Chains(String name, ThreadLocal<TokenHashChain> perThread) {}
 
     private static volatile Chains chains = chains(TokenHashChain::blake3);
+    /** Recent keys' chains: a prompt is hashed once, not once per LOOKUP, RETRIEVE, STORE and rank ({@link HashMemo}). */
+    private static final HashMemo MEMO = new HashMemo();
 
     private final byte[] hashes;
     private final int endChunk;
@@ -63,15 +65,33 @@ public final class ChunkHashes {
         return endChunk;
     }
 
-    /** Hashes of chunks {@code 0..endChunk-1} (32 bytes each). */
+    /** Hashes of chunks {@code 0..endChunk-1} (32 bytes each), remembered for the next key of the same tokens. */
     public static byte[] of(CacheKey key, int chunkSize, int endChunk) {
         byte[] hashes = new byte[ChunkHash.BYTES * endChunk];
         extend(key, chunkSize, 0, endChunk, hashes);
+        remember(key, chunkSize, endChunk, hashes);
         return hashes;
     }
 
-    /** Adds the hashes of chunks {@code [fromChunk, toChunk)} to {@code hashes}, which holds those before them. */
+    /**
+     * Adds the hashes of chunks {@code [fromChunk, toChunk)} to {@code hashes}, which holds those before them: those a
+     * remembered chain of the same leading tokens has are copied, the rest computed.
+     */
     public static void extend(CacheKey key, int chunkSize, int fromChunk, int toChunk, byte[] hashes) {
-        chains.perThread().get().hashChunks(key.tokenIds(), chunkSize, fromChunk, toChunk, hashes);
+        Chains current = chains;
+        int done = MEMO.reuse(current, key.tokenIds(), chunkSize, fromChunk, toChunk, hashes);
+        if (done < toChunk) {
+            current.perThread().get().hashChunks(key.tokenIds(), chunkSize, done, toChunk, hashes);
+        }
+    }
+
+    /** Remembers the hashes of a key's chunks {@code 0..chunks-1} (what an incremental lookup computed) for later keys. */
+    public static void remember(CacheKey key, int chunkSize, int chunks, byte[] hashes) {
+        MEMO.remember(chains, key.tokenIds(), chunkSize, chunks, hashes);
+    }
+
+    /** Chunk hashes copied from a remembered chain instead of computed, since start. */
+    public static long reusedChunks() {
+        return MEMO.reusedChunks();
     }
 }
