@@ -91,6 +91,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def train_aot_cache(java, classpath, path):
+    """Trains the ahead-of-time cache the Servers of this process then start with (LMCACHE_AOT_CACHE), as
+    bin/lmcache-aot-train does for bin/lmcache-server: AotTraining drives a CPU worker's STORE/LOOKUP/RETRIEVE rounds
+    through a server started with this runtime, classpath and flags (testclient/gpu/aot-launch.sh). Returns the seconds."""
+    t0 = time.time()
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aot-launch.sh")
+    env = dict(os.environ, LMCACHE_AOT_JAVA=java, LMCACHE_AOT_CLASSPATH=classpath)
+    partial = path + ".partial"
+    subprocess.run([java, "-Xmx256m", "-cp", classpath, "io.lmcache.server.testing.AotTraining", launcher, partial, "3000"],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    os.replace(partial, path)
+    os.environ["LMCACHE_AOT_CACHE"] = path
+    return time.time() - t0
+
+
 class Server:
     def __init__(self, java, classpath, out, pool_gb, extra=()):
         self.port, self.http = free_port(), free_port()
@@ -98,6 +113,9 @@ class Server:
         blocks = os.environ.get("LMCACHE_COPY_BLOCKS")
         props = [f"-Dlmcache.cuda.copyBlocks={blocks}"] if blocks else []
         props += os.environ.get("LMCACHE_JAVA_OPTS", "").split()
+        aot = os.environ.get("LMCACHE_AOT_CACHE", "")
+        if aot and os.path.isfile(aot):  # as bin/lmcache-server starts the server (a cache that does not match is refused)
+            props += ["-XX:AOTMode=auto", f"-XX:AOTCache={aot}"]
         extra = (*extra, *os.environ.get("LMCACHE_SERVER_ARGS", "").split())  # an A/B's server flags
         cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g", *props, "-cp", classpath,
                "io.lmcache.server.Main", "--device", "cuda", "--host", "127.0.0.1", "--port", str(self.port),

@@ -36,6 +36,12 @@ its own bytes.
     python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
         --chunks 1,4,16,64 --warmup 1500 --model qwen-like --out $OUT/inflight-qwen
 
+Every server starts with the ahead-of-time cache, as bin/lmcache-server and the image start it (issue 30): --aot-cache train
+(the default) first trains one for this runtime and these jars (gpu_check.train_aot_cache: AotTraining's CPU rounds through
+aot-launch.sh, ~11 s on the H200 host) into --out; the JSON's aot_cache says whether each fresh server's JVM used it.
+--aot-cache none starts without one (what fresh servers measured before 2026-12-01 late: fresh/warm 0.74-0.84 at one chunk);
+--fresh-after-pinned makes a fresh server's first request wait until the pool's background pinning is done.
+
 LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording or an A/B property), LMCACHE_BENCH_TAG names
 the JSON, LMCACHE_BENCH_TRANSPORT=zmtp uses the pure-Python client instead of libzmq, LMCACHE_BENCH_NO_WORKER_EVENT=1
 sends no worker event. Each row also has the worker's split of its best request (send, reply, open, wait), a wall-clock
@@ -44,6 +50,7 @@ raw baseline (the worker's own copy timed like a request), and the server's subm
 import json
 import os
 import random
+import statistics
 import sys
 import time
 import urllib.request
@@ -338,7 +345,22 @@ def subscriber_deltas(before, after):
             for b, a in zip(before, after)]
 
 
-def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None, counts=(0,), subscribers=None):
+def wait_pinned(server, timeout_s=120):
+    """Until the pool's background pinning (started by the first REGISTER) has finished: a fresh server's first requests
+    then run without the pin sweep beside them (the A/B of --fresh-after-pinned). Returns the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        if server.status()["cuda"]["pool_pinning"].get("state") == "done":
+            return time.perf_counter() - t0
+        time.sleep(0.05)
+    raise RuntimeError("the pool's pinning did not finish in %d s" % timeout_s)
+
+
+FRESH_RATIO_REQUESTS = 20
+
+
+def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None, counts=(0,), subscribers=None,
+          after_pinned=False):
     """One cell: `repeats` rounds of STORE, LOOKUP until committed, RETRIEVE into other blocks; the first round is not
     counted unless count_first (a fresh server's first requests are what it measures).
 
@@ -349,10 +371,15 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     rng = random.Random(seed)
     make, chunk = MODELS[model]
     w, src, dst, nbytes, lookup = make(server, chunks, scatter, rng, seed)
+    if after_pinned:
+        log(f"fresh server: waited {wait_pinned(server):.2f} s for the pool's pinning before its first request")
     counts = list(counts)
     # per count: request times, and the handler time from the server's totals read around every request pair (a /metrics
     # read before each STORE and after each RETRIEVE, outside the timed requests)
-    split = len(counts) > 1 or subscribers is not None
+    # always: each STORE's and RETRIEVE's own handler time (a /metrics read before the STORE and after the RETRIEVE, outside
+    # the timed requests), for the handler p50 (issue 30: a fresh server's first 100 STOREs against warm ones)
+    split = True
+    handler_samples = {op: [] for op in ("store", "retrieve")}
     times = {c: {"store": [], "retrieve": []} for c in counts}
     splits = {c: {"store": [], "retrieve": []} for c in counts}
     handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
@@ -386,6 +413,8 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
                     for op in ("store", "retrieve"):
                         handler[count][op][0] += now[op][0] - seg[op][0]
                         handler[count][op][1] += now[op][1] - seg[op][1]
+                        if count == counts[0] and now[op][1] - seg[op][1] == 1:
+                            handler_samples[op].append(now[op][0] - seg[op][0])
             server.clear()
     subs_after = subscribers.pool.stats() if subs_before is not None else None
     if subscribers is not None:
@@ -406,8 +435,14 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
            **{k: v for k, v in raw.items() if k.startswith("wall_")}}
     base = counts[0]
+    for op in ("store", "retrieve"):
+        row[f"{op}_handler_p50_us"] = 1e6 * statistics.median(handler_samples[op]) if handler_samples[op] else None
+        row[f"{op}_handler_samples"] = len(handler_samples[op])
+    # a fresh server's request figures are its first FRESH_RATIO_REQUESTS (the acceptance's "first 20 requests"), its
+    # handler p50 of all it ran (run 100 for "the first 100 STOREs")
+    first_n = FRESH_RATIO_REQUESTS if count_first else None
     for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
-        figures = request_figures(times[base][op], splits[base][op])
+        figures = request_figures(times[base][op][:first_n], splits[base][op][:first_n])
         best = figures["ms_best"] / 1e3
         row[f"{op}_gbps"] = nbytes[op] / best / 1e9
         row[f"{op}_vs_raw"] = row[f"{op}_gbps"] / raw_rate
@@ -459,6 +494,12 @@ def main():
     p.add_argument("--warmup", type=int, default=1000, help="rounds of 1-chunk STORE/LOOKUP/RETRIEVE before measuring")
     p.add_argument("--fresh-requests", type=int, default=0,
                    help="per cell, the first N requests of a freshly started server, next to the same cell warm (0: none)")
+    p.add_argument("--aot-cache", default="train",
+                   help="train (default): train an ahead-of-time cache for this runtime and jars first, into --out, and start"
+                        " every server with it, as bin/lmcache-server and the image do; none: start without one; or a cache file")
+    p.add_argument("--fresh-after-pinned", action="store_true",
+                   help="a fresh server's first requests wait until the pool's background pinning is done (an A/B: what the"
+                        " pin sweep beside them costs)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
     p.add_argument("--model", choices=tuple(MODELS), default="plain",
                    help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout; qwen-like: Mamba state pages"
@@ -472,6 +513,10 @@ def main():
     if any(c < 0 for c in counts) or len(set(counts)) != len(counts):
         p.error("--subscribers: distinct counts >= 0")
     os.makedirs(args.out, exist_ok=True)
+    if args.aot_cache == "train":
+        log(f"trained the ahead-of-time cache in {gpu_check.train_aot_cache(args.java, args.classpath, os.path.join(args.out, 'server.aot')):.1f} s")
+    elif args.aot_cache != "none":
+        os.environ["LMCACHE_AOT_CACHE"] = args.aot_cache
     torch.cuda.init()
     patterns = args.pattern.split(",")
     if args.scattered and "scattered" not in patterns:
@@ -482,13 +527,15 @@ def main():
     extra = ("--max-gpu-workers", "2") + (("--chunk-size", str(chunk)) if chunk != CHUNK else ())
     fresh = {}
     rows = []
+    aot_used = []  # per fresh server: whether its JVM mapped the ahead-of-time cache (/status aot_cache.used)
     try:
         # a fresh server per cell first (its own JVM: what a pod roll-out gives), then one server warmed up for all cells
         for chunks, scatter in cells if args.fresh_requests > 0 else []:
             fresh_server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+            aot_used.append(fresh_server.status().get("aot_cache", {}).get("used"))
             try:
                 fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
-                                                 count_first=True, floor=echo)
+                                                 count_first=True, floor=echo, after_pinned=args.fresh_after_pinned)
                 log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
             finally:
                 fresh_server.stop()
@@ -527,7 +574,8 @@ def main():
     report = {"machine": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                           "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", "")},
               "transport": libzmq_dealer.transport(), "command": " ".join(sys.argv), "messaging_floor": floor, "model": args.model,
-              "fresh_requests": args.fresh_requests, "subscriber_counts": counts, "rows": rows}
+              "fresh_requests": args.fresh_requests, "subscriber_counts": counts, "rows": rows,
+              "aot_cache": {"file": os.environ.get("LMCACHE_AOT_CACHE", ""), "used_by_fresh_servers": aot_used}}
     if max(counts) > 0:
         report["subscriber_transport"] = subscriber_transport
         report["subscriber_totals"] = subscriber_totals  # per subscriber over the whole run

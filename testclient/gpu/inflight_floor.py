@@ -105,6 +105,10 @@ def fresh_fields(warm, fresh, ops=("store", "retrieve")):
         warm[f"fresh_{op}_ms_best"] = fresh[f"{op}_ms_best"]
         warm[f"fresh_{op}_vs_warm"] = w_med / f_med if f_med else None
         warm[f"fresh_{op}_handler_us"] = fresh.get(f"{op}_handler_us")
+        warm[f"fresh_{op}_handler_p50_us"] = fresh.get(f"{op}_handler_p50_us")
+        warm[f"fresh_{op}_handler_samples"] = fresh.get(f"{op}_handler_samples")
+        w_p50 = warm.get(f"{op}_handler_p50_us")
+        warm[f"fresh_{op}_handler_p50_vs_warm"] = fresh[f"{op}_handler_p50_us"] / w_p50 if w_p50 and fresh.get(f"{op}_handler_p50_us") else None
         if fresh.get(f"{op}_floor_ms"):
             warm[f"fresh_{op}_floor_vs_request_median"] = fresh[f"{op}_floor_ms"] / f_med
     return warm
@@ -119,7 +123,8 @@ def table(rows):
     (median of the first requests) and fresh ÷ warm."""
     head = (f"{'chunks':>6} {'blocks':>11} | {'st raw/req':>10} {'st floor/req':>12} {'rt raw/req':>10} {'rt floor/req':>12} |"
             f" {'fresh st/warm':>13} {'fresh rt/warm':>13} {'fresh st floor/req':>18} {'fresh rt floor/req':>18} |"
-            f" {'st hdl us':>9} {'rt hdl us':>9} {'fresh st hdl':>12} {'fresh rt hdl':>12}")
+            f" {'st hdl us':>9} {'rt hdl us':>9} {'fresh st hdl':>12} {'fresh rt hdl':>12} | {'st hdl p50':>10} {'fresh st p50':>12}"
+            f" {'÷ warm':>6} {'(n)':>5}")
     lines = [head]
     for r in rows:
         lines.append(
@@ -128,7 +133,9 @@ def table(rows):
             f" {_fmt(r.get('fresh_store_vs_warm')):>13} {_fmt(r.get('fresh_retrieve_vs_warm')):>13}"
             f" {_fmt(r.get('fresh_store_floor_vs_request_median')):>18} {_fmt(r.get('fresh_retrieve_floor_vs_request_median')):>18} |"
             f" {_fmt(r.get('store_handler_us'), '.0f'):>9} {_fmt(r.get('retrieve_handler_us'), '.0f'):>9}"
-            f" {_fmt(r.get('fresh_store_handler_us'), '.0f'):>12} {_fmt(r.get('fresh_retrieve_handler_us'), '.0f'):>12}")
+            f" {_fmt(r.get('fresh_store_handler_us'), '.0f'):>12} {_fmt(r.get('fresh_retrieve_handler_us'), '.0f'):>12} |"
+            f" {_fmt(r.get('store_handler_p50_us'), '.0f'):>10} {_fmt(r.get('fresh_store_handler_p50_us'), '.0f'):>12}"
+            f" {_fmt(r.get('fresh_store_handler_p50_vs_warm')):>6} {_fmt(r.get('fresh_store_handler_samples'), 'd'):>5}")
     return "\n".join(lines)
 
 
