@@ -137,13 +137,28 @@ public final class CopyEngine implements AutoCloseable {
      * with a lone request; launched here, the switch overlaps the handler's planning. Measured there (bench/RESULTS.md,
      * "Fifth pass"): transfers of scattered blocks gained up to 4 % of the line rate on average, but warming every transfer
      * made those of consecutive blocks slower (their DMA head needs no kernel; the launch itself took ~40 µs of the
-     * handler's CPU), so only the former warm. With transfers in flight the lane's kernels keep the context. Any thread;
-     * takes no lane lock.
+     * handler's CPU), so only the former warm, and the launch is posted to the event poller's thread, not made here. With
+     * transfers in flight the lane's kernels keep the context. Any thread; takes no lane lock.
      */
     public void warm(Direction direction, long firstPieceBytes) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= tuning.dmaHeadMinPieceBytes();
         if (!tuning.warmContext() || headStarts || lane.inFlight.get() > 0) {
+            return;
+        }
+        if (lane.warmPosted.compareAndSet(false, true)) {
+            poller.runSoon(() -> launchWarm(lane, direction));
+        }
+    }
+
+    /**
+     * Runs on: lmcache-cuda-events. The empty launch itself: 40–60 µs of CPU in the JNI and the driver (H200, bench/RESULTS.md),
+     * which on the handler's thread were in series with its planning (a Qwen-like one-chunk STORE planned in 55 µs with it, ~15
+     * without); here they overlap it. Skipped when the lane's transfer started meanwhile (its own kernel switches the context).
+     */
+    private void launchWarm(Lane lane, Direction direction) {
+        lane.warmPosted.set(false);
+        if (lane.inFlight.get() > 0) {
             return;
         }
         device.makeCurrent();

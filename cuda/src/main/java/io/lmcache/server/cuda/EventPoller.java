@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import jcuda.driver.CUevent;
@@ -65,6 +66,16 @@ public final class EventPoller implements AutoCloseable {
     private final List<Pending> finished = new ArrayList<>();
     private boolean closed;
     private volatile Runnable wakeUp = () -> { };
+    /**
+     * Short GPU work a handler hands this thread so it stays off the request's own path (an idle lane's context warm-up,
+     * {@link CopyEngine#warm}), run at the start of the next pass. Bounded by its posters: one task per lane at a time.
+     */
+    private final ConcurrentLinkedQueue<Runnable> soon = new ConcurrentLinkedQueue<>();
+    private static final long TASK_FAILURE_LOG_INTERVAL_NS = TimeUnit.MINUTES.toNanos(1);
+    // this poller's thread's (the only one running posted tasks but for close's drain, which runs them too, under no race
+    // that matters for a log line's rate)
+    private long taskFailures;
+    private long lastTaskFailureLogNs;
 
     public EventPoller() {}
 
@@ -95,6 +106,12 @@ public final class EventPoller implements AutoCloseable {
         wakeUp.run();
     };
 
+    /** Runs {@code task} on this poller's thread at its next pass (woken now); the poster bounds how many wait. */
+    void runSoon(Runnable task) {
+        soon.add(task);
+        wakeUp.run();
+    }
+
     public int pendingCount() {
         synchronized (pending) {
             return pending.size();
@@ -106,9 +123,27 @@ public final class EventPoller implements AutoCloseable {
      * destroys retired events past their keep-alive. Returns how many completed or were destroyed.
      */
     public int doWork() {
+        int ran = runPosted();
         synchronized (pollLock) {
-            return closed ? 0 : poll(System.nanoTime());
+            return ran + (closed ? 0 : poll(System.nanoTime()));
         }
+    }
+
+    private int runPosted() {
+        int ran = 0;
+        for (Runnable task; (task = soon.poll()) != null; ran++) {
+            try {
+                task.run();
+            } catch (RuntimeException e) {
+                taskFailures++;
+                long nowNs = System.nanoTime();
+                if (taskFailures == 1 || nowNs - lastTaskFailureLogNs > TASK_FAILURE_LOG_INTERVAL_NS) { // one line a minute at most
+                    lastTaskFailureLogNs = nowNs;
+                    LOG.warn("a posted GPU task failed ({} so far): {}", taskFailures, e.toString());
+                }
+            }
+        }
+        return ran;
     }
 
     private int poll(long nowNs) {

@@ -4,6 +4,7 @@ import io.lmcache.server.config.Tuning;
 import java.lang.foreign.Arena;
 import java.nio.ByteOrder;
 import java.nio.LongBuffer;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
@@ -49,6 +50,8 @@ final class Lane {
     final Tuning tuning;
     /** Transfers submitted on this lane whose completion has not run yet (decremented on lmcache-cuda-events). */
     final AtomicInteger inFlight = new AtomicInteger();
+    /** A context warm-up of this lane waits on the event poller's thread ({@code CopyEngine.warm}): at most one at a time. */
+    final AtomicBoolean warmPosted = new AtomicBoolean();
     int nextSlot;
     int nextHalf;
 
