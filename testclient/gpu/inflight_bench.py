@@ -376,10 +376,7 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     counts = list(counts)
     # per count: request times, and the handler time from the server's totals read around every request pair (a /metrics
     # read before each STORE and after each RETRIEVE, outside the timed requests)
-    # always: each STORE's and RETRIEVE's own handler time (a /metrics read before the STORE and after the RETRIEVE, outside
-    # the timed requests), for the handler p50 (issue 30: a fresh server's first 100 STOREs against warm ones)
-    split = True
-    handler_samples = {op: [] for op in ("store", "retrieve")}
+    split = len(counts) > 1 or subscribers is not None
     times = {c: {"store": [], "retrieve": []} for c in counts}
     splits = {c: {"store": [], "retrieve": []} for c in counts}
     handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
@@ -413,8 +410,6 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
                     for op in ("store", "retrieve"):
                         handler[count][op][0] += now[op][0] - seg[op][0]
                         handler[count][op][1] += now[op][1] - seg[op][1]
-                        if count == counts[0] and now[op][1] - seg[op][1] == 1:
-                            handler_samples[op].append(now[op][0] - seg[op][0])
             server.clear()
     subs_after = subscribers.pool.stats() if subs_before is not None else None
     if subscribers is not None:
@@ -435,9 +430,14 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
            **{k: v for k, v in raw.items() if k.startswith("wall_")}}
     base = counts[0]
+    # each op's handler p50 over this cell's last requests (issue 30: a fresh server's first 100 STOREs against warm ones),
+    # from the server's ring of recent request times (/status request_path_cpu.<op>.recent_us), read once, after them:
+    # reads between requests idle the transfer threads into parking and slow what they measure
     for op in ("store", "retrieve"):
-        row[f"{op}_handler_p50_us"] = 1e6 * statistics.median(handler_samples[op]) if handler_samples[op] else None
-        row[f"{op}_handler_samples"] = len(handler_samples[op])
+        recent = server.status().get("request_path_cpu", {}).get(op, {}).get("recent_us", []) if len(counts) == 1 else []
+        samples = recent[-min(repeats, 100):] if recent else []
+        row[f"{op}_handler_p50_us"] = statistics.median(samples) if samples else None
+        row[f"{op}_handler_samples"] = len(samples)
     # a fresh server's request figures are its first FRESH_RATIO_REQUESTS (the acceptance's "first 20 requests"), its
     # handler p50 of all it ran (run 100 for "the first 100 STOREs")
     first_n = FRESH_RATIO_REQUESTS if count_first else None

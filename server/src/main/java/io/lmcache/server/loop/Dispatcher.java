@@ -290,7 +290,11 @@ public final class Dispatcher implements AutoCloseable {
             payload = CODEC.get().encoder.encode(entry.failure().get());
         }
         replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
-        requests.latency(in.op(), System.nanoTime() - in.receivedNs());
+        long nanos = System.nanoTime() - in.receivedNs();
+        requests.latency(in.op(), nanos);
+        if (timed(in.op())) {
+            times.recent(in.op() == Op.STORE, nanos);
+        }
         inflightBytes.addAndGet(-in.payloadBytes());
         inflight.decrementAndGet();
     }

@@ -2,6 +2,8 @@ package io.lmcache.server.metrics;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -14,6 +16,14 @@ public final class PhaseTimes<P extends Enum<P>> {
     private final P[] phases;
     private final LongAdder[][] nanos;
     private final LongAdder[] requests = {new LongAdder(), new LongAdder()};
+    /**
+     * The last {@link #RECENT} requests' whole times per op (receive to reply queued), oldest first in /status: the
+     * one-in-flight benchmark reads a fresh server's first STOREs' handler p50 from it once, after them, instead of
+     * reading totals between requests (which idled the transfer threads into parking and slowed what it measured).
+     */
+    public static final int RECENT = 128;
+    private final AtomicLongArray[] recentNanos = {new AtomicLongArray(RECENT), new AtomicLongArray(RECENT)};
+    private final AtomicLong[] recentCount = {new AtomicLong(), new AtomicLong()};
 
     public PhaseTimes(Class<P> phaseType) {
         phases = phaseType.getEnumConstants();
@@ -37,6 +47,23 @@ public final class PhaseTimes<P extends Enum<P>> {
         requests[store ? 0 : 1].increment();
     }
 
+    /** One request of the op took {@code nanos} in all (kept among the last {@link #RECENT}). */
+    public void recent(boolean store, long nanos) {
+        int op = store ? 0 : 1;
+        recentNanos[op].set((int) (recentCount[op].getAndIncrement() % RECENT), nanos);
+    }
+
+    /** The last requests' times in µs, oldest first (fewer than {@link #RECENT} until that many ran). */
+    private long[] recentMicros(int op) {
+        long count = recentCount[op].get();
+        int n = (int) Math.min(count, RECENT);
+        long[] out = new long[n];
+        for (int i = 0; i < n; i++) {
+            out[i] = recentNanos[op].get((int) ((count - n + i) % RECENT)) / 1000;
+        }
+        return out;
+    }
+
     public Map<String, Object> status() {
         Map<String, Object> out = new LinkedHashMap<>();
         for (int op = 0; op < 2; op++) {
@@ -44,6 +71,9 @@ public final class PhaseTimes<P extends Enum<P>> {
             entry.put("requests", requests[op].sum());
             for (P phase : phases) {
                 entry.put(phase.name().toLowerCase() + "_seconds", nanos[op][phase.ordinal()].sum() / 1e9);
+            }
+            if (recentCount[op].get() > 0) {
+                entry.put("recent_us", recentMicros(op));
             }
             out.put(op == 0 ? "store" : "retrieve", entry);
         }
