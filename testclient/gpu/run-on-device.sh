@@ -6,10 +6,12 @@
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
 # subscribe_kv_events subscribers, alternating in every round) and RequestLatencyBench (PING/LOOKUP against the server and
-# a bare JeroMQ echo), on .device/jre with '.device/lib/*'; both write their sections into $OUT/bench-results.md (logs
-# kv_event_store_bench.log, request_latency_bench.log). LMCACHE_KV_EVENTS_ARGS / LMCACHE_LATENCY_ARGS replace their
-# arguments; LMCACHE_BENCH_SOURCE names the commit measured (no .git travels). Each takes a few minutes with the defaults
-# below (RequestLatencyBench: 3 rounds x 2 requests x 2 client counts x 2 targets x (3 + 5) s).
+# a bare JeroMQ echo; --subscribers 8: every server case also with 8 acking subscribers in a python3 child process while a
+# feeder STOREs 500/s during both server variants), on .device/jre with '.device/lib/*'; both write their sections into
+# $OUT/bench-results.md (logs kv_event_store_bench.log, request_latency_bench.log). LMCACHE_KV_EVENTS_ARGS /
+# LMCACHE_LATENCY_ARGS replace their arguments; LMCACHE_BENCH_SOURCE names the commit measured (no .git travels). Each takes
+# a few minutes with the defaults below (RequestLatencyBench: 3 rounds x 2 requests x 2 client counts x 3 measurements
+# (echo, server, server with 8 subscribers) x (3 + 5) s, ~5 min without repeats).
 # The one-in-flight sweep with and without 8 live subscribers, and the Qwen-like hybrid (issue 30), are inflight_bench.py:
 #   python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
 #     --chunks 1,4,16,64 --warmup 1500 --subscribers 0,8 --out $OUT/inflight-subs
@@ -69,8 +71,9 @@ if [ "$mode" = kvevents ]; then
     -cp "$cp" io.lmcache.bench.events.KvEventStoreBench ${LMCACHE_KV_EVENTS_ARGS:---stores 2000 --warmup 500 --rounds 3 --subscribers 8} \
     --results "$out/bench-results.md" 2>&1 | tee "$out/kv_event_store_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-  JAVA_HOME=$PWD/.device/jre "$java" --sun-misc-unsafe-memory-access=allow -Xms256m -Xmx1g -cp "$cp" io.lmcache.bench.latency.RequestLatencyBench \
-    ${LMCACHE_LATENCY_ARGS:---warmup-s 3 --duration-s 5 --rounds 3 --clients 1,16} --results "$out/bench-results.md" 2>&1 \
+  JAVA_HOME=$PWD/.device/jre "$java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -Xms256m -Xmx1g -cp "$cp" \
+    io.lmcache.bench.latency.RequestLatencyBench ${LMCACHE_LATENCY_ARGS:---warmup-s 3 --duration-s 5 --rounds 3 --clients 1,16 --subscribers 8} \
+    --results "$out/bench-results.md" 2>&1 \
     | tee "$out/request_latency_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi

@@ -7,24 +7,16 @@ import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.io.OutputStreamWriter;
-import java.io.Writer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
+import java.util.function.ToDoubleFunction;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -33,23 +25,31 @@ import org.HdrHistogram.Histogram;
  * record, and evictions {@code removed} ones once the pool is full), closed loop; phases alternate 0 and {@code --subscribers}
  * subscribers in every round, so the machine's load hits both alike. Each subscriber is its own DEALER on its own thread that
  * acks every batch at once, as LMCache's worker adapter does: the streams are as busy as they get.
+ * Each phase reports the STORE round trips and the CPU time the server process used per STORE.
  *
  * <p>Usage (bench/run-kv-events.sh): {@code KvEventStoreBench [--stores 2000] [--warmup 500] [--rounds 3] [--subscribers 8] [--python python3|none]
  * [--results bench/RESULTS.md]}.
  */
 public final class KvEventStoreBench {
-    private static final int CHUNK = 256;
-    private static final int BLOCKS = CHUNK / 16;
-    private static final JavaWorker.Geometry GEOMETRY = new JavaWorker.Geometry(2, 2 * BLOCKS, 16, 2, 64);
     private static final String MODEL = "bench/events";
     private static final byte[] EMPTY = new byte[0];
 
     /** {@code acking}: the subscribers ack every batch (busy streams); else they take the first batch and never ack (no credit). */
-    record Phase(int round, int subscribers, boolean acking, boolean childProcess, Histogram histogram, long batches) {
+    record Phase(int round, int subscribers, boolean acking, boolean childProcess, Timed timed, long batches) {
         double micros(double percentile) {
-            return histogram.getValueAtPercentile(percentile) / 1000.0;
+            return timed.histogram.getValueAtPercentile(percentile) / 1000.0;
+        }
+
+        double meanMicros() {
+            return timed.histogram.getMean() / 1000.0;
         }
     }
+
+    /**
+     * A phase's timed STOREs: their round trips, and the CPU time the server process used per STORE meanwhile (10 ms resolution
+     * over the phase: a cost figure that the machine's scheduling hardly moves, unlike the p99).
+     */
+    record Timed(Histogram histogram, double serverCpuMicrosPerStore) {}
 
     /** One subscriber: a DEALER on its own thread, subscribed from the log's end, acking each batch it receives. */
     private static final class Subscriber implements AutoCloseable {
@@ -98,62 +98,6 @@ public final class KvEventStoreBench {
         }
     }
 
-    /**
-     * The same acking subscribers in another process ({@code testclient/gpu/kv_subscriber.py serve}, LMCache's framing over
-     * libzmq or ZMTP): whether what 8 in-JVM subscribers cost is the server's or the load generator's own threads'.
-     */
-    private static final class ChildSubscribers implements AutoCloseable {
-        private final Process process;
-        private final BufferedReader out;
-        private final Writer in;
-
-        ChildSubscribers(String python, ServerProcess server, int count, int seed) throws IOException {
-            process = new ProcessBuilder(python, "testclient/gpu/kv_subscriber.py", "serve", "--port", String.valueOf(server.port()),
-                    "--subscribers", String.valueOf(count), "--seed", String.valueOf(seed)).redirectError(ProcessBuilder.Redirect.INHERIT).start();
-            out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-            in = new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8);
-            answer(); // its transport line
-            command("{\"op\": \"attach\", \"model\": \"" + MODEL + "\"}");
-        }
-
-        private String answer() throws IOException {
-            String line = out.readLine();
-            if (line == null || line.contains("\"error\"")) {
-                throw new IllegalStateException("the subscriber process failed: " + line);
-            }
-            return line;
-        }
-
-        private String command(String json) throws IOException {
-            in.write(json + "\n");
-            in.flush();
-            return answer();
-        }
-
-        /** Batches the subscribers received (their stats' {@code batches}, summed). */
-        long batches() throws IOException {
-            command("{\"op\": \"detach\"}");
-            long sum = 0;
-            Matcher m = Pattern.compile("\"batches\": (\\d+)").matcher(command("{\"op\": \"stats\"}"));
-            while (m.find()) {
-                sum += Long.parseLong(m.group(1));
-            }
-            return sum;
-        }
-
-        @Override
-        public void close() throws InterruptedException {
-            try {
-                command("{\"op\": \"quit\"}");
-            } catch (IOException | IllegalStateException e) {
-                // it is gone already: destroyed below
-            }
-            if (!process.waitFor(30, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
-            }
-        }
-    }
-
     private KvEventStoreBench() {}
 
     public static void main(String[] args) throws Exception {
@@ -164,8 +108,7 @@ public final class KvEventStoreBench {
         int subscribers = Integer.parseInt(options.getOrDefault("subscribers", "8"));
         // "none": no phase with the subscribers in another process (it needs python3 and testclient/gpu/kv_subscriber.py)
         // (the test client's .venv where it exists: the system python3 may lack msgpack/msgspec)
-        String python = options.getOrDefault("python", !Files.exists(Path.of("testclient/gpu/kv_subscriber.py")) ? "none"
-                : Files.isExecutable(Path.of(".venv/bin/python")) ? ".venv/bin/python" : "python3");
+        String python = options.getOrDefault("python", ChildSubscribers.defaultPython());
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
         String machine = Machine.describe();
         System.out.println("# machine: " + machine);
@@ -173,9 +116,7 @@ public final class KvEventStoreBench {
         List<Phase> phases = new ArrayList<>();
         double subscriptionsEnded;
         try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.25", "--worker-reap-timeout-seconds", "0");
-             JavaWorker worker = new JavaWorker(server.endpoint(), 7, MODEL, GEOMETRY)) {
-            worker.register();
-            worker.fill(JavaWorker.range(0, BLOCKS), 1);
+             JavaWorker worker = StoreFeeder.worker(server.endpoint(), 7, MODEL)) {
             long[] seed = {1_000_000};
             run(worker, warmup, seed, null);
             phase(server, worker, 0, subscribers, true, warmup, seed); // the stream path warmed up too (JIT), untimed
@@ -185,9 +126,9 @@ public final class KvEventStoreBench {
                     phases.add(variant == 3 ? childPhase(python, server, worker, round, subscribers, stores, seed)
                             : phase(server, worker, round, variant == 0 ? 0 : subscribers, variant == 1, stores, seed));
                     Phase p = phases.getLast();
-                    System.out.printf("round %d  %s subscribers  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us  (%d batches)%n",
-                            round, label(p), p.micros(50), p.micros(99), p.micros(99.9),
-                            p.histogram.getMean() / 1000.0, p.batches);
+                    System.out.printf("round %d  %s subscribers  p50 %7.1f us  p99 %7.1f us  p99.9 %7.1f us  mean %7.1f us"
+                            + "  server CPU %6.1f us/STORE  (%d batches)%n", round, label(p), p.micros(50), p.micros(99), p.micros(99.9),
+                            p.meanMicros(), p.timed.serverCpuMicrosPerStore(), p.batches);
                 }
             }
             subscriptionsEnded = Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total");
@@ -204,13 +145,12 @@ public final class KvEventStoreBench {
             attached.add(new Subscriber(server, 100L * round + i + 1, acking));
         }
         try {
-            Histogram histogram = new Histogram(60_000_000_000L, 3);
-            run(worker, stores, seed, histogram);
+            Timed timed = timed(server, worker, stores, seed);
             long batches = 0;
             for (Subscriber s : attached) {
                 batches += s.batches.get();
             }
-            return new Phase(round, subscribers, acking, false, histogram, batches);
+            return new Phase(round, subscribers, acking, false, timed, batches);
         } finally {
             for (Subscriber s : attached) {
                 s.close();
@@ -220,20 +160,27 @@ public final class KvEventStoreBench {
 
     private static Phase childPhase(String python, ServerProcess server, JavaWorker worker, int round, int subscribers, int stores,
             long[] seed) throws Exception {
-        try (ChildSubscribers child = new ChildSubscribers(python, server, subscribers, 1000 + round)) {
-            Histogram histogram = new Histogram(60_000_000_000L, 3);
-            run(worker, stores, seed, histogram);
-            return new Phase(round, subscribers, true, true, histogram, child.batches());
+        try (ChildSubscribers child = new ChildSubscribers(python, server.port(), subscribers, 1000 + round)) {
+            child.attach(MODEL);
+            Timed timed = timed(server, worker, stores, seed);
+            child.detach();
+            return new Phase(round, subscribers, true, true, timed, child.stats().batches());
         }
+    }
+
+    private static Timed timed(ServerProcess server, JavaWorker worker, int stores, long[] seed) {
+        Histogram histogram = new Histogram(60_000_000_000L, 3);
+        double cpuBefore = Machine.processCpuSeconds(server.pid());
+        run(worker, stores, seed, histogram);
+        double cpu = Machine.processCpuSeconds(server.pid()) - cpuBefore;
+        return new Timed(histogram, cpu * 1e6 / stores);
     }
 
     /** {@code count} STOREs, each a new one-chunk prefix (a new object and record); timed into {@code histogram} when not null. */
     private static void run(JavaWorker worker, int count, long[] seed, Histogram histogram) {
-        int[] blocks = JavaWorker.range(0, BLOCKS);
         for (int i = 0; i < count; i++) {
-            int[] tokens = JavaWorker.tokens(seed[0]++, CHUNK);
             long startNs = System.nanoTime();
-            if (!worker.store(tokens, 0, CHUNK, blocks, "s")) {
+            if (!StoreFeeder.storeNew(worker, seed[0]++)) {
                 throw new IllegalStateException("STORE failed");
             }
             if (histogram != null) {
@@ -256,20 +203,28 @@ public final class KvEventStoreBench {
                 + " (`subscribe_kv_events`, each a DEALER on its own thread in the load generator, as LMCache's worker adapter consumes)"
                 + " and one with %d attached that never ack (the first batch, then no credit: the STORE path with subscriptions but no"
                 + " stream work); where python3 and testclient/gpu/kv_subscriber.py are at hand, a fourth with %d acking subscribers in another"
-                + " process (`kv_subscriber.py serve`). Latency is the worker's STORE round trip (request to reply).%n%n", stores, subscribers,
+                + " process (`kv_subscriber.py serve`). Latency is the worker's STORE round trip (request to reply); server CPU is the CPU time"
+                + " the server process used while the phase's timed STOREs ran, per STORE (all its threads, from /proc, 10 ms resolution"
+                + " over the phase: the stream work included, and the agents' brief spinning before they park; unlike the p99, it does not"
+                + " count time the server waited for a core).%n%n", stores, subscribers,
                 subscribers, subscribers));
-        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | batches sent |\n|---:|---|---:|---:|---:|---:|---:|\n");
+        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | server CPU µs/STORE | batches sent |\n"
+                + "|---:|---|---:|---:|---:|---:|---:|---:|\n");
         for (Phase p : phases) {
-            md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
-                    p.micros(99.9), p.histogram.getMean() / 1000.0, p.batches));
+            md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
+                    p.micros(99.9), p.meanMicros(), p.timed.serverCpuMicrosPerStore(), p.batches));
         }
         Map<String, List<Phase>> byVariant = new LinkedHashMap<>();
         phases.forEach(p -> byVariant.computeIfAbsent(label(p), k -> new ArrayList<>()).add(p));
         List<Phase> none = byVariant.get("0");
         md.append("\nMedians over the rounds, and each variant against the 0-subscriber phases:\n\n");
-        md.append("| subscribers | p50 µs | p50 ratio | p99 µs | p99 ratio |\n|---|---:|---:|---:|---:|\n");
-        byVariant.forEach((variant, list) -> md.append(String.format("| %s | %.1f | %.2f | %.1f | %.2f |%n", variant, median(list, 50),
-                median(list, 50) / median(none, 50), median(list, 99), median(list, 99) / median(none, 99))));
+        md.append("| subscribers | p50 µs | p50 ratio | p99 µs | p99 ratio | server CPU µs/STORE | CPU ratio |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        ToDoubleFunction<Phase> p50 = p -> p.micros(50);
+        ToDoubleFunction<Phase> p99 = p -> p.micros(99);
+        ToDoubleFunction<Phase> cpu = p -> p.timed.serverCpuMicrosPerStore();
+        byVariant.forEach((variant, list) -> md.append(String.format("| %s | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |%n", variant,
+                median(list, p50), median(list, p50) / median(none, p50), median(list, p99), median(list, p99) / median(none, p99),
+                median(list, cpu), median(list, cpu) / median(none, cpu))));
         md.append(String.format("%nSubscriptions ended (cancelled at each phase's end): %.0f.%n", ended));
         return md.toString();
     }
@@ -278,8 +233,8 @@ public final class KvEventStoreBench {
         return p.subscribers == 0 ? "0" : p.subscribers + (p.acking ? " acking" : " attached, no credit") + (p.childProcess ? ", in another process" : "");
     }
 
-    private static double median(List<Phase> phases, double percentile) {
-        double[] values = phases.stream().mapToDouble(p -> p.micros(percentile)).sorted().toArray();
+    private static double median(List<Phase> phases, ToDoubleFunction<Phase> figure) {
+        double[] values = phases.stream().mapToDouble(figure).sorted().toArray();
         int n = values.length;
         return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
     }
