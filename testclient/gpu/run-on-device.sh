@@ -10,8 +10,9 @@
 # feeder STOREs 500/s during both server variants), on .device/jre with '.device/lib/*'; both write their sections into
 # $OUT/bench-results.md (logs kv_event_store_bench.log, request_latency_bench.log). LMCACHE_KV_EVENTS_ARGS /
 # LMCACHE_LATENCY_ARGS replace their arguments; LMCACHE_BENCH_SOURCE names the commit measured (no .git travels). Each takes
-# a few minutes with the defaults below (RequestLatencyBench: 3 rounds x 2 requests x 2 client counts x 3 measurements
-# (echo, server, server with 8 subscribers) x (3 + 5) s, ~5 min without repeats).
+# a few minutes with the defaults below (RequestLatencyBench: 2 rounds x 2 requests x 2 client counts x 3 measurements
+# (echo, server, server with 8 subscribers) x (2 + 4) s, ~2.5 min without repeats and at most twice that: with 3 rounds of
+# (3 + 5) s and 3 attempts it ran past a 270 s limit on the H200 in round 2).
 # The one-in-flight sweep with and without 8 live subscribers, and the Qwen-like hybrid (issue 30), are inflight_bench.py:
 #   python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
 #     --chunks 1,4,16,64 --warmup 1500 --subscribers 0,8 --out $OUT/inflight-subs
@@ -72,7 +73,7 @@ if [ "$mode" = kvevents ]; then
     --results "$out/bench-results.md" 2>&1 | tee "$out/kv_event_store_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   JAVA_HOME=$PWD/.device/jre "$java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -Xms256m -Xmx1g -cp "$cp" \
-    io.lmcache.bench.latency.RequestLatencyBench ${LMCACHE_LATENCY_ARGS:---warmup-s 3 --duration-s 5 --rounds 3 --clients 1,16 --subscribers 8} \
+    io.lmcache.bench.latency.RequestLatencyBench ${LMCACHE_LATENCY_ARGS:---warmup-s 2 --duration-s 4 --rounds 2 --attempts 2 --clients 1,16 --subscribers 8} \
     --results "$out/bench-results.md" 2>&1 \
     | tee "$out/request_latency_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1

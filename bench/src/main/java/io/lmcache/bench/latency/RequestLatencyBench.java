@@ -129,6 +129,10 @@ public final class RequestLatencyBench {
         }
         String machine = Machine.describe();
         System.out.println("# machine: " + machine);
+        // runs on: a shutdown thread, when the run is stopped from outside (SIGTERM, a timeout): the echo, the server and the
+        // subscriber process would otherwise go on loading the machine for the next benchmark
+        Runtime.getRuntime().addShutdownHook(NamedThreads.thread("bench-stop", false,
+                () -> ProcessHandle.current().descendants().forEach(ProcessHandle::destroy)));
         try {
             bench.startTargets();
             if (subscribers > 0) {
