@@ -3,6 +3,7 @@ package io.lmcache.server.protocol;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.testing.Golden;
 import java.io.IOException;
@@ -10,7 +11,9 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
@@ -99,5 +102,43 @@ class ReplyEncoderTest {
 
     private static String hex(byte[] bytes) {
         return HexFormat.of().formatHex(bytes);
+    }
+
+    /** A record's token ids, written as one payload, are byte for byte what MessagePacker.packInt writes, edges and all. */
+    @Test
+    void kvEventTokenIdsEncodeAsPackIntDoes() throws IOException {
+        int[] edges = {Integer.MIN_VALUE, -(1 << 15) - 1, -(1 << 15), -129, -128, -33, -32, -1, 0, 1, 127, 128, 255, 256, 65_535,
+            65_536, 151_935, Integer.MAX_VALUE};
+        Random random = new Random(28);
+        int[] tokens = new int[edges.length + 600];
+        System.arraycopy(edges, 0, tokens, 0, edges.length);
+        for (int i = edges.length; i < tokens.length; i++) {
+            tokens[i] = random.nextInt() >> random.nextInt(32); // every width, both signs
+        }
+        Reply.KvEventRecord record = new Reply.KvEventRecord(3, "stored", "CPU", "m", List.of(new byte[32]), null, tokens, 256);
+        byte[] encoded = encoder.encode(new Reply.KvEvents(true, 7, 4, false, List.of(record)));
+        MessageBufferPacker expected = MessagePack.newDefaultBufferPacker();
+        expected.packArrayHeader(tokens.length);
+        for (int token : tokens) {
+            expected.packInt(token);
+        }
+        String tokensHex = hex(expected.toByteArray());
+        assertTrue(hex(encoded).contains("a9746f6b656e5f696473" + tokensHex),
+                "token_ids as packInt encodes them");
+    }
+
+    /** A batch put together from records encoded one by one is the batch encoded whole. */
+    @Test
+    void aBatchOfRecordsEncodedAloneIsTheBatchEncodedWhole() {
+        List<Reply.KvEventRecord> records = List.of(
+                new Reply.KvEventRecord(5, "stored", "CPU", "m", List.of(new byte[32]), null, new int[] {1, 70_000, -3}, 256),
+                new Reply.KvEventRecord(6, "removed", "STORAGE", "m", List.of(new byte[32], new byte[32]), new byte[32], new int[0], 256));
+        Reply.KvEvents batch = new Reply.KvEvents(true, 9, 7, true, records);
+        byte[] whole = encoder.encode(batch);
+        List<byte[]> alone = new ArrayList<>();
+        for (Reply.KvEventRecord record : records) {
+            alone.add(encoder.encodeKvEventRecord(record));
+        }
+        assertArrayEquals(whole, encoder.encodeKvEvents(true, 9, 7, true, alone));
     }
 }

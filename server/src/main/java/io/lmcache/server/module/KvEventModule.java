@@ -82,6 +82,8 @@ public final class KvEventModule implements InstanceLivenessTarget {
             status.put("lost_markers", log.lostMarkers());
             status.put("unbound_stores", recorder.unboundStores());
             status.put("subscribers", streams.subscribers());
+            status.put("batches_sent", streams.batches());
+            status.put("records_encoded", streams.encodings()); // each record once, however many batches carry it
         }
         return status;
     }

@@ -1,11 +1,16 @@
 package io.lmcache.server.events;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.StreamTarget;
+import io.lmcache.server.protocol.ReplyEncoder;
 import io.lmcache.server.protocol.Request;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
@@ -75,5 +80,43 @@ class KvEventStreamsTest {
         store();
         streams.doWork();
         assertEquals(1, batchesOut(), "after a quiet spell a record goes at once");
+    }
+
+    @Test
+    void eachRecordIsEncodedOnceHoweverManyBatchesCarryIt() {
+        for (int i = 0; i < 8; i++) {
+            byte[] own = ("s" + i).getBytes(StandardCharsets.US_ASCII);
+            streams.open(new Request.SubscribeKvEvents(10 + i, "m", 0, 100), new StreamTarget(new byte[] {9, (byte) i}, own, new byte[] {34}));
+        }
+        store();
+        streams.doWork();
+        List<byte[]> payloads = drain();
+        assertEquals(8, payloads.size(), "every subscriber got the first batch");
+        assertEquals(1, streams.encodings(), "its one record encoded once for all eight");
+        for (byte[] payload : payloads) {
+            assertArrayEquals(payloads.getFirst(), payload);
+        }
+        // a subscriber that comes later, from the same cursor, in another pass: the record comes from the cache
+        streams.open(new Request.SubscribeKvEvents(99, "m", 0, 100), new StreamTarget(new byte[] {9, 99}, uid, new byte[] {34}));
+        streams.doWork();
+        List<byte[]> late = drain();
+        assertEquals(1, late.size());
+        assertArrayEquals(new ReplyEncoder().encode(log.read(0, "m", 100)), late.getFirst(), "the bytes of the batch encoded whole");
+        assertEquals(1, streams.encodings());
+        // the late one acks: a new record goes to it alone, encoded once
+        streams.control(new StreamTarget(new byte[] {9, 99}, uid, new byte[0]).peer(), uid, "ack".getBytes(StandardCharsets.US_ASCII));
+        clockNs.addAndGet(KvEventStreams.LINGER_NS);
+        store();
+        streams.doWork();
+        assertEquals(1, drain().size());
+        assertEquals(2, streams.encodings());
+    }
+
+    private List<byte[]> drain() {
+        List<byte[]> payloads = new ArrayList<>();
+        for (Outbound reply; (reply = replies.poll()) != null; ) {
+            payloads.add(reply.payload());
+        }
+        return payloads;
     }
 }
