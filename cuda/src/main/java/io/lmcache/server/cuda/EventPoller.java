@@ -123,9 +123,9 @@ public final class EventPoller implements AutoCloseable {
      * destroys retired events past their keep-alive. Returns how many completed or were destroyed.
      */
     public int doWork() {
-        int ran = runPosted();
         synchronized (pollLock) {
-            return ran + (closed ? 0 : poll(System.nanoTime()));
+            // posted tasks too stop with the poller: it closes before the copy engines they would launch on
+            return closed ? 0 : runPosted() + poll(System.nanoTime());
         }
     }
 
