@@ -1,6 +1,7 @@
 package io.lmcache.bench.events;
 
 import io.lmcache.bench.Machine;
+import io.lmcache.bench.Medians;
 import io.lmcache.bench.ResultsFile;
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.testing.Http;
@@ -223,20 +224,14 @@ public final class KvEventStoreBench {
         ToDoubleFunction<Phase> p99 = p -> p.micros(99);
         ToDoubleFunction<Phase> cpu = p -> p.timed.serverCpuMicrosPerStore();
         byVariant.forEach((variant, list) -> md.append(String.format("| %s | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |%n", variant,
-                median(list, p50), median(list, p50) / median(none, p50), median(list, p99), median(list, p99) / median(none, p99),
-                median(list, cpu), median(list, cpu) / median(none, cpu))));
+                Medians.of(list, p50), Medians.of(list, p50) / Medians.of(none, p50), Medians.of(list, p99), Medians.of(list, p99) / Medians.of(none, p99),
+                Medians.of(list, cpu), Medians.of(list, cpu) / Medians.of(none, cpu))));
         md.append(String.format("%nSubscriptions ended (cancelled at each phase's end): %.0f.%n", ended));
         return md.toString();
     }
 
     private static String label(Phase p) {
         return p.subscribers == 0 ? "0" : p.subscribers + (p.acking ? " acking" : " attached, no credit") + (p.childProcess ? ", in another process" : "");
-    }
-
-    private static double median(List<Phase> phases, ToDoubleFunction<Phase> figure) {
-        double[] values = phases.stream().mapToDouble(figure).sorted().toArray();
-        int n = values.length;
-        return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
     }
 
     private static Map<String, String> parse(String[] args) {

@@ -1,6 +1,7 @@
 package io.lmcache.bench.latency;
 
 import io.lmcache.bench.Machine;
+import io.lmcache.bench.Medians;
 import io.lmcache.bench.ResultsFile;
 import io.lmcache.bench.events.ChildSubscribers;
 import io.lmcache.bench.events.StoreFeeder;
@@ -16,7 +17,6 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
-import java.util.function.ToDoubleFunction;
 import org.HdrHistogram.Histogram;
 import org.zeromq.ZContext;
 
@@ -413,14 +413,14 @@ public final class RequestLatencyBench {
             }
             String name = results.getFirst().request;
             int clients = results.getFirst().clients;
-            double[] e = {median(echo, r -> r.micros(50)), median(echo, r -> r.micros(99)), median(echo, r -> r.micros(99.9))};
-            double[] v = {median(server, r -> r.micros(50)), median(server, r -> r.micros(99)), median(server, r -> r.micros(99.9))};
+            double[] e = {Medians.of(echo, r -> r.micros(50)), Medians.of(echo, r -> r.micros(99)), Medians.of(echo, r -> r.micros(99.9))};
+            double[] v = {Medians.of(server, r -> r.micros(50)), Medians.of(server, r -> r.micros(99)), Medians.of(server, r -> r.micros(99.9))};
             md.append(String.format("| %s | %d | %.1f | %.1f | %.2f (%.2f–%.2f) | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %s |%n", name, clients,
                     e[0], v[0], v[0] / e[0], low, high, e[1], v[1], v[1] / e[1], e[2], v[2], v[2] / e[2], v[0] <= 1.3 * e[0] ? "met" : "missed"));
-            double echoRate = median(echo, Result::throughput);
-            double serverRate = median(server, Result::throughput);
+            double echoRate = Medians.of(echo, Result::throughput);
+            double serverRate = Medians.of(server, Result::throughput);
             cpu.append(String.format("| %s | %d | %.0f | %.0f | %.2f | %.1f | %.1f |%n", name, clients, echoRate, serverRate, serverRate / echoRate,
-                    median(echo, Result::cpuMicrosPerRequest), median(server, Result::cpuMicrosPerRequest)));
+                    Medians.of(echo, Result::cpuMicrosPerRequest), Medians.of(server, Result::cpuMicrosPerRequest)));
         }
         md.append("\nThroughput and the CPU time the echo or server process used per request answered (medians over the rounds):\n\n");
         md.append(cpu);
@@ -506,9 +506,9 @@ public final class RequestLatencyBench {
             low = Math.min(low, ratio);
             high = Math.max(high, ratio);
         }
-        double e50 = median(echo, r -> r.micros(50));
-        double[] b = {median(bare, r -> r.micros(50)), median(bare, r -> r.micros(99))};
-        double[] w = {median(with, r -> r.micros(50)), median(with, r -> r.micros(99))};
+        double e50 = Medians.of(echo, r -> r.micros(50));
+        double[] b = {Medians.of(bare, r -> r.micros(50)), Medians.of(bare, r -> r.micros(99))};
+        double[] w = {Medians.of(with, r -> r.micros(50)), Medians.of(with, r -> r.micros(99))};
         return String.format("| %s | %d | %.1f | %.1f | %.1f | %.2f (%.2f–%.2f) | %.1f | %.1f | %.2f | %.2f | %s | %.2f | %s |%n",
                 results.getFirst().request, results.getFirst().clients, e50, b[0], w[0], w[0] / b[0], low, high, b[1], w[1], w[1] / b[1],
                 b[0] / e50, b[0] <= 1.3 * e50 ? "met" : "missed", w[0] / e50, w[0] <= 1.3 * e50 ? "met" : "missed");
@@ -521,13 +521,7 @@ public final class RequestLatencyBench {
         long lost = with.stream().mapToLong(r -> r.received.lost()).sum();
         int erring = with.stream().mapToInt(r -> r.received.slotsWithErrors()).max().orElse(0);
         return String.format("| %s | %d | %.0f | %.0f | %d | %d | %d | %d |%n", results.getFirst().request, results.getFirst().clients,
-                median(of(results, "server"), Result::feedStoresPerS), median(with, Result::feedStoresPerS), records, batches, lost, erring);
-    }
-
-    private static double median(List<Result> results, ToDoubleFunction<Result> figure) {
-        double[] values = results.stream().mapToDouble(figure).sorted().toArray();
-        int n = values.length;
-        return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+                Medians.of(of(results, "server"), Result::feedStoresPerS), Medians.of(with, Result::feedStoresPerS), records, batches, lost, erring);
     }
 
     private static Target start(String name, List<String> command, int port, String readyLine) throws IOException, InterruptedException {
