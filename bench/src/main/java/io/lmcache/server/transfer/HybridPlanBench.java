@@ -39,7 +39,7 @@ public final class HybridPlanBench {
         boolean[] patterns = args.length > 2 && args[2].equals("consecutive") ? new boolean[] {false} : new boolean[] {false, true};
         List<Model> models = List.of(gemma(), plainLike("plain, Gemma-like bytes (12 layers [2, nb, 16, 4, 512])", 256, 12, 16, 4, 512),
                 qwen(), plainLike("plain, Qwen-like bytes (chunk 544: 5 layers [2, nb, 544, 1, 128])", 544, 5, 544, 1, 128));
-        System.out.println("| model | chunks | blocks | STORE µs p50 (plan + reserve + pieces + commit) | RETRIEVE µs p50 (plan + pin + pieces + unpin)"
+        System.out.println("| model | chunks | blocks | STORE µs p50 (plan + hash, reserve, pieces + commit) | RETRIEVE µs p50 (plan + pin + pieces + unpin)"
                 + " | pieces per request | objects per request |");
         System.out.println("|---|---:|---|---:|---:|---:|---:|");
         // a first pass over every cell unprinted: the JIT then compiles with every model's profile before any is measured
@@ -91,9 +91,9 @@ public final class HybridPlanBench {
             counts[0]++;
             counts[1] += length;
         };
-        // per measured round: STORE, RETRIEVE, then STORE's plan, reserve, pieces, commit (medians reported: a loaded host's
+        // per measured round: STORE, RETRIEVE, then STORE's plan, reserve and pieces, commit (medians reported: a loaded host's
         // preemptions land in a few rounds' tails)
-        long[][] samples = new long[6][200_000];
+        long[][] samples = new long[5][200_000];
         int rounds = 0;
         long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
         long warmupEndNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
@@ -114,20 +114,19 @@ public final class HybridPlanBench {
             long t0 = System.nanoTime();
             TransferPlan plan = plan(model, key, src, true);
             long tPlan = System.nanoTime();
-            ChunkObjects.Reservation reservation = ChunkObjects.reserveAll(store, key, plan);
-            StoredObject[] reserved = reservation.objects();
-            long tReserve = System.nanoTime();
             counts[0] = 0;
-            GroupPieces.emit(plan, reserved, 0, model.chunkSize(), sink);
+            ChunkObjects.Reserving reserving = new ChunkObjects.Reserving(store, key, plan);
+            GroupPieces.emitReserving(plan, reserving, model.chunkSize(), sink);
+            StoredObject[] reserved = reserving.objects();
             long tEmit = System.nanoTime();
+            plan.hashes().complete();
             ChunkObjects.commitAll(store, reserved);
             long t1 = System.nanoTime();
             if (measuring && rounds < samples[0].length) {
                 samples[0][rounds] = t1 - t0;
                 samples[2][rounds] = tPlan - t0;
-                samples[3][rounds] = tReserve - tPlan;
-                samples[4][rounds] = tEmit - tReserve;
-                samples[5][rounds] = t1 - tEmit;
+                samples[3][rounds] = tEmit - tPlan;
+                samples[4][rounds] = t1 - tEmit;
             }
             piecesPerRequest = counts[0];
             objects = (int) Arrays.stream(reserved).filter(o -> o != null).count();
@@ -143,21 +142,23 @@ public final class HybridPlanBench {
             store.clear(true);
         }
         int n = Math.min(rounds, samples[0].length);
-        double[] p50 = new double[6];
-        for (int i = 0; i < 6; i++) {
+        double[] p50 = new double[5];
+        for (int i = 0; i < 5; i++) {
             long[] sorted = Arrays.copyOf(samples[i], n);
             Arrays.sort(sorted);
             p50[i] = sorted[n / 2] / 1e3;
         }
-        return String.format(Locale.ROOT, "| %s | %d | %s | %.1f (%.1f + %.1f + %.1f + %.1f) | %.1f | %d | %d |", model.name(), chunks,
-                scattered ? "scattered" : "consecutive", p50[0], p50[2], p50[3], p50[4], p50[5], p50[1], piecesPerRequest, objects);
+        return String.format(Locale.ROOT, "| %s | %d | %s | %.1f (%.1f + %.1f + %.1f) | %.1f | %d | %d |", model.name(), chunks,
+                scattered ? "scattered" : "consecutive", p50[0], p50[2], p50[3], p50[4], p50[1], piecesPerRequest, objects);
     }
 
     /** TransferPlanner.plan's work less the registration checks (block bounds, the worker's memory): range, hashes, parts. */
     private static TransferPlan plan(Model model, CacheKey key, int[][] blockIds, boolean store) {
         ChunkRange range = ChunkRange.of(key, model.chunkSize(), new String[1]);
         List<TransferPlan.GroupPart> parts = GroupParts.of(model.geometry(), range.count(), blockIds, store);
-        return new TransferPlan(range, ChunkHashes.hash(key, model.chunkSize(), range.endChunk()), parts);
+        ChunkHashes hashes = store ? ChunkHashes.deferred(key, model.chunkSize(), range.endChunk())
+                : ChunkHashes.hash(key, model.chunkSize(), range.endChunk());
+        return new TransferPlan(range, hashes, parts);
     }
 
     private static TensorWrapper.CpuShm nhd(int blocks, int blockSize, int heads, int headSize) {

@@ -2,6 +2,7 @@ package io.lmcache.server.events;
 
 import io.lmcache.server.agent.Agent;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.StreamControl;
 import io.lmcache.server.loop.StreamTarget;
@@ -105,6 +106,13 @@ public final class KvEventStreams implements Agent, StreamControl {
     private final Map<Position, Shared> pass = new HashMap<>();
 
     private record Position(long cursor, String model, int maxEvents) {}
+
+    /**
+     * The agent thread's: the batches of one pass, queued together at its end, so the socket thread is woken once a pass,
+     * not once a subscriber (each wake is a signal and a poll return on that thread, beside the requests it serves).
+     */
+    private final List<Subscription> outgoingTo = new ArrayList<>();
+    private final List<Outbound> outgoing = new ArrayList<>();
 
     /**
      * The agent thread's: the encodings of the last {@link #RECORD_CACHE} records by sequence number, so each record is encoded
@@ -230,21 +238,50 @@ public final class KvEventStreams implements Agent, StreamControl {
         }
     }
 
-    /** Any thread: once per stream, out of the maps, and its final reply queued. */
+    /** Any thread: once per stream, out of the maps, and its final reply queued (the last reply the stream gets). */
     private void end(Subscription subscription, Ended reason) {
-        if (!subscription.ended.compareAndSet(false, true)) {
-            return;
+        synchronized (subscription) { // with the agent's flush: no batch is queued after the final reply
+            if (!subscription.ended.compareAndSet(false, true)) {
+                return;
+            }
+            byInstance.remove(subscription.instanceId, subscription);
+            byStream.remove(subscription.streamKey, subscription);
+            ended.get(reason).increment();
+            replies.offer(subscription.target.reply(null));
         }
-        byInstance.remove(subscription.instanceId, subscription);
-        byStream.remove(subscription.streamKey, subscription);
-        ended.get(reason).increment();
-        replies.offer(subscription.target.reply(null));
     }
 
     // --- the agent ---------------------------------------------------------------------------------
 
     @Override
     public int doWork() {
+        try {
+            return servePass();
+        } finally {
+            flush();
+        }
+    }
+
+    /** Queues the pass's batches, then wakes the socket thread once; a stream ended meanwhile gets none after its final reply. */
+    private void flush() {
+        if (outgoing.isEmpty()) {
+            return;
+        }
+        for (int i = 0; i < outgoing.size(); i++) {
+            Subscription subscription = outgoingTo.get(i);
+            synchronized (subscription) {
+                if (!subscription.ended.get()) {
+                    replies.offerQuietly(outgoing.get(i));
+                    batches.increment();
+                }
+            }
+        }
+        outgoingTo.clear();
+        outgoing.clear();
+        replies.wakeConsumer();
+    }
+
+    private int servePass() {
         pass.clear();
         int work = 0;
         boolean idleWithCredit = false;
@@ -295,12 +332,9 @@ public final class KvEventStreams implements Agent, StreamControl {
         if (shared.payload == null) {
             shared.payload = encode(batch);
         }
-        byte[] payload = shared.payload;
-        if (!subscription.ended.get()) {
-            replies.offer(subscription.target.reply(payload));
-            subscription.lastSentNs = clockNs.getAsLong();
-            batches.increment();
-        }
+        outgoingTo.add(subscription);
+        outgoing.add(subscription.target.reply(shared.payload));
+        subscription.lastSentNs = clockNs.getAsLong();
         return 1;
     }
 

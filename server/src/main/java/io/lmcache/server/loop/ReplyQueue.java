@@ -52,6 +52,25 @@ public final class ReplyQueue {
 
     /** Producer side: any thread. False (the reply dropped and counted) when the queue is over its byte budget. */
     public boolean offer(Outbound reply) {
+        boolean queued = enqueue(reply);
+        wakeIfSleeping();
+        return queued;
+    }
+
+    /**
+     * Producer side: queues a reply without waking the consumer; the producer calls {@link #wakeConsumer} after the last of
+     * several (the KV-event streams' batches of one pass: one wake of the socket thread instead of one per subscriber).
+     */
+    public boolean offerQuietly(Outbound reply) {
+        return enqueue(reply);
+    }
+
+    /** Producer side: wakes the consumer if it sleeps (after {@link #offerQuietly}). */
+    public void wakeConsumer() {
+        wakeIfSleeping();
+    }
+
+    private boolean enqueue(Outbound reply) {
         long bytes = reply.bytes();
         if (queuedBytes.addAndGet(bytes) > budgetBytes) {
             queuedBytes.addAndGet(-bytes);
@@ -61,10 +80,13 @@ public final class ReplyQueue {
             return false;
         }
         queue.offer(reply);
+        return true;
+    }
+
+    private void wakeIfSleeping() {
         if (consumerSleeping && wakePending.compareAndSet(false, true)) {
             waker.wake();
         }
-        return true;
     }
 
     /** Consumer side: the next reply, or null. */

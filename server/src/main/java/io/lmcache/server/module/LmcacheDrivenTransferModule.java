@@ -214,25 +214,14 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
             }
-            lapNs = times.lap(true, HandlerPhase.PLAN, lapNs);
-            WindowCommit commit = windowCommit;
-            if (commit != null) {
-                commit.stored(request.key(), plan.hashes());
-            }
-            ChunkObjects.Reservation reservation = ChunkObjects.reserveAll(store, request.key(), plan);
-            if (!reservation.allFit()) {
-                ObjectStore.Snapshot pool = store.snapshot();
-                long objectBytes = plan.parts().getFirst().objectBytes();
-                failures.fail("store", "no_memory", "STORE for instance " + request.instanceId() + ": no room in L1 for a "
-                        + (objectBytes >> 10) + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20)
-                        + " MiB ready in use, " + (pool.objects() - pool.evictable()) + " object(s) locked or being written); storing what fit");
-            }
-            StoredObject[] reserved = reservation.objects();
-            long startNs = times.lap(true, HandlerPhase.OBJECTS, lapNs);
+            long startNs = times.lap(true, HandlerPhase.PLAN, lapNs);
+            // each chunk's hash and objects are made as its pieces go out: the GPU copies the first chunks meanwhile
+            ChunkObjects.Reserving reserving = new ChunkObjects.Reserving(store, request.key(), plan);
+            StoredObject[] reserved = reserving.objects();
             TransferMetrics.InFlight meter = metrics.transfers().store(context.copyPath().device(), context.instanceId(), context.modelName());
-            CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emit(plan, reserved, 0, chunkSize, sink),
+            CopyPath.Copied copied = context.copyPath().copy(Direction.TO_POOL, sink -> GroupPieces.emitReserving(plan, reserving, chunkSize, sink),
                     request.eventHandle(), lease, (ok, bytes, error, finishedNs) -> {
-                        // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
+                        // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path), after the emission
                         meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
                             KvEventRecorder recorder = events;
@@ -247,11 +236,28 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                             failures.fail("store", "copy_failed", "STORE for instance " + request.instanceId() + " " + error);
                         }
                     });
+            startNs = times.lap(true, HandlerPhase.COPY, startNs);
+            plan.hashes().complete(); // the chunks after one without room, and the memo: after the copies are on their way
+            WindowCommit commit = windowCommit;
+            if (commit != null) {
+                commit.stored(request.key(), plan.hashes());
+            }
+            if (!reserving.allFit()) {
+                noRoom(request.instanceId(), plan);
+            }
             enqueueFailed("store", request.instanceId(), copied);
-            times.lap(true, HandlerPhase.COPY, startNs);
+            times.lap(true, HandlerPhase.OBJECTS, startNs);
             times.done(true);
-            return new Reply.Transfer(copied.eventHandle(), copied.accepted() && reservation.allFit());
+            return new Reply.Transfer(copied.eventHandle(), copied.accepted() && reserving.allFit());
         }
+    }
+
+    private void noRoom(long instanceId, TransferPlan plan) {
+        ObjectStore.Snapshot pool = store.snapshot();
+        long objectBytes = plan.parts().getFirst().objectBytes();
+        failures.fail("store", "no_memory", "STORE for instance " + instanceId + ": no room in L1 for a "
+                + (objectBytes >> 10) + " KiB chunk (" + (pool.usedBytes() >> 20) + " of " + (pool.readyBytes() >> 20)
+                + " MiB ready in use, " + (pool.objects() - pool.evictable()) + " object(s) locked or being written); storing what fit");
     }
 
     public Reply retrieve(Request.Retrieve request, PeerId peer) {

@@ -10,7 +10,8 @@ import java.util.function.Supplier;
  * {@code --hash-algorithm} ({@link TokenHashChain}): a flyweight over one {@code byte[]}, 32 bytes per
  * chunk, read per chunk with {@link #hash}. The static methods keep the raw form for the lookup path,
  * which hashes only as far as the cache holds the prefix ({@link #extend}), with one chain instance
- * per thread and no allocation per chunk.
+ * per thread and no allocation per chunk. A STORE's hashes are {@linkplain #deferred deferred}: each chunk is hashed when its
+ * copy is planned, so the hashing of the later chunks overlaps the copies of the earlier ones.
  */
 public final class ChunkHashes {
     /** The process's chain, one instance per thread (a chain keeps its digest and buffer). */
@@ -22,10 +23,17 @@ public final class ChunkHashes {
 
     private final byte[] hashes;
     private final int endChunk;
+    /** Null once every chunk is hashed; else the deferred key, its chunk size and the chain it started with. */
+    private CacheKey pendingKey;
+    private int chunkSize;
+    private Chains pendingChains;
+    /** Chunks {@code 0..hashedTo-1} are in {@link #hashes}; written under this object's lock, read without it. */
+    private volatile int hashedTo;
 
     private ChunkHashes(byte[] hashes, int endChunk) {
         this.hashes = hashes;
         this.endChunk = endChunk;
+        this.hashedTo = endChunk;
     }
 
     private static Chains chains(Supplier<TokenHashChain> factory) {
@@ -50,14 +58,58 @@ public final class ChunkHashes {
         return new ChunkHashes(of(key, chunkSize, endChunk), endChunk);
     }
 
-    /** Chunk {@code chunk}'s hash. */
+    /**
+     * A STORE's hashes, computed as they are asked for: those a remembered chain of the same tokens has are copied now, the
+     * rest chunk by chunk on the first {@link #hash} of each (a long prompt's hashing took ~560 µs of a Qwen-like 64-chunk
+     * STORE's plan on the H200, all of it before the first copy; bench/RESULTS.md). {@link #complete} hashes what is left
+     * and remembers the chain.
+     */
+    public static ChunkHashes deferred(CacheKey key, int chunkSize, int endChunk) {
+        byte[] hashes = new byte[ChunkHash.BYTES * endChunk];
+        Chains current = chains;
+        ChunkHashes deferred = new ChunkHashes(hashes, endChunk);
+        deferred.hashedTo = MEMO.reuse(current, key.tokenIds(), chunkSize, 0, endChunk, hashes);
+        if (deferred.hashedTo < endChunk) {
+            deferred.pendingKey = key;
+            deferred.chunkSize = chunkSize;
+            deferred.pendingChains = current;
+        }
+        return deferred;
+    }
+
+    /** Chunk {@code chunk}'s hash (for a deferred chain, computed with those before it if it is not yet). */
     public ChunkHash hash(int chunk) {
+        if (chunk >= hashedTo) {
+            hashTo(chunk + 1);
+        }
         return ChunkHash.unpack(hashes, chunk);
     }
 
-    /** The hashes themselves, 32 bytes per chunk; shared, never to be written (the KV-event log reads parents here). */
+    /** The hashes themselves, 32 bytes per chunk, all computed; shared, never to be written (the KV-event log reads parents here). */
     public byte[] bytes() {
+        complete();
         return hashes;
+    }
+
+    /** Hashes every chunk not hashed yet and remembers a deferred chain for the next key of the same tokens. */
+    public void complete() {
+        if (hashedTo < endChunk) {
+            hashTo(endChunk);
+        }
+    }
+
+    private synchronized void hashTo(int toChunk) {
+        int from = hashedTo;
+        if (toChunk <= from) {
+            return;
+        }
+        pendingChains.perThread().get().hashChunks(pendingKey.tokenIds(), chunkSize, from, toChunk, hashes);
+        hashedTo = toChunk;
+        if (toChunk == endChunk) {
+            MEMO.remember(pendingChains, pendingKey.tokenIds(), chunkSize, endChunk, hashes);
+            pendingKey = null;
+            pendingChains = null;
+        }
     }
 
     /** Chunks hashed: {@code 0..endChunk-1}. */

@@ -14,9 +14,6 @@ import java.util.List;
 public final class ChunkObjects {
     private ChunkObjects() {}
 
-    /** The objects a STORE reserved (null where the chunk is stored already), and whether every chunk found room. */
-    public record Reservation(StoredObject[] objects, boolean allFit) {}
-
     /** Reserves a chunk's object: a new object, {@link ObjectStore#EXISTS} or {@link ObjectStore#NO_MEMORY}. */
     public static StoredObject reserve(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes,
             int format) {
@@ -33,23 +30,53 @@ public final class ChunkObjects {
         return new ChunkKey(key.modelName(), key.cacheSalt(), key.tags(), key.workerId(), group, hashes.hash(chunk));
     }
 
-    /** Reserves every (chunk, group) object a plan moves, stopping at the first chunk without room: a later one could never be a prefix hit. */
-    public static Reservation reserveAll(ObjectStore store, CacheKey key, TransferPlan plan) {
-        StoredObject[] reserved = new StoredObject[plan.objectCount()];
-        for (int j = 0; j < plan.range().count(); j++) {
+    /**
+     * A STORE's objects, reserved chunk by chunk while its pieces are emitted ({@link GroupPieces#emitReserving}), so that a
+     * chunk's hash ({@link ChunkHashes#deferred}) and reservation overlap the copies of the chunks before it. Stops at the first
+     * chunk without room: a later one could never be a prefix hit. Written by the emitting thread only; read once the copy
+     * has been submitted (or by its completion, which the copy path runs after the emission).
+     */
+    public static final class Reserving {
+        private final ObjectStore store;
+        private final CacheKey key;
+        private final TransferPlan plan;
+        private final StoredObject[] objects;
+        private boolean allFit = true;
+
+        public Reserving(ObjectStore store, CacheKey key, TransferPlan plan) {
+            this.store = store;
+            this.key = key;
+            this.plan = plan;
+            this.objects = new StoredObject[plan.objectCount()];
+        }
+
+        /** Reserves the range's {@code j}-th chunk's objects; false when one had no room (those before it in the chunk stay). */
+        boolean reserve(int j) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
                 if (!part.moves(j)) {
                     continue;
                 }
-                StoredObject object = reserve(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(), part.format());
+                StoredObject object = ChunkObjects.reserve(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(),
+                        part.format());
                 if (object == ObjectStore.NO_MEMORY) {
-                    return new Reservation(reserved, false);
+                    allFit = false;
+                    return false;
                 }
-                reserved[plan.objectIndex(j, g)] = object == ObjectStore.EXISTS ? null : object;
+                objects[plan.objectIndex(j, g)] = object == ObjectStore.EXISTS ? null : object;
             }
+            return true;
         }
-        return new Reservation(reserved, true);
+
+        /** The reserved objects so far (null where a chunk is stored already or was not reached), indexed as the plan's. */
+        public StoredObject[] objects() {
+            return objects;
+        }
+
+        /** Whether every chunk reached found room. */
+        public boolean allFit() {
+            return allFit;
+        }
     }
 
     /**

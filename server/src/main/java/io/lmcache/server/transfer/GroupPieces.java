@@ -12,21 +12,39 @@ public final class GroupPieces {
     /** {@code skipTokens} of the range's head are not written (RETRIEVE's skip; 0 for STORE). */
     public static void emit(TransferPlan plan, StoredObject[] objects, int skipTokens, int chunkSize, PieceSink sink) {
         for (int j = 0; j < plan.range().count(); j++) {
-            int skipInChunk = Math.clamp((long) skipTokens - (long) j * chunkSize, 0, chunkSize);
-            for (int g = 0; g < plan.parts().size(); g++) {
-                StoredObject object = objects[plan.objectIndex(j, g)];
-                if (object == null) {
-                    continue;
-                }
-                TransferPlan.GroupPart part = plan.parts().get(g);
-                ObjectGroup group = part.group();
-                for (int i = 0; i < group.kernels().size(); i++) {
-                    KernelGroup kernel = group.kernels().get(i);
-                    PiecePlanner.ChunkBlocks blocks = new PiecePlanner.ChunkBlocks(part.blockIds()[i],
-                            j * kernel.blocksPerChunk() + kernel.firstKept(), kernel.blocksKept());
-                    PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), blocks, SkipRule.keptTokensToSkip(kernel, skipInChunk),
-                            object.offset() + group.segmentOffsets()[i], sink);
-                }
+            emitChunk(plan, objects, j, skipTokens, chunkSize, sink);
+        }
+    }
+
+    /**
+     * A STORE's pieces, each chunk's objects reserved (and so its hash computed) just before its pieces go out: the copy
+     * engine copies the first chunks while the later ones are hashed. Ends at the first chunk without room.
+     */
+    public static void emitReserving(TransferPlan plan, ChunkObjects.Reserving reserving, int chunkSize, PieceSink sink) {
+        for (int j = 0; j < plan.range().count(); j++) {
+            boolean fit = reserving.reserve(j);
+            emitChunk(plan, reserving.objects(), j, 0, chunkSize, sink);
+            if (!fit) {
+                return;
+            }
+        }
+    }
+
+    private static void emitChunk(TransferPlan plan, StoredObject[] objects, int j, int skipTokens, int chunkSize, PieceSink sink) {
+        int skipInChunk = Math.clamp((long) skipTokens - (long) j * chunkSize, 0, chunkSize);
+        for (int g = 0; g < plan.parts().size(); g++) {
+            StoredObject object = objects[plan.objectIndex(j, g)];
+            if (object == null) {
+                continue;
+            }
+            TransferPlan.GroupPart part = plan.parts().get(g);
+            ObjectGroup group = part.group();
+            for (int i = 0; i < group.kernels().size(); i++) {
+                KernelGroup kernel = group.kernels().get(i);
+                PiecePlanner.ChunkBlocks blocks = new PiecePlanner.ChunkBlocks(part.blockIds()[i],
+                        j * kernel.blocksPerChunk() + kernel.firstKept(), kernel.blocksKept());
+                PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), blocks, SkipRule.keptTokensToSkip(kernel, skipInChunk),
+                        object.offset() + group.segmentOffsets()[i], sink);
             }
         }
     }

@@ -64,7 +64,9 @@ public final class TransferPlanner {
             return new PlanResult.Refused("tensors_gone", dead);
         }
         List<TransferPlan.GroupPart> parts = GroupParts.of(geometry, range.count(), blockIds, store);
-        return new PlanResult.Planned(new TransferPlan(range, ChunkHashes.hash(key, chunkSize, range.endChunk()), parts));
+        // a STORE hashes each chunk as its copy is planned: the first chunks' copies overlap the hashing of the rest
+        ChunkHashes hashes = store ? ChunkHashes.deferred(key, chunkSize, range.endChunk()) : ChunkHashes.hash(key, chunkSize, range.endChunk());
+        return new PlanResult.Planned(new TransferPlan(range, hashes, parts));
     }
 
     /** Null when the list covers every chunk and its kept ids are blocks of the group's tensors, else why not. */

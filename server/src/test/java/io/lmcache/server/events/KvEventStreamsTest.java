@@ -2,6 +2,7 @@ package io.lmcache.server.events;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
@@ -110,6 +111,31 @@ class KvEventStreamsTest {
         streams.doWork();
         assertEquals(1, drain().size());
         assertEquals(2, streams.encodings());
+    }
+
+    @Test
+    void onePassWakesTheSocketThreadOnceHoweverManySubscribersItServes() {
+        // a socket thread that drains the moment it is woken and sleeps again: each reply offered alone would wake it anew
+        int[] wakes = new int[1];
+        List<byte[]> received = new ArrayList<>();
+        replies.setWaker(() -> {
+            wakes[0]++;
+            replies.awake();
+            for (Outbound reply; (reply = replies.poll()) != null; ) {
+                received.add(reply.payload());
+            }
+            replies.prepareToSleep();
+        });
+        for (int i = 0; i < 8; i++) {
+            byte[] own = ("s" + i).getBytes(StandardCharsets.US_ASCII);
+            streams.open(new Request.SubscribeKvEvents(10 + i, "m", 0, 100), new StreamTarget(new byte[] {9, (byte) i}, own, new byte[] {34}));
+        }
+        assertTrue(replies.prepareToSleep());
+        store();
+        streams.doWork();
+        assertEquals(8, received.size(), "every subscriber's first batch");
+        assertEquals(1, wakes[0], "one wake-up for the pass");
+        assertEquals(8, streams.batches());
     }
 
     private List<byte[]> drain() {
