@@ -44,11 +44,13 @@ public final class KvEventStreams implements Agent, StreamControl {
     private static final byte[] ACK = "ack".getBytes(StandardCharsets.US_ASCII);
     /**
      * The least time between two batches to one stream while records keep coming (a full batch goes at once). Without it each
-     * STORE sent every acking subscriber a batch and took its ack back through the request loop: with 8 subscribers the STORE
-     * round trip's p99 was 2.5–5× (bench/RESULTS.md, "KV-event subscribers"). A router learns of a chunk at most ~2 ms later;
-     * a record after a quiet spell still goes at once.
+     * STORE sent every acking subscriber a batch and took its ack back through the socket thread: with 8 subscribers the STORE
+     * round trip's p99 was 2.5–5× (bench/RESULTS.md, "KV-event subscribers"), and at 1 ms a feed of 500 STOREs a second still
+     * went out one batch per STORE and subscriber (PING at one client 1.46× the echo with 8 subscribers). 5 ms batches such a
+     * feed by two or three; a router still learns of a chunk well within one engine step (vLLM takes a connector's events once
+     * per scheduler step), and a record after a quiet spell goes at once.
      */
-    static final long LINGER_NS = TimeUnit.MILLISECONDS.toNanos(1);
+    static final long LINGER_NS = TimeUnit.MILLISECONDS.toNanos(5);
     private static final byte[] CANCEL = "cancel".getBytes(StandardCharsets.US_ASCII);
 
     /** Why a stream ended (the metric's label). */
@@ -138,6 +140,8 @@ public final class KvEventStreams implements Agent, StreamControl {
     private final LongAdder batches = new LongAdder();
     private final LongAdder encodings = new LongAdder();
     private final Map<Ended, LongAdder> ended = new EnumMap<>(Ended.class);
+    /** The agent thread's: see {@link #idleParkNs}. */
+    private long parkNs = Long.MAX_VALUE;
     /** Set by the agent when a subscriber with credit waits for records: the next append wakes it. */
     private volatile boolean waiting;
     private volatile Runnable wake = () -> { };
@@ -286,6 +290,8 @@ public final class KvEventStreams implements Agent, StreamControl {
         int work = 0;
         boolean idleWithCredit = false;
         long last = log.lastSeq();
+        long nowNs = clockNs.getAsLong();
+        long untilNs = Long.MAX_VALUE;
         for (Subscription subscription : byInstance.values()) {
             if (subscription.ended.get() || !subscription.credit.get()) {
                 continue;
@@ -294,11 +300,13 @@ public final class KvEventStreams implements Agent, StreamControl {
                 idleWithCredit = true;
                 continue;
             }
-            if (lingers(subscription, last)) {
-                continue; // the agent's backoff brings it back within about twice the linger
+            if (lingers(subscription, last, nowNs)) {
+                untilNs = Math.min(untilNs, subscription.lastSentNs + LINGER_NS - nowNs); // the idle park ends then
+                continue;
             }
             work += serve(subscription);
         }
+        parkNs = untilNs;
         if (idleWithCredit) {
             waiting = true;
             if (log.lastSeq() != last) {
@@ -309,9 +317,16 @@ public final class KvEventStreams implements Agent, StreamControl {
         return work;
     }
 
-    private boolean lingers(Subscription subscription, long lastSeq) {
-        return subscription.sentFirst && lastSeq - subscription.cursor < subscription.maxEvents
-                && clockNs.getAsLong() - subscription.lastSentNs < LINGER_NS;
+    private boolean lingers(Subscription subscription, long lastSeq, long nowNs) {
+        return subscription.sentFirst && lastSeq - subscription.cursor < subscription.maxEvents && nowNs - subscription.lastSentNs < LINGER_NS;
+    }
+
+    /**
+     * The agent thread's: how long it may park after an idle pass, until the earliest lingering stream is due ({@code
+     * Long.MAX_VALUE} when none lingers: appends, acks and new subscriptions wake it).
+     */
+    public long idleParkNs() {
+        return parkNs;
     }
 
     /** One read for a subscription with credit; a batch goes out when it is the first or says something. */
@@ -325,7 +340,7 @@ public final class KvEventStreams implements Agent, StreamControl {
         }
         subscription.cursor = batch.nextCursor();
         if (subscription.sentFirst && batch.events().isEmpty() && !batch.lost()) {
-            return 0; // other models' records only: the cursor moves, nothing is sent
+            return 1; // other models' records only: the cursor moves (the next pass may wait for appends), nothing is sent
         }
         subscription.sentFirst = true;
         subscription.credit.set(false);

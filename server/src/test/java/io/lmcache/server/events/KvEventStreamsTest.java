@@ -58,6 +58,7 @@ class KvEventStreamsTest {
         store();
         streams.doWork();
         assertEquals(0, batchesOut(), "within the linger nothing more goes out");
+        assertEquals(KvEventStreams.LINGER_NS, streams.idleParkNs(), "the agent may park until the linger ends");
         clockNs.addAndGet(KvEventStreams.LINGER_NS);
         store();
         streams.doWork();
