@@ -25,7 +25,11 @@ import org.openjdk.jmh.annotations.Warmup;
  * The two CPU costs of a LOOKUP in its handler, on the exact payload the latency benchmark sends
  * (a 512-token IPCCacheServerKey, tp_size 1): decoding it with the server's {@link RequestDecoder},
  * and hashing its two chunks. The baseline is the least msgpack-core itself needs to read the same
- * frame: walk the map, unpack the 512 token ids into an int[], skip the other values.
+ * frame: walk the map, unpack the 512 token ids into an int[], skip the other values. {@code decodeLookup}
+ * decodes the same frame again and again, so its token ids come from the decode memo (a scheduler
+ * re-asking about a waiting request); {@code decodeLookupFirstSight} cycles through 64 prompts, more
+ * than the memo's 16 slots hold, so each is decoded (and remembered) as a first LOOKUP is; {@code
+ * hashTwoChunks} likewise measures the hash memo's hit.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SampleTime)
@@ -38,15 +42,28 @@ public class LookupPathBench {
     private final RequestDecoder decoder = new RequestDecoder();
     private CacheKey key;
 
+    private final byte[][][] distinct = new byte[64][][];
+    private int next;
+
     @Setup
     public void setUp() throws ProtocolException {
         frames = Requests.lookup(0, 42).payloads();
         key = decoder.lookup(frames, 0, frames.length).key();
+        for (int i = 0; i < distinct.length; i++) {
+            distinct[i] = Requests.lookup(0, 1_000 + i).payloads();
+        }
     }
 
     @Benchmark
     public Request decodeLookup() throws ProtocolException {
         return decoder.lookup(frames, 0, frames.length);
+    }
+
+    @Benchmark
+    public Request decodeLookupFirstSight() throws ProtocolException {
+        byte[][] prompt = distinct[next];
+        next = (next + 1) & (distinct.length - 1);
+        return decoder.lookup(prompt, 0, prompt.length);
     }
 
     @Benchmark

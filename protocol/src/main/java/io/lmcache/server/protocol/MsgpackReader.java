@@ -249,12 +249,52 @@ public final class MsgpackReader {
     public int[] readIntArray(String what) throws ProtocolException {
         int count = readArrayHeader(what);
         int[] values = new int[count];
+        readInts(what, values, 0, null, position());
+        return values;
+    }
+
+    /**
+     * As {@link #readIntArray(String)}, for arrays that repeat across requests (a key's token ids): the leading elements whose
+     * bytes a recent array of {@code memo} shares are copied from it, the rest decoded, and the array remembered.
+     */
+    public int[] readIntArray(String what, IntArrayMemo memo) throws ProtocolException {
+        int count = readArrayHeader(what);
+        if (!IntArrayMemo.applies(count)) {
+            int[] values = new int[count];
+            readInts(what, values, 0, null, position());
+            return values;
+        }
+        int[] values = new int[count];
+        int[] offsets = new int[count / IntArrayMemo.STRIDE + 1];
+        int start = position();
+        IntArrayMemo.Reused reused = memo.reuse(frame, start, frameLength, count, values, offsets);
+        try {
+            skipBytes(reused.bytes());
+        } catch (IOException e) {
+            throw malformed(what, e);
+        }
+        readInts(what, values, reused.elements(), offsets, start);
+        if (reused.elements() < count) {
+            memo.remember(frame, start, position(), values, offsets);
+        }
+        return values;
+    }
+
+    /**
+     * Decodes elements {@code from..values.length-1} from the current position; with {@code offsets}, also where each
+     * {@link IntArrayMemo#STRIDE}-th element starts (relative to the array's first byte at {@code arrayStart}).
+     */
+    private void readInts(String what, int[] values, int from, int[] offsets, int arrayStart) throws ProtocolException {
+        int count = values.length;
         byte[] bytes = frame;
         int start = position();
         int at = start;
-        int i = 0;
+        int i = from;
         int lastWideRead = frameLength - Long.BYTES;
         while (i < count && at <= lastWideRead) {
+            if (offsets != null && (i & (IntArrayMemo.STRIDE - 1)) == 0) {
+                offsets[i / IntArrayMemo.STRIDE] = at - arrayStart;
+            }
             int head = bytes[at] & 0xff;
             int size = INT_SIZE[head];
             long word = (long) BIG_ENDIAN_LONG.get(bytes, at);
@@ -271,9 +311,14 @@ public final class MsgpackReader {
             throw malformed(what, e);
         }
         for (; i < count; i++) {
+            if (offsets != null && (i & (IntArrayMemo.STRIDE - 1)) == 0) {
+                offsets[i / IntArrayMemo.STRIDE] = position() - arrayStart;
+            }
             values[i] = readInt(what);
         }
-        return values;
+        if (offsets != null && count % IntArrayMemo.STRIDE == 0) {
+            offsets[count / IntArrayMemo.STRIDE] = position() - arrayStart;
+        }
     }
 
     private static final VarHandle BIG_ENDIAN_LONG =

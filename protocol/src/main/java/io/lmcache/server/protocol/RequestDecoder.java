@@ -26,6 +26,8 @@ public final class RequestDecoder {
     private static final Request.Noop NOOP = new Request.Noop();
     private static final Request.Ping UNTRACKED_PING = new Request.Ping(true, 0);
     private static final byte[] NO_EVENT = new byte[EVENT_HANDLE_BYTES];
+    /** Keys' token ids decoded recently, by every decoder of the process: a prompt is decoded once, not once per request. */
+    private static final IntArrayMemo TOKEN_IDS = new IntArrayMemo();
 
     /** One op's decoder, as a method reference such as {@code RequestDecoder::lookup}: reads frames[from..to). */
     @FunctionalInterface
@@ -37,6 +39,11 @@ public final class RequestDecoder {
     private final MsgpackReader opReader = new MsgpackReader();
 
     /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
+    /** Token ids copied from a recently decoded key instead of decoded, since start ({@code /status token_ids_reused}). */
+    public static long tokenIdsReused() {
+        return TOKEN_IDS.reusedValues();
+    }
+
     public Op decodeOp(byte[] opFrame) throws ProtocolException {
         MsgpackReader r = opReader.reset(opFrame);
         ValueType type = r.nextType("op");
@@ -337,7 +344,7 @@ public final class RequestDecoder {
                 case "model_name" -> modelName = r.readString("key.model_name");
                 case "world_size" -> worldSize = r.readInt("key.world_size");
                 case "worker_id" -> workerId = r.tryReadNil("key.worker_id") ? CacheKey.NO_WORKER : nonNegative(r.readInt("key.worker_id"), "key.worker_id");
-                case "token_ids" -> tokenIds = r.readIntArray("key.token_ids");
+                case "token_ids" -> tokenIds = r.readIntArray("key.token_ids", TOKEN_IDS);
                 case "start" -> start = r.readInt("key.start");
                 case "end" -> end = r.readInt("key.end");
                 case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString("key.request_id");

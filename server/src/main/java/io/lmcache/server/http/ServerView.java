@@ -1,5 +1,6 @@
 package io.lmcache.server.http;
 
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
@@ -156,6 +157,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         status.put("chunk_size", config.chunkSize());
         status.put("hash_algorithm", ChunkHashes.algorithm());
         status.put("chunk_hashes_reused", ChunkHashes.reusedChunks()); // copied from a recent key's chain, not computed
+        status.put("token_ids_reused", RequestDecoder.tokenIdsReused()); // copied from a recently decoded key, not decoded
         status.put("active_sessions", leases.size());
         status.put("storage_manager", storageStatus());
         status.put("active_prefetch_jobs", lookup.pendingResults());

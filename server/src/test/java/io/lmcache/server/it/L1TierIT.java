@@ -14,6 +14,7 @@ import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -142,7 +143,12 @@ class L1TierIT {
             worker.fill(source, 5);
             assertFalse(worker.store(tokens, 0, 3 * CHUNK, source, "three"), "the third chunk found no room");
             assertEquals(noMemory + 1, Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "store", "reason", "no_memory"));
+            long decodedBefore = statusLong(server, "token_ids_reused");
+            long hashedBefore = statusLong(server, "chunk_hashes_reused");
             assertEquals(2, worker.lookup(tokens, 3 * CHUNK, "probe", 1, 0), "the two chunks that found room were stored");
+            // the LOOKUP's key is the STORE's tokens: decoded and hashed once (the STORE's chain completed after its stop)
+            assertEquals(decodedBefore + 3 * CHUNK, statusLong(server, "token_ids_reused"));
+            assertEquals(hashedBefore + 3, statusLong(server, "chunk_hashes_reused"));
             int[] target = JavaWorker.range(48, 32);
             assertTrue(worker.retrieve(tokens, 0, 2 * CHUNK, target, 0, "back"));
             assertArrayEquals(worker.read(JavaWorker.range(0, 32)), worker.read(target), "their bytes come back");
@@ -169,6 +175,14 @@ class L1TierIT {
             assertEquals("", prepared.get("error").asText());
             assertTrue(prepared.get("threads").asInt() >= 1, "threads preparing: " + prepared);
             assertTrue(prepared.get("huge_pages").isBoolean(), "whether the host gives this pool huge pages: " + prepared);
+        }
+    }
+
+    private static long statusLong(ServerProcess server, String field) {
+        try {
+            return JSON.readTree(Http.get(server.httpBase() + "/status").body()).get(field).asLong();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
