@@ -156,9 +156,7 @@ public final class HybridPlanBench {
     private static TransferPlan plan(Model model, CacheKey key, int[][] blockIds, boolean store) {
         ChunkRange range = ChunkRange.of(key, model.chunkSize(), new String[1]);
         List<TransferPlan.GroupPart> parts = GroupParts.of(model.geometry(), range.count(), blockIds, store);
-        ChunkHashes hashes = store ? ChunkHashes.deferred(key, model.chunkSize(), range.endChunk())
-                : ChunkHashes.hash(key, model.chunkSize(), range.endChunk());
-        return new TransferPlan(range, hashes, parts);
+        return new TransferPlan(range, TransferPlanner.hashes(key, model.chunkSize(), range.endChunk(), store), parts);
     }
 
     private static TensorWrapper.CpuShm nhd(int blocks, int blockSize, int heads, int headSize) {

@@ -259,12 +259,11 @@ public final class MsgpackReader {
      */
     public int[] readIntArray(String what, IntArrayMemo memo) throws ProtocolException {
         int count = readArrayHeader(what);
+        int[] values = new int[count];
         if (!IntArrayMemo.applies(count)) {
-            int[] values = new int[count];
             readInts(what, values, 0, null, position());
             return values;
         }
-        int[] values = new int[count];
         int[] offsets = new int[count / IntArrayMemo.STRIDE + 1];
         int start = position();
         IntArrayMemo.Reused reused = memo.reuse(frame, start, frameLength, count, values, offsets);

@@ -38,12 +38,12 @@ public final class RequestDecoder {
     private final Payloads payloads = new Payloads();
     private final MsgpackReader opReader = new MsgpackReader();
 
-    /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
     /** Token ids copied from a recently decoded key instead of decoded, since start ({@code /status token_ids_reused}). */
     public static long tokenIdsReused() {
         return TOKEN_IDS.reusedValues();
     }
 
+    /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
     public Op decodeOp(byte[] opFrame) throws ProtocolException {
         MsgpackReader r = opReader.reset(opFrame);
         ValueType type = r.nextType("op");

@@ -114,8 +114,9 @@ public final class KvEventStreams implements Agent, StreamControl {
      * The agent thread's: the batches of one pass, queued together at its end, so the socket thread is woken once a pass,
      * not once a subscriber (each wake is a signal and a poll return on that thread, beside the requests it serves).
      */
-    private final List<Subscription> outgoingTo = new ArrayList<>();
-    private final List<Outbound> outgoing = new ArrayList<>();
+    private final List<Pending> outgoing = new ArrayList<>();
+
+    private record Pending(Subscription to, Outbound batch) {}
 
     /**
      * The agent thread's: the encodings of the last {@link #RECORD_CACHE} records by sequence number, so each record is encoded
@@ -272,16 +273,14 @@ public final class KvEventStreams implements Agent, StreamControl {
         if (outgoing.isEmpty()) {
             return;
         }
-        for (int i = 0; i < outgoing.size(); i++) {
-            Subscription subscription = outgoingTo.get(i);
-            synchronized (subscription) {
-                if (!subscription.ended.get()) {
-                    replies.offerQuietly(outgoing.get(i));
+        for (Pending pending : outgoing) {
+            synchronized (pending.to()) {
+                if (!pending.to().ended.get()) {
+                    replies.offerQuietly(pending.batch());
                     batches.increment();
                 }
             }
         }
-        outgoingTo.clear();
         outgoing.clear();
         replies.wakeConsumer();
     }
@@ -348,8 +347,7 @@ public final class KvEventStreams implements Agent, StreamControl {
         if (shared.payload == null) {
             shared.payload = encode(batch);
         }
-        outgoingTo.add(subscription);
-        outgoing.add(subscription.target.reply(shared.payload));
+        outgoing.add(new Pending(subscription, subscription.target.reply(shared.payload)));
         subscription.lastSentNs = clockNs.getAsLong();
         return 1;
     }

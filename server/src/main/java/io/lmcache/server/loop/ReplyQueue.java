@@ -52,8 +52,8 @@ public final class ReplyQueue {
 
     /** Producer side: any thread. False (the reply dropped and counted) when the queue is over its byte budget. */
     public boolean offer(Outbound reply) {
-        boolean queued = enqueue(reply);
-        wakeIfSleeping();
+        boolean queued = offerQuietly(reply);
+        wakeConsumer();
         return queued;
     }
 
@@ -62,15 +62,6 @@ public final class ReplyQueue {
      * several (the KV-event streams' batches of one pass: one wake of the socket thread instead of one per subscriber).
      */
     public boolean offerQuietly(Outbound reply) {
-        return enqueue(reply);
-    }
-
-    /** Producer side: wakes the consumer if it sleeps (after {@link #offerQuietly}). */
-    public void wakeConsumer() {
-        wakeIfSleeping();
-    }
-
-    private boolean enqueue(Outbound reply) {
         long bytes = reply.bytes();
         if (queuedBytes.addAndGet(bytes) > budgetBytes) {
             queuedBytes.addAndGet(-bytes);
@@ -83,7 +74,8 @@ public final class ReplyQueue {
         return true;
     }
 
-    private void wakeIfSleeping() {
+    /** Producer side: wakes the consumer if it sleeps, at most once per sleep (after {@link #offerQuietly}). */
+    public void wakeConsumer() {
         if (consumerSleeping && wakePending.compareAndSet(false, true)) {
             waker.wake();
         }

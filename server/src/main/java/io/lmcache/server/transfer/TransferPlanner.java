@@ -64,9 +64,12 @@ public final class TransferPlanner {
             return new PlanResult.Refused("tensors_gone", dead);
         }
         List<TransferPlan.GroupPart> parts = GroupParts.of(geometry, range.count(), blockIds, store);
-        // a STORE hashes each chunk as its copy is planned: the first chunks' copies overlap the hashing of the rest
-        ChunkHashes hashes = store ? ChunkHashes.deferred(key, chunkSize, range.endChunk()) : ChunkHashes.hash(key, chunkSize, range.endChunk());
-        return new PlanResult.Planned(new TransferPlan(range, hashes, parts));
+        return new PlanResult.Planned(new TransferPlan(range, hashes(key, chunkSize, range.endChunk(), store), parts));
+    }
+
+    /** A plan's chain: a STORE hashes each chunk as its copy is planned (its first chunks' copies overlap the rest's hashing). */
+    static ChunkHashes hashes(CacheKey key, int chunkSize, int endChunk, boolean store) {
+        return store ? ChunkHashes.deferred(key, chunkSize, endChunk) : ChunkHashes.hash(key, chunkSize, endChunk);
     }
 
     /** Null when the list covers every chunk and its kept ids are blocks of the group's tensors, else why not. */
