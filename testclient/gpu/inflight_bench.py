@@ -360,14 +360,16 @@ FRESH_RATIO_REQUESTS = 20
 
 
 def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None, counts=(0,), subscribers=None,
-          after_pinned=False):
+          after_pinned=False, lookup_first=False):
     """One cell: `repeats` rounds of STORE, LOOKUP until committed, RETRIEVE into other blocks; the first round is not
     counted unless count_first (a fresh server's first requests are what it measures).
 
     counts: KV-event subscriber counts; every round runs the STORE/LOOKUP/RETRIEVE once per count, in the order given on
     even rounds and reversed on odd ones (0,8 | 8,0 | 0,8 ...: both share the machine's state, and the subscribers
     attach and detach once every two rounds), each with that many subscribers attached (`subscribers`: a Subscribers).
-    The row's plain figures are the first count's; row["subscribers"] has every count's and the ratios."""
+    The row's plain figures are the first count's; row["subscribers"] has every count's and the ratios.
+    lookup_first: before each STORE, one LOOKUP of its tokens (a miss, not timed), as vLLM's scheduler asks about every
+    new request (maybe_submit_lookup_request) before its worker STOREs what the forward pass computed."""
     rng = random.Random(seed)
     make, chunk = MODELS[model]
     w, src, dst, nbytes, lookup = make(server, chunks, scatter, rng, seed)
@@ -394,6 +396,8 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
             tokens = [rng.randrange(150000) for _ in range(chunks * chunk)]
             rid = f"f{seed}-{rep}-{count}"
             seg = latency_totals(server) if split else None
+            if lookup_first:
+                assert lookup(tokens, len(tokens), f"{rid}-first") == 0, "a new prompt's LOOKUP hit"
             s = one(w, "store", tokens, src, rid)
             # as vLLM's scheduler does before a RETRIEVE: LOOKUP until the stored chunks are committed (the
             # server commits a STORE when its copy completes, moments after the worker's event fired)
@@ -425,6 +429,7 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         raw.update({k: v for k, v in raw_wall_ms(nbytes["store"]).items() if "d2h" in k})
         raw.update({k: v for k, v in raw_wall_ms(nbytes["retrieve"]).items() if "h2d" in k})
     row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "model": model, "chunk_tokens": chunk,
+           "lookup_first": lookup_first,
            "request_bytes": nbytes["store"], "store_bytes": nbytes["store"], "retrieve_bytes": nbytes["retrieve"],
            "fresh_server_first_requests": repeats if count_first else None,
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
@@ -507,6 +512,8 @@ def main():
     p.add_argument("--subscribers", default="0",
                    help="KV-event subscriber counts, e.g. 0,8: every round of a cell runs once per count (alternating order),"
                         " with that many subscribe_kv_events streams attached, acking every batch (kv_subscriber.py)")
+    p.add_argument("--lookup-first", action="store_true",
+                   help="one LOOKUP of each STORE's tokens before it (a miss, untimed), as vLLM's scheduler sends for a new request")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
     args = p.parse_args()
     counts = [int(c) for c in args.subscribers.split(",")]
@@ -535,7 +542,8 @@ def main():
             aot_used.append(fresh_server.status().get("aot_cache", {}).get("used"))
             try:
                 fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
-                                                 count_first=True, floor=echo, after_pinned=args.fresh_after_pinned)
+                                                 count_first=True, floor=echo, after_pinned=args.fresh_after_pinned,
+                                                 lookup_first=args.lookup_first)
                 log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
             finally:
                 fresh_server.stop()
@@ -555,7 +563,7 @@ def main():
             subscribers = Subscribers(pool) if pool else None
             for chunks, scatter in cells:
                 row = sweep(server, chunks, scatter, args.repeats, 100 + chunks, args.model, floor=echo, counts=counts,
-                            subscribers=subscribers)
+                            subscribers=subscribers, lookup_first=args.lookup_first)
                 if (chunks, scatter) in fresh:
                     inflight_floor.fresh_fields(row, fresh[(chunks, scatter)])
                 log(json.dumps(row))

@@ -18,7 +18,10 @@ import java.util.function.UnaryOperator;
  * @param stagingHalfBytes one staging half in device memory; each of a GPU's two lanes has two
  * @param firstBatchBytes the first staging batch of a transfer that finds its lane idle (small, so the DMA starts early)
  * @param dmaHeadBytes the head of such a transfer that goes by batched copies straight to the pool; 0 = off
- * @param dmaHeadMinPieceBytes the smallest piece worth a copy of its own in that head
+ * @param storeDmaHeadMinPieceBytes the smallest piece worth a copy of its own in a STORE's head (device to pool)
+ * @param retrieveDmaHeadMinPieceBytes the same for a RETRIEVE's head (pool to device): measured on the H200, 136 KiB pieces
+ *     (a Qwen-like model's Mamba pages) moved faster in the head than through the staging kernel to the pool, but slower from
+ *     it (bench/RESULTS.md, "dmaHeadMinPieceKiB per direction")
  * @param batchGrowth each staging batch after the first is this many times the one before (up to a half)
  * @param warmContext launch an empty kernel as a kernel-first transfer starts, so the GPU switches context meanwhile
  * @param queryWorkerEvent ask the host whether the worker's event fired before making the streams wait for it
@@ -30,12 +33,13 @@ import java.util.function.UnaryOperator;
  *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md, issue 32); 0 = the
  *     driver's default
  */
-public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long dmaHeadMinPieceBytes,
-        int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake, long transferSpinNs, int prepareThreads,
-        long stackLimitBytes) {
+public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
+        long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
+        long transferSpinNs, int prepareThreads, long stackLimitBytes) {
     /** The property of each component, in component order (what {@link #describe} shows, and tests walk). */
     public static final List<String> PROPERTIES = List.of("lmcache.cuda.copyBlocks", "lmcache.cuda.stagingMiB", "lmcache.cuda.firstBatchKiB",
-            "lmcache.cuda.dmaHeadKiB", "lmcache.cuda.dmaHeadMinPieceKiB", "lmcache.cuda.batchGrowth", "lmcache.cuda.warmContext",
+            "lmcache.cuda.dmaHeadKiB", "lmcache.cuda.storeDmaHeadMinPieceKiB", "lmcache.cuda.retrieveDmaHeadMinPieceKiB",
+            "lmcache.cuda.batchGrowth", "lmcache.cuda.warmContext",
             "lmcache.cuda.queryWorkerEvent", "lmcache.cuda.hostFnWake", "lmcache.transfer.spinUs", "lmcache.l1.prepareThreads",
             "lmcache.cuda.stackLimitBytes");
     /**
@@ -75,21 +79,22 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.number(1, 32, 1, 1024) * MIB, // stagingMiB
                 in.number(2, 2048, 64, 1 << 20) * KIB, // firstBatchKiB
                 in.number(3, 16384, 0, 1 << 24) * KIB, // dmaHeadKiB
-                in.number(4, 256, 1, 1 << 20) * KIB, // dmaHeadMinPieceKiB
-                (int) in.number(5, 2, 2, 64), // batchGrowth
-                in.flag(6), // warmContext
-                in.flag(7), // queryWorkerEvent
-                in.flag(8), // hostFnWake
-                TimeUnit.MICROSECONDS.toNanos(in.number(9, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)), // spinUs
-                (int) in.number(10, 0, 0, 1024), // prepareThreads
-                in.number(11, 256, 0, 1L << 20)); // stackLimitBytes
+                in.number(4, 128, 1, 1 << 20) * KIB, // storeDmaHeadMinPieceKiB
+                in.number(5, 256, 1, 1 << 20) * KIB, // retrieveDmaHeadMinPieceKiB
+                (int) in.number(6, 2, 2, 64), // batchGrowth
+                in.flag(7), // warmContext
+                in.flag(8), // queryWorkerEvent
+                in.flag(9), // hostFnWake
+                TimeUnit.MICROSECONDS.toNanos(in.number(10, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)), // spinUs
+                (int) in.number(11, 0, 0, 1024), // prepareThreads
+                in.number(12, 256, 0, 1L << 20)); // stackLimitBytes
     }
 
     /** Property name to effective value, in the property's unit (what {@code /config} shows under {@code tuning}). */
     public Map<String, Object> describe() {
         List<Object> values = List.of(copyKernelBlocks, stagingHalfBytes / MIB, firstBatchBytes / KIB, dmaHeadBytes / KIB,
-                dmaHeadMinPieceBytes / KIB, batchGrowth, warmContext, queryWorkerEvent, hostFnWake,
-                TimeUnit.NANOSECONDS.toMicros(transferSpinNs), prepareThreads, stackLimitBytes);
+                storeDmaHeadMinPieceBytes / KIB, retrieveDmaHeadMinPieceBytes / KIB, batchGrowth, warmContext, queryWorkerEvent,
+                hostFnWake, TimeUnit.NANOSECONDS.toMicros(transferSpinNs), prepareThreads, stackLimitBytes);
         Map<String, Object> out = new LinkedHashMap<>();
         for (int i = 0; i < PROPERTIES.size(); i++) {
             out.put(PROPERTIES.get(i), values.get(i));

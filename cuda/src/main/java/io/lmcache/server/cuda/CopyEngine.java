@@ -50,7 +50,8 @@ import jcuda.driver.JCudaDriver;
  * <li>{@link Tuning#dmaHeadBytes}: bytes at the head of a transfer that finds its lane idle that the copy engines move
  * straight between the worker's blocks and the pool in batched copies ({@link BatchCopy}), while the GPU switches to this
  * process's context for the first kernel (~140–180 µs after the worker's process ran). Only pieces of
- * {@link Tuning#dmaHeadMinPieceBytes} or more go this way (runs of consecutive blocks; measured on the H200, a 6–16 MiB
+ * {@link Tuning#storeDmaHeadMinPieceBytes} (a STORE's) or {@link Tuning#retrieveDmaHeadMinPieceBytes} (a RETRIEVE's) or more
+ * go this way (runs of consecutive blocks, a hybrid model's larger pages; measured on the H200, a 6–16 MiB
  * head of 32 KiB pieces made one-chunk requests slower; the batched copy moved 256 KiB pieces at ~90 % of the line).
  * <li>{@link Tuning#warmContext}: whether a handler launches an empty kernel as it starts a transfer that will begin
  * with the kernel ({@link #warm}).
@@ -142,7 +143,7 @@ public final class CopyEngine implements AutoCloseable {
      */
     public void warm(Direction direction, long firstPieceBytes) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
-        boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= tuning.dmaHeadMinPieceBytes();
+        boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= lane.headMinPieceBytes;
         if (!tuning.warmContext() || headStarts || lane.inFlight.get() > 0) {
             return;
         }

@@ -48,6 +48,8 @@ final class Lane {
     final PieceStream stream;
     /** The engine's knobs: the staging size, the kernel's blocks, the DMA head. */
     final Tuning tuning;
+    /** The smallest piece this direction's DMA head takes ({@link Tuning}: each direction has its own). */
+    final long headMinPieceBytes;
     /** Transfers submitted on this lane whose completion has not run yet (decremented on lmcache-cuda-events). */
     final AtomicInteger inFlight = new AtomicInteger();
     /** A context warm-up of this lane waits on the event poller's thread ({@code CopyEngine.warm}): at most one at a time. */
@@ -62,6 +64,7 @@ final class Lane {
 
     Lane(int priority, Direction direction, int deviceOrdinal, Tuning tuning) {
         this.tuning = tuning;
+        this.headMinPieceBytes = direction == Direction.TO_POOL ? tuning.storeDmaHeadMinPieceBytes() : tuning.retrieveDmaHeadMinPieceBytes();
         this.stream = new PieceStream(tuning.stagingHalfBytes(), SLOT_DESCRIPTORS, tuning.batchGrowth());
         for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),

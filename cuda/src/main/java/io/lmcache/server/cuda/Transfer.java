@@ -110,7 +110,7 @@ final class Transfer implements PieceStream.Target {
     @Override
     public int batch(Pieces pieces, int from, long budgetBytes) {
         start();
-        if (headBytesLeft > 0 && pieces.length(from) >= lane.tuning.dmaHeadMinPieceBytes() && pieces.shape(from) == 0) {
+        if (headBytesLeft > 0 && pieces.length(from) >= lane.headMinPieceBytes && pieces.shape(from) == 0) {
             return head(pieces, from, budgetBytes);
         }
         StagedBatch batch = lane.batch;
@@ -151,7 +151,7 @@ final class Transfer implements PieceStream.Target {
             if (StagedBatch.direct(length, lane.tuning.stagingHalfBytes())) {
                 continue; // direct() sent it when it arrived
             }
-            if (length < lane.tuning.dmaHeadMinPieceBytes() || (copies.count() > 0 && bytes + length > budgetBytes)
+            if (length < lane.headMinPieceBytes || (copies.count() > 0 && bytes + length > budgetBytes)
                     || pieces.shape(i) != 0) {
                 // a small piece goes with the staged batches (one copy each is slow for it), and so does a head-major one
                 // (a copy cannot transpose it); the batch always moves on: it starts at a large plain piece, or at a

@@ -28,7 +28,7 @@ public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
     }
 
     /** A thread is busy-waiting for the next task (tests). */
-    boolean spinning() {
+    public boolean spinning() {
         return spinning.get();
     }
 
@@ -43,6 +43,9 @@ public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
                     Runnable task = isEmpty() ? null : poll();
                     if (task != null) {
                         return task;
+                    }
+                    if (Thread.interrupted()) {
+                        throw new InterruptedException(); // the pool shuts down: its idle workers are interrupted
                     }
                     Thread.onSpinWait();
                 } while (deadlineNs - System.nanoTime() > 0);

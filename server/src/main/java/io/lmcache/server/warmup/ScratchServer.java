@@ -85,7 +85,7 @@ final class ScratchServer implements AutoCloseable {
 
         /**
          * The GPU warm-up's: 8 layers of one head of up to 512 values (1 KiB a token at 256-token chunks): a chunk's run of
-         * consecutive blocks is 256 KiB, which the engine's batched-copy head takes (-Dlmcache.cuda.dmaHeadMinPieceKiB), and
+         * consecutive blocks is 256 KiB, which the engine's batched-copy head takes (-Dlmcache.cuda.*DmaHeadMinPieceKiB), and
          * single blocks (16 KiB) go through the staging kernel; 4 MiB a chunk, 1 or 2 chunks a round, so 2 MiB of device
          * memory and 16 MiB of pinned host memory (2 regions; the store is cleared after every round).
          */

@@ -32,6 +32,26 @@ class SpinningTaskQueueTest {
     }
 
     @Test
+    void aSpinningTakerStopsWhenInterruptedAsAPoolThatShutsDownInterruptsIt() throws Exception {
+        SpinningTaskQueue queue = new SpinningTaskQueue(TimeUnit.SECONDS.toNanos(60));
+        CompletableFuture<Boolean> interrupted = new CompletableFuture<>();
+        Thread taker = new Thread(() -> {
+            try {
+                queue.take();
+                interrupted.complete(false);
+            } catch (InterruptedException e) {
+                interrupted.complete(true);
+            }
+        });
+        taker.start();
+        await().atMost(Duration.ofSeconds(10)).until(queue::spinning);
+        taker.interrupt();
+        assertTrue(interrupted.get(10, TimeUnit.SECONDS), "left its 60 s spin with an InterruptedException");
+        taker.join(TimeUnit.SECONDS.toMillis(10));
+        assertFalse(queue.spinning(), "and let go of the spinning flag");
+    }
+
+    @Test
     void withSpinningOffNothingNeedsPriming() throws Exception {
         SpinningTaskQueue queue = new SpinningTaskQueue(0);
         assertFalse(queue.claimPrime(), "no spinning: nothing to prime");
