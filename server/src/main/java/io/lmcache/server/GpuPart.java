@@ -75,13 +75,6 @@ final class GpuPart {
         return backend;
     }
 
-    /** Calls {@code hook} after each pass of the CUDA event poller that completed transfers; nothing without CUDA. */
-    void afterCopiesRun(Runnable hook) {
-        if (backend.available()) {
-            backend.eventPoller().afterCompletionsRun(hook);
-        }
-    }
-
     /** The runner of the CUDA event poller (lmcache-cuda-events), not started; null without CUDA (no thread for nothing). */
     AgentRunner eventsRunner(AgentErrors errors) {
         return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors, hostFnWake) : null;

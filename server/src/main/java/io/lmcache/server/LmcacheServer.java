@@ -143,8 +143,6 @@ public final class LmcacheServer implements AutoCloseable {
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
                     FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
                     config.tuning().transferSpinNs()));
-            // runs on: lmcache-cuda-events, after a pass that completed copies (a waiting worker's next request is near)
-            gpu.afterCopiesRun(dispatcher::expectTransfer);
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,
                     RateLimitedLog::flushAll) : List.of(leases::sweep, prefetchResults::sweep, RateLimitedLog::flushAll, engineDriven::sweep);

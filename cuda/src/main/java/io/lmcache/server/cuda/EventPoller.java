@@ -66,8 +66,6 @@ public final class EventPoller implements AutoCloseable {
     private final List<Pending> finished = new ArrayList<>();
     private boolean closed;
     private volatile Runnable wakeUp = () -> { };
-    /** Run after a pass that completed transfers ({@link #afterCompletionsRun}). */
-    private volatile Runnable afterCompletions = () -> { };
     /**
      * Short GPU work a handler hands this thread so it stays off the request's own path (an idle lane's context warm-up,
      * {@link CopyEngine#warm}), run at the start of the next pass. Bounded by its posters: one task per lane at a time.
@@ -112,15 +110,6 @@ public final class EventPoller implements AutoCloseable {
     void runSoon(Runnable task) {
         soon.add(task);
         wakeUp.run();
-    }
-
-    /**
-     * What to call after a pass that ran one or more transfers' completions: a worker that waits on a copy's event sends its
-     * next request right after it fires, so the request path gets ready for it (the dispatcher wakes a transfer thread to
-     * spin); short and non-blocking, on this poller's thread.
-     */
-    public void afterCompletionsRun(Runnable hook) {
-        this.afterCompletions = hook;
     }
 
     public int pendingCount() {
@@ -183,11 +172,6 @@ public final class EventPoller implements AutoCloseable {
             }
             for (Pending p : finished) {
                 retiring.add(new Retiring(p.device(), p.event(), p.alsoDestroy(), nowNs));
-            }
-            try {
-                afterCompletions.run();
-            } catch (RuntimeException e) {
-                LOG.error("the hook after transfer completions failed", e);
             }
         }
         return finished.size() + destroyRetired(System.nanoTime(), false);

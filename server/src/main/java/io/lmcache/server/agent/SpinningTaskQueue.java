@@ -28,7 +28,7 @@ public final class SpinningTaskQueue extends LinkedBlockingQueue<Runnable> {
     }
 
     /** A thread is busy-waiting for the next task (tests). */
-    public boolean spinning() {
+    boolean spinning() {
         return spinning.get();
     }
 

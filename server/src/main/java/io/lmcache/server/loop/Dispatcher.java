@@ -115,33 +115,16 @@ public final class Dispatcher implements AutoCloseable {
         }
     }
 
-    /**
-     * A STORE or RETRIEVE is likely within milliseconds (a LOOKUP came, whose hit a RETRIEVE follows; a GPU copy ended,
-     * whose worker sends its next request once the copy's event fires): where transfer threads spin, one that is parked is
-     * woken now, off the request's path, to spin for it (waking a parked one took 70–150 µs on the H200, in series with a
-     * lone request: bench/RESULTS.md). Nothing when a thread spins already, a wake-up is on its way, or spinning is off.
-     * Any thread.
-     */
-    public void expectTransfer() {
-        if (transferQueue.claimPrime()) {
+    /** Called on the socket thread for every request with a known op. */
+    public void dispatch(Inbound in) {
+        requests.request(in.op());
+        if (in.op() == Op.LOOKUP && transferQueue.claimPrime()) {
+            // a hit's RETRIEVE follows within milliseconds and waits for its copy: wake a transfer thread now, to spin for it
             try {
                 transferPool.execute(NOOP);
             } catch (RejectedExecutionException e) {
                 // shutting down: nothing to prime
             }
-        }
-    }
-
-    /** A transfer thread is busy-waiting for the next task (tests). */
-    boolean transferThreadSpins() {
-        return transferQueue.spinning();
-    }
-
-    /** Called on the socket thread for every request with a known op. */
-    public void dispatch(Inbound in) {
-        requests.request(in.op());
-        if (in.op() == Op.LOOKUP) {
-            expectTransfer(); // a hit's RETRIEVE follows within milliseconds and waits for its copy
         }
         switch (table.entry(in.op())) {
             case OpEntry.Handled<?> entry -> schedule(in, entry);

@@ -3,7 +3,6 @@ package io.lmcache.server.loop;
 import static io.lmcache.server.testing.TestClient.pack;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -69,23 +68,6 @@ class DispatcherTest {
     void close() throws InterruptedException {
         clearMayFinish.countDown();
         dispatcher.close();
-    }
-
-    @Test
-    void anExpectedTransferWakesOneTransferThreadToSpinWhereSpinningIsOn() throws InterruptedException {
-        assertFalse(dispatcher.transferThreadSpins());
-        dispatcher.expectTransfer();
-        assertFalse(dispatcher.transferThreadSpins(), "spinning off (this test's default): no thread is woken");
-        Dispatcher spinning = new Dispatcher(table(), replies, metrics, 1, 1, TimeUnit.SECONDS.toNanos(20));
-        try {
-            assertFalse(spinning.transferThreadSpins(), "no transfer yet: nothing spins");
-            spinning.expectTransfer(); // as after a GPU copy's completion, or a LOOKUP
-            await().atMost(Duration.ofSeconds(10)).until(spinning::transferThreadSpins);
-            spinning.expectTransfer(); // a thread spins already: nothing more
-            assertTrue(spinning.transferThreadSpins());
-        } finally {
-            spinning.close();
-        }
     }
 
     @Test
