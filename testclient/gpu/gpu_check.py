@@ -97,13 +97,18 @@ def train_aot_cache(java, classpath, path):
     through a server started with this runtime, classpath and flags (testclient/gpu/aot-launch.sh). Returns the seconds."""
     t0 = time.time()
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "aot-launch.sh")
-    env = dict(os.environ, LMCACHE_AOT_JAVA=java, LMCACHE_AOT_CLASSPATH=classpath)
+    env = dict(os.environ, LMCACHE_AOT_JAVA=java, LMCACHE_AOT_CLASSPATH=classpath, LMCACHE_AOT_JVM_FLAGS=" ".join(LAUNCHER_JVM_FLAGS))
     partial = path + ".partial"
     subprocess.run([java, "-Xmx256m", "-cp", classpath, "io.lmcache.server.testing.AotTraining", launcher, partial, "3000"],
                    env=env, check=True, stdout=subprocess.DEVNULL)
     os.replace(partial, path)
     os.environ["LMCACHE_AOT_CACHE"] = path
     return time.time() - t0
+
+
+# bin/lmcache-server's heap, GC and direct-memory flags (its exec line), so these servers' JVMs (the fresh-server figures
+# most of all) are the launcher's; LMCACHE_DEVICE_JVM_FLAGS replaces them for an A/B (e.g. "-Xmx2g": G1, as before)
+LAUNCHER_JVM_FLAGS = os.environ.get("LMCACHE_DEVICE_JVM_FLAGS", "-XX:+UseZGC -Xms256m -Xmx1g -XX:MaxDirectMemorySize=1g").split()
 
 
 class Server:
@@ -117,7 +122,7 @@ class Server:
         if aot and os.path.isfile(aot):  # as bin/lmcache-server starts the server (a cache that does not match is refused)
             props += ["-XX:AOTMode=auto", f"-XX:AOTCache={aot}"]
         extra = (*extra, *os.environ.get("LMCACHE_SERVER_ARGS", "").split())  # an A/B's server flags
-        cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx2g", *props, "-cp", classpath,
+        cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", *LAUNCHER_JVM_FLAGS, *props, "-cp", classpath,
                "io.lmcache.server.Main", "--device", "cuda", "--host", "127.0.0.1", "--port", str(self.port),
                "--http-host", "127.0.0.1", "--http-port", str(self.http), "--l1-size-gb", str(pool_gb), *extra]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
