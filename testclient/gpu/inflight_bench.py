@@ -512,6 +512,8 @@ def main():
     p.add_argument("--subscribers", default="0",
                    help="KV-event subscriber counts, e.g. 0,8: every round of a cell runs once per count (alternating order),"
                         " with that many subscribe_kv_events streams attached, acking every batch (kv_subscriber.py)")
+    p.add_argument("--fresh-idle-s", type=float, default=0,
+                   help="seconds a fresh server idles after ready before its worker registers (vLLM loads its model meanwhile)")
     p.add_argument("--lookup-first", action="store_true",
                    help="one LOOKUP of each STORE's tokens before it (a miss, untimed), as vLLM's scheduler sends for a new request")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
@@ -540,6 +542,8 @@ def main():
         for chunks, scatter in cells if args.fresh_requests > 0 else []:
             fresh_server = Server(args.java, args.classpath, args.out, 12, extra=extra)
             aot_used.append(fresh_server.status().get("aot_cache", {}).get("used"))
+            if args.fresh_idle_s > 0:  # as a pod's vLLM loads its model before its workers REGISTER
+                time.sleep(args.fresh_idle_s)
             try:
                 fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
                                                  count_first=True, floor=echo, after_pinned=args.fresh_after_pinned,
