@@ -38,12 +38,17 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 1)
 @Fork(value = 1, jvmArgs = {"-Xms512m", "-Xmx512m"})
 public class LookupPathBench {
+    static final int LONG_PROMPT_TOKENS = 64 * 544;
     private byte[][] frames;
     private final RequestDecoder decoder = new RequestDecoder();
     private CacheKey key;
 
     private final byte[][][] distinct = new byte[64][][];
     private int next;
+    /** 64 prompts of 34 816 tokens (a Qwen-like 64-chunk request at chunk 544), each decoded at first sight. */
+    private final byte[][][] longPrompts = new byte[64][][];
+    private final byte[] copyTarget = new byte[1 << 20];
+    private int nextLong;
 
     @Setup
     public void setUp() throws ProtocolException {
@@ -51,6 +56,7 @@ public class LookupPathBench {
         key = decoder.lookup(frames, 0, frames.length).key();
         for (int i = 0; i < distinct.length; i++) {
             distinct[i] = Requests.lookup(0, 1_000 + i).payloads();
+            longPrompts[i] = Requests.lookup(0, 2_000 + i, LONG_PROMPT_TOKENS).payloads();
         }
     }
 
@@ -64,6 +70,23 @@ public class LookupPathBench {
         byte[][] prompt = distinct[next];
         next = (next + 1) & (distinct.length - 1);
         return decoder.lookup(prompt, 0, prompt.length);
+    }
+
+    /** The decode of a long prompt's key at first sight (the memo remembers it, another of the 64 is next). */
+    @Benchmark
+    public Request decodeLongPromptFirstSight() throws ProtocolException {
+        byte[][] prompt = longPrompts[nextLong];
+        nextLong = (nextLong + 1) & (longPrompts.length - 1);
+        return decoder.lookup(prompt, 0, prompt.length);
+    }
+
+    /** The baseline of {@link #decodeLongPromptFirstSight}: a copy of the same bytes. */
+    @Benchmark
+    public byte[] copyLongPromptBaseline() {
+        byte[] key = longPrompts[nextLong][0];
+        nextLong = (nextLong + 1) & (longPrompts.length - 1);
+        System.arraycopy(key, 0, copyTarget, 0, key.length);
+        return copyTarget;
     }
 
     @Benchmark

@@ -33,18 +33,23 @@ public final class Requests {
      * one request would; the server keeps one result per id, so nothing grows during the run.
      */
     public static Kind lookup(int client, long seed) {
+        return lookup(client, seed, 512);
+    }
+
+    /** The same LOOKUP of a {@code tokens}-token request (the decode benchmarks' long prompts). */
+    public static Kind lookup(int client, long seed, int tokens) {
         Random random = new Random(seed);
         byte[] key = pack(p -> {
             p.packMapHeader(10);
             p.packString("model_name").packString(MODEL);
             p.packString("world_size").packInt(1);
             p.packString("worker_id").packNil();
-            p.packString("token_ids").packArrayHeader(512);
-            for (int i = 0; i < 512; i++) {
+            p.packString("token_ids").packArrayHeader(tokens);
+            for (int i = 0; i < tokens; i++) {
                 p.packInt(random.nextInt(150_000)); // vocabulary-sized ids: a mix of uint16 and uint32 encodings
             }
             p.packString("start").packInt(0);
-            p.packString("end").packInt(512);
+            p.packString("end").packInt(tokens);
             p.packString("request_id").packString("cmpl-bench-" + client);
             p.packString("cache_salt").packString("");
             p.packString("request_configs").packNil();

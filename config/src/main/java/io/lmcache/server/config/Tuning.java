@@ -21,7 +21,7 @@ import java.util.function.UnaryOperator;
  * @param storeDmaHeadMinPieceBytes the smallest piece worth a copy of its own in a STORE's head (device to pool)
  * @param retrieveDmaHeadMinPieceBytes the same for a RETRIEVE's head (pool to device): measured on the H200, 136 KiB pieces
  *     (a Qwen-like model's Mamba pages) moved faster in the head than through the staging kernel to the pool, but slower from
- *     it (bench/RESULTS.md, "dmaHeadMinPieceKiB per direction")
+ *     it (bench/RESULTS.md, "H200, session of 2026-12-02 morning")
  * @param batchGrowth each staging batch after the first is this many times the one before (up to a half)
  * @param warmContext launch an empty kernel as a kernel-first transfer starts, so the GPU switches context meanwhile
  * @param queryWorkerEvent ask the host whether the worker's event fired before making the streams wait for it
