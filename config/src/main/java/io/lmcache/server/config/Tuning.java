@@ -54,6 +54,9 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
      * transfer pool's), so at most one core.
      */
     public static final long BIG_HOST_SPIN_US = 5000;
+    /** Properties that were replaced, with what replaced them: one still set is refused, not silently ignored. */
+    static final Map<String, String> RETIRED = Map.of("lmcache.cuda.dmaHeadMinPieceKiB",
+            "lmcache.cuda.storeDmaHeadMinPieceKiB and lmcache.cuda.retrieveDmaHeadMinPieceKiB (one threshold per direction)");
     private static final long KIB = 1L << 10;
     private static final long MIB = 1L << 20;
 
@@ -73,6 +76,11 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
 
     /** From {@code properties} (name to value, null when unset) on a host of {@code cores}. */
     static Tuning from(UnaryOperator<String> properties, int cores) throws ConfigException {
+        for (Map.Entry<String, String> retired : RETIRED.entrySet()) {
+            if (properties.apply(retired.getKey()) != null) {
+                throw new ConfigException("-D" + retired.getKey(), "is no longer read: set " + retired.getValue());
+            }
+        }
         Reader in = new Reader(properties);
         return new Tuning(
                 (int) in.number(0, 8, 1, 1024), // copyBlocks

@@ -59,6 +59,14 @@ class TuningTest {
     }
 
     @Test
+    void aRetiredPropertyIsRefusedNamingWhatReplacedIt() {
+        ConfigException refused = assertThrows(ConfigException.class, () -> with(Map.of("lmcache.cuda.dmaHeadMinPieceKiB", "128"), 2));
+        assertTrue(refused.getMessage().startsWith("-Dlmcache.cuda.dmaHeadMinPieceKiB: is no longer read: set "), refused.getMessage());
+        assertTrue(refused.getMessage().contains("lmcache.cuda.storeDmaHeadMinPieceKiB"), refused.getMessage());
+        assertTrue(refused.getMessage().contains("lmcache.cuda.retrieveDmaHeadMinPieceKiB"), refused.getMessage());
+    }
+
+    @Test
     void aBadValueOfAnyKnobIsRefusedNamingItsProperty() {
         for (String property : Tuning.PROPERTIES) {
             for (String bad : List.of("many", "-1", "99999999999999999999")) {
