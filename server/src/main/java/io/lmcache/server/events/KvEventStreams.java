@@ -291,7 +291,7 @@ public final class KvEventStreams implements Agent, StreamControl {
         boolean idleWithCredit = false;
         long last = log.lastSeq();
         long nowNs = clockNs.getAsLong();
-        long untilNs = Long.MAX_VALUE;
+        long parkForNs = Long.MAX_VALUE; // how long until the earliest lingering stream is due
         for (Subscription subscription : byInstance.values()) {
             if (subscription.ended.get() || !subscription.credit.get()) {
                 continue;
@@ -301,12 +301,12 @@ public final class KvEventStreams implements Agent, StreamControl {
                 continue;
             }
             if (lingers(subscription, last, nowNs)) {
-                untilNs = Math.min(untilNs, subscription.lastSentNs + LINGER_NS - nowNs); // the idle park ends then
+                parkForNs = Math.min(parkForNs, subscription.lastSentNs + LINGER_NS - nowNs);
                 continue;
             }
             work += serve(subscription);
         }
-        parkNs = untilNs;
+        parkNs = parkForNs;
         if (idleWithCredit) {
             waiting = true;
             if (log.lastSeq() != last) {
