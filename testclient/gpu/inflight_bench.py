@@ -360,7 +360,7 @@ FRESH_RATIO_REQUESTS = 20
 
 
 def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=False, floor=None, counts=(0,), subscribers=None,
-          after_pinned=False, lookup_first=False):
+          after_pinned=False, lookup_first=False, keep_objects=False):
     """One cell: `repeats` rounds of STORE, LOOKUP until committed, RETRIEVE into other blocks; the first round is not
     counted unless count_first (a fresh server's first requests are what it measures).
 
@@ -369,7 +369,9 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     attach and detach once every two rounds), each with that many subscribers attached (`subscribers`: a Subscribers).
     The row's plain figures are the first count's; row["subscribers"] has every count's and the ratios.
     lookup_first: before each STORE, one LOOKUP of its tokens (a miss, not timed), as vLLM's scheduler asks about every
-    new request (maybe_submit_lookup_request) before its worker STOREs what the forward pass computed."""
+    new request (maybe_submit_lookup_request) before its worker STOREs what the forward pass computed.
+    keep_objects: the counted rounds leave their objects in L1 (no /cache/clear after each), so every STORE is copied into
+    pool memory no earlier request used, as while a production pool fills, instead of the same slabs again."""
     rng = random.Random(seed)
     make, chunk = MODELS[model]
     w, src, dst, nbytes, lookup = make(server, chunks, scatter, rng, seed)
@@ -414,7 +416,8 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
                     for op in ("store", "retrieve"):
                         handler[count][op][0] += now[op][0] - seg[op][0]
                         handler[count][op][1] += now[op][1] - seg[op][1]
-            server.clear()
+            if not (keep_objects and rep >= first):
+                server.clear()
     subs_after = subscribers.pool.stats() if subs_before is not None else None
     if subscribers is not None:
         subscribers.set(0, None)
@@ -429,7 +432,7 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         raw.update({k: v for k, v in raw_wall_ms(nbytes["store"]).items() if "d2h" in k})
         raw.update({k: v for k, v in raw_wall_ms(nbytes["retrieve"]).items() if "h2d" in k})
     row = {"chunks": chunks, "blocks": "scattered" if scatter else "consecutive", "model": model, "chunk_tokens": chunk,
-           "lookup_first": lookup_first,
+           "lookup_first": lookup_first, "keep_objects": keep_objects,
            "request_bytes": nbytes["store"], "store_bytes": nbytes["store"], "retrieve_bytes": nbytes["retrieve"],
            "fresh_server_first_requests": repeats if count_first else None,
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
@@ -443,6 +446,8 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         samples = recent[-min(repeats, 100):] if recent else []
         row[f"{op}_handler_p50_us"] = statistics.median(samples) if samples else None
         row[f"{op}_handler_samples"] = len(samples)
+        if count_first:  # a fresh server's handler time per request, in order: how fast its first ones catch up
+            row[f"{op}_handler_recent_us"] = samples
     # a fresh server's request figures are its first FRESH_RATIO_REQUESTS (the acceptance's "first 20 requests"), its
     # handler p50 of all it ran (run 100 for "the first 100 STOREs")
     first_n = FRESH_RATIO_REQUESTS if count_first else None
@@ -516,6 +521,9 @@ def main():
                    help="seconds a fresh server idles after ready before its worker registers (vLLM loads its model meanwhile)")
     p.add_argument("--lookup-first", action="store_true",
                    help="one LOOKUP of each STORE's tokens before it (a miss, untimed), as vLLM's scheduler sends for a new request")
+    p.add_argument("--also-keep-objects", action="store_true",
+                   help="after each warm cell, the same cell again with its objects kept in L1 (each STORE into pool memory no"
+                        " earlier request used; its row's blocks say 'kept')")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
     args = p.parse_args()
     counts = [int(c) for c in args.subscribers.split(",")]
@@ -549,6 +557,7 @@ def main():
                                                  count_first=True, floor=echo, after_pinned=args.fresh_after_pinned,
                                                  lookup_first=args.lookup_first)
                 log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
+                log("fresh server's warm-ups: " + json.dumps(fresh_server.status().get("jit_warmup")))
             finally:
                 fresh_server.stop()
         server = Server(args.java, args.classpath, args.out, 12, extra=extra)
@@ -572,6 +581,13 @@ def main():
                     inflight_floor.fresh_fields(row, fresh[(chunks, scatter)])
                 log(json.dumps(row))
                 rows.append(row)
+                if args.also_keep_objects:
+                    kept = sweep(server, chunks, scatter, args.repeats, 200 + chunks, args.model, floor=echo,
+                                 lookup_first=args.lookup_first, keep_objects=True)
+                    kept["blocks"] += " kept"
+                    log(json.dumps(kept))
+                    rows.append(kept)
+                    server.clear()
             if pool:
                 subscriber_totals = pool.stats()
                 log_status = server.status().get("kv_events")  # log depth, next seq, lost markers, subscribers now

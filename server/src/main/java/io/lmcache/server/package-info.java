@@ -29,7 +29,7 @@
  * <tr><td>lmcache-connection-monitor</td><td>{@code loop.ConnectionMonitor}: closes ZeroMQ connections that stall
  *     (its accept/close events run on JeroMQ's I/O thread, the ROUTER's event hook)</td>
  *     <td>nothing of ZeroMQ's</td><td>its table of open connections (concurrent), {@code peer.PeerConnections} (thread-safe)</td>
- *     <td>flag and a 250 ms sleep; joined by the request loop before the context closes</td></tr>
+ *     <td>flag and an unpark of its 250 ms park; joined by the request loop before the context closes</td></tr>
  * <tr><td>lmcache-health-probe</td><td>{@code loop.LoopbackProbe}: a PING a second through the ROUTER over TCP, for
  *     the health check</td>
  *     <td>its DEALER and that socket's own ZeroMQ context</td><td>nothing else (the health check reads one volatile)</td>
@@ -93,6 +93,10 @@
  * <tr><td>lmcache-normal-N, lmcache-transfer-N of the start-up warm-up</td><td>{@code warmup.ScratchServer}'s own dispatcher:
  *     the JIT warm-up's requests, on the starting thread's behalf</td><td>nothing shared</td><td>the scratch server's store,
  *     modules and reply queue only</td><td>closed by the warm-up (5 s bounded), before the server's own parts start</td></tr>
+ * <tr><td>lmcache-warmup-loop, and its connection monitor, health probe and JeroMQ I/O threads</td><td>the scratch
+ *     server's own {@code loop.RequestLoop} on a free loopback port, which the second half of the warm-up's requests reach
+ *     from a DEALER on the starting thread (so the ZeroMQ path is compiled too)</td><td>its own ROUTER and ZeroMQ context</td><td>the scratch
+ *     dispatcher and reply queue only</td><td>shut down by the warm-up before the scratch dispatcher closes</td></tr>
  * <tr><td>lmcache-shutdown</td><td>the JVM shutdown hook: {@code LmcacheServer.close}</td>
  *     <td>the close order</td><td>every part's close</td><td>returns when the close is done</td></tr>
  * <tr><td>lmcache-stop-on-failure (not a daemon), lmcache-shutdown-on-failure</td><td>{@code Main}: after the ZeroMQ side

@@ -13,6 +13,7 @@ import java.nio.channels.SocketChannel;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.ZMQ;
@@ -190,12 +191,12 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
 
     private void run() {
         while (running) {
-            try {
-                TimeUnit.NANOSECONDS.sleep(SWEEP_NS);
-            } catch (InterruptedException e) {
-                return;
+            // parked, not slept: close unparks it, so a stop (the warm-up's scratch loop stops at every start) does not wait
+            // out the sweep interval; an early wake-up only sweeps early
+            LockSupport.parkNanos(SWEEP_NS);
+            if (running) {
+                sweep(System.nanoTime());
             }
-            sweep(System.nanoTime());
         }
     }
 
@@ -255,6 +256,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     @Override
     public void close() {
         running = false;
+        LockSupport.unpark(thread);
         NamedThreads.join(thread, TimeUnit.SECONDS.toNanos(2));
         drain.close();
     }

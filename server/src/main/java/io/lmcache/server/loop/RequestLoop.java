@@ -81,7 +81,11 @@ public final class RequestLoop implements AutoCloseable {
      */
     static final int PEER_RECEIVE_HWM = 1000;
 
+    private static final String THREAD_NAME = "lmcache-request-loop";
+
     private final String endpoint;
+    /** The loop thread's name, also in its log lines: the start-up warm-up's scratch loop has a name of its own. */
+    private String threadName = THREAD_NAME;
     private final Dispatcher dispatcher;
     private final ReplyQueue replies;
     private final RequestDecoder opDecoder = new RequestDecoder();
@@ -106,10 +110,12 @@ public final class RequestLoop implements AutoCloseable {
     private volatile long lastTurnNs = System.nanoTime();
     private Thread thread;
 
-    /** Binds the socket at once, so a port conflict fails start-up rather than the first request. */
+    /**
+     * Binds the socket at once, so a port conflict fails start-up rather than the first request. An endpoint ending in
+     * {@code :*} binds a free port, which {@link #endpoint} then names (the start-up warm-up's scratch loop).
+     */
     public RequestLoop(String endpoint, long maxMessageBytes, ConnectionSettings limits, Dispatcher dispatcher, ReplyQueue replies,
             PeerConnections connections, ServerMetrics metrics) {
-        this.endpoint = endpoint;
         this.dispatcher = dispatcher;
         this.replies = replies;
         this.connections = connections;
@@ -147,6 +153,7 @@ public final class RequestLoop implements AutoCloseable {
             context.close();
             throw ZmqBindFailure.of(endpoint, e);
         }
+        this.endpoint = endpoint.endsWith(":*") ? router.getLastEndpoint() : endpoint;
         router.setReceiveTimeOut(RECEIVE_TIMEOUT_MS);
         // the wake-up path: a DEALER with a reserved identity, connected in-process to this ROUTER
         String wakeEndpoint = "inproc://lmcache-wake-" + System.identityHashCode(this);
@@ -159,7 +166,12 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.connect(wakeEndpoint);
         // runs on: any thread that queues a reply (handler pools, completions)
         replies.setWaker(this::wake);
-        probe = new LoopbackProbe(endpoint);
+        probe = new LoopbackProbe(this.endpoint);
+    }
+
+    /** Names the loop's thread (and its log lines) {@code name} instead of lmcache-request-loop; call before {@link #start}. */
+    public void setThreadName(String name) {
+        this.threadName = name;
     }
 
     /** Where control frames ({@code [uid, b"", command]}) and peers a reply could not reach are reported; call before {@link #start}. */
@@ -199,8 +211,9 @@ public final class RequestLoop implements AutoCloseable {
     public void start() {
         monitor.start();
         probe.start();
-        // runs on: lmcache-request-loop, the only thread that touches the ROUTER (not a daemon: it keeps the JVM up)
-        thread = NamedThreads.thread("lmcache-request-loop", false, this::run);
+        // runs on: lmcache-request-loop (or the warm-up's), the only thread that touches the ROUTER (not a daemon: it keeps the
+        // JVM up)
+        thread = NamedThreads.thread(threadName, false, this::run);
         thread.start();
     }
 
@@ -219,7 +232,7 @@ public final class RequestLoop implements AutoCloseable {
     }
 
     private void run() {
-        LOG.info("request loop listening on {}", endpoint);
+        LOG.info("{} listening on {}", threadName, endpoint);
         long idleSinceNs = System.nanoTime();
         try {
             while (running) {
@@ -242,7 +255,7 @@ public final class RequestLoop implements AutoCloseable {
                 }
             }
         } catch (RuntimeException | Error e) {
-            LOG.error("request loop failed; no more requests will be served", e);
+            LOG.error("{} failed; no more requests will be served", threadName, e);
             deaths.died("request loop failed: " + e);
         } finally {
             running = false;
@@ -250,7 +263,7 @@ public final class RequestLoop implements AutoCloseable {
             monitor.close();
             context.close();
             terminated.countDown();
-            LOG.info("request loop stopped");
+            LOG.info("{} stopped", threadName);
         }
     }
 

@@ -6,10 +6,12 @@ import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.Inbound;
 import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
+import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LmcacheDrivenOps;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
@@ -21,6 +23,8 @@ import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.Op;
+import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.storage.ObjectStore;
@@ -45,11 +49,15 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
 
 /**
  * A server of the warm-up's own, built from the same classes as the real one (dispatcher, decoder, lookup and lmcache-driven
@@ -68,6 +76,7 @@ final class ScratchServer implements AutoCloseable {
     static final int MAX_CHUNKS = 4;
     private static final long REPLY_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
     private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
+    private static final String LOOP_THREAD = "lmcache-warmup-loop";
 
     /**
      * The scratch worker's KV layout: {@code layers} NHD bf16 layers {@code [2, blocks, blockSize, heads, headSize]}, every
@@ -148,6 +157,11 @@ final class ScratchServer implements AutoCloseable {
     private final PrefetchResults results;
     private final ReplyQueue replies = new ReplyQueue();
     private final Dispatcher dispatcher;
+    private final ServerMetrics metrics;
+    /** The host warm-up's own request loop and the scratch worker's DEALER on it; null: requests go straight to the dispatcher. */
+    private RequestLoop loop;
+    private ZContext clientContext;
+    private ZMQ.Socket client;
 
     /**
      * {@code pool}: the scratch store's memory (null: a few MiB off the heap, the host warm-up's); {@code opener}: how the
@@ -160,7 +174,7 @@ final class ScratchServer implements AutoCloseable {
         this.blockSize = layout.blockSize();
         this.blocksPerChunk = layout.blocksPerChunk();
         this.segment = segment;
-        ServerMetrics metrics = ServerMetrics.scratch();
+        metrics = ServerMetrics.scratch();
         long poolBytes = layout.poolBytes();
         MemorySegment memory = pool != null ? pool : arena.allocate(poolBytes, 4096);
         SlabAllocator allocator = new SlabAllocator(poolBytes, layout.regionBytes());
@@ -197,6 +211,8 @@ final class ScratchServer implements AutoCloseable {
         OpTable.Builder ops = OpTable.builder();
         lookup.declareOps(ops);
         LmcacheDrivenOps.declare(ops.module(transfers), FailureReplies.hostOnly());
+        // the scratch request loop's health probe PINGs it once a second: answered, as the real server's are
+        ops.op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, (request, peer) -> Reply.TRUE, Reply.TRUE);
         EnumSet<Op> rest = EnumSet.allOf(Op.class);
         for (Op op : Op.values()) {
             if (ops.declared(op)) {
@@ -234,6 +250,50 @@ final class ScratchServer implements AutoCloseable {
                     ""));
         }
         return server.registered(wrappers, why);
+    }
+
+    /**
+     * Puts a request loop of the scratch server's own on a free loopback port, and connects the scratch worker to it as a
+     * client does (a DEALER with the worker's identity), so the warm-up's requests also take the ZeroMQ path: JeroMQ's engines
+     * (both ends of a TCP connection), the request loop's receive, envelope checks and reply sends, which a fresh server would
+     * otherwise interpret for its first requests. The next requests take that path; false (they go on straight to the
+     * dispatcher) when it cannot be opened, and {@code why[0]} says why. Call with no request in flight: from here on the
+     * loop takes the replies off the queue.
+     */
+    boolean connect(ServerConfig config, String[] why) {
+        try {
+            loop = new RequestLoop("tcp://127.0.0.1:*", config.maxMessageBytes(), config.connections(), dispatcher, replies,
+                    new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
+            loop.setThreadName(LOOP_THREAD);
+            loop.start();
+            clientContext = new ZContext(1);
+            client = clientContext.createSocket(SocketType.DEALER);
+            client.setIdentity(PEER.bytes());
+            client.setLinger(0);
+            client.setReceiveTimeOut((int) TimeUnit.NANOSECONDS.toMillis(REPLY_TIMEOUT_NS));
+            client.connect(loop.endpoint());
+            return true;
+        } catch (RuntimeException e) {
+            why[0] = "no loopback request loop: " + e;
+            disconnect();
+            return false;
+        }
+    }
+
+    private void disconnect() {
+        if (clientContext != null) {
+            clientContext.close();
+            clientContext = null;
+            client = null;
+        }
+        if (loop != null) {
+            try {
+                loop.shutdown(REPLY_TIMEOUT_NS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            loop = null;
+        }
     }
 
     /**
@@ -291,8 +351,14 @@ final class ScratchServer implements AutoCloseable {
         }
     }
 
-    /** Dispatches one request as the socket thread does and waits for its reply's payload (null: no payload). */
+    /**
+     * Sends one request as the scratch worker (through the scratch request loop when there is one, else to the dispatcher as
+     * the socket thread does) and waits for its reply's payload (null: no payload).
+     */
     byte[] call(Inbound request) {
+        if (client != null) {
+            return callThroughZeroMq(request);
+        }
         dispatcher.dispatch(request);
         long deadlineNs = System.nanoTime() + REPLY_TIMEOUT_NS;
         while (true) {
@@ -304,6 +370,31 @@ final class ScratchServer implements AutoCloseable {
                 throw new IllegalStateException("no reply to the warm-up's " + request.op().wireName() + " within 2 s");
             }
             LockSupport.parkNanos(1_000);
+        }
+    }
+
+    /** {@code [uid, op, payloads...]} from the DEALER, {@code [uid, op(, payload)]} back; a reply to another uid is skipped. */
+    private byte[] callThroughZeroMq(Inbound request) {
+        byte[][] frames = request.frames();
+        for (int i = 1; i < request.frameCount(); i++) {
+            client.send(frames[i], i + 1 < request.frameCount() ? ZMQ.SNDMORE : 0);
+        }
+        while (true) {
+            byte[] uid = client.recv(0);
+            if (uid == null) {
+                throw new IllegalStateException("no reply to the warm-up's " + request.op().wireName() + " within 2 s");
+            }
+            byte[] payload = null;
+            int parts = 1;
+            while (client.hasReceiveMore()) {
+                byte[] frame = client.recv(0);
+                if (++parts == 3) {
+                    payload = frame;
+                }
+            }
+            if (Arrays.equals(uid, frames[1])) {
+                return payload;
+            }
         }
     }
 
@@ -335,6 +426,7 @@ final class ScratchServer implements AutoCloseable {
 
     @Override
     public void close() {
+        disconnect();
         try {
             dispatcher.close();
         } catch (InterruptedException e) {

@@ -12,7 +12,8 @@ import org.slf4j.LoggerFactory;
  * The JIT warm-up at start-up (issue 30): while the pool's first region is being prepared, runs the request path a fresh
  * server would otherwise interpret for its first hundreds of requests (a worker's STORE, the scheduler's LOOKUP and
  * QUERY_PREFETCH_STATUS, the RETRIEVE, END_SESSION: decode, chunk hashing, planning, reservations, the host copy, the
- * KV-event commit, lookup and lock, the reply's encoding) on a {@link ScratchServer}, until C2 has compiled it. JDK 25's
+ * KV-event commit, lookup and lock, the reply's encoding; in the second half of the rounds also the ZeroMQ path: JeroMQ's
+ * engines and the request loop) on a {@link ScratchServer}, until C2 has compiled it. JDK 25's
  * ahead-of-time cache keeps no compiled code (JEP 515 only its profiles), so this is what makes the first requests fast.
  * Nothing real is touched: the scratch server has its own metrics, store, memory, event log and threads, and is closed before
  * the server is ready. Rounds run until {@code --warmup-iterations} are done or the time budget is spent.
@@ -22,15 +23,28 @@ public final class Warmup {
     private static final byte[] TRANSFER_OK_TAIL = {(byte) 0xc3};
 
     /**
+     * The share of the rounds (and of the budget) that go straight to the scratch dispatcher before the rest take the ZeroMQ
+     * path: a round through the loopback loop costs several times a direct one (JeroMQ's I/O threads and the loop's wake-ups
+     * at both ends), so half the budget gives the handlers more rounds and the ZeroMQ path enough to be compiled. Measured
+     * on the H200 against all rounds through ZeroMQ and a quarter of the budget (bench/RESULTS.md, session of 2026-12-02
+     * afternoon).
+     */
+    private static final double DIRECT_SHARE = 0.5;
+
+    /**
      * What ran, for {@code /status} ({@code jit_warmup}) and the start-up log.
      *
      * @param rounds rounds done (each: STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION)
      * @param requested rounds asked for ({@code --warmup-iterations}; 0: off)
      * @param elapsedNs wall time of the warm-up, the scratch server's opening and closing included
      * @param stoppedBy "done", "budget" (the time budget ran out first), "off", or why it stopped early
+     * @param zeromqRounds of the rounds, those whose requests took the ZeroMQ path (a client's DEALER to the scratch server's
+     *     own request loop on a loopback port); the others went straight to its dispatcher
+     * @param zeromqSkipped why no round took the ZeroMQ path (its loop could not be opened), or null
      */
-    public record Result(int rounds, int requested, long elapsedNs, long budgetNs, long openNs, String stoppedBy) {
-        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off");
+    public record Result(int rounds, int requested, long elapsedNs, long budgetNs, long openNs, String stoppedBy, int zeromqRounds,
+            String zeromqSkipped) {
+        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off", 0, null);
 
         public Map<String, Object> toMap() {
             Map<String, Object> out = new LinkedHashMap<>();
@@ -38,11 +52,19 @@ public final class Warmup {
             out.put("iterations", rounds);
             out.put("iterations_requested", requested);
             out.put("requests", 5L * rounds);
+            out.put("zeromq_iterations", zeromqRounds);
+            if (zeromqSkipped != null) {
+                out.put("zeromq_skipped", zeromqSkipped);
+            }
             out.put("ms", TimeUnit.NANOSECONDS.toMillis(elapsedNs));
             out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
             out.put("scratch_open_ms", TimeUnit.NANOSECONDS.toMillis(openNs));
             out.put("stopped_by", stoppedBy);
             return out;
+        }
+
+        private Result timed(long elapsedNs, long openNs) {
+            return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped);
         }
     }
 
@@ -58,59 +80,108 @@ public final class Warmup {
         long startNs = System.nanoTime();
         String[] why = new String[1];
         Result result;
+        long openNs = 0;
         try (ScratchServer server = ScratchServer.open(config, poolFileKey, why)) {
             if (server == null) {
-                result = new Result(0, iterations, System.nanoTime() - startNs, budgetNs, 0, "skipped: " + why[0]);
+                result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null);
             } else {
-                long openNs = System.nanoTime() - startNs;
-                result = rounds(server, iterations, startNs, budgetNs);
-                result = new Result(result.rounds(), iterations, 0, budgetNs, openNs, result.stoppedBy());
+                openNs = System.nanoTime() - startNs;
+                result = new Rounds(server, config, iterations, startNs, budgetNs).run();
             }
         } catch (RuntimeException | Error e) {
-            result = new Result(0, iterations, System.nanoTime() - startNs, budgetNs, 0, "failed: " + e);
+            result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null);
         }
-        Result done = new Result(result.rounds(), iterations, System.nanoTime() - startNs, budgetNs, result.openNs(), result.stoppedBy());
-        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store) in {} ms ({} ms to open it), {}", done.rounds(), iterations,
-                5L * done.rounds(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()), TimeUnit.NANOSECONDS.toMillis(done.openNs()),
-                done.stoppedBy());
+        Result done = result.timed(System.nanoTime() - startNs, openNs);
+        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}",
+                done.rounds(), iterations, 5L * done.rounds(), done.zeromqRounds(),
+                done.zeromqSkipped() == null ? "" : ": " + done.zeromqSkipped(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()),
+                TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy());
         return done;
     }
 
-    /** 1, 2 and 4 chunks in turn, each round a new prompt (its chunk hashes all new), stored then retrieved into other blocks. */
-    private static Result rounds(ScratchServer server, int iterations, long startNs, long budgetNs) {
-        WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
-        int chunkSize = server.chunkSize;
-        int[] tokens = new int[ScratchServer.MAX_CHUNKS * chunkSize];
-        SplittableRandom random = new SplittableRandom(30);
-        for (int i = 0; i < tokens.length; i++) {
-            tokens[i] = random.nextInt(150_000);
-        }
-        int round = 0;
-        while (round < iterations) {
-            if (System.nanoTime() - startNs >= budgetNs) {
-                return new Result(round, iterations, 0, budgetNs, 0, "budget");
+    /**
+     * 1, 2 and 4 chunks in turn, each round a new prompt (its chunk hashes all new), stored then retrieved into other blocks;
+     * the first {@link #DIRECT_SHARE} of them straight to the dispatcher, the rest through the scratch request loop.
+     */
+    private static final class Rounds {
+        private final ScratchServer server;
+        private final ServerConfig config;
+        private final int iterations;
+        private final long startNs;
+        private final long budgetNs;
+        private final WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
+        private final int[] tokens;
+        private int round;
+        private int zeromqFrom = -1;
+        private String zeromqSkipped;
+
+        Rounds(ScratchServer server, ServerConfig config, int iterations, long startNs, long budgetNs) {
+            this.server = server;
+            this.config = config;
+            this.iterations = iterations;
+            this.startNs = startNs;
+            this.budgetNs = budgetNs;
+            tokens = new int[ScratchServer.MAX_CHUNKS * server.chunkSize];
+            SplittableRandom random = new SplittableRandom(30);
+            for (int i = 0; i < tokens.length; i++) {
+                tokens[i] = random.nextInt(150_000);
             }
+        }
+
+        Result run() {
+            while (round < iterations) {
+                long nowNs = System.nanoTime();
+                if (nowNs - startNs >= budgetNs) {
+                    return result("budget");
+                }
+                if (zeromqFrom < 0 && zeromqSkipped == null && (round >= iterations * DIRECT_SHARE
+                        || nowNs - startNs >= budgetNs * DIRECT_SHARE)) {
+                    connect();
+                }
+                String failed = round();
+                if (failed != null) {
+                    return result(failed);
+                }
+                round++;
+            }
+            return result("done");
+        }
+
+        private void connect() {
+            String[] why = new String[1];
+            if (server.connect(config, why)) {
+                zeromqFrom = round;
+            } else {
+                zeromqSkipped = why[0];
+            }
+        }
+
+        /** One round; null, or what failed. */
+        private String round() {
             int chunks = 1 << (round % 3);
-            int end = chunks * chunkSize;
+            int end = chunks * server.chunkSize;
             tokens[0] = round; // a new prefix: every chunk hash of this round is new
             String request = "warmup-" + round;
             int[] stored = blocks(0, chunks * server.blocksPerChunk);
             int[] retrieved = blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk);
             if (!transferOk(server.call(frames.store(tokens, end, stored, request)))) {
-                return new Result(round, iterations, 0, budgetNs, 0, "a scratch STORE failed");
+                return "a scratch STORE failed";
             }
             server.call(frames.lookup(tokens, end, request));
             server.call(frames.queryPrefetchStatus(request));
             if (!transferOk(server.call(frames.retrieve(tokens, end, retrieved, request)))) {
-                return new Result(round, iterations, 0, budgetNs, 0, "a scratch RETRIEVE failed");
+                return "a scratch RETRIEVE failed";
             }
             server.call(frames.endSession(request));
             if (server.storedObjects() > ScratchServer.MAX_CHUNKS) {
                 server.clear();
             }
-            round++;
+            return null;
         }
-        return new Result(round, iterations, 0, budgetNs, 0, "done");
+
+        private Result result(String stoppedBy) {
+            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqFrom < 0 ? 0 : round - zeromqFrom, zeromqSkipped);
+        }
     }
 
     private static int[] blocks(int from, int count) {

@@ -52,6 +52,10 @@ class WarmupTest {
         assertEquals("done", result.stoppedBy(), result.toString());
         assertEquals(60, result.rounds());
         assertEquals(60, result.requested());
+        assertEquals(30, result.zeromqRounds(), "the second half took the ZeroMQ path, a client's DEALER to a request loop");
+        assertEquals(null, result.zeromqSkipped());
+        assertFalse(Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.isAlive() && t.getName().equals("lmcache-warmup-loop")),
+                "the scratch request loop is stopped");
         // a failure path (a refused STORE, a bad frame) would have logged through the server's own rate-limited logs
         assertEquals(warningsBefore, LogCounters.warnings().sum(), "no warning");
         assertEquals(errorsBefore, LogCounters.errors().sum(), "no error");
@@ -95,6 +99,7 @@ class WarmupTest {
             assertTrue(warmup.path("ran").asBoolean(), warmup.toString());
             assertEquals(40, warmup.path("iterations").asInt());
             assertEquals(200, warmup.path("requests").asInt());
+            assertEquals(20, warmup.path("zeromq_iterations").asInt(), "the second half through the scratch request loop");
             assertEquals("done", warmup.path("stopped_by").asText());
             // the GPU warm-up runs at a GPU's first REGISTER only: none on a host-only server, and /status says so
             JsonNode gpu = warmup.path("gpu");
