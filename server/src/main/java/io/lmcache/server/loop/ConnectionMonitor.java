@@ -194,6 +194,9 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             // parked, not slept: close unparks it, so a stop (the warm-up's scratch loop stops at every start) does not wait
             // out the sweep interval; an early wake-up only sweeps early
             LockSupport.parkNanos(SWEEP_NS);
+            if (Thread.currentThread().isInterrupted()) {
+                return; // as the sleep it replaced: an interrupt ends the thread (a park would return at once, again and again)
+            }
             if (running) {
                 sweep(System.nanoTime());
             }
