@@ -26,7 +26,7 @@ public final class Warmup {
      * The share of the rounds (and of the budget) that go straight to the scratch dispatcher before the rest take the ZeroMQ
      * path: a round through the loopback loop costs several times a direct one (JeroMQ's I/O threads and the loop's wake-ups
      * at both ends), so half the budget gives the handlers more rounds and the ZeroMQ path enough to be compiled. Measured
-     * on the H200 against all rounds through ZeroMQ and a quarter of the budget (bench/RESULTS.md, session of 2026-12-02
+     * on the H200 against no direct rounds and against three quarters direct (bench/RESULTS.md, session of 2026-12-02
      * afternoon).
      */
     private static final double DIRECT_SHARE = 0.5;
