@@ -94,7 +94,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             }
             try {
                 long openedNs = System.nanoTime();
-                return rounds(server, openedNs + Math.min(budgetNs, Math.max(0, latestNs - openedNs)), stop);
+                return rounds(server, openedNs + Math.min(budgetNs, Math.max(0, latestNs - openedNs)), latestNs, stop);
             } finally {
                 settled = server.awaitSettled(System.nanoTime() + SETTLE_NS);
                 server.close();
@@ -110,8 +110,11 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         }
     }
 
-    /** Rounds until the budget is spent; each waits for its STORE's commit and its RETRIEVE's completion before going on. */
-    private static GpuWarmups.Outcome rounds(ScratchServer server, long deadlineNs, GpuWarmups.Stop stop) {
+    /**
+     * Rounds until the budget ({@code deadlineNs}) is spent; each waits for its STORE's commit and its RETRIEVE's completion
+     * before going on, and for a reply until {@code latestNs} at the latest.
+     */
+    private static GpuWarmups.Outcome rounds(ScratchServer server, long deadlineNs, long latestNs, GpuWarmups.Stop stop) {
         ScratchServer.Layout layout = server.layout;
         WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
         int chunkSize = server.chunkSize;
@@ -125,30 +128,44 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             if (stoppedBy != null) {
                 return new GpuWarmups.Outcome(round, stoppedBy, 0);
             }
-            int chunks = 1 + round % 2;
-            boolean reversed = (round / 2) % 2 == 1;
-            int count = chunks * server.blocksPerChunk;
-            int end = chunks * chunkSize;
-            tokens[0] = round; // a new prefix: every chunk hash of this round is new
-            String request = "gpu-warmup-" + round;
-            if (!transferOk(server.call(frames.store(tokens, end, blocks(0, count, reversed), request)))) {
-                return new GpuWarmups.Outcome(round, "a scratch STORE failed", 0);
+            String failed;
+            try {
+                failed = round(server, frames, tokens, round, latestNs);
+            } catch (ScratchServer.NoReply e) {
+                failed = "budget"; // a reply still out at the latest end: the budget ended the warm-up mid-round
             }
-            if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
-                return new GpuWarmups.Outcome(round, "a scratch STORE did not complete", 0);
+            if (failed != null) {
+                return new GpuWarmups.Outcome(round, failed, 0);
             }
-            server.call(frames.lookup(tokens, end, request));
-            server.call(frames.queryPrefetchStatus(request));
-            int[] into = blocks(layout.maxChunks() * server.blocksPerChunk, count, reversed);
-            if (!transferOk(server.call(frames.retrieve(tokens, end, into, request)))) {
-                return new GpuWarmups.Outcome(round, "a scratch RETRIEVE failed", 0);
-            }
-            if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
-                return new GpuWarmups.Outcome(round, "a scratch RETRIEVE did not complete", 0);
-            }
-            server.call(frames.endSession(request));
-            server.clear(); // the scratch pool holds two rounds' objects at most
         }
+    }
+
+    /** One round: null, or what failed. */
+    private static String round(ScratchServer server, WarmupFrames frames, int[] tokens, int round, long latestNs) {
+        int chunks = 1 + round % 2;
+        boolean reversed = (round / 2) % 2 == 1;
+        int count = chunks * server.blocksPerChunk;
+        int end = chunks * server.chunkSize;
+        tokens[0] = round; // a new prefix: every chunk hash of this round is new
+        String request = "gpu-warmup-" + round;
+        if (!transferOk(server.call(frames.store(tokens, end, blocks(0, count, reversed), request), latestNs))) {
+            return "a scratch STORE failed";
+        }
+        if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
+            return "a scratch STORE did not complete";
+        }
+        server.call(frames.lookup(tokens, end, request), latestNs);
+        server.call(frames.queryPrefetchStatus(request), latestNs);
+        int[] into = blocks(server.layout.maxChunks() * server.blocksPerChunk, count, reversed);
+        if (!transferOk(server.call(frames.retrieve(tokens, end, into, request), latestNs))) {
+            return "a scratch RETRIEVE failed";
+        }
+        if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
+            return "a scratch RETRIEVE did not complete";
+        }
+        server.call(frames.endSession(request), latestNs);
+        server.clear(); // the scratch pool holds two rounds' objects at most
+        return null;
     }
 
     /** {@code count} block ids from {@code from}, ascending (one run of consecutive blocks) or descending (no run at all). */

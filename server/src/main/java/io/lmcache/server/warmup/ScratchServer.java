@@ -74,7 +74,8 @@ final class ScratchServer implements AutoCloseable {
     private static final String SEGMENT_PREFIX = "lmcache_warmup_";
     /** The host warm-up's largest round (4 chunks) stored and then retrieved into other blocks. */
     static final int MAX_CHUNKS = 4;
-    private static final long REPLY_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
+    /** How long closing waits for the scratch request loop to stop. */
+    private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
     private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
     private static final String LOOP_THREAD = "lmcache-warmup-loop";
 
@@ -270,7 +271,6 @@ final class ScratchServer implements AutoCloseable {
             client = clientContext.createSocket(SocketType.DEALER);
             client.setIdentity(PEER.bytes());
             client.setLinger(0);
-            client.setReceiveTimeOut((int) TimeUnit.NANOSECONDS.toMillis(REPLY_TIMEOUT_NS));
             client.connect(loop.endpoint());
             return true;
         } catch (RuntimeException e) {
@@ -288,7 +288,7 @@ final class ScratchServer implements AutoCloseable {
         }
         if (loop != null) {
             try {
-                loop.shutdown(REPLY_TIMEOUT_NS);
+                loop.shutdown(CLOSE_TIMEOUT_NS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
@@ -353,36 +353,44 @@ final class ScratchServer implements AutoCloseable {
 
     /**
      * Sends one request as the scratch worker (through the scratch request loop when there is one, else to the dispatcher as
-     * the socket thread does) and waits for its reply's payload (null: no payload).
+     * the socket thread does) and waits for its reply's payload (null: no payload) until {@code deadlineNs}, the warm-up's
+     * own end: a fixed wait would either outlast its budget or, on a loaded host where a cold JVM's first STORE took over
+     * 2 s (CI, 2 cores), end a warm-up that still had time.
+     *
+     * @throws NoReply when the reply has not come by then
      */
-    byte[] call(Inbound request) {
+    byte[] call(Inbound request, long deadlineNs) {
         if (client != null) {
-            return callThroughZeroMq(request);
+            return callThroughZeroMq(request, deadlineNs);
         }
         dispatcher.dispatch(request);
-        long deadlineNs = System.nanoTime() + REPLY_TIMEOUT_NS;
         while (true) {
             Outbound reply = replies.poll();
             if (reply != null) {
                 return reply.payload();
             }
             if (System.nanoTime() - deadlineNs > 0) {
-                throw new IllegalStateException("no reply to the warm-up's " + request.op().wireName() + " within 2 s");
+                throw new NoReply(request.op());
             }
             LockSupport.parkNanos(1_000);
         }
     }
 
     /** {@code [uid, op, payloads...]} from the DEALER, {@code [uid, op(, payload)]} back; a reply to another uid is skipped. */
-    private byte[] callThroughZeroMq(Inbound request) {
+    private byte[] callThroughZeroMq(Inbound request, long deadlineNs) {
         byte[][] frames = request.frames();
         for (int i = 1; i < request.frameCount(); i++) {
             client.send(frames[i], i + 1 < request.frameCount() ? ZMQ.SNDMORE : 0);
         }
         while (true) {
+            long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNs - System.nanoTime());
+            if (leftMs <= 0) {
+                throw new NoReply(request.op());
+            }
+            client.setReceiveTimeOut((int) Math.min(Integer.MAX_VALUE, leftMs));
             byte[] uid = client.recv(0);
             if (uid == null) {
-                throw new IllegalStateException("no reply to the warm-up's " + request.op().wireName() + " within 2 s");
+                continue; // the deadline, checked above
             }
             byte[] payload = null;
             int parts = 1;
@@ -395,6 +403,15 @@ final class ScratchServer implements AutoCloseable {
             if (Arrays.equals(uid, frames[1])) {
                 return payload;
             }
+        }
+    }
+
+    /** A scratch request's reply did not come by the warm-up's deadline: the warm-up ends there, as its budget says. */
+    static final class NoReply extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        NoReply(Op op) {
+            super("no reply to the warm-up's " + op.wireName() + " within its budget", null, false, false);
         }
     }
 

@@ -138,7 +138,12 @@ public final class Warmup {
                         || nowNs - startNs >= budgetNs * DIRECT_SHARE)) {
                     connect();
                 }
-                String failed = round();
+                String failed;
+                try {
+                    failed = round();
+                } catch (ScratchServer.NoReply e) {
+                    return result("budget"); // a reply still out when it ran out: the budget ended the warm-up mid-round
+                }
                 if (failed != null) {
                     return result(failed);
                 }
@@ -164,15 +169,16 @@ public final class Warmup {
             String request = "warmup-" + round;
             int[] stored = blocks(0, chunks * server.blocksPerChunk);
             int[] retrieved = blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk);
-            if (!transferOk(server.call(frames.store(tokens, end, stored, request)))) {
+            long deadlineNs = startNs + budgetNs;
+            if (!transferOk(server.call(frames.store(tokens, end, stored, request), deadlineNs))) {
                 return "a scratch STORE failed";
             }
-            server.call(frames.lookup(tokens, end, request));
-            server.call(frames.queryPrefetchStatus(request));
-            if (!transferOk(server.call(frames.retrieve(tokens, end, retrieved, request)))) {
+            server.call(frames.lookup(tokens, end, request), deadlineNs);
+            server.call(frames.queryPrefetchStatus(request), deadlineNs);
+            if (!transferOk(server.call(frames.retrieve(tokens, end, retrieved, request), deadlineNs))) {
                 return "a scratch RETRIEVE failed";
             }
-            server.call(frames.endSession(request));
+            server.call(frames.endSession(request), deadlineNs);
             if (server.storedObjects() > ScratchServer.MAX_CHUNKS) {
                 server.clear();
             }

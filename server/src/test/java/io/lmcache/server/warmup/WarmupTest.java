@@ -3,6 +3,7 @@ package io.lmcache.server.warmup;
 import java.util.ArrayList;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -18,6 +19,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
@@ -87,6 +89,26 @@ class WarmupTest {
         assertEquals(0, scratchSegments());
         assertEquals(Warmup.Result.OFF, Warmup.run(config("--warmup-iterations", "0"), null));
         assertFalse((Boolean) Warmup.Result.OFF.toMap().get("ran"));
+    }
+
+    @Test
+    void aReplyStillOutAtTheDeadlineEndsTheCallAndALateReplyIsSkipped() {
+        ServerConfig config = config();
+        String[] why = new String[1];
+        try (ScratchServer server = ScratchServer.open(config, null, why)) {
+            assertTrue(server != null, why[0]);
+            assertTrue(server.connect(config, why), why[0]);
+            WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
+            int[] tokens = new int[server.chunkSize];
+            long pastNs = System.nanoTime() - 1;
+            ScratchServer.NoReply missed = assertThrows(ScratchServer.NoReply.class,
+                    () -> server.call(frames.lookup(tokens, tokens.length, "late"), pastNs));
+            assertTrue(missed.getMessage().contains("lookup"), missed.getMessage());
+            // the late LOOKUP's reply comes first on the socket: skipped by its uid, and this call gets its own
+            byte[] payload = server.call(frames.queryPrefetchStatus("late"), System.nanoTime() + TimeUnit.SECONDS.toNanos(30));
+            assertTrue(payload != null && payload.length > 0, "the QUERY_PREFETCH_STATUS reply");
+            assertEquals(0, server.storedObjects());
+        }
     }
 
     @Test
