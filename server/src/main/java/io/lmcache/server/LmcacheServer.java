@@ -202,7 +202,6 @@ public final class LmcacheServer implements AutoCloseable {
         parts.add(closer == null ? null : new NamedCloser(name, closer));
     }
 
-    /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
     /** The {@code --hash-algorithm} chain every chunk key is hashed with (LMCache's {@code TokenHasher}). */
     static Supplier<TokenHashChain> chainFactory(HashAlgorithm algorithm) {
         return switch (algorithm) {
@@ -211,6 +210,7 @@ public final class LmcacheServer implements AutoCloseable {
         };
     }
 
+    /** Builds and starts a server; throws when a resource (port, memory) is unavailable. */
     public static LmcacheServer start(ServerConfig config) {
         return start(config, List.of());
     }
@@ -239,8 +239,11 @@ public final class LmcacheServer implements AutoCloseable {
 
     private void startParts() {
         l1.startPreparation(gpu.regionStages(l1.pool()), gpu.numaPlacement(l1.pool(), config.operator().numaPlacement()));
-        // while the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code
-        view.warmedUp(Warmup.run(config, l1.pool().fileKey()));
+        // while the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code;
+        // rounds left over go on until the first request (closed first, before the loop drains)
+        Warmup warmup = add(Warmup.start(config, l1.pool().fileKey()));
+        view.warmedUp(warmup::status);
+        loop.onFirstRequest(warmup::firstRequest);
         housekeeping.start();
         l2.start();
         Stream.ofNullable(cudaEvents).forEach(AgentRunner::start);

@@ -95,8 +95,14 @@
  *     modules and reply queue only</td><td>closed by the warm-up (5 s bounded), before the server's own parts start</td></tr>
  * <tr><td>lmcache-warmup-loop, and its connection monitor, health probe and JeroMQ I/O threads</td><td>the scratch
  *     server's own {@code loop.RequestLoop} on a free loopback port, which the second half of the warm-up's requests reach
- *     from a DEALER on the starting thread (so the ZeroMQ path is compiled too)</td><td>its own ROUTER and ZeroMQ context</td><td>the scratch
- *     dispatcher and reply queue only</td><td>shut down by the warm-up before the scratch dispatcher closes</td></tr>
+ *     from a DEALER on the starting thread, then on lmcache-warmup (so the ZeroMQ path is compiled too)</td><td>its own
+ *     ROUTER and ZeroMQ context</td><td>the scratch dispatcher and reply queue only</td><td>shut down by the warm-up before
+ *     the scratch dispatcher closes</td></tr>
+ * <tr><td>lmcache-warmup (one-shot daemon)</td><td>{@code warmup.Warmup}: the start-up warm-up's rounds left over at
+ *     {@code ready}, through the scratch request loop, until done, {@code --warmup-background-ms} or the server's first
+ *     request</td><td>nothing shared</td><td>the scratch server only, which it closes as it ends</td><td>a stop flag set by
+ *     the request loop's first peer message or by {@code LmcacheServer.close} (closed first, joined at most 2 s); the
+ *     round in hand abandons its wait</td></tr>
  * <tr><td>lmcache-shutdown</td><td>the JVM shutdown hook: {@code LmcacheServer.close}</td>
  *     <td>the close order</td><td>every part's close</td><td>returns when the close is done</td></tr>
  * <tr><td>lmcache-stop-on-failure (not a daemon), lmcache-shutdown-on-failure</td><td>{@code Main}: after the ZeroMQ side

@@ -45,8 +45,15 @@ public final class ColdStartBench {
 
     record Launch(StartupBench.Run startup, boolean aotUsed, List<Sample> fresh, List<Sample> warm, String warmup) {}
 
-    /** What one kind of launch differs by: its label, the AOT cache it names, the launcher's extra flags. */
-    record Variant(String label, Path cache, boolean expectAot, List<String> args) {}
+    /**
+     * What one kind of launch differs by: its label, the AOT cache it names, the launcher's extra flags, and how long the
+     * server idles after /healthcheck 200 before the worker connects (as vLLM loads its model before its workers REGISTER).
+     */
+    record Variant(String label, Path cache, boolean expectAot, List<String> args, long idleMs) {
+        Variant(String label, Path cache, boolean expectAot, List<String> args) {
+            this(label, cache, expectAot, args, 0);
+        }
+    }
 
     public static void main(String[] args) throws Exception {
         Map<String, String> options = new HashMap<>();
@@ -62,16 +69,23 @@ public final class ColdStartBench {
             throw new IllegalStateException(cache + " is missing: bench/run-startup.sh --cold-start trains it (bin/lmcache-aot-train)");
         }
         String compare = options.getOrDefault("compare", "aot");
-        List<Variant> variants = compare.equals("warmup")
-                ? List.of(new Variant("warm-up off", cache, true, List.of("--warmup-iterations", "0")),
-                        new Variant("warm-up on (defaults)", cache, true, List.of()),
-                        new Variant("warm-up on, `--warmup-budget-ms 5000`", cache, true, List.of("--warmup-budget-ms", "5000")))
-                : List.of(new Variant("without", Path.of("/nonexistent/lmcache-server.aot"), false, List.of("--warmup-iterations", "0")),
-                        new Variant("with", cache, true, List.of("--warmup-iterations", "0")));
+        long idleMs = Long.parseLong(options.getOrDefault("idle-ms", "10000"));
+        String idle = idleMs / 1000.0 + " s idle before the worker connects";
+        List<Variant> variants = switch (compare) {
+            case "warmup" -> List.of(new Variant("warm-up off", cache, true, List.of("--warmup-iterations", "0")),
+                    new Variant("warm-up on (defaults)", cache, true, List.of()),
+                    new Variant("warm-up on, `--warmup-budget-ms 5000`", cache, true, List.of("--warmup-budget-ms", "5000")));
+            case "background" -> List.of(new Variant("`--warmup-background-ms 0`, " + idle, cache, true, List.of("--warmup-background-ms", "0"), idleMs),
+                    new Variant("`--warmup-background-ms 30000`, " + idle, cache, true, List.of("--warmup-background-ms", "30000"), idleMs));
+            case "aot" -> List.of(new Variant("without", Path.of("/nonexistent/lmcache-server.aot"), false, List.of("--warmup-iterations", "0")),
+                    new Variant("with", cache, true, List.of("--warmup-iterations", "0")));
+            default -> throw new IllegalArgumentException("--compare must be aot, warmup or background, got " + compare);
+        };
         String machine = Machine.describe();
         String load = Machine.loadAverages();
         Machine.CpuSample cpuBefore = Machine.CpuSample.take(ProcessHandle.current().pid());
-        StringBuilder table = new StringBuilder("| " + (compare.equals("warmup") ? "JIT warm-up" : "AOT cache") + " | runs | first answer"
+        boolean warmupSection = !compare.equals("aot");
+        StringBuilder table = new StringBuilder("| " + (warmupSection ? "JIT warm-up" : "AOT cache") + " | runs | first answer"
                 + " | /healthcheck 200 | STORE handler p50: first 20 / first 100 / warm (first 100 ÷ warm) | RETRIEVE handler p50: first 20"
                 + " / first 100 / warm (first 100 ÷ warm) | STORE request path p50: first 20 / first 100 / warm | STORE round trip p50: first"
                 + " 20 / first 100 / warm | RETRIEVE round trip p50: first 20 / first 100 / warm |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -92,24 +106,30 @@ public final class ColdStartBench {
         }
         double foreign = Machine.CpuSample.take(ProcessHandle.current().pid()).foreignCoresSince(cpuBefore);
         StringBuilder md = new StringBuilder();
-        boolean warmupSection = compare.equals("warmup");
-        Machine.sectionHead(md, warmupSection ? "JIT cold start: the start-up warm-up (issue 30)" : "JIT cold start: the AOT cache (issue 30)",
+        String title = switch (compare) {
+            case "warmup" -> "JIT cold start: the start-up warm-up (issue 30)";
+            case "background" -> "JIT cold start: the warm-up's rounds after ready, until the first request (issue 30)";
+            default -> "JIT cold start: the AOT cache (issue 30)";
+        };
+        Machine.sectionHead(md, title,
                 ("bench/run-startup.sh --cold-start " + String.join(" ", args)).trim(), machine, load, foreign);
         md.append(warmupSection ? "A fresh `bin/lmcache-server --l1-size-gb 0.5` per run with the trained AOT cache, `--warmup-iterations 0`"
                 + " against the warm-up (`/status` `jit_warmup` below, per launch)" : "A fresh `bin/lmcache-server --l1-size-gb 0.5"
                 + " --warmup-iterations 0` per run, with `LMCACHE_AOT_CACHE` naming the trained cache or a missing file");
         md.append("; a CPU worker (32 layers, one-chunk STOREs of 4 MiB in 1 024 pieces, the host copy path), one request in flight."
-                + " First 20 / first 100: the STOREs right after /healthcheck 200; warm: " + requests + " STOREs after " + warmup
+                + " First 20 / first 100: the STOREs right after /healthcheck 200 (and the idle, where a row names one); warm: "
+                + requests + " STOREs after " + warmup
                 + " more round trips; each STORE is followed by the RETRIEVE of its chunk into other blocks. Handler:"
                 + " `transfer_handler_cpu.store`/`.retrieve` (plan + objects + copy, the copy itself included); request"
                 + " path: `request_path_cpu.store` decode + handle + reply. Medians over the runs of each run's p50, in µs; start-up"
                 + " medians in ms.\n\n");
         md.append(table).append('\n');
         if (warmupSection) {
-            md.append("Warm-up per launch (`/status` `jit_warmup`):\n\n").append(warmups).append('\n');
+            md.append("Warm-up per launch (`/status` `jit_warmup` after the first ").append(requests).append(" STOREs):\n\n")
+                    .append(warmups).append('\n');
         }
         System.out.println(md);
-        ResultsFile.writeSection(results, warmupSection ? "cold-start-warmup" : "cold-start", md.toString());
+        ResultsFile.writeSection(results, compare.equals("aot") ? "cold-start" : "cold-start-" + compare, md.toString());
         System.out.println("# written to " + results);
     }
 
@@ -135,18 +155,20 @@ public final class ColdStartBench {
         Path cache = variant.cache();
         boolean expectUsed = variant.expectAot();
         StartupBench.Launched server = StartupBench.launch("0.5", "lmcache_cold_start_bench_" + run, Map.of("LMCACHE_AOT_CACHE", cache.toString()),
-                variant.args());
+                variant.args(), variant.idleMs() == 0);
+        // the worker's socket is the server's first peer: after the idle (a TestClient probes as it connects)
+        Thread.sleep(variant.idleMs());
         try (JavaWorker worker = new JavaWorker("tcp://127.0.0.1:" + server.port(), 4100 + run, "cold-start/model", GEOMETRY)) {
             String status = "http://127.0.0.1:" + server.httpPort() + "/status";
             boolean used = status(status).path("aot_cache").path("used").asBoolean();
             if (used != expectUsed) {
                 throw new IllegalStateException("/status says the AOT cache was " + (used ? "" : "not ") + "used with " + cache);
             }
-            String warmupStatus = status(status).path("jit_warmup").toString();
             worker.register();
             int[] blocks = JavaWorker.range(0, CHUNK_TOKENS / GEOMETRY.blockSize());
             worker.fill(blocks, run);
             List<Sample> fresh = measure(worker, status, blocks, 0, requests);
+            String warmupStatus = status(status).path("jit_warmup").toString();
             for (int i = 0; i < warmup; i++) {
                 store(worker, blocks, requests + i);
                 retrieve(worker, requests + i);

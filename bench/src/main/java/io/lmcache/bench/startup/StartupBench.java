@@ -98,6 +98,15 @@ public final class StartupBench {
 
     /** As above, with {@code extraArgs} appended to the launcher's command line. */
     static Launched launch(String poolGb, String shmName, Map<String, String> env, List<String> extraArgs) throws Exception {
+        return launch(poolGb, shmName, env, extraArgs, true);
+    }
+
+    /**
+     * As above; with {@code answerProbe} false no ZeroMQ request is sent (the first answer is then not measured, NaN): the
+     * launch's first request is the caller's, as when the warm-up's background rounds must run until a worker connects.
+     */
+    static Launched launch(String poolGb, String shmName, Map<String, String> env, List<String> extraArgs, boolean answerProbe)
+            throws Exception {
         int port = ServerProcess.freePort();
         int httpPort = ServerProcess.freePort();
         Path log = Files.createTempFile("startup-bench", ".log");
@@ -108,8 +117,8 @@ public final class StartupBench {
         builder.environment().putAll(env);
         long launchNs = System.nanoTime();
         Process process = builder.start();
-        try (TestClient client = new TestClient("tcp://127.0.0.1:" + port)) {
-            CompletableFuture<Long> answered = CompletableFuture.supplyAsync(() -> {
+        try (TestClient client = answerProbe ? new TestClient("tcp://127.0.0.1:" + port) : null) {
+            CompletableFuture<Long> answered = client == null ? CompletableFuture.completedFuture(Long.MIN_VALUE) : CompletableFuture.supplyAsync(() -> {
                 client.call(21);
                 return System.nanoTime();
             });
@@ -126,7 +135,8 @@ public final class StartupBench {
                 }
             }
             long answerNs = answered.get(60, TimeUnit.SECONDS);
-            return new Launched(process, log, port, httpPort, new Run((answerNs - launchNs) / 1e6, (healthyNs - launchNs) / 1e6));
+            double answerMs = answerNs == Long.MIN_VALUE ? Double.NaN : (answerNs - launchNs) / 1e6;
+            return new Launched(process, log, port, httpPort, new Run(answerMs, (healthyNs - launchNs) / 1e6));
         } catch (Exception | Error e) {
             new Launched(process, log, port, httpPort, null).stop();
             throw e;
@@ -146,6 +156,9 @@ public final class StartupBench {
     }
 
     static String summary(double[] ms) {
+        if (Arrays.stream(ms).anyMatch(Double::isNaN)) {
+            return "not measured";
+        }
         double[] sorted = ms.clone();
         Arrays.sort(sorted);
         return String.format(Locale.ROOT, "%.0f ms (%.0f..%.0f)", sorted[sorted.length / 2], sorted[0], sorted[sorted.length - 1]);

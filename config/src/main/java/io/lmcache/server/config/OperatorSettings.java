@@ -26,15 +26,23 @@ import java.util.concurrent.TimeUnit;
  * @param warmupBudgetNs the most the warm-up may add to start-up ({@code --warmup-budget-ms}); it stops there, done or not
  * @param gpuWarmupBudgetNs the GPU warm-up's rounds per device, run once after the device's first REGISTER
  *     ({@code --gpu-warmup-budget-ms}; 0: off)
+ * @param warmupBackgroundNs how long the start-up warm-up's rounds may go on after {@code ready}, until the first request
+ *     ({@code --warmup-background-ms}; 0: off)
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
         String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs,
-        long gpuWarmupBudgetNs) {
+        long gpuWarmupBudgetNs, long warmupBackgroundNs) {
     /** Rounds of the warm-up by default: see bench/RESULTS.md "JIT cold start" (issue 30) for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
     /** The GPU warm-up's time per device at its first REGISTER (issue 30): what the REGISTER reply may wait for it. */
     public static final long DEFAULT_GPU_WARMUP_BUDGET_MS = 500;
+    /**
+     * The start-up warm-up's rounds after {@code ready} on hosts of {@link Tuning#SPIN_MIN_CORES} cores or more: vLLM loads its
+     * model between the sidecar's start and its workers' first REGISTER, and the rounds left over when the start-up budget ran
+     * out run then, on a core nothing else needs. Smaller hosts need theirs for the engine's own start: off there.
+     */
+    public static final long DEFAULT_WARMUP_BACKGROUND_MS = 30_000;
     /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
     public static final int DEFAULT_SHM_MODE = 0600;
     /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
@@ -47,7 +55,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     public static OperatorSettings defaults(String instanceId) {
         return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
                 DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS),
-                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS));
+                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0);
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -76,8 +84,16 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
         int warmupIterations = ConfigLoader.intIn("--warmup-iterations", o.warmupIterations, 0, 1_000_000);
         int warmupBudgetMs = ConfigLoader.intIn("--warmup-budget-ms", o.warmupBudgetMs, 0, 60_000);
         int gpuWarmupBudgetMs = ConfigLoader.intIn("--gpu-warmup-budget-ms", o.gpuWarmupBudgetMs, 0, 10_000);
+        long backgroundMs = o.warmupBackgroundMs.strip().equalsIgnoreCase("auto") ? defaultBackgroundMs(Runtime.getRuntime().availableProcessors())
+                : ConfigLoader.intIn("--warmup-background-ms", o.warmupBackgroundMs, 0, 600_000);
         return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa, warmupIterations,
-                TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs), TimeUnit.MILLISECONDS.toNanos(gpuWarmupBudgetMs));
+                TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs), TimeUnit.MILLISECONDS.toNanos(gpuWarmupBudgetMs),
+                TimeUnit.MILLISECONDS.toNanos(backgroundMs));
+    }
+
+    /** {@code --warmup-background-ms auto} on a host of {@code cores}. */
+    static long defaultBackgroundMs(int cores) {
+        return cores >= Tuning.SPIN_MIN_CORES ? DEFAULT_WARMUP_BACKGROUND_MS : 0;
     }
 
     /** Octal permission bits: the owner reads and writes, nobody executes, others get nothing (0600, 0640, 0660). */

@@ -250,6 +250,12 @@ final class ServerOptions {
                     + " (default: ${DEFAULT-VALUE}).")
     String warmupBudgetMs;
 
+    @Option(names = "--warmup-background-ms", defaultValue = "auto",
+            description = "How long the start-up JIT warm-up's remaining rounds may go on after ready, in the background, until the"
+                    + " first request reaches the server, in ms; 0 turns it off; auto: " + OperatorSettings.DEFAULT_WARMUP_BACKGROUND_MS
+                    + " on hosts of " + Tuning.SPIN_MIN_CORES + " cores or more, 0 below (default: ${DEFAULT-VALUE}).")
+    String warmupBackgroundMs;
+
     @Option(names = "--gpu-warmup-budget-ms", defaultValue = "" + OperatorSettings.DEFAULT_GPU_WARMUP_BUDGET_MS,
             description = "At each GPU's first REGISTER: how long the GPU warm-up runs STOREs and RETRIEVEs through the CUDA copy path on"
                     + " scratch memory (and pins the pool regions the first STOREs use) before the REGISTER reply, in ms; 0 turns it off"

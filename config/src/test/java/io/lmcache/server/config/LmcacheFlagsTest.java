@@ -180,6 +180,21 @@ class LmcacheFlagsTest {
     }
 
     @Test
+    void theBackgroundWarmupIsOnByDefaultOnlyOnHostsWithCoresToSpare() {
+        assertEquals(0, OperatorSettings.defaultBackgroundMs(2), "a small host keeps its cores for the engine's own start");
+        assertEquals(0, OperatorSettings.defaultBackgroundMs(Tuning.SPIN_MIN_CORES - 1));
+        assertEquals(OperatorSettings.DEFAULT_WARMUP_BACKGROUND_MS, OperatorSettings.defaultBackgroundMs(Tuning.SPIN_MIN_CORES));
+        long auto = OperatorSettings.defaultBackgroundMs(Runtime.getRuntime().availableProcessors());
+        assertEquals(auto, run("--l1-size-gb", "1").config().describe().get("warmup_background_ms"), "auto unless set");
+        assertEquals(auto, run("--l1-size-gb", "1", "--warmup-background-ms", "AUTO").config().describe().get("warmup_background_ms"));
+        assertEquals(2_500_000_000L, run("--l1-size-gb", "1", "--warmup-background-ms", "2500").config().operator().warmupBackgroundNs());
+        assertEquals(0L, run("--l1-size-gb", "1", "--warmup-background-ms", "0").config().operator().warmupBackgroundNs());
+        for (String bad : new String[] {"-1", "600001", "soon", ""}) {
+            assertTrue(refused("--l1-size-gb", "1", "--warmup-background-ms", bad).contains("--warmup-background-ms"), bad);
+        }
+    }
+
+    @Test
     void theMappingBudgetDefaultsUnderTheKernelsLimitAndIsValidated() {
         long mapCount = OperatorSettings.maxMapCount();
         assertTrue(mapCount >= 1024, "vm.max_map_count read whole: " + mapCount);

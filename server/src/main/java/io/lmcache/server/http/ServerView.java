@@ -52,7 +52,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final List<String> preparationStages;
     private final HealthCheck rootHealth;
     /** Set once at start-up, before the HTTP servers start. */
-    private volatile Warmup.Result warmup = Warmup.Result.OFF;
+    private volatile Supplier<Map<String, Object>> warmup = Warmup.Result.OFF::toMap;
     private volatile Supplier<Map<String, Object>> gpuWarmup = () -> GpuWarmups.off().status();
 
     /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
@@ -96,9 +96,9 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.rootHealth = rootHealth;
     }
 
-    /** What the start-up JIT warm-up did, for {@code /status} {@code jit_warmup}. */
-    public void warmedUp(Warmup.Result result) {
-        this.warmup = result;
+    /** What the start-up JIT warm-up did (and, where it goes on after ready, is doing), for {@code /status} {@code jit_warmup}. */
+    public void warmedUp(Supplier<Map<String, Object>> status) {
+        this.warmup = status;
     }
 
     /** What the GPU warm-ups at each device's first REGISTER did, for {@code /status} {@code jit_warmup.gpu}. */
@@ -175,7 +175,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("connections", Map.of("open", connections.openConnections()));
         status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
-        Map<String, Object> jit = warmup.toMap();
+        Map<String, Object> jit = warmup.get();
         jit.put("gpu", gpuWarmup.get());
         status.put("jit_warmup", jit);
         Map<String, Object> cuda = cudaStatus.get();

@@ -179,6 +179,14 @@ public final class RequestLoop implements AutoCloseable {
         this.streams = streams;
     }
 
+    /**
+     * {@code hook} runs once, on this loop's thread, when the first message from a peer (not the loop's own health probe)
+     * arrives, before it is read further: it must not block. Call before {@link #start}.
+     */
+    public void onFirstRequest(Runnable hook) {
+        this.firstRequest = hook;
+    }
+
     /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more (see {@link TransportDeaths}). */
     public void onTransportDeath(Consumer<String> listener) {
         deaths.onDeath(listener);
@@ -369,6 +377,8 @@ public final class RequestLoop implements AutoCloseable {
         return data;
     }
 
+    /** Runs at the first peer's message, then null; read and cleared on the loop's thread only (set before start). */
+    private Runnable firstRequest;
     private String pendingAddress;
     /** A frame of the message being read did not fit the frame budget: its bytes are not the peer's. */
     private boolean pendingOverBudget;
@@ -401,8 +411,15 @@ public final class RequestLoop implements AutoCloseable {
             if (pendingAddress != null) {
                 connections.internal(pendingAddress);
             }
-        } else if (pendingAddress != null) {
-            connections.seen(new PeerId(first), pendingAddress);
+        } else {
+            if (pendingAddress != null) {
+                connections.seen(new PeerId(first), pendingAddress);
+            }
+            if (firstRequest != null) {
+                Runnable hook = firstRequest;
+                firstRequest = null;
+                hook.run();
+            }
         }
         if (dropped > 0) {
             EXTRA_FRAME_LINES.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);

@@ -76,7 +76,13 @@ final class ScratchServer implements AutoCloseable {
     static final int MAX_CHUNKS = 4;
     /** How long closing waits for the scratch request loop to stop. */
     private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
-    private static final PeerId PEER = new PeerId("lmcache-warmup".getBytes(StandardCharsets.US_ASCII));
+    /** The DEALER's first round trip; a socket that gets no reply by then is replaced, at most {@link #PROBE_SOCKETS} in all. */
+    private static final long PROBE_TIMEOUT_NS = TimeUnit.MILLISECONDS.toNanos(250);
+    private static final int PROBE_SOCKETS = 3;
+    /** How often a wait for a reply through ZeroMQ looks at its deadline and at {@link #abandon}. */
+    private static final int RECEIVE_POLL_MS = 20;
+    private static final String PEER_NAME = "lmcache-warmup";
+    private static final PeerId PEER = new PeerId(PEER_NAME.getBytes(StandardCharsets.US_ASCII));
     private static final String LOOP_THREAD = "lmcache-warmup-loop";
 
     /**
@@ -163,6 +169,7 @@ final class ScratchServer implements AutoCloseable {
     private RequestLoop loop;
     private ZContext clientContext;
     private ZMQ.Socket client;
+    private volatile boolean abandoned;
 
     /**
      * {@code pool}: the scratch store's memory (null: a few MiB off the heap, the host warm-up's); {@code opener}: how the
@@ -261,23 +268,50 @@ final class ScratchServer implements AutoCloseable {
      * dispatcher) when it cannot be opened, and {@code why[0]} says why. Call with no request in flight: from here on the
      * loop takes the replies off the queue.
      */
-    boolean connect(ServerConfig config, String[] why) {
+    boolean connect(ServerConfig config, WarmupFrames frames, String[] why) {
         try {
             loop = new RequestLoop("tcp://127.0.0.1:*", config.maxMessageBytes(), config.connections(), dispatcher, replies,
                     new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
             loop.setThreadName(LOOP_THREAD);
             loop.start();
             clientContext = new ZContext(1);
-            client = clientContext.createSocket(SocketType.DEALER);
-            client.setIdentity(PEER.bytes());
-            client.setLinger(0);
-            client.connect(loop.endpoint());
-            return true;
+            for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
+                if (connected(attempt, frames)) {
+                    return true;
+                }
+            }
+            why[0] = "no reply through the loopback request loop on " + PROBE_SOCKETS + " fresh sockets";
         } catch (RuntimeException e) {
             why[0] = "no loopback request loop: " + e;
-            disconnect();
+        }
+        disconnect();
+        return false;
+    }
+
+    /**
+     * A DEALER as the worker's (its own identity each attempt: the ROUTER ignores a new peer with the identity of one it has
+     * not yet seen go), kept when a QUERY_PREFETCH_STATUS through it is answered: a fresh JeroMQ DEALER is now and then born
+     * sending nothing (one in a few hundred here, see the tests' TestClient), and its rounds would all wait out the budget.
+     */
+    private boolean connected(int attempt, WarmupFrames frames) {
+        client = clientContext.createSocket(SocketType.DEALER);
+        client.setIdentity(attempt == 0 ? PEER.bytes() : (PEER_NAME + "-" + attempt).getBytes(StandardCharsets.US_ASCII));
+        client.setLinger(0);
+        client.setReceiveTimeOut(RECEIVE_POLL_MS);
+        client.connect(loop.endpoint());
+        try {
+            call(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + PROBE_TIMEOUT_NS);
+            return true;
+        } catch (NoReply e) {
+            clientContext.destroySocket(client);
+            client = null;
             return false;
         }
+    }
+
+    /** Ends every wait for a reply now (any thread): the warm-up is told to stop, and a round under way must not hold it. */
+    void abandon() {
+        abandoned = true;
     }
 
     private void disconnect() {
@@ -366,10 +400,13 @@ final class ScratchServer implements AutoCloseable {
         dispatcher.dispatch(request);
         while (true) {
             Outbound reply = replies.poll();
-            if (reply != null) {
+            if (reply != null && Arrays.equals(reply.uid(), request.frames()[1])) {
                 return reply.payload();
             }
-            if (System.nanoTime() - deadlineNs > 0) {
+            if (reply != null) {
+                continue; // the late reply of a request whose wait had ended
+            }
+            if (abandoned || System.nanoTime() - deadlineNs > 0) {
                 throw new NoReply(request.op());
             }
             LockSupport.parkNanos(1_000);
@@ -383,14 +420,12 @@ final class ScratchServer implements AutoCloseable {
             client.send(frames[i], i + 1 < request.frameCount() ? ZMQ.SNDMORE : 0);
         }
         while (true) {
-            long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNs - System.nanoTime());
-            if (leftMs <= 0) {
+            if (abandoned || System.nanoTime() - deadlineNs > 0) {
                 throw new NoReply(request.op());
             }
-            client.setReceiveTimeOut((int) Math.min(Integer.MAX_VALUE, leftMs));
             byte[] uid = client.recv(0);
             if (uid == null) {
-                continue; // the deadline, checked above
+                continue; // RECEIVE_POLL_MS passed: the deadline and abandon(), checked above
             }
             byte[] payload = null;
             int parts = 1;
@@ -406,12 +441,12 @@ final class ScratchServer implements AutoCloseable {
         }
     }
 
-    /** A scratch request's reply did not come by the warm-up's deadline: the warm-up ends there, as its budget says. */
+    /** A scratch request's reply did not come by the warm-up's deadline (or it was told to stop): the warm-up ends there. */
     static final class NoReply extends RuntimeException {
         private static final long serialVersionUID = 1L;
 
         NoReply(Op op) {
-            super("no reply to the warm-up's " + op.wireName() + " within its budget", null, false, false);
+            super("no reply to the warm-up's " + op.wireName() + " within its budget, or the warm-up was stopped", null, false, false);
         }
     }
 

@@ -1,10 +1,12 @@
 package io.lmcache.server.warmup;
 
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.agent.NamedThreads;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -18,7 +20,7 @@ import org.slf4j.LoggerFactory;
  * Nothing real is touched: the scratch server has its own metrics, store, memory, event log and threads, and is closed before
  * the server is ready. Rounds run until {@code --warmup-iterations} are done or the time budget is spent.
  */
-public final class Warmup {
+public final class Warmup implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Warmup.class);
     private static final byte[] TRANSFER_OK_TAIL = {(byte) 0xc3};
 
@@ -68,59 +70,196 @@ public final class Warmup {
         }
     }
 
-    private Warmup() {}
+    private final Result startUp;
+    /** The rounds left over at {@code ready}, going on in the background; null when there are none. */
+    private final Background background;
 
-    /** Runs the warm-up on this thread; never throws (a failure ends it early and says why in the result). */
+    private Warmup(Result startUp, Background background) {
+        this.startUp = startUp;
+        this.background = background;
+    }
+
+    /** Runs the start-up warm-up alone, on this thread, and closes its scratch server; never throws (tests, tools). */
     public static Result run(ServerConfig config, Object poolFileKey) {
+        try (Warmup warmup = start(config, poolFileKey, 0)) {
+            return warmup.startUp;
+        }
+    }
+
+    /**
+     * Runs the start-up warm-up on this thread (until its rounds are done or {@code --warmup-budget-ms} is spent) and, when
+     * rounds are left and {@code --warmup-background-ms} allows, goes on with them on {@code lmcache-warmup} until they are
+     * done, that budget is spent or {@link #firstRequest} (or {@link #close}) stops them. Never throws.
+     */
+    public static Warmup start(ServerConfig config, Object poolFileKey) {
+        return start(config, poolFileKey, config.operator().warmupBackgroundNs());
+    }
+
+    private static Warmup start(ServerConfig config, Object poolFileKey, long backgroundNs) {
         int iterations = config.operator().warmupIterations();
         long budgetNs = config.operator().warmupBudgetNs();
         if (iterations == 0 || budgetNs == 0) {
-            return Result.OFF;
+            return new Warmup(Result.OFF, null);
         }
         long startNs = System.nanoTime();
         String[] why = new String[1];
         Result result;
         long openNs = 0;
-        try (ScratchServer server = ScratchServer.open(config, poolFileKey, why)) {
+        Background background = null;
+        ScratchServer server = null;
+        try {
+            server = ScratchServer.open(config, poolFileKey, why);
             if (server == null) {
                 result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null);
             } else {
                 openNs = System.nanoTime() - startNs;
-                result = new Rounds(server, config, iterations, startNs, budgetNs).run();
+                Rounds rounds = new Rounds(server, config, iterations);
+                result = rounds.run(startNs, budgetNs, DIRECT_SHARE, () -> null);
+                if (backgroundNs > 0 && result.stoppedBy().equals("budget")) {
+                    background = new Background(server, rounds, backgroundNs);
+                }
             }
         } catch (RuntimeException | Error e) {
             result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null);
+        } finally {
+            if (server != null && background == null) {
+                server.close();
+            }
         }
         Result done = result.timed(System.nanoTime() - startNs, openNs);
-        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}",
+        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}{}",
                 done.rounds(), iterations, 5L * done.rounds(), done.zeromqRounds(),
                 done.zeromqSkipped() == null ? "" : ": " + done.zeromqSkipped(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()),
-                TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy());
-        return done;
+                TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
+                background == null ? "" : "; the other rounds go on in the background until the first request, for "
+                        + TimeUnit.NANOSECONDS.toMillis(backgroundNs) + " ms at most");
+        if (background != null) {
+            background.start();
+        }
+        return new Warmup(done, background);
+    }
+
+    /** What ran before {@code ready}. */
+    public Result startUp() {
+        return startUp;
+    }
+
+    /**
+     * The server's first request has arrived (any thread, never blocks): the background rounds stop after the one under way,
+     * so they take no core from the requests. Runs on: lmcache-request-loop, once.
+     */
+    public void firstRequest() {
+        if (background != null) {
+            background.stop("first request");
+        }
+    }
+
+    /** For {@code /status} {@code jit_warmup}: the start-up's rounds, and under {@code background} what ran after ready. */
+    public Map<String, Object> status() {
+        Map<String, Object> out = startUp.toMap();
+        if (background != null) {
+            out.put("background", background.status());
+        }
+        return out;
+    }
+
+    /** Stops the background rounds and waits (bounded) for their scratch server to close. */
+    @Override
+    public void close() {
+        if (background != null) {
+            background.stop("server stopping");
+            background.await(CLOSE_WAIT_NS);
+        }
+    }
+
+    /** How long closing waits for a background round under way: a scratch round takes milliseconds. */
+    private static final long CLOSE_WAIT_NS = TimeUnit.SECONDS.toNanos(2);
+
+    /** The start-up's leftover rounds on {@code lmcache-warmup}, which closes the scratch server when they end. */
+    private static final class Background {
+        private final ScratchServer server;
+        private final Rounds rounds;
+        private final long budgetNs;
+        private final int roundsBefore;
+        private final int zeromqBefore;
+        private volatile String stopReason;
+        private volatile Result result;
+        private volatile long startNs;
+        private Thread thread;
+
+        Background(ScratchServer server, Rounds rounds, long budgetNs) {
+            this.server = server;
+            this.rounds = rounds;
+            this.budgetNs = budgetNs;
+            roundsBefore = rounds.done();
+            zeromqBefore = rounds.zeromqDone();
+        }
+
+        void start() {
+            startNs = System.nanoTime();
+            // runs on: lmcache-warmup (one-shot, a daemon: it never holds the JVM up)
+            thread = NamedThreads.thread("lmcache-warmup", true, this::run);
+            thread.start();
+        }
+
+        private void run() {
+            Result ended;
+            try {
+                // every background round through the scratch request loop (connected at once where the start-up's were not)
+                ended = rounds.run(startNs, budgetNs, 0, () -> stopReason);
+            } catch (RuntimeException | Error e) {
+                ended = new Result(rounds.done(), 0, 0, budgetNs, 0, "failed: " + e, rounds.zeromqDone(), null);
+            } finally {
+                server.close();
+            }
+            result = ended.timed(System.nanoTime() - startNs, 0);
+            LOG.info("JIT warm-up in the background: {} rounds more ({} through ZeroMQ) in {} ms, {}", ended.rounds() - roundsBefore,
+                    ended.zeromqRounds() - zeromqBefore, TimeUnit.NANOSECONDS.toMillis(result.elapsedNs()), ended.stoppedBy());
+        }
+
+        void stop(String reason) {
+            if (stopReason == null) {
+                stopReason = reason;
+            }
+            server.abandon();
+        }
+
+        void await(long timeoutNs) {
+            NamedThreads.join(thread, timeoutNs);
+        }
+
+        Map<String, Object> status() {
+            Result ended = result;
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("running", ended == null);
+            out.put("iterations", (ended == null ? rounds.done() : ended.rounds()) - roundsBefore);
+            out.put("zeromq_iterations", (ended == null ? rounds.zeromqDone() : ended.zeromqRounds()) - zeromqBefore);
+            out.put("ms", TimeUnit.NANOSECONDS.toMillis(ended == null ? System.nanoTime() - startNs : ended.elapsedNs()));
+            out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
+            out.put("stopped_by", ended == null ? null : ended.stoppedBy());
+            return out;
+        }
     }
 
     /**
      * 1, 2 and 4 chunks in turn, each round a new prompt (its chunk hashes all new), stored then retrieved into other blocks;
-     * the first {@link #DIRECT_SHARE} of them straight to the dispatcher, the rest through the scratch request loop.
+     * a phase's first share of them straight to the dispatcher, the rest through the scratch request loop. Rounds are run by
+     * one thread at a time (the start-up's, then lmcache-warmup's); their counts are read by /status from any thread.
      */
     private static final class Rounds {
         private final ScratchServer server;
         private final ServerConfig config;
         private final int iterations;
-        private final long startNs;
-        private final long budgetNs;
         private final WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
         private final int[] tokens;
-        private int round;
-        private int zeromqFrom = -1;
+        private volatile int round;
+        private volatile int zeromqFrom = -1;
         private String zeromqSkipped;
 
-        Rounds(ScratchServer server, ServerConfig config, int iterations, long startNs, long budgetNs) {
+        Rounds(ScratchServer server, ServerConfig config, int iterations) {
             this.server = server;
             this.config = config;
             this.iterations = iterations;
-            this.startNs = startNs;
-            this.budgetNs = budgetNs;
             tokens = new int[ScratchServer.MAX_CHUNKS * server.chunkSize];
             SplittableRandom random = new SplittableRandom(30);
             for (int i = 0; i < tokens.length; i++) {
@@ -128,48 +267,67 @@ public final class Warmup {
             }
         }
 
-        Result run() {
+        int done() {
+            return round;
+        }
+
+        int zeromqDone() {
+            int from = zeromqFrom;
+            return from < 0 ? 0 : round - from;
+        }
+
+        /**
+         * Rounds until all are done, {@code budgetNs} from {@code startNs} is spent or {@code stop} names a reason; the first
+         * {@code directShare} of the phase's rounds (and of its budget) go straight to the dispatcher.
+         */
+        Result run(long startNs, long budgetNs, double directShare, Supplier<String> stop) {
+            int phaseStart = round;
             while (round < iterations) {
+                String stopped = stop.get();
+                if (stopped != null) {
+                    return result(stopped, budgetNs);
+                }
                 long nowNs = System.nanoTime();
                 if (nowNs - startNs >= budgetNs) {
-                    return result("budget");
+                    return result("budget", budgetNs);
                 }
-                if (zeromqFrom < 0 && zeromqSkipped == null && (round >= iterations * DIRECT_SHARE
-                        || nowNs - startNs >= budgetNs * DIRECT_SHARE)) {
+                if (zeromqFrom < 0 && zeromqSkipped == null && (round - phaseStart >= (iterations - phaseStart) * directShare
+                        || nowNs - startNs >= budgetNs * directShare)) {
                     connect();
                 }
                 String failed;
                 try {
-                    failed = round();
+                    failed = round(startNs + budgetNs);
                 } catch (ScratchServer.NoReply e) {
-                    return result("budget"); // a reply still out when it ran out: the budget ended the warm-up mid-round
+                    // a reply still out when the budget ran out (or the phase was told to stop): it ended mid-round
+                    String stoppedMidRound = stop.get();
+                    return result(stoppedMidRound != null ? stoppedMidRound : "budget", budgetNs);
                 }
                 if (failed != null) {
-                    return result(failed);
+                    return result(failed, budgetNs);
                 }
                 round++;
             }
-            return result("done");
+            return result("done", budgetNs);
         }
 
         private void connect() {
             String[] why = new String[1];
-            if (server.connect(config, why)) {
+            if (server.connect(config, frames, why)) {
                 zeromqFrom = round;
             } else {
                 zeromqSkipped = why[0];
             }
         }
 
-        /** One round; null, or what failed. */
-        private String round() {
+        /** One round, its replies awaited until {@code deadlineNs}; null, or what failed. */
+        private String round(long deadlineNs) {
             int chunks = 1 << (round % 3);
             int end = chunks * server.chunkSize;
             tokens[0] = round; // a new prefix: every chunk hash of this round is new
             String request = "warmup-" + round;
             int[] stored = blocks(0, chunks * server.blocksPerChunk);
             int[] retrieved = blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk);
-            long deadlineNs = startNs + budgetNs;
             if (!transferOk(server.call(frames.store(tokens, end, stored, request), deadlineNs))) {
                 return "a scratch STORE failed";
             }
@@ -185,8 +343,8 @@ public final class Warmup {
             return null;
         }
 
-        private Result result(String stoppedBy) {
-            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqFrom < 0 ? 0 : round - zeromqFrom, zeromqSkipped);
+        private Result result(String stoppedBy, long budgetNs) {
+            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqDone(), zeromqSkipped);
         }
     }
 

@@ -1,6 +1,7 @@
 package io.lmcache.server.warmup;
 
 import java.util.ArrayList;
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -14,9 +15,11 @@ import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.logging.LogCounters;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.ServerProcess;
+import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -97,8 +100,8 @@ class WarmupTest {
         String[] why = new String[1];
         try (ScratchServer server = ScratchServer.open(config, null, why)) {
             assertTrue(server != null, why[0]);
-            assertTrue(server.connect(config, why), why[0]);
             WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
+            assertTrue(server.connect(config, frames, why), why[0]);
             int[] tokens = new int[server.chunkSize];
             long pastNs = System.nanoTime() - 1;
             ScratchServer.NoReply missed = assertThrows(ScratchServer.NoReply.class,
@@ -108,6 +111,71 @@ class WarmupTest {
             byte[] payload = server.call(frames.queryPrefetchStatus("late"), System.nanoTime() + TimeUnit.SECONDS.toNanos(30));
             assertTrue(payload != null && payload.length > 0, "the QUERY_PREFETCH_STATUS reply");
             assertEquals(0, server.storedObjects());
+        }
+    }
+
+    private static JsonNode jitWarmup(ServerConfig config) throws IOException {
+        return JSON.readTree(Http.get("http://127.0.0.1:" + config.httpPort() + "/status").body()).path("jit_warmup");
+    }
+
+    private static boolean threadAlive(String name) {
+        return Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.isAlive() && t.getName().equals(name));
+    }
+
+    @Test
+    void theRoundsLeftAtReadyGoOnInTheBackgroundUntilTheFirstRequest() throws Exception {
+        ServerConfig config = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "100", "--warmup-background-ms", "60000");
+        try (LmcacheServer server = LmcacheServer.start(config)) {
+            JsonNode started = jitWarmup(config);
+            assertEquals("budget", started.path("stopped_by").asText(), started.toString());
+            int atReady = started.path("iterations").asInt();
+            await().atMost(Duration.ofSeconds(30)).until(() -> jitWarmup(config).path("background").path("zeromq_iterations").asInt() >= 20);
+            JsonNode running = jitWarmup(config);
+            assertTrue(running.path("background").path("running").asBoolean(), running.toString());
+            assertEquals(atReady, running.path("iterations").asInt(), "the start-up's own count stays what ran before ready");
+            assertTrue(threadAlive("lmcache-warmup"), "the background rounds' thread");
+            try (TestClient client = new TestClient(config.zmqEndpoint())) {
+                await().atMost(Duration.ofSeconds(10)).until(() -> !jitWarmup(config).path("background").path("running").asBoolean());
+            }
+            JsonNode background = jitWarmup(config).path("background");
+            assertEquals("first request", background.path("stopped_by").asText(), background.toString());
+            assertEquals(60000, background.path("budget_ms").asInt());
+            await().atMost(Duration.ofSeconds(10)).until(() -> !threadAlive("lmcache-warmup") && !threadAlive("lmcache-warmup-loop"));
+            assertEquals(0, scratchSegments(), "the scratch server is closed: its segment is gone");
+            JsonNode status = JSON.readTree(Http.get("http://127.0.0.1:" + config.httpPort() + "/status").body());
+            assertEquals(0, status.path("storage_manager").path("l1_manager").path("total_object_count").asInt());
+            assertEquals(1, status.path("kv_events").path("next_seq").asLong(), "nothing of the scratch store's reached the real event log");
+        }
+    }
+
+    @Test
+    void theBackgroundRoundsEndAtTheirBudgetAndAtClose() throws Exception {
+        ServerConfig budgeted = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "50", "--warmup-background-ms", "300");
+        try (LmcacheServer server = LmcacheServer.start(budgeted)) {
+            await().atMost(Duration.ofSeconds(10)).until(() -> "budget".equals(jitWarmup(budgeted).path("background").path("stopped_by").asText()));
+            assertFalse(jitWarmup(budgeted).path("background").path("running").asBoolean());
+        }
+        assertEquals(0, scratchSegments());
+        ServerConfig closed = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "50", "--warmup-background-ms", "60000");
+        LmcacheServer server = LmcacheServer.start(closed);
+        try {
+            await().atMost(Duration.ofSeconds(10)).until(() -> jitWarmup(closed).path("background").path("iterations").asInt() > 0);
+        } finally {
+            server.close();
+        }
+        assertFalse(threadAlive("lmcache-warmup"), "closing the server stops the background rounds and waits for them");
+        assertFalse(threadAlive("lmcache-warmup-loop"));
+        assertEquals(0, scratchSegments());
+    }
+
+    @Test
+    void noBackgroundRoundsWhereNoneAreLeftOrItIsOff() throws Exception {
+        ServerConfig off = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "50", "--warmup-background-ms", "0");
+        try (LmcacheServer server = LmcacheServer.start(off)) {
+            JsonNode warmup = jitWarmup(off);
+            assertEquals("budget", warmup.path("stopped_by").asText());
+            assertTrue(warmup.path("background").isMissingNode(), warmup.toString());
+            assertFalse(threadAlive("lmcache-warmup"));
         }
     }
 
@@ -123,6 +191,7 @@ class WarmupTest {
             assertEquals(200, warmup.path("requests").asInt());
             assertEquals(20, warmup.path("zeromq_iterations").asInt(), "the second half through the scratch request loop");
             assertEquals("done", warmup.path("stopped_by").asText());
+            assertTrue(warmup.path("background").isMissingNode(), "all rounds done before ready: none left for the background");
             // the GPU warm-up runs at a GPU's first REGISTER only: none on a host-only server, and /status says so
             JsonNode gpu = warmup.path("gpu");
             assertEquals(0, gpu.path("budget_ms").asInt(), gpu.toString());
