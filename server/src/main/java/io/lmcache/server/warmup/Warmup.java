@@ -133,8 +133,8 @@ public final class Warmup implements AutoCloseable {
                 TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
                 background == null ? "" : "; the other rounds go on in the background until the first request, for "
                         + TimeUnit.NANOSECONDS.toMillis(backgroundNs) + " ms at most");
-        if (background != null) {
-            background.start();
+        if (background != null && !background.start()) {
+            background = null;
         }
         return new Warmup(done, background);
     }
@@ -195,11 +195,19 @@ public final class Warmup implements AutoCloseable {
             zeromqBefore = rounds.zeromqDone();
         }
 
-        void start() {
+        /** False (the scratch server closed, nothing runs) when no thread could be started. */
+        boolean start() {
             startNs = System.nanoTime();
-            // runs on: lmcache-warmup (one-shot, a daemon: it never holds the JVM up)
-            thread = NamedThreads.thread("lmcache-warmup", true, this::run);
-            thread.start();
+            try {
+                // runs on: lmcache-warmup (one-shot, a daemon: it never holds the JVM up)
+                thread = NamedThreads.thread("lmcache-warmup", true, this::run);
+                thread.start();
+                return true;
+            } catch (RuntimeException | OutOfMemoryError e) {
+                LOG.warn("JIT warm-up: no thread for its rounds after ready ({}); they are skipped", e.toString());
+                server.close();
+                return false;
+            }
         }
 
         private void run() {
