@@ -126,6 +126,9 @@ public final class Warmup implements AutoCloseable {
                 server.close();
             }
         }
+        if (background != null && !background.start()) {
+            background = null;
+        }
         Result done = result.timed(System.nanoTime() - startNs, openNs);
         LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}{}",
                 done.rounds(), iterations, 5L * done.rounds(), done.zeromqRounds(),
@@ -133,9 +136,6 @@ public final class Warmup implements AutoCloseable {
                 TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
                 background == null ? "" : "; the other rounds go on in the background until the first request, for "
                         + TimeUnit.NANOSECONDS.toMillis(backgroundNs) + " ms at most");
-        if (background != null && !background.start()) {
-            background = null;
-        }
         return new Warmup(done, background);
     }
 
