@@ -11,6 +11,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
@@ -25,6 +27,9 @@ import java.util.stream.Stream;
 public final class RedisNodes implements AutoCloseable {
     private static final String SERVER = "redis-server";
     private static final long START_TIMEOUT_MS = 15_000;
+
+    /** Every port {@link #freePort} has returned in this JVM (a few per test class). */
+    private static final Set<Integer> ISSUED_PORTS = ConcurrentHashMap.newKeySet();
 
     private final Path dir;
     private final boolean cluster;
@@ -267,12 +272,16 @@ public final class RedisNodes implements AutoCloseable {
         }
     }
 
-    /** A free loopback port whose cluster bus port (+10000) is free too. */
+    /**
+     * A free loopback port whose cluster bus port (+10000) is free too, and one this JVM has not handed out before: the probe
+     * socket is closed before the node binds, so the kernel may offer the same port to the next call (CI once got a
+     * three-master cluster whose nodes 2 and 3 shared a port: two masters, the second node's PING answered by the first).
+     */
     private static int freePort() {
         for (int attempt = 0; attempt < 100; attempt++) {
             try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
                 int port = socket.getLocalPort();
-                if (port < 55000) {
+                if (port < 55000 && ISSUED_PORTS.add(port)) {
                     try (ServerSocket bus = new ServerSocket(port + 10000, 1, InetAddress.getLoopbackAddress())) {
                         return bus.getLocalPort() - 10000;
                     }
