@@ -45,9 +45,9 @@ public final class EventPoller implements AutoCloseable {
     }
 
     /**
-     * When the GPU reached a transfer's end: set by a host function the stream runs right after the transfer's event
-     * ({@link #watchOnStream}), which also wakes the poller, so a completion runs within microseconds of the copy's end
-     * instead of at the next poll.
+     * When the GPU reached a transfer's end: set by a host function that a watch stream runs once the transfer's event has
+     * fired ({@link #watchOnStream}), which also wakes the poller, so a completion runs within microseconds of the copy's
+     * end instead of at the next poll.
      */
     static final class Reached {
         volatile long atNs;
@@ -100,7 +100,10 @@ public final class EventPoller implements AutoCloseable {
         return JCudaDriver.cuLaunchHostFunc(stream, stampAndWake, reached) == 0;
     }
 
-    /** Runs on: a CUDA driver thread, in stream order; it may call no CUDA function, and must be short (the stream waits). */
+    /**
+     * Runs on: a CUDA driver thread, in stream order; it may call no CUDA function, and must be short (its stream waits for
+     * it: so the copy engine enqueues it on a stream of its own, {@code Lane.watchStream}, never on a copy stream).
+     */
     private final CUhostFn stampAndWake = data -> {
         ((Reached) data).atNs = System.nanoTime();
         wakeUp.run();

@@ -30,6 +30,12 @@ final class Lane {
     static final int DESCRIPTOR_FLAGS = JCudaDriver.CU_MEMHOSTALLOC_DEVICEMAP | JCudaDriver.CU_MEMHOSTALLOC_WRITECOMBINED;
     final CUstream kernelStream = new CUstream();
     final CUstream dmaStream = new CUstream();
+    /**
+     * Runs only the host function that stamps each transfer's end ({@code Tuning.hostFnWake}), after waiting for that
+     * transfer's event: a host function stalls its stream until the driver's thread has run it, and on the copy stream
+     * that stall sat between one transfer's last copy and the next one's first (bench/RESULTS.md, several in flight).
+     */
+    final CUstream watchStream = new CUstream();
     final CUdeviceptr[] staging = new CUdeviceptr[2];
     final long[] stagingAddress = new long[2];
     /** Recorded once a half's contents are consumed (the DMA out, or the scatter), so it may be refilled. */
@@ -66,7 +72,7 @@ final class Lane {
         this.tuning = tuning;
         this.headMinPieceBytes = direction == Direction.TO_POOL ? tuning.storeDmaHeadMinPieceBytes() : tuning.retrieveDmaHeadMinPieceBytes();
         this.stream = new PieceStream(tuning.stagingHalfBytes(), SLOT_DESCRIPTORS, tuning.batchGrowth());
-        for (CUstream stream : new CUstream[] {kernelStream, dmaStream}) {
+        for (CUstream stream : new CUstream[] {kernelStream, dmaStream, watchStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
                     "cuStreamCreateWithPriority");
         }
@@ -112,6 +118,7 @@ final class Lane {
     void close() {
         JCudaDriver.cuStreamSynchronize(kernelStream);
         JCudaDriver.cuStreamSynchronize(dmaStream);
+        JCudaDriver.cuStreamSynchronize(watchStream);
         for (int slot = 0; slot < RING_SLOTS; slot++) {
             JCudaDriver.cuEventDestroy(fences[slot]);
             JCudaDriver.cuMemFreeHost(hostBuffers[slot]);
@@ -124,6 +131,7 @@ final class Lane {
         JCudaDriver.cuEventDestroy(join);
         JCudaDriver.cuStreamDestroy(kernelStream);
         JCudaDriver.cuStreamDestroy(dmaStream);
+        JCudaDriver.cuStreamDestroy(watchStream);
         arena.close();
     }
 }
