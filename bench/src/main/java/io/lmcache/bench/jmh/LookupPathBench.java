@@ -80,6 +80,16 @@ public class LookupPathBench {
         return decoder.lookup(prompt, 0, prompt.length);
     }
 
+    /**
+     * The decode of one long prompt's key again and again, its token ids from the decode memo: what a RETRIEVE or STORE
+     * costs after the scheduler's LOOKUP of the same prompt (the H200 runs measured 88-101 us for it in the server).
+     */
+    @Benchmark
+    public Request decodeLongPromptRemembered() throws ProtocolException {
+        byte[][] prompt = longPrompts[0];
+        return decoder.lookup(prompt, 0, prompt.length);
+    }
+
     /** The baseline of {@link #decodeLongPromptFirstSight}: a copy of the same bytes. */
     @Benchmark
     public byte[] copyLongPromptBaseline() {
