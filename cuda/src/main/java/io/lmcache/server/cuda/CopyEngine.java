@@ -308,9 +308,8 @@ public final class CopyEngine implements AutoCloseable {
         EventPoller.Reached reached = null;
         if (tuning.hostFnWake() && endTimer != null) {
             // on the lane's watch stream, not on `last`: the next transfer's copies must not wait for the host function
-            Cu.check(JCudaDriver.cuStreamWaitEvent(lane.watchStream, event, 0), "cuStreamWaitEvent(watch)");
             reached = new EventPoller.Reached();
-            reached = poller.watchOnStream(lane.watchStream, reached) ? reached : null;
+            reached = poller.watchAfter(event, lane.watchStream, reached) ? reached : null;
         }
         poller.track(device, event, opened == null ? new CUevent[0] : new CUevent[] {opened}, completion, reached);
         return Cu.bytes(handle);

@@ -46,7 +46,7 @@ public final class EventPoller implements AutoCloseable {
 
     /**
      * When the GPU reached a transfer's end: set by a host function that a watch stream runs once the transfer's event has
-     * fired ({@link #watchOnStream}), which also wakes the poller, so a completion runs within microseconds of the copy's
+     * fired ({@link #watchAfter}), which also wakes the poller, so a completion runs within microseconds of the copy's
      * end instead of at the next poll.
      */
     static final class Reached {
@@ -93,11 +93,12 @@ public final class EventPoller implements AutoCloseable {
     }
 
     /**
-     * Enqueues on {@code stream}, after what is enqueued there, a host function that stamps {@code reached} and wakes the
-     * poller. False (the poller then finds the event at its next poll) when the driver refuses it.
+     * Has {@code watch} (a stream that does nothing else) wait for {@code event}, then run a host function that stamps
+     * {@code reached} and wakes the poller. False (the poller then finds the event at its next poll) when the driver refuses
+     * either call.
      */
-    boolean watchOnStream(CUstream stream, Reached reached) {
-        return JCudaDriver.cuLaunchHostFunc(stream, stampAndWake, reached) == 0;
+    boolean watchAfter(CUevent event, CUstream watch, Reached reached) {
+        return JCudaDriver.cuStreamWaitEvent(watch, event, 0) == 0 && JCudaDriver.cuLaunchHostFunc(watch, stampAndWake, reached) == 0;
     }
 
     /**
