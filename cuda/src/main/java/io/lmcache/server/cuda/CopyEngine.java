@@ -60,7 +60,7 @@ import jcuda.driver.JCudaDriver;
  * <li>{@link Tuning#hostFnWake}: whether a host function stamps each transfer's end and wakes the event poller, so its
  * completion (a STORE's commit) follows the copy within microseconds; off, it is left to the poller's next pass. It runs
  * on the lane's watch stream, behind the transfer's event: on the copy stream itself it stalled the next transfer's
- * copies until the driver's thread had run it (four STOREs in flight: 0.88–0.91× raw against 0.98 without it).
+ * copies until the driver's thread had run it (bench/RESULTS.md, several in flight, session of 2026-12-03 noon).
  * </ul>
  */
 public final class CopyEngine implements AutoCloseable {
