@@ -206,7 +206,7 @@ def _machine() -> str:
 def _write_section(args, rows, baseline, request_bytes, verified, foreign, load_before) -> None:
     base_median, base_best = _gbps(request_bytes, statistics.median(baseline)), _gbps(request_bytes, min(baseline))
     lines = [
-        "## CPU STORE/RETRIEVE bandwidth (Llama-8B layout, shm)",
+        "### CPU STORE/RETRIEVE bandwidth (Llama-8B layout, shm)",
         "",
         f"Command: `{args.command_line or 'python -m lmcache_testclient bench-copy'}`  ",
         f"Sources: commit {os.environ.get('LMCACHE_BENCH_SOURCE', 'unknown')}  ",

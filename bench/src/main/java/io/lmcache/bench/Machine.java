@@ -34,7 +34,7 @@ public final class Machine {
     /** The head every results section starts with: title, command, sources, machine, and how quiet the machine was. */
     public static void sectionHead(StringBuilder md, String title, String command, String machine, String loadBefore,
             double foreignCores) {
-        md.append("## ").append(title).append("\n\n");
+        md.append("### ").append(title).append("\n\n");
         md.append("Command: `").append(command).append("`  \n");
         md.append("Sources: commit ").append(source()).append("  \n");
         md.append("Machine: ").append(machine).append("  \n");

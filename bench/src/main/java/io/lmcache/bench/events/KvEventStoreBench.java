@@ -193,7 +193,7 @@ public final class KvEventStoreBench {
     private static String report(List<Phase> phases, String machine, String command, String load, int stores, int subscribers,
             double ended) {
         StringBuilder md = new StringBuilder();
-        md.append("## STORE latency with KV-event subscribers attached\n\n");
+        md.append("### STORE latency with KV-event subscribers attached\n\n");
         md.append("Command: `").append(command).append("`  \n");
         md.append("Sources: commit ").append(Machine.source()).append("  \n");
         md.append("Machine: ").append(machine).append("  \n");
@@ -209,16 +209,10 @@ public final class KvEventStoreBench {
                 + " over the phase: the stream work included, and the agents' brief spinning before they park; unlike the p99, it does not"
                 + " count time the server waited for a core).%n%n", stores, subscribers,
                 subscribers, subscribers));
-        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | server CPU µs/STORE | batches sent |\n"
-                + "|---:|---|---:|---:|---:|---:|---:|---:|\n");
-        for (Phase p : phases) {
-            md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
-                    p.micros(99.9), p.meanMicros(), p.timed.serverCpuMicrosPerStore(), p.batches));
-        }
         Map<String, List<Phase>> byVariant = new LinkedHashMap<>();
         phases.forEach(p -> byVariant.computeIfAbsent(label(p), k -> new ArrayList<>()).add(p));
         List<Phase> none = byVariant.get("0");
-        md.append("\nMedians over the rounds, and each variant against the 0-subscriber phases:\n\n");
+        md.append("Medians over the rounds, and each variant against the 0-subscriber phases:\n\n");
         md.append("| subscribers | p50 µs | p50 ratio | p99 µs | p99 ratio | server CPU µs/STORE | CPU ratio |\n|---|---:|---:|---:|---:|---:|---:|\n");
         ToDoubleFunction<Phase> p50 = p -> p.micros(50);
         ToDoubleFunction<Phase> p99 = p -> p.micros(99);
@@ -226,6 +220,13 @@ public final class KvEventStoreBench {
         byVariant.forEach((variant, list) -> md.append(String.format("| %s | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |%n", variant,
                 Medians.of(list, p50), Medians.of(list, p50) / Medians.of(none, p50), Medians.of(list, p99), Medians.of(list, p99) / Medians.of(none, p99),
                 Medians.of(list, cpu), Medians.of(list, cpu) / Medians.of(none, cpu))));
+        md.append("\n").append(ResultsFile.DETAILS).append("\n\nEvery phase:\n\n");
+        md.append("| round | subscribers | p50 µs | p99 µs | p99.9 µs | mean µs | server CPU µs/STORE | batches sent |\n"
+                + "|---:|---|---:|---:|---:|---:|---:|---:|\n");
+        for (Phase p : phases) {
+            md.append(String.format("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d |%n", p.round, label(p), p.micros(50), p.micros(99),
+                    p.micros(99.9), p.meanMicros(), p.timed.serverCpuMicrosPerStore(), p.batches));
+        }
         md.append(String.format("%nSubscriptions ended (cancelled at each phase's end): %.0f.%n", ended));
         return md.toString();
     }

@@ -95,6 +95,8 @@ public final class FloodBench {
         md.append("| heap used after a full GC (`jcmd GC.run`) | ").append(ServerSample.mib(heapAfterGc)).append(" |\n");
         md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n");
         md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
+        md.append(t.problems().isEmpty() ? "No problems.\n\n" : "Problems: " + String.join("; ", t.problems()) + "\n\n");
+        md.append(ResultsFile.DETAILS).append("\n\n");
         md.append("Counters (growth during the run) against what the messages call for:\n\n");
         md.append("| counter | grew by | expected |\n|---|---:|---:|\n");
         counter(md, after, before, "bad_requests{reason=fewer_than_3_frames}", String.valueOf(t.count(Outcome.SHORT)),
@@ -116,8 +118,7 @@ public final class FloodBench {
         counter(md, after, before, "log_lines{level=warn}", "", "lmcache_mp_log_lines_total", "level", "warn");
         counter(md, after, before, "log_suppressed_lines", "", "lmcache_mp_log_suppressed_lines_total");
         md.append("\n\"expected\" for bad_requests is a range: random frames and depth bombs of a served op may or may not decode"
-                + " (either way they are answered). RSS includes the 0.25 GiB pool. ");
-        md.append(t.problems().isEmpty() ? "No problems.\n" : "Problems: " + String.join("; ", t.problems()) + "\n");
+                + " (either way they are answered). RSS includes the 0.25 GiB pool.\n");
         return md.toString();
     }
 

@@ -377,7 +377,7 @@ public final class RequestLatencyBench {
 
     private String report(List<Result> all, String machine, String command, int rounds) {
         StringBuilder md = new StringBuilder();
-        md.append("## Request-path latency (PING, LOOKUP)\n\n");
+        md.append("### Request-path latency (PING, LOOKUP)\n\n");
         md.append("Command: `").append(command).append("`  \n");
         md.append("Sources: commit ").append(Machine.source()).append("  \n");
         md.append("Machine: ").append(machine).append("\n\n");
@@ -424,6 +424,7 @@ public final class RequestLatencyBench {
         }
         md.append("\nThroughput and the CPU time the echo or server process used per request answered (medians over the rounds):\n\n");
         md.append(cpu);
+        md.append("\n").append(ResultsFile.DETAILS).append("\n");
         md.append(String.format("%nEvery measurement (\"other CPU\" = cores used by processes other than the load generator%s and the"
                 + " measured process during the window; above %.2f a measurement was repeated, up to %d times, and the quietest kept):%n%n",
                 streams == null ? "" : ", the subscriber process", maxForeign, attempts));
@@ -465,7 +466,7 @@ public final class RequestLatencyBench {
         String subscribed = subscribedName();
         int n = streams.subscribers.count();
         StringBuilder md = new StringBuilder();
-        md.append("\n### With ").append(n).append(" KV-event subscribers\n\n");
+        md.append("\n#### With ").append(n).append(" KV-event subscribers\n\n");
         md.append(String.format("Every server measurement was taken twice per round, the order alternating between rounds: \"server\""
                 + " (0 subscribers) and \"%s\": %d `subscribe_kv_events` subscribers acking every batch at once, in another process"
                 + " (`%s testclient/gpu/kv_subscriber.py serve`, one process for the run; attached before each measurement's warm-up,"

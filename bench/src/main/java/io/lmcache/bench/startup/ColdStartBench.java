@@ -125,6 +125,7 @@ public final class ColdStartBench {
                 + " medians in ms.\n\n");
         md.append(table).append('\n');
         if (warmupSection) {
+            md.append(ResultsFile.DETAILS).append("\n\n");
             md.append("Warm-up per launch (`/status` `jit_warmup` after the first ").append(requests).append(" STOREs):\n\n")
                     .append(warmups).append('\n');
         }
