@@ -162,7 +162,7 @@ public final class LmcacheServer implements AutoCloseable {
             // closed before the loop drains, so every stream's final reply still goes out
             // spins, then parks until the earliest linger ends, never yields: while streams linger it idles after most turns,
             // and with 8 busy subscribers the five yields of the usual backoff were the thread's largest cost (64 % of its
-            // native samples, bench/RESULTS.md)
+            // native samples, bench/RESULTS.md#kv-event-subscribers)
             kvEventStreams = add(new AgentRunner("lmcache-kv-events", streams, IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS),
                     agentErrors, KV_EVENT_CLOSE_NS));
             // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events

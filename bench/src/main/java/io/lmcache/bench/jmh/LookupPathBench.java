@@ -82,7 +82,7 @@ public class LookupPathBench {
 
     /**
      * The decode of one long prompt's key again and again, its token ids from the decode memo: what a RETRIEVE or STORE
-     * costs after the scheduler's LOOKUP of the same prompt (against the server's decode phase on the H200: bench/RESULTS.md).
+     * costs after the scheduler's LOOKUP of the same prompt (against the server's decode phase on the H200: bench/RESULTS.md#lookup-path).
      */
     @Benchmark
     public Request decodeLongPromptRemembered() throws ProtocolException {

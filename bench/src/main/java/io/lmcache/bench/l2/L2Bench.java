@@ -28,7 +28,7 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.stream.Stream;
 
 /**
- * fs_native on this machine's disk (bench/RESULTS.md, section l2): write-through and prefetch rates
+ * fs_native on this machine's disk (bench/RESULTS.md#l2-tiers): write-through and prefetch rates
  * next to raw FileChannel writes and reads of the same files in the same run, and what an L1 miss
  * that hits L2 adds to a LOOKUP. Page caches are dropped before each read figure when the kernel lets
  * us, so reads come from the disk; writes are not synced (fs_native does not sync either).

@@ -31,7 +31,7 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Pattern;
 
 /**
- * The valkey adapter on a local 3-master Redis cluster (bench/RESULTS.md, section redis): write-through
+ * The valkey adapter on a local 3-master Redis cluster (bench/RESULTS.md#l2-tiers): write-through
  * and load rates of 32 MiB chunk objects through the server, next to a plain Lettuce SET/GET loop of
  * the same number of objects of the same size in the same run, and redis-benchmark's own figure.
  *

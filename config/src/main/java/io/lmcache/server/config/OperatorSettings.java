@@ -32,7 +32,7 @@ import java.util.concurrent.TimeUnit;
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
         String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs,
         long gpuWarmupBudgetNs, long warmupBackgroundNs) {
-    /** Rounds of the warm-up by default: see bench/RESULTS.md "JIT cold start" (issue 30) for the measurement behind it. */
+    /** Rounds of the warm-up by default: see bench/RESULTS.md#gpu-fresh-server-against-warm for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
     /** The GPU warm-up's time per device at its first REGISTER (issue 30): what the REGISTER reply may wait for it. */

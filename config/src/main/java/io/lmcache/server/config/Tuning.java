@@ -11,8 +11,8 @@ import java.util.function.UnaryOperator;
  * The performance knobs an operator or a benchmark sets with {@code -Dlmcache.*} JVM properties (through
  * {@code LMCACHE_JAVA_OPTS}), read once at start by {@link ConfigLoader} and validated like a flag (a bad value is refused,
  * exit 2), then handed to their owners: the CUDA copy engine, the request dispatcher's transfer pool and the L1 pool's
- * preparation. They are not flags because they only move measured trade-offs (bench/RESULTS.md names the run behind each
- * default); docs/internals.md lists them. {@code /config} shows each under its property name ({@link #describe}).
+ * preparation. They are not flags because they only move measured trade-offs (bench/RESULTS.md and its journal name the run
+ * behind each default); docs/internals.md lists them. {@code /config} shows each under its property name ({@link #describe}).
  *
  * @param copyKernelBlocks blocks of the gather/scatter kernel, so the SMs it can occupy; the model keeps the rest
  * @param stagingHalfBytes one staging half in device memory; each of a GPU's two lanes has two
@@ -21,7 +21,7 @@ import java.util.function.UnaryOperator;
  * @param storeDmaHeadMinPieceBytes the smallest piece worth a copy of its own in a STORE's head (device to pool)
  * @param retrieveDmaHeadMinPieceBytes the same for a RETRIEVE's head (pool to device): measured on the H200, 136 KiB pieces
  *     (a Qwen-like model's Mamba pages) moved faster in the head than through the staging kernel to the pool, but slower from
- *     it (bench/RESULTS.md, "H200, session of 2026-12-02 morning")
+ *     it (bench/RESULTS.md#gpu-hybrid-models)
  * @param batchGrowth each staging batch after the first is this many times the one before (up to a half)
  * @param warmContext launch an empty kernel as a kernel-first transfer starts, so the GPU switches context meanwhile
  * @param queryWorkerEvent ask the host whether the worker's event fired before making the streams wait for it
@@ -30,7 +30,7 @@ import java.util.function.UnaryOperator;
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
  * @param stackLimitBytes when positive, each CUDA context's per-thread stack limit ({@code CU_LIMIT_STACK_SIZE}, set as
  *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory (256 by default:
- *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md, issue 32); 0 = the
+ *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md#gpu-device-memory); 0 = the
  *     driver's default
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
@@ -45,7 +45,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
     /**
      * Hosts with fewer cores never spin unless the property says so: a parked thread takes tens of microseconds to wake, in
      * series with a request alone in flight, but a spinning one holds a core, and on small hosts the clients and the pools need
-     * every core (measured on the 2-core development machine: bench/RESULTS.md, request-path latency).
+     * every core (measured on the 2-core development machine: bench/RESULTS.md#request-path-latency).
      */
     public static final int SPIN_MIN_CORES = 8;
     /**

@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
  * FFM calls it in {@code libcuda.so.1}): many pointer-to-pointer copies in one call, done by the
  * copy engines. A transfer's head goes this way when its lane is idle: a kernel launched right
  * after the worker's process used the GPU waits ~140–180 µs for the GPU to switch contexts, a copy
- * does not (bench/RESULTS.md, "Fourth pass"), so the head's bytes cross the link while the first
+ * does not (bench/RESULTS.md#gpu-one-request-in-flight), so the head's bytes cross the link while the first
  * gather or scatter waits. One instance per lane, used under the lane's lock: the argument arrays
  * are native memory reused call after call (the driver reads them during the call).
  */

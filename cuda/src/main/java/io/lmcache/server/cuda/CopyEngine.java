@@ -60,7 +60,7 @@ import jcuda.driver.JCudaDriver;
  * <li>{@link Tuning#hostFnWake}: whether a host function stamps each transfer's end and wakes the event poller, so its
  * completion (a STORE's commit) follows the copy within microseconds; off, it is left to the poller's next pass. It runs
  * on the lane's watch stream, behind the transfer's event: on the copy stream itself it stalled the next transfer's
- * copies until the driver's thread had run it (bench/RESULTS.md, several in flight, session of 2026-12-03 noon).
+ * copies until the driver's thread had run it (bench/RESULTS.md#gpu-several-requests-in-flight).
  * </ul>
  */
 public final class CopyEngine implements AutoCloseable {
@@ -135,12 +135,13 @@ public final class CopyEngine implements AutoCloseable {
      * Called by a handler as it starts a transfer, before it plans, with the length of the transfer's first piece: if the
      * lane is idle and that piece will go through the gather/scatter kernel (too small for the DMA head), launches the
      * kernel with no pieces (it returns at once) so the GPU switches to this process's context now. Right after the
-     * worker's process used the GPU, a transfer's first kernel waited ~140–180 µs for that switch on the H200, in series
-     * with a lone request; launched here, the switch overlaps the handler's planning. Measured there (bench/RESULTS.md,
-     * "Fifth pass"): transfers of scattered blocks gained up to 4 % of the line rate on average, but warming every transfer
-     * made those of consecutive blocks slower (their DMA head needs no kernel; the launch itself took ~40 µs of the
-     * handler's CPU), so only the former warm, and the launch is posted to the event poller's thread, not made here. With
-     * transfers in flight the lane's kernels keep the context. Any thread; takes no lane lock.
+     * worker's process used the GPU, a transfer's first kernel waited ~140–180 µs for that switch on the H200, in
+     * series with a lone request; launched here, the switch overlaps the handler's planning. Measured there
+     * (bench/RESULTS.md#gpu-one-request-in-flight): transfers of scattered blocks gained up to 4 % of the line rate on
+     * average, but warming every transfer made those of consecutive blocks slower (their DMA head needs no kernel; the
+     * launch itself took ~40 µs of the handler's CPU), so only the former warm, and the launch is posted to the event
+     * poller's thread, not made here. With transfers in flight the lane's kernels keep the context. Any thread; takes
+     * no lane lock.
      */
     public void warm(Direction direction, long firstPieceBytes) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
@@ -154,9 +155,10 @@ public final class CopyEngine implements AutoCloseable {
     }
 
     /**
-     * Runs on: lmcache-cuda-events. The empty launch itself: 40–60 µs of CPU in the JNI and the driver (H200, bench/RESULTS.md),
-     * which on the handler's thread were in series with its planning (a Qwen-like one-chunk STORE planned in 55 µs with it, ~15
-     * without); here they overlap it. Skipped when the lane's transfer started meanwhile (its own kernel switches the context).
+     * Runs on: lmcache-cuda-events. The empty launch itself: 40–60 µs of CPU in the JNI and the driver (H200,
+     * bench/RESULTS.md#gpu-hybrid-models), which on the handler's thread were in series with its planning (a Qwen-like
+     * one-chunk STORE planned in 55 µs with it, ~15 without); here they overlap it. Skipped when the lane's transfer
+     * started meanwhile (its own kernel switches the context).
      */
     private void launchWarm(Lane lane, Direction direction) {
         lane.warmPosted.set(false);

@@ -26,9 +26,10 @@ public final class EventPoller implements AutoCloseable {
     private static final int CUDA_ERROR_NOT_READY = 600;
     private static final long KEEP_ALIVE_NS = TimeUnit.SECONDS.toNanos(30);
     /**
-     * The most completed events kept for their keep-alive: interprocess events are a bounded driver resource (on the H200
-     * cuEventCreate failed with CUDA_ERROR_OUT_OF_MEMORY at ~4 000 alive, bench/RESULTS.md), so past this many the oldest go
-     * early, once they are {@link #MIN_KEEP_ALIVE_NS} old (a worker opens our handle within milliseconds of the reply).
+     * The most completed events kept for their keep-alive: interprocess events are a bounded driver resource (on the
+     * H200 cuEventCreate failed with CUDA_ERROR_OUT_OF_MEMORY at ~4 000 alive,
+     * bench/RESULTS.md#gpu-store-visibility-and-commit-delay), so past this many the oldest go early, once they are
+     * {@link #MIN_KEEP_ALIVE_NS} old (a worker opens our handle within milliseconds of the reply).
      */
     static final int MAX_RETIRING = 1024;
     private static final long MIN_KEEP_ALIVE_NS = TimeUnit.SECONDS.toNanos(2);

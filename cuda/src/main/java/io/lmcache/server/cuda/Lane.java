@@ -33,7 +33,7 @@ final class Lane {
     /**
      * Runs only the host function that stamps each transfer's end ({@code Tuning.hostFnWake}), after waiting for that
      * transfer's event: a host function stalls its stream until the driver's thread has run it, and on the copy stream
-     * that stall sat between one transfer's last copy and the next one's first (bench/RESULTS.md, several in flight).
+     * that stall sat between one transfer's last copy and the next one's first (bench/RESULTS.md#gpu-several-requests-in-flight).
      */
     final CUstream watchStream = new CUstream();
     final CUdeviceptr[] staging = new CUdeviceptr[2];

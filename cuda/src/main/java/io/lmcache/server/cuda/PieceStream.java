@@ -40,7 +40,7 @@ public final class PieceStream {
      * @param growth each batch after the first is this many times the one before (up to a half). 4× halved the launches
      *     of a one-chunk request (2, 8, 22 MiB instead of 2, 4, 8, 16, 2) and its enqueue time (~25 µs), but a RETRIEVE
      *     then ends on a 22 MiB scatter that no DMA overlaps: one-chunk RETRIEVEs took ~50 µs longer on the H200
-     *     (bench/RESULTS.md, "Second pass"), so doubling is the default ({@code -Dlmcache.cuda.batchGrowth} for experiments)
+     *     (bench/RESULTS.md#gpu-one-request-in-flight), so doubling is the default ({@code -Dlmcache.cuda.batchGrowth} for experiments)
      */
     PieceStream(long halfBytes, int maxPiecesPerBatch, long growth) {
         this.halfBytes = halfBytes;

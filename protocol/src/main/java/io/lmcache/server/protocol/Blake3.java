@@ -16,7 +16,7 @@ import java.util.Arrays;
  * uint32 ({@link #hashPrefixedTokens}), read straight from the {@code int[]} the decoder filled: the prefix is eight
  * little-endian message words and every token one more, its bytes swapped, so no byte buffer is written. Written here
  * because BouncyCastle's {@code Blake3Digest} cost 4.4 times the old SHA-256 hash per 256-token chunk
- * (bench/RESULTS.md). Not thread-safe (scratch arrays): one instance per thread.
+ * (bench/RESULTS.md#lookup-path). Not thread-safe (scratch arrays): one instance per thread.
  */
 final class Blake3 {
     static final int OUT_BYTES = 32;
@@ -155,7 +155,7 @@ final class Blake3 {
      * lines, the message permuted by renaming between rounds. The rotations are written as shifts, not
      * {@code Integer.rotateRight}: C2 turns either into one rotate, but C1's profiled code (what runs until C2 has compiled
      * this, seconds after start on a busy machine) counts every inlined call, 448 a compression, which made it about
-     * twice as slow (bench/RESULTS.md). The loop, not unrolled rounds: as fast once compiled, and its back edges bring C2 sooner.
+     * twice as slow (bench/RESULTS.md#lookup-path). The loop, not unrolled rounds: as fast once compiled, and its back edges bring C2 sooner.
      */
     private void compress(int[] chaining, long counter, int blockLength, int flags) {
         int[] m = block;

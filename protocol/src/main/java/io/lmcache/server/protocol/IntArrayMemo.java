@@ -10,7 +10,7 @@ import java.util.concurrent.atomic.LongAdder;
  * prompt and what follows it, and every tensor-parallel rank sends the same tokens. A msgpack integer is self-delimiting, so
  * where a frame's array bytes equal a remembered array's from its start, they decode to the same leading values: those are
  * copied, the rest decoded. Decoding is a serial chain of loads (each element's size decides where the next starts): 34 816
- * Qwen-like tokens took ~200–325 µs on the H200 host (bench/RESULTS.md); comparing and copying the same bytes costs a few.
+ * Qwen-like tokens took ~200–325 µs on the H200 host (bench/RESULTS.md#lookup-path); comparing and copying the same bytes costs a few.
  *
  * <p>Direct-mapped and lock-free: {@link #SLOTS} slots indexed by a fingerprint of the array's first {@link #KEY_BYTES} bytes
  * (so a longer array of the same prefix meets its shorter self); a newer array replaces the slot's. Each entry keeps its own

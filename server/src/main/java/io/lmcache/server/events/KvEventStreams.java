@@ -45,8 +45,8 @@ public final class KvEventStreams implements Agent, StreamControl {
     /**
      * The least time between two batches to one stream while records keep coming (a full batch does not wait for it: it goes
      * at the agent's next pass, at most one linger later). Without it each STORE sent every acking subscriber a batch and took
-     * its ack back through the socket thread: with 8 subscribers the STORE round trip's p99 was 2.5–5× (bench/RESULTS.md,
-     * "KV-event subscribers"), and at 1 ms a feed of 500 STOREs a second still went out one batch per STORE and subscriber
+     * its ack back through the socket thread: with 8 subscribers the STORE round trip's p99 was 2.5–5×
+     * (bench/RESULTS.md#kv-event-subscribers), and at 1 ms a feed of 500 STOREs a second still went out one batch per STORE and subscriber
      * (PING at one client 1.46× the echo with 8 subscribers). 5 ms batches such a feed by two or three; a router still learns
      * of a chunk well within one engine step (vLLM takes a connector's events once per scheduler step), and a record after a
      * quiet spell goes at once.

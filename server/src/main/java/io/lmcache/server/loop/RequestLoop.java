@@ -28,7 +28,7 @@ import org.zeromq.ZMQException;
  * sending what is ready after each one. When there is nothing to do it blocks in a receive on the
  * ROUTER itself, spinning briefly first only while pool handlers are still working on requests
  * (their replies are then due); with nothing in flight it does not spin, because on a busy host
- * the clients and the pools need that core (bench/RESULTS.md, request-path latency), and on the
+ * the clients and the pools need that core (bench/RESULTS.md#request-path-latency), and on the
  * GPU host a loop spinning in JeroMQ's non-blocking receive slowed the transfer handlers by about
  * half (likely the hyperthread they shared; "GPU: one request in flight"), more than the wake-up
  * it saved. Handler

@@ -61,7 +61,7 @@ public final class ChunkHashes {
     /**
      * A STORE's hashes, computed as they are asked for: those a remembered chain of the same tokens has are copied now, the
      * rest chunk by chunk on the first {@link #hash} of each (a long prompt's hashing took ~560 µs of a Qwen-like 64-chunk
-     * STORE's plan on the H200, all of it before the first copy; bench/RESULTS.md). {@link #complete} hashes what is left
+     * STORE's plan on the H200, all of it before the first copy; bench/RESULTS.md#gpu-hybrid-models). {@link #complete} hashes what is left
      * and remembers the chain.
      */
     public static ChunkHashes deferred(CacheKey key, int chunkSize, int endChunk) {

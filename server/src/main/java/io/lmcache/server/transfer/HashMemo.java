@@ -11,7 +11,7 @@ import java.util.concurrent.atomic.LongAdder;
  * with tensor parallelism every rank's RETRIEVE and STORE carries the same tokens. A chunk's hash depends only on the
  * tokens up to its end, the chunk size and the chain ({@code --hash-algorithm}), so any earlier key whose tokens agree on
  * whole leading chunks gives their hashes. Hashing was most of a long prompt's planning (34 816 tokens: ~370 µs of a
- * Qwen-like RETRIEVE's ~560 µs plan on the H200, bench/RESULTS.md); comparing and copying the same tokens costs a few µs.
+ * Qwen-like RETRIEVE's ~560 µs plan on the H200, bench/RESULTS.md#gpu-hybrid-models); comparing and copying the same tokens costs a few µs.
  *
  * <p>Direct-mapped and lock-free: {@link #SLOTS} slots indexed by a fingerprint of the first chunk's tokens; a newer chain
  * replaces the slot's. Each entry holds its own copy of the tokens it covers (a request's array is never aliased, so no

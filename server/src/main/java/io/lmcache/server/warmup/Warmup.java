@@ -28,8 +28,8 @@ public final class Warmup implements AutoCloseable {
      * The share of the rounds (and of the budget) that go straight to the scratch dispatcher before the rest take the ZeroMQ
      * path: a round through the loopback loop costs several times a direct one (JeroMQ's I/O threads and the loop's wake-ups
      * at both ends), so half the budget gives the handlers more rounds and the ZeroMQ path enough to be compiled. Measured
-     * on the H200 against no direct rounds and against three quarters direct (bench/RESULTS.md, session of 2026-12-02
-     * afternoon).
+     * on the H200 against no direct rounds and against three quarters direct
+     * (bench/RESULTS.md#gpu-fresh-server-against-warm).
      */
     private static final double DIRECT_SHARE = 0.5;
 
