@@ -63,7 +63,7 @@ public final class ConfigLoader {
     public static Outcome load(String[] args, Map<String, String> env, MemoryLimits memory) {
         List<String> warnings = new ArrayList<>();
         ServerOptions options = new ServerOptions();
-        CommandLine commandLine = new CommandLine(options);
+        CommandLine commandLine = ServerOptions.withTopics(new CommandLine(options));
         commandLine.setUsageHelpWidth(100);
         LmcacheFlags.register(commandLine.getCommandSpec());
 
@@ -447,7 +447,7 @@ public final class ConfigLoader {
 
     /** The server's command line as picocli builds it, LMCache's compatibility flags included (hidden): for shell completion. */
     public static CommandLine commandLine() {
-        CommandLine commandLine = new CommandLine(new ServerOptions());
+        CommandLine commandLine = ServerOptions.withTopics(new CommandLine(new ServerOptions()));
         LmcacheFlags.register(commandLine.getCommandSpec());
         return commandLine;
     }

@@ -123,7 +123,7 @@ final class LmcacheFlags {
         return TABLE.stream().filter(flag -> spec.findOption(flag.name()) == null).toList();
     }
 
-    /** Adds every table flag the command line does not declare itself, hidden from {@code --help} (the README lists them). */
+    /** Adds every table flag the command line does not declare itself, hidden from {@code --help} (docs/configuration.md lists them). */
     static void register(CommandSpec spec) {
         for (Flag flag : TABLE) {
             if (spec.findOption(flag.name()) != null) {
@@ -140,7 +140,7 @@ final class LmcacheFlags {
         }
     }
 
-    /** The README's words for a flag's rule. */
+    /** The words docs/configuration.md uses for a flag's rule. */
     static String describe(Flag flag) {
         return switch (flag.rule()) {
             case Rule.NoEffect(String why) -> "accepted, no effect (" + why + ")";

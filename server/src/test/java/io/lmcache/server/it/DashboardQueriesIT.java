@@ -230,7 +230,8 @@ class DashboardQueriesIT {
                 }
             }
         }
-        assertEquals(Set.of("LmcacheL1AllocationFailures", "LmcacheHandlerErrors", "LmcacheL1PoolFull", "LmcacheL1PoolNotReady",
+        assertEquals(Set.of("LmcacheServerDown", "LmcacheServerAbsent", "LmcacheL1StoreAllocationFailures",
+                "LmcacheL2PrefetchAllocationFailures", "LmcacheHandlerErrors", "LmcacheL1PoolFull", "LmcacheL1PoolNotReady",
                 "LmcacheWorkersReaped", "LmcacheTransferFailures"), alerts);
     }
 

@@ -235,6 +235,30 @@ class DeployKitIT {
     }
 
     @Test
+    void theServersRequestCpuRunAtTheKitsPriorityAndVllmIsOnePinnedPairEverywhere() throws Exception {
+        JsonNode priority = YAML.readTree(ROOT.resolve("deploy/kubernetes/priority-class.yaml").toFile());
+        assertEquals("PriorityClass", priority.get("kind").asText());
+        assertTrue(priority.get("value").asInt() > 0 && priority.get("value").asInt() < 1_000_000_000, "above ordinary pods, below system-*-critical");
+        assertFalse(priority.get("globalDefault").asBoolean(true));
+        JsonNode pod = YAML.readTree(ROOT.resolve("deploy/kubernetes/vllm-with-lmcache.yaml").toFile()).at("/spec");
+        List<JsonNode> docs = YAML.readValues(YAML.createParser(ROOT.resolve("deploy/kubernetes/daemonset/lmcache-server.yaml").toFile()),
+                JsonNode.class).readAll();
+        JsonNode daemonSet = kind(docs, "DaemonSet").at("/spec/template/spec");
+        for (JsonNode[] specAndServer : List.of(new JsonNode[] {pod, pod.at("/initContainers/0")},
+                new JsonNode[] {daemonSet, daemonSet.at("/containers/0")})) {
+            assertEquals(priority.at("/metadata/name").asText(), specAndServer[0].get("priorityClassName").asText());
+            // LMCache's operator requests 4 CPUs for its server
+            assertEquals("4", specAndServer[1].at("/resources/requests/cpu").asText(), specAndServer[1].get("name").asText());
+        }
+        Set<String> vllmImages = new TreeSet<>(List.of(pod.at("/containers/0/image").asText(),
+                YAML.readTree(ROOT.resolve("deploy/kubernetes/daemonset/vllm-deployment.yaml").toFile()).at("/spec/template/spec/containers/0/image").asText(),
+                YAML.readTree(ROOT.resolve("deploy/compose/docker-compose.yml").toFile()).at("/services/vllm/image").asText()));
+        assertEquals(1, vllmImages.size(), "one vLLM + lmcache pair in every kit: " + vllmImages);
+        assertTrue(vllmImages.iterator().next().startsWith("lmcache/vllm-openai:v0.5"),
+                "LMCache's own image with a 0.5.x client (vllm/vllm-openai's may bundle a 0.3.x client): " + vllmImages);
+    }
+
+    @Test
     void everyImageOfTheDeployKitIsPinnedAndTheServersIsTheDockerfilesVersion() throws Exception {
         String labels = parseDockerfile(ROOT.resolve("Dockerfile")).stream().filter(i -> i.keyword().equals("LABEL")).map(Instruction::args)
                 .reduce("", String::concat);

@@ -17,7 +17,7 @@ import java.util.regex.Pattern;
  * label matchers, {@code rate}/{@code irate}/{@code increase} over the two samples, arithmetic and
  * comparisons (vector-vector one-to-one on equal label sets, vector-scalar), {@code or},
  * {@code sum}/{@code max}/{@code min}/{@code avg}/{@code count} with {@code by}/{@code without},
- * {@code histogram_quantile}, {@code clamp_min}, {@code clamp_max}, {@code abs} and {@code vector}.
+ * {@code histogram_quantile}, {@code clamp_min}, {@code clamp_max}, {@code abs}, {@code absent} and {@code vector}.
  * Grafana's variables are substituted first ({@code $__rate_interval} by a window, any other
  * {@code $var} by {@code .*}, as an "All" selection). Anything else is a parse error, so a query
  * outside the subset fails the test instead of passing unevaluated.
@@ -179,6 +179,13 @@ public final class PromQl {
                 Value vector = orExpr();
                 expect(")");
                 return map(vector, Math::abs);
+            }
+            case "absent" -> {
+                // Prometheus: one series of value 1 when the vector is empty, else nothing
+                expect("(");
+                Value vector = orExpr();
+                expect(")");
+                return new Value(vector.series().isEmpty() ? Map.of(Map.of(), 1.0) : Map.of(), false);
             }
             case "vector" -> {
                 expect("(");

@@ -63,6 +63,8 @@ class PromQlTest {
         assertEquals(Map.of(Map.of(), 0.0), promQl.eval("sum(rate(missing_total[1m])) or vector(0)").series());
         assertEquals(2.0, only("sum(rate(c_total[1m])) or vector(0)"), "the left side wins where it has data");
         assertEquals(1.0, only("clamp_min(sum(rate(nothing_total[1m])) or vector(0), 1)"));
+        assertEquals(Map.of(Map.of(), 1.0), promQl.eval("absent(missing_total)").series(), "absent: 1 where nothing is exported");
+        assertTrue(promQl.eval("absent(c_total)").series().isEmpty(), "absent: nothing where the series exists");
     }
 
     @Test
