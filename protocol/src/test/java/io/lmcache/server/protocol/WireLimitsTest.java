@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
@@ -109,7 +110,7 @@ class WireLimitsTest {
     @Test
     void aDeclaredLengthTheFrameCannotHoldIsOversizedNotOverLimit() throws Exception {
         byte[] frame = string("x".repeat(WireField.REQUEST_ID.max() + 1));
-        byte[] cut = java.util.Arrays.copyOf(frame, 10);
+        byte[] cut = Arrays.copyOf(frame, 10);
         ProtocolException e = assertThrows(ProtocolException.class, () -> new RequestDecoder().queryPrefetchStatus(new byte[][] {cut}, 0, 1));
         assertEquals(ProtocolException.Reason.OVERSIZED, e.reason());
         e = assertThrows(ProtocolException.class, () -> new RequestDecoder().queryPrefetchStatus(new byte[][] {frame}, 0, 1));
