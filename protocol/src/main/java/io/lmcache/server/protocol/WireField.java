@@ -24,7 +24,7 @@ public enum WireField {
     MODEL_NAME("model_name", Kind.STRING, 4096 + 256,
             "vLLM's model: a Hugging Face id or a local path (PATH_MAX 4096), plus LMCache's decorations"
                     + " `##lmcache-dcp-layout-v1-d<n>-interleave<m>`, `##lmcache-kv-dtype-v1-<32 hex>`, `##lmcache-rswa-prompt-v1`"
-                    + " (lmcache/integration/vllm)"),
+                    + " (LMCache's `_DCP_LAYOUT_NAMESPACE`, `_KV_DTYPE_NAMESPACE`: under 128 bytes together)"),
     REQUEST_ID("request_id", Kind.STRING, 1024,
             "vLLM's request id: `cmpl-`/`chatcmpl-` and a UUID (about 50 bytes), a caller's `X-Request-Id`, or a P/D proxy's"
                     + " id with both addresses in it; 1 KiB is far above all of them"),
@@ -50,7 +50,7 @@ public enum WireField {
             "a CUDA IPC event handle: `cudaIpcEventHandle_t` is 64 bytes"),
     KV_CACHE("kv_cache", Kind.ARRAY, WireField.MAX_LAYERS,
             "tensor wrappers of one REGISTER_KV_CACHE, one per layer: the deepest served models have a few hundred layers"),
-    WRAPPER_PICKLE("kv_cache_wrapper", Kind.BYTES, 16 * 1024,
+    WRAPPER_PICKLE("kv_cache_wrapper", Kind.EXTENSION, 16 * 1024,
             "one pickled tensor wrapper (msgpack ext 1): a CpuShmTensorWrapper has about 245 bytes, a CudaIPCWrapper about 400"
                     + " (protocol doc §0.4)"),
     ENGINE_TYPE("engine_type", Kind.STRING, 64, "the serving engine's name: `vllm`, `sglang`"),
@@ -80,6 +80,7 @@ public enum WireField {
     public enum Kind {
         STRING("str", "bytes (UTF-8)"),
         BYTES("bin", "bytes"),
+        EXTENSION("ext", "bytes"),
         ARRAY("array", "elements"),
         MAP("map", "entries");
 
