@@ -20,8 +20,9 @@ import org.msgpack.value.ValueType;
 /**
  * Reads one msgpack frame with the checks a server facing untrusted input needs: every declared
  * length (string, binary, array, map, extension) must fit in the bytes that are left, so a frame
- * that declares a 100 MB string costs nothing; every type is checked; the frame must be consumed
- * exactly. Not thread-safe; one instance per decoding thread, reused across frames.
+ * that declares a 100 MB string costs nothing; every string, binary, array, map and extension is
+ * read as a {@link WireField} and refused past that field's limit before anything is allocated for
+ * it; every type is checked; the frame must be consumed exactly. Not thread-safe; one instance per decoding thread, reused across frames.
  */
 public final class MsgpackReader {
     /** Strings up to this size are remembered; field names, model names and salts repeat in every request. */
@@ -35,6 +36,8 @@ public final class MsgpackReader {
     /** A direct-mapped cache of short strings read before: their UTF-8 bytes and the decoded value. */
     private final byte[][] cachedUtf8 = new byte[STRING_CACHE_SLOTS][];
     private final String[] cachedStrings = new String[STRING_CACHE_SLOTS];
+    /** The {@link WireField}s read, by ordinal (the generated limits test checks each op reads only its own). */
+    private long fieldsRead;
 
     /** Starts reading {@code frame}. */
     public MsgpackReader reset(byte[] frame) {
@@ -133,11 +136,13 @@ public final class MsgpackReader {
      * A string; a short one this reader has read before is returned without decoding or allocating
      * (the decoder's hot path reads ten field names and a model name per LOOKUP).
      */
-    public String readString(String what) throws ProtocolException {
+    public String readString(WireField field) throws ProtocolException {
+        String what = field.wireName();
         expect(what, ValueType.STRING);
         try {
             int length = unpacker.unpackRawStringHeader();
             checkLength(what, length);
+            checkLimit(field, length);
             if (length > CACHED_STRING_MAX_BYTES) {
                 return new String(unpacker.readPayload(length), StandardCharsets.UTF_8);
             }
@@ -182,11 +187,13 @@ public final class MsgpackReader {
         }
     }
 
-    public byte[] readBinary(String what) throws ProtocolException {
+    public byte[] readBinary(WireField field) throws ProtocolException {
+        String what = field.wireName();
         expect(what, ValueType.BINARY);
         try {
             int length = unpacker.unpackBinaryHeader();
             checkLength(what, length);
+            checkLimit(field, length);
             return unpacker.readPayload(length);
         } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
@@ -194,11 +201,13 @@ public final class MsgpackReader {
     }
 
     /** An array header whose element count can be present in the bytes left (each element takes ≥ 1 byte). */
-    public int readArrayHeader(String what) throws ProtocolException {
+    public int readArrayHeader(WireField field) throws ProtocolException {
+        String what = field.wireName();
         expect(what, ValueType.ARRAY);
         try {
             int count = unpacker.unpackArrayHeader();
             checkLength(what, count);
+            checkLimit(field, count);
             return count;
         } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
@@ -206,11 +215,13 @@ public final class MsgpackReader {
     }
 
     /** A map header; each entry takes ≥ 2 bytes. */
-    public int readMapHeader(String what) throws ProtocolException {
+    public int readMapHeader(WireField field) throws ProtocolException {
+        String what = field.wireName();
         expect(what, ValueType.MAP);
         try {
             int count = unpacker.unpackMapHeader();
             checkLength(what, 2L * count);
+            checkLimit(field, count);
             return count;
         } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
@@ -218,11 +229,13 @@ public final class MsgpackReader {
     }
 
     /** An extension header; the payload must follow within the frame. */
-    public ExtensionTypeHeader readExtensionHeader(String what) throws ProtocolException {
+    public ExtensionTypeHeader readExtensionHeader(WireField field) throws ProtocolException {
+        String what = field.wireName();
         expect(what, ValueType.EXTENSION);
         try {
             ExtensionTypeHeader header = unpacker.unpackExtensionTypeHeader();
             checkLength(what, header.getLength());
+            checkLimit(field, header.getLength());
             return header;
         } catch (IOException | MessagePackException e) {
             throw malformed(what, e);
@@ -246,8 +259,9 @@ public final class MsgpackReader {
      * (a 64-bit encoding, an overflow, a wrong type) and for the last few bytes of the frame, the
      * rest goes through {@link #readInt}, which accepts or rejects it exactly as before.
      */
-    public int[] readIntArray(String what) throws ProtocolException {
-        int count = readArrayHeader(what);
+    public int[] readIntArray(WireField field) throws ProtocolException {
+        String what = field.wireName();
+        int count = readArrayHeader(field);
         int[] values = new int[count];
         readInts(what, values, 0, null, position());
         return values;
@@ -257,8 +271,9 @@ public final class MsgpackReader {
      * As {@link #readIntArray(String)}, for arrays that repeat across requests (a key's token ids): the leading elements whose
      * bytes a recent array of {@code memo} shares are copied from it, the rest decoded, and the array remembered.
      */
-    public int[] readIntArray(String what, IntArrayMemo memo) throws ProtocolException {
-        int count = readArrayHeader(what);
+    public int[] readIntArray(WireField field, IntArrayMemo memo) throws ProtocolException {
+        String what = field.wireName();
+        int count = readArrayHeader(field);
         int[] values = new int[count];
         if (!IntArrayMemo.applies(count)) {
             readInts(what, values, 0, null, position());
@@ -368,6 +383,27 @@ public final class MsgpackReader {
         if (actual != expected) {
             throw new ProtocolException(Reason.WRONG_TYPE, what + ": expected " + name(expected) + ", got " + name(actual));
         }
+    }
+
+    /**
+     * The limit of {@code field} ({@link WireField}), checked on the length a header declares, before anything is allocated
+     * for the value (after the check that the frame holds that much: a length the frame cannot hold is {@code oversized}, a
+     * real value past its field's limit {@code over_limit}); a length of 2^31 or more arrives negative. Notes the field as read.
+     */
+    void checkLimit(WireField field, int declared) throws ProtocolException {
+        fieldsRead |= 1L << field.ordinal();
+        if (declared < 0 || declared > field.max()) {
+            throw new ProtocolException(field, Integer.toUnsignedLong(declared));
+        }
+    }
+
+    /** The fields read since {@link #clearFieldsRead()}, one bit per {@link WireField#ordinal()}. */
+    long fieldsRead() {
+        return fieldsRead;
+    }
+
+    void clearFieldsRead() {
+        fieldsRead = 0;
     }
 
     private void checkLength(String what, long declared) throws ProtocolException {

@@ -18,6 +18,7 @@ final class Payloads {
         this.from = from;
         this.count = to - from;
         this.open = -1;
+        reader.clearFieldsRead();
         return this;
     }
 
@@ -45,6 +46,11 @@ final class Payloads {
         }
         MsgpackReader r = reader(index);
         return r.tryReadNil(what) ? fallback : r.readInt(what);
+    }
+
+    /** The {@link WireField}s this request's frames read so far, by ordinal. */
+    long fieldsRead() {
+        return reader.fieldsRead();
     }
 
     /** Checks the last frame read ended after its value, and hands back the decoded request. */

@@ -20,7 +20,9 @@ public final class ProtocolException extends Exception {
         /** A cache salt LMCache's {@code ObjectKey} refuses ({@code @ / \\} or NUL, or over 128 characters). */
         BAD_SALT("bad_salt"),
         /** A {@code lmcache.tag.*} request config LMCache refuses (docs/source/mp/request_tags.rst). */
-        BAD_TAG("bad_tag");
+        BAD_TAG("bad_tag"),
+        /** A field longer than its {@link WireField} limit ({@link #field()} says which). */
+        OVER_LIMIT("over_limit");
 
         private final String label;
 
@@ -34,13 +36,28 @@ public final class ProtocolException extends Exception {
     }
 
     private final Reason reason;
+    private final WireField field;
 
     public ProtocolException(Reason reason, String message) {
         super(message, null, false, false);
         this.reason = reason;
+        this.field = null;
+    }
+
+    /** A value of {@code field} whose msgpack header declares {@code declared} bytes, elements or entries: over the limit. */
+    public ProtocolException(WireField field, long declared) {
+        super(field.wireName() + ": declares " + declared + " " + field.kind().unit() + ", over its limit of " + field.max(), null,
+                false, false);
+        this.reason = Reason.OVER_LIMIT;
+        this.field = field;
     }
 
     public Reason reason() {
         return reason;
+    }
+
+    /** The field past its limit ({@link Reason#OVER_LIMIT}); null for any other reason. */
+    public WireField field() {
+        return field;
     }
 }

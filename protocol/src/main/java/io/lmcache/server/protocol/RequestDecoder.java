@@ -43,6 +43,11 @@ public final class RequestDecoder {
         return TOKEN_IDS.reusedValues();
     }
 
+    /** The {@link WireField}s the last request decoded with a payload read, one bit per ordinal (the generated limits test). */
+    long fieldsRead() {
+        return payloads.fieldsRead();
+    }
+
     /** The op of a request's op frame: a msgpack int (frozen id) or a str (E4 name); null when unknown. */
     public Op decodeOp(byte[] opFrame) throws ProtocolException {
         MsgpackReader r = opReader.reset(opFrame);
@@ -51,7 +56,7 @@ public final class RequestDecoder {
         if (type == ValueType.INTEGER) {
             op = Op.fromId(r.readLong("op"));
         } else if (type == ValueType.STRING) {
-            op = Op.fromName(r.readString("op"));
+            op = Op.fromName(r.readString(WireField.OP));
         } else {
             throw new ProtocolException(Reason.WRONG_TYPE, "op: expected an int or a str, got " + type.name().toLowerCase(Locale.ROOT));
         }
@@ -122,13 +127,13 @@ public final class RequestDecoder {
 
     public Request.PollKvEvents pollKvEvents(byte[][] frames, int from, int to) throws ProtocolException {
         Payloads p = payloads.open(frames, from, to);
-        return p.end(new Request.PollKvEvents(p.require(0, "model_name").readString("model_name"), p.require(1, "cursor").readLong("cursor"),
+        return p.end(new Request.PollKvEvents(p.require(0, "model_name").readString(WireField.MODEL_NAME), p.require(1, "cursor").readLong("cursor"),
                 p.require(2, "max_events").readLong("max_events")));
     }
 
     public Request.SubscribeKvEvents subscribeKvEvents(byte[][] frames, int from, int to) throws ProtocolException {
         Payloads p = payloads.open(frames, from, to);
-        return p.end(new Request.SubscribeKvEvents(instanceId(p, 0), p.require(1, "model_name").readString("model_name"),
+        return p.end(new Request.SubscribeKvEvents(instanceId(p, 0), p.require(1, "model_name").readString(WireField.MODEL_NAME),
                 p.require(2, "cursor").readLong("cursor"), p.require(3, "max_events").readLong("max_events")));
     }
 
@@ -204,19 +209,19 @@ public final class RequestDecoder {
     private static Request.RegisterKvCache decodeRegister(Payloads p) throws ProtocolException {
         long instanceId = p.require(0, "instance_id").readLong("instance_id");
         MsgpackReader r = p.require(1, "kv_cache");
-        int count = r.readArrayHeader("kv_cache");
+        int count = r.readArrayHeader(WireField.KV_CACHE);
         List<TensorWrapper> wrappers = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
-            ExtensionTypeHeader header = r.readExtensionHeader("kv_cache[" + i + "]");
+            ExtensionTypeHeader header = r.readExtensionHeader(WireField.WRAPPER_PICKLE);
             if (header.getType() != WRAPPER_EXT_TYPE) {
                 throw new ProtocolException(Reason.BAD_EXTENSION, "kv_cache[" + i + "]: msgpack extension type " + header.getType()
                         + " is not the tensor-wrapper type 1");
             }
             wrappers.add(WrapperDecoder.decode(r.readPayload("kv_cache[" + i + "]", header.getLength())));
         }
-        String modelName = p.has(2) ? p.reader(2).readString("model_name") : "";
+        String modelName = p.has(2) ? p.reader(2).readString(WireField.MODEL_NAME) : "";
         int worldSize = p.optionalInt(3, "world_size", 1);
-        String engineType = p.has(4) ? p.reader(4).readString("engine_type") : "vllm";
+        String engineType = p.has(4) ? p.reader(4).readString(WireField.ENGINE_TYPE) : "vllm";
         LayoutHints hints = p.has(5) ? layoutHints(p.reader(5)) : LayoutHints.NONE;
         List<EngineGroupInfo> groups = p.has(6) ? engineGroups(p.reader(6)) : List.of();
         return new Request.RegisterKvCache(instanceId, List.copyOf(wrappers), modelName, worldSize, engineType, hints, groups);
@@ -224,21 +229,21 @@ public final class RequestDecoder {
 
     private static Request.ReportBlockAllocation decodeBlockAllocation(Payloads p) throws ProtocolException {
         long instanceId = p.has(0) ? p.reader(0).readLong("instance_id") : 0;
-        String modelName = p.has(1) ? p.reader(1).readString("model_name") : "";
+        String modelName = p.has(1) ? p.reader(1).readString(WireField.MODEL_NAME) : "";
         List<BlockAllocationRecord> records = new ArrayList<>();
         if (p.has(2)) {
             MsgpackReader r = p.reader(2);
-            int count = r.readArrayHeader("records");
+            int count = r.readArrayHeader(WireField.RECORDS);
             for (int i = 0; i < count; i++) {
-                int fields = r.readMapHeader("records[" + i + "]");
+                int fields = r.readMapHeader(WireField.RECORD);
                 String reqId = "";
                 int[] blocks = new int[0];
                 int[] tokens = new int[0];
                 for (int f = 0; f < fields; f++) {
-                    switch (r.readString("records field")) {
-                        case "req_id" -> reqId = r.readString("req_id");
-                        case "new_block_ids" -> blocks = r.readIntArray("new_block_ids");
-                        case "new_token_ids" -> tokens = r.readIntArray("new_token_ids");
+                    switch (r.readString(WireField.FIELD_NAME)) {
+                        case "req_id" -> reqId = r.readString(WireField.REQUEST_ID);
+                        case "new_block_ids" -> blocks = r.readIntArray(WireField.NEW_BLOCK_IDS);
+                        case "new_token_ids" -> tokens = r.readIntArray(WireField.NEW_TOKEN_IDS);
                         default -> r.skipValue("records field");
                     }
                 }
@@ -256,19 +261,19 @@ public final class RequestDecoder {
         String finishReason = null;
         long stopToken = Request.SessionEndInfo.NO_STOP_TOKEN;
         if (r.nextType("end_info") == ValueType.ARRAY) {
-            int count = r.readArrayHeader("end_info");
+            int count = r.readArrayHeader(WireField.END_INFO);
             for (int i = 0; i < count; i++) {
                 switch (i) {
-                    case 0 -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString("end_info.finish_reason");
+                    case 0 -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString(WireField.FINISH_REASON);
                     case 1 -> stopToken = r.tryReadNil("end_info.stop_token_id") ? stopToken : r.readLong("end_info.stop_token_id");
                     default -> r.skipValue("end_info");
                 }
             }
         } else {
-            int fields = r.readMapHeader("end_info");
+            int fields = r.readMapHeader(WireField.END_INFO);
             for (int i = 0; i < fields; i++) {
-                switch (r.readString("end_info field name")) {
-                    case "finish_reason" -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString("end_info.finish_reason");
+                switch (r.readString(WireField.FIELD_NAME)) {
+                    case "finish_reason" -> finishReason = r.tryReadNil("end_info.finish_reason") ? null : r.readString(WireField.FINISH_REASON);
                     case "stop_token_id" -> stopToken = r.tryReadNil("end_info.stop_token_id") ? stopToken : r.readLong("end_info.stop_token_id");
                     default -> r.skipValue("end_info field");
                 }
@@ -287,11 +292,11 @@ public final class RequestDecoder {
     }
 
     private static String requestId(Payloads p) throws ProtocolException {
-        return p.require(0, "request_id").readString("request_id");
+        return p.require(0, "request_id").readString(WireField.REQUEST_ID);
     }
 
     private static byte[] binaryOrNil(MsgpackReader r, String what) throws ProtocolException {
-        return r.tryReadNil(what) ? new byte[0] : r.readBinary(what);
+        return r.tryReadNil(what) ? new byte[0] : r.readBinary(WireField.COMMIT_DATA);
     }
 
     private static byte[] eventHandle(Payloads p, int index) throws ProtocolException {
@@ -302,12 +307,12 @@ public final class RequestDecoder {
         if (r.tryReadNil("event_ipc_handle")) {
             return NO_EVENT;
         }
-        return r.readBinary("event_ipc_handle");
+        return r.readBinary(WireField.EVENT_IPC_HANDLE);
     }
 
     /** {@code list[list[int]]}, one list per KV group; an older flat {@code list[int]} is one group. */
     private static int[][] blockIds(MsgpackReader r) throws ProtocolException {
-        int groups = r.readArrayHeader("block_ids");
+        int groups = r.readArrayHeader(WireField.BLOCK_IDS); // a flat list's ids, or the groups: the groups' limit is checked below
         if (groups == 0) {
             return new int[0][];
         }
@@ -318,16 +323,17 @@ public final class RequestDecoder {
             }
             return new int[][] {flat};
         }
+        r.checkLimit(WireField.KV_GROUPS, groups);
         int[][] out = new int[groups][];
         for (int g = 0; g < groups; g++) {
-            out[g] = r.readIntArray("block_ids[" + g + "]");
+            out[g] = r.readIntArray(WireField.BLOCK_IDS);
         }
         return out;
     }
 
     /** An {@code IPCCacheServerKey} map: decoded by field name, unknown fields skipped, missing ones defaulted. */
     private static CacheKey key(MsgpackReader r) throws ProtocolException {
-        int fields = r.readMapHeader("key");
+        int fields = r.readMapHeader(WireField.KEY);
         String modelName = "";
         int worldSize = 1;
         int workerId = CacheKey.NO_WORKER;
@@ -339,16 +345,16 @@ public final class RequestDecoder {
         int numKvReaders = 0;
         RequestConfigs configs = RequestConfigs.NONE;
         for (int i = 0; i < fields; i++) {
-            String field = r.readString("key field name");
+            String field = r.readString(WireField.FIELD_NAME);
             switch (field) {
-                case "model_name" -> modelName = r.readString("key.model_name");
+                case "model_name" -> modelName = r.readString(WireField.MODEL_NAME);
                 case "world_size" -> worldSize = r.readInt("key.world_size");
                 case "worker_id" -> workerId = r.tryReadNil("key.worker_id") ? CacheKey.NO_WORKER : nonNegative(r.readInt("key.worker_id"), "key.worker_id");
-                case "token_ids" -> tokenIds = r.readIntArray("key.token_ids", TOKEN_IDS);
+                case "token_ids" -> tokenIds = r.readIntArray(WireField.TOKEN_IDS, TOKEN_IDS);
                 case "start" -> start = r.readInt("key.start");
                 case "end" -> end = r.readInt("key.end");
-                case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString("key.request_id");
-                case "cache_salt" -> cacheSalt = r.tryReadNil("key.cache_salt") ? "" : r.readString("key.cache_salt");
+                case "request_id" -> requestId = r.tryReadNil("key.request_id") ? "" : r.readString(WireField.REQUEST_ID);
+                case "cache_salt" -> cacheSalt = r.tryReadNil("key.cache_salt") ? "" : r.readString(WireField.CACHE_SALT);
                 case "num_kv_readers" -> numKvReaders = r.tryReadNil("key.num_kv_readers") ? 0 : r.readInt("key.num_kv_readers");
                 case "request_configs" -> configs = requestConfigs(r);
                 default -> r.skipValue("key." + field);
@@ -399,12 +405,12 @@ public final class RequestDecoder {
         if (r.tryReadNil("key.request_configs")) {
             return RequestConfigs.NONE;
         }
-        int entries = r.readMapHeader("key.request_configs");
+        int entries = r.readMapHeader(WireField.REQUEST_CONFIGS);
         boolean skipLoad = false;
         int computed = RequestConfigs.UNKNOWN;
         List<RequestTags.Tag> tags = new ArrayList<>();
         for (int i = 0; i < entries; i++) {
-            String name = r.nextType("request_configs key") == ValueType.STRING ? r.readString("request_configs key") : null;
+            String name = r.nextType("request_configs key") == ValueType.STRING ? r.readString(WireField.CONFIG_NAME) : null;
             if (name == null) {
                 r.skipValue("request_configs key");
                 r.skipValue("request_configs value");
@@ -435,7 +441,7 @@ public final class RequestDecoder {
         if (r.nextType("key.request_configs." + name) != ValueType.STRING) {
             throw new ProtocolException(Reason.BAD_TAG, "tag '" + clip(tag) + "': the value must be a string");
         }
-        String value = r.readString("key.request_configs." + name);
+        String value = r.readString(WireField.TAG_VALUE);
         String problem = RequestTags.problem("tag name", tag);
         problem = problem != null ? problem : RequestTags.problem("tag value", value);
         if (problem != null) {
@@ -458,18 +464,18 @@ public final class RequestDecoder {
         if (r.tryReadNil("layout_hints")) {
             return LayoutHints.NONE;
         }
-        int fields = r.readMapHeader("layout_hints");
+        int fields = r.readMapHeader(WireField.LAYOUT_HINTS);
         String kvLayout = "";
         int heads = 0;
         int tokensPerBlock = 0;
         int headDim = 0;
         for (int i = 0; i < fields; i++) {
-            String field = r.readString("layout_hints field name");
+            String field = r.readString(WireField.FIELD_NAME);
             if (r.tryReadNil("layout_hints." + field)) {
                 continue;
             }
             switch (field) {
-                case "kv_layout" -> kvLayout = r.readString("layout_hints.kv_layout");
+                case "kv_layout" -> kvLayout = r.readString(WireField.KV_LAYOUT);
                 case "num_kv_heads" -> heads = r.readInt("layout_hints.num_kv_heads");
                 case "tokens_per_block" -> tokensPerBlock = r.readInt("layout_hints.tokens_per_block");
                 case "head_dim" -> headDim = r.readInt("layout_hints.head_dim");
@@ -483,10 +489,10 @@ public final class RequestDecoder {
         if (r.tryReadNil("engine_group_infos")) {
             return List.of();
         }
-        int count = r.readArrayHeader("engine_group_infos");
+        int count = r.readArrayHeader(WireField.KV_GROUPS);
         List<EngineGroupInfo> groups = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
-            int fields = r.readMapHeader("engine_group_infos[" + i + "]");
+            int fields = r.readMapHeader(WireField.GROUP_INFO);
             int id = i;
             int[] layers = new int[0];
             int tokensPerBlock = 0;
@@ -494,13 +500,13 @@ public final class RequestDecoder {
             int tag = 0;
             boolean recurrent = false;
             for (int f = 0; f < fields; f++) {
-                String field = r.readString("engine_group_infos field name");
+                String field = r.readString(WireField.FIELD_NAME);
                 if (r.tryReadNil("engine_group_infos." + field)) {
                     continue;
                 }
                 switch (field) {
                     case "engine_group_id" -> id = r.readInt("engine_group_id");
-                    case "layer_indices" -> layers = r.readIntArray("layer_indices");
+                    case "layer_indices" -> layers = r.readIntArray(WireField.LAYER_INDICES);
                     case "tokens_per_block" -> tokensPerBlock = r.readInt("tokens_per_block");
                     case "sw_size_tokens" -> window = r.readInt("sw_size_tokens");
                     case "extra_object_group_tag" -> tag = r.readInt("extra_object_group_tag");
@@ -514,7 +520,7 @@ public final class RequestDecoder {
     }
 
     private static EngineDrivenRegistration engineDriven(MsgpackReader r) throws ProtocolException {
-        int fields = r.readMapHeader("payload");
+        int fields = r.readMapHeader(WireField.ENGINE_PAYLOAD);
         long instanceId = 0;
         boolean hasInstance = false;
         String modelName = "";
@@ -527,21 +533,21 @@ public final class RequestDecoder {
         int slots = 0;
         int kvGroups = 0;
         for (int i = 0; i < fields; i++) {
-            String field = r.readString("payload field name");
+            String field = r.readString(WireField.FIELD_NAME);
             switch (field) {
                 case "instance_id" -> {
                     instanceId = r.readLong("payload.instance_id");
                     hasInstance = true;
                 }
-                case "model_name" -> modelName = r.readString("payload.model_name");
+                case "model_name" -> modelName = r.readString(WireField.MODEL_NAME);
                 case "world_size" -> worldSize = r.readInt("payload.world_size");
                 case "block_size" -> blockSize = r.readInt("payload.block_size");
                 case "num_layers" -> numLayers = r.readInt("payload.num_layers");
                 case "hidden_dim_size" -> hidden = r.readInt("payload.hidden_dim_size");
-                case "dtype_str" -> dtype = r.readString("payload.dtype_str");
+                case "dtype_str" -> dtype = r.readString(WireField.DTYPE);
                 case "use_mla" -> useMla = r.readBool("payload.use_mla");
                 case "num_physical_slots" -> slots = r.tryReadNil("payload.num_physical_slots") ? 0 : r.readInt("payload.num_physical_slots");
-                case "engine_group_infos", "group_layouts" -> kvGroups = Math.max(kvGroups, countEntries(r, "payload." + field));
+                case "engine_group_infos", "group_layouts" -> kvGroups = Math.max(kvGroups, countEntries(r, WireField.KV_GROUPS));
                 default -> r.skipValue("payload." + field);
             }
         }
@@ -553,17 +559,18 @@ public final class RequestDecoder {
     }
 
     /** Entries of an array or map value (a KV-group list some payload versions carry), skipped; 0 for nil or a scalar. */
-    private static int countEntries(MsgpackReader r, String what) throws ProtocolException {
+    private static int countEntries(MsgpackReader r, WireField field) throws ProtocolException {
+        String what = field.wireName();
         ValueType type = r.nextType(what);
         if (type == ValueType.ARRAY) {
-            int count = r.readArrayHeader(what);
+            int count = r.readArrayHeader(field);
             for (int i = 0; i < count; i++) {
                 r.skipValue(what);
             }
             return count;
         }
         if (type == ValueType.MAP) {
-            int count = r.readMapHeader(what);
+            int count = r.readMapHeader(field);
             for (int i = 0; i < 2 * count; i++) {
                 r.skipValue(what);
             }

@@ -36,8 +36,8 @@ class IntArrayMemoTest {
 
     private int[] viaMemo(byte[] frame) throws ProtocolException {
         MsgpackReader reader = new MsgpackReader().reset(frame);
-        int[] values = reader.readIntArray("t", memo);
-        assertEquals("start", reader.readString("next field"), "the reader ends right after the array");
+        int[] values = reader.readIntArray(WireField.TOKEN_IDS, memo);
+        assertEquals("start", reader.readString(WireField.FIELD_NAME), "the reader ends right after the array");
         return values;
     }
 
@@ -98,7 +98,7 @@ class IntArrayMemoTest {
         assertEquals(320, memo.reusedValues());
         // a value past 32 bits is still refused, also after the bytes before it matched a remembered array
         byte[] refused = oddFrame(values, new byte[] {(byte) 0xce, (byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xff});
-        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(refused).readIntArray("t", memo));
+        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(refused).readIntArray(WireField.TOKEN_IDS, memo));
         assertEquals(320 + 256, memo.reusedValues(), "the four whole strides before the last element were copied");
     }
 

@@ -43,9 +43,9 @@ class MsgpackReaderTest {
             byte[] frame = out.toByteArray();
 
             int[] expected = referenceIntArray(frame);
-            assertArrayEquals(expected, reader.reset(frame).readIntArray("tokens"), "round " + round);
+            assertArrayEquals(expected, reader.reset(frame).readIntArray(WireField.TOKEN_IDS), "round " + round);
             if (trailer) {
-                assertEquals("after", reader.readString("next value"), "the reader stands right after the array");
+                assertEquals("after", reader.readString(WireField.FIELD_NAME), "the reader stands right after the array");
             }
             reader.expectEnd("frame");
         }
@@ -63,7 +63,7 @@ class MsgpackReaderTest {
                     out.write(7);
                 }
             }
-            ProtocolException e = assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(out.toByteArray()).readIntArray("tokens"));
+            ProtocolException e = assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(out.toByteArray()).readIntArray(WireField.TOKEN_IDS));
             assertEquals(ProtocolException.Reason.BAD_VALUE, e.reason());
             assertTrue(e.getMessage().contains("2147483648 does not fit in 32 bits"), e.getMessage());
         }
@@ -73,9 +73,9 @@ class MsgpackReaderTest {
     void aCutFrameOrAWrongElementIsAProtocolErrorNeverAnIndexError() throws Exception {
         // header promises 3 elements, the last uint16 is cut after its first byte
         byte[] cut = {(byte) 0x93, 1, 2, (byte) 0xcd, 0x01};
-        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(cut).readIntArray("tokens"));
+        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(cut).readIntArray(WireField.TOKEN_IDS));
         byte[] cutHead = {(byte) 0x92, 1, (byte) 0xce};
-        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(cutHead).readIntArray("tokens"));
+        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(cutHead).readIntArray(WireField.TOKEN_IDS));
         // a long array whose last element is cut: the fast path stops short of the end and hands over
         ByteArrayOutputStream longCut = new ByteArrayOutputStream();
         arrayHeader(longCut, 20);
@@ -83,7 +83,7 @@ class MsgpackReaderTest {
             bytes(longCut, 0xce, 100_000 + i, 4);
         }
         longCut.write(new byte[] {(byte) 0xce, 0x01, 0x02});
-        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(longCut.toByteArray()).readIntArray("tokens"));
+        assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(longCut.toByteArray()).readIntArray(WireField.TOKEN_IDS));
 
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         arrayHeader(out, 12);
@@ -94,7 +94,7 @@ class MsgpackReaderTest {
                 out.write(i);
             }
         }
-        ProtocolException e = assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(out.toByteArray()).readIntArray("tokens"));
+        ProtocolException e = assertThrows(ProtocolException.class, () -> new MsgpackReader().reset(out.toByteArray()).readIntArray(WireField.TOKEN_IDS));
         assertEquals(ProtocolException.Reason.WRONG_TYPE, e.reason());
     }
 
@@ -102,8 +102,8 @@ class MsgpackReaderTest {
     void shortStringsAreRememberedAndNeverConfused() throws Exception {
         MsgpackReader reader = new MsgpackReader();
         byte[] modelFrame = pack(p -> p.packString("meta-llama/Llama-3.1-8B-Instruct"));
-        String first = reader.reset(modelFrame).readString("model");
-        assertSame(first, reader.reset(modelFrame.clone()).readString("model"), "a repeated short string is not decoded again");
+        String first = reader.reset(modelFrame).readString(WireField.MODEL_NAME);
+        assertSame(first, reader.reset(modelFrame.clone()).readString(WireField.MODEL_NAME), "a repeated short string is not decoded again");
 
         // many distinct strings through the slots: every one comes back as itself, before and after others took its slot
         Random random = new Random(7);
@@ -117,15 +117,15 @@ class MsgpackReaderTest {
         }
         for (int pass = 0; pass < 2; pass++) {
             for (String value : values) {
-                assertEquals(value, reader.reset(pack(p -> p.packString(value))).readString("value"));
+                assertEquals(value, reader.reset(pack(p -> p.packString(value))).readString(WireField.MODEL_NAME));
             }
         }
         // bytes that are not UTF-8 decode as Java decodes them, cached or not
         byte[] invalid = {(byte) 0xa3, (byte) 0xff, (byte) 0xfe, 0x41};
         String expected = new String(new byte[] {(byte) 0xff, (byte) 0xfe, 0x41}, StandardCharsets.UTF_8);
-        assertEquals(expected, reader.reset(invalid).readString("value"));
-        assertEquals(expected, reader.reset(invalid).readString("value"));
-        assertEquals("", reader.reset(pack(p -> p.packString(""))).readString("value"));
+        assertEquals(expected, reader.reset(invalid).readString(WireField.MODEL_NAME));
+        assertEquals(expected, reader.reset(invalid).readString(WireField.MODEL_NAME));
+        assertEquals("", reader.reset(pack(p -> p.packString(""))).readString(WireField.MODEL_NAME));
     }
 
     private static String randomString(Random random, int length) {

@@ -141,7 +141,7 @@ public final class Dispatcher implements AutoCloseable {
             R request = entry.decoder().decode(CODEC.get().decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
             entry.handler().open(request, target);
         } catch (ProtocolException e) {
-            requests.badRequest(e.reason());
+            requests.badRequest(in.op(), e);
             BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; ending its stream at once",
                     in.op().wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
             replies.offer(target.reply(null));
@@ -230,7 +230,7 @@ public final class Dispatcher implements AutoCloseable {
         try {
             request = entry.decoder().decode(codec.decoder, in.frames(), Inbound.FIRST_PAYLOAD, Inbound.FIRST_PAYLOAD + payloads);
         } catch (ProtocolException e) {
-            requests.badRequest(e.reason());
+            requests.badRequest(op, e);
             BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; answering with its failure value",
                     op.wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
             reply(in, entry);

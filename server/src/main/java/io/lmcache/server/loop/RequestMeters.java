@@ -95,8 +95,13 @@ public final class RequestMeters {
         unsupportedOps.get(op).increment();
     }
 
-    public void badRequest(ProtocolException.Reason reason) {
-        badRequests.get(reason).increment();
+    /** A request that could not be decoded; one past a wire limit is also counted by its op and field. */
+    public void badRequest(Op op, ProtocolException e) {
+        badRequests.get(e.reason()).increment();
+        if (e.field() != null) {
+            // rare, and both labels come from enums: the series is made on first use
+            metrics.increment(RequestCatalogue.WIRE_LIMIT_REFUSALS, op.wireName(), e.field().wireName());
+        }
     }
 
     public void unknownOp() {
