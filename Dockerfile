@@ -29,6 +29,15 @@ COPY bin bin
 # declared here, not above: a new commit reruns only what follows (podman and docker key every later RUN on its value)
 ARG LMCACHE_COMMIT=unknown
 RUN mvn -B -q -pl server -am -DskipTests -Dlmcache.commit="${LMCACHE_COMMIT}" package
+# JCuda's natives jar carries four libraries; the server loads one, libJCudaDriver (the driver API: jcuda.driver.JCudaDriver's
+# class initialiser), never the runtime's, NVRTC's or the 24 MB PTX compiler's (the kernels are PTX the driver loads itself).
+# The image keeps that one; before the training below, which records the class path's jars as they are
+RUN cd server/target/lib && for natives in jcuda-natives-*.jar; do \
+      mkdir unpacked && (cd unpacked && jar xf "../$natives" && rm -f lib/libJNvPTXCompiler-* lib/libJCudaRuntime-* lib/libJNvrtc-*) \
+      && ls unpacked/lib/libJCudaDriver-* >/dev/null \
+      && jar --create --file "$natives" --manifest unpacked/META-INF/MANIFEST.MF -C unpacked lib -C unpacked META-INF/maven \
+      && rm -rf unpacked; \
+    done
 # the ahead-of-time cache (the JIT's cold start, issue 30), trained on the runtime the image runs (a cache matches only the
 # JVM that made it; moved with the jar and lib/ to /opt/lmcache-server it still matches); the driver runs on the build JDK
 RUN LMCACHE_AOT_DRIVER_JAVA="$(command -v java)" JAVA_HOME=/opt/java/runtime bin/lmcache-aot-train server/target/lmcache-server.aot

@@ -3,9 +3,15 @@ package io.lmcache.server;
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.StartupException;
+import io.lmcache.server.agent.FatalErrors;
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.http.AotCacheStatus;
 import io.lmcache.server.logging.LogText;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import org.slf4j.LoggerFactory;
 
 /**
  * {@code lmcache-server}: parse the command line, start the server, stop it on SIGTERM/SIGINT. Every
@@ -15,6 +21,8 @@ import java.util.concurrent.TimeUnit;
 public final class Main {
     /** The exit code when the ZeroMQ side died while serving (start-up failures exit 2). */
     public static final int EXIT_TRANSPORT_DIED = 3;
+    /** The launcher's notice for this start (bin/lmcache-server sets it; it is not an operator's setting). */
+    static final String LAUNCHER_NOTICE_ENV = "LMCACHE_LAUNCHER_NOTICE";
     private static final long FAILURE_CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(15);
 
     private Main() {}
@@ -30,9 +38,13 @@ public final class Main {
         }
         ConfigLoader.Outcome.Run run = (ConfigLoader.Outcome.Run) outcome;
         ServerConfig config = run.config();
+        // a thread that dies of an error it had no handler for: out of memory ends the process (FatalErrors), the rest is logged
+        Thread.setDefaultUncaughtExceptionHandler(FatalErrors.defaultHandler((thread, failure) ->
+                LoggerFactory.getLogger(Main.class).error("thread {} died: {}", thread.getName(), failure.toString(), failure)));
         LmcacheServer server;
         try {
-            server = LmcacheServer.start(config, run.warnings());
+            server = LmcacheServer.start(config, startupNotices(run.warnings(), System.getenv(LAUNCHER_NOTICE_ENV),
+                    AotCacheStatus.thisJvm().refusal()));
         } catch (StartupException e) {
             System.err.print(ConfigLoader.errorLine(LogText.clip(e.getMessage(), LogText.MAX_LINE_CHARS)));
             System.exit(ConfigLoader.EXIT_USAGE);
@@ -65,6 +77,20 @@ public final class Main {
         System.err.flush();
         // halt, not exit: the shutdown hook would wait on a close that may still be running
         Runtime.getRuntime().halt(EXIT_TRANSPORT_DIED);
+    }
+
+    /**
+     * The configuration's warnings, then what the launcher had to say about this start (a stale ahead-of-time cache it
+     * removed) and a cache the JVM refused: logged through the server's logger, so they come in the configured format (JSON
+     * lines with LMCACHE_LOG_FORMAT=json), never as plain text ahead of it.
+     */
+    static List<String> startupNotices(List<String> warnings, String launcherNotice, Optional<String> aotRefusal) {
+        List<String> notices = new ArrayList<>(warnings);
+        if (launcherNotice != null && !launcherNotice.isBlank()) {
+            notices.add(launcherNotice.strip());
+        }
+        aotRefusal.ifPresent(notices::add);
+        return notices;
     }
 
     /** The failure's message (its first line), or its type when it has none; the causes' messages are in it already. */

@@ -4,6 +4,7 @@ import com.sun.management.HotSpotDiagnosticMXBean;
 import java.lang.management.ManagementFactory;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * Whether this JVM runs with the ahead-of-time cache (JEP 483, 515) the launcher passes: {@code file} is the
@@ -12,11 +13,24 @@ import java.util.Map;
  * not even the JDK's default CDS archive, so "sharing" in {@code java.vm.info} (what {@code java -version} prints) means
  * the cache was mapped. {@code training}: this is the training run, which writes the cache at exit ({@code -XX:AOTCacheOutput}).
  */
-record AotCacheStatus(String file, String mode, boolean used, boolean training) {
+public record AotCacheStatus(String file, String mode, boolean used, boolean training) {
     private static final AotCacheStatus THIS_JVM = read();
 
-    static AotCacheStatus thisJvm() {
+    public static AotCacheStatus thisJvm() {
         return THIS_JVM;
+    }
+
+    /**
+     * What to tell the operator when the launcher passed a cache and the JVM refused it (its own lines about why are off:
+     * they are plain text on stdout, ahead of structured logs); empty when there was none or it was used.
+     */
+    public Optional<String> refusal() {
+        if (file.isEmpty() || used || training) {
+            return Optional.empty();
+        }
+        return Optional.of("the ahead-of-time cache " + file + " was refused by the JVM (damaged, or made by another runtime,"
+                + " other JVM flags or another build); serving without it: its first requests are slower. bin/lmcache-aot-train"
+                + " makes a new one; LMCACHE_JAVA_OPTS=-Xlog:aot says why it was refused");
     }
 
     private static AotCacheStatus read() {

@@ -1,5 +1,6 @@
 package io.lmcache.server.loop;
 
+import io.lmcache.server.agent.FatalErrors;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.metrics.ZeromqCatalogue;
@@ -38,15 +39,18 @@ final class TransportDeaths {
 
     /** Runs on: the dying JeroMQ I/O thread (the context's uncaught-exception handler). */
     void ioThreadDied(Thread thread, Throwable error) {
-        ioThreadDeaths.increment();
-        ioThreadDeath = "zeromq: I/O thread died: " + thread.getName() + ": " + error;
+        // out of memory: what follows allocates (the reason, a log line, the thread that stops the server), and an error
+        // thrown from this handler would leave the server wedged; the last resort allocates nothing and exits 3 as well
+        FatalErrors.haltIfFatal(error);
         try {
+            ioThreadDeaths.increment();
+            ioThreadDeath = "zeromq: I/O thread died: " + thread.getName() + ": " + error;
             LOG.error("ZeroMQ I/O thread {} died ({}): the ROUTER serves no more requests; the server stops", thread.getName(),
                     error.toString());
-        } catch (Throwable logFailure) {
-            // out of memory, the log line may fail too: the counter, the health check and the exit code still tell
+            died(ioThreadDeath);
+        } catch (Throwable handlerFailure) {
+            FatalErrors.halt();
         }
-        died(ioThreadDeath);
     }
 
     /** Runs on: a JeroMQ I/O thread that carries on (the context's notification handler). */

@@ -140,10 +140,20 @@ final class PoolPreparation {
                 split.append(i == 0 ? "" : ", " + stages.get(i - 1).name()).append(' ')
                         .append(TimeUnit.NANOSECONDS.toMillis(stageNanos[i].sum())).append(" ms");
             }
-            LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms ({} GiB/s; thread time: {})", 100L * done / regionCount,
-                    done, regionCount, doneBytes >> 20, TimeUnit.NANOSECONDS.toMillis(elapsedNs),
-                    String.format("%.1f", doneBytes / (elapsedNs / 1e9) / (1L << 30)), split);
+            LOG.info("L1 pool preparation: {}% ({} of {} regions, {} MiB) in {} ms ({} GiB/s{}; thread time: {})",
+                    100L * done / regionCount, done, regionCount, doneBytes >> 20, TimeUnit.NANOSECONDS.toMillis(elapsedNs),
+                    String.format("%.1f", doneBytes / (elapsedNs / 1e9) / (1L << 30)),
+                    done == regionCount ? "" : ", about " + etaSeconds(done, regionCount, elapsedNs) + " s left", split);
         }
+    }
+
+    /** The seconds left at the rate so far (rounded up): the regions are of one size and prepared alike. */
+    static long etaSeconds(int done, int total, long elapsedNs) {
+        if (done <= 0 || done >= total) {
+            return 0;
+        }
+        double leftNs = (double) elapsedNs * (total - done) / done;
+        return (long) Math.ceil(leftNs / 1e9);
     }
 
     private static void touchPages(MemorySegment slice) {

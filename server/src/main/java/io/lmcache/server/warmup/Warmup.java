@@ -1,5 +1,6 @@
 package io.lmcache.server.warmup;
 
+import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.agent.NamedThreads;
 import java.util.LinkedHashMap;
@@ -39,7 +40,8 @@ public final class Warmup implements AutoCloseable {
      * @param rounds rounds done (each: STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION)
      * @param requested rounds asked for ({@code --warmup-iterations}; 0: off)
      * @param elapsedNs wall time of the warm-up, the scratch server's opening and closing included
-     * @param stoppedBy "done", "budget" (the time budget ran out first), "off", or why it stopped early
+     * @param stoppedBy "done", "budget" (the time budget ran out first), "off", "small host: N cores" (skipped), or why it
+     *     stopped early
      * @param zeromqRounds of the rounds, those whose requests took the ZeroMQ path (a client's DEALER to the scratch server's
      *     own request loop on a loopback port); the others went straight to its dispatcher
      * @param zeromqSkipped why no round took the ZeroMQ path (its loop could not be opened), or null
@@ -69,6 +71,13 @@ public final class Warmup implements AutoCloseable {
             return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped);
         }
     }
+
+    /**
+     * Below this many cores the start-up warm-up at its default size is skipped: on 2 cores it spent its whole 1 s budget for
+     * 1 to 3 of its 3 000 rounds (issue 51), the compiler threads and the rounds taking turns on the same cores, so it only
+     * delayed ready. The background rounds switch off below {@code Tuning.SPIN_MIN_CORES} already.
+     */
+    static final int SMALL_HOST_CORES = 4;
 
     private final Result startUp;
     /** The rounds left over at {@code ready}, going on in the background; null when there are none. */
@@ -100,6 +109,14 @@ public final class Warmup implements AutoCloseable {
         long budgetNs = config.operator().warmupBudgetNs();
         if (iterations == 0 || budgetNs == 0) {
             return new Warmup(Result.OFF, null);
+        }
+        int cores = Runtime.getRuntime().availableProcessors();
+        if (skippedOnSmallHost(iterations, cores)) {
+            LOG.info("JIT warm-up: skipped on this small host ({} cores, fewer than {}: its rounds and the JIT's compiler threads"
+                    + " would share the cores and the default {} rounds cannot finish in the {} ms budget, so start-up would only be"
+                    + " slower); --warmup-iterations with another count runs that many anyway", cores, SMALL_HOST_CORES, iterations,
+                    TimeUnit.NANOSECONDS.toMillis(budgetNs));
+            return new Warmup(new Result(0, iterations, 0, budgetNs, 0, "small host: " + cores + " cores", 0, null), null);
         }
         long startNs = System.nanoTime();
         String[] why = new String[1];
@@ -137,6 +154,14 @@ public final class Warmup implements AutoCloseable {
                 background == null ? "" : "; the other rounds go on in the background until the first request, for "
                         + TimeUnit.NANOSECONDS.toMillis(backgroundNs) + " ms at most");
         return new Warmup(done, background);
+    }
+
+    /**
+     * Whether the start-up warm-up is skipped: on a host of fewer than {@link #SMALL_HOST_CORES} cores, when the rounds are
+     * the default count (an operator who gives {@code --warmup-iterations} another count gets them, as the tests do).
+     */
+    static boolean skippedOnSmallHost(int iterations, int cores) {
+        return cores < SMALL_HOST_CORES && iterations == OperatorSettings.DEFAULT_WARMUP_ITERATIONS;
     }
 
     /** What ran before {@code ready}. */

@@ -24,8 +24,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The ahead-of-time cache through {@code bin/lmcache-server} (issue 30): a cache trained by bin/lmcache-aot-train (a short
- * training, 40 rounds) is used and /status says so; a damaged file, or a cache made for another class path, is refused by
- * the JVM and the server starts and serves without it, /status saying it was not used.
+ * training, 40 rounds) is used and /status says so; a damaged file (its header or its body), or a cache made for another
+ * class path, is refused by the JVM and the server starts and serves without it, /status saying it was not used.
  */
 class AotCacheIT {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -67,6 +67,31 @@ class AotCacheIT {
         assertEquals(damaged.toString(), aot.path("file").asText());
     }
 
+    /**
+     * Damage inside the cache's body (issue 45 N7), not its header: without a check the JVM maps it and crashes at start, or
+     * runs on wrong classes. The launcher has the JVM verify the cache's checksums (-XX:+VerifySharedSpaces), so it refuses
+     * the cache and the server serves without it, saying so in its log in the configured format (here JSON lines).
+     */
+    @Test
+    void aCacheDamagedInItsBodyIsRefusedAndTheServerServesWithoutItSayingSoInItsLog() throws Exception {
+        Path damaged = dir.resolve("body-damaged.aot");
+        byte[] bytes = Files.readAllBytes(trained);
+        byte[] noise = new byte[4096];
+        new Random(45).nextBytes(noise);
+        System.arraycopy(noise, 0, bytes, bytes.length / 2, noise.length);
+        Files.write(damaged, bytes);
+        Started started = startServeAndReadAotStatus(damaged, Map.of("LMCACHE_LOG_FORMAT", "json"));
+        assertFalse(started.aot().path("used").asBoolean(), started.aot().toString());
+        assertEquals(damaged.toString(), started.aot().path("file").asText());
+        boolean said = false;
+        for (String line : started.output().lines().filter(line -> !line.isBlank()).toList()) {
+            JsonNode event = JSON.readTree(line);
+            said |= event.path("level").asText().equals("WARN")
+                    && event.path("formattedMessage").asText().contains("the ahead-of-time cache " + damaged + " was refused");
+        }
+        assertTrue(said, "every line is JSON, the refusal among them:\n" + started.output());
+    }
+
     @Test
     void aCacheOfAnotherClassPathIsRefusedAndTheServerServesWithoutIt() throws Exception {
         // a real cache, of the same runtime, recorded by a JVM whose class path starts with the test jar, not the server's jar
@@ -81,37 +106,58 @@ class AotCacheIT {
         assertFalse(aot.path("used").asBoolean(), aot.toString());
     }
 
-    /** Starts the server through the launcher with {@code cache}, stores and finds a chunk, and returns /status's aot_cache. */
+    /** What a start said: /status's aot_cache, and the launcher's and server's output. */
+    private record Started(JsonNode aot, String output) {}
+
     private static JsonNode startServeAndReadAotStatus(Path cache) throws Exception {
-        int port = ServerProcess.freePort();
-        int httpPort = ServerProcess.freePort();
-        Path log = Files.createTempFile(dir, "server-", ".log");
-        ProcessBuilder builder = new ProcessBuilder(Golden.repoRoot().resolve("bin/lmcache-server").toString(), "--host", "127.0.0.1",
-                "--port", Integer.toString(port), "--http-host", "127.0.0.1", "--http-port", Integer.toString(httpPort), "--l1-size-gb",
-                "0.25", "--shm-name", "").redirectErrorStream(true).redirectOutput(log.toFile());
-        builder.environment().putAll(Map.of("JAVA_HOME", javaHome().toString(), "LMCACHE_AOT_CACHE", cache.toString(),
-                "LMCACHE_AOT_TRAIN", "0"));
-        Process server = builder.start();
-        try {
-            await("ready").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> {
-                if (!server.isAlive()) {
-                    throw new AssertionError("the server exited with " + server.exitValue() + ":\n" + Files.readString(log));
+        return startServeAndReadAotStatus(cache, Map.of()).aot();
+    }
+
+    /**
+     * Starts the server through the launcher with {@code cache} (and {@code env}), stores and finds a chunk, and returns
+     * /status's aot_cache with the output. A port another process took first (exit 2, "cannot bind") is chosen again.
+     */
+    private static Started startServeAndReadAotStatus(Path cache, Map<String, String> env) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            int port = ServerProcess.freePort();
+            int httpPort = ServerProcess.freePort();
+            Path log = Files.createTempFile(dir, "server-", ".log");
+            ProcessBuilder builder = new ProcessBuilder(Golden.repoRoot().resolve("bin/lmcache-server").toString(), "--host", "127.0.0.1",
+                    "--port", Integer.toString(port), "--http-host", "127.0.0.1", "--http-port", Integer.toString(httpPort), "--l1-size-gb",
+                    "0.25", "--shm-name", "").redirectErrorStream(true).redirectOutput(log.toFile());
+            builder.environment().putAll(Map.of("JAVA_HOME", javaHome().toString(), "LMCACHE_AOT_CACHE", cache.toString(),
+                    "LMCACHE_AOT_TRAIN", "0"));
+            builder.environment().putAll(env);
+            Process server = builder.start();
+            try {
+                try {
+                    await("ready").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> {
+                        if (!server.isAlive()) {
+                            throw new AssertionError("the server exited with " + server.exitValue() + ":\n" + Files.readString(log));
+                        }
+                        return healthy(httpPort);
+                    });
+                } catch (AssertionError e) {
+                    if (attempt < 3 && !server.isAlive() && server.exitValue() == 2 && Files.readString(log).contains("cannot bind")) {
+                        continue;
+                    }
+                    throw e;
                 }
-                return healthy(httpPort);
-            });
-            try (JavaWorker worker = new JavaWorker("tcp://127.0.0.1:" + port, 3001, "aot/model", GEOMETRY)) {
-                worker.register();
-                int[] blocks = JavaWorker.range(0, 16);
-                int[] tokens = JavaWorker.tokens(30, 256);
-                worker.fill(blocks, 30);
-                assertTrue(worker.store(tokens, 0, 256, blocks, "aot-it"), Files.readString(log));
-                assertEquals(1, worker.lookup(tokens, 256, "aot-it", 1, 1));
-            }
-            return JSON.readTree(Http.get("http://127.0.0.1:" + httpPort + "/status").body()).path("aot_cache");
-        } finally {
-            server.destroy();
-            if (!server.waitFor(30, TimeUnit.SECONDS)) {
-                server.destroyForcibly();
+                try (JavaWorker worker = new JavaWorker("tcp://127.0.0.1:" + port, 3001, "aot/model", GEOMETRY)) {
+                    worker.register();
+                    int[] blocks = JavaWorker.range(0, 16);
+                    int[] tokens = JavaWorker.tokens(30, 256);
+                    worker.fill(blocks, 30);
+                    assertTrue(worker.store(tokens, 0, 256, blocks, "aot-it"), Files.readString(log));
+                    assertEquals(1, worker.lookup(tokens, 256, "aot-it", 1, 1));
+                    return new Started(JSON.readTree(Http.get("http://127.0.0.1:" + httpPort + "/status").body()).path("aot_cache"),
+                            Files.readString(log));
+                }
+            } finally {
+                server.destroy();
+                if (!server.waitFor(30, TimeUnit.SECONDS)) {
+                    server.destroyForcibly();
+                }
             }
         }
     }

@@ -2,6 +2,7 @@ package io.lmcache.server.it;
 
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -15,6 +16,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -22,6 +24,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
@@ -73,11 +76,33 @@ class OperatorIT {
         return env;
     }
 
+    /**
+     * Launches with the arguments {@code args} makes of a free HTTP port and waits until it is healthy; a port another
+     * process took before the server bound it (exit 2, "cannot bind") is chosen again, a few times.
+     */
+    private static Launched launchHealthy(Path executable, Path cwd, Map<String, String> env, IntFunction<List<String>> args)
+            throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            Launched server = launch(executable, cwd, env, args.apply(ServerProcess.freePort()));
+            try {
+                server.awaitHealthy();
+                return server;
+            } catch (RuntimeException | AssertionError e) {
+                server.close();
+                if (attempt < 3 && server.process().exitValue() == 2 && server.output().contains("cannot bind")) {
+                    continue;
+                }
+                throw e;
+            }
+        }
+    }
+
     private static Launched launch(Path executable, Path cwd, Map<String, String> env, List<String> args) throws IOException {
         List<String> command = new ArrayList<>(List.of(executable.toString()));
         command.addAll(args);
         int httpPort = Integer.parseInt(args.get(args.indexOf("--http-port") + 1));
-        Path log = Files.createTempFile("launcher", ".log");
+        // in the test's own temporary directory, which JUnit deletes
+        Path log = Files.createTempFile(cwd, "launcher", ".log");
         ProcessBuilder builder = new ProcessBuilder(command).directory(cwd.toFile()).redirectErrorStream(true).redirectOutput(log.toFile());
         builder.environment().putAll(javaEnv());
         builder.environment().putAll(env);
@@ -105,9 +130,9 @@ class OperatorIT {
         Path usrLocalBin = Files.createDirectories(dir.resolve("usr/local/bin"));
         Files.createSymbolicLink(usrLocalBin.resolve("lmcache-server"), ROOT.resolve("bin/lmcache-server"));
         Path elsewhere = Files.createDirectories(dir.resolve("work"));
-        int httpPort = ServerProcess.freePort();
-        try (Launched server = launch(usrLocalBin.resolve("lmcache-server"), elsewhere, Map.of(), serverArgs(httpPort))) {
-            server.awaitHealthy();
+        int httpPort;
+        try (Launched server = launchHealthy(usrLocalBin.resolve("lmcache-server"), elsewhere, Map.of(), OperatorIT::serverArgs)) {
+            httpPort = server.httpPort();
             // the image's HEALTHCHECK: bash alone, the port read from the server's own command line
             Processes.Result health = run(elsewhere, Map.of("LMCACHE_PID", Long.toString(server.process().pid())),
                     ROOT.resolve("bin/lmcache-healthcheck").toString());
@@ -123,12 +148,13 @@ class OperatorIT {
     void lmcacheServerTakesLmcachesFlagsThroughTheVenvLinkAndPingAndDescribeReadIt(@TempDir Path dir) throws Exception {
         Path venvBin = Files.createDirectories(dir.resolve("opt/venv/bin"));
         Path lmcache = Files.createSymbolicLink(venvBin.resolve("lmcache"), ROOT.resolve("bin/lmcache"));
-        int httpPort = ServerProcess.freePort();
-        List<String> args = new ArrayList<>(List.of("server"));
-        args.addAll(serverArgs(httpPort, "--no-l1-use-lazy", "--disable-observability", "--eviction-policy", "LRU"));
-        String url = "http://127.0.0.1:" + httpPort;
-        try (Launched server = launch(lmcache, dir, Map.of(), args)) {
-            server.awaitHealthy();
+        String url;
+        try (Launched server = launchHealthy(lmcache, dir, Map.of(), httpPort -> {
+            List<String> args = new ArrayList<>(List.of("server"));
+            args.addAll(serverArgs(httpPort, "--no-l1-use-lazy", "--disable-observability", "--eviction-policy", "LRU"));
+            return args;
+        })) {
+            url = "http://127.0.0.1:" + server.httpPort();
             assertTrue(server.output().contains("--no-l1-use-lazy is accepted for compatibility with LMCache and has no effect here"),
                     server.output());
             Processes.Result ping = run(dir, Map.of(), lmcache.toString(), "ping", "kvcache", "--url", url);
@@ -170,18 +196,12 @@ class OperatorIT {
 
     @Test
     void jsonLogsAndAnOperatorsOwnLogbackFile(@TempDir Path dir) throws Exception {
-        int httpPort = ServerProcess.freePort();
-        try (Launched server = launch(ROOT.resolve("bin/lmcache-server"), dir, Map.of("LMCACHE_LOG_FORMAT", "json"), serverArgs(httpPort))) {
-            server.awaitHealthy();
-            List<String> lines = server.output().lines().filter(line -> !line.isBlank()).toList();
-            assertTrue(lines.size() >= 3, server.output());
-            boolean ready = false;
-            for (String line : lines) {
-                JsonNode event = JSON.readTree(line);
-                assertTrue(event.has("level") && event.has("loggerName") && event.has("timestamp"), line);
-                ready |= event.get("formattedMessage").asText().startsWith("ready: ZeroMQ ROUTER");
-            }
-            assertTrue(ready, "every line is a JSON object, the ready line among them:\n" + server.output());
+        try (Launched server = launchHealthy(ROOT.resolve("bin/lmcache-server"), dir, Map.of("LMCACHE_LOG_FORMAT", "json"),
+                OperatorIT::serverArgs)) {
+            List<JsonNode> events = jsonLines(server.output());
+            assertTrue(events.size() >= 3, server.output());
+            assertTrue(events.stream().anyMatch(event -> event.get("formattedMessage").asText().startsWith("ready: ZeroMQ ROUTER")),
+                    "every line is a JSON object, the ready line among them:\n" + server.output());
         }
         Path config = dir.resolve("logback.xml");
         Path own = dir.resolve("own.log");
@@ -194,10 +214,9 @@ class OperatorIT {
                   <root level="INFO"><appender-ref ref="FILE"/></root>
                 </configuration>
                 """.formatted(own));
-        httpPort = ServerProcess.freePort();
-        try (Launched server = launch(ROOT.resolve("bin/lmcache-server"), dir, Map.of("LMCACHE_JAVA_OPTS", "-Dlogback.configurationFile=" + config),
-                serverArgs(httpPort, "--disable-logging"))) {
-            server.awaitHealthy();
+        try (Launched server = launchHealthy(ROOT.resolve("bin/lmcache-server"), dir, Map.of("LMCACHE_JAVA_OPTS",
+                "-Dlogback.configurationFile=" + config), httpPort -> serverArgs(httpPort, "--disable-logging"))) {
+            int httpPort = server.httpPort();
             String text = Files.readString(own);
             assertTrue(text.contains("OPERATOR INFO ready: ZeroMQ ROUTER"), text);
             assertTrue(text.contains("OPERATOR WARN --disable-logging is accepted"), text);
@@ -205,6 +224,45 @@ class OperatorIT {
             assertTrue(Http.metric(Http.get("http://127.0.0.1:" + httpPort + "/metrics").body(), "lmcache_mp_log_lines_total", "level", "warn") >= 1,
                     "the log-line counters stay attached");
         }
+    }
+
+    /**
+     * The README's order: the first start trains the ahead-of-time cache, then the tests rebuild the jar. The launcher removes
+     * the cache it finds older than the jar, and says so through the server's log (here JSON lines), not as plain text.
+     */
+    @Test
+    void aStaleAheadOfTimeCacheIsRemovedAndSaidInTheConfiguredLogFormat(@TempDir Path dir) throws Exception {
+        Path jar = Path.of(System.getProperty("lmcache.server.jar"));
+        Path stale = dir.resolve("stale.aot");
+        // what it holds does not matter: the launcher goes by its time
+        Files.write(stale, new byte[4096]);
+        Files.setLastModifiedTime(stale, FileTime.fromMillis(Files.getLastModifiedTime(jar).toMillis() - TimeUnit.HOURS.toMillis(1)));
+        try (Launched server = launchHealthy(ROOT.resolve("bin/lmcache-server"), dir, Map.of("LMCACHE_LOG_FORMAT", "json",
+                "LMCACHE_AOT_CACHE", stale.toString(), "LMCACHE_AOT_TRAIN", "0"), OperatorIT::serverArgs)) {
+            List<JsonNode> events = jsonLines(server.output());
+            assertTrue(events.stream().anyMatch(event -> event.get("level").asText().equals("WARN")
+                    && event.get("formattedMessage").asText().contains("removed the stale ahead-of-time cache " + stale)), server.output());
+            assertFalse(Files.exists(stale), "the stale cache is gone");
+            JsonNode aot = JSON.readTree(Http.get("http://127.0.0.1:" + server.httpPort() + "/status").body()).path("aot_cache");
+            assertFalse(aot.path("used").asBoolean(), aot.toString());
+            assertEquals("", aot.path("file").asText(), "the JVM was not given it");
+        }
+    }
+
+    /** Every non-blank line of {@code output} as a JSON object with the fields of the server's JSON log lines. */
+    private static List<JsonNode> jsonLines(String output) throws IOException {
+        List<JsonNode> events = new ArrayList<>();
+        for (String line : output.lines().filter(line -> !line.isBlank()).toList()) {
+            JsonNode event;
+            try {
+                event = JSON.readTree(line);
+            } catch (IOException e) {
+                throw new AssertionError("not a JSON line: " + line + "\n" + output, e);
+            }
+            assertTrue(event.has("level") && event.has("loggerName") && event.has("timestamp") && event.has("formattedMessage"), line);
+            events.add(event);
+        }
+        return events;
     }
 
     @Test

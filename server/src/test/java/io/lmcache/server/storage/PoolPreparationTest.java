@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
@@ -91,5 +92,13 @@ class PoolPreparationTest {
         assertEquals(8, PoolPreparation.threads(64, false, 0));
         assertEquals(1, PoolPreparation.threads(1, false, 0));
         assertEquals(3, PoolPreparation.threads(64, true, 3), "-Dlmcache.l1.prepareThreads wins");
+    }
+
+    @Test
+    void theProgressLinesEstimateTheTimeLeftAtTheRateSoFar() {
+        assertEquals(9, PoolPreparation.etaSeconds(1, 10, TimeUnit.SECONDS.toNanos(1)), "a tenth in 1 s: nine tenths left");
+        assertEquals(1, PoolPreparation.etaSeconds(9, 10, TimeUnit.MILLISECONDS.toNanos(900)), "100 ms left rounds up");
+        assertEquals(0, PoolPreparation.etaSeconds(10, 10, TimeUnit.SECONDS.toNanos(5)), "done");
+        assertEquals(0, PoolPreparation.etaSeconds(0, 10, 0), "nothing done yet: no estimate");
     }
 }

@@ -119,6 +119,8 @@ public final class AotTraining {
         List<String> lines = Files.readAllLines(log);
         System.err.println("lmcache-aot-train: " + why + "; the end of the server's log:");
         lines.subList(Math.max(0, lines.size() - 40), lines.size()).forEach(System.err::println);
+        // printed: nothing is left behind in the temporary directory
+        Files.deleteIfExists(log);
         System.exit(1);
     }
 }

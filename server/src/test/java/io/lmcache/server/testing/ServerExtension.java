@@ -43,15 +43,8 @@ public final class ServerExtension implements BeforeAllCallback, AfterAllCallbac
 
     @Override
     public void beforeAll(ExtensionContext context) {
-        ServerProcess launched = ServerProcess.launch(env, flags.toArray(String[]::new));
-        try {
-            launched.awaitReady();
-        } catch (RuntimeException | Error e) {
-            printLog(launched);
-            launched.close();
-            throw e;
-        }
-        server = launched;
+        // a port taken under it is chosen again; a start that fails for good prints the log
+        server = ServerProcess.start(env, flags.toArray(String[]::new));
     }
 
     @Override
@@ -73,9 +66,11 @@ public final class ServerExtension implements BeforeAllCallback, AfterAllCallbac
             return;
         }
         if (context.getExecutionException().isPresent()) {
+            server.keepLog();
             printLog(server);
         }
         server.close();
+        server.discardLog();
         server = null;
     }
 

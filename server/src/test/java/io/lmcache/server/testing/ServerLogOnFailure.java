@@ -9,8 +9,9 @@ import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
  * When a test fails, prints the log of every server it could have talked to (those running when it
- * started and those it started, even if already stopped); after each test, stops the servers the
- * test itself started (servers a class shares across its tests stay up).
+ * started and those it started, even if already stopped) and keeps their log files (in target/server-logs);
+ * after each test, stops the servers the test itself started (servers a class shares across its tests stay up)
+ * and deletes their logs unless a failure kept them.
  */
 public final class ServerLogOnFailure implements BeforeEachCallback, AfterEachCallback {
     private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(ServerLogOnFailure.class);
@@ -32,11 +33,13 @@ public final class ServerLogOnFailure implements BeforeEachCallback, AfterEachCa
             Set<ServerProcess> relevant = new LinkedHashSet<>(liveBefore);
             relevant.addAll(ours);
             for (ServerProcess server : relevant) {
+                server.keepLog();
                 ServerExtension.printLog(server);
             }
         }
         for (ServerProcess server : ours) {
             server.close();
+            server.discardLog();
         }
     }
 }

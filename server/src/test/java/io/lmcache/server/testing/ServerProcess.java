@@ -4,6 +4,7 @@ import static org.awaitility.Awaitility.await;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -14,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 
@@ -24,6 +26,12 @@ import java.util.regex.Pattern;
  * text; {@link ServerExtension} and {@link ServerLogOnFailure} print the log when a test fails.
  */
 public final class ServerProcess implements AutoCloseable {
+    /**
+     * Where the servers' logs go: the build directory, not the system's temporary one. The extensions delete the log of a
+     * server whose tests passed and keep (and print) the others'.
+     */
+    static final Path LOG_DIR = Path.of("target", "server-logs").toAbsolutePath();
+    private static final int START_ATTEMPTS = 3;
     private static final List<ServerProcess> LIVE = Collections.synchronizedList(new ArrayList<>());
     private static final List<ServerProcess> STARTED = Collections.synchronizedList(new ArrayList<>());
 
@@ -31,6 +39,8 @@ public final class ServerProcess implements AutoCloseable {
     private final Path log;
     private final int port;
     private final int httpPort;
+    /** Set when a test that could have talked to this server failed: its log stays for the post-mortem. */
+    private volatile boolean keepLog;
 
     private ServerProcess(Process process, Path log, int port, int httpPort) {
         this.process = process;
@@ -44,10 +54,35 @@ public final class ServerProcess implements AutoCloseable {
         return start(Map.of(), args);
     }
 
+    /**
+     * As {@link #start(String...)}, with {@code env} added to the environment. A port this class chose that another process
+     * took between the choice and the server's bind (the server then exits 2, "cannot bind") is chosen again, a few times;
+     * when the start fails for good, the server's log is printed.
+     */
     public static ServerProcess start(Map<String, String> env, String... args) {
-        ServerProcess server = launch(env, args);
-        server.awaitReady();
-        return server;
+        for (int attempt = 1; ; attempt++) {
+            ServerProcess server = launch(env, args);
+            try {
+                server.awaitReady();
+                return server;
+            } catch (RuntimeException | AssertionError e) {
+                server.close();
+                if (attempt < START_ATTEMPTS && server.lostAPortRace(args)) {
+                    server.discardLog();
+                    continue;
+                }
+                server.keepLog();
+                ServerExtension.printLog(server);
+                throw e;
+            }
+        }
+    }
+
+    /** Whether this server (which chose at least one of its ports itself) exited because one of them was taken. */
+    private boolean lostAPortRace(String... args) {
+        List<String> given = List.of(args);
+        boolean choseAPort = !given.contains("--port") || !given.contains("--http-port");
+        return choseAPort && !process.isAlive() && process.exitValue() == 2 && log().contains("cannot bind");
     }
 
     /** Starts without waiting for readiness (start-up timing and failure tests). */
@@ -79,7 +114,7 @@ public final class ServerProcess implements AutoCloseable {
             command.addAll(List.of("--l1-size-gb", "0.25"));
         }
         try {
-            Path log = Files.createTempFile("lmcache-server-", ".log");
+            Path log = Files.createTempFile(Files.createDirectories(LOG_DIR), "lmcache-server-", ".log");
             ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
             builder.environment().keySet().removeAll(unset);
             builder.environment().putAll(env);
@@ -172,6 +207,23 @@ public final class ServerProcess implements AutoCloseable {
         }
     }
 
+    /** Keeps the log file whatever happens later (a test that could have talked to this server failed). */
+    void keepLog() {
+        keepLog = true;
+    }
+
+    /** Deletes the log file of a stopped server unless {@link #keepLog} was called; the log text is gone afterwards. */
+    void discardLog() {
+        if (keepLog || process.isAlive()) {
+            return;
+        }
+        try {
+            Files.deleteIfExists(log);
+        } catch (IOException e) {
+            // a log left in target/ is harmless
+        }
+    }
+
     /** Every server started so far, closed or not (for the failure-log extension). */
     static List<ServerProcess> started() {
         synchronized (STARTED) {
@@ -188,13 +240,27 @@ public final class ServerProcess implements AutoCloseable {
 
     /** Ports handed out in this test JVM: the kernel may offer a just-closed ephemeral port again. */
     private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
+    /**
+     * Ports are drawn at random below the kernel's ephemeral range (where the ports of outgoing connections and of every
+     * {@code bind(0)} come from, so another process is least likely to take one between the choice and the server's bind).
+     */
+    private static final int LOWEST_PORT = 20_000;
+    private static final int EPHEMERAL_LOW = ephemeralLow();
 
     /**
      * A port free now and never handed out before in this JVM, so that two asked for one server
      * (ZeroMQ and HTTP) or for two servers cannot coincide (it happened: "--http-port: must differ
-     * from --port").
+     * from --port"). Another process may still take it before the server binds it: {@link #start} then chooses again.
      */
     public static int freePort() {
+        if (EPHEMERAL_LOW - LOWEST_PORT >= 1_000) {
+            for (int attempt = 0; attempt < 200; attempt++) {
+                int port = ThreadLocalRandom.current().nextInt(LOWEST_PORT, EPHEMERAL_LOW);
+                if (!HANDED_OUT.contains(port) && bindable(port) && HANDED_OUT.add(port)) {
+                    return port;
+                }
+            }
+        }
         while (true) {
             try (ServerSocket socket = new ServerSocket(0)) {
                 socket.setReuseAddress(true);
@@ -204,6 +270,25 @@ public final class ServerProcess implements AutoCloseable {
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
+        }
+    }
+
+    private static boolean bindable(int port) {
+        try (ServerSocket socket = new ServerSocket()) {
+            socket.setReuseAddress(false);
+            socket.bind(new InetSocketAddress(port));
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** The first port of the kernel's ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range; 32768 elsewhere). */
+    private static int ephemeralLow() {
+        try {
+            return Integer.parseInt(Files.readString(Path.of("/proc/sys/net/ipv4/ip_local_port_range")).strip().split("\\s+")[0]);
+        } catch (IOException | RuntimeException e) {
+            return 32_768;
         }
     }
 

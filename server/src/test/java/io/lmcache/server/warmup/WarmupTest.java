@@ -11,6 +11,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.LmcacheServer;
 import io.lmcache.server.config.ConfigLoader;
+import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.logging.LogCounters;
 import io.lmcache.server.testing.Http;
@@ -82,6 +83,24 @@ class WarmupTest {
             Files.deleteIfExists(dead);
             Files.deleteIfExists(live);
         }
+    }
+
+    @Test
+    void theDefaultWarmupIsSkippedBelowFourCoresAndSaysSo() throws IOException {
+        assertTrue(Warmup.skippedOnSmallHost(OperatorSettings.DEFAULT_WARMUP_ITERATIONS, 2));
+        assertTrue(Warmup.skippedOnSmallHost(OperatorSettings.DEFAULT_WARMUP_ITERATIONS, Warmup.SMALL_HOST_CORES - 1));
+        assertFalse(Warmup.skippedOnSmallHost(OperatorSettings.DEFAULT_WARMUP_ITERATIONS, Warmup.SMALL_HOST_CORES));
+        assertFalse(Warmup.skippedOnSmallHost(60, 2), "a count the operator gave runs on any host");
+        int cores = Runtime.getRuntime().availableProcessors();
+        Warmup.Result defaults = Warmup.run(config(), null);
+        if (cores < Warmup.SMALL_HOST_CORES) {
+            assertEquals("small host: " + cores + " cores", defaults.stoppedBy(), defaults.toString());
+            assertEquals(0, defaults.rounds());
+            assertFalse((Boolean) defaults.toMap().get("ran"));
+        } else {
+            assertTrue(defaults.rounds() > 0, defaults.toString());
+        }
+        assertEquals(0, scratchSegments());
     }
 
     @Test
