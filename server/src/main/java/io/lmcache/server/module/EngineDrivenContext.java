@@ -4,6 +4,8 @@ import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.protocol.EngineDrivenRegistration;
 import io.lmcache.server.storage.StoredObject;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -27,6 +29,11 @@ final class EngineDrivenContext {
     final int format;
     private final Map<PendingKey, Pending> writes = new HashMap<>();
     private final Map<PendingKey, Pending> reads = new HashMap<>();
+    /**
+     * Reservations given up when the worker's connection closed: out of the store's sight, no longer committable, their memory
+     * still the worker's (it may only have lost its connection) until the reap, UNREGISTER or the write TTL frees it.
+     */
+    private final List<Pending> disowned = new ArrayList<>();
 
     EngineDrivenContext(EngineDrivenRegistration registration, long objectBytes, int[] slotShape, int format) {
         this.registration = registration;
@@ -53,22 +60,37 @@ final class EngineDrivenContext {
         return reads.remove(key);
     }
 
-    /** Empties both maps; the caller gives back what they held. */
+    synchronized boolean hasWrites() {
+        return !writes.isEmpty();
+    }
+
+    /** Moves the reservations to the disowned list and returns them (the caller disowns their objects in the store). */
+    synchronized List<Pending> disownWrites() {
+        List<Pending> moved = new ArrayList<>(writes.values());
+        writes.clear();
+        disowned.addAll(moved);
+        return moved;
+    }
+
+    /** Empties the maps and the disowned list; the caller gives back what they held. */
     synchronized void drain(List<Pending> writesOut, List<Pending> readsOut) {
         writesOut.addAll(writes.values());
+        writesOut.addAll(disowned);
         readsOut.addAll(reads.values());
         writes.clear();
+        disowned.clear();
         reads.clear();
     }
 
     /** Moves what is older than its TTL out of the maps; the caller gives it back. */
     synchronized void collectExpired(long writeCutoffNs, long readCutoffNs, List<Pending> writesOut, List<Pending> readsOut) {
-        collectOlder(writes, writeCutoffNs, writesOut);
-        collectOlder(reads, readCutoffNs, readsOut);
+        collectOlder(writes.values(), writeCutoffNs, writesOut);
+        collectOlder(disowned, writeCutoffNs, writesOut);
+        collectOlder(reads.values(), readCutoffNs, readsOut);
     }
 
-    private static void collectOlder(Map<PendingKey, Pending> pending, long cutoffNs, List<Pending> out) {
-        for (Iterator<Pending> it = pending.values().iterator(); it.hasNext(); ) {
+    private static void collectOlder(Collection<Pending> pending, long cutoffNs, List<Pending> out) {
+        for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
             Pending p = it.next();
             if (p.createdNs() - cutoffNs < 0) {
                 it.remove();
