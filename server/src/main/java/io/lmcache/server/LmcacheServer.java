@@ -40,6 +40,7 @@ import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.tables.TableMeters;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.StoreMeters;
@@ -137,6 +138,8 @@ public final class LmcacheServer implements AutoCloseable {
             LivenessMeters.bind(metrics, reaper);
             LivenessMeters.bind(metrics, releases);
             metrics.gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, lookup::pendingResults);
+            TableMeters.bind(metrics, prefetchResults.table());
+            TableMeters.bind(metrics, leases.table());
             gpu.bindMetrics(metrics);
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
             // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)

@@ -96,7 +96,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             }
         }
         for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {
-            for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation"}) {
+            for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation", "too_many_pending"}) {
                 metrics.declare(TransferCatalogue.ENGINE_DRIVEN_FAILURES, op.wireName(), reason);
             }
         }
@@ -187,6 +187,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (resolved == null) {
             return ALL_CACHED;
         }
+        if (!context.admits(resolved.pendingKey())) {
+            fail(Op.PREPARE_STORE, "too_many_pending", "PREPARE_STORE for engine-driven instance " + request.instanceId() + ": "
+                    + EngineDrivenContext.MAX_PENDING + " prepared transfers (or their keys' bytes) are not committed yet; storing nothing");
+            return ALL_CACHED;
+        }
         List<StoredObject> reserved = new ArrayList<>();
         List<Reply.Slot> slots = new ArrayList<>();
         int[] indices = new int[resolved.range().count()];
@@ -273,6 +278,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             rememberMiss(context, resolved);
             return MISS;
         }
+        if (!context.admits(resolved.pendingKey())) {
+            fail(Op.PREPARE_RETRIEVE, "too_many_pending", "PREPARE_RETRIEVE for engine-driven instance " + request.instanceId() + ": "
+                    + EngineDrivenContext.MAX_PENDING + " prepared transfers (or their keys' bytes) are not committed yet; a miss");
+            return MISS;
+        }
         List<StoredObject> pinned = new ArrayList<>();
         for (int j = 0; j < resolved.range().count(); j++) {
             int chunk = resolved.range().firstChunk() + j;
@@ -297,8 +307,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     /** A miss is followed by a COMMIT_RETRIEVE too: remember it, so that commit is answered true without a warning. */
     private void rememberMiss(EngineDrivenContext context, Resolved resolved) {
-        if (context == null || resolved == null) {
-            return;
+        if (context == null || resolved == null || !context.admits(resolved.pendingKey())) {
+            return; // past the caps: the commit that follows answers false (counted as no_reservation)
         }
         Pending previous = context.putRead(resolved.pendingKey(), new Pending(List.of(), liveness.nowNs()));
         if (previous != null) {
