@@ -54,6 +54,7 @@ public final class FsNativeIo implements AdapterIo {
     private final LongAdder badKeys = new LongAdder();
     private final LongAdder sizeMismatches = new LongAdder();
     private final LongAdder layoutMismatches = new LongAdder();
+    private final LongAdder badFormats = new LongAdder();
     private final AtomicBoolean failureLogged = new AtomicBoolean();
     private final AtomicLong lastErrorAtMs = new AtomicLong();
     private volatile String lastError = "";
@@ -184,6 +185,8 @@ public final class FsNativeIo implements AdapterIo {
             sizeMismatches.increment();
         } else if (found == FsNativeFiles.Found.WRONG_FORMAT) {
             layoutMismatches.increment();
+        } else if (found == FsNativeFiles.Found.BAD_FORMAT) {
+            badFormats.increment();
         }
     }
 
@@ -236,13 +239,14 @@ public final class FsNativeIo implements AdapterIo {
 
     /**
      * Loads or lookups that found a file of another size ({@code format_mismatch_size}) or format attribute
-     * ({@code format_mismatch_layout}), and 1 once the file system refused a format attribute ({@code format_xattr_unsupported}).
+     * ({@code format_mismatch_layout}) or a format attribute that names no format ({@code format_xattr_invalid}), and 1 once the file system refused a format attribute ({@code format_xattr_unsupported}).
      */
     @Override
     public Map<String, Long> eventCounts() {
         Map<String, Long> counts = new LinkedHashMap<>();
         counts.put("format_mismatch_size", sizeMismatches.sum());
         counts.put("format_mismatch_layout", layoutMismatches.sum());
+        counts.put("format_xattr_invalid", badFormats.sum());
         counts.put("format_xattr_unsupported", files.recordsFormats() ? 0L : 1L);
         return counts;
     }

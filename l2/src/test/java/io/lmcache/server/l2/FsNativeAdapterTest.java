@@ -180,6 +180,33 @@ class FsNativeAdapterTest {
         assertEquals("00", load(adapter, List.of(tp2, otherLayout), buffers).toString());
     }
 
+    /** Issue 45 N13: a format attribute that is there but names no format is a counted miss, never taken for an absent one. */
+    @Test
+    void aJunkFormatAttributeIsACountedMissNotAnAbsentOne() throws Exception {
+        L2Adapter adapter = adapter("");
+        L2Key mine = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(3, 1, 4, 1), "", 0, LAYOUT);
+        assertTrue(store(adapter, List.of(mine), List.of(filled(31))).ok());
+        Path file = dir.resolve(FsNativeFiles.fileName(mine));
+        org.junit.jupiter.api.Assumptions.assumeTrue(FsNativeFiles.recordedFormat(file) != null, "the file system keeps user attributes");
+        var view = Files.getFileAttributeView(file, java.nio.file.attribute.UserDefinedFileAttributeView.class);
+        MemorySegment buffer = arena.allocate(BYTES);
+        byte[][] junk = {new byte[FsNativeFiles.MAX_FORMAT_BYTES + 1], {(byte) 0xff, (byte) 0xfe, 'x'}, {}, "v1\nforged".getBytes()};
+        long counted = 0;
+        for (byte[] value : junk) {
+            view.write(FsNativeFiles.FORMAT_XATTR, java.nio.ByteBuffer.wrap(value));
+            assertTrue(FsNativeFiles.recordedFormat(file) == FsNativeFiles.INVALID_FORMAT, "junk of " + value.length + " bytes");
+            assertEquals("0", lookup(adapter, List.of(mine)).toString(), "a lookup refuses it");
+            assertEquals("0", load(adapter, List.of(mine), List.of(buffer)).toString(), "a load refuses it");
+            counted += 2;
+            assertEquals(counted, adapter.eventCounts().get("format_xattr_invalid"));
+        }
+        assertEquals(0L, adapter.eventCounts().get("format_mismatch_layout"));
+        view.write(FsNativeFiles.FORMAT_XATTR, java.nio.ByteBuffer.wrap(LAYOUT.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        assertEquals("1", load(adapter, List.of(mine), List.of(buffer)).toString(), "its own format again: read");
+        view.delete(FsNativeFiles.FORMAT_XATTR);
+        assertNull(FsNativeFiles.recordedFormat(file), "no attribute at all is absent");
+    }
+
     @Test
     void aFileOfAnotherSizeOrRecordedFormatIsACountedMissAndAFileWithoutOneIsServed() throws Exception {
         L2Adapter adapter = adapter("");
