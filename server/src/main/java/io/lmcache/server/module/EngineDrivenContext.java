@@ -1,5 +1,6 @@
 package io.lmcache.server.module;
 
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.protocol.EngineDrivenRegistration;
@@ -158,7 +159,7 @@ final class EngineDrivenContext {
     synchronized Map<String, Object> status() {
         EngineDrivenRegistration r = registration;
         Map<String, Object> entry = new LinkedHashMap<>();
-        entry.put("model_name", r.modelName());
+        entry.put("model_name", LogText.status(r.modelName()));
         entry.put("world_size", r.worldSize());
         entry.put("block_size", r.blockSize());
         entry.put("use_mla", r.useMla());

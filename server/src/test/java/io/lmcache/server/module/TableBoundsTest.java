@@ -114,4 +114,15 @@ class TableBoundsTest {
         context.drain(writes, reads);
         assertEquals(0, context.pendingBytes());
     }
+
+    /** Issue 45: a 200 000-character model name appeared whole in /status; the module's own status entries clip it. */
+    @Test
+    void aHugeModelNameIsClippedInTheStatusEntry() {
+        String model = "m".repeat(200_000);
+        EngineDrivenContext context = new EngineDrivenContext(new io.lmcache.server.protocol.EngineDrivenRegistration(1, model, 1, 16, 4, 128,
+                "bfloat16", false, 256, 1), 1, new int[] {1}, 0);
+        String shown = (String) context.status().get("model_name");
+        assertTrue(shown.length() < 300, "clipped: " + shown.length());
+        assertTrue(shown.endsWith("(200000 chars)"), shown.substring(shown.length() - 30));
+    }
 }

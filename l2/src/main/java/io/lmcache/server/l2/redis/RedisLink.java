@@ -1,5 +1,6 @@
 package io.lmcache.server.l2.redis;
 
+import io.lmcache.server.l2.L2SpecException;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -135,7 +136,7 @@ final class RedisLink implements AutoCloseable {
             if (error == null && !closed) {
                 connections = new Connections(values.join(), control.join());
                 retryNs = RETRY_MIN_NS;
-                LOG.info("{}: connected to {} ({})", name, spec.nodes(), spec.clusterMode() ? "cluster" : "standalone");
+                LOG.info("{}: connected to {} ({})", name, L2SpecException.clip(spec.nodes(), L2SpecException.MAX_MESSAGE_CHARS), spec.clusterMode() ? "cluster" : "standalone");
                 return;
             }
             values.thenAccept(StatefulConnection::closeAsync);
