@@ -245,7 +245,8 @@ public final class FsNativeIo implements AdapterIo {
 
     /**
      * Loads or lookups that found a file of another size ({@code format_mismatch_size}) or format attribute
-     * ({@code format_mismatch_layout}) or a format attribute that names no format ({@code format_xattr_invalid}), and 1 once the file system refused a format attribute ({@code format_xattr_unsupported}).
+     * ({@code format_mismatch_layout}) or a format attribute that names no format ({@code format_xattr_invalid}), and 1 once the
+     * file system refused a format attribute ({@code format_xattr_unsupported}).
      */
     @Override
     public Map<String, Long> eventCounts() {

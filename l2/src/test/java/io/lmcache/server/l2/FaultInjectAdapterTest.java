@@ -11,6 +11,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -22,7 +24,7 @@ class FaultInjectAdapterTest {
     /** Issue 45 N12: a spec naming two million gap indices made a 17.9 MB banner line; banner and status show 16 and the count. */
     @Test
     void millionsOfGapIndicesAreShownAsTheFirstFewAndTheirCount() {
-        java.util.Set<Integer> many = new java.util.TreeSet<>();
+        Set<Integer> many = new TreeSet<>();
         for (int i = 0; i < 2_000_000; i++) {
             many.add(i);
         }

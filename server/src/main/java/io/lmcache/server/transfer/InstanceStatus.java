@@ -1,7 +1,7 @@
 package io.lmcache.server.transfer;
 
-import io.lmcache.server.logging.LogText;
 import io.lmcache.server.liveness.InstanceRegistry;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;

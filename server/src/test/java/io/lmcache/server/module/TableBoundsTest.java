@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.config.CommitSettings;
+import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.EngineDrivenRegistration;
 import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.storage.ChunkHash;
@@ -15,7 +17,6 @@ import io.lmcache.server.storage.PrefixKeys;
 import io.lmcache.server.storage.ReadyStores;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
-import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.ArrayList;
 import java.util.List;
@@ -119,7 +120,7 @@ class TableBoundsTest {
     @Test
     void aHugeModelNameIsClippedInTheStatusEntry() {
         String model = "m".repeat(200_000);
-        EngineDrivenContext context = new EngineDrivenContext(new io.lmcache.server.protocol.EngineDrivenRegistration(1, model, 1, 16, 4, 128,
+        EngineDrivenContext context = new EngineDrivenContext(new EngineDrivenRegistration(1, model, 1, 16, 4, 128,
                 "bfloat16", false, 256, 1), 1, new int[] {1}, 0);
         String shown = (String) context.status().get("model_name");
         assertTrue(shown.length() < 300, "clipped: " + shown.length());
