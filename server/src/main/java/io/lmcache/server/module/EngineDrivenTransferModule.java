@@ -21,6 +21,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.tables.WireKey;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.ChunkRange;
@@ -85,7 +86,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         this.writeTtlNs = ttls.writeNs();
         this.readTtlNs = ttls.readNs();
         this.planner = new TransferPlanner(chunkSize);
-        this.contexts = new InstanceRegistry<>(liveness);
+        // what a registration keeps from the wire is its model name (the dtype is one of a few): 64 MiB of them at most
+        this.contexts = new InstanceRegistry<>(liveness, context -> 512 + WireKey.bytes(context.registration.modelName()), 64L << 20);
         for (Gone gone : Gone.values()) {
             if (gone.label == null) {
                 continue;
@@ -133,7 +135,14 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (existing != null && existing.registration.equals(r)) {
             return poolReply();
         }
-        EngineDrivenContext replaced = contexts.put(r.instanceId(), new EngineDrivenContext(r, objectBytes, shape, format), peer);
+        EngineDrivenContext created = new EngineDrivenContext(r, objectBytes, shape, format);
+        if (!contexts.admits(r.instanceId(), created)) {
+            fail(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, "too_many_instances", "engine-driven REGISTER of instance " + r.instanceId()
+                    + " refused: " + InstanceRegistry.MAX_INSTANCES + " instances (or 64 MiB of their model names) are registered already;"
+                    + " unregistered, reaped or disconnected ones make room");
+            return new Reply.EnginePool("", 0);
+        }
+        EngineDrivenContext replaced = contexts.put(r.instanceId(), created, peer);
         if (replaced != null) {
             release(replaced, Gone.REPLACED);
         }
