@@ -17,6 +17,7 @@ import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.WindowCommit;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.tables.TableMeters;
 import io.lmcache.server.tier.L1Side;
 import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tier.ModelLayouts;
@@ -90,7 +91,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         if (engineDriven != null) {
             engineDriven.recordEventsWith(events);
         }
-        windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven);
+        windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven, metrics);
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
     }
 
@@ -112,7 +113,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
 
     /** {@code --commit-policy}: END_SESSION's window commit, fed by LOOKUPs and STOREs, writing through L2's store controller. */
     private static void windowCommit(ServerConfig config, L1Tier l1, L2Tier l2, ObjectGroupCatalog objectGroups, LookupModule lookup,
-            LmcacheDrivenTransferModule lmcacheDriven) {
+            LmcacheDrivenTransferModule lmcacheDriven, ServerMetrics metrics) {
         if (!config.commit().enabled()) {
             return;
         }
@@ -128,6 +129,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
             lmcacheDriven.noteStoresWith(commit);
         }
         l2.statusWith("window_commit", commit::status);
+        TableMeters.bind(metrics, commit.table());
     }
 
     /** CPU workers' segments: never the pool's file, mapped once per inode, within the budget the operator settings give. */

@@ -40,6 +40,9 @@ public final class ConfigLoader {
     private static final long AUTO_REGION_MIN_BYTES = 64 * MIB;
     private static final long AUTO_REGION_MAX_BYTES = GIB;
     private static final long DEFAULT_DISCONNECT_GRACE_NS = TimeUnit.SECONDS.toNanos(60);
+    /** The KV-event log's token ids, all records together (64 MiB of heap), and its record count by default. */
+    static final long KV_EVENT_LOG_MAX_TOKENS = 16L << 20;
+    static final int KV_EVENT_LOG_DEFAULT_RECORDS = 32768;
     /** A DNS name by its syntax (RFC 1123 labels), and what looks like a dotted IPv4 literal. */
     private static final Pattern HOST_NAME = Pattern.compile("(?i)[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*\\.?");
     private static final Pattern NUMERIC = Pattern.compile("[0-9.]+");
@@ -238,7 +241,7 @@ public final class ConfigLoader {
         ConnectionSettings connections = ConnectionSettings.of(o.maxConnections == null ? null : intIn("--max-connections", o.maxConnections, 1,
                 1 << 24), intIn("--connection-stall-timeout-seconds", o.connectionStallTimeoutSeconds, 1, 3600), ConnectionSettings.readOpenFileLimit(),
                 warnings);
-        int kvEventLogSize = intIn("--kv-event-log-size", o.kvEventLogSize, 0, 1 << 20);
+        int kvEventLogSize = kvEventLogSize(o.kvEventLogSize, chunkSize);
         CommitSettings commit = CommitSettings.validate(o.commitPolicy, o.commitAnchor, o.commitBoundaryTokens);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
@@ -298,6 +301,25 @@ public final class ConfigLoader {
             }
         }
         return new L1Sizes(shmName, l1SizeBytes, regionBytes);
+    }
+
+    /**
+     * {@code --kv-event-log-size}: the log keeps a chunk of token ids per record, allocated at start, so records times chunk size is
+     * bounded ({@link #KV_EVENT_LOG_MAX_TOKENS}): by default the record count shrinks to fit (a {@code --chunk-size 8192} start
+     * failed with "Java heap space"); a size given that does not fit is refused in one line.
+     */
+    static int kvEventLogSize(String given, int chunkSize) throws ConfigException {
+        int fitting = (int) Math.min(1 << 20, KV_EVENT_LOG_MAX_TOKENS / chunkSize);
+        if (given == null) {
+            return Math.min(KV_EVENT_LOG_DEFAULT_RECORDS, fitting);
+        }
+        int records = intIn("--kv-event-log-size", given, 0, 1 << 20);
+        if (records > fitting) {
+            throw new ConfigException("--kv-event-log-size", "keeps " + records + " records of " + chunkSize + " token ids (--chunk-size), "
+                    + ((long) records * chunkSize * Integer.BYTES >> 20) + " MiB of heap; at most " + fitting + " fit the log's "
+                    + (KV_EVENT_LOG_MAX_TOKENS * Integer.BYTES >> 20) + " MiB");
+        }
+        return records;
     }
 
     private static WorkerTimeouts validateWorkerTimeouts(ServerOptions o, List<String> warnings) throws ConfigException {

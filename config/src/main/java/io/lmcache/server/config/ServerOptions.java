@@ -227,9 +227,10 @@ final class ServerOptions {
                     + " (default: ${DEFAULT-VALUE}).")
     String hashAlgorithm;
 
-    @Option(names = "--kv-event-log-size", paramLabel = "<records>", defaultValue = "32768",
-            description = "Records the KV-event log keeps for KV-aware routers (poll_kv_events, subscribe_kv_events); 0 turns the channel off "
-                    + "(default: ${DEFAULT-VALUE}).")
+    @Option(names = "--kv-event-log-size", paramLabel = "<records>",
+            description = "Records the KV-event log keeps for KV-aware routers (poll_kv_events, subscribe_kv_events); 0 turns the channel off;"
+                    + " the log keeps each record's chunk of token ids, at most 16 Mi token ids in all (default: 32768, fewer for chunks"
+                    + " over 512 tokens).")
     String kvEventLogSize;
 
     // LMCache's window commit (docs/design "Sliding-window commits: --commit-policy", stored text id 69066784989): opt-in

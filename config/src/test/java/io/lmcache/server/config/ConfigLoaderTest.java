@@ -56,6 +56,20 @@ class ConfigLoaderTest {
         assertEquals("tcp://localhost:5555", c.zmqEndpoint());
     }
 
+    /** Issue 45 N13: {@code --chunk-size 8192} failed start-up with "Java heap space" (the KV-event log keeps a chunk of token ids a record). */
+    @Test
+    void theKvEventLogFitsItsTokenBudgetWhateverTheChunkSize() {
+        assertEquals(32768, run("--l1-size-gb", "2").kvEventLogSize());
+        assertEquals(2048, run("--l1-size-gb", "2", "--chunk-size", "8192").kvEventLogSize(), "16 Mi token ids / 8192");
+        assertEquals(16, run("--l1-size-gb", "2", "--chunk-size", Integer.toString(1 << 20)).kvEventLogSize());
+        assertEquals(1000, run("--l1-size-gb", "2", "--chunk-size", "8192", "--kv-event-log-size", "1000").kvEventLogSize());
+        assertEquals(0, run("--l1-size-gb", "2", "--chunk-size", "8192", "--kv-event-log-size", "0").kvEventLogSize());
+        ConfigLoader.Outcome.Exit refused = exit("--l1-size-gb", "2", "--chunk-size", "8192", "--kv-event-log-size", "32768");
+        assertEquals(2, refused.code());
+        assertTrue(refused.text().contains("--kv-event-log-size") && refused.text().contains("at most 2048"), refused.text());
+        assertEquals(1, refused.text().strip().lines().count(), "one line: " + refused.text());
+    }
+
     @Test
     void connectionCapAndStallTimeoutHaveDefaultsAndBounds() {
         ServerConfig c = run("--l1-size-gb", "1");

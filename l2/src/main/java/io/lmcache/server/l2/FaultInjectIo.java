@@ -1,6 +1,7 @@
 package io.lmcache.server.l2;
 
 import java.lang.foreign.MemorySegment;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -17,6 +18,8 @@ import org.slf4j.LoggerFactory;
  */
 public final class FaultInjectIo implements AdapterIo {
     private static final Logger LOG = LoggerFactory.getLogger(FaultInjectIo.class);
+    /** Items of a rule list the banner and status show (a spec may name millions of gap indices): the count says the rest. */
+    static final int SHOWN_ITEMS = 16;
 
     private final AdapterIo inner;
     private final FaultRules rules;
@@ -25,7 +28,7 @@ public final class FaultInjectIo implements AdapterIo {
         this.inner = inner;
         this.rules = rules;
         LOG.warn(String.format(Locale.ROOT, "FaultInjectL2Adapter ACTIVE (rate=%.3f seed=%d gap_indices=%s gap_tail_ratios=%s) wrapping %s"
-                + " -- test/diagnostic use only.", rules.rate(), rules.seed(), List.copyOf(rules.gapIndices()), rules.gapTailRatios(),
+                + " -- test/diagnostic use only.", rules.rate(), rules.seed(), shown(rules.gapIndices()), shown(rules.gapTailRatios()),
                 inner.typeName()));
     }
 
@@ -80,10 +83,23 @@ public final class FaultInjectIo implements AdapterIo {
         Map<String, Object> settings = new LinkedHashMap<>();
         settings.put("rate", rules.rate());
         settings.put("seed", rules.seed());
-        settings.put("gap_indices", List.copyOf(rules.gapIndices()));
-        settings.put("gap_tail_ratios", rules.gapTailRatios());
+        settings.put("gap_indices", first(rules.gapIndices()));
+        settings.put("gap_indices_count", rules.gapIndices().size());
+        settings.put("gap_tail_ratios", first(rules.gapTailRatios()));
+        settings.put("gap_tail_ratios_count", rules.gapTailRatios().size());
         status.put("fault_inject", settings);
         return status;
+    }
+
+    /** The first {@link #SHOWN_ITEMS} items. */
+    static List<Object> first(Collection<?> items) {
+        return items.stream().limit(SHOWN_ITEMS).map(Object.class::cast).toList();
+    }
+
+    /** {@code items} as the banner prints them: {@code [a, b]}, or the first {@link #SHOWN_ITEMS} and how many there are. */
+    static String shown(Collection<?> items) {
+        String head = first(items).toString();
+        return items.size() <= SHOWN_ITEMS ? head : head.substring(0, head.length() - 1) + ", ...(" + items.size() + " items)]";
     }
 
     @Override

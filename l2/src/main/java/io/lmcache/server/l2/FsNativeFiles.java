@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -44,10 +45,14 @@ final class FsNativeFiles {
     enum Write { WROTE, EXISTED }
 
     /**
-     * What a read or an existence check found: a whole file, none, a short one (removed), one of another size (kept), or one whose
-     * format attribute names another format (kept).
+     * What a read or an existence check found: a whole file, none, a short one (removed), one of another size (kept), one whose
+     * format attribute names another format (kept), or one whose format attribute is there but no format (kept: too long, not
+     * UTF-8, empty or with control characters; never taken for a file without one).
      */
-    enum Found { WHOLE, MISSING, SHORT, WRONG_SIZE, WRONG_FORMAT }
+    enum Found { WHOLE, MISSING, SHORT, WRONG_SIZE, WRONG_FORMAT, BAD_FORMAT }
+
+    /** {@link #recordedFormat}: an attribute is there, but its value is no format. Compared by identity. */
+    static final String INVALID_FORMAT = new String("(invalid format attribute)");
 
     /** The extended attribute (user namespace) holding the object's format; LMCache's files have none. */
     static final String FORMAT_XATTR = "lmcache_format";
@@ -183,8 +188,9 @@ final class FsNativeFiles {
             if (size != length) {
                 return Found.WRONG_SIZE;
             }
-            if (!formatMatches(path, format)) {
-                return Found.WRONG_FORMAT;
+            Found formatFound = formatCheck(path, format);
+            if (formatFound != Found.WHOLE) {
+                return formatFound;
             }
             ByteBuffer buffer = dst.asByteBuffer();
             while (buffer.hasRemaining()) {
@@ -216,7 +222,7 @@ final class FsNativeFiles {
         if (expectedBytes > 0 && attributes.size() != expectedBytes) {
             return Found.WRONG_SIZE;
         }
-        return formatMatches(path, format) ? Found.WHOLE : Found.WRONG_FORMAT;
+        return formatCheck(path, format);
     }
 
     // --- the format attribute --------------------------------------------------------------------
@@ -254,29 +260,50 @@ final class FsNativeFiles {
     }
 
     /**
-     * Whether the file's format attribute is {@code format}: true when {@code format} is "" (not checked) or the file has no
-     * attribute (LMCache wrote it, or the file system keeps none: its size was checked already).
+     * {@link Found#WHOLE} when the file's format attribute is {@code format}, or {@code format} is "" (not checked), or the file
+     * has no attribute (LMCache wrote it, or the file system keeps none: its size was checked already);
+     * {@link Found#WRONG_FORMAT} when it names another; {@link Found#BAD_FORMAT} when it is there but names none (junk is a
+     * refusal, never "absent": an absent attribute is what lets a file of another layout but the same size be read).
      */
-    private boolean formatMatches(Path path, String format) {
+    private Found formatCheck(Path path, String format) {
         if (format.isEmpty() || xattrRefusal != null) {
-            return true;
+            return Found.WHOLE;
         }
         String recorded = recordedFormat(path);
-        return recorded == null || recorded.equals(format);
+        if (recorded == INVALID_FORMAT) {
+            return Found.BAD_FORMAT;
+        }
+        return recorded == null || recorded.equals(format) ? Found.WHOLE : Found.WRONG_FORMAT;
     }
 
-    /** The format attribute of the file, or null when it has none or it cannot be read. */
+    /**
+     * The format attribute of the file; null when it has none (or the file system keeps none); {@link #INVALID_FORMAT} when one is
+     * there but is no format: longer than {@link #MAX_FORMAT_BYTES}, empty, not UTF-8, with control characters, or unreadable.
+     */
     static String recordedFormat(Path path) {
+        UserDefinedFileAttributeView view = Files.getFileAttributeView(path, UserDefinedFileAttributeView.class, NO_FOLLOW);
+        if (view == null) {
+            return null;
+        }
         try {
-            UserDefinedFileAttributeView view = Files.getFileAttributeView(path, UserDefinedFileAttributeView.class, NO_FOLLOW);
-            if (view == null) {
+            if (!view.list().contains(FORMAT_XATTR)) {
                 return null;
+            }
+        } catch (IOException | UnsupportedOperationException e) {
+            return null; // ENOTSUP: the file system keeps none
+        }
+        try {
+            if (view.size(FORMAT_XATTR) > MAX_FORMAT_BYTES) {
+                return INVALID_FORMAT;
             }
             ByteBuffer value = ByteBuffer.allocate(MAX_FORMAT_BYTES);
             view.read(FORMAT_XATTR, value);
-            return new String(value.array(), 0, value.position(), StandardCharsets.UTF_8);
+            value.flip();
+            String text = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(value).toString();
+            return text.isEmpty() || text.chars().anyMatch(Character::isISOControl) ? INVALID_FORMAT : text;
         } catch (IOException | UnsupportedOperationException e) {
-            return null; // ENODATA (none recorded), ENOTSUP, or a value too long to be ours
+            return INVALID_FORMAT; // listed, but not readable as a format (CharacterCodingException included)
         }
     }
 

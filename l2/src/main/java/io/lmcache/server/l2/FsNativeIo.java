@@ -54,16 +54,23 @@ public final class FsNativeIo implements AdapterIo {
     private final LongAdder badKeys = new LongAdder();
     private final LongAdder sizeMismatches = new LongAdder();
     private final LongAdder layoutMismatches = new LongAdder();
+    private final LongAdder badFormats = new LongAdder();
     private final AtomicBoolean failureLogged = new AtomicBoolean();
     private final AtomicLong lastErrorAtMs = new AtomicLong();
     private volatile String lastError = "";
+
+    /** The base path as log lines quote it: clipped (a path of the operator's spec may be kilobytes long). */
+    private String logBase() {
+        return L2SpecException.clip(files.base(), L2SpecException.MAX_MESSAGE_CHARS);
+    }
 
     public FsNativeIo(FsNativeSpec spec, ThreadFactory threads, AdapterLedger ledger) throws IOException {
         this.spec = spec;
         this.ledger = ledger;
         this.files = new FsNativeFiles(Path.of(spec.basePath()), spec.relativeTmpDir(), spec.useOdirect());
         files.onXattrsRefused = () -> LOG.warn("fs_native {}: the file system keeps no extended attribute ({}): object formats are not "
-                + "recorded, loads check the size alone (counted once as event format_xattr_unsupported)", files.base(), files.xattrRefusal());
+                + "recorded, loads check the size alone (counted once as event format_xattr_unsupported)", logBase(),
+                L2SpecException.clip(files.xattrRefusal(), L2SpecException.MAX_MESSAGE_CHARS));
         this.workers = new ThreadPoolExecutor(spec.numWorkers(), spec.numWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
                 threads);
         this.readers = new ThreadPoolExecutor(spec.readWorkers(), spec.readWorkers(), 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
@@ -184,6 +191,8 @@ public final class FsNativeIo implements AdapterIo {
             sizeMismatches.increment();
         } else if (found == FsNativeFiles.Found.WRONG_FORMAT) {
             layoutMismatches.increment();
+        } else if (found == FsNativeFiles.Found.BAD_FORMAT) {
+            badFormats.increment();
         }
     }
 
@@ -209,7 +218,7 @@ public final class FsNativeIo implements AdapterIo {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("is_healthy", Files.isDirectory(files.base()));
         status.put("type", typeName());
-        status.put("base_path", files.base().toString());
+        status.put("base_path", L2SpecException.clip(files.base(), L2SpecException.MAX_MESSAGE_CHARS));
         status.put("relative_tmp_dir", spec.relativeTmpDir());
         status.put("use_odirect", spec.useOdirect());
         status.put("num_workers", spec.numWorkers());
@@ -236,13 +245,15 @@ public final class FsNativeIo implements AdapterIo {
 
     /**
      * Loads or lookups that found a file of another size ({@code format_mismatch_size}) or format attribute
-     * ({@code format_mismatch_layout}), and 1 once the file system refused a format attribute ({@code format_xattr_unsupported}).
+     * ({@code format_mismatch_layout}) or a format attribute that names no format ({@code format_xattr_invalid}), and 1 once the
+     * file system refused a format attribute ({@code format_xattr_unsupported}).
      */
     @Override
     public Map<String, Long> eventCounts() {
         Map<String, Long> counts = new LinkedHashMap<>();
         counts.put("format_mismatch_size", sizeMismatches.sum());
         counts.put("format_mismatch_layout", layoutMismatches.sum());
+        counts.put("format_xattr_invalid", badFormats.sum());
         counts.put("format_xattr_unsupported", files.recordsFormats() ? 0L : 1L);
         return counts;
     }
@@ -256,7 +267,7 @@ public final class FsNativeIo implements AdapterIo {
             long deadlineNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_TIMEOUT_MS);
             if (!workers.awaitTermination(CLOSE_TIMEOUT_MS, TimeUnit.MILLISECONDS)
                     || !readers.awaitTermination(Math.max(0, deadlineNs - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                LOG.warn("fs_native {}: I/O still running after {} ms at close; left to finish", files.base(), CLOSE_TIMEOUT_MS);
+                LOG.warn("fs_native {}: I/O still running after {} ms at close; left to finish", logBase(), CLOSE_TIMEOUT_MS);
             }
             scanner.join(SCAN_JOIN_MS);
         } catch (InterruptedException e) {
@@ -281,7 +292,7 @@ public final class FsNativeIo implements AdapterIo {
         long lastMs = lastErrorAtMs.get();
         if (failureLogged.compareAndSet(false, true) || (nowMs - lastMs > 60_000 && lastErrorAtMs.compareAndSet(lastMs, nowMs))) {
             lastErrorAtMs.set(nowMs);
-            LOG.warn("fs_native {}: {} failed: {} (further failures are counted in /status, logged at most once a minute)", files.base(),
+            LOG.warn("fs_native {}: {} failed: {} (further failures are counted in /status, logged at most once a minute)", logBase(),
                     what, e.toString());
         }
     }
@@ -308,12 +319,12 @@ public final class FsNativeIo implements AdapterIo {
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs);
             if (found.files() > 0 || scan.unrecognized() > 0) {
                 LOG.info("fs_native {}: found {} object file(s), {} bytes, left by earlier runs in {} ms: counted in its usage, evictable "
-                        + "oldest first{}", files.base(), found.files(), found.bytes(), ms, scan.truncated() ? " (only the oldest " + MAX_SCANNED_FILES
+                        + "oldest first{}", logBase(), found.files(), found.bytes(), ms, scan.truncated() ? " (only the oldest " + MAX_SCANNED_FILES
                         + " counted: more are there)" : "");
             }
             if (scan.unrecognized() > 0) {
                 LOG.warn("fs_native {}: {} .data file(s) have no LMCache object name (an older version's name with a format field and a "
-                        + "128-bit hash, or not a cache file): never read, counted or evicted; remove them by hand", files.base(),
+                        + "128-bit hash, or not a cache file): never read, counted or evicted; remove them by hand", logBase(),
                         scan.unrecognized());
             }
         } catch (IOException | RuntimeException e) {

@@ -6,7 +6,7 @@ public final class L2SpecException extends Exception {
     /** The wire-string rule of the server's log lines (its LogText, which this module cannot see): 64 characters a value. */
     static final int MAX_VALUE_CHARS = 64;
     /** A whole message: a value quoted inside (a JSON parser's) stays a line. */
-    static final int MAX_MESSAGE_CHARS = 300;
+    public static final int MAX_MESSAGE_CHARS = 300;
 
     public L2SpecException(String message) {
         super(clip(message, MAX_MESSAGE_CHARS));

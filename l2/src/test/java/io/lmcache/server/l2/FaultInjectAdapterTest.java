@@ -11,6 +11,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -18,6 +20,19 @@ import org.junit.jupiter.api.io.TempDir;
 class FaultInjectAdapterTest {
     @TempDir
     Path dir;
+
+    /** Issue 45 N12: a spec naming two million gap indices made a 17.9 MB banner line; banner and status show 16 and the count. */
+    @Test
+    void millionsOfGapIndicesAreShownAsTheFirstFewAndTheirCount() {
+        Set<Integer> many = new TreeSet<>();
+        for (int i = 0; i < 2_000_000; i++) {
+            many.add(i);
+        }
+        String banner = FaultInjectIo.shown(many);
+        assertEquals("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ...(2000000 items)]", banner);
+        assertEquals("[1, 2]", FaultInjectIo.shown(List.of(1, 2)), "a short list as before");
+        assertEquals(FaultInjectIo.SHOWN_ITEMS, FaultInjectIo.first(many).size());
+    }
 
     @Test
     void dropsByPositionOfEachLoadTaskAndDelegatesTheRest() throws Exception {
@@ -40,7 +55,8 @@ class FaultInjectAdapterTest {
             assertEquals("0", load(adapter, keys.subList(3, 4), objects.subList(3, 4)).toString(), "positions count in each task's own list");
             Map<String, Object> status = adapter.status();
             assertEquals("FSNativeL2Adapter", status.get("type"));
-            assertEquals(Map.of("rate", 0.0, "seed", 0L, "gap_indices", List.of(0), "gap_tail_ratios", List.of(0.5)), status.get("fault_inject"));
+            assertEquals(Map.of("rate", 0.0, "seed", 0L, "gap_indices", List.of(0), "gap_indices_count", 1, "gap_tail_ratios", List.of(0.5),
+                    "gap_tail_ratios_count", 1), status.get("fault_inject"));
         }
     }
 

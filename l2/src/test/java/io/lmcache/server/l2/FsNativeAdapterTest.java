@@ -6,18 +6,22 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.FileTime;
+import java.nio.file.attribute.UserDefinedFileAttributeView;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -178,6 +182,33 @@ class FsNativeAdapterTest {
         adapter.submitUnlock(List.of(tp1));
         List<MemorySegment> buffers = List.of(arena.allocate(BYTES), arena.allocate(BYTES));
         assertEquals("00", load(adapter, List.of(tp2, otherLayout), buffers).toString());
+    }
+
+    /** Issue 45 N13: a format attribute that is there but names no format is a counted miss, never taken for an absent one. */
+    @Test
+    void aJunkFormatAttributeIsACountedMissNotAnAbsentOne() throws Exception {
+        L2Adapter adapter = adapter("");
+        L2Key mine = new L2Key("org/model", L2Key.packKvRank(1, 0), 0, new L2Hash(3, 1, 4, 1), "", 0, LAYOUT);
+        assertTrue(store(adapter, List.of(mine), List.of(filled(31))).ok());
+        Path file = dir.resolve(FsNativeFiles.fileName(mine));
+        assumeTrue(FsNativeFiles.recordedFormat(file) != null, "the file system keeps user attributes");
+        var view = Files.getFileAttributeView(file, UserDefinedFileAttributeView.class);
+        MemorySegment buffer = arena.allocate(BYTES);
+        byte[][] junk = {new byte[FsNativeFiles.MAX_FORMAT_BYTES + 1], {(byte) 0xff, (byte) 0xfe, 'x'}, {}, "v1\nforged".getBytes()};
+        long counted = 0;
+        for (byte[] value : junk) {
+            view.write(FsNativeFiles.FORMAT_XATTR, ByteBuffer.wrap(value));
+            assertTrue(FsNativeFiles.recordedFormat(file) == FsNativeFiles.INVALID_FORMAT, "junk of " + value.length + " bytes");
+            assertEquals("0", lookup(adapter, List.of(mine)).toString(), "a lookup refuses it");
+            assertEquals("0", load(adapter, List.of(mine), List.of(buffer)).toString(), "a load refuses it");
+            counted += 2;
+            assertEquals(counted, adapter.eventCounts().get("format_xattr_invalid"));
+        }
+        assertEquals(0L, adapter.eventCounts().get("format_mismatch_layout"));
+        view.write(FsNativeFiles.FORMAT_XATTR, ByteBuffer.wrap(LAYOUT.getBytes(StandardCharsets.UTF_8)));
+        assertEquals("1", load(adapter, List.of(mine), List.of(buffer)).toString(), "its own format again: read");
+        view.delete(FsNativeFiles.FORMAT_XATTR);
+        assertNull(FsNativeFiles.recordedFormat(file), "no attribute at all is absent");
     }
 
     @Test

@@ -5,16 +5,25 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.ToLongFunction;
 
 /**
  * The registered instances of one transfer module and their liveness entries, behind one leaf
  * lock that is never held across mapping, copies, releases or calls out. Reaped instances wait
- * in a second map until the reaper has every target drop them ({@link #takeReaped}).
+ * in a second map until the reaper has every target drop them ({@link #takeReaped}). Bounded: at most {@link #MAX_INSTANCES}
+ * instances and {@code maxBytes} of what they keep from the wire (live and reaped together); a REGISTER past either is refused
+ * by its module ({@link #admits}), since a peer may register under any number of ids and never ping.
  *
  * @param <C> the module's per-instance context
  */
 public final class InstanceRegistry<C> {
+    /** Far above the workers one server serves (one per GPU or CPU rank of its engines). */
+    public static final int MAX_INSTANCES = 4096;
+
     private final Liveness liveness;
+    private final ToLongFunction<C> bytesOf;
+    private final long maxBytes;
+    private long bytes;
     private final Object lock = new Object();
     private final Map<Long, Slot<C>> live = new HashMap<>();
     private final Map<Long, Slot<C>> reaped = new HashMap<>();
@@ -25,7 +34,23 @@ public final class InstanceRegistry<C> {
     public record Registered<C>(long instanceId, C context, PeerId peer) {}
 
     public InstanceRegistry(Liveness liveness) {
+        this(liveness, context -> 0, Long.MAX_VALUE);
+    }
+
+    /** {@code bytesOf}: what a context keeps from the wire (its model name, ...); {@code maxBytes} of it for all contexts. */
+    public InstanceRegistry(Liveness liveness, ToLongFunction<C> bytesOf, long maxBytes) {
         this.liveness = liveness;
+        this.bytesOf = bytesOf;
+        this.maxBytes = maxBytes;
+    }
+
+    /** Whether registering {@code context} under {@code instanceId} fits the caps (replacing a live registration frees its share). */
+    public boolean admits(long instanceId, C context) {
+        synchronized (lock) {
+            Slot<C> old = live.get(instanceId);
+            long freed = old == null ? 0 : bytesOf.applyAsLong(old.context());
+            return (old != null || live.size() + reaped.size() < MAX_INSTANCES) && bytes - freed + bytesOf.applyAsLong(context) <= maxBytes;
+        }
     }
 
     public C get(long instanceId) {
@@ -63,6 +88,7 @@ public final class InstanceRegistry<C> {
         Slot<C> slot = new Slot<>(context, liveness.newEntry(peer));
         synchronized (lock) {
             Slot<C> replaced = live.put(instanceId, slot);
+            bytes += bytesOf.applyAsLong(context) - (replaced == null ? 0 : bytesOf.applyAsLong(replaced.context()));
             return replaced == null ? null : replaced.context();
         }
     }
@@ -71,6 +97,7 @@ public final class InstanceRegistry<C> {
     public C remove(long instanceId) {
         synchronized (lock) {
             Slot<C> removed = live.remove(instanceId);
+            bytes -= removed == null ? 0 : bytesOf.applyAsLong(removed.context());
             return removed == null ? null : removed.context();
         }
     }
@@ -86,6 +113,7 @@ public final class InstanceRegistry<C> {
     public C takeReaped(long instanceId) {
         synchronized (lock) {
             Slot<C> slot = reaped.remove(instanceId);
+            bytes -= slot == null ? 0 : bytesOf.applyAsLong(slot.context());
             return slot == null ? null : slot.context();
         }
     }
@@ -115,6 +143,7 @@ public final class InstanceRegistry<C> {
             reaped.values().forEach(slot -> all.add(slot.context()));
             live.clear();
             reaped.clear();
+            bytes = 0;
             return all;
         }
     }

@@ -68,6 +68,12 @@ public final class Liveness {
         entry.pinged = true;
     }
 
+    /** Whether {@code peer}'s connection is known to be closed (false while open or when nothing is known of it). */
+    public boolean connectionClosed(PeerId peer) {
+        long closedSinceNs = connections.closedSinceNs(peer);
+        return closedSinceNs != PeerConnections.OPEN && closedSinceNs != PeerConnections.UNKNOWN;
+    }
+
     /**
      * Null when the instance stays; otherwise why it goes. A closed connection starts the
      * disconnect countdown whatever else is true; a pinged worker goes after the reap timeout of

@@ -20,6 +20,8 @@ public final class LogText {
     public static final int MAX_LIST_ITEMS = 64;
     /** A line that quotes operator input (a refused start's error, a configuration warning). */
     public static final int MAX_LINE_CHARS = 1000;
+    /** A wire or configuration value a status page shows (a model name: long enough for a local path with a snapshot hash). */
+    public static final int MAX_STATUS_CHARS = 256;
     private static final HexFormat HEX = HexFormat.of();
 
     private LogText() {}
@@ -27,6 +29,11 @@ public final class LogText {
     /** {@code value} (its toString) clipped to {@link #MAX_VALUE_CHARS}. */
     public static String clip(Object value) {
         return clip(value, MAX_VALUE_CHARS);
+    }
+
+    /** A value for a status page, clipped to {@link #MAX_STATUS_CHARS} (the length said when clipped). */
+    public static String status(Object value) {
+        return clip(value, MAX_STATUS_CHARS);
     }
 
     /** A message clipped to {@link #MAX_MESSAGE_CHARS}. */

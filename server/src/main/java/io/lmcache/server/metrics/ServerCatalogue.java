@@ -12,6 +12,11 @@ public enum ServerCatalogue implements CatalogueEntry {
             + " distinct values already", "label")),
     AGENT_ERRORS(counter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", "role")),
     HTTP_REFUSED(counter("lmcache_mp.http_refused", "mutating HTTP requests refused, by reason", "reason")),
+    TABLE_BYTES(gauge("lmcache_mp.table_bytes",
+            "estimated heap bytes of a table that outlives requests (lookup results, leases, sessions), keys included, by table", "table")),
+    TABLE_ENTRIES(gauge("lmcache_mp.table_entries", "entries of a table that outlives requests, by table", "table")),
+    TABLE_EVICTIONS(counter("lmcache_mp.table_evictions",
+            "entries a table that outlives requests dropped, oldest first, at its entry or byte cap, by table", "table")),
     BUILD_INFO(gauge("lmcache_mp.build_info", "The build of this server", "version", "commit", "java_version"));
 
     private final MeterSpec spec;

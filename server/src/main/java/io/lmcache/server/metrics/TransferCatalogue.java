@@ -30,6 +30,10 @@ public enum TransferCatalogue implements CatalogueEntry {
             "engine-driven requests answered with a failure value, by op and reason", "op", "reason")),
     ENGINE_DRIVEN_EXPIRED(counter("lmcache_mp.engine_driven_expired",
             "engine-driven reservations and pinned retrieves reclaimed at their TTL", "kind")),
+    ENGINE_DRIVEN_RELEASED(counter("lmcache_mp.engine_driven_released",
+            "engine-driven reservations (kind store) and pinned retrieves (kind retrieve) given back because their worker is gone, by"
+                    + " why: disconnect (its connection closed: reservations only, their memory kept until the reap or the TTL),"
+                    + " unregister, reaped, replaced (a new REGISTER of the instance)", "kind", "reason")),
     UNKNOWN_UNREGISTERS(counter("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode")),
     REGISTRATION_FAILURES(counter("lmcache_mp.registration_failures", "registrations refused (layout, mapping)")),
     SHM_SEGMENTS_REFUSED(counter("lmcache_mp.shm_segments_refused", "CPU workers' shared-memory segments refused at REGISTER, by reason", "reason"));

@@ -21,6 +21,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.tables.WireKey;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkObjects;
 import io.lmcache.server.transfer.ChunkRange;
@@ -43,6 +44,11 @@ import org.slf4j.LoggerFactory;
  * PREPARE_RETRIEVE pins the stored chunks (all or nothing) and hands out their slots; COMMIT_RETRIEVE
  * releases them. Slots of a worker that never commits go back at their TTL or when the reaper frees
  * the worker, never later. Only the shared-memory data path is served; the pickle path is refused.
+ *
+ * <p>A reservation never holds its chunks from others: LOOKUP counts it as a miss (not pending: the worker may die), another
+ * PREPARE_STORE of the same chunks supersedes it ({@link ObjectStore#reserveExternal}), and when its worker is gone it is
+ * released at once: at UNREGISTER, at the reap, and at the housekeeping tick after its connection closed (then only out of
+ * sight: the memory waits for the reap or the TTL, as a worker that only lost its connection may still write into it).
  */
 public final class EngineDrivenTransferModule implements InstanceLivenessTarget {
     private static final Logger LOG = LoggerFactory.getLogger(EngineDrivenTransferModule.class);
@@ -80,9 +86,19 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         this.writeTtlNs = ttls.writeNs();
         this.readTtlNs = ttls.readNs();
         this.planner = new TransferPlanner(chunkSize);
-        this.contexts = new InstanceRegistry<>(liveness);
+        // what a registration keeps from the wire is its model name (the dtype is one of a few): 64 MiB of them at most
+        this.contexts = new InstanceRegistry<>(liveness, context -> 512 + WireKey.bytes(context.registration.modelName()), 64L << 20);
+        for (Gone gone : Gone.values()) {
+            if (gone.label == null) {
+                continue;
+            }
+            metrics.declare(TransferCatalogue.ENGINE_DRIVEN_RELEASED, "store", gone.label);
+            if (gone != Gone.DISCONNECT) {
+                metrics.declare(TransferCatalogue.ENGINE_DRIVEN_RELEASED, "retrieve", gone.label);
+            }
+        }
         for (Op op : new Op[] {Op.PREPARE_STORE, Op.COMMIT_STORE, Op.PREPARE_RETRIEVE, Op.COMMIT_RETRIEVE}) {
-            for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation"}) {
+            for (String reason : new String[] {"unknown_instance", "bad_range", "bad_worker_id", "no_reservation", "too_many_pending"}) {
                 metrics.declare(TransferCatalogue.ENGINE_DRIVEN_FAILURES, op.wireName(), reason);
             }
         }
@@ -119,9 +135,16 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (existing != null && existing.registration.equals(r)) {
             return poolReply();
         }
-        EngineDrivenContext replaced = contexts.put(r.instanceId(), new EngineDrivenContext(r, objectBytes, shape, format), peer);
+        EngineDrivenContext created = new EngineDrivenContext(r, objectBytes, shape, format);
+        if (!contexts.admits(r.instanceId(), created)) {
+            fail(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, "too_many_instances", "engine-driven REGISTER of instance " + r.instanceId()
+                    + " refused: " + InstanceRegistry.MAX_INSTANCES + " instances (or 64 MiB of their model names) are registered already;"
+                    + " unregistered, reaped or disconnected ones make room");
+            return new Reply.EnginePool("", 0);
+        }
+        EngineDrivenContext replaced = contexts.put(r.instanceId(), created, peer);
         if (replaced != null) {
-            release(replaced);
+            release(replaced, Gone.REPLACED);
         }
         REGISTERED.info("registered engine-driven instance {} from peer {}: model {}, world size {}, {} layers x {} tokens x {} ({}{}), "
                 + "{} KiB chunk objects in /dev/shm/{}", r.instanceId(), LogText.clip(peer), LogText.clip(r.modelName()), r.worldSize(),
@@ -158,7 +181,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             metrics.increment(TransferCatalogue.UNKNOWN_UNREGISTERS, "engine_driven");
             UNKNOWN_UNREGISTER.warn("UNREGISTER of unknown engine-driven instance {}", request.instanceId());
         } else {
-            release(removed);
+            release(removed, Gone.UNREGISTER);
             REGISTERED.info("unregistered engine-driven instance {}", request.instanceId());
         }
         return Reply.NONE;
@@ -173,17 +196,20 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         if (resolved == null) {
             return ALL_CACHED;
         }
+        if (!context.admits(resolved.pendingKey())) {
+            fail(Op.PREPARE_STORE, "too_many_pending", "PREPARE_STORE for engine-driven instance " + request.instanceId() + ": "
+                    + EngineDrivenContext.MAX_PENDING + " prepared transfers (or their keys' bytes) are not committed yet; storing nothing");
+            return ALL_CACHED;
+        }
         List<StoredObject> reserved = new ArrayList<>();
         List<Reply.Slot> slots = new ArrayList<>();
         int[] indices = new int[resolved.range().count()];
         int count = 0;
         for (int j = 0; j < resolved.range().count(); j++) {
             int chunk = resolved.range().firstChunk() + j;
-            StoredObject object = ChunkObjects.reserve(store, key, resolved.hashes(), chunk, 0, context.objectBytes, context.format);
-            if (object != ObjectStore.NO_MEMORY && object != ObjectStore.EXISTS) {
-                // the worker fills it through the shared pool and may die: the write TTL frees it
-                store.markExternalFill(object);
-            }
+            // the worker fills it through the shared pool and may die: its end, the reap or the write TTL frees it
+            StoredObject object = ChunkObjects.reserveExternal(store, key, resolved.hashes(), chunk, 0, context.objectBytes,
+                    context.format);
             if (object == ObjectStore.NO_MEMORY) {
                 fail(Op.PREPARE_STORE, "no_memory", "PREPARE_STORE for engine-driven instance " + request.instanceId()
                         + ": no room in L1 for chunk " + j + " of " + resolved.range().count() + "; reserving the chunks before it only");
@@ -261,6 +287,11 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
             rememberMiss(context, resolved);
             return MISS;
         }
+        if (!context.admits(resolved.pendingKey())) {
+            fail(Op.PREPARE_RETRIEVE, "too_many_pending", "PREPARE_RETRIEVE for engine-driven instance " + request.instanceId() + ": "
+                    + EngineDrivenContext.MAX_PENDING + " prepared transfers (or their keys' bytes) are not committed yet; a miss");
+            return MISS;
+        }
         List<StoredObject> pinned = new ArrayList<>();
         for (int j = 0; j < resolved.range().count(); j++) {
             int chunk = resolved.range().firstChunk() + j;
@@ -285,8 +316,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     /** A miss is followed by a COMMIT_RETRIEVE too: remember it, so that commit is answered true without a warning. */
     private void rememberMiss(EngineDrivenContext context, Resolved resolved) {
-        if (context == null || resolved == null) {
-            return;
+        if (context == null || resolved == null || !context.admits(resolved.pendingKey())) {
+            return; // past the caps: the commit that follows answers false (counted as no_reservation)
         }
         Pending previous = context.putRead(resolved.pendingKey(), new Pending(List.of(), liveness.nowNs()));
         if (previous != null) {
@@ -344,12 +375,58 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
         return context;
     }
 
+    /** Why a worker's reservations and pins were given back before their commit (the label of {@code engine_driven_released}). */
+    private enum Gone {
+        DISCONNECT("disconnect"),
+        UNREGISTER("unregister"),
+        REAPED("reaped"),
+        REPLACED("replaced"),
+        SHUTDOWN(null);
+
+        final String label;
+
+        Gone(String label) {
+            this.label = label;
+        }
+    }
+
     /** Gives back everything an instance has pending: reservations are dropped, pinned slots released. */
-    private void release(EngineDrivenContext context) {
+    private void release(EngineDrivenContext context, Gone why) {
         List<Pending> writes = new ArrayList<>();
         List<Pending> reads = new ArrayList<>();
         context.drain(writes, reads);
         giveBack(writes, reads);
+        if (why.label != null) {
+            count(writes, "store", why);
+            count(reads, "retrieve", why);
+        }
+    }
+
+    private void count(List<Pending> pending, String kind, Gone why) {
+        long objects = 0;
+        for (Pending p : pending) {
+            objects += p.objects().size();
+        }
+        if (objects > 0) {
+            metrics.declare(TransferCatalogue.ENGINE_DRIVEN_RELEASED, kind, why.label).add(objects);
+        }
+    }
+
+    /**
+     * The reservations of workers whose connection closed leave the store's sight at once (a clean miss; another writer may
+     * store the chunks); their memory stays the worker's until the reap, UNREGISTER or the TTL (see {@link ObjectStore#disown}).
+     */
+    private void disownClosed() {
+        for (InstanceRegistry.Registered<EngineDrivenContext> registered : contexts.snapshot()) {
+            EngineDrivenContext context = registered.context();
+            if (context.hasWrites() && liveness.connectionClosed(registered.peer())) {
+                List<Pending> disowned = context.disownWrites();
+                disowned.forEach(pending -> pending.objects().forEach(store::disown));
+                count(disowned, "store", Gone.DISCONNECT);
+                FAILURE_LINES.of("disconnect").warn("engine-driven instance {}: its connection closed with {} reservation(s) pending;"
+                        + " released (a later COMMIT_STORE answers false)", registered.instanceId(), disowned.size());
+            }
+        }
     }
 
     private void giveBack(List<Pending> writes, List<Pending> reads) {
@@ -359,6 +436,7 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
 
     /** Drops reservations and pinned slots older than their TTL (a worker that never committed). Runs on lmcache-housekeeping. */
     public void sweep() {
+        disownClosed();
         long nowNs = liveness.nowNs();
         List<Pending> staleWrites = new ArrayList<>();
         List<Pending> staleReads = new ArrayList<>();
@@ -434,12 +512,12 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     public void dropInstanceState(long instanceId) {
         EngineDrivenContext context = contexts.takeReaped(instanceId);
         if (context != null) {
-            release(context);
+            release(context, Gone.REAPED);
         }
     }
 
     /** Releases everything (shutdown). */
     public void close() {
-        contexts.drainAll().forEach(this::release);
+        contexts.drainAll().forEach(context -> release(context, Gone.SHUTDOWN));
     }
 }

@@ -138,6 +138,13 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             LOG.debug("instance {} registered again with the same tensors: kept", id);
             return Reply.NONE;
         }
+        if (existing == null && !instances.admits(id, null)) {
+            REGISTER_FAILED.error("REGISTER of instance {} from peer {} refused: {} instances are registered already; unregistered, reaped or"
+                    + " disconnected ones make room", id, LogText.clip(peer), InstanceRegistry.MAX_INSTANCES);
+            metrics.increment(TransferCatalogue.REGISTRATION_FAILURES);
+            failedRegistrations.put(id, "too many instances", null);
+            return Reply.NONE;
+        }
         InstanceContext context;
         try {
             context = createContext(request);

@@ -1,12 +1,10 @@
 package io.lmcache.server.module;
 
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.tables.BoundedTable;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
 import java.util.function.LongSupplier;
 
 /**
@@ -15,10 +13,17 @@ import java.util.function.LongSupplier;
  * RETRIEVE gives back one for its rank and chunks, FREE_LOOKUP_LOCKS what is left of a range,
  * END_SESSION everything; a lease older than the read TTL is dropped (the store reclaims the locks
  * on its own at the same TTL). Store calls happen outside this class's lock.
+ *
+ * <p>Bounded in count and bytes (request ids counted, a long one kept only as its digest; each lock's record and indices):
+ * more than that means a client is not ending its sessions, and the oldest leases are released (counted in
+ * {@code lmcache_mp_table_evictions_total{table="lookup_leases"}}; their chunks may then be evicted before their RETRIEVE).
  */
 public final class LookupLeases {
-    /** More leases than this means a client is not ending its sessions: the oldest are released. */
-    static final int MAX_LEASES = 1 << 20;
+    static final int MAX_LEASES = 1 << 18;
+    static final long MAX_BYTES = 64L << 20;
+    /** A lease's own cost, and each lock's: its record and its slots in the four arrays. */
+    private static final long LEASE_BYTES = 96;
+    private static final long LOCK_BYTES = 24 + 4 + 4 * 3 + 8;
 
     /** Lock {@code i} is on chunk {@code chunks[i]} of kv rank {@code ranks[i]}. */
     private static final class Lease {
@@ -43,12 +48,22 @@ public final class LookupLeases {
     private final ObjectStore store;
     private final long ttlNs;
     private final LongSupplier clockNs;
-    private final Map<String, Lease> leases = new HashMap<>();
+    private final BoundedTable<Lease> leases;
 
     public LookupLeases(ObjectStore store, long ttlNs, LongSupplier clockNs) {
+        this(store, ttlNs, clockNs, MAX_LEASES, MAX_BYTES);
+    }
+
+    LookupLeases(ObjectStore store, long ttlNs, LongSupplier clockNs, int maxLeases, long maxBytes) {
         this.store = store;
         this.ttlNs = ttlNs;
         this.clockNs = clockNs;
+        this.leases = new BoundedTable<>("lookup_leases", maxLeases, maxBytes);
+    }
+
+    /** The table, for its gauges. */
+    public BoundedTable<?> table() {
+        return leases;
     }
 
     /** Records the locks of a lookup of one object group (chunk-major from chunk 0, then rank), replacing an older lease of the same id. */
@@ -69,14 +84,14 @@ public final class LookupLeases {
     public void put(String requestId, List<ObjectStore.ReadLock> locks, int[] chunks, int[] ranks, int readers) {
         List<Release> releases = new ArrayList<>();
         synchronized (this) {
+            List<Lease> evicted = new ArrayList<>();
             Lease old = locks.isEmpty() ? leases.remove(requestId)
-                    : leases.put(requestId, new Lease(locks.toArray(ObjectStore.ReadLock[]::new), chunks, ranks, readers, clockNs.getAsLong()));
+                    : leases.put(requestId, new Lease(locks.toArray(ObjectStore.ReadLock[]::new), chunks, ranks, readers, clockNs.getAsLong()),
+                            LEASE_BYTES + LOCK_BYTES * locks.size(), evicted);
             if (old != null) {
                 collectAll(old, releases);
             }
-            if (leases.size() > MAX_LEASES) {
-                dropOldest(releases);
-            }
+            evicted.forEach(lease -> collectAll(lease, releases));
         }
         apply(releases);
     }
@@ -138,14 +153,10 @@ public final class LookupLeases {
         long nowNs = clockNs.getAsLong();
         int dropped = 0;
         synchronized (this) {
-            for (Iterator<Lease> it = leases.values().iterator(); it.hasNext(); ) {
-                Lease lease = it.next();
-                if (nowNs - lease.createdNs - ttlNs > 0) {
-                    it.remove();
-                    collectAll(lease, releases);
-                    dropped++;
-                }
-            }
+            List<Lease> expired = new ArrayList<>();
+            // insertion order is age order: a put of a present id moves it to the young end with its new creation time
+            dropped = leases.removeOldestWhile(lease -> nowNs - lease.createdNs - ttlNs > 0, expired);
+            expired.forEach(lease -> collectAll(lease, releases));
         }
         apply(releases);
         return dropped;
@@ -153,20 +164,6 @@ public final class LookupLeases {
 
     public synchronized int size() {
         return leases.size();
-    }
-
-    private void dropOldest(List<Release> releases) {
-        String oldestId = null;
-        long oldestNs = Long.MAX_VALUE;
-        for (Map.Entry<String, Lease> entry : leases.entrySet()) {
-            if (entry.getValue().createdNs < oldestNs) {
-                oldestNs = entry.getValue().createdNs;
-                oldestId = entry.getKey();
-            }
-        }
-        if (oldestId != null) {
-            collectAll(leases.remove(oldestId), releases);
-        }
     }
 
     private static void collectAll(Lease lease, List<Release> releases) {

@@ -2,6 +2,7 @@ package io.lmcache.server.module;
 
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.OpTable;
@@ -119,7 +120,8 @@ public final class ManagementModule {
 
     public Reply reportBlockAllocation(Request.ReportBlockAllocation report) {
         if (LOG.isDebugEnabled()) {
-            LOG.debug("block allocation report from {} ({}): {} record(s)", report.instanceId(), report.modelName(), report.records().size());
+            LOG.debug("block allocation report from {} ({}): {} record(s)", report.instanceId(), LogText.clip(report.modelName()),
+                    report.records().size());
         }
         return Reply.NONE;
     }

@@ -1,18 +1,21 @@
 package io.lmcache.server.module;
 
-import java.util.Iterator;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import io.lmcache.server.tables.BoundedTable;
 import java.util.function.LongSupplier;
 
 /**
  * LOOKUP results waiting for QUERY_PREFETCH_STATUS, by request id: returned once, then forgotten.
  * A LOOKUP that loads from L2 leaves a pending entry, answered as "still running" until its
- * prefetch completes it. Bounded in count and age, so a scheduler that never queries cannot grow
- * it without limit.
+ * prefetch completes it. Bounded in count, bytes (request ids counted, a long id kept only as its digest) and age, so a
+ * scheduler that never queries, or sends megabyte request ids, cannot grow it without limit: past a cap the oldest result is
+ * dropped (counted in {@code lmcache_mp_table_evictions_total{table="lookup_results"}}; its QUERY then answers 0, a miss).
  */
 public final class PrefetchResults {
-    static final int MAX_RESULTS = 1 << 20;
+    static final int MAX_RESULTS = 1 << 18;
+    /** Bytes of the table: results live from a LOOKUP to its QUERY, milliseconds for a scheduler that queries. */
+    static final long MAX_BYTES = 32L << 20;
+    /** A result's own cost beyond its key and entry. */
+    private static final long RESULT_BYTES = 40;
     /** {@link #take}: the request's prefetch is still running. */
     public static final int PENDING = -2;
 
@@ -21,12 +24,22 @@ public final class PrefetchResults {
 
     private final long ttlNs;
     private final LongSupplier clockNs;
-    private final LinkedHashMap<String, Result> results = new LinkedHashMap<>();
+    private final BoundedTable<Result> results;
     private long nextToken = 1;
 
     public PrefetchResults(long ttlNs, LongSupplier clockNs) {
+        this(ttlNs, clockNs, MAX_RESULTS, MAX_BYTES);
+    }
+
+    PrefetchResults(long ttlNs, LongSupplier clockNs, int maxResults, long maxBytes) {
         this.ttlNs = ttlNs;
         this.clockNs = clockNs;
+        this.results = new BoundedTable<>("lookup_results", maxResults, maxBytes);
+    }
+
+    /** The table, for its gauges. */
+    public BoundedTable<?> table() {
+        return results;
     }
 
     public synchronized void put(String requestId, int hits) {
@@ -50,18 +63,12 @@ public final class PrefetchResults {
             return 0;
         }
         long renewed = nextToken++;
-        results.put(requestId, new Result(result.hits(), true, renewed, result.createdNs()));
+        results.replace(requestId, new Result(result.hits(), true, renewed, result.createdNs()));
         return renewed;
     }
 
     private void add(String requestId, Result result) {
-        results.remove(requestId);
-        results.put(requestId, result);
-        if (results.size() > MAX_RESULTS) {
-            Iterator<String> oldest = results.keySet().iterator();
-            oldest.next();
-            oldest.remove();
-        }
+        results.put(requestId, result, RESULT_BYTES, null);
     }
 
     /**
@@ -121,16 +128,7 @@ public final class PrefetchResults {
     /** Drops results older than the read TTL. Runs on lmcache-housekeeping (an eviction-tick sweeper). */
     public synchronized int sweep() {
         long nowNs = clockNs.getAsLong();
-        int dropped = 0;
-        for (Iterator<Map.Entry<String, Result>> it = results.entrySet().iterator(); it.hasNext(); ) {
-            if (nowNs - it.next().getValue().createdNs() - ttlNs > 0) {
-                it.remove();
-                dropped++;
-            } else {
-                break; // insertion order is age order
-            }
-        }
-        return dropped;
+        return results.removeOldestWhile(result -> nowNs - result.createdNs() - ttlNs > 0, null); // insertion order is age order
     }
 
     public synchronized int size() {

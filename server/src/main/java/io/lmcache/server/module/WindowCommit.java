@@ -9,11 +9,12 @@ import io.lmcache.server.storage.ChunkKey;
 import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.tables.BoundedTable;
+import io.lmcache.server.tables.WireKey;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.LookupGeometry;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,11 +29,14 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Per request it remembers what LMCache's {@code Session} does: the end of the looked-up prompt ({@code lookup_end}), the
  * furthest chunk a STORE planned ({@code resolved_end}) and that STORE's hash chain (so END_SESSION hashes nothing). The table is
- * bounded; END_SESSION drops the entry. Only built with {@code --commit-policy stop_token} and an L2 tier.
+ * bounded in sessions and bytes (the request id, kept only as its digest when long, the model, salt, tags and chain counted);
+ * END_SESSION drops the entry. More than that means sessions are not being ended: the least recently active are forgotten (never
+ * committed; counted in {@code forgotten_sessions} and {@code lmcache_mp_table_evictions_total{table="window_sessions"}}).
+ * Only built with {@code --commit-policy stop_token} and an L2 tier.
  */
 public final class WindowCommit {
-    /** More open requests than this means sessions are not being ended: the oldest are forgotten (never committed). */
     static final int MAX_SESSIONS = 1 << 16;
+    static final long MAX_BYTES = 32L << 20;
 
     /** Where the copies go: {@code StoreController.flush}, which takes the pins. */
     @FunctionalInterface
@@ -50,6 +54,15 @@ public final class WindowCommit {
         int storedEndTokens;
         byte[] chain;
         int chainChunks;
+
+        /** Its heap: the strings it keeps (the key's own, shared with nothing once the request is gone), tags and chain. */
+        long bytes() {
+            long tagBytes = 0;
+            for (RequestTags.Tag tag : tags.tags()) {
+                tagBytes += WireKey.bytes(tag.name()) + WireKey.bytes(tag.value()) + 32;
+            }
+            return 64 + WireKey.bytes(model) + WireKey.bytes(salt) + tagBytes + (chain == null ? 0 : 16 + chain.length);
+        }
     }
 
     private final CommitSettings settings;
@@ -57,13 +70,19 @@ public final class WindowCommit {
     private final ObjectStore store;
     private final ObjectGroupCatalog catalog;
     private final Flusher flusher;
-    private final Map<String, Session> sessions = new LinkedHashMap<>();
+    private final BoundedTable<Session> sessions;
     private final LongAdder commits = new LongAdder();
     private final LongAdder declined = new LongAdder();
     private final LongAdder forgotten = new LongAdder();
     private final LongAdder missing = new LongAdder();
 
     public WindowCommit(CommitSettings settings, int chunkSize, ObjectStore store, ObjectGroupCatalog catalog, Flusher flusher) {
+        this(settings, chunkSize, store, catalog, flusher, MAX_SESSIONS, MAX_BYTES);
+    }
+
+    WindowCommit(CommitSettings settings, int chunkSize, ObjectStore store, ObjectGroupCatalog catalog, Flusher flusher, int maxSessions,
+            long maxBytes) {
+        this.sessions = new BoundedTable<>("window_sessions", maxSessions, maxBytes);
         this.settings = settings;
         this.chunkSize = chunkSize;
         this.store = store;
@@ -103,6 +122,7 @@ public final class WindowCommit {
         synchronized (sessions) {
             Session s = session(key);
             s.promptEndTokens = Math.max(0, key.end());
+            keep(key.requestId(), s);
         }
     }
 
@@ -117,20 +137,21 @@ public final class WindowCommit {
                 s.chain = chain.bytes();
                 s.chainChunks = chain.endChunk();
             }
+            keep(key.requestId(), s);
         }
+    }
+
+    /** (Re)puts the session with its current cost, as the most recently active; what the caps push out is forgotten. */
+    private void keep(String requestId, Session s) {
+        List<Session> evicted = new ArrayList<>();
+        sessions.put(requestId, s, s.bytes(), evicted);
+        forgotten.add(evicted.size());
     }
 
     private Session session(CacheKey key) {
         Session s = sessions.get(key.requestId());
         if (s == null) {
             s = new Session();
-            sessions.put(key.requestId(), s);
-            if (sessions.size() > MAX_SESSIONS) {
-                Iterator<String> oldest = sessions.keySet().iterator();
-                oldest.next();
-                oldest.remove();
-                forgotten.increment();
-            }
         }
         s.model = key.modelName();
         s.salt = key.cacheSalt();
@@ -199,6 +220,11 @@ public final class WindowCommit {
         status.put("missing_objects", missing.sum());
         status.put("forgotten_sessions", forgotten.sum());
         return status;
+    }
+
+    /** The sessions table, for its gauges. */
+    public BoundedTable<?> table() {
+        return sessions;
     }
 
     public long commits() {

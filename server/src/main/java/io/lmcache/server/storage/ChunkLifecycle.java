@@ -1,5 +1,6 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.tables.WireKey;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
@@ -104,7 +105,8 @@ public final class ChunkLifecycle {
         return (key.hash().w1() & (SAMPLE_SCALE - 1)) < sampleBelow;
     }
 
-    private long countAccess(String salt) {
+    private long countAccess(String wireSalt) {
+        String salt = WireKey.of(wireSalt); // a megabyte of salt is not kept after its last object
         long[] count = saltAccesses.get(salt);
         if (count == null) {
             if (saltAccesses.size() >= SALTS_COUNTED) {

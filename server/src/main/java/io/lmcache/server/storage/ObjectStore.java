@@ -127,9 +127,28 @@ public final class ObjectStore {
 
     /** {@link #reserve} for someone other than a STORE: {@code during} labels a failure ({@link StoreCounters#DURING_L2_PREFETCH}). */
     public StoredObject reserve(ChunkKey key, long bytes, int format, String during) {
+        return reserve(key, bytes, format, during, false);
+    }
+
+    /**
+     * {@link #reserve} for a fill by another process (an engine-driven worker writing into the shared pool, see
+     * {@link StoredObject#externalFill}). Such a reservation never blocks another writer: LMCache stages each writer's object
+     * apart ({@code L1Manager}: "writers with different tags may stage the same key at the same time"), so a reserve that meets
+     * one supersedes it (out of sight, its memory kept until its owner's commit, abort or TTL), and the first owner's commit
+     * answers false.
+     */
+    public StoredObject reserveExternal(ChunkKey key, long bytes, int format) {
+        return reserve(key, bytes, format, StoreCounters.DURING_L1_STORE, true);
+    }
+
+    private StoredObject reserve(ChunkKey key, long bytes, int format, String during, boolean external) {
         lock.lock();
         try {
             StoredObject existing = table.find(key);
+            if (existing != null && external && existing.externalFill && existing.state == StoredObject.State.WRITING) {
+                table.doom(existing);
+                existing = null;
+            }
             if (existing != null) {
                 if (existing.isLocked() || (existing.format == format && existing.bytes == bytes)) {
                     return EXISTS;
@@ -145,6 +164,7 @@ public final class ObjectStore {
                 return NO_MEMORY;
             }
             object.writeDeadlineNs = nowNs + writeTtlNs;
+            object.externalFill = external;
             deadlines.writeLocked(object);
             return object;
         } finally {
@@ -207,11 +227,17 @@ public final class ObjectStore {
         return clockNs.getAsLong() + readTtlNs;
     }
 
-    /** The reservation is filled by another process (see {@link StoredObject#externalFill}): its write-lock expiry frees it. */
-    public void markExternalFill(StoredObject object) {
+    /**
+     * The owner of an external reservation is gone or unreachable (its connection closed): the key is released at once (a clean
+     * miss, and free for another writer), but the memory stays allocated until the owner's abort, commit or the write TTL, since
+     * a worker that only lost its connection may still be writing into it.
+     */
+    public void disown(StoredObject object) {
         lock.lock();
         try {
-            object.externalFill = true;
+            if (object.externalFill && object.state == StoredObject.State.WRITING && !object.doomed) {
+                table.doom(object);
+            }
         } finally {
             unlock();
         }
@@ -242,7 +268,8 @@ public final class ObjectStore {
         lock.lock();
         try {
             StoredObject object = table.find(key);
-            if (object != null && object.state == StoredObject.State.WRITING && fillWaitNs > 0) {
+            // another process's fill is never waited for (it may never end): a miss, as LMCache's staging objects are unreadable
+            if (object != null && object.state == StoredObject.State.WRITING && !object.externalFill && fillWaitNs > 0) {
                 object = awaitFill(object, key, fillWaitNs);
             }
             if (object == null || object.state != StoredObject.State.READY) {

@@ -9,7 +9,9 @@ import java.util.List;
  * hit first, then locks only what it keeps). With {@code fills}, a chunk still being written (its
  * STORE replied to, its copy not ended) counts as present and its fill is watched (see
  * {@link PendingFills}): the caller then gives its locks back and looks again once those writes
- * have ended. A lookup given no {@code fills} sees only published chunks.
+ * have ended. A lookup given no {@code fills} sees only published chunks. A chunk another process fills (an engine-driven
+ * reservation) is never watched: it is a miss until committed, as LMCache's staging objects are unreadable
+ * ({@code L1Manager.reserve_read}: "a key that is only being written is reported as KEY_NOT_EXIST"), and its worker may die.
  */
 final class StoreLookups {
     private final ObjectStore store;
@@ -65,8 +67,9 @@ final class StoreLookups {
         ChunkHash hash = prefix.hash(chunk);
         for (int rank = 0; rank < ranks.length; rank++) {
             StoredObject object = table.get(namespace, rank, prefix.group(), hash);
-            if (object == null || (object.state != StoredObject.State.READY && (fills == null || object.state != StoredObject.State.WRITING))) {
-                return false;
+            if (object == null || (object.state != StoredObject.State.READY
+                    && (fills == null || object.state != StoredObject.State.WRITING || object.externalFill))) {
+                return false; // another process's fill (an engine-driven reservation) is a miss: its worker may be gone
             }
             writing |= object.state == StoredObject.State.WRITING;
             ranks[rank] = object;

@@ -20,6 +20,12 @@ public final class ChunkObjects {
         return store.reserve(chunkKey(key, hashes, chunk, group), objectBytes, format);
     }
 
+    /** {@link #reserve} for a chunk another process fills (an engine-driven worker): see {@link ObjectStore#reserveExternal}. */
+    public static StoredObject reserveExternal(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes,
+            int format) {
+        return store.reserveExternal(chunkKey(key, hashes, chunk, group), objectBytes, format);
+    }
+
     /** Pins a stored, readable chunk object; null when it is not there (or in another format). */
     public static StoredObject pin(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes, int format) {
         return store.pinReady(chunkKey(key, hashes, chunk, group), format, objectBytes);

@@ -1,6 +1,7 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.liveness.InstanceRegistry;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;
@@ -25,7 +26,7 @@ public final class InstanceStatus {
             InstanceContext context = registered.context();
             ids.add(context.instanceId());
             Map<String, Object> entry = new LinkedHashMap<>();
-            entry.put("model_name", context.modelName());
+            entry.put("model_name", LogText.status(context.modelName()));
             entry.put("world_size", context.worldSize());
             entry.put("kv_cache_layout", kvLayout(context, chunkSize));
             entry.put("connection_closed", connections.closedSinceNs(registered.peer()) >= 0);

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.tables.WireKey;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -12,7 +13,12 @@ public final class ObjectGroupCatalog {
     /** Distinct models remembered; more are served as non-hybrid (bounded: model names come from the wire). */
     static final int MAX_MODELS = 4096;
 
-    private record Model(String name, int worldSize) {}
+    /** Keyed by the model name's {@link WireKey} form: 4096 megabyte names are not kept. */
+    private record Model(String name, int worldSize) {
+        Model {
+            name = WireKey.of(name);
+        }
+    }
 
     private final boolean separateObjectGroups;
     private final ConcurrentHashMap<Model, LookupGeometry> models = new ConcurrentHashMap<>();

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.logging.LogText;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -21,8 +22,9 @@ public final class RegistrationFailures {
         }
     };
 
+    /** Kept clipped (reason: a message; device: a value of a status page): 4096 entries of at most a few hundred characters each. */
     public synchronized void put(long instanceId, String reason, String deviceUuid) {
-        failed.put(instanceId, new Failed(reason, deviceUuid));
+        failed.put(instanceId, new Failed(LogText.message(reason), deviceUuid == null ? null : LogText.status(deviceUuid)));
     }
 
     public synchronized void remove(long instanceId) {

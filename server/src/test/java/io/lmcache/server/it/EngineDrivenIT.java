@@ -181,6 +181,57 @@ class EngineDrivenIT {
         }
     }
 
+    /**
+     * The regression of issue 45: a LOOKUP of chunks a since-dead engine-driven worker reserved stayed pending until the write
+     * TTL. The TTL, reap timeout and disconnect grace are far away here, so only the reservation's own liveness can answer.
+     */
+    @Test
+    void aKilledWorkersReservationIsACleanMissAtOnce() {
+        try (ServerProcess server = ServerProcess.start("--l1-write-ttl-seconds", "600");
+             EngineDrivenWorker survivor = new EngineDrivenWorker(server.endpoint(), 912, "ed/model", LAYERS, HIDDEN);
+             JavaWorker lookups = new JavaWorker(server.endpoint(), 0, "ed/model", new JavaWorker.Geometry(0, 1, 16, 1, 8))) {
+            survivor.register();
+            roundTrip(survivor, lookups, 17); // the chunks the dying worker pins
+            int[] reservedTokens = JavaWorker.tokens(16, 512);
+            try (WorkerProcess dying = WorkerProcess.start("engine-driven worker 911", EngineDrivenWorkerMain.class, server.endpoint(), "911",
+                    Integer.toString(LAYERS), Integer.toString(HIDDEN), "16", "17")) {
+                assertEquals(List.of("2"), dying.readyWords(), "two slots reserved");
+                assertEquals(0, lookups.lookup(reservedTokens, 512, "while-alive", 1, 1), "a reservation is a miss, as LMCache's staging");
+                dying.kill();
+            }
+            await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(50)).until(() -> Http.metric(server,
+                    "lmcache_mp_engine_driven_released_total", "kind", "store", "reason", "disconnect") == 2);
+            assertEquals(0, lookups.lookup(reservedTokens, 512, "after-kill", 1, 1), "a clean miss");
+            assertEquals(0.0, Http.metric(server, "lmcache_mp_l1_lookups_after_writes_total"), "no LOOKUP waited on the reservation");
+            assertEquals(0.0, Http.metric(server, "lmcache_mp_reaped_workers_total"), "answered before any reap");
+            assertEquals(0.0, Http.metric(server, "lmcache_mp_engine_driven_expired_total"), "and before the TTL");
+            roundTrip(survivor, lookups, 16); // another worker stores the chunks (they are not EXISTS) and they are hits then
+        }
+    }
+
+    /**
+     * The golden {@code engine_driven_abandon} scenario with the first worker still connected: its reservation neither delays
+     * the second worker's LOOKUP nor blocks its PREPARE_STORE (superseded, as LMCache stages each writer apart); the first
+     * worker's late COMMIT_STORE answers false.
+     */
+    @Test
+    void aLiveWorkersReservationBlocksNoOtherWriter() {
+        try (ServerProcess server = ServerProcess.start("--l1-write-ttl-seconds", "600");
+             EngineDrivenWorker abandoning = new EngineDrivenWorker(server.endpoint(), 921, "ed/model", LAYERS, HIDDEN);
+             EngineDrivenWorker other = new EngineDrivenWorker(server.endpoint(), 922, "ed/model", LAYERS, HIDDEN);
+             JavaWorker lookups = new JavaWorker(server.endpoint(), 0, "ed/model", new JavaWorker.Geometry(0, 1, 16, 1, 8))) {
+            abandoning.register();
+            other.register();
+            int[] tokens = JavaWorker.tokens(21, 512);
+            assertEquals(2, abandoning.prepareStore(tokens, 0, 512, "req-a").slots().size());
+            assertEquals(0, lookups.lookup(tokens, 512, "req-a", 1, 1));
+            roundTrip(other, lookups, 21);
+            assertFalse(abandoning.commitStore(tokens, 0, 512, "req-a"), "superseded by the other worker's store");
+            assertEquals(2.0 * other.objectBytes(), usedBytes(server), "the superseded reservation's memory is freed at its commit");
+            assertEquals(0.0, Http.metric(server, "lmcache_mp_l1_lookups_after_writes_total"));
+        }
+    }
+
     @Test
     void badInputGetsFailureValuesAndCounters() {
         try (ServerProcess server = ServerProcess.start();

@@ -35,6 +35,26 @@ class InstanceRegistryTest {
         assertEquals(0, registry.count());
     }
 
+    /** Issue 45: a peer may REGISTER under any number of ids, with megabyte model names, and never ping: both are capped. */
+    @Test
+    void registrationsAreCappedInCountAndBytes() {
+        InstanceRegistry<String> bounded = new InstanceRegistry<>(new Liveness(nowNs::get, connections, 60 * S), String::length, 10_000);
+        assertTrue(bounded.admits(1, "x".repeat(6_000)));
+        bounded.put(1, "x".repeat(6_000), PEER);
+        assertFalse(bounded.admits(2, "y".repeat(6_000)), "past the bytes");
+        assertTrue(bounded.admits(1, "y".repeat(9_000)), "replacing its own registration frees its share");
+        assertEquals("x".repeat(6_000), bounded.remove(1));
+        assertTrue(bounded.admits(2, "y".repeat(9_000)), "removed: its bytes are free");
+        for (int id = 0; id < InstanceRegistry.MAX_INSTANCES; id++) {
+            assertTrue(registry.admits(id, "c"));
+            registry.put(id, "c", PEER);
+        }
+        assertFalse(registry.admits(InstanceRegistry.MAX_INSTANCES, "c"), "past the count");
+        assertTrue(registry.admits(7, "d"), "a live id may register again");
+        assertEquals(InstanceRegistry.MAX_INSTANCES, registry.drainAll().size());
+        assertTrue(registry.admits(InstanceRegistry.MAX_INSTANCES, "c"));
+    }
+
     @Test
     void trafficFollowsTheWorkerToItsConnectionAndPingNeverInserts() {
         registry.put(1, "a", PEER);

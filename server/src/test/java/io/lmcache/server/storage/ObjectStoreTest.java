@@ -148,9 +148,8 @@ class ObjectStoreTest {
     @EnumSource(EvictionPolicyName.class)
     void anAbandonedWriteIsReclaimedAtItsTtl(EvictionPolicyName policy) {
         ObjectStore store = store(4 * MIB, 4 * MIB, policy);
-        StoredObject abandoned = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1);
         // an engine-driven worker's reservation: it fills the pool itself and may be gone
-        store.markExternalFill(abandoned);
+        StoredObject abandoned = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1);
         nowNs.addAndGet(WRITE_TTL_NS - 1);
         assertEquals(0, store.sweepExpired());
         nowNs.addAndGet(2);
@@ -159,6 +158,72 @@ class ObjectStoreTest {
         assertEquals(0, store.snapshot().usedBytes());
         assertFalse(store.commit(abandoned), "a late commit finds its object gone");
         assertTrue(store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), 2 * MIB, 1).offset() >= 0, "the key can be stored again");
+        store.checkInvariants();
+    }
+
+    /**
+     * An engine-driven reservation (another process fills it, and may die): a lookup counts it as a miss at once, never as a
+     * write to wait for (LMCache's staging objects are unreadable), and a read does not wait for it either.
+     */
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anExternalReservationIsAMissNotAPendingWrite(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
+        StoredObject reserved = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        PendingFills fills = new PendingFills();
+        assertEquals(0, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 1, new ArrayList<>(), fills));
+        assertFalse(fills.any(), "not watched: the LOOKUP is answered at once");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB, Long.MAX_VALUE), "a read does not wait for it");
+        assertEquals(0, store.counters().readsAfterWrites.sum());
+        // an own fill of the same kind is still a write to wait for
+        StoredObject own = store.reserve(ChunkKey.of("m", "", 0, 0, 2, 2), MIB, 1);
+        PendingFills ownFills = new PendingFills();
+        assertEquals(1, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 2, 2), 0, 1, 1, new ArrayList<>(), ownFills));
+        assertTrue(ownFills.any());
+        assertTrue(store.commit(reserved));
+        assertEquals(1, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 0, new ArrayList<>(), new PendingFills()),
+                "committed: a hit");
+        store.abort(own);
+        store.checkInvariants();
+    }
+
+    /** A second writer's PREPARE_STORE supersedes an engine-driven reservation; the first writer's late commit answers false. */
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void anExternalReservationNeverBlocksAnotherWriter(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
+        StoredObject first = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        StoredObject second = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        assertTrue(second.offset() >= 0 && second != first, "a fresh reservation, not EXISTS");
+        assertEquals(2 * MIB, store.snapshot().usedBytes(), "the first one's memory stays its writer's until its end");
+        assertTrue(store.commit(second));
+        assertFalse(store.commit(first), "superseded");
+        assertEquals(MIB, store.snapshot().usedBytes());
+        assertTrue(present(store, 1, MIB));
+        store.checkInvariants();
+    }
+
+    /** The owner's connection closed: the key is free at once, the memory only at the owner's abort (the reap) or TTL. */
+    @ParameterizedTest
+    @EnumSource(EvictionPolicyName.class)
+    void aDisownedReservationFreesItsKeyAtOnceAndItsMemoryAtTheAbort(EvictionPolicyName policy) {
+        ObjectStore store = store(16 * MIB, 16 * MIB, policy);
+        StoredObject orphan = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        store.disown(orphan);
+        StoredObject gpuStore = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
+        assertTrue(gpuStore.offset() >= 0, "another writer may store the chunk");
+        assertEquals(2 * MIB, store.snapshot().usedBytes());
+        assertTrue(store.commit(gpuStore));
+        store.abort(orphan);
+        assertEquals(MIB, store.snapshot().usedBytes());
+        assertTrue(present(store, 1, MIB), "the abort of the disowned reservation leaves the new object alone");
+        // at the TTL instead of an abort
+        StoredObject late = store.reserveExternal(ChunkKey.of("m", "", 0, 0, 3, 3), MIB, 1);
+        store.disown(late);
+        nowNs.addAndGet(WRITE_TTL_NS + 1);
+        assertEquals(1, store.sweepExpired());
+        assertEquals(MIB, store.snapshot().usedBytes());
+        assertFalse(store.commit(late));
         store.checkInvariants();
     }
 

@@ -15,8 +15,9 @@ import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.protocol.ProtocolVersion;
 import io.lettuce.core.resource.ClientResources;
-import io.lettuce.core.resource.Delay;
 import io.lettuce.core.resource.DefaultClientResources;
+import io.lettuce.core.resource.Delay;
+import io.lmcache.server.l2.L2SpecException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -135,7 +136,8 @@ final class RedisLink implements AutoCloseable {
             if (error == null && !closed) {
                 connections = new Connections(values.join(), control.join());
                 retryNs = RETRY_MIN_NS;
-                LOG.info("{}: connected to {} ({})", name, spec.nodes(), spec.clusterMode() ? "cluster" : "standalone");
+                LOG.info("{}: connected to {} ({})", name, L2SpecException.clip(spec.nodes(), L2SpecException.MAX_MESSAGE_CHARS),
+                        spec.clusterMode() ? "cluster" : "standalone");
                 return;
             }
             values.thenAccept(StatefulConnection::closeAsync);

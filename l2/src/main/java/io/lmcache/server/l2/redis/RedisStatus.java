@@ -1,6 +1,7 @@
 package io.lmcache.server.l2.redis;
 
 import io.lmcache.server.l2.AdapterUsage;
+import io.lmcache.server.l2.L2SpecException;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,13 +27,15 @@ final class RedisStatus {
         status.put("is_healthy", connected && nodesUp);
         status.put("type", RedisIo.typeName(spec));
         status.put("adapter", spec.type());
-        status.put("startup_nodes", spec.nodes().stream().map(RedisSpec.Endpoint::toString).toList());
+        // a spec may name thousands of nodes, each of any length: the first 16, clipped, and their count
+        status.put("startup_nodes", spec.nodes().stream().limit(16).map(node -> L2SpecException.clip(node.toString(), 256)).toList());
+        status.put("startup_node_count", spec.nodes().size());
         status.put("cluster_mode", spec.clusterMode());
         status.put("connected", connected);
-        status.put("key_prefix", spec.keyPrefix());
+        status.put("key_prefix", L2SpecException.clip(spec.keyPrefix(), 256));
         status.put("database_id", spec.databaseId());
         status.put("tls_enable", spec.tlsEnable());
-        status.put("username", spec.username());
+        status.put("username", spec.username() == null ? null : L2SpecException.clip(spec.username(), 256));
         status.put("request_timeout_ms", spec.requestTimeoutNs() / 1_000_000);
         status.put("connection_timeout_ms", spec.connectionTimeoutNs() / 1_000_000);
         status.put("ttl_seconds", spec.ttlMs() / 1000.0);
