@@ -184,6 +184,11 @@ final class ServerOptions {
             description = "Fraction of the pool one background eviction frees, in (0, 1] (default: ${DEFAULT-VALUE}).")
     String evictionRatio;
 
+    @Option(names = "--tenant-read-lock-share", defaultValue = "" + TenantSettings.DEFAULT_READ_LOCK_SHARE,
+            description = "Largest share of the pool one tenant's (cache salt's) LOOKUP read locks may hold, in (0, 1]; a LOOKUP past"
+                    + " it gets fewer hits, counted (default: ${DEFAULT-VALUE}).")
+    String tenantReadLockShare;
+
     // --- L2 ----------------------------------------------------------------------------------
     @Option(names = "--l2-adapter",
             description = "An L2 adapter as a JSON object with a \"type\" (fs_native, fault_inject, resp, valkey), e.g. "
@@ -214,6 +219,11 @@ final class ServerOptions {
     @Option(names = "--http-admin-token",
             description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only.")
     String httpAdminToken;
+
+    @Option(names = "--metrics-clear-salt-labels",
+            description = "Label metrics with each cache_salt in clear, as LMCache does; by default a salt is labelled by a keyed digest"
+                    + " (the salt is a tenant's secret and /metrics needs no token).")
+    boolean metricsClearSaltLabels;
 
     @Option(names = "--prometheus-port", description = "Also serve /metrics on this port (default: only on the HTTP port).")
     String prometheusPort;

@@ -34,6 +34,8 @@ class EvictionPolicyIT {
     private static final int[] TARGET = JavaWorker.range(16, CHUNK / 16);
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final int HOT = 3;
+    private static final String TOKEN = "eviction-it-token";
+    private static final String[] AUTH = {"Authorization", "Bearer " + TOKEN};
 
     private static int[] prefix(int i) {
         int[] tokens = JavaWorker.tokens(5000 + i, CHUNK);
@@ -55,7 +57,8 @@ class EvictionPolicyIT {
     @ParameterizedTest
     @ValueSource(strings = {"LRU", "ARC", "S3FIFO", "noop"})
     void aOneOffScanAgainstAHotSet(String policy) throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", policy);
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", policy,
+                "--http-admin-token", TOKEN);
              JavaWorker worker = new JavaWorker(server.endpoint(), 31, "scan/model", GEOMETRY)) {
             worker.register();
             worker.fill(CHUNK_BLOCKS, 3);
@@ -96,14 +99,15 @@ class EvictionPolicyIT {
             } else if (policy.equals("S3FIFO")) {
                 assertEquals(HOT, state.get("promoted_to_main").asInt(), state.toString());
             }
-            assertEquals(409, Http.post(server.httpBase() + "/quota", "{\"tenant\": \"a\", \"quota_bytes\": 1}").statusCode(),
+            assertEquals(409, Http.post(server.httpBase() + "/quota", "{\"tenant\": \"a\", \"quota_bytes\": 1}", AUTH).statusCode(),
                     "only IsolatedLRU keeps quotas");
         }
     }
 
     @Test
     void aTenantOverItsQuotaGivesItsChunksFirst() throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "IsolatedLRU");
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "IsolatedLRU",
+                "--http-admin-token", TOKEN);
              JavaWorker a = new JavaWorker(server.endpoint(), 41, "tenant/model", GEOMETRY).salt("a");
              JavaWorker b = new JavaWorker(server.endpoint(), 42, "tenant/model", GEOMETRY).salt("b")) {
             a.register();
@@ -111,9 +115,10 @@ class EvictionPolicyIT {
             a.fill(CHUNK_BLOCKS, 4);
             b.fill(CHUNK_BLOCKS, 5);
             String quota = server.httpBase() + "/quota";
-            assertEquals(400, Http.post(quota, "{\"tenant\": \"a\"}").statusCode());
-            assertEquals(415, Http.post(quota, "{}", "Content-Type", "text/plain").statusCode(), "the admin rules apply");
-            assertEquals(200, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": " + 2 * OBJECT_BYTES + "}").statusCode());
+            assertEquals(401, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": 0}").statusCode(), "the token, also on loopback");
+            assertEquals(400, Http.post(quota, "{\"tenant\": \"a\"}", AUTH).statusCode());
+            assertEquals(415, Http.post(quota, "{}", "Content-Type", "text/plain", AUTH[0], AUTH[1]).statusCode(), "the admin rules apply");
+            assertEquals(200, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": " + 2 * OBJECT_BYTES + "}", AUTH).statusCode());
             // b's chunks are the oldest: LRU would take them first
             for (int i = 0; i < 4; i++) {
                 assertTrue(b.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "b-" + i));
@@ -127,9 +132,9 @@ class EvictionPolicyIT {
             await().atMost(Duration.ofSeconds(20)).until(() -> json(server.httpBase() + "/status").findValue("policy_state")
                     .get("quota_evictions").asInt() >= 2);
             for (int i = 0; i < 10; i++) {
-                assertEquals(1, b.lookup(prefix(i), CHUNK, "b-look-" + i, 1, 0), "b, under no quota, kept chunk " + i);
+                assertEquals(1, b.lookup(prefix(i), CHUNK, "b-look-" + i, 1, 0), "b, in the default bucket (what a's quota leaves), kept chunk " + i);
             }
-            JsonNode tenants = json(quota).get("tenants");
+            JsonNode tenants = JSON.readTree(Http.get(quota, AUTH).body()).get("tenants");
             JsonNode tenantA = null;
             for (JsonNode t : tenants) {
                 if (t.get("tenant").asText().equals("a")) {
