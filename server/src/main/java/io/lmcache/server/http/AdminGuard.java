@@ -5,6 +5,7 @@ import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
+import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -170,7 +171,7 @@ public final class AdminGuard {
         private static String read() {
             try {
                 return InetAddress.getLocalHost().getHostName().toLowerCase(Locale.ROOT);
-            } catch (java.io.IOException | RuntimeException e) {
+            } catch (IOException | RuntimeException e) {
                 return "localhost";
             }
         }

@@ -11,7 +11,7 @@ public enum ServerCatalogue implements CatalogueEntry {
             "series updates whose label value was counted under _other: the label had " + LabelValues.LIMIT
             + " distinct values already", "label")),
     AGENT_ERRORS(counter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", "role")),
-    HTTP_REFUSED(counter("lmcache_mp.http_refused", "mutating HTTP requests refused, by reason", "reason")),
+    HTTP_REFUSED(counter("lmcache_mp.http_refused", "admin HTTP requests (mutations, /quota) refused, by reason", "reason")),
     BUILD_INFO(gauge("lmcache_mp.build_info", "The build of this server", "version", "commit", "java_version"));
 
     private final MeterSpec spec;

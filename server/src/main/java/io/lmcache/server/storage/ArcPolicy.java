@@ -14,7 +14,7 @@ import java.util.function.LongSupplier;
  * through T1 and leaves T2's hot set alone. Locked objects are off the lists but keep their home.
  * A background pass ({@link #bulkVictim}) frees a fifth of the pool at once: with {@code p} small it
  * would empty T1, taking chunks stored a moment ago before their first LOOKUP could read them. It
- * leaves T1 objects younger than {@link #YOUNG_FLOOR_NS} alone (T2 gives way, or the pass stops);
+ * stops at a T1 object younger than {@link #YOUNG_FLOOR_NS} (never taking T2 in its place);
  * an on-demand eviction, which needs the room now, takes ARC's victim whatever its age.
  */
 final class ArcPolicy implements EvictionPolicy {
@@ -113,8 +113,9 @@ final class ArcPolicy implements EvictionPolicy {
     public StoredObject bulkVictim() {
         NodeList from = victimList();
         if (from == t1 && clockNs.getAsLong() - t1.tail().object.createdNs < YOUNG_FLOOR_NS) {
+            // the pass stops rather than take T2 instead: T2 is the hot set a scan through T1 must not cost
             youngSpared++;
-            from = t2.size() > 0 ? t2 : null;
+            return null;
         }
         return from == null ? null : take(from);
     }

@@ -111,8 +111,8 @@ public final class StoreCounters {
     /** Zeroes every counter (HTTP /metrics/reset). */
     public void reset() {
         for (LongAdder adder : new LongAdder[] {writeChunks, writeBytes, readChunks, readBytes, allocationFailures,
-            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, lookupWatchesRefused, readShareMisses, evictionFailures,
-            evictionLoopTicks, evictionLoopTriggered}) {
+            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, lookupWatchesRefused, readShareMisses,
+            evictionFailures, evictionLoopTicks, evictionLoopTriggered}) {
             adder.reset();
         }
         for (int i = 0; i < evictions.length; i++) {
