@@ -104,6 +104,34 @@ class EvictionPolicyIT {
         }
     }
 
+    /**
+     * Issue 45 N10: with a hot set in T2 and T1's target at 0, a watermark pass emptied T1, taking chunks stored a moment
+     * before their first LOOKUP. The pass now stops at T1's young objects.
+     */
+    @Test
+    void arcKeepsFreshStoresForTheirFirstLookup() throws Exception {
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "ARC");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 33, "fresh/model", GEOMETRY)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 6);
+            for (int i = 0; i < 11; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "hot-" + i));
+                hit(worker, i, "hot-read-a-" + i);
+                hit(worker, i, "hot-read-b-" + i);
+            }
+            for (int i = 100; i < 103; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "fresh-" + i)); // 14 of 16: above the watermark
+            }
+            double ticks = Http.metric(server, "lmcache_mp_l1_eviction_loop_ticks_total");
+            await().atMost(Duration.ofSeconds(20)).until(() -> Http.metric(server, "lmcache_mp_l1_eviction_loop_ticks_total") >= ticks + 2);
+            JsonNode state = json(server.httpBase() + "/status").findValue("policy_state");
+            for (int i = 100; i < 103; i++) {
+                assertEquals(1, worker.lookup(prefix(i), CHUNK, "fresh-look-" + i, 1, 0), "fresh chunk " + i + " survived: " + state);
+            }
+            assertTrue(state.get("young_spared").asInt() > 0, "the passes stopped at T1's young objects: " + state);
+        }
+    }
+
     @Test
     void aTenantOverItsQuotaGivesItsChunksFirst() throws Exception {
         try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "IsolatedLRU",
