@@ -74,6 +74,9 @@ final class LabelValues {
         if (shown != null) {
             return shown;
         }
+        if (values.size() >= LIMIT && key.length() <= MAX_CHARS) {
+            return fold(label, secret ? "(a salt)" : key); // no digest to make for a value that gets no series
+        }
         if (secret) {
             shown = digest(text);
             if (key.length() > MAX_CHARS) {
@@ -88,9 +91,13 @@ final class LabelValues {
             values.putIfAbsent(key, shown);
             return shown;
         }
+        return fold(label, secret ? shown : key);
+    }
+
+    private String fold(String label, String shown) {
         folded.computeIfAbsent(label, l -> metrics.declare(ServerCatalogue.LABEL_VALUES_FOLDED, l)).increment();
         FOLDED_LINES.warn("more than {} distinct values of the metric label {}: '{}' and later ones are counted under {}", LIMIT, label,
-                secret ? shown : LogText.clip(key), OTHER);
+                LogText.clip(shown), OTHER);
         return OTHER;
     }
 
