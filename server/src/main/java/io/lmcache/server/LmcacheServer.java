@@ -97,6 +97,7 @@ public final class LmcacheServer implements AutoCloseable {
         this.config = config;
         this.gpu = gpu;
         this.metrics = new ServerMetrics(config.operator().serviceInstanceId(), new ServerMetrics.Build(Versions.version(), Versions.commit()));
+        metrics.showSaltsInClear(config.tenants().metricsClearSaltLabels());
         try {
             // runs on: the thread that calls close(); closed last, after every part that logs
             add("rate-limited log summaries", RateLimitedLog::flushPending);

@@ -244,12 +244,13 @@ public final class ConfigLoader {
         int kvEventLogSize = kvEventLogSize(o.kvEventLogSize, chunkSize);
         CommitSettings commit = CommitSettings.validate(o.commitPolicy, o.commitAnchor, o.commitBoundaryTokens);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
+        TenantSettings tenants = new TenantSettings(fraction("--tenant-read-lock-share", o.tenantReadLockShare), o.metricsClearSaltLabels);
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
-                Tuning.fromSystemProperties());
+                tenants, Tuning.fromSystemProperties());
     }
 
     /** The L1 pool's segment name, size and region size. */

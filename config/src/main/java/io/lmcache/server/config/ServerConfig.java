@@ -25,6 +25,7 @@ import java.util.concurrent.TimeUnit;
  * @param connections the cap on ZeroMQ connections and the stall timeout
  * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
  * @param commit the window commit at END_SESSION ({@code --commit-policy}, {@code --commit-anchor}, {@code --commit-boundary-tokens})
+ * @param tenants the tenant boundary: the read-lock share and how metrics label a cache salt
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
@@ -63,6 +64,7 @@ public record ServerConfig(
         ConnectionSettings connections,
         int kvEventLogSize,
         CommitSettings commit,
+        TenantSettings tenants,
         Tuning tuning) {
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
@@ -128,6 +130,8 @@ public record ServerConfig(
         out.put("commit_policy", commit.policy().flagValue());
         out.put("commit_anchor", commit.anchor().flagValue());
         out.put("commit_boundary_tokens", commit.boundaryTokens());
+        out.put("tenant_read_lock_share", tenants.readLockShare());
+        out.put("metrics_clear_salt_labels", tenants.metricsClearSaltLabels());
         return out;
     }
 

@@ -70,14 +70,14 @@ final class ServerOptions {
             "L1 pool (host memory)", List.of("--l1-size-gb", "--l1-region-size-mb", "--l1-write-ttl-seconds", "--l1-read-ttl-seconds",
                     "--numa-placement", "--shm-name", "--shm-mode"),
             "Chunks and keys", List.of("--chunk-size", "--hash-algorithm", "--separate-object-groups", "--no-separate-object-groups"),
-            "Eviction", List.of("--eviction-policy", "--eviction-trigger-watermark", "--eviction-ratio"),
+            "Eviction", List.of("--eviction-policy", "--eviction-trigger-watermark", "--eviction-ratio", "--tenant-read-lock-share"),
             "L2 tier", List.of("--l2-adapter", "--l2-store-policy", "--l2-prefetch-policy", "--l2-prefetch-max-in-flight"),
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
                     "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
-            "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port", "--metrics-sample-rate",
+            "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port", "--metrics-clear-salt-labels", "--metrics-sample-rate",
                     "--service-instance-id"),
             "Start-up warm-up", List.of("--warmup-iterations", "--warmup-budget-ms", "--warmup-background-ms", "--gpu-warmup-budget-ms"),
             "Help", List.of("--help", "--version"));
@@ -290,6 +290,11 @@ final class ServerOptions {
             description = "Fraction of the pool one background eviction frees, in (0, 1] (default: ${DEFAULT-VALUE}).")
     String evictionRatio;
 
+    @Option(names = "--tenant-read-lock-share", paramLabel = "<share>", defaultValue = "" + TenantSettings.DEFAULT_READ_LOCK_SHARE,
+            description = "Largest share of the pool one tenant's (cache salt's) LOOKUP read locks may hold, in (0, 1]; a LOOKUP past"
+                    + " it gets fewer hits, counted (default: ${DEFAULT-VALUE}).")
+    String tenantReadLockShare;
+
     // --- L2 ----------------------------------------------------------------------------------
     @Option(names = "--l2-adapter", paramLabel = "<json>",
             description = "An L2 adapter as a JSON object with a \"type\" (fs_native, fault_inject, resp, valkey), e.g. "
@@ -319,8 +324,13 @@ final class ServerOptions {
     String httpPort;
 
     @Option(names = "--http-admin-token", paramLabel = "<token>",
-            description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only.")
+            description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only; /quota always needs the token.")
     String httpAdminToken;
+
+    @Option(names = "--metrics-clear-salt-labels",
+            description = "Label metrics with each cache_salt in clear, as LMCache does; by default a salt is labelled by a keyed digest"
+                    + " (the salt is a tenant's secret and /metrics needs no token).")
+    boolean metricsClearSaltLabels;
 
     @Option(names = "--prometheus-port", paramLabel = "<port>", description = "Also serve /metrics on this port (default: only on the HTTP port).")
     String prometheusPort;

@@ -26,6 +26,15 @@ class ConfigLoaderTest {
         return run(Map.of(), args);
     }
 
+    @Test
+    void theTenantBoundaryFlags() {
+        TenantSettings defaults = run("--l1-size-gb", "1").tenants();
+        assertEquals(TenantSettings.DEFAULTS, defaults, "half the pool, salts digested");
+        TenantSettings set = run("--l1-size-gb", "1", "--tenant-read-lock-share", "1", "--metrics-clear-salt-labels").tenants();
+        assertEquals(new TenantSettings(1.0, true), set);
+        assertEquals(true, run("--l1-size-gb", "1", "--metrics-clear-salt-labels").describe().get("metrics_clear_salt_labels"));
+    }
+
     private static ConfigLoader.Outcome.Exit exit(String... args) {
         ConfigLoader.Outcome outcome = ConfigLoader.load(args, Map.of(), MemoryLimits.unlimited());
         return assertInstanceOf(ConfigLoader.Outcome.Exit.class, outcome, () -> outcome.toString());
@@ -109,6 +118,8 @@ class ConfigLoaderTest {
         "--port|70000|--port: must be in 1..65535",
         "--chunk-size|0|--chunk-size: must be in",
         "--eviction-ratio|1.5|--eviction-ratio: must be in (0, 1]",
+        "--tenant-read-lock-share|0|--tenant-read-lock-share: must be in (0, 1]",
+        "--tenant-read-lock-share|1.5|--tenant-read-lock-share: must be in (0, 1]",
         "--eviction-trigger-watermark|0|--eviction-trigger-watermark: must be in (0, 1]",
         "--eviction-policy|FIFO|--eviction-policy: must be one of LRU, ARC, S3FIFO, IsolatedLRU, noop",
         "--supported-transfer-mode|magic|--supported-transfer-mode: must be one of auto, lmcache_driven, engine_driven",

@@ -5,6 +5,7 @@ import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
+import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -16,13 +17,16 @@ import java.util.Map;
 import org.slf4j.LoggerFactory;
 
 /**
- * Who may call the mutating endpoints ({@code POST} only). Every such request must be JSON
- * ({@code Content-Type: application/json}, else 415) and must not come from another origin (an
- * {@code Origin} header naming anything but this server's own host:port, else 403): a browser
- * on the host can send neither without the page being this server's, so a web page cannot clear
- * the cache through a loopback-trusting endpoint (CSRF). Then, with a token configured, anyone
- * presenting {@code Authorization: Bearer <token>}; without one, loopback clients only (a
- * sidecar's own pod or host), so a server bound to 0.0.0.0 is never open to the network by default.
+ * Who may call the mutating endpoints ({@code POST} only) and the admin-only reads ({@code GET /quota}). First the
+ * {@code Host} header: absent, or naming this server as an address literal, {@code localhost}, the configured
+ * {@code --http-host} or this machine's name (else 421): a page on another site that a DNS-rebinding attack points at
+ * 127.0.0.1 sends its own name there. Every mutating request must then be JSON ({@code Content-Type: application/json},
+ * else 415) and must not come from another origin (an {@code Origin} header naming anything but this server's own
+ * host:port, else 403): a browser on the host can send neither without the page being this server's, so a web page
+ * cannot clear the cache through a loopback-trusting endpoint (CSRF). Then, with a token configured, anyone presenting
+ * {@code Authorization: Bearer <token>}; without one, loopback clients only (a sidecar's own pod or host), so a server
+ * bound to 0.0.0.0 is never open to the network by default. The tenant routes ({@code /quota}: the salts are tenants'
+ * secrets, a quota another tenant's share) take the token only, also from loopback.
  */
 public final class AdminGuard {
     private static final RateLimitedLog LINES = new RateLimitedLog(LoggerFactory.getLogger(AdminGuard.class), "refused HTTP mutations", 10);
@@ -36,7 +40,7 @@ public final class AdminGuard {
         this.token = token.getBytes(StandardCharsets.UTF_8);
         this.httpHost = httpHost;
         this.metrics = metrics;
-        for (String reason : new String[] {"cross_origin", "not_json", "unauthorized", "not_loopback"}) {
+        for (String reason : new String[] {"cross_origin", "not_json", "unauthorized", "not_loopback", "wrong_host", "no_token"}) {
             metrics.declare(ServerCatalogue.HTTP_REFUSED, reason);
         }
     }
@@ -60,6 +64,18 @@ public final class AdminGuard {
 
     /** Null when allowed; else the response to send (counted by reason). */
     public HttpApi.Response check(HttpExchange exchange) {
+        return check(exchange, false);
+    }
+
+    /**
+     * {@link #check} for a route only the admin token opens ({@code tokenOnly}: no loopback trust; with no token configured
+     * it is refused to everyone).
+     */
+    public HttpApi.Response check(HttpExchange exchange, boolean tokenOnly) {
+        HttpApi.Response wrongHost = checkHost(exchange);
+        if (wrongHost != null) {
+            return wrongHost;
+        }
         String origin = exchange.getRequestHeaders().getFirst("Origin");
         if (origin != null && !isOwnOrigin(origin, exchange.getLocalAddress())) {
             return refuse(exchange, "cross_origin", 403, "cross-origin request refused (Origin " + LogText.clip(origin) + ")");
@@ -70,6 +86,16 @@ public final class AdminGuard {
         if (!bare && !isJson(contentType)) {
             return refuse(exchange, "not_json", 415, "mutating endpoints take Content-Type: application/json");
         }
+        return checkToken(exchange, tokenOnly);
+    }
+
+    /** An admin-only read ({@code GET}): the right {@code Host} and the admin token, also from loopback. Null when allowed. */
+    public HttpApi.Response checkRead(HttpExchange exchange) {
+        HttpApi.Response wrongHost = checkHost(exchange);
+        return wrongHost != null ? wrongHost : checkToken(exchange, true);
+    }
+
+    private HttpApi.Response checkToken(HttpExchange exchange, boolean tokenOnly) {
         if (token.length > 0) {
             String header = exchange.getRequestHeaders().getFirst("Authorization");
             byte[] presented = header != null && header.startsWith("Bearer ")
@@ -79,12 +105,76 @@ public final class AdminGuard {
             }
             return null;
         }
+        if (tokenOnly) {
+            return refuse(exchange, "no_token", 403, "this endpoint shows or sets tenants' quotas: it needs an admin token"
+                    + " (--http-admin-token or LMCACHE_HTTP_ADMIN_TOKEN), also on loopback");
+        }
         InetAddress remote = exchange.getRemoteAddress().getAddress();
         if (remote == null || !remote.isLoopbackAddress()) {
             return refuse(exchange, "not_loopback", 403, "no admin token is configured (--http-admin-token): mutating endpoints"
                     + " accept loopback clients only");
         }
         return null;
+    }
+
+    /** Null when the {@code Host} header is absent or names this server (see the class comment); else a 421. */
+    private HttpApi.Response checkHost(HttpExchange exchange) {
+        String host = exchange.getRequestHeaders().getFirst("Host");
+        if (host == null || isOwnHost(host)) {
+            return null;
+        }
+        return refuse(exchange, "wrong_host", 421, "the Host header must name this server (an address, localhost, or --http-host),"
+                + " got " + LogText.clip(host));
+    }
+
+    boolean isOwnHost(String header) {
+        String host = header.strip().toLowerCase(Locale.ROOT);
+        if (host.startsWith("[")) {
+            int close = host.indexOf(']');
+            if (close < 0 || (close + 1 < host.length() && !isPort(host.substring(close + 1)))) {
+                return false;
+            }
+            return isAddressLiteral(host.substring(1, close));
+        }
+        int colon = host.indexOf(':');
+        if (colon >= 0) {
+            if (!isPort(host.substring(colon))) {
+                return false;
+            }
+            host = host.substring(0, colon);
+        }
+        if (host.endsWith(".")) {
+            host = host.substring(0, host.length() - 1);
+        }
+        return host.equals("localhost") || host.equals(httpHost.toLowerCase(Locale.ROOT)) || host.equals(MachineName.VALUE)
+                || host.matches("[0-9.]+") && isAddressLiteral(host);
+    }
+
+    private static boolean isPort(String colonAndPort) {
+        return colonAndPort.matches(":[0-9]{1,5}");
+    }
+
+    /** Whether {@code text} is an IP address as written (no name lookup ever happens here). */
+    private static boolean isAddressLiteral(String text) {
+        try {
+            InetAddress.ofLiteral(text);
+            return true;
+        } catch (IllegalArgumentException e) {
+            return false;
+        }
+    }
+
+    /** This machine's own name, read once (a lookup of the local host, not of any name a client sent). */
+    private static final class MachineName {
+        static final String VALUE = read();
+
+        private static String read() {
+            try {
+                return InetAddress.getLocalHost().getHostName().toLowerCase(Locale.ROOT);
+            } catch (IOException | RuntimeException e) {
+                return "localhost";
+            }
+        }
     }
 
     private HttpApi.Response refuse(HttpExchange exchange, String reason, int status, String error) {

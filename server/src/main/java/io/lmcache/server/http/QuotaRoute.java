@@ -14,8 +14,9 @@ import org.slf4j.LoggerFactory;
  * {@code /quota}: the per-tenant (cache salt) soft quotas of {@code --eviction-policy IsolatedLRU}.
  * {@code GET} shows each tenant's quota and usage (without the store's lock); {@code POST} with
  * {@code {"tenant": "...", "quota_bytes": N}} sets one ({@code -1} removes it; {@code _default} is the
- * empty salt), through the {@link AdminGuard} as every mutation is. Under another policy a POST is
- * refused (409): nothing would enforce the quota.
+ * bucket of the empty salt and of every salt without a quota of its own) and answers that tenant's line only. Both take the
+ * admin token, also from loopback (see {@link AdminGuard#checkRead}): the salts are tenants' secrets, and a quota is a
+ * share of the pool another tenant must not set. Under another policy a POST is refused (409): nothing would enforce it.
  */
 public final class QuotaRoute {
     private QuotaRoute() {}
@@ -24,12 +25,13 @@ public final class QuotaRoute {
         // runs on: lmcache-http-* (one virtual thread per exchange)
         api.route("/quota", (method, exchange) -> {
             if (method.equals("GET")) {
-                return HttpApi.Response.json(200, quotas(store));
+                HttpApi.Response denied = guard.checkRead(exchange);
+                return denied != null ? denied : HttpApi.Response.json(200, quotas(store));
             }
             if (!method.equals("POST")) {
                 return HttpApi.methodNotAllowed(method);
             }
-            HttpApi.Response denied = guard.check(exchange);
+            HttpApi.Response denied = guard.check(exchange, true);
             if (denied != null) {
                 return denied;
             }
@@ -46,24 +48,41 @@ public final class QuotaRoute {
             }
             LoggerFactory.getLogger(QuotaRoute.class).info("quota of tenant '{}' set to {} bytes through HTTP by {}",
                     LogText.clip(tenant.asText()), quota.asLong(), exchange.getRemoteAddress());
-            return HttpApi.Response.json(200, quotas(store));
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("eviction_policy", store.policy().flagValue());
+            out.put("tenant", changed(store, tenant.asText()));
+            return HttpApi.Response.json(200, out);
         });
+    }
+
+    /** The line of the tenant just set; a tenant whose quota was removed and that holds nothing has none: zeros then. */
+    private static Map<String, Object> changed(ObjectStore store, String name) {
+        for (TenantUsage usage : store.tenantUsage()) {
+            if (usage.tenant().equals(name)) {
+                return line(usage);
+            }
+        }
+        return line(new TenantUsage(name, -1, 0, 0));
     }
 
     private static Map<String, Object> quotas(ObjectStore store) {
         List<Map<String, Object>> tenants = new ArrayList<>();
         for (TenantUsage usage : store.tenantUsage()) {
-            Map<String, Object> line = new LinkedHashMap<>();
-            line.put("tenant", usage.tenant());
-            line.put("quota_bytes", usage.quotaBytes() < 0 ? null : usage.quotaBytes());
-            line.put("used_bytes", usage.usedBytes());
-            line.put("objects", usage.objects());
-            line.put("over_quota", usage.quotaBytes() >= 0 && usage.usedBytes() > usage.quotaBytes());
-            tenants.add(line);
+            tenants.add(line(usage));
         }
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("eviction_policy", store.policy().flagValue());
         out.put("tenants", tenants);
         return out;
+    }
+
+    private static Map<String, Object> line(TenantUsage usage) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("tenant", usage.tenant());
+        line.put("quota_bytes", usage.quotaBytes() < 0 ? null : usage.quotaBytes());
+        line.put("used_bytes", usage.usedBytes());
+        line.put("objects", usage.objects());
+        line.put("over_quota", usage.quotaBytes() >= 0 && usage.usedBytes() > usage.quotaBytes());
+        return line;
     }
 }

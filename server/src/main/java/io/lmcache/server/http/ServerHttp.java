@@ -93,8 +93,8 @@ public final class ServerHttp {
         }
         if (!config.hasAdminToken() && !isLoopback(config.httpHost())) {
             LOG.warn("HTTP is bound to {} with no admin token: status and metrics are open to the network; the mutating"
-                    + " endpoints (/cache/clear, /metrics/reset, /loglevel, /quota) accept loopback clients only until you set"
-                    + " --http-admin-token or {}", config.httpHost(), ConfigLoader.ENV_ADMIN_TOKEN);
+                    + " endpoints (/cache/clear, /metrics/reset, /loglevel) accept loopback clients only, and /quota nobody, until"
+                    + " you set --http-admin-token or {}", config.httpHost(), ConfigLoader.ENV_ADMIN_TOKEN);
         }
     }
 

@@ -15,6 +15,7 @@ import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.TenantUsage;
 import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.warmup.GpuWarmups;
 import io.lmcache.server.warmup.Warmup;
@@ -222,6 +223,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         eviction.put("trigger_watermark", config.evictionTriggerWatermark());
         eviction.put("eviction_ratio", config.evictionRatio());
         eviction.put("policy_state", l1.store().policyStatus());
+        eviction.put("tenants", tenantCounts(l1.store().tenantUsage()));
         Map<String, Object> storage = new LinkedHashMap<>();
         storage.put("is_healthy", pool.preparationError().isEmpty());
         // where LMCache's `lmcache describe kvcache` reads the policy
@@ -234,6 +236,21 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
                 "trigger_watermark", config.evictionTriggerWatermark(), "eviction_ratio", config.evictionRatio()));
         l2.putStatus(storage);
         return storage;
+    }
+
+    /** The tenants (IsolatedLRU's quota buckets) as counts only: a salt is a tenant's secret, shown by {@code /quota} to the admin. */
+    static Map<String, Object> tenantCounts(List<TenantUsage> tenants) {
+        int withQuota = 0;
+        int overQuota = 0;
+        for (TenantUsage tenant : tenants) {
+            withQuota += tenant.quotaBytes() >= 0 ? 1 : 0;
+            overQuota += tenant.quotaBytes() >= 0 && tenant.usedBytes() > tenant.quotaBytes() ? 1 : 0;
+        }
+        Map<String, Object> counts = new LinkedHashMap<>();
+        counts.put("count", tenants.size());
+        counts.put("with_quota", withQuota);
+        counts.put("over_quota", overQuota);
+        return counts;
     }
 
     /**

@@ -212,6 +212,14 @@ public final class RequestLoop implements AutoCloseable {
 
     private static final byte[] EMPTY = new byte[0];
 
+    /**
+     * A socket of this loop's own ZeroMQ context, for a client of an {@code inproc://} endpoint (which only sockets of the same
+     * context can reach: the warm-up's scratch loop, issue 45 N11). The caller closes it before {@link #shutdown}.
+     */
+    public ZMQ.Socket inprocSocket(SocketType type) {
+        return context.createSocket(type);
+    }
+
     public String endpoint() {
         return endpoint;
     }

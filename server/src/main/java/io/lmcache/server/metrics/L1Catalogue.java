@@ -23,6 +23,8 @@ public enum L1Catalogue implements CatalogueEntry {
     LOOKUPS_AFTER_WRITES(counter("lmcache_mp.l1_lookups_after_writes", "LOOKUP passes left pending until the writes in flight they met ended")),
     LOOKUP_WATCHES_REFUSED(counter("lmcache_mp.l1_lookup_watches_refused",
             "chunks being written a LOOKUP counted as misses: too many lookups waited already")),
+    READ_SHARE_MISSES(counter("lmcache_mp.l1_read_share_miss_chunks",
+            "chunks a LOOKUP counted as misses: its tenant's read locks held their share of the pool (--tenant-read-lock-share)")),
     MEMORY_USAGE_BYTES(gauge("lmcache_mp.l1_memory_usage_bytes", "bytes of L1 holding objects")),
     MEMORY_TOTAL_BYTES(gauge("lmcache_mp.l1_memory_total_bytes", "size of the L1 pool")),
     MEMORY_READY_BYTES(gauge("lmcache_mp.l1_memory_ready_bytes", "bytes of L1 prepared and allocatable")),

@@ -2,6 +2,7 @@ package io.lmcache.server.metrics;
 
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -47,7 +48,9 @@ public final class LookupMetrics {
 
     private final ServerMetrics metrics;
     private final LabelValues labels;
+    /** By model label, then salt label (not the wire strings). */
     private final Map<String, Map<String, Series>> series = new ConcurrentHashMap<>();
+    private final AtomicInteger pairs = new AtomicInteger();
     private final LongAdder requestedTokens = new LongAdder();
     private final LongAdder hitTokens = new LongAdder();
     private final LongAdder deprecatedL1;
@@ -102,16 +105,38 @@ public final class LookupMetrics {
         return hitTokens.sum();
     }
 
+    /**
+     * The series of this model and salt, found by their label values (bounded, see {@link LabelValues}), never by the wire
+     * strings themselves: a peer sending a new salt or a megabyte model name with every LOOKUP leaves nothing behind. Past
+     * {@link #MAX_SERIES} pairs, new pairs count under {@code _other} for both.
+     */
     private Series series(String model, String cacheSalt) {
-        Map<String, Series> bySalt = series.get(model);
-        Series found = bySalt == null ? null : bySalt.get(cacheSalt);
+        String modelLabel = labels.of("model_name", model);
+        String saltLabel = labels.of("cache_salt", cacheSalt);
+        Map<String, Series> bySalt = series.get(modelLabel);
+        Series found = bySalt == null ? null : bySalt.get(saltLabel);
         if (found != null) {
             return found;
         }
-        // the first LOOKUP of this model and salt makes its series (later ones find them without allocating)
-        Series created = create(labels.of("model_name", model), labels.of("cache_salt", cacheSalt));
-        return series.computeIfAbsent(model, m -> new ConcurrentHashMap<>()).computeIfAbsent(cacheSalt, s -> created);
+        if (pairs.get() >= MAX_SERIES) {
+            modelLabel = LabelValues.OTHER;
+            saltLabel = LabelValues.OTHER;
+            bySalt = series.get(modelLabel);
+            found = bySalt == null ? null : bySalt.get(saltLabel);
+            if (found != null) {
+                return found;
+            }
+        }
+        String m = modelLabel;
+        String salt = saltLabel;
+        return series.computeIfAbsent(m, k -> new ConcurrentHashMap<>()).computeIfAbsent(salt, k -> {
+            pairs.incrementAndGet();
+            return create(m, salt);
+        });
     }
+
+    /** Pairs of (model, salt) label values with series of their own, at most; then both fold into {@code _other}. */
+    static final int MAX_SERIES = 512;
 
     private Series create(String model, String salt) {
         LongAdder[] earlyExits = new LongAdder[EarlyExit.values().length];

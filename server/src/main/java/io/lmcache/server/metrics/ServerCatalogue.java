@@ -11,7 +11,7 @@ public enum ServerCatalogue implements CatalogueEntry {
             "series updates whose label value was counted under _other: the label had " + LabelValues.LIMIT
             + " distinct values already", "label")),
     AGENT_ERRORS(counter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", "role")),
-    HTTP_REFUSED(counter("lmcache_mp.http_refused", "mutating HTTP requests refused, by reason", "reason")),
+    HTTP_REFUSED(counter("lmcache_mp.http_refused", "admin HTTP requests (mutations, /quota) refused, by reason", "reason")),
     TABLE_BYTES(gauge("lmcache_mp.table_bytes",
             "estimated heap bytes of a table that outlives requests (lookup results, leases, sessions), keys included, by table", "table")),
     TABLE_ENTRIES(gauge("lmcache_mp.table_entries", "entries of a table that outlives requests, by table", "table")),

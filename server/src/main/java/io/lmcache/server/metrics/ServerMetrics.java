@@ -179,7 +179,36 @@ public final class ServerMetrics {
     public LongAdder declare(CatalogueEntry entry, String... labelValues) {
         MeterSpec spec = entry.spec();
         String key = spec.name() + Tags.of(spec.tags(Type.COUNTER, labelValues));
-        return dynamic.computeIfAbsent(key, k -> counter(entry, labelValues));
+        LongAdder found = dynamic.get(key);
+        if (found != null) {
+            return found;
+        }
+        // each wire label is bounded on its own, their product is not (models x salts x workers): past the cap every wire
+        // label of a new series folds into _other
+        String[] values = dynamic.size() < MAX_DYNAMIC_SERIES ? labelValues : foldWireLabels(spec, labelValues);
+        String folded = values == labelValues ? key : spec.name() + Tags.of(spec.tags(Type.COUNTER, values));
+        return dynamic.computeIfAbsent(folded, k -> counter(entry, values));
+    }
+
+    /** Series made on first use ({@link #declare}) at most, before their wire labels fold into {@code _other}. */
+    static final int MAX_DYNAMIC_SERIES = 8192;
+
+    private static String[] foldWireLabels(MeterSpec spec, String[] labelValues) {
+        String[] values = labelValues.clone();
+        for (int i = 0; i < values.length && i < spec.labels().size(); i++) {
+            if (LabelValues.WIRE.contains(spec.labels().get(i))) {
+                values[i] = LabelValues.OTHER;
+            }
+        }
+        return values;
+    }
+
+    /**
+     * {@code --metrics-clear-salt-labels}: label series with each cache salt in clear rather than its keyed digest. Call before
+     * the first request.
+     */
+    public void showSaltsInClear(boolean clear) {
+        labels.showSecretsInClear(clear);
     }
 
     public MeterRegistry registry() {

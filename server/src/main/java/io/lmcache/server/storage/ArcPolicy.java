@@ -2,6 +2,8 @@ package io.lmcache.server.storage;
 
 import io.lmcache.server.config.EvictionPolicyName;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 
 /**
  * Adaptive replacement (Megiddo and Modha; Caffeine's simulator {@code ArcPolicy} is the model), in
@@ -10,12 +12,21 @@ import java.util.Map;
  * ghost of B1 says T1 was too small: the target {@code p} for T1 grows; one from B2 shrinks it. The
  * victim is T1's tail while T1 holds more than {@code p}, else T2's, so a one-off scan passes
  * through T1 and leaves T2's hot set alone. Locked objects are off the lists but keep their home.
+ * A background pass ({@link #bulkVictim}) frees a fifth of the pool at once: with {@code p} small it
+ * would empty T1, taking chunks stored a moment ago before their first LOOKUP could read them. It
+ * stops at a T1 object younger than {@link #YOUNG_FLOOR_NS} (never taking T2 in its place);
+ * an on-demand eviction, which needs the room now, takes ARC's victim whatever its age.
  */
 final class ArcPolicy implements EvictionPolicy {
     private static final int T1 = 1;
     private static final int T2 = 2;
 
+    /** How long a new object is spared by background passes: a STORE's chunks are looked up by the next turn, seconds later. */
+    static final long YOUNG_FLOOR_NS = TimeUnit.SECONDS.toNanos(10);
+
     private final long capacityBytes;
+    private final LongSupplier clockNs;
+    private long youngSpared;
     private final NodeList t1 = new NodeList("ARC T1");
     private final NodeList t2 = new NodeList("ARC T2");
     /** Resident bytes and objects by home (locked ones included): what {@code p} is compared with. */
@@ -25,10 +36,11 @@ final class ArcPolicy implements EvictionPolicy {
     private long p;
     private long ghostHits;
     private final PolicyGauges gauges = new PolicyGauges("p_bytes", "capacity_bytes", "t1_objects", "t1_bytes", "t2_objects", "t2_bytes",
-            "b1_ghosts", "b1_bytes", "b2_ghosts", "b2_bytes", "ghost_hits");
+            "b1_ghosts", "b1_bytes", "b2_ghosts", "b2_bytes", "ghost_hits", "young_spared");
 
-    ArcPolicy(long capacityBytes) {
+    ArcPolicy(long capacityBytes, LongSupplier clockNs) {
         this.capacityBytes = capacityBytes;
+        this.clockNs = clockNs;
     }
 
     @Override
@@ -93,14 +105,30 @@ final class ArcPolicy implements EvictionPolicy {
 
     @Override
     public StoredObject victim() {
-        NodeList from;
-        if (t1.size() > 0 && (homes.bytes(T1) > p || t2.size() == 0)) {
-            from = t1;
-        } else if (t2.size() > 0) {
-            from = t2;
-        } else {
+        NodeList from = victimList();
+        return from == null ? null : take(from);
+    }
+
+    @Override
+    public StoredObject bulkVictim() {
+        NodeList from = victimList();
+        if (from == t1 && clockNs.getAsLong() - t1.tail().object.createdNs < YOUNG_FLOOR_NS) {
+            // the pass stops rather than take T2 instead: T2 is the hot set a scan through T1 must not cost
+            youngSpared++;
             return null;
         }
+        return from == null ? null : take(from);
+    }
+
+    /** ARC's choice: T1's tail while T1 holds more than {@code p} (or T2 is empty), else T2's; null when both are empty. */
+    private NodeList victimList() {
+        if (t1.size() > 0 && (homes.bytes(T1) > p || t2.size() == 0)) {
+            return t1;
+        }
+        return t2.size() > 0 ? t2 : null;
+    }
+
+    private StoredObject take(NodeList from) {
         PolicyNode victim = from.tail();
         // it is freed now: it leaves T1 or T2, and its key becomes a ghost of that list
         setHome(victim, 0);
@@ -152,6 +180,7 @@ final class ArcPolicy implements EvictionPolicy {
         gauges.set(8, b2.size());
         gauges.set(9, b2.bytes());
         gauges.set(10, ghostHits);
+        gauges.set(11, youngSpared);
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.lmcache.server.storage;
 import io.lmcache.server.config.EvictionPolicyName;
 import java.util.Map;
 import java.util.function.IntFunction;
+import java.util.function.LongSupplier;
 
 /**
  * Which READY object goes next (Caffeine's split: the {@link ObjectTable} is the map and the memory,
@@ -17,14 +18,14 @@ import java.util.function.IntFunction;
 sealed interface EvictionPolicy permits LruPolicy, ArcPolicy, S3FifoPolicy, TenantLruPolicy, NoopPolicy {
     /**
      * The policy {@code --eviction-policy} names, for a pool of {@code capacityBytes}; {@code saltOf} names an object's tenant
-     * (the cache salt of its namespace id).
+     * (the cache salt of its namespace id); {@code clockNs} is the store's clock (what {@link StoredObject#createdNs} was read from).
      */
-    static EvictionPolicy create(EvictionPolicyName name, long capacityBytes, IntFunction<String> saltOf) {
+    static EvictionPolicy create(EvictionPolicyName name, long capacityBytes, IntFunction<String> saltOf, LongSupplier clockNs) {
         return switch (name) {
             case LRU -> new LruPolicy();
-            case ARC -> new ArcPolicy(capacityBytes);
+            case ARC -> new ArcPolicy(capacityBytes, clockNs);
             case S3FIFO -> new S3FifoPolicy(capacityBytes);
-            case ISOLATED_LRU -> new TenantLruPolicy(saltOf);
+            case ISOLATED_LRU -> new TenantLruPolicy(saltOf, capacityBytes);
             case NOOP -> new NoopPolicy();
         };
     }
@@ -45,6 +46,20 @@ sealed interface EvictionPolicy permits LruPolicy, ArcPolicy, S3FifoPolicy, Tena
 
     /** An evictable object the store is to free now, or null when there is none (or the policy never evicts). */
     StoredObject victim();
+
+    /**
+     * The on-demand evictions until the next call make room for a STORE under {@code salt} (null: that STORE is placed), so a
+     * policy of tenants can make a tenant at its quota pay for its own STORE.
+     */
+    default void storing(String salt) {}
+
+    /**
+     * The victim of a background (watermark) pass, which frees a share of the pool ahead of need: {@link #victim} unless the
+     * policy would rather stop the pass than take it (the store's on-demand evictions always take {@link #victim}).
+     */
+    default StoredObject bulkVictim() {
+        return victim();
+    }
 
     /** Whether {@code object} is a candidate now. */
     boolean isEvictable(StoredObject object);

@@ -24,6 +24,7 @@ public final class L1Tier implements AutoCloseable {
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
         store = new ObjectStore(allocator, pool.bytes(), config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(),
                 System::nanoTime, counters);
+        store.setReadLockShare(config.tenants().readLockShare());
     }
 
     /** The eviction controller, whose ticks also run {@code sweepers}: an agent for the housekeeping thread to run. */

@@ -16,6 +16,8 @@ final class NamespaceTable {
     private final Map<Name, Integer> ids = new HashMap<>();
     private final Map<Integer, Name> names = new HashMap<>();
     private final Map<Integer, int[]> refs = new HashMap<>();
+    /** Namespaces per cache salt: how many tenants hold objects now. */
+    private final Map<String, int[]> salts = new HashMap<>();
     private int next = 1;
 
     /** The id of a pair, or 0 when no object of it exists (so nothing can hit). */
@@ -36,6 +38,7 @@ final class NamespaceTable {
             ids.put(name, id);
             names.put(id, name);
             refs.put(id, new int[1]);
+            salts.computeIfAbsent(salt, k -> new int[1])[0]++;
         }
         refs.get(id)[0]++;
         return id;
@@ -45,7 +48,12 @@ final class NamespaceTable {
         int[] count = refs.get(id);
         if (count != null && --count[0] == 0) {
             refs.remove(id);
-            ids.remove(names.remove(id));
+            Name name = names.remove(id);
+            ids.remove(name);
+            int[] ofSalt = salts.get(name.salt());
+            if (--ofSalt[0] == 0) {
+                salts.remove(name.salt());
+            }
         }
     }
 
@@ -62,6 +70,11 @@ final class NamespaceTable {
     RequestTags tags(int id) {
         Name name = names.get(id);
         return name == null ? RequestTags.NONE : name.tags();
+    }
+
+    /** Distinct cache salts with objects now. */
+    int saltCount() {
+        return salts.size();
     }
 
     int size() {

@@ -62,7 +62,7 @@ public final class ObjectStore {
         this.readTtlNs = readTtlNs;
         this.clockNs = clockNs;
         this.counters = counters;
-        this.table = new ObjectTable(allocator, policy, poolBytes, counters);
+        this.table = new ObjectTable(allocator, policy, poolBytes, counters, clockNs);
         this.lookups = new StoreLookups(this, table);
         this.counts = new StoreCounts(poolBytes);
     }
@@ -216,6 +216,7 @@ public final class ObjectStore {
     /** {@code readers} read locks on a READY object until {@code deadlineNs} at the earliest (under the lock); {@code access}: a use. */
     ReadLock readLock(StoredObject object, int readers, long deadlineNs, boolean access) {
         table.locked(object, access);
+        table.readShares.locked(object, table.salt(object));
         object.readers += readers;
         object.readDeadlineNs = Math.max(object.readDeadlineNs, deadlineNs);
         deadlines.readLocked(object);
@@ -449,7 +450,7 @@ public final class ObjectStore {
             lock.lock();
             try {
                 for (int batch = 0; batch < EVICTION_BATCH && freed < targetBytes; batch++) {
-                    StoredObject victim = table.victim();
+                    StoredObject victim = reason == EvictionReason.WATERMARK ? table.bulkVictim() : table.victim();
                     if (victim == null) {
                         more = false;
                         break;
@@ -512,6 +513,29 @@ public final class ObjectStore {
     }
 
     // --- the policy ------------------------------------------------------------------------------
+
+    /**
+     * {@code --tenant-read-lock-share}: one tenant's (cache salt's) LOOKUP read locks hold at most {@code share} of the pool;
+     * 1 (the default here) leaves them uncapped. Call before the first LOOKUP.
+     */
+    public void setReadLockShare(double share) {
+        lock.lock();
+        try {
+            table.readShares.setShare(share, poolBytes);
+        } finally {
+            unlock();
+        }
+    }
+
+    /** The bytes of objects read-locked for {@code salt}'s tenant now (tests). */
+    long readLockedBytes(String salt) {
+        lock.lock();
+        try {
+            return table.readShares.lockedBytes(salt);
+        } finally {
+            unlock();
+        }
+    }
 
     /** The eviction policy running. */
     public EvictionPolicyName policy() {

@@ -9,6 +9,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.LongSupplier;
 
 /**
  * Where the store's objects are: the key map, their memory (allocator, namespaces, region lists),
@@ -21,6 +22,8 @@ final class ObjectTable {
     private final EvictionPolicy policy;
     private final StoreCounters counters;
     private final NamespaceTable namespaces = new NamespaceTable();
+    /** Each tenant's read-locked bytes, capped (see {@link ReadShares}). */
+    final ReadShares readShares = new ReadShares();
     private final Map<ObjectKey, StoredObject> objects = new HashMap<>();
     /** Removed by a forced clear but still in use: their memory is freed when the use ends. */
     private final Set<StoredObject> doomedInUse = new HashSet<>();
@@ -39,9 +42,9 @@ final class ObjectTable {
     RemovalListener removals;
     private boolean removedAny;
 
-    ObjectTable(SlabAllocator allocator, EvictionPolicyName policy, long poolBytes, StoreCounters counters) {
+    ObjectTable(SlabAllocator allocator, EvictionPolicyName policy, long poolBytes, StoreCounters counters, LongSupplier clockNs) {
         this.allocator = allocator;
-        this.policy = EvictionPolicy.create(policy, poolBytes, namespaces::salt);
+        this.policy = EvictionPolicy.create(policy, poolBytes, namespaces::salt, clockNs);
         this.counters = counters;
         this.lists = new RegionLists(allocator.regionCount());
     }
@@ -70,6 +73,11 @@ final class ObjectTable {
         return namespaces.peek(model, salt, tags);
     }
 
+    /** Distinct cache salts (tenants) with objects now. */
+    int tenantCount() {
+        return namespaces.saltCount();
+    }
+
     String model(StoredObject object) {
         return namespaces.model(object.key.namespace());
     }
@@ -94,7 +102,13 @@ final class ObjectTable {
 
     /** A new WRITING object in fresh memory (evicting on demand), or null when none could be found. */
     StoredObject insert(ChunkKey key, long bytes, int format, long nowNs) {
-        long offset = allocateEvicting(bytes);
+        long offset;
+        policy.storing(key.salt());
+        try {
+            offset = allocateEvicting(bytes);
+        } finally {
+            policy.storing(null);
+        }
         if (offset < 0) {
             return null;
         }
@@ -110,6 +124,11 @@ final class ObjectTable {
     /** The policy's next victim, or null when nothing is evictable (or the policy never evicts). */
     StoredObject victim() {
         return policy.victim();
+    }
+
+    /** The next victim of a background pass (see {@link EvictionPolicy#bulkVictim}), or null to stop it. */
+    StoredObject bulkVictim() {
+        return policy.bulkVictim();
     }
 
     /** {@code object} was published (WRITING to READY): the policy learns of it, locked until relinked. */
@@ -199,6 +218,7 @@ final class ObjectTable {
         }
         fillEnded(object);
         doomedInUse.remove(object);
+        readShares.unlocked(object);
         policy.onFreed(object);
         lists.unlinkRegion(object, allocator.regionOf(object.offset));
         allocator.free(object.offset);
@@ -271,6 +291,9 @@ final class ObjectTable {
 
     /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */
     void afterUnlock(StoredObject object) {
+        if (object.readers == 0) {
+            readShares.unlocked(object);
+        }
         if (!object.doomed && object.temporary && !object.isLocked()) {
             removeAndFree(object, EvictionReason.PREFETCH_RELEASED); // loaded from L2 for one request, which is done with it
         } else if (!object.doomed) {
@@ -329,6 +352,14 @@ final class ObjectTable {
     /** The invariants of {@link StoreAudit#check}, and the published counts equal a full recount. */
     void check(StoreCounts counts) {
         StoreAudit.check(live(), allocator, policy, objectBytes);
+        long shared = 0;
+        for (StoredObject object : live()) {
+            if ((object.readShare != null) != (object.readers > 0)) {
+                throw new IllegalStateException("read share out of step with the readers: " + object);
+            }
+            shared += object.readShare != null ? object.bytes : 0;
+        }
+        readShares.check(shared);
         ObjectStore.Snapshot recounted = recount(counts.poolBytes());
         ObjectStore.Snapshot published = counts.snapshot();
         if (!recounted.equals(published)) {

@@ -55,6 +55,8 @@ public final class StoreCounters {
     public final LongAdder lookupsAfterWrites = new LongAdder();
     /** Chunks being written that a lookup counted as misses because too many lookups wait on fills already. */
     public final LongAdder lookupWatchesRefused = new LongAdder();
+    /** Chunks a lookup counted as misses because its tenant's read locks held their share of the pool. */
+    public final LongAdder readShareMisses = new LongAdder();
     public final LongAdder evictionFailures = new LongAdder();
     public final LongAdder evictionLoopTicks = new LongAdder();
     public final LongAdder evictionLoopTriggered = new LongAdder();
@@ -109,8 +111,8 @@ public final class StoreCounters {
     /** Zeroes every counter (HTTP /metrics/reset). */
     public void reset() {
         for (LongAdder adder : new LongAdder[] {writeChunks, writeBytes, readChunks, readBytes, allocationFailures,
-            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, lookupWatchesRefused, evictionFailures,
-            evictionLoopTicks, evictionLoopTriggered}) {
+            readLockExpiries, writeLockExpiries, formatMismatches, readsAfterWrites, lookupsAfterWrites, lookupWatchesRefused, readShareMisses,
+            evictionFailures, evictionLoopTicks, evictionLoopTriggered}) {
             adder.reset();
         }
         for (int i = 0; i < evictions.length; i++) {

@@ -39,14 +39,29 @@ final class StoreLookups {
             if (!chunkPresent(namespace, prefix, chunk, ranks, fills)) {
                 break;
             }
+            boolean locking = readers > 0 && (fills == null || !fills.any());
+            if (locking && table.tenantCount() > 1 && !table.readShares.allows(prefix.salt(), unlockedBytes(ranks))) {
+                // the tenant's read locks hold their share of the pool: the rest is a miss (its fills watched so far stay watched)
+                table.counters().readShareMisses.increment();
+                break;
+            }
             hits++;
-            if (readers > 0 && (fills == null || !fills.any())) {
+            if (locking) {
                 for (StoredObject object : ranks) {
                     locks.add(store.readLock(object, readers, deadlineNs, true));
                 }
             }
         }
         return hits;
+    }
+
+    /** The bytes of {@code ranks} that no read lock counts yet (what locking them adds to their tenant's share). */
+    private static long unlockedBytes(StoredObject[] ranks) {
+        long bytes = 0;
+        for (StoredObject object : ranks) {
+            bytes += object.readShare == null ? object.bytes : 0;
+        }
+        return bytes;
     }
 
     /** Marks {@code present[chunk - fromChunk]} for each chunk readable for every kv rank; takes no lock on them. Lock held. */

@@ -38,6 +38,7 @@ public final class StoreMeters {
         adder(metrics, L1Catalogue.READS_AFTER_WRITES, c.readsAfterWrites);
         adder(metrics, L1Catalogue.LOOKUPS_AFTER_WRITES, c.lookupsAfterWrites);
         adder(metrics, L1Catalogue.LOOKUP_WATCHES_REFUSED, c.lookupWatchesRefused);
+        adder(metrics, L1Catalogue.READ_SHARE_MISSES, c.readShareMisses);
         metrics.onReset(c::reset);
         // O(1) fields published by the store: a scrape never waits on the lock inline LOOKUPs take
         metrics.gauge(L1Catalogue.MEMORY_USAGE_BYTES, store::usedBytes);

@@ -48,6 +48,8 @@ public final class StoredObject {
     boolean externalFill;
     /** Loaded from L2 for a lookup: freed when its last read lock or pin goes (not with --l2-prefetch-policy retain). */
     boolean temporary;
+    /** The tenant whose read locks count this object (while it has readers), or null. */
+    ReadShares.Tally readShare;
     /** Lookups waiting for this object's fill to end (see {@link PendingFills}); null almost always. */
     private List<PendingFills> watchers;
 

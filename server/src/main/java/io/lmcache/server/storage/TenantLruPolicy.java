@@ -10,12 +10,18 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.IntFunction;
 
 /**
- * LMCache's IsolatedLRU: one LRU list per tenant (cache salt) next to the global one, and soft quotas
- * in bytes per tenant. A victim comes from the tenant furthest over its quota (its least recently
- * used object), else from the global LRU, so a pool full of tenants under their quotas still evicts
- * (LMCache #4817 stopped the eviction thread instead). Soft: a tenant may exceed its quota while the
- * pool has room; a tenant with no quota is never over. Usage counts every published object of the
- * tenant, locked ones included. The tenants' numbers are read by {@code /quota} without the lock.
+ * LMCache's IsolatedLRU: one LRU list per tenant next to the global one, and soft quotas in bytes per
+ * tenant. A tenant is a cache salt given a quota ({@code POST /quota}); every other salt, the empty one
+ * included, is in one shared bucket, {@code _default}, so a peer that sends a fresh salt with every
+ * STORE is still one tenant and cannot escape the quotas (nor leave a table entry per salt). The
+ * bucket's quota is the one set for {@code _default}, else, once any salt has a quota, what the
+ * quotas leave of the pool. A victim comes from the tenant furthest over its quota (its least
+ * recently used object), else from the tenant of the STORE that needs the room if it is at its quota,
+ * else from the global LRU, so a pool full of tenants under their quotas still
+ * evicts (LMCache #4817 stopped the eviction thread instead). Soft: a tenant may exceed its quota
+ * while the pool has room; a tenant with no quota is never over. Usage counts every published object
+ * of the tenant, locked ones included; an object stays in the bucket it was stored in until it goes.
+ * The tenants' numbers are read by {@code /quota} without the lock.
  */
 final class TenantLruPolicy implements EvictionPolicy {
     /** The empty cache salt as {@code /quota} names it (LMCache's sentinel). */
@@ -41,14 +47,26 @@ final class TenantLruPolicy implements EvictionPolicy {
     }
 
     private final IntFunction<String> saltOf;
+    private final long capacityBytes;
     private final NodeList global = new NodeList("IsolatedLRU global");
+    /** The salts given a quota (and those whose quota was removed while they still hold objects), then the shared bucket. */
     private final Map<String, Tenant> tenants = new ConcurrentHashMap<>();
+    /** The empty salt's and every salt's without a quota of its own; always in {@link #tenants} under "". */
+    private final Tenant shared = new Tenant("");
+    /** The quota set for {@code _default} ({@link #NO_QUOTA}: none, the bucket gets what the others' quotas leave). */
+    private long sharedQuotaSet = NO_QUOTA;
+    /** The tenant the on-demand evictions under way make room for (see {@link #storing}), or null. */
+    private Tenant storing;
+    /** The sum of the quotas set for salts. */
+    private long quotasSet;
     private final Set<Tenant> over = new LinkedHashSet<>();
     private long quotaEvictions;
     private final PolicyGauges gauges = new PolicyGauges("evictable_objects", "tenants", "tenants_over_quota", "quota_evictions");
 
-    TenantLruPolicy(IntFunction<String> saltOf) {
+    TenantLruPolicy(IntFunction<String> saltOf, long capacityBytes) {
         this.saltOf = saltOf;
+        this.capacityBytes = capacityBytes;
+        tenants.put("", shared);
     }
 
     @Override
@@ -58,7 +76,8 @@ final class TenantLruPolicy implements EvictionPolicy {
 
     @Override
     public void onReady(StoredObject object) {
-        Tenant tenant = tenants.computeIfAbsent(saltOf.apply(object.key.namespace()), Tenant::new);
+        Tenant own = tenants.get(saltOf.apply(object.key.namespace()));
+        Tenant tenant = own != null && own.quotaBytes != NO_QUOTA ? own : shared;
         PolicyNode node = new PolicyNode(object);
         node.owner = tenant;
         node.twin = new PolicyNode(object);
@@ -94,8 +113,8 @@ final class TenantLruPolicy implements EvictionPolicy {
         tenant.usedBytes -= object.bytes;
         tenant.objects--;
         reconsider(tenant);
-        if (tenant.objects == 0 && tenant.quotaBytes == NO_QUOTA) {
-            tenants.remove(tenant.salt); // salts can be per user: only tenants with objects or a quota are kept
+        if (tenant != shared && tenant.objects == 0 && tenant.quotaBytes == NO_QUOTA) {
+            tenants.remove(tenant.salt); // its quota was removed meanwhile: its last object is gone
         }
     }
 
@@ -108,12 +127,27 @@ final class TenantLruPolicy implements EvictionPolicy {
     }
 
     @Override
+    public void storing(String salt) {
+        if (salt == null) {
+            storing = null;
+        } else {
+            Tenant own = tenants.get(salt);
+            storing = own != null && own.quotaBytes != NO_QUOTA ? own : shared;
+        }
+    }
+
+    @Override
     public StoredObject victim() {
         Tenant worst = null;
         for (Tenant tenant : over) {
             if (tenant.lru.size() > 0 && (worst == null || tenant.overBytes() > worst.overBytes())) {
                 worst = tenant;
             }
+        }
+        if (worst == null && storing != null && storing.quotaBytes != NO_QUOTA && storing.usedBytes >= storing.quotaBytes
+                && storing.lru.size() > 0) {
+            // nobody is over, and the STORE's own tenant is at its quota: its STORE would put it over, so it pays
+            worst = storing;
         }
         if (worst != null) {
             quotaEvictions++;
@@ -126,12 +160,20 @@ final class TenantLruPolicy implements EvictionPolicy {
     /** Sets (or with {@link #NO_QUOTA} removes) a tenant's quota; lock held. */
     void setQuota(String tenantName, long quotaBytes) {
         String salt = DEFAULT_TENANT.equals(tenantName) ? "" : tenantName;
-        Tenant tenant = tenants.computeIfAbsent(salt, Tenant::new);
-        tenant.quotaBytes = quotaBytes;
-        reconsider(tenant);
-        if (tenant.objects == 0 && quotaBytes == NO_QUOTA) {
-            tenants.remove(salt);
+        if (salt.isEmpty()) {
+            sharedQuotaSet = quotaBytes;
+        } else {
+            Tenant tenant = tenants.computeIfAbsent(salt, Tenant::new);
+            quotasSet += Math.max(0, quotaBytes) - Math.max(0, tenant.quotaBytes);
+            tenant.quotaBytes = quotaBytes;
+            reconsider(tenant);
+            if (tenant.objects == 0 && quotaBytes == NO_QUOTA) {
+                tenants.remove(salt);
+            }
         }
+        shared.quotaBytes = sharedQuotaSet != NO_QUOTA ? sharedQuotaSet
+                : quotasSet > 0 || tenants.size() > 1 ? Math.max(0, capacityBytes - quotasSet) : NO_QUOTA;
+        reconsider(shared);
     }
 
     /** Every tenant with objects or a quota; without the lock (each number a value it really had). */
@@ -162,7 +204,8 @@ final class TenantLruPolicy implements EvictionPolicy {
         for (Tenant tenant : tenants.values()) {
             tenant.lru.check();
             perTenant += tenant.lru.size();
-            if ((tenant.overBytes() > 0) != over.contains(tenant) || tenant.usedBytes < tenant.lru.bytes() || tenant.objects < 0) {
+            if ((tenant.overBytes() > 0) != over.contains(tenant) || tenant.usedBytes < tenant.lru.bytes() || tenant.objects < 0
+                    || tenant != shared && tenant.quotaBytes == NO_QUOTA && tenant.objects == 0) {
                 throw new IllegalStateException("tenant " + tenant.salt + " accounted wrong: used " + tenant.usedBytes + ", quota "
                         + tenant.quotaBytes + ", over " + over.contains(tenant));
             }

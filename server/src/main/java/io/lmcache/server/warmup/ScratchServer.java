@@ -48,15 +48,16 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.zeromq.SocketType;
-import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 /**
@@ -167,7 +168,6 @@ final class ScratchServer implements AutoCloseable {
     private final ServerMetrics metrics;
     /** The host warm-up's own request loop and the scratch worker's DEALER on it; null: requests go straight to the dispatcher. */
     private RequestLoop loop;
-    private ZContext clientContext;
     private ZMQ.Socket client;
     private volatile boolean abandoned;
 
@@ -261,28 +261,29 @@ final class ScratchServer implements AutoCloseable {
     }
 
     /**
-     * Puts a request loop of the scratch server's own on a free loopback port, and connects the scratch worker to it as a
-     * client does (a DEALER with the worker's identity), so the warm-up's requests also take the ZeroMQ path: JeroMQ's engines
-     * (both ends of a TCP connection), the request loop's receive, envelope checks and reply sends, which a fresh server would
-     * otherwise interpret for its first requests. The next requests take that path; false (they go on straight to the
+     * Puts a request loop of the scratch server's own on an {@code inproc://} endpoint of a random name, which only sockets of
+     * the loop's own ZeroMQ context reach (no peer can: issue 45 N11), and connects the scratch worker to it as a client does
+     * (a DEALER with the worker's identity), so the warm-up's requests also take the ZeroMQ path: the request loop's receive,
+     * envelope checks and reply sends, which a fresh server would otherwise interpret for its first requests (JeroMQ's TCP
+     * engines are not on an in-process path: the first connections warm them). The next requests take that path; false (they go on straight to the
      * dispatcher) when it cannot be opened, and {@code why[0]} says why. Call with no request in flight: from here on the
      * loop takes the replies off the queue.
      */
     boolean connect(ServerConfig config, WarmupFrames frames, String[] why) {
         try {
-            loop = new RequestLoop("tcp://127.0.0.1:*", config.maxMessageBytes(), config.connections(), dispatcher, replies,
-                    new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
+            // in-process only (issue 45 N11): a TCP port, even on loopback, served any local peer until the warm-up ended
+            loop = new RequestLoop("inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12)), config.maxMessageBytes(),
+                    config.connections(), dispatcher, replies, new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
             loop.setThreadName(LOOP_THREAD);
             loop.start();
-            clientContext = new ZContext(1);
             for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
                 if (connected(attempt, frames)) {
                     return true;
                 }
             }
-            why[0] = "no reply through the loopback request loop on " + PROBE_SOCKETS + " fresh sockets";
+            why[0] = "no reply through the in-process request loop on " + PROBE_SOCKETS + " fresh sockets";
         } catch (RuntimeException e) {
-            why[0] = "no loopback request loop: " + e;
+            why[0] = "no in-process request loop: " + e;
         }
         disconnect();
         return false;
@@ -294,7 +295,7 @@ final class ScratchServer implements AutoCloseable {
      * sending nothing (one in a few hundred here, see the tests' TestClient), and its rounds would all wait out the budget.
      */
     private boolean connected(int attempt, WarmupFrames frames) {
-        client = clientContext.createSocket(SocketType.DEALER);
+        client = loop.inprocSocket(SocketType.DEALER);
         client.setIdentity(attempt == 0 ? PEER.bytes() : (PEER_NAME + "-" + attempt).getBytes(StandardCharsets.US_ASCII));
         client.setLinger(0);
         client.setReceiveTimeOut(RECEIVE_POLL_MS);
@@ -303,10 +304,15 @@ final class ScratchServer implements AutoCloseable {
             call(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + PROBE_TIMEOUT_NS);
             return true;
         } catch (NoReply e) {
-            clientContext.destroySocket(client);
+            client.close();
             client = null;
             return false;
         }
+    }
+
+    /** Where the scratch request loop listens (tests: in-process only), or null before {@link #connect}. */
+    String loopEndpoint() {
+        return loop == null ? null : loop.endpoint();
     }
 
     /** Ends every wait for a reply now (any thread): the warm-up is told to stop, and a round under way must not hold it. */
@@ -315,9 +321,8 @@ final class ScratchServer implements AutoCloseable {
     }
 
     private void disconnect() {
-        if (clientContext != null) {
-            clientContext.close();
-            clientContext = null;
+        if (client != null) {
+            client.close();
             client = null;
         }
         if (loop != null) {
@@ -490,6 +495,12 @@ final class ScratchServer implements AutoCloseable {
             deleteQuietly(segment);
         }
         arena.close();
+    }
+
+    private static byte[] randomBytes(int count) {
+        byte[] bytes = new byte[count];
+        new SecureRandom().nextBytes(bytes);
+        return bytes;
     }
 
     private static void deleteQuietly(Path path) {

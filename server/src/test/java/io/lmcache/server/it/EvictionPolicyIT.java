@@ -34,6 +34,8 @@ class EvictionPolicyIT {
     private static final int[] TARGET = JavaWorker.range(16, CHUNK / 16);
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final int HOT = 3;
+    private static final String TOKEN = "eviction-it-token";
+    private static final String[] AUTH = {"Authorization", "Bearer " + TOKEN};
 
     private static int[] prefix(int i) {
         int[] tokens = JavaWorker.tokens(5000 + i, CHUNK);
@@ -55,7 +57,8 @@ class EvictionPolicyIT {
     @ParameterizedTest
     @ValueSource(strings = {"LRU", "ARC", "S3FIFO", "noop"})
     void aOneOffScanAgainstAHotSet(String policy) throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", policy);
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", policy,
+                "--http-admin-token", TOKEN);
              JavaWorker worker = new JavaWorker(server.endpoint(), 31, "scan/model", GEOMETRY)) {
             worker.register();
             worker.fill(CHUNK_BLOCKS, 3);
@@ -96,14 +99,43 @@ class EvictionPolicyIT {
             } else if (policy.equals("S3FIFO")) {
                 assertEquals(HOT, state.get("promoted_to_main").asInt(), state.toString());
             }
-            assertEquals(409, Http.post(server.httpBase() + "/quota", "{\"tenant\": \"a\", \"quota_bytes\": 1}").statusCode(),
+            assertEquals(409, Http.post(server.httpBase() + "/quota", "{\"tenant\": \"a\", \"quota_bytes\": 1}", AUTH).statusCode(),
                     "only IsolatedLRU keeps quotas");
+        }
+    }
+
+    /**
+     * Issue 45 N10: with a hot set in T2 and T1's target at 0, a watermark pass emptied T1, taking chunks stored a moment
+     * before their first LOOKUP. The pass now stops at T1's young objects.
+     */
+    @Test
+    void arcKeepsFreshStoresForTheirFirstLookup() throws Exception {
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "ARC");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 33, "fresh/model", GEOMETRY)) {
+            worker.register();
+            worker.fill(CHUNK_BLOCKS, 6);
+            for (int i = 0; i < 11; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "hot-" + i));
+                hit(worker, i, "hot-read-a-" + i);
+                hit(worker, i, "hot-read-b-" + i);
+            }
+            for (int i = 100; i < 103; i++) {
+                assertTrue(worker.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "fresh-" + i)); // 14 of 16: above the watermark
+            }
+            double ticks = Http.metric(server, "lmcache_mp_l1_eviction_loop_ticks_total");
+            await().atMost(Duration.ofSeconds(20)).until(() -> Http.metric(server, "lmcache_mp_l1_eviction_loop_ticks_total") >= ticks + 2);
+            JsonNode state = json(server.httpBase() + "/status").findValue("policy_state");
+            for (int i = 100; i < 103; i++) {
+                assertEquals(1, worker.lookup(prefix(i), CHUNK, "fresh-look-" + i, 1, 0), "fresh chunk " + i + " survived: " + state);
+            }
+            assertTrue(state.get("young_spared").asInt() > 0, "the passes stopped at T1's young objects: " + state);
         }
     }
 
     @Test
     void aTenantOverItsQuotaGivesItsChunksFirst() throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "IsolatedLRU");
+        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.125", "--eviction-policy", "IsolatedLRU",
+                "--http-admin-token", TOKEN);
              JavaWorker a = new JavaWorker(server.endpoint(), 41, "tenant/model", GEOMETRY).salt("a");
              JavaWorker b = new JavaWorker(server.endpoint(), 42, "tenant/model", GEOMETRY).salt("b")) {
             a.register();
@@ -111,9 +143,10 @@ class EvictionPolicyIT {
             a.fill(CHUNK_BLOCKS, 4);
             b.fill(CHUNK_BLOCKS, 5);
             String quota = server.httpBase() + "/quota";
-            assertEquals(400, Http.post(quota, "{\"tenant\": \"a\"}").statusCode());
-            assertEquals(415, Http.post(quota, "{}", "Content-Type", "text/plain").statusCode(), "the admin rules apply");
-            assertEquals(200, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": " + 2 * OBJECT_BYTES + "}").statusCode());
+            assertEquals(401, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": 0}").statusCode(), "the token, also on loopback");
+            assertEquals(400, Http.post(quota, "{\"tenant\": \"a\"}", AUTH).statusCode());
+            assertEquals(415, Http.post(quota, "{}", "Content-Type", "text/plain", AUTH[0], AUTH[1]).statusCode(), "the admin rules apply");
+            assertEquals(200, Http.post(quota, "{\"tenant\": \"a\", \"quota_bytes\": " + 2 * OBJECT_BYTES + "}", AUTH).statusCode());
             // b's chunks are the oldest: LRU would take them first
             for (int i = 0; i < 4; i++) {
                 assertTrue(b.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "b-" + i));
@@ -121,15 +154,17 @@ class EvictionPolicyIT {
             for (int i = 0; i < 8; i++) {
                 assertTrue(a.store(prefix(100 + i), 0, CHUNK, CHUNK_BLOCKS, "a-" + i));
             }
-            for (int i = 4; i < 10; i++) {
-                assertTrue(b.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "b-" + i)); // 18 chunks into a pool of 16
+            for (int i = 4; i < 8; i++) {
+                // 16 chunks into a pool of 16: the passes at the watermark take a's, over its quota, while b stays within the
+                // default bucket's share (what a's quota leaves); past that, the bucket's own oldest would go
+                assertTrue(b.store(prefix(i), 0, CHUNK, CHUNK_BLOCKS, "b-" + i));
             }
             await().atMost(Duration.ofSeconds(20)).until(() -> json(server.httpBase() + "/status").findValue("policy_state")
                     .get("quota_evictions").asInt() >= 2);
-            for (int i = 0; i < 10; i++) {
-                assertEquals(1, b.lookup(prefix(i), CHUNK, "b-look-" + i, 1, 0), "b, under no quota, kept chunk " + i);
+            for (int i = 0; i < 8; i++) {
+                assertEquals(1, b.lookup(prefix(i), CHUNK, "b-look-" + i, 1, 0), "b, in the default bucket (what a's quota leaves), kept chunk " + i);
             }
-            JsonNode tenants = json(quota).get("tenants");
+            JsonNode tenants = JSON.readTree(Http.get(quota, AUTH).body()).get("tenants");
             JsonNode tenantA = null;
             for (JsonNode t : tenants) {
                 if (t.get("tenant").asText().equals("a")) {

@@ -288,6 +288,10 @@ class HttpApiIT {
             assertEquals(200, Http.post(base + "/metrics/reset", "{}", "Origin", base).statusCode());
             assertEquals(200, Http.post(base + "/metrics/reset", "{}", "Origin", "http://localhost:" + server.httpPort()).statusCode());
             assertEquals(200, Http.post(base + "/cache/clear", "{}", "Content-Type", "application/json; charset=utf-8").statusCode());
+            // /quota shows and sets tenants (secret salts, shares of the pool): with no token configured, nobody, loopback included
+            assertEquals(403, Http.get(base + "/quota").statusCode());
+            assertEquals(403, Http.post(base + "/quota", "{\"tenant\": \"a\", \"quota_bytes\": 0}").statusCode());
+            assertEquals(2.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "no_token"));
         }
     }
 

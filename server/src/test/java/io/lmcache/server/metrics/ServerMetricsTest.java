@@ -47,6 +47,7 @@ class ServerMetricsTest {
     @Test
     void lookupsCountAsLmcachesLookupSubscriberDoesWithTheOldSplitAsDeprecatedAliases() {
         ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
+        metrics.showSaltsInClear(true);
         metrics.lookups().completed("m", "s", 1024, 256, 512, 2, 4);
         metrics.lookups().earlyExit("m", "s", LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
         String scrape = metrics.scrape();
@@ -72,11 +73,49 @@ class ServerMetricsTest {
             metrics.lookups().completed("model", "salt-" + i, 256, 0, 0, 0, 0);
         }
         String scrape = metrics.scrape();
-        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", "salt-0"));
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", metrics.label("cache_salt", "salt-0")));
         assertEquals(10 * 256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", LabelValues.OTHER));
         assertEquals(10, Http.metric(scrape, "lmcache_mp_metric_label_values_folded_total", "label", "cache_salt"));
         assertEquals(LabelValues.LIMIT, scrape.lines().filter(l -> l.startsWith("lmcache_mp_lookup_hit_tokens_total{")
                 && !l.contains(LabelValues.OTHER)).count());
+    }
+
+    @Test
+    void aSaltIsLabelledByAKeyedDigestUnlessClearLabelsWereAskedFor() {
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
+        metrics.lookups().completed("m", "tenant-secret", 256, 256, 0, 1, 0);
+        metrics.lookups().completed("m", "", 256, 0, 0, 0, 0);
+        String scrape = metrics.scrape();
+        assertFalse(scrape.contains("tenant-secret"), "the salt is nowhere in the scrape");
+        String digest = metrics.label("cache_salt", "tenant-secret");
+        assertTrue(digest.matches("s-[0-9a-f]{16}"), digest);
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_hit_tokens_total", "cache_salt", digest), "the series is the salt's");
+        assertEquals(256, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total", "cache_salt", ""), "the empty salt stays empty");
+        assertFalse(digest.equals(new ServerMetrics("pod-1", BUILD).label("cache_salt", "tenant-secret")), "a key per process");
+        String longSalt = "x".repeat(10_000);
+        assertFalse(metrics.label("cache_salt", longSalt).equals(metrics.label("cache_salt", longSalt + "y")),
+                "long salts are digested whole, not clipped");
+
+        ServerMetrics clear = new ServerMetrics("pod-1", BUILD);
+        clear.showSaltsInClear(true);
+        clear.lookups().completed("m", "tenant-secret", 256, 256, 0, 1, 0);
+        assertEquals(256, Http.metric(clear.scrape(), "lmcache_mp_lookup_hit_tokens_total", "cache_salt", "tenant-secret"));
+    }
+
+    @Test
+    void modelAndSaltPairsAreBoundedTooAndFoldIntoOther() {
+        ServerMetrics metrics = new ServerMetrics("pod-1", BUILD);
+        // 40 x 40 pairs, each label within its own cap: the pairs are past LookupMetrics.MAX_SERIES
+        for (int m = 0; m < 40; m++) {
+            for (int s = 0; s < 40; s++) {
+                metrics.lookups().completed("model-" + m, "salt-" + s, 256, 0, 0, 0, 0);
+            }
+        }
+        String scrape = metrics.scrape();
+        long series = scrape.lines().filter(l -> l.startsWith("lmcache_mp_lookup_requested_tokens_total{")).count();
+        assertEquals(LookupMetrics.MAX_SERIES + 1, series, "the cap, and the _other pair");
+        assertEquals((40 * 40 - LookupMetrics.MAX_SERIES) * 256.0, Http.metric(scrape, "lmcache_mp_lookup_requested_tokens_total",
+                "model_name", LabelValues.OTHER, "cache_salt", LabelValues.OTHER));
     }
 
     @Test

@@ -127,16 +127,117 @@ class EvictionPoliciesTest {
         put(store, "b", 100);
         put(store, "", 100);
         assertFalse(present(store, "a", 0) || present(store, "a", 1), "tenant a, 2 MiB over its quota, gave its two oldest");
-        TenantUsage b = store.tenantUsage().stream().filter(t -> t.tenant().equals("b")).findFirst().orElseThrow();
-        assertEquals(new TenantUsage("b", -1, 5 * MIB, 5), b, "b, with no quota, kept everything");
+        TenantUsage shared = usage(store, TenantLruPolicy.DEFAULT_TENANT);
+        assertEquals(new TenantUsage(TenantLruPolicy.DEFAULT_TENANT, 6 * MIB, 6 * MIB, 6), shared,
+                "b and the empty salt, with no quota of their own, share the default bucket: what a's quota leaves of the pool");
         assertEquals(2L, store.policyStatus().get("quota_evictions"));
-        TenantUsage a = store.tenantUsage().stream().filter(t -> t.tenant().equals("a")).findFirst().orElseThrow();
-        assertEquals(new TenantUsage("a", 2 * MIB, 2 * MIB, 2), a, "a is at its quota now");
-        assertTrue(store.tenantUsage().stream().anyMatch(t -> t.tenant().equals(TenantLruPolicy.DEFAULT_TENANT)), "the empty salt");
-        // at its quota, a is no longer first: the global LRU is
+        assertEquals(new TenantUsage("a", 2 * MIB, 2 * MIB, 2), usage(store, "a"), "a is at its quota now");
+        assertEquals(2, store.tenantUsage().size(), "no line of b's own");
+        // nobody is over now: the STORE's own bucket, at its share, gives its least recently used (not a, at its quota)
         put(store, "b", 101);
-        assertFalse(present(store, "b", 0), "the globally least recently used went");
-        assertEquals(2L, store.policyStatus().get("quota_evictions"));
+        assertFalse(present(store, "b", 0), "the bucket's least recently used went");
+        assertTrue(present(store, "a", 2) && present(store, "a", 3), "a, at its quota, kept its own");
+        assertEquals(3L, store.policyStatus().get("quota_evictions"));
+        store.checkInvariants();
+    }
+
+    private static TenantUsage usage(ObjectStore store, String tenant) {
+        return store.tenantUsage().stream().filter(t -> t.tenant().equals(tenant)).findFirst().orElseThrow();
+    }
+
+    /** Issue 45 N5: a fresh salt per STORE used to be a fresh tenant, never over a quota, so the global LRU took the victim's. */
+    @Test
+    void freshSaltsShareTheDefaultBucketAndCannotEscapeTheQuotas() {
+        ObjectStore store = store(EvictionPolicyName.ISOLATED_LRU, 8 * MIB);
+        assertTrue(store.setTenantQuota("victim", 4 * MIB));
+        for (long h = 0; h < 4; h++) {
+            put(store, "victim", h); // the globally oldest
+        }
+        for (long h = 0; h < 40; h++) {
+            put(store, "fresh-" + h, h);
+            store.checkInvariants();
+        }
+        for (long h = 0; h < 4; h++) {
+            assertTrue(present(store, "victim", h), "the victim, within its quota, kept chunk " + h);
+        }
+        assertEquals(new TenantUsage(TenantLruPolicy.DEFAULT_TENANT, 4 * MIB, 4 * MIB, 4), usage(store, TenantLruPolicy.DEFAULT_TENANT),
+                "forty salts without a quota are one bucket, held to what the quotas leave");
+        assertEquals(2, store.tenantUsage().size(), "and leave no tenant entry each");
+        assertEquals(36L, store.policyStatus().get("quota_evictions"));
+        // a quota set for _default replaces the remainder; removing it gives the remainder back
+        assertTrue(store.setTenantQuota(TenantLruPolicy.DEFAULT_TENANT, MIB));
+        assertEquals(MIB, usage(store, TenantLruPolicy.DEFAULT_TENANT).quotaBytes());
+        assertTrue(store.setTenantQuota(TenantLruPolicy.DEFAULT_TENANT, -1));
+        assertEquals(4 * MIB, usage(store, TenantLruPolicy.DEFAULT_TENANT).quotaBytes());
+        store.checkInvariants();
+    }
+
+    /** Issue 45 N5: one tenant read-locking most of the pool left every other tenant's STOREs nothing to evict. */
+    @ParameterizedTest
+    @EnumSource(value = EvictionPolicyName.class, names = {"LRU", "ARC", "S3FIFO", "ISOLATED_LRU"})
+    void oneTenantsReadLocksAreCappedToItsShareOfThePool(EvictionPolicyName policy) {
+        ObjectStore store = store(policy, 8 * MIB);
+        store.setReadLockShare(0.5);
+        put(store, "victim", 99);
+        for (long h = 0; h < 6; h++) {
+            put(store, "hog", h);
+        }
+        List<ObjectStore.ReadLock> locks = new ArrayList<>();
+        int hits = 0;
+        for (long h = 0; h < 6; h++) {
+            hits += store.lookupAndLock(PrefixKeys.ofWords("m", "hog", 1, 0, h, h), 0, 1, 1, locks, null);
+        }
+        assertEquals(4, hits, "the hog locked half the pool, its other LOOKUPs missed");
+        assertEquals(2, store.counters().readShareMisses.sum(), "counted");
+        assertEquals(4 * MIB, store.readLockedBytes("hog"));
+        assertEquals(1, store.lookupAndLock(PrefixKeys.ofWords("m", "hog", 1, 0, 0, 0), 0, 1, 1, locks, null),
+                "a chunk it holds locked already adds nothing: still a hit");
+        // the other tenant stores and finds its chunks: the hog's unlocked ones give way
+        for (long h = 0; h < 4; h++) {
+            put(store, "victim", h);
+        }
+        for (long h = 0; h < 4; h++) {
+            assertTrue(read(store, "victim", h), policy + ": the victim found chunk " + h);
+        }
+        store.checkInvariants();
+        for (ObjectStore.ReadLock lock : locks) {
+            store.releaseRead(lock, 1);
+        }
+        assertEquals(0, store.readLockedBytes("hog"), "released, nothing is counted");
+        store.checkInvariants();
+
+        ObjectStore alone = store(policy, 8 * MIB);
+        alone.setReadLockShare(0.5);
+        int found = 0;
+        for (long h = 0; h < 6; h++) {
+            put(alone, "", h);
+            found += alone.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, h, h), 0, 1, 1, new ArrayList<>(), null);
+        }
+        assertEquals(6, found, "a store of one tenant caps nobody: there is no other to leave room for");
+        alone.checkInvariants();
+    }
+
+    /** Issue 45 N10: a watermark pass with T1's target near 0 emptied T1, taking chunks stored a moment before. */
+    @Test
+    void arcsBackgroundPassSparesYoungT1ObjectsButOnDemandEvictionDoesNot() {
+        long[] nowNs = {0};
+        ObjectStore store = ReadyStores.of(10 * MIB, 10 * MIB, EvictionPolicyName.ARC, TimeUnit.SECONDS.toNanos(600),
+                TimeUnit.SECONDS.toNanos(300), () -> nowNs[0], new StoreCounters());
+        for (long h = 0; h < 5; h++) {
+            put(store, "", h);
+        }
+        nowNs[0] += ArcPolicy.YOUNG_FLOOR_NS;
+        for (long h = 100; h < 103; h++) {
+            put(store, "", h);
+        }
+        assertEquals(5 * MIB, store.evict(8 * MIB, EvictionReason.WATERMARK), "the pass took the old ones and stopped");
+        for (long h = 100; h < 103; h++) {
+            assertTrue(present(store, "", h), "stored just now, kept for its first LOOKUP: " + h);
+        }
+        assertTrue((long) store.policyStatus().get("young_spared") > 0);
+        assertEquals(MIB, store.evict(MIB, EvictionReason.DEMAND), "a STORE that needs the room now still gets it");
+        nowNs[0] += ArcPolicy.YOUNG_FLOOR_NS;
+        assertEquals(2 * MIB, store.evict(8 * MIB, EvictionReason.WATERMARK), "past the floor they are ordinary victims");
         store.checkInvariants();
     }
 

@@ -20,6 +20,15 @@ public final class Http {
         return send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10)).GET().build());
     }
 
+    /** A GET with {@code headers} (name, value, ...), e.g. {@code Authorization}. */
+    public static HttpResponse<String> get(String url, String... headers) {
+        HttpRequest.Builder builder = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10)).GET();
+        for (int i = 0; i + 1 < headers.length; i += 2) {
+            builder.header(headers[i], headers[i + 1]);
+        }
+        return send(builder.build());
+    }
+
     /** A POST as a real client sends one: JSON ({@code Content-Type: application/json}) unless {@code headers} say otherwise. */
     public static HttpResponse<String> post(String url, String body, String... headers) {
         HttpRequest.Builder builder = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(10))

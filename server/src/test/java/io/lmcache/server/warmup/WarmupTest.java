@@ -121,6 +121,7 @@ class WarmupTest {
             assertTrue(server != null, why[0]);
             WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
             assertTrue(server.connect(config, frames, why), why[0]);
+            assertTrue(server.loopEndpoint().startsWith("inproc://"), "no peer can reach the scratch loop: " + server.loopEndpoint());
             int[] tokens = new int[server.chunkSize];
             long pastNs = System.nanoTime() - 1;
             ScratchServer.NoReply missed = assertThrows(ScratchServer.NoReply.class,
