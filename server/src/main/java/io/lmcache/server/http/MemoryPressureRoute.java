@@ -83,8 +83,8 @@ public final class MemoryPressureRoute {
 
     private static Map<String, Object> l1(ObjectStore store, ServerConfig config) {
         ObjectStore.Snapshot s = store.snapshot();
-        return tier("l1", null, "dram", s.usedBytes(), s.poolBytes(), config.evictionTriggerWatermark(), config.evictionPolicy().flagValue(),
-                "ok", List.of());
+        return new Tier("l1", null, "dram", s.usedBytes(), s.poolBytes(), config.evictionTriggerWatermark(),
+                config.evictionPolicy().flagValue(), "ok", List.of()).toMap();
     }
 
     /** Each adapter from its own status (its used and capacity bytes), with the watermark of its {@code "eviction"} object. */
@@ -99,7 +99,8 @@ public final class MemoryPressureRoute {
             Double watermark = eviction != null && eviction.lru() ? eviction.triggerWatermark() : null;
             String policy = eviction == null ? null : eviction.lru() ? "LRU" : "noop";
             if (!(i < statuses.size() && statuses.get(i) instanceof Map<?, ?> status)) {
-                out.add(tier("l2", i, spec.type(), null, null, watermark, policy, "unknown", List.of("adapter " + i + " reported no status")));
+                out.add(new Tier("l2", i, spec.type(), null, null, watermark, policy, "unknown", List.of("adapter " + i + " reported no status"))
+                        .toMap());
                 continue;
             }
             Long used = longOrNull(status.get("used_bytes"));
@@ -111,7 +112,7 @@ public final class MemoryPressureRoute {
             }
             String health = status.get("is_healthy") instanceof Boolean healthy ? healthy ? "ok" : "failed" : "unknown";
             // the registered type name (fs_native), as the coordinator's events name an L2 backend; the status's "type" is a class name
-            out.add(tier("l2", i, spec.type(), used, capacity, watermark, policy, health, errors));
+            out.add(new Tier("l2", i, spec.type(), used, capacity, watermark, policy, health, errors).toMap());
         }
         return out;
     }
@@ -120,21 +121,24 @@ public final class MemoryPressureRoute {
         return value instanceof Number number ? number.longValue() : null;
     }
 
-    private static Map<String, Object> tier(String tier, Integer adapterId, String backend, Long usedBytes, Long capacityBytes,
-            Double triggerWatermark, String evictionPolicy, String health, List<String> errors) {
-        Map<String, Object> out = new LinkedHashMap<>();
-        out.put("tier", tier);
-        out.put("adapter_id", adapterId);
-        out.put("backend_type", backend);
-        out.put("used_bytes", usedBytes);
-        out.put("capacity_bytes", capacityBytes);
-        Level level = level(usedBytes, capacityBytes, triggerWatermark);
-        out.put("used_ratio", level == Level.UNKNOWN ? null : (double) usedBytes / capacityBytes);
-        out.put("trigger_watermark", triggerWatermark);
-        out.put("eviction_policy", evictionPolicy);
-        out.put("health", health);
-        out.put("level", level.wire());
-        out.put("collection_errors", errors);
-        return out;
+    /** One tier's entry; {@code adapterId} null for L1, the numbers null when unknown. */
+    private record Tier(String tier, Integer adapterId, String backend, Long usedBytes, Long capacityBytes, Double triggerWatermark,
+            String evictionPolicy, String health, List<String> errors) {
+        Map<String, Object> toMap() {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("tier", tier);
+            out.put("adapter_id", adapterId);
+            out.put("backend_type", backend);
+            out.put("used_bytes", usedBytes);
+            out.put("capacity_bytes", capacityBytes);
+            Level level = level(usedBytes, capacityBytes, triggerWatermark);
+            out.put("used_ratio", level == Level.UNKNOWN ? null : (double) usedBytes / capacityBytes);
+            out.put("trigger_watermark", triggerWatermark);
+            out.put("eviction_policy", evictionPolicy);
+            out.put("health", health);
+            out.put("level", level.wire());
+            out.put("collection_errors", errors);
+            return out;
+        }
     }
 }

@@ -3,6 +3,8 @@ package io.lmcache.server.http;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.lmcache.server.http.MemoryPressureRoute.Level;
+import java.util.Collections;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** A tier's level from its used and capacity bytes and its eviction watermark (the spec's §3.1). */
@@ -29,7 +31,7 @@ class MemoryPressureRouteTest {
 
     @Test
     void levelsRankUnknownBelowEveryKnownOne() {
-        assertEquals(Level.CRITICAL, java.util.Collections.max(java.util.List.of(Level.UNKNOWN, Level.HIGH, Level.CRITICAL, Level.NORMAL)));
+        assertEquals(Level.CRITICAL, Collections.max(List.of(Level.UNKNOWN, Level.HIGH, Level.CRITICAL, Level.NORMAL)));
         assertEquals("critical", Level.CRITICAL.wire());
     }
 }
