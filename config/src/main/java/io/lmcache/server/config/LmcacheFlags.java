@@ -89,6 +89,8 @@ final class LmcacheFlags {
             noEffect("--p2p-rdma-gid-indices", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-rdma-queue-depth", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-rdma-handshake-timeout-ms", Kind.VALUE, "P2P is off"),
+            // refused until the coordinator membership exists (fleet-and-operator-api.md §1): taken without effect, the server would
+            // stay out of the fleet's key directory and eviction loop while the operator believes it joined
             unsupported("--coordinator-url", Kind.VALUE, "the MP coordinator", ""),
             noEffect("--coordinator-advertise-ip", Kind.VALUE, "there is no coordinator"),
             noEffect("--coordinator-heartbeat-interval", Kind.VALUE, "there is no coordinator"),
