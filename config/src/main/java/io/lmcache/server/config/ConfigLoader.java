@@ -65,6 +65,7 @@ public final class ConfigLoader {
     /** As {@link #load(String[], Map)}, with the memory limits given (tests: {@link MemoryLimits#unlimited()} or fakes). */
     public static Outcome load(String[] args, Map<String, String> env, MemoryLimits memory) {
         List<String> warnings = new ArrayList<>();
+        List<String> withoutEffect = new ArrayList<>();
         ServerOptions options = new ServerOptions();
         CommandLine commandLine = ServerOptions.withTopics(new CommandLine(options));
         commandLine.setUsageHelpWidth(100);
@@ -83,7 +84,7 @@ public final class ConfigLoader {
                     Object value = entry.getValue();
                     // a flag of this server first (it may also be in LMCache's table), then LMCache's others
                     if (!byKey.containsKey(key) || key.equals("config_file")) {
-                        if (!LmcacheFlags.fromFile(key, value, configFile, warnings)) {
+                        if (!LmcacheFlags.fromFile(key, value, configFile, warnings, withoutEffect)) {
                             warnings.add("config file " + configFile + ": unknown key '" + entry.getKey() + "' ignored");
                         }
                     } else if (value instanceof Map<?, ?> || value instanceof List<?>) {
@@ -122,8 +123,8 @@ public final class ConfigLoader {
             if (options.l2Adapter == null || options.l2Adapter.isEmpty()) {
                 options.l2Adapter = fileL2Adapters; // flags win: the file's adapters only when none is given
             }
-            LmcacheFlags.check(commandLine.getParseResult(), warnings);
-            ServerConfig config = validate(options, env, configFile, warnings, memory);
+            LmcacheFlags.check(commandLine.getParseResult(), warnings, withoutEffect);
+            ServerConfig config = validate(options, env, configFile, warnings, memory, withoutEffect);
             return new Outcome.Run(config, List.copyOf(warnings));
         } catch (ConfigException e) {
             return usageError(e.getMessage());
@@ -207,7 +208,7 @@ public final class ConfigLoader {
     // --- validation -------------------------------------------------------------------------
 
     private static ServerConfig validate(ServerOptions o, Map<String, String> env, String configFile, List<String> warnings,
-            MemoryLimits memory) throws ConfigException {
+            MemoryLimits memory, List<String> withoutEffect) throws ConfigException {
         String host = hostOrAddress("--host", o.host, true);
         int port = intIn("--port", o.port, 1, 65535);
         long maxMessageBytes = intIn("--max-message-mb", o.maxMessageMb, 1, 1024) * MIB;
@@ -234,7 +235,7 @@ public final class ConfigLoader {
         Http http = validateHttp(o, env, port);
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
         L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
-                o.l2PrefetchMaxInFlight, 1, 1024));
+                o.l2PrefetchMaxInFlight, 1, 1024), L2Flags.loadTimeoutNs(o.l2PrefetchLoadTimeout));
         OperatorSettings operator = OperatorSettings.validate(o,
                 o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 
@@ -248,7 +249,7 @@ public final class ConfigLoader {
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
-                http.prometheusPort(), instanceId, hashAlgorithm, device,
+                http.prometheusPort(), instanceId, hashAlgorithm, device, withoutEffect,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
                 tenants, Tuning.fromSystemProperties());
     }

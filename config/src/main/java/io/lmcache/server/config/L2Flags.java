@@ -15,7 +15,11 @@ final class L2Flags {
 
     private L2Flags() {}
 
-    static L2Settings validate(List<String> adapters, String storePolicy, String prefetchPolicy, int maxInFlight) throws ConfigException {
+    /** The longest {@code --l2-prefetch-load-timeout} taken (a day; LMCache sets no bound, nanoseconds do). */
+    static final double MAX_LOAD_TIMEOUT_SECONDS = 86_400;
+
+    static L2Settings validate(List<String> adapters, String storePolicy, String prefetchPolicy, int maxInFlight, long loadTimeoutNs)
+            throws ConfigException {
         List<String> json = adapters == null ? List.of() : adapters;
         List<L2AdapterSpec> specs = new ArrayList<>();
         for (int i = 0; i < json.size(); i++) {
@@ -35,7 +39,25 @@ final class L2Flags {
         }
         // /config and the start-up log show the adapters' JSON: never a resp/valkey password
         return new L2Settings(json.stream().map(L2AdapterSpecs::redacted).toList(), specs, store.equals("skip_l1"), prefetch.equals("retain"),
-                maxInFlight, store.equals("full_attention_only"));
+                maxInFlight, store.equals("full_attention_only"), loadTimeoutNs);
+    }
+
+    /** {@code --l2-prefetch-load-timeout}: seconds, finite and positive as LMCache requires; absent = this server's default. */
+    static long loadTimeoutNs(String seconds) throws ConfigException {
+        if (seconds == null) {
+            return L2Settings.DEFAULT_PREFETCH_LOAD_TIMEOUT_NS;
+        }
+        double value;
+        try {
+            value = Double.parseDouble(seconds.strip());
+        } catch (NumberFormatException e) {
+            value = Double.NaN;
+        }
+        if (!Double.isFinite(value) || value <= 0 || value > MAX_LOAD_TIMEOUT_SECONDS) {
+            throw new ConfigException("--l2-prefetch-load-timeout", "must be a finite positive number of seconds up to "
+                    + (long) MAX_LOAD_TIMEOUT_SECONDS + ", got '" + seconds + "'");
+        }
+        return Math.max(1, (long) (value * 1e9));
     }
 
     /** A TOML {@code l2_adapter}: a JSON string, an inline table, or an array of those, each one adapter. */

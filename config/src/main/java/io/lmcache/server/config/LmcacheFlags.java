@@ -23,6 +23,11 @@ import picocli.CommandLine.ParseResult;
  * </ul>
  * A flag this server declares itself (another branch may add L2 or hybrid flags) is never added
  * here: the real option wins.
+ *
+ * <p>The list follows LMCache's {@code lmcache server} parser ({@code lmcache/cli/commands/server.py}: the argument
+ * groups of {@code lmcache/v1/multiprocess/config.py}, {@code lmcache/v1/distributed/config.py} and
+ * {@code lmcache/v1/mp_observability/config.py}) and its flag reference {@code docs/source/mp/configuration.rst};
+ * LmcacheFlagsTest holds the whole list with the revisions it was taken from.
  */
 final class LmcacheFlags {
     /** What follows the flag on LMCache's command line. */
@@ -64,24 +69,48 @@ final class LmcacheFlags {
             noEffect("--script-allowed-imports", Kind.LIST, "there is no /run_script endpoint"),
             noEffect("--enable-segmented-prefix", Kind.FLAG, "it applies to CacheBlend only"),
             unsupported("--enable", Kind.LIST, "experimental transfer modules (--enable)"),
+            unsupported("--transport", Kind.VALUE, "the gRPC request transport (--transport grpc)", "zmq"),
+            noEffect("--grpc-server-workers", Kind.VALUE, "there is no gRPC transport"),
+            // block 0 is vLLM's null block here; an engine whose block 0 holds data (ATOM) would lose it
+            unsupported("--null-block-id", Kind.VALUE, "a null block other than vLLM's block 0 (--null-block-id)", "0"),
+            unsupported("--isolated-ipc", Kind.FLAG, "LMCache's isolated IPC (--isolated-ipc)"),
+            noEffect("--no-isolated-ipc", Kind.FLAG, "isolated IPC is off, as asked"),
+            noEffect("--run-script-api-enabled", Kind.FLAG, "there is no /run_script endpoint"),
+            noEffect("--enable-dedup-content", Kind.FLAG, "it applies to CacheBlend only"),
             // --- P2P and coordinator
             unsupported("--p2p-advertise-url", Kind.VALUE, "P2P KV sharing", ""),
             unsupported("--p2p-listen-url", Kind.VALUE, "P2P KV sharing", ""),
             noEffect("--p2p-lookup-timeout", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-load-timeout", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-transfer-engine", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-device", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-port", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-gid-index", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-gid-indices", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-queue-depth", Kind.VALUE, "P2P is off"),
+            noEffect("--p2p-rdma-handshake-timeout-ms", Kind.VALUE, "P2P is off"),
+            // refused until the coordinator membership exists (fleet-and-operator-api.md §1): taken without effect, the server would
+            // stay out of the fleet's key directory and eviction loop while the operator believes it joined
             unsupported("--coordinator-url", Kind.VALUE, "the MP coordinator", ""),
             noEffect("--coordinator-advertise-ip", Kind.VALUE, "there is no coordinator"),
             noEffect("--coordinator-heartbeat-interval", Kind.VALUE, "there is no coordinator"),
             noEffect("--coordinator-event-reporting", Kind.FLAG, "there is no coordinator"),
             noEffect("--coordinator-event-flush-interval", Kind.VALUE, "there is no coordinator"),
+            // LMCache's hidden pre-v0.5.3 spellings of the two above, which released deployers still render
+            noEffect("--coordinator-l2-event-reporting", Kind.FLAG, "there is no coordinator"),
+            noEffect("--coordinator-l2-event-flush-interval", Kind.VALUE, "there is no coordinator"),
             // --- L1 memory
             noEffect("--l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),
             noEffect("--no-l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),
             noEffect("--l1-init-size-gb", Kind.VALUE, "the pool is usable from its first prepared region"),
             noEffect("--l1-align-bytes", Kind.VALUE, "objects live in size classes of 2 MiB pages"),
+            noEffect("--l1-use-hugepages", Kind.FLAG, "the pool asks for transparent huge pages itself where the kernel allows them"
+                    + " (/status shows whether it got them)"),
+            noEffect("--no-l1-use-hugepages", Kind.FLAG, "the pool asks for transparent huge pages itself where the kernel allows them"
+                    + " (/status shows whether it got them)"),
             unsupported("--l1-devdax-path", Kind.VALUE, "Device-DAX as L1 memory", ""),
             unsupported("--gds-l1-path", Kind.VALUE, "GPUDirect Storage as L1 memory", ""),
+            noEffect("--gds-l1-backend", Kind.VALUE, "GPUDirect Storage is off"),
             noEffect("--gds-l1-use-direct-io", Kind.FLAG, "GPUDirect Storage is off"),
             noEffect("--no-gds-l1-use-direct-io", Kind.FLAG, "GPUDirect Storage is off"),
             unsupported("--l1-manager", Kind.VALUE, "custom L1 managers (--l1-manager)", ""),
@@ -92,6 +121,7 @@ final class LmcacheFlags {
             noEffect("--disable-observability", Kind.FLAG, "metrics and logs stay on (LMCACHE_LOG_LEVEL sets how much is logged)"),
             noEffect("--disable-metrics", Kind.FLAG, "/metrics stays on; it costs nothing when nobody scrapes it"),
             noEffect("--disable-logging", Kind.FLAG, "logging stays on (LMCACHE_LOG_LEVEL=ERROR quiets it)"),
+            noEffect("--disable-grpc-metrics", Kind.FLAG, "there is no gRPC transport"),
             noEffect("--enable-tracing", Kind.FLAG, "there is no OpenTelemetry tracing"),
             noEffect("--otlp-endpoint", Kind.VALUE, "metrics are not pushed; Prometheus scrapes /metrics"),
             noEffect("--event-bus-queue-size", Kind.VALUE, "metrics are counted in place, there is no event bus"),
@@ -102,7 +132,10 @@ final class LmcacheFlags {
             noEffect("--lookup-hash-log-rotation-max-size", Kind.VALUE, "there is no lookup-hash log"),
             noEffect("--lookup-hash-log-max-files", Kind.VALUE, "there is no lookup-hash log"),
             noEffect("--enable-extra-logging", Kind.FLAG, "the activity log line every 10 s already reports L1 use and transfers"),
-            noEffect("--extra-logging-interval", Kind.VALUE, "the activity log runs every 10 s"));
+            noEffect("--extra-logging-interval", Kind.VALUE, "the activity log runs every 10 s"),
+            noEffect("--enable-gc-monitor", Kind.FLAG, "it times CPython's garbage collector; this server runs on the JVM"),
+            noEffect("--gc-monitor-min-pause-ms", Kind.VALUE, "it times CPython's garbage collector; this server runs on the JVM"),
+            noEffect("--gc-monitor-top-objects", Kind.VALUE, "it times CPython's garbage collector; this server runs on the JVM"));
 
     private static final Map<String, Flag> BY_KEY = TABLE.stream().collect(Collectors.toMap(Flag::key, Function.identity()));
 
@@ -148,19 +181,23 @@ final class LmcacheFlags {
         };
     }
 
-    /** Applies the rules to the table flags given on the command line: warnings, or the first refusal. */
-    static void check(ParseResult parsed, List<String> warnings) throws ConfigException {
+    /**
+     * Applies the rules to the table flags given on the command line: warnings, or the first refusal. The accepted ones
+     * without effect also go to {@code withoutEffect} (their names; {@code /config} lists them).
+     */
+    static void check(ParseResult parsed, List<String> warnings, List<String> withoutEffect) throws ConfigException {
         for (Flag flag : TABLE) {
             OptionSpec option = parsed.matchedOption(flag.name());
             // a flag declared for real elsewhere is matched under its own spec, not ours
             if (option != null && COMPAT.equals(option.descriptionKey())) {
-                apply(flag, flag.name(), option.getValue(), warnings);
+                apply(flag, flag.name(), option.getValue(), warnings, withoutEffect);
             }
         }
     }
 
     /** A config file's key: true when it is a table flag (its rule applied), false when not. */
-    static boolean fromFile(String key, Object value, String file, List<String> warnings) throws ConfigException {
+    static boolean fromFile(String key, Object value, String file, List<String> warnings, List<String> withoutEffect)
+            throws ConfigException {
         Flag flag = BY_KEY.get(key);
         if (flag == null) {
             return false;
@@ -171,11 +208,12 @@ final class LmcacheFlags {
         } else if (flag.kind() == Kind.VALUE && !(value instanceof String)) {
             normalized = String.valueOf(value);
         }
-        apply(flag, "config file " + file + ": " + key, normalized, warnings);
+        apply(flag, "config file " + file + ": " + key, normalized, warnings, withoutEffect);
         return true;
     }
 
-    private static void apply(Flag flag, String where, Object value, List<String> warnings) throws ConfigException {
+    private static void apply(Flag flag, String where, Object value, List<String> warnings, List<String> withoutEffect)
+            throws ConfigException {
         boolean given = switch (flag.kind()) {
             case FLAG -> Boolean.TRUE.equals(value);
             case VALUE -> value != null;
@@ -185,7 +223,12 @@ final class LmcacheFlags {
             return;
         }
         switch (flag.rule()) {
-            case Rule.NoEffect(String why) -> warnings.add(where + " is accepted for compatibility with LMCache and has no effect here: " + why);
+            case Rule.NoEffect(String why) -> {
+                warnings.add(where + " is accepted for compatibility with LMCache and has no effect here: " + why);
+                if (!withoutEffect.contains(flag.name())) {
+                    withoutEffect.add(flag.name());
+                }
+            }
             case Rule.Unsupported(String feature, Set<String> off) -> {
                 if (flag.kind() == Kind.VALUE && off.contains(String.valueOf(value).strip().toLowerCase(Locale.ROOT))) {
                     return;

@@ -1,6 +1,7 @@
 package io.lmcache.server.config;
 
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -20,6 +21,7 @@ import java.util.concurrent.TimeUnit;
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
  * @param hashAlgorithm the chunk-hash chain every chunk key is hashed with, shared with LMCache servers
+ * @param lmcacheFlagsWithoutEffect LMCache's flags given that are accepted and change nothing here (LmcacheFlags), by name
  * @param l2 the L2 tier (no adapters: L1 only)
  * @param operator the pool file's mode, metric sampling and instance label
  * @param connections the cap on ZeroMQ connections and the stall timeout
@@ -57,6 +59,7 @@ public record ServerConfig(
         String instanceId,
         HashAlgorithm hashAlgorithm,
         DeviceMode device,
+        List<String> lmcacheFlagsWithoutEffect,
         String configFile,
         boolean testHooks,
         L2Settings l2,
@@ -66,6 +69,10 @@ public record ServerConfig(
         CommitSettings commit,
         TenantSettings tenants,
         Tuning tuning) {
+
+    public ServerConfig {
+        lmcacheFlagsWithoutEffect = List.copyOf(lmcacheFlagsWithoutEffect);
+    }
 
     /** The client's heartbeat period; the reap timeout should be at least three of these. */
     public static final long CLIENT_HEARTBEAT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -109,11 +116,13 @@ public record ServerConfig(
         out.put("instance_id", instanceId);
         out.put("hash_algorithm", hashAlgorithm.flagValue());
         out.put("device", device.flagValue());
+        out.put("lmcache_flags_without_effect", lmcacheFlagsWithoutEffect);
         out.put("config_file", configFile);
         out.put("l2_adapter", l2.adapterJson());
         out.put("l2_store_policy", l2.storePolicy());
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
+        out.put("l2_prefetch_load_timeout", seconds(l2.prefetchLoadTimeoutNs()));
         out.put("shm_mode", operator.shmModeText());
         out.put("numa_placement", operator.numaPlacement() ? "auto" : "off");
         out.put("shm_max_segments", operator.shmMaxSegments());

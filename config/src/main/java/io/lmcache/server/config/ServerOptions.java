@@ -71,7 +71,7 @@ final class ServerOptions {
                     "--numa-placement", "--shm-name", "--shm-mode"),
             "Chunks and keys", List.of("--chunk-size", "--hash-algorithm", "--separate-object-groups", "--no-separate-object-groups"),
             "Eviction", List.of("--eviction-policy", "--eviction-trigger-watermark", "--eviction-ratio", "--tenant-read-lock-share"),
-            "L2 tier", List.of("--l2-adapter", "--l2-store-policy", "--l2-prefetch-policy", "--l2-prefetch-max-in-flight"),
+            "L2 tier", List.of("--l2-adapter", "--l2-store-policy", "--l2-prefetch-policy", "--l2-prefetch-max-in-flight", "--l2-prefetch-load-timeout"),
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
@@ -314,6 +314,10 @@ final class ServerOptions {
     @Option(names = "--l2-prefetch-max-in-flight", paramLabel = "<n>", defaultValue = "8",
             description = "LOOKUPs loading from L2 at once, 1..1024; more wait their turn (default: ${DEFAULT-VALUE}).")
     String l2PrefetchMaxInFlight;
+
+    @Option(names = "--l2-prefetch-load-timeout", paramLabel = "<seconds>",
+            description = "How long a LOOKUP waits for L2 before it is answered with its L1 hits, as LMCache's flag (default: 10).")
+    String l2PrefetchLoadTimeout;
 
     // --- HTTP and metrics --------------------------------------------------------------------
     @Option(names = "--http-host", paramLabel = "<address>", defaultValue = "0.0.0.0", description = "HTTP status/metrics address (default: ${DEFAULT-VALUE}).")

@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /** LMCache's flags without a counterpart here: accepted with a warning, or refused as "not supported by lmcache-server". */
 class LmcacheFlagsTest {
@@ -70,12 +71,119 @@ class LmcacheFlagsTest {
         "--engine-type|blend_legacy|CacheBlend",
         "--runtime-plugin-locations|/opt/plugins|runtime plugins",
         "--enable|transfer_query|experimental transfer modules",
-        "--l1-manager|{}|custom L1 managers"})
+        "--l1-manager|{}|custom L1 managers",
+        "--transport|grpc|the gRPC request transport",
+        "--null-block-id|-1|a null block other than vLLM's block 0"})
     void eachUnsupportedFeatureRefusesTheStart(String flag, String value, String feature) {
         assertActive(flag);
         String text = refused("--l1-size-gb", "1", flag, value);
         assertTrue(text.startsWith("lmcache-server: error: " + flag + ": "), text);
         assertTrue(text.contains(feature) && text.contains("is not supported by lmcache-server"), text);
+    }
+
+    @Test
+    void isolatedIpcRefusesTheStartAndItsNegationWarns() {
+        String text = refused("--l1-size-gb", "1", "--isolated-ipc");
+        assertTrue(text.contains("--isolated-ipc: LMCache's isolated IPC (--isolated-ipc) is not supported by lmcache-server"), text);
+        assertTrue(run("--l1-size-gb", "1", "--no-isolated-ipc").warnings().getFirst().startsWith("--no-isolated-ipc is accepted"));
+    }
+
+    /**
+     * Every flag of LMCache's newest {@code lmcache server}, each with a value that leaves its feature as LMCache's default does
+     * (a flag without a value: as given). Sources, all in LMCache/LMCache: {@code docs/source/mp/configuration.rst} @0039822b
+     * ("every CLI argument accepted by the LMCache multiprocess server"); {@code lmcache/v1/multiprocess/config.py} (search-index
+     * file id 61921557576: {@code --enable}, {@code --config-file}, the coordinator group with its hidden pre-v0.5.3 aliases;
+     * and @00cf03ed: {@code --p2p-rdma-*}); {@code lmcache/v1/mp_observability/config.py} @ec451313 ({@code --enable-gc-monitor},
+     * {@code --gc-monitor-*}, {@code --prometheus-port}, {@code --metrics-sample-rate}); {@code --l2-prefetch-load-timeout} from
+     * LMCache's multi-L1 CLI test (file id 71175433403) and its design note (file id 70898490774). {@code lmcache server} composes
+     * them in {@code lmcache/cli/commands/server.py} (add_mp_server_args, add_storage_manager_args, add_http_frontend_args,
+     * add_observability_args).
+     */
+    static final List<List<String>> LMCACHE_NEWEST_SERVER_FLAGS = List.of(
+            // MP server
+            List.of("--transport", "zmq"), List.of("--instance-id", "pod-1"), List.of("--host", "127.0.0.1"), List.of("--port", "5555"),
+            List.of("--chunk-size", "256"), List.of("--null-block-id", "0"), List.of("--max-workers", "1"), List.of("--max-gpu-workers", "1"),
+            List.of("--max-cpu-workers", "1"), List.of("--grpc-server-workers", "32"), List.of("--hash-algorithm", "blake3"),
+            List.of("--engine-type", "default"), List.of("--supported-transfer-mode", "lmcache_driven"), List.of("--no-isolated-ipc"),
+            List.of("--runtime-plugin-locations"), List.of("--runtime-plugin-config", "{}"), List.of("--script-allowed-imports", "numpy"),
+            List.of("--run-script-api-enabled"), List.of("--shm-name", ""), List.of("--worker-reap-timeout-seconds", "120"),
+            List.of("--worker-registration-grace-seconds", "3600"), List.of("--enable-segmented-prefix"), List.of("--enable-dedup-content"),
+            List.of("--separate-object-groups"), List.of("--no-separate-object-groups"), List.of("--enable"),
+            // lookup-hash logging
+            List.of("--lookup-hash-log-dir", ""), List.of("--lookup-hash-log-rotation-interval", "21600"),
+            List.of("--lookup-hash-log-rotation-max-size", "104857600"), List.of("--lookup-hash-log-max-files", "100"),
+            // HTTP frontend
+            List.of("--http-host", "127.0.0.1"), List.of("--http-port", "8080"),
+            // P2P
+            List.of("--p2p-advertise-url", ""), List.of("--p2p-listen-url", ""), List.of("--p2p-lookup-timeout", "30"),
+            List.of("--p2p-load-timeout", "30"), List.of("--p2p-transfer-engine", "nixl"), List.of("--p2p-rdma-device", ""),
+            List.of("--p2p-rdma-port", "1"), List.of("--p2p-rdma-gid-index", "-1"), List.of("--p2p-rdma-gid-indices", ""),
+            List.of("--p2p-rdma-queue-depth", "4096"), List.of("--p2p-rdma-handshake-timeout-ms", "10000"),
+            // coordinator (the URL unset; the rest then changes nothing)
+            List.of("--coordinator-url", ""), List.of("--coordinator-advertise-ip", "10.0.0.7"), List.of("--coordinator-heartbeat-interval", "5"),
+            List.of("--coordinator-event-reporting"), List.of("--coordinator-event-flush-interval", "1"),
+            List.of("--coordinator-l2-event-reporting"), List.of("--coordinator-l2-event-flush-interval", "1"),
+            // L1 memory, GDS, TTLs
+            List.of("--l1-size-gb", "1"), List.of("--l1-use-lazy"), List.of("--no-l1-use-lazy"), List.of("--l1-init-size-gb", "20"),
+            List.of("--l1-align-bytes", "4096"), List.of("--l1-use-hugepages"), List.of("--no-l1-use-hugepages"),
+            List.of("--l1-devdax-path", ""), List.of("--l1-manager", ""), List.of("--gds-l1-path", ""), List.of("--gds-l1-backend", "auto"),
+            List.of("--gds-l1-use-direct-io"), List.of("--no-gds-l1-use-direct-io"), List.of("--l1-write-ttl-seconds", "600"),
+            List.of("--l1-read-ttl-seconds", "300"),
+            // eviction and L2 policies
+            List.of("--eviction-policy", "LRU"), List.of("--eviction-trigger-watermark", "0.8"), List.of("--eviction-ratio", "0.2"),
+            List.of("--eviction-target-watermark", "0.6"), List.of("--l2-store-policy", "default"), List.of("--l2-prefetch-policy", "default"),
+            List.of("--l2-prefetch-max-in-flight", "8"), List.of("--l2-prefetch-load-timeout", "5"),
+            List.of("--periodic-notifier-interval-ms", "5"),
+            // observability
+            List.of("--disable-observability"), List.of("--disable-metrics"), List.of("--disable-grpc-metrics"), List.of("--disable-logging"),
+            List.of("--enable-tracing"), List.of("--event-bus-queue-size", "10000"), List.of("--otlp-endpoint", "http://collector:4317"),
+            List.of("--prometheus-port", "9090"), List.of("--metrics-sample-rate", "0.01"), List.of("--trace-level", "events"),
+            List.of("--trace-output", "/tmp/trace.lct"), List.of("--enable-extra-logging"), List.of("--extra-logging-interval", "10"),
+            List.of("--enable-gc-monitor"), List.of("--gc-monitor-min-pause-ms", "1"), List.of("--gc-monitor-top-objects", "0"));
+
+    static List<List<String>> lmcacheNewestServerFlags() {
+        return LMCACHE_NEWEST_SERVER_FLAGS;
+    }
+
+    @ParameterizedTest
+    @MethodSource("lmcacheNewestServerFlags")
+    void everyFlagOfLmcachesNewestServerStartsTheConfiguration(List<String> flag) {
+        List<String> args = new ArrayList<>(flag.getFirst().equals("--l1-size-gb") ? List.of() : List.of("--l1-size-gb", "1"));
+        args.addAll(flag);
+        ConfigLoader.Outcome outcome = load(args.toArray(String[]::new));
+        assertInstanceOf(ConfigLoader.Outcome.Run.class, outcome, () -> String.join(" ", flag) + ": " + outcome);
+    }
+
+    @Test
+    void theWholeNewestListTogetherStartsTheConfigurationAndConfigNamesWhatHasNoEffect(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("lmcache.toml");
+        Files.writeString(file, "chunk_size = 256\n");
+        List<String> args = new ArrayList<>(List.of("--config-file", file.toString()));
+        // each --no-x only once its --x is not given too (this server refuses a contradiction)
+        LMCACHE_NEWEST_SERVER_FLAGS.stream().filter(flag -> !flag.getFirst().startsWith("--no-")).forEach(args::addAll);
+        ConfigLoader.Outcome.Run run = run(args.toArray(String[]::new));
+        @SuppressWarnings("unchecked")
+        List<String> withoutEffect = (List<String>) run.config().describe().get("lmcache_flags_without_effect");
+        assertTrue(withoutEffect.containsAll(List.of("--enable-gc-monitor", "--l1-use-hugepages", "--disable-grpc-metrics",
+                "--coordinator-l2-event-reporting", "--p2p-rdma-queue-depth", "--run-script-api-enabled")), withoutEffect.toString());
+        assertTrue(!withoutEffect.contains("--coordinator-url") && !withoutEffect.contains("--l2-prefetch-load-timeout")
+                && !withoutEffect.contains("--chunk-size"), "off values and the server's own flags are not listed: " + withoutEffect);
+        assertEquals(withoutEffect.size(), run.warnings().stream().filter(w -> w.contains("is accepted for compatibility")).count(),
+                "one warning each: " + run.warnings());
+        assertEquals(List.of(), run("--l1-size-gb", "1").config().describe().get("lmcache_flags_without_effect"));
+    }
+
+    @Test
+    void theL2PrefetchLoadTimeoutBoundsTheWaitForL2AsLmcachesFlagDoes() {
+        assertEquals(L2Settings.DEFAULT_PREFETCH_LOAD_TIMEOUT_NS, run("--l1-size-gb", "1").config().l2().prefetchLoadTimeoutNs());
+        ServerConfig set = run("--l1-size-gb", "1", "--l2-prefetch-load-timeout", "0.25").config();
+        assertEquals(250_000_000L, set.l2().prefetchLoadTimeoutNs());
+        assertEquals(0.25, set.describe().get("l2_prefetch_load_timeout"));
+        assertTrue(set.describe().get("lmcache_flags_without_effect") instanceof List<?> none && none.isEmpty(), "it has an effect");
+        // LMCache refuses what is not a finite positive number (test_multi_l1_cli_rejects_invalid_deadline)
+        for (String bad : new String[] {"0", "-1", "nan", "inf", "soon", "86401"}) {
+            assertTrue(refused("--l1-size-gb", "1", "--l2-prefetch-load-timeout", bad).contains("--l2-prefetch-load-timeout: must be"), bad);
+        }
     }
 
     /** Flags this server implements itself are its own, never the table's (the table defers to them). */

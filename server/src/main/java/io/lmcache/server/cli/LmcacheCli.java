@@ -24,11 +24,13 @@ import picocli.CommandLine.Parameters;
  * {@code lmcache server ...} is {@code lmcache-server ...} (the same flags); {@code ping kvcache} and
  * {@code describe kvcache} read a running server's HTTP API as LMCache's commands do; {@code completion}
  * prints bash completion for {@code lmcache} and {@code lmcache-server}. Exit 1 when the server cannot
- * be read or is unhealthy, 2 for a usage error.
+ * be read or is unhealthy, 2 for a usage error. {@code kvcache clear} and {@code quota set|get|list|delete} change or read
+ * the server through its admin endpoints ({@link AdminTarget}: the token).
  */
 @Command(name = "lmcache", mixinStandardHelpOptions = true, versionProvider = Versions.class, usageHelpAutoWidth = true,
-        description = "LMCache's command line for lmcache-server: server, ping, describe, completion.",
-        subcommands = {LmcacheCli.Ping.class, LmcacheCli.Describe.class, LmcacheCli.Completion.class})
+        description = "LMCache's command line for lmcache-server: server, ping, describe, kvcache, quota, completion.",
+        subcommands = {LmcacheCli.Ping.class, LmcacheCli.Describe.class, KvcacheCommand.class, QuotaCommand.class,
+            LmcacheCli.Completion.class})
 public final class LmcacheCli implements Runnable {
     static final String DEFAULT_URL = "http://localhost:8080";
 

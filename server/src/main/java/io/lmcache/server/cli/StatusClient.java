@@ -57,6 +57,47 @@ final class StatusClient {
         }
     }
 
+    /**
+     * {@code method} on {@code path}: a JSON body when {@code jsonBody} is not null, and {@code Authorization: Bearer} when
+     * {@code token} is not empty (the admin endpoints' guard reads it).
+     */
+    Answer send(String method, String path, String jsonBody, String token) throws Failure {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(TIMEOUT);
+        if (jsonBody != null) {
+            request.header("Content-Type", "application/json");
+        }
+        if (token != null && !token.isEmpty()) {
+            request.header("Authorization", "Bearer " + token);
+        }
+        request.method(method, jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody));
+        long startNs = System.nanoTime();
+        try {
+            HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
+            return new Answer(response.statusCode(), response.body(), System.nanoTime() - startNs);
+        } catch (IOException | IllegalArgumentException e) {
+            throw new Failure("Cannot connect to " + baseUrl + path + ": " + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new Failure("interrupted");
+        }
+    }
+
+    /** As {@link #send}, for a JSON answer: a status other than 2xx is a failure carrying the server's {@code error}. */
+    JsonNode sendJson(String method, String path, String jsonBody, String token) throws Failure {
+        Answer answer = send(method, path, jsonBody, token);
+        JsonNode body;
+        try {
+            body = answer.body().isBlank() ? JSON.createObjectNode() : JSON.readTree(answer.body());
+        } catch (IOException e) {
+            throw new Failure("HTTP " + answer.status() + " from " + baseUrl + path + " (not JSON): " + answer.body().strip());
+        }
+        if (answer.status() / 100 != 2) {
+            String message = body.path("error").asText(body.path("detail").asText(body.path("message").asText(answer.body().strip())));
+            throw new Failure("Server error: HTTP " + answer.status() + " from " + baseUrl + path + ": " + message);
+        }
+        return body;
+    }
+
     /** The JSON at {@code path}; a non-200 answer or a body that is not JSON is a failure. */
     JsonNode json(String path) throws Failure {
         Answer answer = get(path);

@@ -62,6 +62,7 @@ public final class ServerHttp {
         AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
         ServerRoutes.register(api, view, guard);
         QuotaRoute.register(api, view.l1Store(), guard);
+        MemoryPressureRoute.register(api, view, config);
         if (config.testHooks()) {
             // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"

@@ -97,7 +97,8 @@ public final class L2Tier implements AutoCloseable {
                 wake);
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
-                chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake);
+                chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake,
+                System::nanoTime, settings.prefetchLoadTimeoutNs());
         List<L2Lru> lrus = targets.stream().map(L2EvictionController.Target::lru).toList();
         // runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
         prefetchController.touchWith(keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));

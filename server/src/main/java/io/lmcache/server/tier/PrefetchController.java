@@ -1,6 +1,7 @@
 package io.lmcache.server.tier;
 
 import io.lmcache.server.agent.Agent;
+import io.lmcache.server.config.L2Settings;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.protocol.CacheKey;
@@ -35,7 +36,7 @@ import java.util.function.LongSupplier;
 public final class PrefetchController implements Agent, L2Prefetcher {
     static final int MAX_WAITING = 4096;
     /** How long a LOOKUP waits for L2 at most, from its hand-over to the answer of QUERY_PREFETCH_STATUS. */
-    static final long DEADLINE_NS = TimeUnit.SECONDS.toNanos(10);
+    static final long DEADLINE_NS = L2Settings.DEFAULT_PREFETCH_LOAD_TIMEOUT_NS;
 
     private final PrefetchContext ctx;
     private final ObjectShapes shapes;
