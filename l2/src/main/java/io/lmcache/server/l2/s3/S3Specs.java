@@ -10,6 +10,7 @@ import io.lmcache.server.l2.L2AdapterSpec;
 import io.lmcache.server.l2.L2SpecException;
 import io.lmcache.server.l2.SpecFields;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -120,7 +121,7 @@ final class S3Specs {
         }
         try {
             return new Endpoint(hostPort, bucket, new URI(scheme, null, server, port, null, null, null), false);
-        } catch (java.net.URISyntaxException e) {
+        } catch (URISyntaxException e) {
             throw new L2SpecException("s3: \"s3_endpoint\" host '" + L2SpecException.clip(server) + "' is not a host name");
         }
     }

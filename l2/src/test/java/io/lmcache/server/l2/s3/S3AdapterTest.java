@@ -20,6 +20,8 @@ import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.l2.redis.NodeBreakers;
 import io.lmcache.server.l2.testing.S3ProxyServer;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -218,16 +220,16 @@ class S3AdapterTest {
             Path file = server.objectFile(name);
             Files.createDirectories(file.getParent());
             Files.write(file, bytes);
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
     private static byte[] read(Path file) {
         try {
             return Files.readAllBytes(file);
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
