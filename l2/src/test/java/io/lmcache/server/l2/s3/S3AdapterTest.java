@@ -177,6 +177,27 @@ class S3AdapterTest {
         }
     }
 
+    @Test
+    void whenTheServerIsBackAProbeClosesTheBreakerAndTheObjectsAreServedAgain() {
+        List<L2Key> keys = List.of(key(11, ""));
+        L2Adapter adapter = open("{\"s3_breaker_initial_cooldown_s\":0.1,\"s3_breaker_max_cooldown_s\":0.2}");
+        assertTrue(store(adapter, keys, List.of(filled(11, BYTES))).ok());
+        server.stop();
+        await().atMost(ANSWER).until(() -> {
+            assertEquals("0", lookup(adapter, keys).toString());
+            return io(adapter).breakerState() != NodeBreakers.State.CLOSED;
+        });
+        server.restart();
+        await().atMost(ANSWER).until(() -> io(adapter).breakerState() == NodeBreakers.State.CLOSED);
+        assertTrue(events(adapter).get("breaker_probes") >= 1);
+        assertEquals("1", lookup(adapter, keys).toString());
+        adapter.submitUnlock(keys);
+        MemorySegment buffer = blank(BYTES);
+        assertEquals("1", load(adapter, keys, List.of(buffer)).toString());
+        assertArrayEquals(random(11, BYTES), buffer.toArray(ValueLayout.JAVA_BYTE));
+        assertTrue((Boolean) adapter.status().get("is_healthy"));
+    }
+
     // --- helpers ---------------------------------------------------------------------------------
 
     private L2Adapter open() {

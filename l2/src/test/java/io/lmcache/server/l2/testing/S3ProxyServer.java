@@ -29,13 +29,17 @@ public final class S3ProxyServer implements AutoCloseable {
 
     private final Path dir;
     private final AtomicLong puts = new AtomicLong();
-    private final S3Proxy proxy;
-    private final int port;
+    private volatile S3Proxy proxy;
+    private volatile int port;
     private volatile boolean stopped;
 
     private S3ProxyServer(Path dir, int port) throws Exception {
         this.dir = dir;
         Files.createDirectories(dir.resolve(BUCKET));
+        listen(port);
+    }
+
+    private void listen(int wanted) throws Exception {
         ForwardingBlobStore store = new ForwardingBlobStore(new FilesystemNio2BlobStore(dir.toString())) {
             @Override
             public PutObjectResponse putBlob(PutObjectRequest request, InputStream body) {
@@ -43,13 +47,24 @@ public final class S3ProxyServer implements AutoCloseable {
                 return super.putBlob(request, body);
             }
         };
-        this.proxy = S3Proxy.builder().blobStore(store).endpoint(URI.create("http://127.0.0.1:" + port))
+        S3Proxy started = S3Proxy.builder().blobStore(store).endpoint(URI.create("http://127.0.0.1:" + wanted))
                 .awsAuthentication(AuthenticationType.AWS_V2_OR_V4, IDENTITY, CREDENTIAL).virtualHost("localhost").build();
-        proxy.start();
-        while (!"STARTED".equals(proxy.getState())) {
+        started.start();
+        while (!"STARTED".equals(started.getState())) {
             Thread.sleep(5);
         }
-        this.port = proxy.getPort();
+        this.proxy = started;
+        this.port = started.getPort();
+        this.stopped = false;
+    }
+
+    /** The end of an outage: the same port and files again. */
+    public void restart() {
+        try {
+            listen(port);
+        } catch (Exception e) {
+            throw new IllegalStateException("S3Proxy did not start again on port " + port, e);
+        }
     }
 
     /** A fresh server with an empty bucket {@link #BUCKET}. */
