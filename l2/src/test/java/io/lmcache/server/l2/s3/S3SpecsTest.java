@@ -59,6 +59,9 @@ class S3SpecsTest {
         assertEquals(2L << 30, spec.maxCapacityBytes());
         assertEquals(1_500_000_000L, spec.breakerInitialCooldownNs());
         assertFalse(spec.toString().contains("s3cret"), "the secret is never shown");
+        String shown = L2AdapterSpecs.redacted("{\"type\":\"s3\"" + AWS + ",\"aws_access_key_id\":\"AKIA\",\"aws_secret_access_key\":\"s3cret\"}");
+        assertFalse(shown.contains("s3cret"), shown);
+        assertTrue(shown.contains("\"aws_secret_access_key\":\"<set>\""), shown);
         assertEquals(1, parse(AWS + ",\"s3_seed_usage_on_start\":true").warnings().size(), "accepted, warned as without effect");
     }
 
