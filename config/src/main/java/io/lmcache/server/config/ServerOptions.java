@@ -297,7 +297,7 @@ final class ServerOptions {
 
     // --- L2 ----------------------------------------------------------------------------------
     @Option(names = "--l2-adapter", paramLabel = "<json>",
-            description = "An L2 adapter as a JSON object with a \"type\" (fs_native, fault_inject, resp, valkey), e.g. "
+            description = "An L2 adapter as a JSON object with a \"type\" (fs_native, fault_inject, resp, valkey, s3), e.g. "
                     + "'{\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}'. Repeatable: the order is the adapter index and lookup order.")
     List<String> l2Adapter;
 

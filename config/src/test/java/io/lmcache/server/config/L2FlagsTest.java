@@ -80,7 +80,7 @@ class L2FlagsTest {
     void aBadAdapterExitsTwoNamingItsIndex() {
         assertTrue(refused("--l1-size-gb", "1", "--l2-adapter", FS, "--l2-adapter", "{\"type\":").startsWith(
                 "lmcache-server: error: --l2-adapter #1: not valid JSON: "));
-        assertEquals("lmcache-server: error: --l2-adapter #0: unknown type 'mooncake_store' (known: fs_native, fault_inject, resp, valkey)"
+        assertEquals("lmcache-server: error: --l2-adapter #0: unknown type 'mooncake_store' (known: fs_native, fault_inject, resp, valkey, s3)"
                 + " (see --help)",
                 refused("--l1-size-gb", "1", "--l2-adapter", "{\"type\":\"mooncake_store\"}"));
         assertTrue(refused("--l1-size-gb", "1", "--l2-store-policy", "defer_windowed").contains("--l2-store-policy: must be default"));

@@ -18,6 +18,8 @@ public final class L2AdapterSpecs {
     /** The types this server builds, in the registry's order. */
     public static final List<String> TYPES = L2AdapterTypes.names();
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** Values no log line or {@code /config} shows: resp/valkey's password, s3's secret access key. */
+    private static final List<String> SECRET_KEYS = List.of("password", "aws_secret_access_key");
 
     private L2AdapterSpecs() {}
 
@@ -31,7 +33,7 @@ public final class L2AdapterSpecs {
         return parse(tree(json), env);
     }
 
-    /** The JSON with the value of every {@code "password"} key replaced by {@code "<set>"}: what logs and {@code /config} may show. */
+    /** The JSON with the value of every secret key ({@link #SECRET_KEYS}) replaced by {@code "<set>"}: what logs and {@code /config} may show. */
     public static String redacted(String json) {
         try {
             JsonNode node = JSON.readTree(json);
@@ -41,13 +43,15 @@ public final class L2AdapterSpecs {
         }
     }
 
-    /** Whether a password was replaced (the text is then written anew; otherwise it is shown as given). */
+    /** Whether a password or secret key was replaced (the text is then written anew; otherwise it is shown as given). */
     private static boolean redact(JsonNode node) {
         boolean changed = false;
         if (node instanceof ObjectNode object) {
-            if (object.has("password") && !object.get("password").asText("").isEmpty()) {
-                object.put("password", "<set>");
-                changed = true;
+            for (String secret : SECRET_KEYS) {
+                if (object.has(secret) && !object.get(secret).asText("").isEmpty()) {
+                    object.put(secret, "<set>");
+                    changed = true;
+                }
             }
             for (JsonNode child : object) {
                 changed |= redact(child);

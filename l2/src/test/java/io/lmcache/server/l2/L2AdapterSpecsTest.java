@@ -51,8 +51,8 @@ class L2AdapterSpecsTest {
     void badValuesAreRefusedWithOneLine() {
         assertTrue(error("{\"type\":").startsWith("not valid JSON: "));
         assertEquals("must be a JSON object with a \"type\", e.g. {\"type\":\"fs_native\",\"base_path\":\"/data/l2\"}", error("[1]"));
-        assertEquals("unknown type 'nixl_store' (known: fs_native, fault_inject, resp, valkey)", error("{\"type\":\"nixl_store\"}"));
-        assertEquals("needs a string \"type\" (one of fs_native, fault_inject, resp, valkey)", error("{\"base_path\":\"/x\"}"));
+        assertEquals("unknown type 'nixl_store' (known: fs_native, fault_inject, resp, valkey, s3)", error("{\"type\":\"nixl_store\"}"));
+        assertEquals("needs a string \"type\" (one of fs_native, fault_inject, resp, valkey, s3)", error("{\"base_path\":\"/x\"}"));
         assertEquals("fs_native: \"base_path\" is required (a directory, created if missing)", error("{\"type\":\"fs_native\"}"));
         assertEquals("fs_native: unknown key \"base\"", error("{\"type\":\"fs_native\",\"base\":\"/x\"}"));
         assertTrue(error("{\"type\":\"fs_native\",\"base_path\":\"/x\",\"relative_tmp_dir\":\"../up\"}").contains("relative_tmp_dir"));
@@ -65,7 +65,7 @@ class L2AdapterSpecsTest {
         assertTrue(error("{\"type\":\"fault_inject\",\"gap_indices\":[-1]" + inner).contains("non-negative"));
         assertTrue(error("{\"type\":\"fault_inject\",\"gap_tail_ratios\":[2]" + inner).contains("[0, 1]"));
         assertEquals("fault_inject: 'inner' must be an adapter spec object with a 'type' field", error("{\"type\":\"fault_inject\"}"));
-        assertEquals("fault_inject inner: unknown type 'x' (known: fs_native, fault_inject, resp, valkey)",
+        assertEquals("fault_inject inner: unknown type 'x' (known: fs_native, fault_inject, resp, valkey, s3)",
                 error("{\"type\":\"fault_inject\",\"inner\":{\"type\":\"x\"}}"));
     }
 

@@ -304,7 +304,7 @@ class L2TierIT {
         assertTrue(server.process().waitFor(60, TimeUnit.SECONDS));
         server.close();
         assertEquals(2, server.process().exitValue());
-        assertEquals("lmcache-server: error: --l2-adapter #1: unknown type 'bogus' (known: fs_native, fault_inject, resp, valkey) (see --help)",
+        assertEquals("lmcache-server: error: --l2-adapter #1: unknown type 'bogus' (known: fs_native, fault_inject, resp, valkey, s3) (see --help)",
                 server.log().strip());
     }
 

@@ -14,7 +14,7 @@ import org.slf4j.Logger;
  * an hour costs a few log lines, not one per request. The first success after failures is logged
  * once, so the log shows when the adapter recovered. Thread-safe.
  */
-final class FailureLog {
+public final class FailureLog {
     private static final long LOG_INTERVAL_NS = TimeUnit.MINUTES.toNanos(1);
 
     private final Logger log;
@@ -26,13 +26,13 @@ final class FailureLog {
     private final AtomicLong lastRecoveryLoggedNs = new AtomicLong(System.nanoTime() - LOG_INTERVAL_NS);
     private volatile String lastError = "";
 
-    FailureLog(Logger log, String name) {
+    public FailureLog(Logger log, String name) {
         this.log = log;
         this.name = name;
     }
 
     /** {@code count} operations failed for {@code reason} ({@code what} says which, {@code cause} may be null). */
-    void failed(String reason, int count, String what, Throwable cause) {
+    public void failed(String reason, int count, String what, Throwable cause) {
         byReason.computeIfAbsent(reason, r -> new LongAdder()).add(count);
         sinceLastSuccess.addAndGet(count);
         String message = what + (cause == null ? "" : ": " + describe(cause));
@@ -49,7 +49,7 @@ final class FailureLog {
      * An operation succeeded: the first after failures is logged, at most once a minute (with one node of three down, successes
      * and failures alternate all the time).
      */
-    void succeeded() {
+    public void succeeded() {
         if (sinceLastSuccess.get() > 0) {
             long nowNs = System.nanoTime();
             long lastNs = lastRecoveryLoggedNs.get();
@@ -59,22 +59,22 @@ final class FailureLog {
         }
     }
 
-    long total() {
+    public long total() {
         return byReason.values().stream().mapToLong(LongAdder::sum).sum();
     }
 
-    Map<String, Long> byReason() {
+    public Map<String, Long> byReason() {
         Map<String, Long> out = new TreeMap<>();
         byReason.forEach((reason, count) -> out.put(reason, count.sum()));
         return out;
     }
 
-    String lastError() {
+    public String lastError() {
         return lastError;
     }
 
     /** The root cause's class and message: Lettuce wraps the interesting part. */
-    static String describe(Throwable error) {
+    public static String describe(Throwable error) {
         Throwable root = error;
         while (root.getCause() != null && root.getCause() != root) {
             root = root.getCause();

@@ -21,21 +21,31 @@ import org.slf4j.Logger;
  * again, first after {@link #BACKOFF_MIN_NS} and then backing off to {@link #BACKOFF_MAX_NS}; the first PONG closes it. A node
  * that is down is refused by the client at once anyway, so only timeouts open a breaker. Thread-safe: every node's state changes
  * under its monitor.
+ *
+ * <p>The s3 adapter keeps one breaker (its endpoint) with its own {@link Policy}: LMCache's three connection failures in a row,
+ * re-armed after {@code s3_breaker_initial_cooldown_s} doubling to {@code s3_breaker_max_cooldown_s}.
  */
-final class NodeBreakers {
+public final class NodeBreakers {
     static final int OPEN_AFTER_TIMEOUTS = 2;
     static final long BACKOFF_MIN_NS = TimeUnit.MILLISECONDS.toNanos(250);
     static final long BACKOFF_MAX_NS = TimeUnit.SECONDS.toNanos(10);
     static final long PROBE_TIMEOUT_NS = TimeUnit.MILLISECONDS.toNanos(500);
 
+    /** When a breaker opens and how it backs off: the first probe after {@code backoffMinNs}, doubling up to {@code backoffMaxNs}. */
+    public record Policy(int openAfterFailures, long backoffMinNs, long backoffMaxNs, long probeTimeoutNs) {}
+
+    /** Redis and Valkey: {@link #OPEN_AFTER_TIMEOUTS} timeouts, 250 ms to 10 s, a PING of at most 500 ms. */
+    static final Policy REDIS = new Policy(OPEN_AFTER_TIMEOUTS, BACKOFF_MIN_NS, BACKOFF_MAX_NS, PROBE_TIMEOUT_NS);
+
     /** CLOSED: in use. OPEN: refused, a probe is scheduled. PROBING: refused, the one probe is in flight (half-open). */
-    enum State { CLOSED, OPEN, PROBING }
+    public enum State { CLOSED, OPEN, PROBING }
 
     private final Logger log;
     private final String name;
     private final ScheduledExecutorService scheduler;
-    /** Sends the probe for a node: completes with the reply (PONG) or fails. */
-    private final Function<String, CompletableFuture<String>> ping;
+    /** Sends the probe for a node: completes with whether it answered, or fails. */
+    private final Function<String, CompletableFuture<Boolean>> probe;
+    private final Policy policy;
     private final long probeTimeoutNs;
     private final Map<String, Breaker> byNode = new ConcurrentHashMap<>();
     private final LongAdder opened = new LongAdder();
@@ -45,11 +55,21 @@ final class NodeBreakers {
 
     NodeBreakers(Logger log, String name, ScheduledExecutorService scheduler, Function<String, CompletableFuture<String>> ping,
             long requestTimeoutNs) {
+        this(log, name, scheduler, node -> ping.apply(node).thenApply("PONG"::equalsIgnoreCase), REDIS, requestTimeoutNs);
+    }
+
+    /**
+     * @param probe asks a node whether it answers (true), when open
+     * @param requestTimeoutNs a probe waits at most this (and at most the policy's probe timeout)
+     */
+    public NodeBreakers(Logger log, String name, ScheduledExecutorService scheduler, Function<String, CompletableFuture<Boolean>> probe,
+            Policy policy, long requestTimeoutNs) {
         this.log = log;
         this.name = name;
         this.scheduler = scheduler;
-        this.ping = ping;
-        this.probeTimeoutNs = Math.min(PROBE_TIMEOUT_NS, requestTimeoutNs);
+        this.probe = probe;
+        this.policy = policy;
+        this.probeTimeoutNs = Math.min(policy.probeTimeoutNs(), requestTimeoutNs);
     }
 
     /** One node's breaker. */
@@ -58,7 +78,7 @@ final class NodeBreakers {
         private State state = State.CLOSED;
         private int timeoutsInARow;
         private long openedAtNs;
-        private long backoffNs = BACKOFF_MIN_NS;
+        private long backoffNs = policy.backoffMinNs();
         private long refused;
         private long timesOpened;
 
@@ -78,7 +98,7 @@ final class NodeBreakers {
     }
 
     /** Whether a command to {@code node} may be sent now; false (counted) while its breaker is open: answer the key as a miss. */
-    boolean allows(String node) {
+    public boolean allows(String node) {
         Breaker breaker = byNode.get(node);
         if (breaker == null) {
             return true;
@@ -94,7 +114,7 @@ final class NodeBreakers {
     }
 
     /** A command to {@code node} answered (a reply of any kind, an error reply too): the node is alive. */
-    void answered(String node) {
+    public void answered(String node) {
         Breaker breaker = byNode.get(node);
         if (breaker != null) {
             synchronized (breaker) {
@@ -103,22 +123,22 @@ final class NodeBreakers {
         }
     }
 
-    /** A command to {@code node} timed out; the {@link #OPEN_AFTER_TIMEOUTS}th in a row opens its breaker. */
-    void timedOut(String node) {
+    /** A command to {@code node} timed out (or, for s3, failed to connect); the policy's nth in a row opens its breaker. */
+    public void timedOut(String node) {
         Breaker breaker = byNode.computeIfAbsent(node, Breaker::new);
         synchronized (breaker) {
-            if (breaker.state != State.CLOSED || ++breaker.timeoutsInARow < OPEN_AFTER_TIMEOUTS) {
+            if (breaker.state != State.CLOSED || ++breaker.timeoutsInARow < policy.openAfterFailures()) {
                 return;
             }
             breaker.state = State.OPEN;
             breaker.openedAtNs = System.nanoTime();
-            breaker.backoffNs = BACKOFF_MIN_NS;
+            breaker.backoffNs = policy.backoffMinNs();
             breaker.timesOpened++;
         }
         opened.increment();
-        log.warn("{}: node {} did not answer {} commands in a row: its keys are misses at once until a probe (PING) answers", name,
-                node, OPEN_AFTER_TIMEOUTS);
-        scheduleProbe(breaker, BACKOFF_MIN_NS);
+        log.warn("{}: node {} did not answer {} requests in a row: its keys are misses at once until a probe answers", name,
+                node, policy.openAfterFailures());
+        scheduleProbe(breaker, policy.backoffMinNs());
     }
 
     private void scheduleProbe(Breaker breaker, long delayNs) {
@@ -138,14 +158,14 @@ final class NodeBreakers {
             breaker.state = State.PROBING;
         }
         probes.increment();
-        CompletableFuture<String> reply;
+        CompletableFuture<Boolean> reply;
         try {
-            reply = ping.apply(breaker.node);
+            reply = probe.apply(breaker.node);
         } catch (RuntimeException e) {
             reply = CompletableFuture.failedFuture(e);
         }
-        reply.orTimeout(probeTimeoutNs, TimeUnit.NANOSECONDS).whenComplete((pong, error) -> probed(breaker, error == null
-                && "PONG".equalsIgnoreCase(pong)));
+        reply.orTimeout(probeTimeoutNs, TimeUnit.NANOSECONDS).whenComplete((alive, error) -> probed(breaker, error == null
+                && Boolean.TRUE.equals(alive)));
     }
 
     private void probed(Breaker breaker, boolean alive) {
@@ -162,7 +182,7 @@ final class NodeBreakers {
                 nextNs = 0;
             } else {
                 breaker.state = State.OPEN;
-                breaker.backoffNs = Math.min(BACKOFF_MAX_NS, breaker.backoffNs * 2);
+                breaker.backoffNs = Math.min(policy.backoffMaxNs(), breaker.backoffNs * 2);
                 nextNs = breaker.backoffNs;
             }
         }
@@ -175,7 +195,7 @@ final class NodeBreakers {
     }
 
     /** The node's state ({@link State#CLOSED} for a node never seen to time out). */
-    State state(String node) {
+    public State state(String node) {
         Breaker breaker = byNode.get(node);
         if (breaker == null) {
             return State.CLOSED;
@@ -186,12 +206,12 @@ final class NodeBreakers {
     }
 
     /** Nodes whose breaker is not closed now. */
-    List<String> openNodes() {
+    public List<String> openNodes() {
         return byNode.keySet().stream().filter(node -> state(node) != State.CLOSED).sorted().toList();
     }
 
     /** The counters /status and the metrics show: times opened, keys refused while open, probes sent and failed. */
-    Map<String, Long> counters() {
+    public Map<String, Long> counters() {
         Map<String, Long> out = new LinkedHashMap<>();
         out.put("breaker_opened", opened.sum());
         out.put("breaker_refused_keys", refusedKeys.sum());
@@ -201,7 +221,7 @@ final class NodeBreakers {
     }
 
     /** Per node that ever timed out: its breaker's state and counters. */
-    Map<String, Object> status() {
+    public Map<String, Object> status() {
         Map<String, Object> out = new TreeMap<>();
         byNode.forEach((node, breaker) -> out.put(node, breaker.status()));
         return out;

@@ -10,20 +10,20 @@ import java.util.concurrent.Executor;
  * memory a write-through backlog can take. A waiting send starts on {@code sender} when one in
  * flight ends (never inline in the ending callback, so failures that end at once cannot recurse).
  */
-final class ValueWindow {
+public final class ValueWindow {
     private final int limit;
     private final Executor sender;
     private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
     private int inFlight;
     private boolean closed;
 
-    ValueWindow(int limit, Executor sender) {
+    public ValueWindow(int limit, Executor sender) {
         this.limit = limit;
         this.sender = sender;
     }
 
     /** Runs {@code send} now when a place is free, else later; {@code send} must lead to exactly one {@link #release}. */
-    void submit(Runnable send) {
+    public void submit(Runnable send) {
         synchronized (this) {
             if (closed) {
                 // after close every send fails at once (the link is closed): no window to wait for
@@ -38,7 +38,7 @@ final class ValueWindow {
     }
 
     /** One value in flight ended: its place goes to the oldest waiting send. */
-    void release() {
+    public void release() {
         Runnable next;
         synchronized (this) {
             next = closed ? null : waiting.poll();
@@ -51,7 +51,7 @@ final class ValueWindow {
     }
 
     /** No more waiting: returns the sends that never started, for the caller to run (each fails at once on the closed link). */
-    synchronized List<Runnable> close() {
+    public synchronized List<Runnable> close() {
         closed = true;
         List<Runnable> never = List.copyOf(waiting);
         inFlight += never.size();
@@ -59,11 +59,11 @@ final class ValueWindow {
         return never;
     }
 
-    synchronized int inFlight() {
+    public synchronized int inFlight() {
         return inFlight;
     }
 
-    synchronized int waiting() {
+    public synchronized int waiting() {
         return waiting.size();
     }
 }
