@@ -77,7 +77,8 @@ final class ServerOptions {
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
                     "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
-            "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port", "--metrics-clear-salt-labels", "--metrics-sample-rate",
+            "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port",
+                    "--metrics-clear-salt-labels", "--metrics-sample-rate",
                     "--service-instance-id"),
             "Start-up warm-up", List.of("--warmup-iterations", "--warmup-budget-ms", "--warmup-background-ms", "--gpu-warmup-budget-ms"),
             "Help", List.of("--help", "--version"));
@@ -328,7 +329,8 @@ final class ServerOptions {
     String httpPort;
 
     @Option(names = "--http-admin-token", paramLabel = "<token>",
-            description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only; /quota always needs the token.")
+            description = "Bearer token for the mutating endpoints (or env LMCACHE_HTTP_ADMIN_TOKEN). Without one they accept loopback clients only;"
+                    + " /quota always needs the token.")
     String httpAdminToken;
 
     @Option(names = "--metrics-clear-salt-labels",
