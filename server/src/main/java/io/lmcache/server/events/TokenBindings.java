@@ -11,7 +11,10 @@ import java.util.concurrent.ConcurrentHashMap;
 final class TokenBindings {
     static final int CAPACITY = 65_536;
 
-    /** Chunk {@code chunk} of the STORE's tokens and hash chain (its own arrays, shared, never written). */
+    /**
+     * Chunk {@code chunk} of the STORE's tokens and hash chain (its own arrays, shared, never written); {@code tokens} null for a
+     * salted or tagged request's chunk, announced by hash only.
+     */
     record Binding(int[] tokens, byte[] chain, int chunk) {}
 
     /** A chunk of a model by its hash's first 16 bytes: what the L2 keys carry today (they are all 32 bytes apart from that). */

@@ -6,6 +6,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ConnectionMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.channels.ServerSocketChannel;
@@ -45,6 +46,15 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /** A flood of stalling peers costs at most one collection a second. */
     private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
     private static final int COLLECT_TRIES = 3;
+    /** The longest heartbeat interval: an idle client answers at least this often, so "completed nothing" is soon telling. */
+    private static final long MAX_HEARTBEAT_MS = 1000;
+    /**
+     * While a frame is stalled mid-way ({@link FrameBudget#stalledFrames}), connections that completed nothing (no message,
+     * no heartbeat answer) for this long are closed: well over the heartbeat interval, far under the stall timeout.
+     */
+    static final long MID_FRAME_QUIET_NS = TimeUnit.SECONDS.toNanos(3);
+    /** The health check reports the cap reached for this long after a connection was refused at it. */
+    private static final long AT_CAP_WINDOW_NS = TimeUnit.SECONDS.toNanos(5);
 
     private final int maxConnections;
     private final long stallTimeoutNs;
@@ -60,8 +70,12 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /** When to collect what closed stalled connections left (I/O thread sets, monitor thread reads), and how many tries are left. */
     private volatile long collectAtNs;
     private volatile int collectTries;
+    /** When a connection was last refused at the cap (the I/O thread writes, the health check reads). */
+    private volatile long lastRefusedNs = System.nanoTime() - 2 * AT_CAP_WINDOW_NS;
     private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
     private volatile FrameBudget frames;
+    /** Hears of each identified peer whose connection closed (the I/O thread); set before start. */
+    private volatile java.util.function.Consumer<PeerId> peerClosed = peer -> { };
     /** I/O thread only: the connection of the last message seen (ZeroMQ shares one metadata object per connection). */
     private Metadata lastMetadata;
     private Open lastOpen;
@@ -76,9 +90,35 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         thread = NamedThreads.thread("lmcache-connection-monitor", true, this::run);
     }
 
-    /** The ROUTER's heartbeat: three to a stall timeout, so an idle client answers well within it. */
+    /**
+     * The ROUTER's heartbeat: three to a stall timeout and at least once a second, so an idle client answers well within
+     * the stall timeout and within {@link #MID_FRAME_QUIET_NS}.
+     */
     int heartbeatIntervalMs() {
-        return (int) Math.max(100, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) / 3);
+        return (int) Math.max(100, Math.min(MAX_HEARTBEAT_MS, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) / 3));
+    }
+
+    /** Null, or why no more connections can come in now: the cap is reached, or was within the last seconds (the health check). */
+    String atCap() {
+        int openNow = open.size();
+        if (openNow >= maxConnections || System.nanoTime() - lastRefusedNs < AT_CAP_WINDOW_NS) {
+            return "the ZeroMQ connection cap is reached (" + openNow + " of " + maxConnections + " open, --max-connections): "
+                    + "new workers are refused";
+        }
+        return null;
+    }
+
+    /** {@code listener} hears, on the I/O thread, of each peer whose connection closed (its identity as the loop last saw it). */
+    void onPeerClosed(java.util.function.Consumer<PeerId> listener) {
+        this.peerClosed = listener;
+    }
+
+    /** Runs on: the request loop's thread, when a connection's first message (or the first after another's) names its peer. */
+    void identified(String address, PeerId peer) {
+        Open connection = open.get(address);
+        if (connection != null) {
+            connection.identity = peer;
+        }
     }
 
     /** The frame budget whose abandoned frames to collect after closing stalled connections. */
@@ -127,6 +167,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         }
         if (open.size() >= maxConnections) {
             shut(channel);
+            lastRefusedNs = System.nanoTime();
             counts.overCap().increment();
             refusedLog.warn("ZeroMQ connection from {} refused: {} connections are open, the cap (--max-connections); "
                     + "counted in lmcache_mp_zeromq_connections_refused_total", address, open.size());
@@ -146,6 +187,10 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
                     collectLater();
                 }
                 connections.closed(address);
+                PeerId peer = gone.identity;
+                if (peer != null) {
+                    peerClosed.accept(peer);
+                }
                 LOG.debug("client connection from {} closed", address);
             }
         }
@@ -211,12 +256,15 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             lastCollectNs = nowNs;
             budget.collectAbandoned();
         }
+        // a frame stalled mid-way: its connection is one of those that completed nothing lately (an idle one answers heartbeats)
+        boolean midFrameStall = budget != null && budget.stalledFrames(nowNs) > 0;
+        long quietLimitNs = midFrameStall ? Math.min(stallTimeoutNs, MID_FRAME_QUIET_NS) : stallTimeoutNs;
         for (Map.Entry<String, Open> entry : open.entrySet()) {
             Open connection = entry.getValue();
             if (connection.active) {
                 connection.active = false;
                 connection.quietSinceNs = nowNs;
-            } else if (nowNs - connection.quietSinceNs - stallTimeoutNs > 0 && !connection.shut) {
+            } else if (nowNs - connection.quietSinceNs - quietLimitNs > 0 && !connection.shut) {
                 connection.shut = true;
                 shut(connection.channel);
                 counts.stalled().increment();
@@ -270,6 +318,8 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         volatile boolean active;
         long quietSinceNs;
         boolean shut;
+        /** The peer identity of the connection's messages (the request loop's thread sets it). */
+        volatile PeerId identity;
 
         Open(SocketChannel channel, long acceptedNs) {
             this.channel = channel;

@@ -127,6 +127,8 @@ public final class RequestLoop implements AutoCloseable {
         // runs on: a JeroMQ I/O thread (it carries on)
         context.setNotificationExceptionHandler(deaths::ioThreadError);
         monitor = new ConnectionMonitor(limits, connections, metrics);
+        // runs on: a JeroMQ I/O thread (a connection closed): the peer's streams end
+        monitor.onPeerClosed(peer -> streams.connectionClosed(peer));
         // runs on: a JeroMQ I/O thread (the frame allocator, for each message's last frame)
         frames = FrameBudget.forHeap(maxMessageBytes, metrics, monitor::messageEnded);
         monitor.frames(frames);
@@ -192,10 +194,27 @@ public final class RequestLoop implements AutoCloseable {
         deaths.onDeath(listener);
     }
 
-    /** Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. */
+    /**
+     * Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. Besides a dead
+     * I/O thread or an unanswered PING, the server is degraded while peers hold its whole frame budget or connection cap
+     * (issue 45, N8): a PING still passes then, but long requests or new workers fail.
+     */
     public String transportFailure() {
         String death = deaths.ioThreadDeath();
-        return death != null ? death : probe.failure();
+        if (death != null) {
+            return death;
+        }
+        String probeFailure = probe.failure();
+        if (probeFailure != null) {
+            return probeFailure;
+        }
+        String frameBudget = frames.exhausted();
+        return frameBudget != null ? "degraded: " + frameBudget : degradedByCap();
+    }
+
+    private String degradedByCap() {
+        String cap = monitor.atCap();
+        return cap == null ? null : "degraded: " + cap;
     }
 
     /** Test hook: the next frame allocation on JeroMQ's I/O thread fails as exhausted memory did (the thread dies). */
@@ -330,6 +349,9 @@ public final class RequestLoop implements AutoCloseable {
             int errno = router.base().errno();
             if (errno == zmq.ZError.EAGAIN) {
                 drops.notReading(reply.identity(), PEER_SEND_HWM);
+                if (reply.payload() != null) {
+                    streams.dropped(new PeerId(reply.identity()), reply.uid()); // a stream's batch is sent again later
+                }
             } else if (errno == zmq.ZError.EHOSTUNREACH) {
                 drops.gone();
                 streams.undeliverable(new PeerId(reply.identity()));
@@ -413,7 +435,9 @@ public final class RequestLoop implements AutoCloseable {
             }
         } else {
             if (pendingAddress != null) {
-                connections.seen(new PeerId(first), pendingAddress);
+                PeerId peer = new PeerId(first);
+                connections.seen(peer, pendingAddress);
+                monitor.identified(pendingAddress, peer);
             }
             if (firstRequest != null) {
                 Runnable hook = firstRequest;
