@@ -121,6 +121,19 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         }
     }
 
+    /** Runs on: the request loop's thread. Closes the connections of {@code peer}; returns how many. */
+    int disconnect(PeerId peer) {
+        int closed = 0;
+        for (Open connection : open.values()) {
+            if (peer.equals(connection.identity) && !connection.shut) {
+                connection.shut = true;
+                shut(connection.channel);
+                closed++;
+            }
+        }
+        return closed;
+    }
+
     /** The frame budget whose abandoned frames to collect after closing stalled connections. */
     void frames(FrameBudget budget) {
         this.frames = budget;

@@ -95,6 +95,7 @@ final class FrameBudget implements MsgAllocator {
     private final long budgetBytes;
     private final long reserveBytes;
     private final long shareReserveBytes;
+    private final int maxFrameBytes;
     /** When a frame last did not fit (any thread reads it: the health check). */
     private volatile long lastOverBudgetNs = System.nanoTime() - 2 * EXHAUSTED_WINDOW_NS;
     private final AtomicLong reservedBytes = new AtomicLong();
@@ -115,6 +116,7 @@ final class FrameBudget implements MsgAllocator {
         this.budgetBytes = budgetBytes;
         this.reserveBytes = reserveBytes(budgetBytes);
         this.shareReserveBytes = shareReserveBytes(budgetBytes);
+        this.maxFrameBytes = (int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8);
         this.messageEnded = messageEnded;
         // the cap (setMaxMsgSize) is below 2 GiB, so a sink of the cap fits any frame JeroMQ accepts
         sink = ByteBuffer.allocate((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
@@ -263,11 +265,18 @@ final class FrameBudget implements MsgAllocator {
         return reservedBytes.get();
     }
 
-    /** Null, or why the budget counts as exhausted now: a frame did not fit within the last few seconds (the health check). */
+    /**
+     * Null, or why the budget counts as exhausted now (the health check): a frame of the longest size the server accepts
+     * would not fit, or a frame did not fit within the last few seconds.
+     */
     String exhausted() {
-        long sinceNs = System.nanoTime() - lastOverBudgetNs;
-        return sinceNs < EXHAUSTED_WINDOW_NS ? "the ZeroMQ frame budget is exhausted (" + (reservedBytes.get() >> 20) + " of "
-                + (budgetBytes >> 20) + " MiB held by frames still arriving or queued): requests with long frames fail" : null;
+        long held = reservedBytes.get();
+        boolean full = held + maxFrameBytes > limitBytes(maxFrameBytes);
+        if (!full && System.nanoTime() - lastOverBudgetNs >= EXHAUSTED_WINDOW_NS) {
+            return null;
+        }
+        return "the ZeroMQ frame budget is exhausted (" + (held >> 20) + " of " + (budgetBytes >> 20)
+                + " MiB held by frames still arriving or queued): requests with long frames fail";
     }
 
     /**

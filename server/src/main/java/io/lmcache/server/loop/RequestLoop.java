@@ -99,6 +99,8 @@ public final class RequestLoop implements AutoCloseable {
     private final ReplyDrops drops;
     private final FrameBudget frames;
     private final TransportDeaths deaths;
+    /** Reply bytes handed to the ROUTER that each peer has not taken yet. */
+    private final PeerReplyBytes unsentBytes = new PeerReplyBytes();
     /** Streaming replies' control frames and undeliverable peers go here (kv-events.md §8); set before start. */
     private volatile StreamControl streams = StreamControl.NONE;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
@@ -128,7 +130,10 @@ public final class RequestLoop implements AutoCloseable {
         context.setNotificationExceptionHandler(deaths::ioThreadError);
         monitor = new ConnectionMonitor(limits, connections, metrics);
         // runs on: a JeroMQ I/O thread (a connection closed): the peer's streams end
-        monitor.onPeerClosed(peer -> streams.connectionClosed(peer));
+        monitor.onPeerClosed(peer -> {
+            unsentBytes.closed(peer);
+            streams.connectionClosed(peer);
+        });
         // runs on: a JeroMQ I/O thread (the frame allocator, for each message's last frame)
         frames = FrameBudget.forHeap(maxMessageBytes, metrics, monitor::messageEnded);
         monitor.frames(frames);
@@ -345,7 +350,15 @@ public final class RequestLoop implements AutoCloseable {
      * any part of the reply is queued, and the reply is dropped (the peer gets all of it or nothing).
      */
     private void send(Outbound reply) {
+        PeerId peer = new PeerId(reply.identity());
+        long bytes = reply.bytes();
+        java.util.concurrent.atomic.AtomicLong unsent = unsentBytes.charge(peer, bytes);
+        if (unsent == null) {
+            refused(reply, peer, bytes);
+            return;
+        }
         if (!router.base().send(new zmq.Msg(reply.identity()), ZMQ.SNDMORE | ZMQ.DONTWAIT)) {
+            unsentBytes.release(unsent, bytes);
             int errno = router.base().errno();
             if (errno == zmq.ZError.EAGAIN) {
                 drops.notReading(reply.identity(), PEER_SEND_HWM);
@@ -361,11 +374,25 @@ public final class RequestLoop implements AutoCloseable {
             return;
         }
         router.send(reply.uid(), ZMQ.SNDMORE);
+        // the last frame gives the reply's bytes back when JeroMQ's encoder takes it from the peer's pipe
         if (reply.payload() == null) {
-            router.send(reply.op(), 0);
+            router.base().send(new PeerReplyBytes.Tracked(reply.op(), unsentBytes, peer, unsent, bytes), 0);
         } else {
             router.send(reply.op(), ZMQ.SNDMORE);
-            router.send(reply.payload(), 0);
+            router.base().send(new PeerReplyBytes.Tracked(reply.payload(), unsentBytes, peer, unsent, bytes), 0);
+        }
+    }
+
+    /** A reply over the peer's share of unread bytes, or over all peers' bound: dropped; a peer over its share is disconnected. */
+    private void refused(Outbound reply, PeerId peer, long bytes) {
+        long peerBytes = unsentBytes.unsent(peer);
+        if (peerBytes + bytes > PeerReplyBytes.PEER_SHARE_BYTES) {
+            drops.overShare(reply.identity(), peerBytes, monitor.disconnect(peer));
+        } else {
+            drops.totalFull();
+        }
+        if (reply.payload() != null) {
+            streams.dropped(peer, reply.uid()); // a stream's batch: sent again later (or the stream ends with the connection)
         }
     }
 

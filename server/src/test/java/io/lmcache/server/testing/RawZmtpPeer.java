@@ -122,6 +122,28 @@ public final class RawZmtpPeer implements AutoCloseable {
     }
 
     /**
+     * Sends one more byte of each peer's frame every 500 ms until closed: frames that still make progress, which the server
+     * does not take for stalled mid-frame (it closes those within seconds); a peer the server closed is skipped.
+     */
+    public static AutoCloseable trickle(java.util.List<RawZmtpPeer> peers) {
+        java.util.concurrent.ScheduledExecutorService timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread thread = new Thread(r, "raw-zmtp-trickle");
+            thread.setDaemon(true);
+            return thread;
+        });
+        timer.scheduleAtFixedRate(() -> {
+            for (RawZmtpPeer peer : peers) {
+                try {
+                    peer.write(new byte[1]);
+                } catch (IOException e) {
+                    // closed by the server: nothing more to send
+                }
+            }
+        }, 0, 500, java.util.concurrent.TimeUnit.MILLISECONDS);
+        return timer::shutdownNow;
+    }
+
+    /**
      * Reads (and discards) what the server sent until it closes the connection: true if it did within
      * {@code timeout}, false if the connection was still open then.
      */
