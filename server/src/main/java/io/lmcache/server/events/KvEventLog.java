@@ -154,7 +154,11 @@ public final class KvEventLog {
      * whose tokens are not kept at all and never reach a reader ({@code tokenIds} may then be null).
      */
     public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds, boolean hashesOnly) {
-        int tokenOffset = chunk * chunkSize;
+        stored(medium, model, chain, chunk, tokenIds, chunk * chunkSize, hashesOnly);
+    }
+
+    /** As above, with the chunk's tokens at {@code tokenIds[tokenOffset ..]} (a binding keeps only its chunk's). */
+    public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds, int tokenOffset, boolean hashesOnly) {
         if (!enabled() || chunk < 0 || chain.length < OUR_HASH_BYTES * (chunk + 1)
                 || !hashesOnly && (tokenIds == null || tokenIds.length - tokenOffset < chunkSize)) {
             return; // nothing may throw between a claim and its publish: the ring would wait for that slot forever

@@ -109,7 +109,7 @@ public final class KvEventRecorder implements RemovalListener {
             log.stored(Medium.CPU, key.modelName(), chain, chunk, tokens, hashesOnly);
             if (bindings != null) {
                 ChunkHash hash = ChunkHash.unpack(chain, chunk);
-                bindings.bind(key.modelName(), hash.w0(), hash.w1(), new TokenBindings.Binding(tokens, chain, chunk));
+                bindings.bind(key.modelName(), hash.w0(), hash.w1(), TokenBindings.Binding.of(tokens, chain, chunk, chunkSize));
             }
             any = true;
         }
@@ -176,7 +176,7 @@ public final class KvEventRecorder implements RemovalListener {
                     unboundStores.increment(); // never announced without its tokens (an L2 copy of a chunk stored long ago)
                     continue;
                 }
-                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens(), binding.tokens() == null);
+                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens(), 0, binding.tokens() == null);
             }
             log.appended();
         }

@@ -20,6 +20,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
@@ -34,9 +35,14 @@ import org.slf4j.LoggerFactory;
  * a subscriber that does not read holds at most one batch on the reply queue. A slow subscriber only falls behind in the log's
  * ring (and is told {@code lost}); no writer ever waits for it.
  *
- * <p>One subscription per instance id: a new one ends the old. A stream ends, with the final reply {@code [uid, op]}, on
- * {@code cancel}, when its peer is gone (a reply could not be routed), when its instance is reaped or has been silent (no PING)
- * for the reap timeout, when the channel is off (after the first batch said so), and at shutdown.
+ * <p>One subscription per instance id: a new one from the same peer ends the old; another peer's is refused, so no peer
+ * can end a stream it did not open by naming its instance (issue 45, N13). A peer holds at most {@link #MAX_PER_PEER}
+ * streams, the server {@link #MAX_STREAMS}, and a stream keeps a model name of at most {@link #MAX_MODEL_CHARS}. A stream
+ * ends, with the final reply {@code [uid, op]}, on {@code cancel}, when its peer's connection closes or a reply could not be
+ * routed, when its instance is reaped or has been silent (no PING) for the reap timeout, when the channel is off (after the
+ * first batch said so), and at shutdown. A batch that did not go out (the reply queue's byte budget, or the peer's share of
+ * unread bytes) is not counted as sent: its stream gets its credit back and the same records go again after
+ * {@link #RETRY_NS} (N9).
  */
 public final class KvEventStreams implements Agent, StreamControl {
     private static final Logger LOG = LoggerFactory.getLogger(KvEventStreams.class);
@@ -165,7 +171,7 @@ public final class KvEventStreams implements Agent, StreamControl {
     private final LongAdder batches = new LongAdder();
     private final LongAdder batchesDropped = new LongAdder();
     /** Peers whose connection closed (the monitor's I/O thread): the agent ends their streams at its next pass. */
-    private final java.util.concurrent.ConcurrentLinkedQueue<PeerId> closedPeers = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<PeerId> closedPeers = new ConcurrentLinkedQueue<>();
     private final LongAdder encodings = new LongAdder();
     private final Map<Ended, LongAdder> ended = new EnumMap<>(Ended.class);
     /** The agent thread's: see {@link #idleParkNs}. */
@@ -278,6 +284,9 @@ public final class KvEventStreams implements Agent, StreamControl {
     /** A JeroMQ I/O thread (the connection monitor): the peer's connection closed; its streams end at the agent's next pass. */
     @Override
     public void connectionClosed(PeerId peer) {
+        if (byInstance.isEmpty()) {
+            return; // no stream to end (most closes): nothing queued for the agent
+        }
         closedPeers.offer(peer);
         wake.run();
     }

@@ -15,6 +15,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.ZMQ;
@@ -75,7 +76,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
     private volatile FrameBudget frames;
     /** Hears of each identified peer whose connection closed (the I/O thread); set before start. */
-    private volatile java.util.function.Consumer<PeerId> peerClosed = peer -> { };
+    private volatile Consumer<PeerId> peerClosed = peer -> { };
     /** I/O thread only: the connection of the last message seen (ZeroMQ shares one metadata object per connection). */
     private Metadata lastMetadata;
     private Open lastOpen;
@@ -109,7 +110,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     }
 
     /** {@code listener} hears, on the I/O thread, of each peer whose connection closed (its identity as the loop last saw it). */
-    void onPeerClosed(java.util.function.Consumer<PeerId> listener) {
+    void onPeerClosed(Consumer<PeerId> listener) {
         this.peerClosed = listener;
     }
 

@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -352,7 +353,7 @@ public final class RequestLoop implements AutoCloseable {
     private void send(Outbound reply) {
         PeerId peer = new PeerId(reply.identity());
         long bytes = reply.bytes();
-        java.util.concurrent.atomic.AtomicLong unsent = unsentBytes.charge(peer, bytes);
+        AtomicLong unsent = unsentBytes.charge(peer, bytes);
         if (unsent == null) {
             refused(reply, peer, bytes);
             return;
@@ -459,6 +460,7 @@ public final class RequestLoop implements AutoCloseable {
         if (probe.isProbe(first)) {
             if (pendingAddress != null) {
                 connections.internal(pendingAddress);
+                monitor.identified(pendingAddress, new PeerId(first)); // its reply bytes are forgotten when it closes
             }
         } else {
             if (pendingAddress != null) {

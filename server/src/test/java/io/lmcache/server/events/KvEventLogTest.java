@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.ReplyEncoder;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /** A read's bounds (issue 45, N2): at most a page of records and about {@link KvEventLog#MAX_REPLY_BYTES}; hashes-only records. */
@@ -17,7 +18,7 @@ class KvEventLogTest {
             chain[0] = (byte) i;
             chain[1] = (byte) (i >> 8);
             int[] tokens = new int[chunk];
-            java.util.Arrays.fill(tokens, 1_000_000 + i);
+            Arrays.fill(tokens, 1_000_000 + i);
             log.stored(KvEventLog.Medium.CPU, "m", chain, 0, tokens, hashesOnly);
         }
     }

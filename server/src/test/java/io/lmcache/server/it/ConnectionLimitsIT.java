@@ -18,11 +18,13 @@ import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.hamcrest.Matchers;
 import org.junit.jupiter.api.Test;
@@ -63,7 +65,7 @@ class ConnectionLimitsIT {
 
     /** /healthcheck says 503 with a reason naming what is exhausted (issue 45, N8). */
     private static void assertDegraded(ServerProcess server, String what) {
-        java.net.http.HttpResponse<String> health = Http.get(server.httpBase() + "/healthcheck");
+        HttpResponse<String> health = Http.get(server.httpBase() + "/healthcheck");
         assertEquals(503, health.statusCode());
         assertTrue(health.body().contains("degraded") && health.body().contains(what), health.body());
     }
@@ -83,7 +85,7 @@ class ConnectionLimitsIT {
     @Test
     void stalledMaximalFramesLeaveRoomForARealWorkerAndAreClosedAfterTheStallTimeout() throws Exception {
         try (ServerProcess server = ServerProcess.start("--connection-stall-timeout-seconds", "20")) {
-            List<RawZmtpPeer> attackers = new java.util.concurrent.CopyOnWriteArrayList<>();
+            List<RawZmtpPeer> attackers = new CopyOnWriteArrayList<>();
             try {
                 // a byte now and then: frames still arriving are not stalled, so they hold the budget while the worker works
                 AutoCloseable trickle = RawZmtpPeer.trickle(attackers);

@@ -15,6 +15,7 @@ import io.lmcache.server.protocol.TokenHashChain;
 import io.lmcache.server.testing.EngineDrivenWorker;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.RawZmtpPeer;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
@@ -204,6 +205,42 @@ class KvEventsIT {
             subscribe(router, uid, 50, 0);
             Batch first = decode(router.receive(Duration.ofSeconds(10)).payload());
             assertEquals(0, first.events().get(1).tokens().length, "nor to a subscriber");
+        }
+    }
+
+    /**
+     * Issue 45, N2: a peer that polls whole pages and never reads its replies. Each reply is a page (at most 1 024 records,
+     * even for max_events 2^31-1); past its share of unread reply bytes the peer's replies are dropped, counted, and its
+     * connection closed, while a reader's polls go on.
+     */
+    @Test
+    void aPeerThatNeverReadsItsPagesIsDroppedCountedAndDisconnected() throws Exception {
+        try (ServerProcess server = server();
+             JavaWorker worker = new JavaWorker(server.endpoint(), 51, MODEL, GEOMETRY);
+             TestClient router = new TestClient(server.endpoint())) {
+            worker.register();
+            worker.fill(JavaWorker.range(0, 8 * BLOCKS_PER_CHUNK), 11);
+            for (int i = 0; i < 160; i++) {
+                assertTrue(worker.store(JavaWorker.tokens(1000 + i, 8 * CHUNK), 0, 8 * CHUNK, JavaWorker.range(0, 8 * BLOCKS_PER_CHUNK), "p" + i));
+            }
+            Batch page = pollById(router, MODEL, 0, Integer.MAX_VALUE);
+            assertEquals(1024, page.events().size(), "max_events 2^31-1 reads one page");
+            RawZmtpPeer idle = RawZmtpPeer.connect(server.port(), 4096);
+            try {
+                byte[] poll = RawZmtpPeer.message(TestClient.pack(p -> p.packInt(1)), TestClient.pack(p -> p.packInt(34)),
+                        TestClient.pack(p -> p.packString(MODEL)), TestClient.pack(p -> p.packLong(0)),
+                        TestClient.pack(p -> p.packInt(Integer.MAX_VALUE)));
+                for (int i = 0; i < 60; i++) {
+                    idle.write(poll);
+                }
+                await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+                        .until(() -> Http.metric(server, "lmcache_mp_peers_disconnected_total") >= 1);
+                assertTrue(Http.metric(server, "lmcache_mp_replies_dropped_total", "reason", "peer_over_share") >= 1);
+                assertTrue(idle.closedByServer(Duration.ofSeconds(10)), "the peer that does not read is disconnected");
+            } finally {
+                idle.close();
+            }
+            assertEquals(1024, pollById(router, MODEL, 0, 1024).events().size(), "a reader is still served");
         }
     }
 

@@ -20,6 +20,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -102,7 +103,7 @@ class TransportFloodIT {
              TestClient client = new TestClient(server.endpoint())) {
             pingAnswered(client);
             double directBefore = directBytes(server);
-            List<RawZmtpPeer> attackers = new java.util.concurrent.CopyOnWriteArrayList<>();
+            List<RawZmtpPeer> attackers = new CopyOnWriteArrayList<>();
             try {
                 for (int i = 0; i < 5; i++) {
                     RawZmtpPeer attacker = RawZmtpPeer.connect(server.port(), 0);
@@ -164,7 +165,7 @@ class TransportFloodIT {
              TestClient client = new TestClient(server.endpoint())) {
             pingAnswered(client);
             double directBefore = directBytes(server);
-            List<RawZmtpPeer> attackers = new java.util.concurrent.CopyOnWriteArrayList<>();
+            List<RawZmtpPeer> attackers = new CopyOnWriteArrayList<>();
             try {
                 // frames still arriving (a byte now and then) hold the budget; stalled ones would be closed within seconds
                 AutoCloseable trickle = RawZmtpPeer.trickle(attackers);
@@ -283,7 +284,7 @@ class TransportFloodIT {
             for (int i = 0; i < 500; i++) {
                 System.arraycopy(ping, 0, batch, i * ping.length, ping.length);
             }
-            List<RawZmtpPeer> attackers = new java.util.concurrent.CopyOnWriteArrayList<>();
+            List<RawZmtpPeer> attackers = new CopyOnWriteArrayList<>();
             ExecutorService writers = Executors.newFixedThreadPool(20);
             try {
                 List<Future<?>> writing = new ArrayList<>();

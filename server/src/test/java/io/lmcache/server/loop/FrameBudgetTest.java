@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.metrics.ZeromqCatalogue;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -62,7 +63,7 @@ class FrameBudgetTest {
         FrameBudget budget = new FrameBudget(64L * MIB, 16 * MIB, new ServerMetrics(), metadata -> { });
         Msg moving = budget.allocate(MIB);
         Msg stuck = budget.allocate(MIB);
-        java.nio.ByteBuffer movingView = moving.buf(); // what the decoder reads into
+        ByteBuffer movingView = moving.buf(); // what the decoder reads into
         stuck.buf().position(1024); // a 1 MiB header and 1 KiB, then nothing
         long t0 = 1_000_000_000L;
         assertEquals(0, budget.stalledFrames(t0));

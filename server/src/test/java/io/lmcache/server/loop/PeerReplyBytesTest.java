@@ -5,8 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import io.lmcache.server.peer.PeerId;
+import java.time.Duration;
 import java.util.concurrent.atomic.AtomicLong;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
 
 /** Unsent reply bytes per peer (issue 45, N2): charged as the loop sends, given back as JeroMQ's encoder takes the reply. */
 class PeerReplyBytesTest {
@@ -49,10 +54,10 @@ class PeerReplyBytesTest {
     @Test
     void repliesThroughARealRouterAreGivenBackAsThePeerReadsThem() {
         PeerReplyBytes bytes = new PeerReplyBytes(1L << 30, 1L << 30);
-        try (org.zeromq.ZContext context = new org.zeromq.ZContext(1)) {
-            org.zeromq.ZMQ.Socket router = context.createSocket(org.zeromq.SocketType.ROUTER);
+        try (ZContext context = new ZContext(1)) {
+            ZMQ.Socket router = context.createSocket(SocketType.ROUTER);
             int port = router.bindToRandomPort("tcp://127.0.0.1");
-            org.zeromq.ZMQ.Socket dealer = context.createSocket(org.zeromq.SocketType.DEALER);
+            ZMQ.Socket dealer = context.createSocket(SocketType.DEALER);
             dealer.setIdentity(new byte[] {7});
             dealer.connect("tcp://127.0.0.1:" + port);
             dealer.send("hello");
@@ -69,7 +74,7 @@ class PeerReplyBytesTest {
                 dealer.recv();
                 dealer.recv();
             }
-            org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(10)).until(() -> bytes.unsent(peer) == 0);
+            Awaitility.await().atMost(Duration.ofSeconds(10)).until(() -> bytes.unsent(peer) == 0);
             assertEquals(0, bytes.total());
         }
     }

@@ -12,6 +12,10 @@ import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A ZMTP 3.0 peer written byte by byte, as an attacker on the host would: a plain TCP socket that
@@ -125,8 +129,8 @@ public final class RawZmtpPeer implements AutoCloseable {
      * Sends one more byte of each peer's frame every 500 ms until closed: frames that still make progress, which the server
      * does not take for stalled mid-frame (it closes those within seconds); a peer the server closed is skipped.
      */
-    public static AutoCloseable trickle(java.util.List<RawZmtpPeer> peers) {
-        java.util.concurrent.ScheduledExecutorService timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+    public static AutoCloseable trickle(List<RawZmtpPeer> peers) {
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread thread = new Thread(r, "raw-zmtp-trickle");
             thread.setDaemon(true);
             return thread;
@@ -139,7 +143,7 @@ public final class RawZmtpPeer implements AutoCloseable {
                     // closed by the server: nothing more to send
                 }
             }
-        }, 0, 500, java.util.concurrent.TimeUnit.MILLISECONDS);
+        }, 0, 500, TimeUnit.MILLISECONDS);
         return timer::shutdownNow;
     }
 
