@@ -214,6 +214,10 @@ public final class KvEventStreams implements Agent, StreamControl {
             return;
         }
         Subscription previous = byInstance.get(request.instanceId());
+        if (previous != null && closedPeers.contains(previous.target.peer())) {
+            end(previous, Ended.CONNECTION_CLOSED); // its connection closed and the agent has not ended it yet: a reconnect
+            previous = null;
+        }
         if (previous != null && !Arrays.equals(previous.target.identity(), target.identity())) {
             // only the connection that opened a stream may replace it: another peer naming the instance cannot end it
             refuse(target, "instance {} is subscribed by another peer", request.instanceId());

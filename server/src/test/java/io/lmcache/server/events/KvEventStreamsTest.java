@@ -196,6 +196,18 @@ class KvEventStreamsTest {
     }
 
     @Test
+    void aReconnectingSubscriberWhoseOldConnectionClosedTakesItsInstanceBack() {
+        subscribe(100);
+        streams.connectionClosed(new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[0]).peer());
+        // the new connection's subscription comes before the agent's next pass
+        streams.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {8, 8}, uid, new byte[] {34}));
+        assertEquals(0, streams.endedCounter(KvEventStreams.Ended.REFUSED).sum());
+        assertEquals(1, streams.endedCounter(KvEventStreams.Ended.CONNECTION_CLOSED).sum());
+        streams.doWork();
+        assertEquals(1, streams.subscribers(), "the new stream lives on");
+    }
+
+    @Test
     void aClosedConnectionsStreamsEndAndAPeerHoldsAtMostItsShare() {
         byte[] peer = {0, 1, 2, 3, 4};
         for (int i = 0; i < KvEventStreams.MAX_PER_PEER + 2; i++) {
