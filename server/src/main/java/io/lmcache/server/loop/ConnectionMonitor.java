@@ -14,6 +14,7 @@ import java.nio.channels.SocketChannel;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -28,7 +29,10 @@ import zmq.io.Metadata;
  * <ul>
  * <li>over {@code --max-connections} it closes the new connection at once (shut down: JeroMQ's
  *     engine then reads the end of the stream and tears it down as usual), counted and logged at a
- *     limited rate; connections already open keep working;
+ *     limited rate; connections already open keep working. An eighth of the cap is kept for workers:
+ *     connections that have not sent a REGISTER fill at most the rest, and one let into that eighth is
+ *     closed (counted as refused) unless it registers within {@link #REGISTER_GRACE_NS}, so live
+ *     connections that never register cannot lock new workers out (issue 45, N8);
  * <li>when {@code accept} fails for want of descriptors it drains the backlog ({@link AcceptDrain}),
  *     so JeroMQ's accept loop does not spin;
  * <li>the request loop's frame allocator tells it of every complete message; its own thread,
@@ -54,10 +58,19 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
      * no heartbeat answer) for this long are closed: well over the heartbeat interval, far under the stall timeout.
      */
     static final long MID_FRAME_QUIET_NS = TimeUnit.SECONDS.toNanos(3);
+    /** A connection let in to the part of the cap kept for registered peers has this long to REGISTER. */
+    static final long REGISTER_GRACE_NS = TimeUnit.SECONDS.toNanos(2);
     /** The health check reports the cap reached for this long after a connection was refused at it. */
     private static final long AT_CAP_WINDOW_NS = TimeUnit.SECONDS.toNanos(5);
 
     private final int maxConnections;
+    /**
+     * The part of the cap kept for connections that REGISTER a worker (issue 45, N8): connections that have not registered
+     * may fill the rest; one accepted into this part is closed if it has not registered within {@link #REGISTER_GRACE_NS}.
+     */
+    private final int registeredReserve;
+    /** Open connections that have registered (their {@link Open#registered} set). */
+    private final AtomicInteger registeredOpen = new AtomicInteger();
     private final long stallTimeoutNs;
     private final PeerConnections connections;
     /** Written on the I/O thread (accepted, closed), read on the monitor's: every open TCP connection by its remote address. */
@@ -83,6 +96,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
 
     public ConnectionMonitor(ConnectionSettings settings, PeerConnections connections, ServerMetrics metrics) {
         this.maxConnections = settings.maxConnections();
+        this.registeredReserve = maxConnections / 8;
         this.stallTimeoutNs = settings.stallTimeoutNs();
         this.connections = connections;
         // runs on: lmcache-http-* (each scrape, the gauge of open connections)
@@ -119,6 +133,15 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         Open connection = open.get(address);
         if (connection != null) {
             connection.identity = peer;
+        }
+    }
+
+    /** Runs on: the request loop's thread, when a REGISTER arrives over the connection from {@code address}. */
+    void registered(String address) {
+        Open connection = address == null ? null : open.get(address);
+        if (connection != null && !connection.registered) {
+            connection.registered = true;
+            registeredOpen.incrementAndGet();
         }
     }
 
@@ -187,7 +210,11 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
                     + "counted in lmcache_mp_zeromq_connections_refused_total", address, open.size());
             return;
         }
-        open.put(address, new Open(channel, System.nanoTime()));
+        Open connection = new Open(channel, System.nanoTime());
+        if (open.size() - registeredOpen.get() >= maxConnections - registeredReserve) {
+            connection.registerByNs = connection.quietSinceNs + REGISTER_GRACE_NS; // only a registering worker may stay
+        }
+        open.put(address, connection);
         connections.accepted(address);
     }
 
@@ -197,6 +224,9 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             Open gone = open.get(address);
             if (gone != null && gone.channel == channel) {
                 open.remove(address);
+                if (gone.registered) {
+                    registeredOpen.decrementAndGet();
+                }
                 if (gone.shut) {
                     collectLater();
                 }
@@ -275,6 +305,16 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         long quietLimitNs = midFrameStall ? Math.min(stallTimeoutNs, MID_FRAME_QUIET_NS) : stallTimeoutNs;
         for (Map.Entry<String, Open> entry : open.entrySet()) {
             Open connection = entry.getValue();
+            if (connection.registerByNs != 0 && !connection.registered && !connection.shut && nowNs - connection.registerByNs > 0) {
+                connection.shut = true;
+                shut(connection.channel);
+                lastRefusedNs = nowNs;
+                counts.overCap().increment();
+                refusedLog.warn("ZeroMQ connection from {} closed: it came in at the part of the cap kept for registered workers "
+                        + "({} of {} open) and did not REGISTER; counted in lmcache_mp_zeromq_connections_refused_total",
+                        entry.getKey(), open.size(), maxConnections);
+                continue;
+            }
             if (connection.active) {
                 connection.active = false;
                 connection.quietSinceNs = nowNs;
@@ -334,6 +374,10 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         boolean shut;
         /** The peer identity of the connection's messages (the request loop's thread sets it). */
         volatile PeerId identity;
+        /** It has sent a REGISTER (the request loop's thread sets it). */
+        volatile boolean registered;
+        /** 0, or when it must have registered by (it came in at the registered peers' part of the cap). */
+        long registerByNs;
 
         Open(SocketChannel channel, long acceptedNs) {
             this.channel = channel;

@@ -420,6 +420,7 @@ public final class RequestLoop implements AutoCloseable {
         if (metadata != null && metadata != lastMetadata) {
             lastMetadata = metadata;
             pendingAddress = metadata.get(zmq.io.Metadata.PEER_ADDRESS);
+            lastAddress = pendingAddress;
         }
         pendingOverBudget |= FrameBudget.isOverBudget(msg);
         byte[] data = FrameBudget.bytes(msg, MAX_UID_BYTES);
@@ -430,6 +431,8 @@ public final class RequestLoop implements AutoCloseable {
     /** Runs at the first peer's message, then null; read and cleared on the loop's thread only (set before start). */
     private Runnable firstRequest;
     private String pendingAddress;
+    /** The connection of the message being read (its metadata's peer address); the loop's thread only. */
+    private String lastAddress;
     /** A frame of the message being read did not fit the frame budget: its bytes are not the peer's. */
     private boolean pendingOverBudget;
 
@@ -500,6 +503,9 @@ public final class RequestLoop implements AutoCloseable {
         if (op == null) {
             dispatcher.unknownOp(frames[2], "not in the operation table");
             return;
+        }
+        if (op == Op.REGISTER_KV_CACHE || op == Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT) {
+            monitor.registered(lastAddress); // part of the connection cap is kept for workers that register
         }
         Inbound inbound = new Inbound(frames, count, op, System.nanoTime());
         if (overBudget) {
