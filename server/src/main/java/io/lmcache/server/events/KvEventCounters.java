@@ -42,6 +42,11 @@ public record KvEventCounters(KvEventRecorder recorder, KvEventStreams streams) 
     }
 
     @Override
+    public double batchesDropped() {
+        return streams.batchesDropped();
+    }
+
+    @Override
     public List<String> endReasons() {
         return Arrays.stream(KvEventStreams.Ended.values()).map(KvEventStreams.Ended::label).toList();
     }

@@ -3,6 +3,7 @@ package io.lmcache.server.events;
 import io.lmcache.server.protocol.Reply;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -28,6 +29,17 @@ public final class KvEventLog {
     public static final int REMOVED_PER_RECORD = 8;
     private static final int HASH_AREA = REMOVED_PER_RECORD * MAX_HASH_BYTES;
     private static final int OUR_HASH_BYTES = 32;
+    /** The most records one read returns, poll or stream batch (LMCache's subscribe bound; the worker asks for this many). */
+    public static final int MAX_EVENTS = 1024;
+    /**
+     * The most bytes of records one read returns (estimated as encoded, {@link #estimatedBytes}): a page of {@link #MAX_EVENTS}
+     * records of 256-token chunks fits, longer chunks make shorter pages. The reply's {@code next_cursor} is then the last
+     * record it carries, so the reader resumes right after it (kv-events.md §5: a read that stops early is a read of
+     * {@code max_events} = what it returned).
+     */
+    public static final int MAX_REPLY_BYTES = 2 << 20;
+    /** A record's encoding besides its model name, hashes and tokens: the eight keys and their small values. */
+    private static final int RECORD_OVERHEAD_BYTES = 160;
 
     static final byte STORED = 1;
     static final byte REMOVED = 2;
@@ -64,6 +76,8 @@ public final class KvEventLog {
     private final byte[] hashCounts;
     private final byte[] hashLengths;
     private final boolean[] hasParent;
+    /** A record of a salted or tagged request: its tokens were never kept, readers get its hashes only (kv-events-tenancy.md). */
+    private final boolean[] hashesOnly;
     private final byte[] hashes;
     private final int[] tokens;
     private final LongAdder[] appended = {new LongAdder(), new LongAdder(), new LongAdder(), new LongAdder()};
@@ -84,6 +98,7 @@ public final class KvEventLog {
         hashCounts = new byte[capacity];
         hashLengths = new byte[capacity];
         hasParent = new boolean[capacity];
+        hashesOnly = new boolean[capacity];
         hashes = new byte[capacity * HASH_AREA];
         tokens = new int[Math.multiplyExact(capacity, chunkSize)];
     }
@@ -131,8 +146,21 @@ public final class KvEventLog {
      * parent is the chunk before it, none for chunk 0), with the tokens {@code tokenIds[chunk * chunkSize ..]}.
      */
     public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds) {
-        int tokenOffset = chunk * chunkSize;
-        if (!enabled() || chunk < 0 || chain.length < OUR_HASH_BYTES * (chunk + 1) || tokenIds.length - tokenOffset < chunkSize) {
+        stored(medium, model, chain, chunk, tokenIds, false);
+    }
+
+    /**
+     * As {@link #stored(Medium, String, byte[], int, int[])}; {@code hashesOnly}: the chunk is a salted or tagged request's,
+     * whose tokens are not kept at all and never reach a reader ({@code tokenIds} may then be null).
+     */
+    public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds, boolean hashesOnly) {
+        stored(medium, model, chain, chunk, tokenIds, chunk * chunkSize, hashesOnly);
+    }
+
+    /** As above, with the chunk's tokens at {@code tokenIds[tokenOffset ..]} (a binding keeps only its chunk's). */
+    public void stored(Medium medium, String model, byte[] chain, int chunk, int[] tokenIds, int tokenOffset, boolean hashesOnly) {
+        if (!enabled() || chunk < 0 || chain.length < OUR_HASH_BYTES * (chunk + 1)
+                || !hashesOnly && (tokenIds == null || tokenIds.length - tokenOffset < chunkSize)) {
             return; // nothing may throw between a claim and its publish: the ring would wait for that slot forever
         }
         long seq = claim();
@@ -142,11 +170,16 @@ public final class KvEventLog {
         hashLengths[slot] = OUR_HASH_BYTES;
         hashCounts[slot] = 1;
         hasParent[slot] = chunk > 0;
+        this.hashesOnly[slot] = hashesOnly;
         putHash(slot, 0, chain, chunk);
         if (chunk > 0) {
             putHash(slot, 1, chain, chunk - 1);
         }
-        System.arraycopy(tokenIds, tokenOffset, tokens, slot * chunkSize, chunkSize);
+        if (hashesOnly) {
+            Arrays.fill(tokens, slot * chunkSize, (slot + 1) * chunkSize, 0); // the slot's earlier tokens go too
+        } else {
+            System.arraycopy(tokenIds, tokenOffset, tokens, slot * chunkSize, chunkSize);
+        }
         publish(seq, slot);
     }
 
@@ -164,6 +197,7 @@ public final class KvEventLog {
             hashLengths[slot] = OUR_HASH_BYTES;
             hashCounts[slot] = (byte) n;
             hasParent[slot] = false;
+            hashesOnly[slot] = false;
             for (int i = 0; i < n; i++) {
                 putHash(slot, i, hashList, from + i);
             }
@@ -224,13 +258,17 @@ public final class KvEventLog {
 
     // --- readers -----------------------------------------------------------------------------------
 
-    /** One read's answer (kv-events.md §5). */
+    /**
+     * One read's answer (kv-events.md §5): at most {@link #MAX_EVENTS} records (a larger {@code maxEvents} reads as that) and
+     * about {@link #MAX_REPLY_BYTES} of them (at least one record, so a reader always moves on).
+     */
     public Reply.KvEvents read(long cursor, String model, int maxEvents) {
         if (!enabled()) {
             return new Reply.KvEvents(false, incarnation, 0, false, List.of());
         }
+        int limit = Math.clamp(maxEvents, 0, MAX_EVENTS);
         for (int attempt = 0; ; attempt++) {
-            Reply.KvEvents answer = tryRead(cursor, model, maxEvents);
+            Reply.KvEvents answer = tryRead(cursor, model, limit);
             if (answer != null) {
                 return answer;
             }
@@ -252,7 +290,8 @@ public final class KvEventLog {
         boolean lost = cursor + 1 < first;
         long next = Math.max(cursor, first - 1);
         List<Reply.KvEventRecord> events = new ArrayList<>();
-        for (long seq = next + 1; seq <= last && events.size() < maxEvents; seq++) {
+        long bytes = 0;
+        for (long seq = next + 1; seq <= last && events.size() < maxEvents && bytes < MAX_REPLY_BYTES; seq++) {
             int slot = slot(seq);
             if (stamps.get(slot) != seq) {
                 return null;
@@ -268,11 +307,23 @@ public final class KvEventLog {
             if ((kind & 0x3) == LOST) {
                 lost = true;
                 events.clear(); // what came before the gap may describe a world the reader cannot complete
+                bytes = 0;
             } else if (record != null) {
+                if (!events.isEmpty() && bytes + estimatedBytes(record) > MAX_REPLY_BYTES) {
+                    next = seq - 1; // the reader resumes at this record: the reply ends before it
+                    break;
+                }
                 events.add(record);
+                bytes += estimatedBytes(record);
             }
         }
         return new Reply.KvEvents(true, incarnation, next, lost, events);
+    }
+
+    /** What a record takes encoded, at most: each token as a 5-byte int, each hash with its header, the model as UTF-8. */
+    static long estimatedBytes(Reply.KvEventRecord record) {
+        return RECORD_OVERHEAD_BYTES + 3L * record.modelName().length() + 34L * (record.blockHashes().size() + 1)
+                + 5L * record.tokenIds().length;
     }
 
     private Reply.KvEventRecord copy(long seq, int slot, byte kind, String model) {
@@ -280,8 +331,8 @@ public final class KvEventLog {
         int count = hashCounts[slot];
         String medium = (kind & STORAGE_BIT) != 0 ? Medium.STORAGE.wireName() : Medium.CPU.wireName();
         if ((kind & 0x3) == STORED) {
-            int[] chunkTokens = new int[chunkSize];
-            System.arraycopy(tokens, slot * chunkSize, chunkTokens, 0, chunkSize);
+            int[] chunkTokens = hashesOnly[slot] ? new int[0] : new int[chunkSize];
+            System.arraycopy(tokens, slot * chunkSize, chunkTokens, 0, chunkTokens.length);
             byte[] parent = hasParent[slot] ? hash(slot, 1, length) : null;
             return new Reply.KvEventRecord(seq, "stored", medium, model, List.of(hash(slot, 0, length)), parent, chunkTokens, chunkSize);
         }

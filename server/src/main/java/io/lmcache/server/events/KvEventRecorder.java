@@ -98,22 +98,33 @@ public final class KvEventRecorder implements RemovalListener {
 
     private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
         byte[] chain = plan.hashes().bytes();
+        boolean hashesOnly = hashesOnly(key);
+        int[] tokens = hashesOnly ? null : key.tokenIds();
         boolean any = false;
         for (int j = 0; j < written.length; j++) {
             if (!written[j]) {
                 continue;
             }
             int chunk = plan.chunk(j);
-            log.stored(Medium.CPU, key.modelName(), chain, chunk, key.tokenIds());
+            log.stored(Medium.CPU, key.modelName(), chain, chunk, tokens, hashesOnly);
             if (bindings != null) {
                 ChunkHash hash = ChunkHash.unpack(chain, chunk);
-                bindings.bind(key.modelName(), hash.w0(), hash.w1(), new TokenBindings.Binding(key.tokenIds(), chain, chunk));
+                bindings.bind(key.modelName(), hash.w0(), hash.w1(), TokenBindings.Binding.of(tokens, chain, chunk, chunkSize));
             }
             any = true;
         }
         if (any) {
             log.appended();
         }
+    }
+
+    /**
+     * A salted or tagged request's chunks are announced by hash only (kv-events-tenancy.md): the salt is a tenant's secret, and
+     * LMCache's subscription and poll name no salt, so no reader can show it holds the salt; routing loses nothing, since a
+     * salted prompt's hashes differ from the unsalted one's anyway.
+     */
+    static boolean hashesOnly(CacheKey key) {
+        return key.cacheSalt() != null && !key.cacheSalt().isEmpty() || key.requestConfigs() != null && !key.tags().isEmpty();
     }
 
     // --- L1 removals: under the object store's lock ------------------------------------------------
@@ -165,7 +176,7 @@ public final class KvEventRecorder implements RemovalListener {
                     unboundStores.increment(); // never announced without its tokens (an L2 copy of a chunk stored long ago)
                     continue;
                 }
-                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens());
+                log.stored(Medium.STORAGE, key.model(), binding.chain(), binding.chunk(), binding.tokens(), 0, binding.tokens() == null);
             }
             log.appended();
         }

@@ -1,6 +1,7 @@
 package io.lmcache.server.events;
 
 import io.lmcache.server.agent.Agent;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
@@ -19,6 +20,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
@@ -33,14 +35,33 @@ import org.slf4j.LoggerFactory;
  * a subscriber that does not read holds at most one batch on the reply queue. A slow subscriber only falls behind in the log's
  * ring (and is told {@code lost}); no writer ever waits for it.
  *
- * <p>One subscription per instance id: a new one ends the old. A stream ends, with the final reply {@code [uid, op]}, on
- * {@code cancel}, when its peer is gone (a reply could not be routed), when its instance is reaped or has been silent (no PING)
- * for the reap timeout, when the channel is off (after the first batch said so), and at shutdown.
+ * <p>One subscription per instance id: a new one from the same peer ends the old; another peer's is refused, so no peer
+ * can end a stream it did not open by naming its instance (issue 45, N13). A peer holds at most {@link #MAX_PER_PEER}
+ * streams, the server {@link #MAX_STREAMS}, and a stream keeps a model name of at most {@link #MAX_MODEL_CHARS}. A stream
+ * ends, with the final reply {@code [uid, op]}, on {@code cancel}, when its peer's connection closes or a reply could not be
+ * routed, when its instance is reaped or has been silent (no PING) for the reap timeout, when the channel is off (after the
+ * first batch said so), and at shutdown. A batch that did not go out (the reply queue's byte budget, or the peer's share of
+ * unread bytes) is not counted as sent: its stream gets its credit back and the same records go again after
+ * {@link #RETRY_NS} (N9).
  */
 public final class KvEventStreams implements Agent, StreamControl {
     private static final Logger LOG = LoggerFactory.getLogger(KvEventStreams.class);
     private static final RateLimitedLog REFUSED = new RateLimitedLog(LOG, "refused KV-event subscriptions", 10);
-    static final int MAX_EVENTS = 1024;
+    static final int MAX_EVENTS = KvEventLog.MAX_EVENTS;
+    /**
+     * Streams one peer identity may hold: a worker subscribes once per instance (vLLM: one rank per server), so a few cover
+     * every real client, and a peer cannot hold the agent's work and the subscription table with thousands.
+     */
+    static final int MAX_PER_PEER = 8;
+    /** Streams in all: each holds a model name and its place in the log, and costs the agent a read per pass. */
+    static final int MAX_STREAMS = 1024;
+    /**
+     * The longest model name a subscription keeps (it outlives the reply): far above any model name or path LMCache's workers
+     * send; a longer one names no model this server stores, and is refused.
+     */
+    static final int MAX_MODEL_CHARS = 4096;
+    /** After a batch was dropped on the way out, the stream waits this long before it tries again (no busy retry). */
+    static final long RETRY_NS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final byte[] ACK = "ack".getBytes(StandardCharsets.US_ASCII);
     /**
      * The least time between two batches to one stream while records keep coming (a full batch does not wait for it: it goes
@@ -57,7 +78,7 @@ public final class KvEventStreams implements Agent, StreamControl {
     /** Why a stream ended (the metric's label). */
     public enum Ended {
         CANCELLED("cancelled"), REPLACED("replaced"), PEER_GONE("peer_gone"), REAPED("reaped"), SILENT("silent"), DISABLED("disabled"),
-        REFUSED("refused"), SHUTDOWN("shutdown");
+        REFUSED("refused"), SHUTDOWN("shutdown"), CONNECTION_CLOSED("connection_closed");
 
         private final String label;
 
@@ -84,6 +105,13 @@ public final class KvEventStreams implements Agent, StreamControl {
         boolean sentFirst;
         /** When the last batch went out (the streams' clock): batches to one stream are at least {@link #LINGER_NS} apart. */
         long lastSentNs;
+        /** The agent thread's: where the batch last sent started, and whether it was the first (to send it again if dropped). */
+        long batchFromCursor;
+        boolean batchWasFirst;
+        /** The agent thread's: no batch before this time (a dropped batch's retry). */
+        long holdUntilNs;
+        /** Set by the socket thread when the stream's last batch was dropped there: the agent sends it again. */
+        volatile boolean resend;
 
         Subscription(Request.SubscribeKvEvents request, StreamTarget target, long nowNs) {
             this.instanceId = request.instanceId();
@@ -93,6 +121,7 @@ public final class KvEventStreams implements Agent, StreamControl {
             this.target = target;
             this.streamKey = key(target.peer(), target.uid());
             this.lastSeenNs = nowNs;
+            this.holdUntilNs = nowNs;
         }
     }
 
@@ -140,6 +169,9 @@ public final class KvEventStreams implements Agent, StreamControl {
     private final Map<String, Subscription> byStream = new ConcurrentHashMap<>();
     private final LongAdder opened = new LongAdder();
     private final LongAdder batches = new LongAdder();
+    private final LongAdder batchesDropped = new LongAdder();
+    /** Peers whose connection closed (the monitor's I/O thread): the agent ends their streams at its next pass. */
+    private final ConcurrentLinkedQueue<PeerId> closedPeers = new ConcurrentLinkedQueue<>();
     private final LongAdder encodings = new LongAdder();
     private final Map<Ended, LongAdder> ended = new EnumMap<>(Ended.class);
     /** The agent thread's: see {@link #idleParkNs}. */
@@ -174,15 +206,31 @@ public final class KvEventStreams implements Agent, StreamControl {
     /** {@code subscribe_kv_events}: validated (as LMCache's handler), registered, and woken for its first batch. */
     public void open(Request.SubscribeKvEvents request, StreamTarget target) {
         if (request.cursor() < 0 || request.maxEvents() < 1 || request.maxEvents() > MAX_EVENTS) {
-            REFUSED.warn("subscribe_kv_events from instance {} refused: cursor {} and max_events {} (must be >= 0 and in [1, {}])",
-                    request.instanceId(), request.cursor(), request.maxEvents(), MAX_EVENTS);
-            ended.get(Ended.REFUSED).increment();
-            replies.offer(target.reply(null));
+            refuse(target, "cursor {} and max_events {} (must be >= 0 and in [1, {}])", request.cursor(), request.maxEvents(), MAX_EVENTS);
+            return;
+        }
+        if (request.modelName().length() > MAX_MODEL_CHARS) {
+            refuse(target, "a model name of {} characters (at most {})", request.modelName().length(), MAX_MODEL_CHARS);
+            return;
+        }
+        Subscription previous = byInstance.get(request.instanceId());
+        if (previous != null && closedPeers.contains(previous.target.peer())) {
+            end(previous, Ended.CONNECTION_CLOSED); // its connection closed and the agent has not ended it yet: a reconnect
+            previous = null;
+        }
+        if (previous != null && !Arrays.equals(previous.target.identity(), target.identity())) {
+            // only the connection that opened a stream may replace it: another peer naming the instance cannot end it
+            refuse(target, "instance {} is subscribed by another peer", request.instanceId());
+            return;
+        }
+        if (previous == null && (byInstance.size() >= MAX_STREAMS || streamsOf(target.identity()) >= MAX_PER_PEER)) {
+            refuse(target, "{} streams open, {} of them this peer's (at most {} in all, {} a peer)", byInstance.size(),
+                    streamsOf(target.identity()), MAX_STREAMS, MAX_PER_PEER);
             return;
         }
         Subscription subscription = new Subscription(request, target, clockNs.getAsLong());
         opened.increment();
-        Subscription previous = byInstance.put(subscription.instanceId, subscription);
+        previous = byInstance.put(subscription.instanceId, subscription);
         if (previous != null) {
             end(previous, Ended.REPLACED);
         }
@@ -191,6 +239,26 @@ public final class KvEventStreams implements Agent, StreamControl {
             end(sameStream, Ended.REPLACED);
         }
         wake.run();
+    }
+
+    /** Socket thread: a subscription refused at once, its final reply queued (the stream ends before it began). */
+    private void refuse(StreamTarget target, String why, Object... args) {
+        Object[] all = new Object[args.length + 1];
+        all[0] = LogText.clip(target.peer());
+        System.arraycopy(args, 0, all, 1, args.length);
+        REFUSED.warn("subscribe_kv_events from peer {} refused: " + why, all);
+        ended.get(Ended.REFUSED).increment();
+        replies.offer(target.reply(null));
+    }
+
+    private int streamsOf(byte[] identity) {
+        int n = 0;
+        for (Subscription subscription : byInstance.values()) {
+            if (Arrays.equals(subscription.target.identity(), identity)) {
+                n++;
+            }
+        }
+        return n;
     }
 
     @Override
@@ -205,6 +273,26 @@ public final class KvEventStreams implements Agent, StreamControl {
         } else if (Arrays.equals(command, CANCEL)) {
             end(subscription, Ended.CANCELLED);
         }
+    }
+
+    /** Socket thread: the stream's batch could not be sent (its peer is not reading): the agent sends it again later. */
+    @Override
+    public void dropped(PeerId peer, byte[] uid) {
+        Subscription subscription = byStream.get(key(peer, uid));
+        if (subscription != null) {
+            subscription.resend = true;
+            wake.run();
+        }
+    }
+
+    /** A JeroMQ I/O thread (the connection monitor): the peer's connection closed; its streams end at the agent's next pass. */
+    @Override
+    public void connectionClosed(PeerId peer) {
+        if (byInstance.isEmpty()) {
+            return; // no stream to end (most closes): nothing queued for the agent
+        }
+        closedPeers.offer(peer);
+        wake.run();
     }
 
     @Override
@@ -262,13 +350,30 @@ public final class KvEventStreams implements Agent, StreamControl {
     @Override
     public int doWork() {
         try {
-            return servePass();
+            return endClosed() + servePass();
         } finally {
             flush();
         }
     }
 
-    /** Queues the pass's batches, then wakes the socket thread once; a stream ended meanwhile gets none after its final reply. */
+    /** The streams of peers whose connection closed end (their final reply is then dropped as undeliverable, harmlessly). */
+    private int endClosed() {
+        int work = 0;
+        for (PeerId peer; (peer = closedPeers.poll()) != null; work++) {
+            for (Subscription subscription : byInstance.values()) {
+                if (Arrays.equals(subscription.target.identity(), peer.bytes())) {
+                    end(subscription, Ended.CONNECTION_CLOSED);
+                }
+            }
+        }
+        return work;
+    }
+
+    /**
+     * Queues the pass's batches, then wakes the socket thread once; a stream ended meanwhile gets none after its final reply. A
+     * batch the reply queue refuses (over its byte budget) is not sent: it is not counted, and its stream gets its credit back
+     * and its cursor where the batch began, so the same records go again a little later.
+     */
     private void flush() {
         if (outgoing.isEmpty()) {
             return;
@@ -276,13 +381,25 @@ public final class KvEventStreams implements Agent, StreamControl {
         for (Pending pending : outgoing) {
             synchronized (pending.to()) {
                 if (!pending.to().ended.get()) {
-                    replies.offerQuietly(pending.batch());
-                    batches.increment();
+                    if (replies.offerQuietly(pending.batch())) {
+                        batches.increment();
+                    } else {
+                        rewind(pending.to());
+                    }
                 }
             }
         }
         outgoing.clear();
         replies.wakeConsumer();
+    }
+
+    /** The agent thread's: the stream's last batch never reached its peer; it goes again after {@link #RETRY_NS}. */
+    private void rewind(Subscription subscription) {
+        batchesDropped.increment();
+        subscription.cursor = subscription.batchFromCursor;
+        subscription.sentFirst = !subscription.batchWasFirst;
+        subscription.holdUntilNs = clockNs.getAsLong() + RETRY_NS;
+        subscription.credit.set(true);
     }
 
     private int servePass() {
@@ -293,7 +410,15 @@ public final class KvEventStreams implements Agent, StreamControl {
         long nowNs = clockNs.getAsLong();
         long parkForNs = Long.MAX_VALUE; // how long until the earliest lingering stream is due
         for (Subscription subscription : byInstance.values()) {
+            if (subscription.resend) {
+                subscription.resend = false;
+                rewind(subscription);
+            }
             if (subscription.ended.get() || !subscription.credit.get()) {
+                continue;
+            }
+            if (nowNs - subscription.holdUntilNs < 0) {
+                parkForNs = Math.min(parkForNs, subscription.holdUntilNs - nowNs);
                 continue;
             }
             if (subscription.sentFirst && log.enabled() && subscription.cursor == last) {
@@ -338,10 +463,13 @@ public final class KvEventStreams implements Agent, StreamControl {
             end(subscription, Ended.DISABLED); // the first batch said so; the next read ends the stream
             return 1;
         }
+        long fromCursor = subscription.cursor;
         subscription.cursor = batch.nextCursor();
         if (subscription.sentFirst && batch.events().isEmpty() && !batch.lost()) {
             return 1; // other models' records only: the cursor moves (the next pass may wait for appends), nothing is sent
         }
+        subscription.batchFromCursor = fromCursor;
+        subscription.batchWasFirst = !subscription.sentFirst;
         subscription.sentFirst = true;
         subscription.credit.set(false);
         if (shared.payload == null) {
@@ -394,6 +522,11 @@ public final class KvEventStreams implements Agent, StreamControl {
 
     public long batches() {
         return batches.sum();
+    }
+
+    /** Batches that did not reach their peer (the reply budget refused them, or the peer did not read): sent again later. */
+    public long batchesDropped() {
+        return batchesDropped.sum();
     }
 
     /** Records encoded: each once while it stays in the record cache, however many batches carry it. */

@@ -1,5 +1,6 @@
 package io.lmcache.server.events;
 
+import java.util.Arrays;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -11,8 +12,22 @@ import java.util.concurrent.ConcurrentHashMap;
 final class TokenBindings {
     static final int CAPACITY = 65_536;
 
-    /** Chunk {@code chunk} of the STORE's tokens and hash chain (its own arrays, shared, never written). */
-    record Binding(int[] tokens, byte[] chain, int chunk) {}
+    /**
+     * A chunk's tokens ({@code null} for a salted or tagged request's chunk, announced by hash only) and a hash chain of its
+     * parent's hash and its own ({@code chunk} 1) or its own alone ({@code chunk} 0, a sequence's first chunk).
+     */
+    record Binding(int[] tokens, byte[] chain, int chunk) {
+        /**
+         * Chunk {@code chunk}'s own part of a STORE: its tokens and its and its parent's hashes, copied, so a binding holds about
+         * a chunk's bytes, never the request's whole prompt (every key carries all of it): the table is bounded in bytes.
+         */
+        static Binding of(int[] tokens, byte[] chain, int chunk, int chunkSize) {
+            int first = Math.max(0, chunk - 1);
+            byte[] own = Arrays.copyOfRange(chain, 32 * first, 32 * (chunk + 1));
+            int[] chunkTokens = tokens == null ? null : Arrays.copyOfRange(tokens, chunk * chunkSize, (chunk + 1) * chunkSize);
+            return new Binding(chunkTokens, own, chunk - first);
+        }
+    }
 
     /** A chunk of a model by its hash's first 16 bytes: what the L2 keys carry today (they are all 32 bytes apart from that). */
     private record Key(String model, long hashHi, long hashLo) {}

@@ -6,6 +6,7 @@ import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ConnectionMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.peer.PeerId;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.nio.channels.ServerSocketChannel;
@@ -13,7 +14,9 @@ import java.nio.channels.SocketChannel;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.zeromq.ZMQ;
@@ -26,7 +29,10 @@ import zmq.io.Metadata;
  * <ul>
  * <li>over {@code --max-connections} it closes the new connection at once (shut down: JeroMQ's
  *     engine then reads the end of the stream and tears it down as usual), counted and logged at a
- *     limited rate; connections already open keep working;
+ *     limited rate; connections already open keep working. An eighth of the cap is kept for workers:
+ *     connections that have not sent a REGISTER fill at most the rest, and one let into that eighth is
+ *     closed (counted as refused) unless it registers within {@link #REGISTER_GRACE_NS}, so live
+ *     connections that never register cannot lock new workers out (issue 45, N8);
  * <li>when {@code accept} fails for want of descriptors it drains the backlog ({@link AcceptDrain}),
  *     so JeroMQ's accept loop does not spin;
  * <li>the request loop's frame allocator tells it of every complete message; its own thread,
@@ -45,8 +51,26 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /** A flood of stalling peers costs at most one collection a second. */
     private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
     private static final int COLLECT_TRIES = 3;
+    /** The longest heartbeat interval: an idle client answers at least this often, so "completed nothing" is soon telling. */
+    private static final long MAX_HEARTBEAT_MS = 1000;
+    /**
+     * While a frame is stalled mid-way ({@link FrameBudget#stalledFrames}), connections that completed nothing (no message,
+     * no heartbeat answer) for this long are closed: well over the heartbeat interval, far under the stall timeout.
+     */
+    static final long MID_FRAME_QUIET_NS = TimeUnit.SECONDS.toNanos(3);
+    /** A connection let in to the part of the cap kept for registered peers has this long to REGISTER. */
+    static final long REGISTER_GRACE_NS = TimeUnit.SECONDS.toNanos(2);
+    /** The health check reports the cap reached for this long after a connection was refused at it. */
+    private static final long AT_CAP_WINDOW_NS = TimeUnit.SECONDS.toNanos(5);
 
     private final int maxConnections;
+    /**
+     * The part of the cap kept for connections that REGISTER a worker (issue 45, N8): connections that have not registered
+     * may fill the rest; one accepted into this part is closed if it has not registered within {@link #REGISTER_GRACE_NS}.
+     */
+    private final int registeredReserve;
+    /** Open connections that have registered (their {@link Open#registered} set). */
+    private final AtomicInteger registeredOpen = new AtomicInteger();
     private final long stallTimeoutNs;
     private final PeerConnections connections;
     /** Written on the I/O thread (accepted, closed), read on the monitor's: every open TCP connection by its remote address. */
@@ -60,14 +84,19 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /** When to collect what closed stalled connections left (I/O thread sets, monitor thread reads), and how many tries are left. */
     private volatile long collectAtNs;
     private volatile int collectTries;
+    /** When a connection was last refused at the cap (the I/O thread writes, the health check reads). */
+    private volatile long lastRefusedNs = System.nanoTime() - 2 * AT_CAP_WINDOW_NS;
     private long lastCollectNs = System.nanoTime() - COLLECT_INTERVAL_NS;
     private volatile FrameBudget frames;
+    /** Hears of each identified peer whose connection closed (the I/O thread); set before start. */
+    private volatile Consumer<PeerId> peerClosed = peer -> { };
     /** I/O thread only: the connection of the last message seen (ZeroMQ shares one metadata object per connection). */
     private Metadata lastMetadata;
     private Open lastOpen;
 
     public ConnectionMonitor(ConnectionSettings settings, PeerConnections connections, ServerMetrics metrics) {
         this.maxConnections = settings.maxConnections();
+        this.registeredReserve = maxConnections / 8;
         this.stallTimeoutNs = settings.stallTimeoutNs();
         this.connections = connections;
         // runs on: lmcache-http-* (each scrape, the gauge of open connections)
@@ -76,9 +105,57 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         thread = NamedThreads.thread("lmcache-connection-monitor", true, this::run);
     }
 
-    /** The ROUTER's heartbeat: three to a stall timeout, so an idle client answers well within it. */
+    /**
+     * The ROUTER's heartbeat: three to a stall timeout and at least once a second, so an idle client answers well within
+     * the stall timeout and within {@link #MID_FRAME_QUIET_NS}.
+     */
     int heartbeatIntervalMs() {
-        return (int) Math.max(100, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) / 3);
+        return (int) Math.max(100, Math.min(MAX_HEARTBEAT_MS, TimeUnit.NANOSECONDS.toMillis(stallTimeoutNs) / 3));
+    }
+
+    /** Null, or why no more connections can come in now: the cap is reached, or was within the last seconds (the health check). */
+    String atCap() {
+        int openNow = open.size();
+        if (openNow >= maxConnections || System.nanoTime() - lastRefusedNs < AT_CAP_WINDOW_NS) {
+            return "the ZeroMQ connection cap is reached (" + openNow + " of " + maxConnections + " open, --max-connections): "
+                    + "new workers are refused";
+        }
+        return null;
+    }
+
+    /** {@code listener} hears, on the I/O thread, of each peer whose connection closed (its identity as the loop last saw it). */
+    void onPeerClosed(Consumer<PeerId> listener) {
+        this.peerClosed = listener;
+    }
+
+    /** Runs on: the request loop's thread, when a connection's first message (or the first after another's) names its peer. */
+    void identified(String address, PeerId peer) {
+        Open connection = open.get(address);
+        if (connection != null) {
+            connection.identity = peer;
+        }
+    }
+
+    /** Runs on: the request loop's thread, when a REGISTER arrives over the connection from {@code address}. */
+    void registered(String address) {
+        Open connection = address == null ? null : open.get(address);
+        if (connection != null && !connection.registered) {
+            connection.registered = true;
+            registeredOpen.incrementAndGet();
+        }
+    }
+
+    /** Runs on: the request loop's thread. Closes the connections of {@code peer}; returns how many. */
+    int disconnect(PeerId peer) {
+        int closed = 0;
+        for (Open connection : open.values()) {
+            if (peer.equals(connection.identity) && !connection.shut) {
+                connection.shut = true;
+                shut(connection.channel);
+                closed++;
+            }
+        }
+        return closed;
     }
 
     /** The frame budget whose abandoned frames to collect after closing stalled connections. */
@@ -127,12 +204,17 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         }
         if (open.size() >= maxConnections) {
             shut(channel);
+            lastRefusedNs = System.nanoTime();
             counts.overCap().increment();
             refusedLog.warn("ZeroMQ connection from {} refused: {} connections are open, the cap (--max-connections); "
                     + "counted in lmcache_mp_zeromq_connections_refused_total", address, open.size());
             return;
         }
-        open.put(address, new Open(channel, System.nanoTime()));
+        Open connection = new Open(channel, System.nanoTime());
+        if (open.size() - registeredOpen.get() >= maxConnections - registeredReserve) {
+            connection.registerByNs = connection.quietSinceNs + REGISTER_GRACE_NS; // only a registering worker may stay
+        }
+        open.put(address, connection);
         connections.accepted(address);
     }
 
@@ -142,10 +224,17 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             Open gone = open.get(address);
             if (gone != null && gone.channel == channel) {
                 open.remove(address);
+                if (gone.registered) {
+                    registeredOpen.decrementAndGet();
+                }
                 if (gone.shut) {
                     collectLater();
                 }
                 connections.closed(address);
+                PeerId peer = gone.identity;
+                if (peer != null) {
+                    peerClosed.accept(peer);
+                }
                 LOG.debug("client connection from {} closed", address);
             }
         }
@@ -211,12 +300,25 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
             lastCollectNs = nowNs;
             budget.collectAbandoned();
         }
+        // a frame stalled mid-way: its connection is one of those that completed nothing lately (an idle one answers heartbeats)
+        boolean midFrameStall = budget != null && budget.stalledFrames(nowNs) > 0;
+        long quietLimitNs = midFrameStall ? Math.min(stallTimeoutNs, MID_FRAME_QUIET_NS) : stallTimeoutNs;
         for (Map.Entry<String, Open> entry : open.entrySet()) {
             Open connection = entry.getValue();
+            if (connection.registerByNs != 0 && !connection.registered && !connection.shut && nowNs - connection.registerByNs > 0) {
+                connection.shut = true;
+                shut(connection.channel);
+                lastRefusedNs = nowNs;
+                counts.overCap().increment();
+                refusedLog.warn("ZeroMQ connection from {} closed: it came in at the part of the cap kept for registered workers "
+                        + "({} of {} open) and did not REGISTER; counted in lmcache_mp_zeromq_connections_refused_total",
+                        entry.getKey(), open.size(), maxConnections);
+                continue;
+            }
             if (connection.active) {
                 connection.active = false;
                 connection.quietSinceNs = nowNs;
-            } else if (nowNs - connection.quietSinceNs - stallTimeoutNs > 0 && !connection.shut) {
+            } else if (nowNs - connection.quietSinceNs - quietLimitNs > 0 && !connection.shut) {
                 connection.shut = true;
                 shut(connection.channel);
                 counts.stalled().increment();
@@ -270,6 +372,12 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         volatile boolean active;
         long quietSinceNs;
         boolean shut;
+        /** The peer identity of the connection's messages (the request loop's thread sets it). */
+        volatile PeerId identity;
+        /** It has sent a REGISTER (the request loop's thread sets it). */
+        volatile boolean registered;
+        /** 0, or when it must have registered by (it came in at the registered peers' part of the cap). */
+        long registerByNs;
 
         Open(SocketChannel channel, long acceptedNs) {
             this.channel = channel;

@@ -46,6 +46,7 @@ public final class Dispatcher implements AutoCloseable {
     private final RequestMeters requests;
     private final ExecutorService normalPool;
     private final ExecutorService transferPool;
+    private final ExecutorService backgroundPool;
     private final SpinningTaskQueue transferQueue;
     private final KeyedSerialExecutor<PeerId> transferLanes;
     private final AtomicInteger inflight = new AtomicInteger();
@@ -83,6 +84,7 @@ public final class Dispatcher implements AutoCloseable {
         this.transferQueue = new SpinningTaskQueue(transferSpinNs);
         this.transferPool = NamedThreads.spinningPool("lmcache-transfer", transferWorkers, transferQueue);
         this.transferLanes = new KeyedSerialExecutor<>(transferPool);
+        this.backgroundPool = NamedThreads.fixedPool("lmcache-background", 1);
     }
 
     /** The request path's meters (the activity log reads the request counts). */
@@ -169,6 +171,8 @@ public final class Dispatcher implements AutoCloseable {
                 case NORMAL -> runNormal(in, entry);
                 // runs on: lmcache-transfer-* (the peer's lane)
                 case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in, entry));
+                // runs on: lmcache-background-*
+                case BACKGROUND -> backgroundPool.execute(() -> run(in, entry));
             }
         } catch (RejectedExecutionException e) {
             // only during shutdown: still answer, the client is waiting
@@ -315,10 +319,10 @@ public final class Dispatcher implements AutoCloseable {
 
     @Override
     public void close() throws InterruptedException {
-        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool}) {
+        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool, backgroundPool}) {
             pool.shutdown();
         }
-        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool}) {
+        for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool, backgroundPool}) {
             if (!pool.awaitTermination(5, TimeUnit.SECONDS)) {
                 LOG.warn("handler pool did not finish within 5 s; abandoning its tasks");
                 pool.shutdownNow();

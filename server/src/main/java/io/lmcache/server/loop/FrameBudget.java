@@ -43,6 +43,28 @@ import zmq.msg.MsgAllocator;
  * stall timeout is closed by {@link ConnectionMonitor}, and the frame it left is given back and
  * counted ({@code lmcache_mp_zeromq_frames_abandoned_total}).
  *
+ * <p>Issue 45 (N4): 260 connections each declaring a 1 MiB frame and sending 1 KiB held the whole budget, since
+ * frames up to 1 MiB could take all of it, and every frame over 4 KiB failed. A frame cannot be charged only as
+ * its bytes arrive: JeroMQ's ZMTP engine always decodes with its {@code V2Decoder}, which asks this allocator for
+ * the whole frame as soon as the length arrives and then reads into that buffer (the {@code ZMQ_DECODER} option,
+ * which could plug a growing decoder, is used only by raw STREAM sockets, and the allocator is not told which
+ * connection asks); a buffer committed page by page as bytes arrive would need memory outside the heap that the JDK
+ * gives back late. So the charge stays the declared length (what the heap really holds), and what stalled frames
+ * can take is bounded by size tiers and by time:
+ * <ul>
+ * <li>Three tiers: frames up to {@link #SHARE_FRAME_BYTES} (a REGISTER of dozens of layers, a key of some 10 000
+ *     tokens) may use the whole budget; frames up to {@link #MEDIUM_FRAME_BYTES} all but a reserve of their own
+ *     ({@link #shareReserveBytes}); longer frames all but that and the medium reserve ({@link #reserveBytes}). A flood
+ *     of stalled 1 MiB frames leaves the short frames of real requests their reserve; a flood of short frames needs
+ *     {@code reserve / 64 KiB} connections stalled at once.
+ * <li>Progress: the decoder reads into the buffer this allocator made ({@link Budgeted#buf}), so the bytes that have
+ *     arrived are known. A frame whose bytes stopped coming for {@link #MID_FRAME_STALL_NS} is stalled; while one is,
+ *     {@link ConnectionMonitor} closes within a few seconds every connection that has completed nothing (neither a
+ *     message nor a heartbeat answer, which an idle client sends every second), and its frame goes back to the budget.
+ * </ul>
+ * Connections that stall mid-frame over and over are thus held to a few seconds each, and short requests keep
+ * their room meanwhile.
+ *
  * <p>The request loop gives a frame's bytes back as soon as it has taken it ({@link #release}); frames
  * that never reach it (their connection closed mid-frame or with a full pipe) are given back when the
  * collector finds them unreachable. Allocation runs on JeroMQ's I/O thread, release on the loop's.
@@ -61,11 +83,21 @@ final class FrameBudget implements MsgAllocator {
      * a key about 5 bytes a token).
      */
     static final int MEDIUM_FRAME_BYTES = 1 << 20;
+    /** Frames up to this size have a reserve that longer frames cannot take: what real requests send besides STORE keys. */
+    static final int SHARE_FRAME_BYTES = 64 << 10;
+    /** A frame whose bytes have not advanced for this long is stalled mid-frame (a real sender's frame moves every ms). */
+    static final long MID_FRAME_STALL_NS = TimeUnit.SECONDS.toNanos(2);
+    /** The health check reports the budget exhausted for this long after a frame did not fit. */
+    static final long EXHAUSTED_WINDOW_NS = TimeUnit.SECONDS.toNanos(5);
     /** When frames are over budget while some may be garbage, ask for a collection at most this often. */
     private static final long COLLECT_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
 
     private final long budgetBytes;
     private final long reserveBytes;
+    private final long shareReserveBytes;
+    private final int maxFrameBytes;
+    /** When a frame last did not fit (any thread reads it: the health check). */
+    private volatile long lastOverBudgetNs = System.nanoTime() - 2 * EXHAUSTED_WINDOW_NS;
     private final AtomicLong reservedBytes = new AtomicLong();
     private final ReferenceQueue<Msg> unreachable = new ReferenceQueue<>();
     /** Keeps each outstanding frame's reference reachable until it is released or enqueued. */
@@ -83,6 +115,8 @@ final class FrameBudget implements MsgAllocator {
     FrameBudget(long budgetBytes, long maxFrameBytes, ServerMetrics metrics, Consumer<Metadata> messageEnded) {
         this.budgetBytes = budgetBytes;
         this.reserveBytes = reserveBytes(budgetBytes);
+        this.shareReserveBytes = shareReserveBytes(budgetBytes);
+        this.maxFrameBytes = (int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8);
         this.messageEnded = messageEnded;
         // the cap (setMaxMsgSize) is below 2 GiB, so a sink of the cap fits any frame JeroMQ accepts
         sink = ByteBuffer.allocate((int) Math.min(maxFrameBytes, Integer.MAX_VALUE - 8));
@@ -115,6 +149,19 @@ final class FrameBudget implements MsgAllocator {
         return Math.min(budgetBytes / 2, Math.max(budgetBytes / 4, 8L * MEDIUM_FRAME_BYTES));
     }
 
+    /** An eighth of the budget, at least 64 short frames (within the medium reserve's share of a small budget). */
+    static long shareReserveBytes(long budgetBytes) {
+        return Math.min(budgetBytes / 4, Math.max(budgetBytes / 8, 64L * SHARE_FRAME_BYTES));
+    }
+
+    /** What frames of {@code size} may hold in all: the budget less the reserves of the shorter tiers. */
+    long limitBytes(int size) {
+        if (size <= SHARE_FRAME_BYTES) {
+            return budgetBytes;
+        }
+        return budgetBytes - shareReserveBytes - (size > MEDIUM_FRAME_BYTES ? reserveBytes : 0);
+    }
+
     long budgetBytes() {
         return budgetBytes;
     }
@@ -131,12 +178,13 @@ final class FrameBudget implements MsgAllocator {
             return new Frame(size, this);
         }
         releaseUnreachable();
-        long limitBytes = size > MEDIUM_FRAME_BYTES ? budgetBytes - reserveBytes : budgetBytes;
+        long limitBytes = limitBytes(size);
         if (!reserve(size, limitBytes)) {
             maybeCollect();
             releaseUnreachable();
             if (!reserve(size, limitBytes)) {
                 overBudget.increment();
+                lastOverBudgetNs = System.nanoTime();
                 overBudgetLog.warn("a {}-byte frame does not fit the ZeroMQ frame budget ({} of {} bytes held): its request gets its "
                         + "failure value (many connections are mid-way through long frames)", size, reservedBytes.get(), budgetBytes);
                 return new OverBudget(sink.slice(0, size), this);
@@ -218,12 +266,46 @@ final class FrameBudget implements MsgAllocator {
     }
 
     /**
+     * Null, or why the budget counts as exhausted now (the health check): a frame of the longest size the server accepts
+     * would not fit, or a frame did not fit within the last few seconds.
+     */
+    String exhausted() {
+        long held = reservedBytes.get();
+        boolean full = held + maxFrameBytes > limitBytes(maxFrameBytes);
+        if (!full && System.nanoTime() - lastOverBudgetNs >= EXHAUSTED_WINDOW_NS) {
+            return null;
+        }
+        return "the ZeroMQ frame budget is exhausted (" + (held >> 20) + " of " + (budgetBytes >> 20)
+                + " MiB held by frames still arriving or queued): requests with long frames fail";
+    }
+
+    /**
+     * Runs on: lmcache-connection-monitor (each sweep). How many budgeted frames are stalled mid-frame: allocated, not
+     * complete, and no byte arrived for {@link #MID_FRAME_STALL_NS}.
+     */
+    int stalledFrames(long nowNs) {
+        int stalled = 0;
+        for (Reservation reservation : outstanding) {
+            if (reservation.stalled(nowNs)) {
+                stalled++;
+            }
+        }
+        return stalled;
+    }
+
+    /**
      * One frame's bytes in the budget; given back exactly once, by the loop or when the collector finds the frame
      * unreachable (a frame the loop never took: the array is then garbage too).
      */
     private static final class Reservation extends PhantomReference<Msg> {
         private final long bytes;
         private final FrameBudget owner;
+        /** The decoder's view of the frame (it reads into it): its position is the bytes arrived; dropped on release. */
+        private volatile ByteBuffer view;
+        private volatile boolean complete;
+        /** The monitor's: the position seen last and when it last moved. */
+        private int lastPosition = -1;
+        private long lastProgressNs;
 
         Reservation(Msg frame, long bytes, FrameBudget owner) {
             super(frame, owner.unreachable);
@@ -232,10 +314,26 @@ final class FrameBudget implements MsgAllocator {
             owner.outstanding.add(this);
         }
 
+        /** Monitor thread: no byte of this unfinished frame arrived for {@link #MID_FRAME_STALL_NS}. */
+        boolean stalled(long nowNs) {
+            ByteBuffer reading = view;
+            if (complete || reading == null) {
+                return false;
+            }
+            int position = reading.position(); // a racy read of a plain field: a stale value only delays the verdict
+            if (position != lastPosition) {
+                lastPosition = position;
+                lastProgressNs = nowNs;
+                return false;
+            }
+            return nowNs - lastProgressNs > MID_FRAME_STALL_NS;
+        }
+
         /** True when this call gave the bytes back (the first). */
         boolean release() {
             if (owner.outstanding.remove(this)) {
                 clear();
+                view = null;
                 owner.reservedBytes.addAndGet(-bytes);
                 return true;
             }
@@ -276,6 +374,27 @@ final class FrameBudget implements MsgAllocator {
 
         Budgeted(int size, FrameBudget owner) {
             super(size, owner);
+        }
+
+        /** The decoder's first call (right after the allocation) gets the view it reads the frame into: kept, to see progress. */
+        @Override
+        public ByteBuffer buf() {
+            ByteBuffer view = super.buf();
+            Reservation own = reservation;
+            if (own != null && own.view == null && !own.complete) {
+                own.view = view;
+            }
+            return view;
+        }
+
+        @Override
+        public Msg setMetadata(Metadata metadata) {
+            Reservation own = reservation;
+            if (own != null) {
+                own.complete = true; // the engine sets it once the frame has arrived whole
+                own.view = null;
+            }
+            return super.setMetadata(metadata);
         }
     }
 

@@ -14,5 +14,10 @@ public enum HandlerKind {
     /** The CPU pool ({@code --max-cpu-workers}). */
     NORMAL,
     /** The transfer pool ({@code --max-gpu-workers}), FIFO per peer identity. */
-    AFFINITY
+    AFFINITY,
+    /**
+     * A thread of its own, FIFO: reads of up to a page of a log (KV-event polls, a MiB or two each), which on the CPU pool made
+     * every LOOKUP queued behind them wait (issue 45, N6). A peer that floods it delays only other such reads.
+     */
+    BACKGROUND
 }

@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -99,6 +100,8 @@ public final class RequestLoop implements AutoCloseable {
     private final ReplyDrops drops;
     private final FrameBudget frames;
     private final TransportDeaths deaths;
+    /** Reply bytes handed to the ROUTER that each peer has not taken yet. */
+    private final PeerReplyBytes unsentBytes = new PeerReplyBytes();
     /** Streaming replies' control frames and undeliverable peers go here (kv-events.md §8); set before start. */
     private volatile StreamControl streams = StreamControl.NONE;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
@@ -127,6 +130,11 @@ public final class RequestLoop implements AutoCloseable {
         // runs on: a JeroMQ I/O thread (it carries on)
         context.setNotificationExceptionHandler(deaths::ioThreadError);
         monitor = new ConnectionMonitor(limits, connections, metrics);
+        // runs on: a JeroMQ I/O thread (a connection closed): the peer's streams end
+        monitor.onPeerClosed(peer -> {
+            unsentBytes.closed(peer);
+            streams.connectionClosed(peer);
+        });
         // runs on: a JeroMQ I/O thread (the frame allocator, for each message's last frame)
         frames = FrameBudget.forHeap(maxMessageBytes, metrics, monitor::messageEnded);
         monitor.frames(frames);
@@ -192,10 +200,27 @@ public final class RequestLoop implements AutoCloseable {
         deaths.onDeath(listener);
     }
 
-    /** Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. */
+    /**
+     * Null while the ZeroMQ side serves; otherwise the part that failed (for the health check). Any thread. Besides a dead
+     * I/O thread or an unanswered PING, the server is degraded while peers hold its whole frame budget or connection cap
+     * (issue 45, N8): a PING still passes then, but long requests or new workers fail.
+     */
     public String transportFailure() {
         String death = deaths.ioThreadDeath();
-        return death != null ? death : probe.failure();
+        if (death != null) {
+            return death;
+        }
+        String probeFailure = probe.failure();
+        if (probeFailure != null) {
+            return probeFailure;
+        }
+        String frameBudget = frames.exhausted();
+        return frameBudget != null ? "degraded: " + frameBudget : degradedByCap();
+    }
+
+    private String degradedByCap() {
+        String cap = monitor.atCap();
+        return cap == null ? null : "degraded: " + cap;
     }
 
     /** Test hook: the next frame allocation on JeroMQ's I/O thread fails as exhausted memory did (the thread dies). */
@@ -334,10 +359,21 @@ public final class RequestLoop implements AutoCloseable {
      * any part of the reply is queued, and the reply is dropped (the peer gets all of it or nothing).
      */
     private void send(Outbound reply) {
+        PeerId peer = new PeerId(reply.identity());
+        long bytes = reply.bytes();
+        AtomicLong unsent = unsentBytes.charge(peer, bytes);
+        if (unsent == null) {
+            refused(reply, peer, bytes);
+            return;
+        }
         if (!router.base().send(new zmq.Msg(reply.identity()), ZMQ.SNDMORE | ZMQ.DONTWAIT)) {
+            unsentBytes.release(unsent, bytes);
             int errno = router.base().errno();
             if (errno == zmq.ZError.EAGAIN) {
                 drops.notReading(reply.identity(), PEER_SEND_HWM);
+                if (reply.payload() != null) {
+                    streams.dropped(new PeerId(reply.identity()), reply.uid()); // a stream's batch is sent again later
+                }
             } else if (errno == zmq.ZError.EHOSTUNREACH) {
                 drops.gone();
                 streams.undeliverable(new PeerId(reply.identity()));
@@ -347,11 +383,25 @@ public final class RequestLoop implements AutoCloseable {
             return;
         }
         router.send(reply.uid(), ZMQ.SNDMORE);
+        // the last frame gives the reply's bytes back when JeroMQ's encoder takes it from the peer's pipe
         if (reply.payload() == null) {
-            router.send(reply.op(), 0);
+            router.base().send(new PeerReplyBytes.Tracked(reply.op(), unsentBytes, peer, unsent, bytes), 0);
         } else {
             router.send(reply.op(), ZMQ.SNDMORE);
-            router.send(reply.payload(), 0);
+            router.base().send(new PeerReplyBytes.Tracked(reply.payload(), unsentBytes, peer, unsent, bytes), 0);
+        }
+    }
+
+    /** A reply over the peer's share of unread bytes, or over all peers' bound: dropped; a peer over its share is disconnected. */
+    private void refused(Outbound reply, PeerId peer, long bytes) {
+        long peerBytes = unsentBytes.unsent(peer);
+        if (peerBytes + bytes > PeerReplyBytes.PEER_SHARE_BYTES) {
+            drops.overShare(reply.identity(), peerBytes, monitor.disconnect(peer));
+        } else {
+            drops.totalFull();
+        }
+        if (reply.payload() != null) {
+            streams.dropped(peer, reply.uid()); // a stream's batch: sent again later (or the stream ends with the connection)
         }
     }
 
@@ -378,6 +428,7 @@ public final class RequestLoop implements AutoCloseable {
         if (metadata != null && metadata != lastMetadata) {
             lastMetadata = metadata;
             pendingAddress = metadata.get(zmq.io.Metadata.PEER_ADDRESS);
+            lastAddress = pendingAddress;
         }
         pendingOverBudget |= FrameBudget.isOverBudget(msg);
         byte[] data = FrameBudget.bytes(msg, MAX_UID_BYTES);
@@ -388,6 +439,8 @@ public final class RequestLoop implements AutoCloseable {
     /** Runs at the first peer's message, then null; read and cleared on the loop's thread only (set before start). */
     private Runnable firstRequest;
     private String pendingAddress;
+    /** The connection of the message being read (its metadata's peer address); the loop's thread only. */
+    private String lastAddress;
     /** A frame of the message being read did not fit the frame budget: its bytes are not the peer's. */
     private boolean pendingOverBudget;
 
@@ -418,10 +471,13 @@ public final class RequestLoop implements AutoCloseable {
         if (probe.isProbe(first)) {
             if (pendingAddress != null) {
                 connections.internal(pendingAddress);
+                monitor.identified(pendingAddress, new PeerId(first)); // its reply bytes are forgotten when it closes
             }
         } else {
             if (pendingAddress != null) {
-                connections.seen(new PeerId(first), pendingAddress);
+                PeerId peer = new PeerId(first);
+                connections.seen(peer, pendingAddress);
+                monitor.identified(pendingAddress, peer);
             }
             if (firstRequest != null) {
                 Runnable hook = firstRequest;
@@ -455,6 +511,9 @@ public final class RequestLoop implements AutoCloseable {
         if (op == null) {
             dispatcher.unknownOp(frames[2], "not in the operation table");
             return;
+        }
+        if (op == Op.REGISTER_KV_CACHE || op == Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT) {
+            monitor.registered(lastAddress); // part of the connection cap is kept for workers that register
         }
         Inbound inbound = new Inbound(frames, count, op, System.nanoTime());
         if (overBudget) {

@@ -21,4 +21,12 @@ public interface StreamControl {
     void control(PeerId peer, byte[] uid, byte[] command);
 
     void undeliverable(PeerId peer);
+
+    /** Socket thread: a reply of the stream {@code (peer, uid)} was dropped (the peer does not read); must not block. */
+    default void dropped(PeerId peer, byte[] uid) {
+    }
+
+    /** A JeroMQ I/O thread (the connection monitor): the peer's TCP connection closed; must not block or touch the socket. */
+    default void connectionClosed(PeerId peer) {
+    }
 }

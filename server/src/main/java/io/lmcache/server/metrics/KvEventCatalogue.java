@@ -13,6 +13,8 @@ public enum KvEventCatalogue implements CatalogueEntry {
             "stores not announced: no STORE bound the chunk to its tokens (L2 writes of such chunks, engine-driven COMMIT_STOREs)")),
     SUBSCRIPTIONS(counter("lmcache_mp.kv_events.subscriptions", "subscribe_kv_events streams opened")),
     BATCHES(counter("lmcache_mp.kv_events.batches", "KV-event batches sent on streams")),
+    BATCHES_DROPPED(counter("lmcache_mp.kv_events.batches_dropped",
+            "KV-event stream batches that did not reach their peer (reply budget, peer not reading): not counted as sent, sent again")),
     SUBSCRIPTIONS_ENDED(counter("lmcache_mp.kv_events.subscriptions_ended", "subscribe_kv_events streams ended, by reason", "reason"));
 
     private final MeterSpec spec;

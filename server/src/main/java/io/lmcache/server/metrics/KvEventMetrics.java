@@ -22,6 +22,10 @@ public final class KvEventMetrics {
 
         double batchesSent();
 
+        default double batchesDropped() {
+            return 0;
+        }
+
         List<String> endReasons();
 
         double subscriptionsEnded(String reason);
@@ -38,6 +42,7 @@ public final class KvEventMetrics {
         metrics.functionCounter(KvEventCatalogue.UNBOUND_STORES, source, Source::unboundStores);
         metrics.functionCounter(KvEventCatalogue.SUBSCRIPTIONS, source, Source::subscriptionsOpened);
         metrics.functionCounter(KvEventCatalogue.BATCHES, source, Source::batchesSent);
+        metrics.functionCounter(KvEventCatalogue.BATCHES_DROPPED, source, Source::batchesDropped);
         for (String reason : source.endReasons()) {
             metrics.functionCounter(KvEventCatalogue.SUBSCRIPTIONS_ENDED, source, s -> s.subscriptionsEnded(reason), reason);
         }

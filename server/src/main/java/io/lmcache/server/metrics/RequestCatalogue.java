@@ -20,7 +20,9 @@ public enum RequestCatalogue implements CatalogueEntry {
     REQUESTS_OVER_FRAME_BUDGET(counter("lmcache_mp.requests_over_frame_budget",
             "requests answered with their failure value because one of their frames did not fit the ZeroMQ frame budget")),
     REPLIES_DROPPED(counter("lmcache_mp.replies_dropped",
-            "replies not sent: the peer does not read (its queue is full), the peer is gone, or the server's queue is full", "reason"));
+            "replies not sent: the peer does not read (its queue is full), the peer is gone, or the server's queue is full", "reason")),
+    PEERS_DISCONNECTED(counter("lmcache_mp.peers_disconnected",
+            "peers whose connection the server closed because they left more than their share of reply bytes unread"));
 
     private final MeterSpec spec;
 

@@ -45,12 +45,13 @@ public final class KvEventModule implements InstanceLivenessTarget {
     }
 
     /**
-     * Poll reads up to 1 024 records with their tokens (up to a MiB of reply): the CPU pool, never the socket thread. The
-     * subscription is decoded and registered on the socket thread; the stream agent sends its batches.
+     * Poll reads up to 1 024 records with their tokens (up to {@link KvEventLog#MAX_REPLY_BYTES} of reply): a thread of its own,
+     * never the socket thread nor the CPU pool's LOOKUPs. The subscription is decoded and registered on the socket thread; the
+     * stream agent sends its batches.
      */
     public void declareOps(OpTable.Builder ops) {
-        // runs on: lmcache-normal-* (poll); lmcache-request-loop (subscribe: registration only)
-        ops.op(Op.POLL_KV_EVENTS, HandlerKind.NORMAL, 3, RequestDecoder::pollKvEvents, (r, peer) -> poll(r), this::pollFailure);
+        // runs on: lmcache-background-* (poll); lmcache-request-loop (subscribe: registration only)
+        ops.op(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, 3, RequestDecoder::pollKvEvents, (r, peer) -> poll(r), this::pollFailure);
         ops.streamed(Op.SUBSCRIBE_KV_EVENTS, 4, RequestDecoder::subscribeKvEvents, streams::open);
     }
 
@@ -61,7 +62,8 @@ public final class KvEventModule implements InstanceLivenessTarget {
                     poll.maxEvents());
             return pollFailure();
         }
-        return log.read(poll.cursor(), poll.modelName(), (int) Math.min(poll.maxEvents(), Integer.MAX_VALUE));
+        // as subscribe's bound, but clamped rather than refused: LMCache's poll takes any max_events >= 1
+        return log.read(poll.cursor(), poll.modelName(), (int) Math.min(poll.maxEvents(), KvEventLog.MAX_EVENTS));
     }
 
     /** A poll that cannot be served: a loss at the newest record, so a worker withdraws what it announced and resumes there. */
@@ -83,6 +85,7 @@ public final class KvEventModule implements InstanceLivenessTarget {
             status.put("unbound_stores", recorder.unboundStores());
             status.put("subscribers", streams.subscribers());
             status.put("batches_sent", streams.batches());
+            status.put("batches_dropped", streams.batchesDropped());
             status.put("records_encoded", streams.encodings()); // each record once, however many batches carry it
         }
         return status;

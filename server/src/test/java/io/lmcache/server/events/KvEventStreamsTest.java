@@ -139,6 +139,92 @@ class KvEventStreamsTest {
         assertEquals(8, streams.batches());
     }
 
+    @Test
+    void aBatchTheReplyBudgetRefusesIsNotCountedAndGoesAgainWithItsCreditRestored() {
+        ReplyQueue tight = new ReplyQueue(4096);
+        KvEventStreams own = new KvEventStreams(log, tight, clockNs::get);
+        own.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[] {34}));
+        store();
+        assertTrue(tight.offer(new Outbound(new byte[1], new byte[1], new byte[1], new byte[3900])), "the queue is all but full");
+        own.doWork();
+        assertEquals(0, own.batches(), "the refused batch is not counted as sent");
+        assertEquals(1, own.batchesDropped());
+        assertEquals(1, tight.dropped().sum());
+        tight.poll(); // the socket thread drains the queue
+        own.doWork();
+        assertEquals(null, tight.poll(), "the retry waits a moment: no busy loop on a full queue");
+        clockNs.addAndGet(KvEventStreams.RETRY_NS);
+        own.doWork();
+        Outbound again = tight.poll();
+        assertTrue(again != null && again.payload() != null, "the same records go again, without a new ack");
+        assertArrayEquals(new ReplyEncoder().encode(log.read(0, "m", 100)), again.payload());
+        assertEquals(1, own.batches());
+    }
+
+    @Test
+    void aBatchThePeerDidNotTakeGoesAgain() {
+        subscribe(100);
+        store();
+        streams.doWork();
+        assertEquals(1, batchesOut());
+        streams.dropped(new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[0]).peer(), uid);
+        streams.doWork();
+        assertEquals(0, batchesOut(), "not at once: a peer that does not read is not sent a batch per pass");
+        clockNs.addAndGet(KvEventStreams.RETRY_NS);
+        streams.doWork();
+        List<byte[]> again = drain();
+        assertEquals(1, again.size(), "sent again without an ack");
+        assertEquals(1, streams.batchesDropped());
+    }
+
+    @Test
+    void anotherPeerCannotReplaceAStreamByItsInstanceIdButItsOwnConnectionCan() {
+        subscribe(100);
+        streams.doWork();
+        assertEquals(1, batchesOut());
+        byte[] intruderUid = "x".getBytes(StandardCharsets.US_ASCII);
+        streams.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {6, 6}, intruderUid, new byte[] {34}));
+        Outbound refused = replies.poll();
+        assertArrayEquals(new byte[] {6, 6}, refused.identity(), "the intruder gets its final reply at once");
+        assertEquals(null, refused.payload());
+        assertEquals(1, streams.endedCounter(KvEventStreams.Ended.REFUSED).sum());
+        assertEquals(0, streams.endedCounter(KvEventStreams.Ended.REPLACED).sum(), "the owner's stream goes on");
+        assertEquals(1, streams.subscribers());
+        byte[] second = "u2".getBytes(StandardCharsets.US_ASCII);
+        streams.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {0, 1, 2, 3, 4}, second, new byte[] {34}));
+        assertEquals(1, streams.endedCounter(KvEventStreams.Ended.REPLACED).sum(), "its own connection replaces it");
+    }
+
+    @Test
+    void aReconnectingSubscriberWhoseOldConnectionClosedTakesItsInstanceBack() {
+        subscribe(100);
+        streams.connectionClosed(new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[0]).peer());
+        // the new connection's subscription comes before the agent's next pass
+        streams.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {8, 8}, uid, new byte[] {34}));
+        assertEquals(0, streams.endedCounter(KvEventStreams.Ended.REFUSED).sum());
+        assertEquals(1, streams.endedCounter(KvEventStreams.Ended.CONNECTION_CLOSED).sum());
+        streams.doWork();
+        assertEquals(1, streams.subscribers(), "the new stream lives on");
+    }
+
+    @Test
+    void aClosedConnectionsStreamsEndAndAPeerHoldsAtMostItsShare() {
+        byte[] peer = {0, 1, 2, 3, 4};
+        for (int i = 0; i < KvEventStreams.MAX_PER_PEER + 2; i++) {
+            byte[] own = ("s" + i).getBytes(StandardCharsets.US_ASCII);
+            streams.open(new Request.SubscribeKvEvents(100 + i, "m", 0, 100), new StreamTarget(peer, own, new byte[] {34}));
+        }
+        assertEquals(KvEventStreams.MAX_PER_PEER, streams.subscribers());
+        assertEquals(2, streams.endedCounter(KvEventStreams.Ended.REFUSED).sum());
+        streams.open(new Request.SubscribeKvEvents(7, "x".repeat(KvEventStreams.MAX_MODEL_CHARS + 1), 0, 100),
+                new StreamTarget(new byte[] {5}, uid, new byte[] {34}));
+        assertEquals(3, streams.endedCounter(KvEventStreams.Ended.REFUSED).sum(), "a model name past the bound is not kept");
+        streams.connectionClosed(new StreamTarget(peer, uid, new byte[0]).peer());
+        streams.doWork();
+        assertEquals(0, streams.subscribers());
+        assertEquals(KvEventStreams.MAX_PER_PEER, streams.endedCounter(KvEventStreams.Ended.CONNECTION_CLOSED).sum());
+    }
+
     private List<byte[]> drain() {
         List<byte[]> payloads = new ArrayList<>();
         for (Outbound reply; (reply = replies.poll()) != null; ) {

@@ -15,6 +15,7 @@ import io.lmcache.server.protocol.TokenHashChain;
 import io.lmcache.server.testing.EngineDrivenWorker;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.RawZmtpPeer;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
@@ -151,31 +152,95 @@ class KvEventsIT {
     }
 
     @Test
-    void aNewSubscriptionEndsTheOldAndAVanishedSubscriberIsDropped() {
+    void onlyItsOwnConnectionReplacesAStreamAndAClosedConnectionsStreamsEnd() {
         try (ServerProcess server = server();
              JavaWorker worker = new JavaWorker(server.endpoint(), 43, MODEL, GEOMETRY)) {
             worker.register();
             worker.fill(JavaWorker.range(0, BLOCKS_PER_CHUNK), 6);
             byte[] uid = TestClient.pack(p -> p.packInt(9));
-            try (TestClient old = new TestClient(server.endpoint())) {
-                subscribe(old, uid, 43, 0);
-                assertNotNull(old.receive(Duration.ofSeconds(10)));
-                TestClient vanishing = new TestClient(server.endpoint());
-                subscribe(vanishing, uid, 43, 0);
-                TestClient.Reply ended = old.receive(Duration.ofSeconds(10));
-                assertEquals(2, ended.frames(), "the replaced subscription gets its final reply");
-                assertNotNull(vanishing.receive(Duration.ofSeconds(10)));
-                vanishing.sendRaw(uid, EMPTY, "ack".getBytes(StandardCharsets.US_ASCII));
-                vanishing.close();
+            TestClient owner = new TestClient(server.endpoint());
+            subscribe(owner, uid, 43, 0);
+            assertNotNull(owner.receive(Duration.ofSeconds(10)));
+            try (TestClient intruder = new TestClient(server.endpoint())) {
+                subscribe(intruder, uid, 43, 0);
+                TestClient.Reply refused = intruder.receive(Duration.ofSeconds(10));
+                assertEquals(2, refused.frames(), "another peer naming the instance gets a final reply at once");
             }
-            int[] tokens = JavaWorker.tokens(79, CHUNK);
-            await().atMost(Duration.ofSeconds(20)).until(() -> {
-                worker.store(tokens, 0, CHUNK, JavaWorker.range(0, BLOCKS_PER_CHUNK), "v");
-                worker.client().call(20, TestClient.pack(p -> p.packBoolean(false)));
-                return Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "peer_gone") == 1;
-            });
-            assertEquals(0, Http.metric(server, "lmcache_mp_kv_events_subscribers"));
+            assertEquals(1, Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "refused"));
+            assertEquals(0, Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "replaced"));
+            assertEquals(1, Http.metric(server, "lmcache_mp_kv_events_subscribers"), "the owner's stream goes on");
+            byte[] second = TestClient.pack(p -> p.packInt(10));
+            subscribe(owner, second, 43, 0);
+            TestClient.Reply ended = owner.receive(Duration.ofSeconds(10));
+            assertArrayEquals(uid, ended.uid());
+            assertEquals(2, ended.frames(), "its own connection replaces it: the old stream gets its final reply");
+            assertNotNull(owner.receive(Duration.ofSeconds(10)), "the new stream's first batch");
             assertEquals(1, Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "replaced"));
+            owner.close();
+            await().atMost(Duration.ofSeconds(20)).until(
+                    () -> Http.metric(server, "lmcache_mp_kv_events_subscriptions_ended_total", "reason", "connection_closed") == 1);
+            assertEquals(0, Http.metric(server, "lmcache_mp_kv_events_subscribers"));
+        }
+    }
+
+    @Test
+    void aSaltedStoresRecordsCarryItsHashesButNoTokensToAnyReader() {
+        try (ServerProcess server = server();
+             JavaWorker worker = new JavaWorker(server.endpoint(), 50, MODEL, GEOMETRY);
+             TestClient router = new TestClient(server.endpoint())) {
+            worker.register();
+            worker.fill(JavaWorker.range(0, 2 * BLOCKS_PER_CHUNK), 10);
+            int[] tokens = JavaWorker.tokens(83, 2 * CHUNK);
+            assertTrue(worker.store(tokens, 0, CHUNK, JavaWorker.range(0, BLOCKS_PER_CHUNK), "plain"));
+            worker.salt("tenant-a");
+            assertTrue(worker.store(tokens, 0, CHUNK, JavaWorker.range(BLOCKS_PER_CHUNK, BLOCKS_PER_CHUNK), "salted"));
+            Batch batch = pollById(router, MODEL, 0, 1024);
+            assertEquals(2, batch.events().size());
+            assertEquals(CHUNK, batch.events().get(0).tokens().length, "the unsalted chunk with its tokens");
+            Rec salted = batch.events().get(1);
+            assertEquals("stored", salted.kind());
+            assertEquals(0, salted.tokens().length, "the salted chunk: no token ids");
+            assertEquals(1, salted.hashes().size(), "but its hash");
+            byte[] uid = TestClient.pack(p -> p.packInt(11));
+            subscribe(router, uid, 50, 0);
+            Batch first = decode(router.receive(Duration.ofSeconds(10)).payload());
+            assertEquals(0, first.events().get(1).tokens().length, "nor to a subscriber");
+        }
+    }
+
+    /**
+     * Issue 45, N2: a peer that polls whole pages and never reads its replies. Each reply is a page (at most 1 024 records,
+     * even for max_events 2^31-1); past its share of unread reply bytes the peer's replies are dropped, counted, and its
+     * connection closed, while a reader's polls go on.
+     */
+    @Test
+    void aPeerThatNeverReadsItsPagesIsDroppedCountedAndDisconnected() throws Exception {
+        try (ServerProcess server = server();
+             JavaWorker worker = new JavaWorker(server.endpoint(), 51, MODEL, GEOMETRY);
+             TestClient router = new TestClient(server.endpoint())) {
+            worker.register();
+            worker.fill(JavaWorker.range(0, 8 * BLOCKS_PER_CHUNK), 11);
+            for (int i = 0; i < 160; i++) {
+                assertTrue(worker.store(JavaWorker.tokens(1000 + i, 8 * CHUNK), 0, 8 * CHUNK, JavaWorker.range(0, 8 * BLOCKS_PER_CHUNK), "p" + i));
+            }
+            Batch page = pollById(router, MODEL, 0, Integer.MAX_VALUE);
+            assertEquals(1024, page.events().size(), "max_events 2^31-1 reads one page");
+            RawZmtpPeer idle = RawZmtpPeer.connect(server.port(), 4096);
+            try {
+                byte[] poll = RawZmtpPeer.message(TestClient.pack(p -> p.packInt(1)), TestClient.pack(p -> p.packInt(34)),
+                        TestClient.pack(p -> p.packString(MODEL)), TestClient.pack(p -> p.packLong(0)),
+                        TestClient.pack(p -> p.packInt(Integer.MAX_VALUE)));
+                for (int i = 0; i < 60; i++) {
+                    idle.write(poll);
+                }
+                await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+                        .until(() -> Http.metric(server, "lmcache_mp_peers_disconnected_total") >= 1);
+                assertTrue(Http.metric(server, "lmcache_mp_replies_dropped_total", "reason", "peer_over_share") >= 1);
+                assertTrue(idle.closedByServer(Duration.ofSeconds(10)), "the peer that does not read is disconnected");
+            } finally {
+                idle.close();
+            }
+            assertEquals(1024, pollById(router, MODEL, 0, 1024).events().size(), "a reader is still served");
         }
     }
 

@@ -86,7 +86,7 @@ class ServerOpsTest {
             unsupported(Op.P2P_UNLOCK_OBJECTS),
             served(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, "90"),
             unsupported(Op.CB_PROTOCOL_HANDSHAKE),
-            served(Op.POLL_KV_EVENTS, HandlerKind.NORMAL, 3, POLL_FAILED_HEX),
+            served(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, 3, POLL_FAILED_HEX),
             streamed(Op.SUBSCRIBE_KV_EVENTS));
 
     private record Fact(Op op, boolean served, HandlerKind kind, int maxPayloads, String failureHex) {}

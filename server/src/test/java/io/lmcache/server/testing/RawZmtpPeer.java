@@ -12,6 +12,10 @@ import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A ZMTP 3.0 peer written byte by byte, as an attacker on the host would: a plain TCP socket that
@@ -119,6 +123,28 @@ public final class RawZmtpPeer implements AutoCloseable {
     /** The header of a frame of {@code length} bytes (8-byte size), and nothing of its body. */
     public void declareFrame(long length) throws IOException {
         write(ByteBuffer.allocate(9).put((byte) FLAG_LARGE).putLong(length).array());
+    }
+
+    /**
+     * Sends one more byte of each peer's frame every 500 ms until closed: frames that still make progress, which the server
+     * does not take for stalled mid-frame (it closes those within seconds); a peer the server closed is skipped.
+     */
+    public static AutoCloseable trickle(List<RawZmtpPeer> peers) {
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread thread = new Thread(r, "raw-zmtp-trickle");
+            thread.setDaemon(true);
+            return thread;
+        });
+        timer.scheduleAtFixedRate(() -> {
+            for (RawZmtpPeer peer : peers) {
+                try {
+                    peer.write(new byte[1]);
+                } catch (IOException e) {
+                    // closed by the server: nothing more to send
+                }
+            }
+        }, 0, 500, TimeUnit.MILLISECONDS);
+        return timer::shutdownNow;
     }
 
     /**
