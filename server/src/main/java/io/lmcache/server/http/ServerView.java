@@ -1,5 +1,6 @@
 package io.lmcache.server.http;
 
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.config.ServerConfig;
@@ -154,7 +155,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("engine_type", "MPCacheServer");
         status.put("server", "lmcache-server (Java) " + Versions.version());
-        status.put("instance_id", config.instanceId());
+        status.put("instance_id", LogText.statusValues(config.instanceId()));
         status.put("chunk_size", config.chunkSize());
         status.put("hash_algorithm", ChunkHashes.algorithm());
         status.put("chunk_hashes_reused", ChunkHashes.reusedChunks()); // copied from a recent key's chain, not computed
@@ -192,7 +193,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         Map<String, Object> manager = new LinkedHashMap<>();
         manager.put("is_healthy", pool.preparationError().isEmpty());
         manager.put("shared_l1", pool.isShared());
-        manager.put("shm_name", pool.shmName());
+        manager.put("shm_name", LogText.statusValues(pool.shmName()));
         manager.put("total_object_count", s.objects());
         manager.put("write_locked_count", s.writeLocked());
         manager.put("read_locked_count", s.readLocked());
@@ -215,7 +216,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         preparation.put("stages", preparationStages);
         preparation.put("threads", pool.preparationThreads());
         preparation.put("huge_pages", pool.preparationHugePages());
-        preparation.put("error", pool.preparationError());
+        preparation.put("error", LogText.statusValues(pool.preparationError()));
         preparation.put("numa", pool.numaStatus());
         manager.put("pool_preparation", preparation);
         Map<String, Object> eviction = new LinkedHashMap<>();
@@ -264,12 +265,14 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         Map<String, Object> observability = new LinkedHashMap<>();
         for (Map.Entry<String, Object> entry : config.describe().entrySet()) {
             String key = entry.getKey();
+            // operator input echoed (a 94 KB --l2-adapter spec, a config file path): clipped like every status value
+            Object value = LogText.statusValues(entry.getValue());
             if (key.startsWith("l1_") || key.startsWith("l2_") || key.startsWith("eviction_")) {
-                storage.put(key, entry.getValue());
+                storage.put(key, value);
             } else if (key.startsWith("http_") || key.startsWith("prometheus_")) {
-                observability.put(key, entry.getValue());
+                observability.put(key, value);
             } else {
-                mp.put(key, entry.getValue());
+                mp.put(key, value);
             }
         }
         return Map.of("mp", mp, "storage_manager", storage, "observability", observability, "tuning", config.tuning().describe());

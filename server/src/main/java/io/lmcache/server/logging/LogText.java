@@ -62,17 +62,26 @@ public final class LogText {
      * every other value clipped to {@link #MAX_VALUE_CHARS} (a megabyte given as a flag value must not make the start-up line huge).
      */
     public static Object clipValues(Object value) {
+        return clipValues(value, MAX_VALUE_CHARS);
+    }
+
+    /** A configuration tree as a status page shows it: as {@link #clipValues(Object)}, every other value clipped to {@link #MAX_STATUS_CHARS}. */
+    public static Object statusValues(Object value) {
+        return clipValues(value, MAX_STATUS_CHARS);
+    }
+
+    private static Object clipValues(Object value, int maxChars) {
         return switch (value) {
             case Map<?, ?> map -> {
                 Map<String, Object> out = new LinkedHashMap<>();
-                map.entrySet().stream().limit(MAX_LIST_ITEMS).forEach(e -> out.put(clip(e.getKey()), clipValues(e.getValue())));
+                map.entrySet().stream().limit(MAX_LIST_ITEMS).forEach(e -> out.put(clip(e.getKey()), clipValues(e.getValue(), maxChars)));
                 if (map.size() > MAX_LIST_ITEMS) {
                     out.put("...", (map.size() - MAX_LIST_ITEMS) + " more");
                 }
                 yield out;
             }
             case Collection<?> list -> {
-                List<Object> out = new ArrayList<>(list.stream().limit(MAX_LIST_ITEMS).map(LogText::clipValues).toList());
+                List<Object> out = new ArrayList<>(list.stream().limit(MAX_LIST_ITEMS).map(item -> clipValues(item, maxChars)).toList());
                 if (list.size() > MAX_LIST_ITEMS) {
                     out.add("...(" + list.size() + " items)");
                 }
@@ -81,7 +90,7 @@ public final class LogText {
             case null -> null;
             case Number number -> number;
             case Boolean bool -> bool;
-            default -> clip(value);
+            default -> clip(value, maxChars);
         };
     }
 

@@ -212,6 +212,21 @@ class HttpApiIT {
     }
 
     @Test
+    void echoedOperatorInputIsClippedInConfigAndStatus(@org.junit.jupiter.api.io.TempDir Path l2) throws Exception {
+        // a spec and an id far longer than any page should carry, as an operator's script might pass them
+        String longId = "svc-" + "x".repeat(100_000);
+        String spec = "{\"type\":\"fs_native\",\"base_path\":\"" + l2 + "\",\"relative_tmp_dir\":\"" + "t".repeat(200) + "\"}";
+        try (ServerProcess server = ServerProcess.start("--service-instance-id", longId, "--l2-adapter", spec)) {
+            String config = Http.get(server.httpBase() + "/config").body();
+            JsonNode mp = JSON.readTree(config).get("mp");
+            assertTrue(mp.get("service_instance_id").asText().endsWith("...(100004 chars)"), mp.get("service_instance_id").asText());
+            assertTrue(config.length() < 40_000, "the page is bounded: " + config.length());
+            String status = Http.get(server.httpBase() + "/status").body();
+            assertFalse(status.contains("x".repeat(1000)), "/status quotes no unclipped operator value");
+        }
+    }
+
+    @Test
     void configShowsEveryTuningKnobWithItsEffectiveValue() throws Exception {
         // the launcher's LMCACHE_JAVA_OPTS reach the JVM the same way as these
         Map<String, String> env = Map.of("JAVA_TOOL_OPTIONS", "-Dlmcache.cuda.copyBlocks=4 -Dlmcache.l1.prepareThreads=2");
