@@ -11,7 +11,7 @@ import java.nio.ByteBuffer;
  * who may free or refill it: a command Lettuce still holds (a reply after the timeout, a resend
  * after a reconnect) must then neither read nor write it, or a key could get another object's bytes.
  */
-final class LentBuffer {
+final class LentBuffer implements LentBuffers.Revocable {
     private final MemorySegment segment;
     private boolean revoked;
 
@@ -44,7 +44,8 @@ final class LentBuffer {
     }
 
     /** Gives the buffer back; waits for a copy in progress, after which nothing touches it again. */
-    synchronized void revoke() {
+    @Override
+    public synchronized void revoke() {
         revoked = true;
     }
 }

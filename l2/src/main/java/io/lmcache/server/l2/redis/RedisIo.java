@@ -14,13 +14,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
@@ -51,7 +48,7 @@ public final class RedisIo implements AdapterIo {
     private final CommandSender sender;
     private final NodeProbe probe;
     private final ValueWindow window;
-    private final Set<LentBuffer> lent = ConcurrentHashMap.newKeySet();
+    private final LentBuffers<LentBuffer> lent = new LentBuffers<>();
     private final LongAdder storedKeys = new LongAdder();
     private final LongAdder lookupKeys = new LongAdder();
     private final LongAdder lookupHits = new LongAdder();
@@ -209,17 +206,14 @@ public final class RedisIo implements AdapterIo {
     }
 
     private LentBuffer lend(MemorySegment segment) {
-        LentBuffer buffer = new LentBuffer(segment);
-        lent.add(buffer);
-        return buffer;
+        return lent.lend(new LentBuffer(segment));
     }
 
     /** A SET or GETRANGE on the values connection, holding a place in the window; the buffer goes back before {@code done} runs. */
     private <T> void sendValue(String wire, Command<String, LentBuffer, T> command, LentBuffer buffer, BiConsumer<T, Throwable> done) {
         RedisLink.Connections now = connections();
         BiConsumer<T, Throwable> giveBack = (value, error) -> {
-            buffer.revoke();
-            lent.remove(buffer);
+            lent.giveBack(buffer);
             window.release();
             done.accept(value, error);
         };
@@ -298,15 +292,7 @@ public final class RedisIo implements AdapterIo {
     @Override
     public void drain() {
         window.close().forEach(Runnable::run);
-        long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
-        while (!lent.isEmpty() && deadlineNs - System.nanoTime() > 0) {
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
-        }
-        if (!lent.isEmpty()) {
-            LOG.warn("{}: {} value(s) still in flight after {} ms at close; abandoned", name, lent.size(), TimeUnit.NANOSECONDS.toMillis(
-                    CLOSE_WAIT_NS));
-        }
-        lent.forEach(LentBuffer::revoke);
+        lent.drain(LOG, name, CLOSE_WAIT_NS);
     }
 
     /** The connections and threads end. */

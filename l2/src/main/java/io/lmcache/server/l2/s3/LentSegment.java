@@ -1,5 +1,6 @@
 package io.lmcache.server.l2.s3;
 
+import io.lmcache.server.l2.redis.LentBuffers;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 
@@ -9,7 +10,7 @@ import java.nio.ByteBuffer;
  * request the client still holds (a body after a timeout) then neither reads nor writes it, so a key never gets another object's
  * bytes and L1 may free or refill the buffer.
  */
-final class LentSegment {
+final class LentSegment implements LentBuffers.Revocable {
     private final MemorySegment segment;
     private boolean revoked;
 
@@ -42,7 +43,8 @@ final class LentSegment {
     }
 
     /** Gives the buffer back; waits for a copy in progress, after which nothing touches it again. */
-    synchronized void revoke() {
+    @Override
+    public synchronized void revoke() {
         revoked = true;
     }
 }

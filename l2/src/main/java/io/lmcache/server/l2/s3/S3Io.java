@@ -4,6 +4,7 @@ import io.lmcache.server.l2.AdapterIo;
 import io.lmcache.server.l2.AdapterLedger;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.redis.FailureLog;
+import io.lmcache.server.l2.redis.LentBuffers;
 import io.lmcache.server.l2.redis.NodeBreakers;
 import io.lmcache.server.l2.redis.ValueWindow;
 import java.io.IOException;
@@ -13,16 +14,13 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -80,7 +78,7 @@ final class S3Io implements AdapterIo {
     private final FailureLog failures;
     private final NodeBreakers breakers;
     private final ValueWindow window;
-    private final Set<LentSegment> lent = ConcurrentHashMap.newKeySet();
+    private final LentBuffers<LentSegment> lent = new LentBuffers<>();
     private final LongAdder puts = new LongAdder();
     private final LongAdder gets = new LongAdder();
     private final LongAdder heads = new LongAdder();
@@ -280,16 +278,13 @@ final class S3Io implements AdapterIo {
     // --- requests --------------------------------------------------------------------------------
 
     private LentSegment lend(MemorySegment segment) {
-        LentSegment buffer = new LentSegment(segment);
-        lent.add(buffer);
-        return buffer;
+        return lent.lend(new LentSegment(segment));
     }
 
     /** A PUT or GET holding a place in the window; the buffer goes back and the place is freed before {@code done} runs. */
     private <T> void sendValue(LentSegment buffer, Supplier<CompletableFuture<T>> request, BiConsumer<T, Throwable> done) {
         BiConsumer<T, Throwable> giveBack = (value, error) -> {
-            buffer.revoke();
-            lent.remove(buffer);
+            lent.giveBack(buffer);
             window.release();
             done.accept(value, error);
         };
@@ -458,15 +453,7 @@ final class S3Io implements AdapterIo {
     @Override
     public void drain() {
         window.close().forEach(Runnable::run);
-        long deadlineNs = System.nanoTime() + CLOSE_WAIT_NS;
-        while (!lent.isEmpty() && deadlineNs - System.nanoTime() > 0) {
-            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
-        }
-        if (!lent.isEmpty()) {
-            LOG.warn("{}: {} value(s) still in flight after {} ms at close; abandoned", name, lent.size(), TimeUnit.NANOSECONDS.toMillis(
-                    CLOSE_WAIT_NS));
-        }
-        lent.forEach(LentSegment::revoke);
+        lent.drain(LOG, name, CLOSE_WAIT_NS);
     }
 
     @Override
