@@ -184,7 +184,7 @@ public final class FsNativeIo implements AdapterIo {
 
     /**
      * A file of this key in another format (another size, or another format attribute): a miss, counted, kept (it serves the
-     * workers of its own layout; two layouts under one model name should not share an L2, see the README).
+     * workers of its own layout; two layouts under one model name should not share an L2, see docs/l2.md).
      */
     private void formatMismatch(FsNativeFiles.Found found) {
         if (found == FsNativeFiles.Found.WRONG_SIZE) {

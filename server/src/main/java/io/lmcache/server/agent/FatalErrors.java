@@ -26,7 +26,8 @@ public final class FatalErrors {
             + FatalErrors.class.getName() + "\",\"formattedMessage\":\"" + MESSAGE + "\"}" + System.lineSeparator() : "");
     private static final byte[] TIME = new byte[20];
     private static final FileOutputStream STDERR = new FileOutputStream(FileDescriptor.err);
-    private static final Halter RUNTIME = status -> Runtime.getRuntime().halt(status);
+    /** The process's own {@code halt}. */
+    public static final Halter RUNTIME = status -> Runtime.getRuntime().halt(status);
 
     /** Ends the process; tests give one that records the status instead. */
     @FunctionalInterface

@@ -88,7 +88,7 @@ class AgentRunnerTest {
         failing.close();
         assertNull(errors.fatalReason(), "an exception is a failed turn, not a broken server");
         AtomicInteger turns = new AtomicInteger();
-        OutOfMemoryError error = new OutOfMemoryError("test heap");
+        LinkageError error = new LinkageError("test class");
         Agent erring = new Agent() {
             @Override
             public int doWork() {
@@ -110,6 +110,19 @@ class AgentRunnerTest {
         runner.close();
         assertEquals(1, errors.count("erring"));
         assertEquals("agent erring hit " + error, errors.fatalReason());
+    }
+
+    @Test
+    void anOutOfMemoryErrorInAnAgentEndsTheProcessInsteadOfCountingATurn() {
+        List<Integer> exits = new CopyOnWriteArrayList<>();
+        AgentErrors errors = new AgentErrors(exits::add);
+        // thrown by Java code, as a direct-memory allocation throws it: -XX:+ExitOnOutOfMemoryError does not see these
+        errors.record("pool", new OutOfMemoryError("Direct buffer memory"));
+        assertEquals(List.of(FatalErrors.EXIT_CODE), exits, "halted once, with the transport's exit code");
+        assertEquals(0, errors.count("pool"), "nothing allocated for it: not counted as a failed turn");
+        errors.record("pool", new IllegalStateException("a bug"));
+        assertEquals(List.of(FatalErrors.EXIT_CODE), exits, "an exception is a failed turn, never an exit");
+        assertEquals(1, errors.count("pool"));
     }
 
     @Test
