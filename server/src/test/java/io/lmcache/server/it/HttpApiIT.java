@@ -27,6 +27,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
 
 /** The HTTP API of the real server: every endpoint, LMCache's field and metric names, admin auth. */
 @ExtendWith(ServerLogOnFailure.class)
@@ -212,7 +213,7 @@ class HttpApiIT {
     }
 
     @Test
-    void echoedOperatorInputIsClippedInConfigAndStatus(@org.junit.jupiter.api.io.TempDir Path l2) throws Exception {
+    void echoedOperatorInputIsClippedInConfigAndStatus(@TempDir Path l2) throws Exception {
         // a spec and an id far longer than any page should carry, as an operator's script might pass them
         String longId = "svc-" + "x".repeat(100_000);
         String spec = "{\"type\":\"fs_native\",\"base_path\":\"" + l2 + "\",\"relative_tmp_dir\":\"" + "t".repeat(200) + "\"}";

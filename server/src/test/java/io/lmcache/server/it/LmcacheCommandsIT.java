@@ -197,7 +197,7 @@ class LmcacheCommandsIT {
             assertEquals("ok", setMetrics.path("status").asText());
             assertEquals(0, lmcache(token, "quota", "set", "", "--limit-gb", "1", "--url", url).exitCode(), "the empty salt is _default");
 
-            JsonNode quotas = json(Http.get(url + "/quota").body());
+            JsonNode quotas = json(Http.get(url + "/quota", "Authorization", "Bearer t0ken").body());
             Map<String, Long> bytes = new HashMap<>();
             quotas.path("tenants").forEach(line -> bytes.put(line.path("tenant").asText(), line.path("quota_bytes").asLong()));
             assertEquals(Map.of("tenant-a", 512L << 20, "_default", 1L << 30), bytes, "the server holds what was set: " + quotas);
