@@ -7,8 +7,8 @@
 #                        or .device/java -cp '.device/lib/*' <main class> <args>
 # .device/lib also holds the bench module's classes (lmcache-bench.jar) and the two runtime jars its KV-event and
 # request-latency benchmarks need beyond the server's (awaitility, hamcrest: ServerProcess waits with Awaitility), so
-# KvEventStoreBench and RequestLatencyBench run there too (run-on-device.sh kvevents). The L2 client's jars (Lettuce,
-# Reactor, Netty, redis-authx) are left out to stay under the 64 MiB that travel: no GPU run configures a Redis L2, and
+# KvEventStoreBench and RequestLatencyBench run there too (run-on-device.sh kvevents). The L2 clients' jars (Lettuce,
+# Reactor, Netty, redis-authx, the AWS SDK) are left out to stay under the 64 MiB that travel: no GPU run configures a Redis L2, and
 # the JVM skips a missing Class-Path entry (LMCACHE_DEVICE_L2_JARS=1 keeps them).
 set -euo pipefail
 root=$(cd "$(dirname "$(readlink -f -- "${BASH_SOURCE[0]}")")/../.." && pwd)
@@ -38,6 +38,8 @@ done
 if [ "${LMCACHE_DEVICE_L2_JARS:-0}" != 1 ]; then
   rm -f .device/lib/lettuce-core-*.jar .device/lib/reactor-core-*.jar .device/lib/reactive-streams-*.jar \
     .device/lib/netty-*.jar .device/lib/redis-authx-*.jar
+  # the s3 adapter's AWS SDK (software.amazon.*: its jars have generic names such as utils-*.jar, so they go by group)
+  tr ':' '\n' < bench/target/classpath.txt | grep '/software/amazon/' | xargs -r -n1 basename | sed 's|^|.device/lib/|' | xargs -r rm -f
 fi
 # a stale server/target/lib may still hold BouncyCastle (7 MiB; only the hash benchmark and the tests use it)
 if [ "${LMCACHE_DEVICE_BCPROV:-0}" != 1 ]; then
