@@ -40,6 +40,8 @@ if [ "${LMCACHE_DEVICE_L2_JARS:-0}" != 1 ]; then
     .device/lib/netty-*.jar .device/lib/redis-authx-*.jar
   # the s3 adapter's AWS SDK (software.amazon.*: its jars have generic names such as utils-*.jar, so they go by group)
   tr ':' '\n' < bench/target/classpath.txt | grep '/software/amazon/' | xargs -r -n1 basename | sed 's|^|.device/lib/|' | xargs -r rm -f
+  # Prometheus's protobuf exposition (2 MiB): the text format, which every scrape here asks for, is in exposition-textformats
+  rm -f .device/lib/prometheus-metrics-exposition-formats-*.jar
 fi
 # a stale server/target/lib may still hold BouncyCastle (7 MiB; only the hash benchmark and the tests use it)
 if [ "${LMCACHE_DEVICE_BCPROV:-0}" != 1 ]; then
