@@ -18,9 +18,11 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Who may call the mutating endpoints ({@code POST} only) and the admin-only reads ({@code GET /quota}). First the
- * {@code Host} header: absent, or naming this server as an address literal, {@code localhost}, the configured
- * {@code --http-host} or this machine's name (else 421): a page on another site that a DNS-rebinding attack points at
- * 127.0.0.1 sends its own name there. Every mutating request must then be JSON ({@code Content-Type: application/json},
+ * {@code Host} header of a request without the admin token: absent, or naming this server as an address literal,
+ * {@code localhost}, the configured {@code --http-host} or this machine's name (else 421): a page on another site
+ * that a DNS-rebinding attack points at 127.0.0.1 sends its own name there. A request presenting the token may name
+ * the server any way (a Kubernetes service name): a rebinding page cannot know the token. Every mutating request must
+ * then be JSON ({@code Content-Type: application/json},
  * else 415) and must not come from another origin (an {@code Origin} header naming anything but this server's own
  * host:port, else 403): a browser on the host can send neither without the page being this server's, so a web page
  * cannot clear the cache through a loopback-trusting endpoint (CSRF). Then, with a token configured, anyone presenting
@@ -72,7 +74,7 @@ public final class AdminGuard {
      * it is refused to everyone).
      */
     public HttpApi.Response check(HttpExchange exchange, boolean tokenOnly) {
-        HttpApi.Response wrongHost = checkHost(exchange);
+        HttpApi.Response wrongHost = presentsToken(exchange) ? null : checkHost(exchange);
         if (wrongHost != null) {
             return wrongHost;
         }
@@ -91,16 +93,24 @@ public final class AdminGuard {
 
     /** An admin-only read ({@code GET}): the right {@code Host} and the admin token, also from loopback. Null when allowed. */
     public HttpApi.Response checkRead(HttpExchange exchange) {
-        HttpApi.Response wrongHost = checkHost(exchange);
+        HttpApi.Response wrongHost = presentsToken(exchange) ? null : checkHost(exchange);
         return wrongHost != null ? wrongHost : checkToken(exchange, true);
+    }
+
+    /** Whether a token is configured and the request presents it (compared in constant time). */
+    private boolean presentsToken(HttpExchange exchange) {
+        if (token.length == 0) {
+            return false;
+        }
+        String header = exchange.getRequestHeaders().getFirst("Authorization");
+        byte[] presented = header != null && header.startsWith("Bearer ")
+                ? header.substring(7).strip().getBytes(StandardCharsets.UTF_8) : new byte[0];
+        return MessageDigest.isEqual(token, presented);
     }
 
     private HttpApi.Response checkToken(HttpExchange exchange, boolean tokenOnly) {
         if (token.length > 0) {
-            String header = exchange.getRequestHeaders().getFirst("Authorization");
-            byte[] presented = header != null && header.startsWith("Bearer ")
-                    ? header.substring(7).strip().getBytes(StandardCharsets.UTF_8) : new byte[0];
-            if (!MessageDigest.isEqual(token, presented)) {
+            if (!presentsToken(exchange)) {
                 return refuse(exchange, "unauthorized", 401, "this endpoint needs Authorization: Bearer <admin token>");
             }
             return null;

@@ -109,22 +109,25 @@ class TenantBoundaryIT {
             }
             assertEquals(Set.of("_default", VICTIM), names, "no tenant entry per fresh salt");
 
-            // admin routes refuse a Host that does not name the server (a DNS-rebinding page sends its own)
+            // admin routes refuse a Host that does not name the server (a DNS-rebinding page sends its own, and no token)
             int port = server.httpPort();
-            assertEquals(421, rawStatus(port, "GET /quota", "evil.example:" + port, ""), "a foreign Host, even with the token");
-            assertEquals(421, rawStatus(port, "POST /cache/clear", "rebind.attacker.test", ""), "on every admin route");
-            assertEquals(200, rawStatus(port, "GET /quota", "127.0.0.1:" + port, ""), "an address literal is this server");
-            assertEquals(200, rawStatus(port, "GET /quota", "localhost:" + port, ""));
-            assertEquals(200, rawStatus(port, "GET /metrics", "evil.example", ""), "/metrics is no admin route");
+            assertEquals(421, rawStatus(port, "GET /quota", "evil.example:" + port, "", null), "a foreign Host without the token");
+            assertEquals(421, rawStatus(port, "POST /cache/clear", "rebind.attacker.test", "", null), "on every admin route");
+            assertEquals(401, rawStatus(port, "GET /quota", "127.0.0.1:" + port, "", null), "an address literal is this server");
+            assertEquals(200, rawStatus(port, "GET /quota", "localhost:" + port, "", TOKEN));
+            assertEquals(200, rawStatus(port, "GET /quota", "lmcache-server.default.svc:" + port, "", TOKEN),
+                    "with the token any name of the server (a Kubernetes service) is fine: a rebinding page cannot know it");
+            assertEquals(200, rawStatus(port, "GET /metrics", "evil.example", "", null), "/metrics is no admin route");
             assertEquals(2.0, Http.metric(server, "lmcache_mp_http_refused_total", "reason", "wrong_host"));
         }
     }
 
-    /** The status code of {@code requestLine} sent with {@code Host: host} and the admin token (a raw socket: the JDK client sets Host). */
-    private static int rawStatus(int port, String requestLine, String host, String body) throws IOException {
+    /** The status code of {@code requestLine} sent with {@code Host: host} and {@code token} when not null (a raw socket: the JDK client sets Host). */
+    private static int rawStatus(int port, String requestLine, String host, String body, String token) throws IOException {
         try (Socket socket = new Socket("127.0.0.1", port)) {
             OutputStream out = socket.getOutputStream();
-            String request = requestLine + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + TOKEN + "\r\nContent-Length: "
+            String auth = token == null ? "" : "Authorization: Bearer " + token + "\r\n";
+            String request = requestLine + " HTTP/1.1\r\nHost: " + host + "\r\n" + auth + "Content-Length: "
                     + body.length() + "\r\nConnection: close\r\n\r\n" + body;
             out.write(request.getBytes(StandardCharsets.US_ASCII));
             out.flush();
