@@ -44,17 +44,7 @@ final class StatusClient {
     }
 
     Answer get(String path) throws Failure {
-        long startNs = System.nanoTime();
-        try {
-            HttpResponse<String> response = client.send(HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(TIMEOUT).GET().build(),
-                    HttpResponse.BodyHandlers.ofString());
-            return new Answer(response.statusCode(), response.body(), System.nanoTime() - startNs);
-        } catch (IOException | IllegalArgumentException e) {
-            throw new Failure("Cannot connect to " + baseUrl + path + ": " + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage()));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new Failure("interrupted");
-        }
+        return send("GET", path, null, null);
     }
 
     /**
@@ -62,16 +52,17 @@ final class StatusClient {
      * {@code token} is not empty (the admin endpoints' guard reads it).
      */
     Answer send(String method, String path, String jsonBody, String token) throws Failure {
-        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(TIMEOUT);
-        if (jsonBody != null) {
-            request.header("Content-Type", "application/json");
-        }
-        if (token != null && !token.isEmpty()) {
-            request.header("Authorization", "Bearer " + token);
-        }
-        request.method(method, jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody));
         long startNs = System.nanoTime();
         try {
+            // a --url that is no URI fails here, as a failure to connect does, not with an uncaught exception
+            HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(TIMEOUT);
+            if (jsonBody != null) {
+                request.header("Content-Type", "application/json");
+            }
+            if (token != null && !token.isEmpty()) {
+                request.header("Authorization", "Bearer " + token);
+            }
+            request.method(method, jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody));
             HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
             return new Answer(response.statusCode(), response.body(), System.nanoTime() - startNs);
         } catch (IOException | IllegalArgumentException e) {

@@ -37,6 +37,15 @@ class QuotaCommandTest {
     }
 
     @Test
+    void aUrlThatIsNoUriExitsOneWithTheSameLineAsAnUnreachableServer() {
+        for (String[] args : new String[][] {{"quota", "list", "--url", "http://bad host:1"}, {"kvcache", "clear", "--url", "http://bad host:1"}}) {
+            StringWriter err = new StringWriter();
+            assertEquals(1, run(err, args), String.join(" ", args));
+            assertTrue(err.toString().contains("Cannot connect"), err.toString());
+        }
+    }
+
+    @Test
     void theEmptySaltIsLmcachesDefault() {
         assertEquals("_default", QuotaCommand.escape(""));
         assertEquals("tenant-a", QuotaCommand.escape("tenant-a"));
