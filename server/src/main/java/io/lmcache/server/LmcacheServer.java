@@ -29,6 +29,7 @@ import io.lmcache.server.metrics.KvEventMetrics;
 import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EngineDrivenTransferModule;
+import io.lmcache.server.module.EventKinds;
 import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
@@ -143,9 +144,12 @@ public final class LmcacheServer implements AutoCloseable {
             TableMeters.bind(metrics, leases.table());
             gpu.bindMetrics(metrics);
             // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
-            // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
+            // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget).
+            // Isolated IPC (issue 47): each event handle is classified and answered in kind; --isolated-ipc only sets the warning
+            EventKinds events = new EventKinds(gpu.backend(), FailureReplies.withEvents(gpu.backend()::failureEvent), metrics,
+                    config.isolatedIpc());
             Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
-                    FailureReplies.withEvents(gpu.backend()::failureEvent)), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
+                    events), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
                     config.tuning().transferSpinNs()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
             List<EvictionController.Sweeper> sweepers = engineDriven == null ? List.of(leases::sweep, prefetchResults::sweep,

@@ -216,6 +216,9 @@ public final class ConfigLoader {
         if (o.separateObjectGroups && o.noSeparateObjectGroups) {
             throw new ConfigException("--no-separate-object-groups", "contradicts --separate-object-groups; give one of them");
         }
+        if (o.isolatedIpc && o.noIsolatedIpc) {
+            throw new ConfigException("--no-isolated-ipc", "contradicts --isolated-ipc; give one of them");
+        }
         int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
         int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
@@ -251,7 +254,7 @@ public final class ConfigLoader {
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device, withoutEffect,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
-                tenants, Tuning.fromSystemProperties());
+                tenants, o.isolatedIpc, Tuning.fromSystemProperties());
     }
 
     /** The L1 pool's segment name, size and region size. */

@@ -73,8 +73,6 @@ final class LmcacheFlags {
             noEffect("--grpc-server-workers", Kind.VALUE, "there is no gRPC transport"),
             // block 0 is vLLM's null block here; an engine whose block 0 holds data (ATOM) would lose it
             unsupported("--null-block-id", Kind.VALUE, "a null block other than vLLM's block 0 (--null-block-id)", "0"),
-            unsupported("--isolated-ipc", Kind.FLAG, "LMCache's isolated IPC (--isolated-ipc)"),
-            noEffect("--no-isolated-ipc", Kind.FLAG, "isolated IPC is off, as asked"),
             noEffect("--run-script-api-enabled", Kind.FLAG, "there is no /run_script endpoint"),
             noEffect("--enable-dedup-content", Kind.FLAG, "it applies to CacheBlend only"),
             // --- P2P and coordinator

@@ -28,6 +28,8 @@ import java.util.concurrent.TimeUnit;
  * @param kvEventLogSize records the KV-event log keeps; 0 = the channel is off
  * @param commit the window commit at END_SESSION ({@code --commit-policy}, {@code --commit-anchor}, {@code --commit-boundary-tokens})
  * @param tenants the tenant boundary: the read-lock share and how metrics label a cache salt
+ * @param isolatedIpc {@code --isolated-ipc}: workers are expected to send timeline-semaphore events (81 bytes); every handle is
+ *     still read for what it is, and a request of the other kind is served and warned about
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
@@ -68,6 +70,7 @@ public record ServerConfig(
         int kvEventLogSize,
         CommitSettings commit,
         TenantSettings tenants,
+        boolean isolatedIpc,
         Tuning tuning) {
 
     public ServerConfig {
@@ -93,6 +96,7 @@ public record ServerConfig(
         out.put("max_message_mb", maxMessageBytes >> 20);
         out.put("chunk_size", chunkSize);
         out.put("separate_object_groups", separateObjectGroups);
+        out.put("isolated_ipc", isolatedIpc);
         out.put("max_workers", maxWorkers);
         out.put("max_gpu_workers", maxGpuWorkers);
         out.put("max_cpu_workers", maxCpuWorkers);

@@ -75,7 +75,7 @@ final class ServerOptions {
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
-                    "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
+                    "--isolated-ipc", "--no-isolated-ipc", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
             "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port",
                     "--metrics-clear-salt-labels", "--metrics-sample-rate",
@@ -177,6 +177,15 @@ final class ServerOptions {
     @Option(names = "--no-separate-object-groups",
             description = "Hybrid models: one object per chunk for all KV groups, looked up as full attention.")
     boolean noSeparateObjectGroups;
+
+    @Option(names = "--isolated-ipc",
+            description = "Expect LMCache's isolated-IPC workers (lmcache.mp.isolated_ipc): timeline-semaphore events, no hostIPC. Each"
+                    + " event is read for what it is and answered in kind; a request of the other kind is served and warned about.")
+    boolean isolatedIpc;
+
+    @Option(names = "--no-isolated-ipc",
+            description = "Expect CUDA IPC events (the default); a timeline-semaphore request is still served, with a warning.")
+    boolean noIsolatedIpc;
 
     @Option(names = "--max-workers", paramLabel = "<n>", defaultValue = "1",
             description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")

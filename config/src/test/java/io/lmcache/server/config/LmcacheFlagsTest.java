@@ -2,6 +2,7 @@ package io.lmcache.server.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -82,10 +83,13 @@ class LmcacheFlagsTest {
     }
 
     @Test
-    void isolatedIpcRefusesTheStartAndItsNegationWarns() {
-        String text = refused("--l1-size-gb", "1", "--isolated-ipc");
-        assertTrue(text.contains("--isolated-ipc: LMCache's isolated IPC (--isolated-ipc) is not supported by lmcache-server"), text);
-        assertTrue(run("--l1-size-gb", "1", "--no-isolated-ipc").warnings().getFirst().startsWith("--no-isolated-ipc is accepted"));
+    void isolatedIpcIsARealFlagAndContradictingItIsRefused() {
+        assertTrue(run("--l1-size-gb", "1", "--isolated-ipc").config().isolatedIpc());
+        assertFalse(run("--l1-size-gb", "1", "--no-isolated-ipc").config().isolatedIpc());
+        assertFalse(run("--l1-size-gb", "1").config().isolatedIpc(), "off by default, as LMCache's");
+        assertTrue(run("--l1-size-gb", "1", "--no-isolated-ipc").warnings().isEmpty(), "a real flag: no compatibility warning");
+        String text = refused("--l1-size-gb", "1", "--isolated-ipc", "--no-isolated-ipc");
+        assertTrue(text.contains("--no-isolated-ipc: contradicts --isolated-ipc"), text);
     }
 
     /**

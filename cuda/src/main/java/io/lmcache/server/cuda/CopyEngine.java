@@ -8,6 +8,7 @@ import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.concurrent.atomic.LongAdder;
 import jcuda.Pointer;
+import io.lmcache.server.protocol.EventHandle;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUevent_flags;
 import jcuda.driver.CUfunction;
@@ -214,6 +215,7 @@ public final class CopyEngine implements AutoCloseable {
             Done completion, PoolMemory memory) {
         long startNs = System.nanoTime();
         boolean counted = memory == pool;
+        boolean timeline = clientEvent.length == EventHandle.TIMELINE_BYTES; // classified (and refused when malformed) by the handler
         Transfer transfer = new Transfer(direction, lane, tensors, memory, kernels, clientEvent, timer());
         String error = null;
         boolean nothingToStore = false;
@@ -232,7 +234,7 @@ public final class CopyEngine implements AutoCloseable {
         }
         if (nothingToStore) {
             recycle(transfer.timer);
-            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure, atNs) -> { }, counted);
+            byte[] handle = exportEvent(direction, lane, null, null, (ok, failure, atNs) -> { }, counted, timeline);
             completion.done(true, 0, null, System.nanoTime());
             return new Submitted(handle, true, null);
         }
@@ -260,7 +262,7 @@ public final class CopyEngine implements AutoCloseable {
         try {
             // the warm-up's scratch transfers (not counted) export nothing: nobody opens their event, and interprocess
             // events are a bounded driver resource that its hundreds of rounds would hold for their keep-alive
-            handle = exportEvent(direction, lane, transfer.opened, timed ? timer[1] : null, done, counted);
+            handle = exportEvent(direction, lane, transfer.opened, timed ? timer[1] : null, done, counted, timeline);
         } catch (RuntimeException e) {
             lane.inFlight.decrementAndGet(); // nothing is tracked: the completion will not run
             recycle(timer);
@@ -278,10 +280,15 @@ public final class CopyEngine implements AutoCloseable {
 
     /** A valid, recorded event with no transfer behind it (the reply to a transfer refused before any copy). */
     public byte[] recordedEvent(Direction direction) {
+        return recordedEvent(direction, false);
+    }
+
+    /** As {@link #recordedEvent(Direction)}, as a timeline-semaphore payload when {@code timeline} (an isolated-IPC request's). */
+    public byte[] recordedEvent(Direction direction, boolean timeline) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
         synchronized (lane) {
             device.makeCurrent();
-            return exportEvent(direction, lane, null, null, (ok, error, atNs) -> { }, true);
+            return exportEvent(direction, lane, null, null, (ok, error, atNs) -> { }, true, timeline);
         }
     }
 
@@ -293,7 +300,7 @@ public final class CopyEngine implements AutoCloseable {
      * on the link of one gather per transfer.
      */
     private byte[] exportEvent(Direction direction, Lane lane, CUevent opened, CUevent endTimer, EventPoller.Completion completion,
-            boolean export) {
+            boolean export, boolean timeline) {
         CUstream last = direction == Direction.TO_POOL ? lane.dmaStream : lane.kernelStream;
         CUstream other = direction == Direction.TO_POOL ? lane.kernelStream : lane.dmaStream;
         Cu.check(JCudaDriver.cuEventRecord(lane.join, other), "cuEventRecord(join)");
@@ -301,11 +308,19 @@ public final class CopyEngine implements AutoCloseable {
         if (endTimer != null) {
             Cu.check(JCudaDriver.cuEventRecord(endTimer, last), "cuEventRecord(end)");
         }
-        CUevent event = event(export ? EXPORT_FLAGS : CUevent_flags.CU_EVENT_DISABLE_TIMING);
+        // an isolated-IPC reply carries the semaphore write instead: the event only tells the poller when the copies ended
+        boolean exportCudaEvent = export && !timeline;
+        CUevent event = event(exportCudaEvent ? EXPORT_FLAGS : CUevent_flags.CU_EVENT_DISABLE_TIMING);
         Cu.check(JCudaDriver.cuEventRecord(event, last), "cuEventRecord(interprocess)");
         CUipcEventHandle handle = new CUipcEventHandle();
-        if (export) {
-            Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
+        byte[] reply;
+        if (timeline) {
+            reply = device.semaphores().record(last);
+        } else {
+            if (exportCudaEvent) {
+                Cu.check(JCudaDriver.cuIpcGetEventHandle(handle, event), "cuIpcGetEventHandle");
+            }
+            reply = Cu.bytes(handle);
         }
         EventPoller.Reached reached = null;
         if (tuning.hostFnWake() && endTimer != null) {
@@ -314,7 +329,7 @@ public final class CopyEngine implements AutoCloseable {
             reached = poller.watchAfter(event, lane.watchStream, reached) ? reached : null;
         }
         poller.track(device, event, opened == null ? new CUevent[0] : new CUevent[] {opened}, completion, reached);
-        return Cu.bytes(handle);
+        return reply;
     }
 
     /** A pair of timing events (start, end), reused across transfers. */

@@ -58,6 +58,14 @@ final class Cu {
         }
     }
 
+    static byte[] bytes(CUipcMemHandle handle) {
+        try {
+            return ((byte[]) MEM_HANDLE_BYTES.get(handle)).clone();
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     private static void set(Field field, Object handle, byte[] bytes) {
         if (bytes.length != 64) {
             throw new CudaException("a CUDA IPC handle has 64 bytes, got " + bytes.length);

@@ -120,6 +120,15 @@ public final class CudaBackend implements GpuBackend {
         return first.completedEvent();
     }
 
+    @Override
+    public byte[] completeTimelineEvent(String deviceUuid) {
+        CudaDevice device = deviceFor(deviceUuid);
+        for (int i = 0; !device.hasContext() && i < devices.devices().size(); i++) {
+            device = devices.devices().get(i).hasContext() ? devices.devices().get(i) : device;
+        }
+        return device.semaphores().complete();
+    }
+
     /** The GPU with this UUID, or the first GPU when it is null or unknown. */
     private CudaDevice deviceFor(String deviceUuid) {
         if (deviceUuid != null) {

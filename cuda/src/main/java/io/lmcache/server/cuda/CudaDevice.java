@@ -44,6 +44,7 @@ public final class CudaDevice {
     private volatile long gpuFreeAfterContextBytes = -1;
     private volatile long gpuTotalBytes = -1;
     private IpcMemory ipc;
+    private TimelineSemaphores semaphores;
     private CopyEngine engine;
     private CUevent completed;
     /** Read without the lock: a failure reply never waits behind an engine being created. */
@@ -154,6 +155,17 @@ public final class CudaDevice {
             ipc = new IpcMemory(this);
         }
         return ipc;
+    }
+
+    /**
+     * Isolated IPC's semaphore buffer on this GPU, made at the first registration or transfer that needs it (never during
+     * a transfer of a worker that registered with isolated-IPC wrappers: see {@link DeviceTensors#open}).
+     */
+    public synchronized TimelineSemaphores semaphores() {
+        if (semaphores == null) {
+            semaphores = new TimelineSemaphores(this);
+        }
+        return semaphores;
     }
 
     /** The copy engine, created on first use (streams, kernel module, staging): at a REGISTER on this GPU. */

@@ -14,14 +14,18 @@ import jcuda.driver.CUdeviceptr;
 public final class DeviceTensors implements AutoCloseable {
     private final CudaDevice device;
     private final List<IpcMemory.Mapping> mappings;
+    /** VMM imports (one per VMM wrapper, as LMCache's importer keeps them), released in reverse after the IPC mappings. */
+    private final List<VmmImport> imports;
     private final long[] storageAddress;
     private final CUdeviceptr[] storagePointer;
     /** Mappings given back so far (a failed close is retried from here). */
     private int released;
 
-    private DeviceTensors(CudaDevice device, List<IpcMemory.Mapping> mappings, long[] storageAddress, CUdeviceptr[] storagePointer) {
+    private DeviceTensors(CudaDevice device, List<IpcMemory.Mapping> mappings, List<VmmImport> imports, long[] storageAddress,
+            CUdeviceptr[] storagePointer) {
         this.device = device;
         this.mappings = mappings;
+        this.imports = imports;
         this.storageAddress = storageAddress;
         this.storagePointer = storagePointer;
     }
@@ -34,11 +38,23 @@ public final class DeviceTensors implements AutoCloseable {
     public static DeviceTensors open(CudaDevices devices, List<TensorWrapper> wrappers, Executor release) {
         CudaDevice device = devices.byUuid(wrappers.getFirst().deviceUuid());
         List<IpcMemory.Mapping> mappings = new ArrayList<>();
+        List<VmmImport> imports = new ArrayList<>();
         long[] addresses = new long[wrappers.size()];
         CUdeviceptr[] pointers = new CUdeviceptr[wrappers.size()];
         try {
             for (int i = 0; i < wrappers.size(); i++) {
                 TensorWrapper wrapper = wrappers.get(i);
+                if (!CudaDevices.normalizeUuid(wrapper.deviceUuid()).equals(device.uuid())) {
+                    throw new CudaException("tensor " + i + " is on GPU " + wrapper.deviceUuid() + ", tensor 0 on " + device.uuid()
+                            + ": one worker's KV cache must be on one GPU");
+                }
+                if (wrapper instanceof TensorWrapper.VmmCudaIpc vmm) {
+                    VmmImport imported = importVmm(device, i, vmm);
+                    imports.add(imported);
+                    addresses[i] = imported.address() + vmm.allocOffset();
+                    pointers[i] = imported.pointer(vmm.allocOffset());
+                    continue;
+                }
                 byte[] handle;
                 long offset;
                 switch (wrapper) {
@@ -56,22 +72,39 @@ public final class DeviceTensors implements AutoCloseable {
                     }
                     default -> throw new CudaException("tensor " + i + " is not a CUDA IPC tensor: " + wrapper.getClass().getSimpleName());
                 }
-                if (!CudaDevices.normalizeUuid(wrapper.deviceUuid()).equals(device.uuid())) {
-                    throw new CudaException("tensor " + i + " is on GPU " + wrapper.deviceUuid() + ", tensor 0 on " + device.uuid()
-                            + ": one worker's KV cache must be on one GPU");
-                }
                 IpcMemory.Mapping mapping = device.ipc().acquire(handle);
                 mappings.add(mapping);
                 addresses[i] = mapping.address() + offset;
                 pointers[i] = mapping.base().withByteOffset(offset);
             }
+            if (wrappers.getFirst() instanceof TensorWrapper.RawCudaIpc) {
+                // RawCudaIPCWrapper is what an isolated-IPC worker registers: its events will be timeline semaphores, whose
+                // buffer (a cudaMalloc, which may synchronize the device) is made now rather than during its first transfer
+                device.semaphores();
+            }
         } catch (RuntimeException e) {
-            if (!mappings.isEmpty()) {
-                release.execute(() -> mappings.forEach(device.ipc()::release));
+            if (!mappings.isEmpty() || !imports.isEmpty()) {
+                release.execute(() -> {
+                    mappings.forEach(device.ipc()::release);
+                    imports.reversed().forEach(imported -> imported.release(device));
+                });
             }
             throw e;
         }
-        return new DeviceTensors(device, List.copyOf(mappings), addresses, pointers);
+        return new DeviceTensors(device, List.copyOf(mappings), List.copyOf(imports), addresses, pointers);
+    }
+
+    /**
+     * A VMM wrapper's chunk imported and mapped (fabric kind). The POSIX-fd kind's fd would come out of band through a
+     * transport LMCache has not merged (newest-clients.md §1.5), so it is refused: the registration gets its reply and the
+     * worker's transfers {@code (valid event, false)}, so vLLM recomputes instead of waiting.
+     */
+    private static VmmImport importVmm(CudaDevice device, int i, TensorWrapper.VmmCudaIpc vmm) {
+        if (vmm.kind() == TensorWrapper.VmmKind.POSIX_FD) {
+            throw new CudaException("VMM wrapper kind=posix_fd not supported (tensor " + i + "): its fd transport is not part of"
+                    + " LMCache's protocol yet; run vLLM's cumem allocator with fabric handles (an IMEX channel) or without it");
+        }
+        return VmmImport.fabric(device, vmm.fabricHandle(), vmm.allocSize());
     }
 
     /**
@@ -85,7 +118,7 @@ public final class DeviceTensors implements AutoCloseable {
             addresses[i] = Cu.address(base);
             pointers[i] = base;
         }
-        return new DeviceTensors(device, List.of(), addresses, pointers);
+        return new DeviceTensors(device, List.of(), List.of(), addresses, pointers);
     }
 
     public CudaDevice device() {
@@ -109,6 +142,9 @@ public final class DeviceTensors implements AutoCloseable {
         while (released < mappings.size()) {
             device.ipc().release(mappings.get(released));
             released++;
+        }
+        for (VmmImport imported : imports.reversed()) {
+            imported.release(device); // never throws; a second close finds it released
         }
     }
 }

@@ -64,6 +64,14 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
      */
     byte[] failureEvent(String deviceUuid);
 
+    /**
+     * {@link #failureEvent}'s counterpart for an isolated-IPC request: the complete timeline-semaphore event (slot 0, sequence
+     * 0) of this server's semaphore buffer on the GPU with this UUID (or one with a context; the first GPU), 81 bytes. The
+     * worker opens the buffer even for sequence 0, so the handle must be real; the host-only backend's is 64 zero bytes
+     * (a CPU worker ignores it). May throw {@link CudaException}.
+     */
+    byte[] completeTimelineEvent(String deviceUuid);
+
     /** GPU time of the completed transfers in one direction, over every device. */
     long copyNanos(Direction direction);
 

@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import java.nio.LongBuffer;
 import jcuda.Pointer;
 import jcuda.driver.CUdeviceptr;
+import io.lmcache.server.protocol.EventHandle;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUresult;
@@ -57,7 +58,10 @@ final class Transfer implements PieceStream.Target {
         }
         started = true;
         long startNs = System.nanoTime();
-        if (!isZero(clientEvent)) {
+        if (EventHandle.classify(clientEvent) instanceof EventHandle.Timeline timeline) {
+            // isolated IPC: the worker's slot must reach its sequence before either stream touches its blocks
+            tensors.device().semaphores().await(timeline, lane.kernelStream, lane.dmaStream);
+        } else if (!isZero(clientEvent)) {
             CUevent event = new CUevent();
             Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
             opened = event; // from here on the poller destroys it with the transfer's event

@@ -9,7 +9,8 @@ import java.util.Objects;
  * contiguous before wrapping); {@code storageOffset} is in elements too.
  */
 public sealed interface TensorWrapper
-        permits TensorWrapper.CpuShm, TensorWrapper.CudaIpc, TensorWrapper.RawCudaIpc, TensorWrapper.Unsupported {
+        permits TensorWrapper.CpuShm, TensorWrapper.CudaIpc, TensorWrapper.RawCudaIpc, TensorWrapper.VmmCudaIpc,
+        TensorWrapper.Unsupported {
 
     DType dtype();
 
@@ -82,6 +83,30 @@ public sealed interface TensorWrapper
         @Override
         public int hashCode() {
             return Objects.hash(Arrays.hashCode(memHandle), allocOffset, nbytes, Arrays.hashCode(shape));
+        }
+    }
+
+    /** How a VMM (cuMem) allocation is shared: a fabric handle inline, or a POSIX fd that would come out of band. */
+    enum VmmKind { FABRIC, POSIX_FD }
+
+    /**
+     * A CUDA tensor in a VMM (cuMem) allocation ({@code VmmCudaIPCWrapper}, LMCache/LMCache#4805): the exporter's physical
+     * chunk of {@code allocSize} bytes, the tensor {@code allocOffset} bytes into it; {@code fabricHandle} is the 64-byte
+     * {@code CUmemFabricHandle} (empty for the POSIX-fd kind); {@code exportId} names the export (a new one per wrapper).
+     */
+    record VmmCudaIpc(byte[] exportId, VmmKind kind, byte[] fabricHandle, long allocSize, long allocOffset, long nbytes, DType dtype,
+            long[] shape, long[] stride, long storageOffset, String deviceUuid) implements TensorWrapper {
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof VmmCudaIpc o && Arrays.equals(exportId, o.exportId) && kind == o.kind
+                    && Arrays.equals(fabricHandle, o.fabricHandle) && allocSize == o.allocSize && allocOffset == o.allocOffset
+                    && nbytes == o.nbytes && dtype == o.dtype && Arrays.equals(shape, o.shape) && Arrays.equals(stride, o.stride)
+                    && storageOffset == o.storageOffset && deviceUuid.equals(o.deviceUuid);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(Arrays.hashCode(exportId), kind, allocSize, allocOffset, nbytes, Arrays.hashCode(shape));
         }
     }
 

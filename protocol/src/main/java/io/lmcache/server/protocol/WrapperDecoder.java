@@ -23,13 +23,20 @@ import net.razorvine.pickle.objects.ClassDict;
  * declared length must fit in the bytes that are left, so a hostile pickle cannot make us allocate.
  */
 public final class WrapperDecoder {
-    static final String CUDA_IPC = "lmcache.v1.platform.cuda.ipc_wrapper.CudaIPCWrapper";
-    static final String RAW_CUDA_IPC = "lmcache.v1.platform.cuda.ipc_wrapper.RawCudaIPCWrapper";
-    static final String VMM_CUDA_IPC = "lmcache.v1.platform.cuda.ipc_wrapper.VmmCudaIPCWrapper";
+    /**
+     * The modules LMCache's CUDA wrappers have been pickled from, newest first (newest-clients.md §1.3):
+     * {@code devices.cuda} since LMCache/LMCache#5282, {@code cuda} from #4805 until then, {@code backends.cuda} in an
+     * intermediate tree. The class name decides the kind, whichever of these modules named it.
+     */
+    static final List<String> CUDA_WRAPPER_MODULES = List.of("lmcache.v1.platform.devices.cuda.ipc_wrapper",
+            "lmcache.v1.platform.cuda.ipc_wrapper", "lmcache.v1.platform.backends.cuda.ipc_wrapper");
+    static final String CUDA_IPC = "CudaIPCWrapper";
+    static final String RAW_CUDA_IPC = "RawCudaIPCWrapper";
+    static final String VMM_CUDA_IPC = "VmmCudaIPCWrapper";
     static final String CPU_SHM = "lmcache.v1.platform.cpu.shm.CpuShmTensorWrapper";
     static final String LEGACY_CUDA_IPC = "lmcache.v1.multiprocess.custom_types.CudaIPCWrapper";
-
-    private static final Set<String> ALLOWED_CLASSES = Set.of(CUDA_IPC, RAW_CUDA_IPC, VMM_CUDA_IPC, CPU_SHM, LEGACY_CUDA_IPC);
+    private static final Set<String> CUDA_CLASSES = Set.of(CUDA_IPC, RAW_CUDA_IPC, VMM_CUDA_IPC);
+    private static final Set<String> ALLOWED_CLASSES = allowedClasses();
     private static final short BYTEARRAY8 = 150;
     private static final short NEXT_BUFFER = 151;
     private static final short READONLY_BUFFER = 152;
@@ -42,6 +49,23 @@ public final class WrapperDecoder {
     }
 
     private WrapperDecoder() {}
+
+    private static Set<String> allowedClasses() {
+        Set<String> allowed = new java.util.HashSet<>(Set.of(CPU_SHM, LEGACY_CUDA_IPC));
+        for (String module : CUDA_WRAPPER_MODULES) {
+            for (String name : CUDA_CLASSES) {
+                allowed.add(module + "." + name);
+            }
+        }
+        return Set.copyOf(allowed);
+    }
+
+    /** The class name a wrapper's kind is decided by: the bare name for the CUDA wrappers of every module in §1.3. */
+    private static String kindOf(String qualified) {
+        int dot = qualified.lastIndexOf('.');
+        String name = qualified.substring(dot + 1);
+        return dot > 0 && CUDA_CLASSES.contains(name) && CUDA_WRAPPER_MODULES.contains(qualified.substring(0, dot)) ? name : qualified;
+    }
 
     /** Decodes one ext-1 payload into a wrapper. */
     public static TensorWrapper decode(byte[] pickle) throws ProtocolException {
@@ -68,7 +92,7 @@ public final class WrapperDecoder {
 
     private static TensorWrapper toWrapper(ClassDict dict) throws ProtocolException {
         String className = dict.getClassName();
-        return switch (className) {
+        return switch (kindOf(className)) {
             case CPU_SHM -> new TensorWrapper.CpuShm(
                     str(dict, "shm_name"), lng(dict, "nbytes"), dtype(dict), dims(dict, "shape"), strides(dict),
                     lngOr(dict, "storage_offset", 0), strOr(dict, "device_uuid", "cpu"));
@@ -79,11 +103,37 @@ public final class WrapperDecoder {
                     bytes(dict.get("_ipc_handle_reserved"), "_ipc_handle_reserved"), lngOr(dict, "_alloc_offset", 0),
                     lngOr(dict, "_nbytes", 0), dtype(dict), dims(dict, "shape"), strides(dict),
                     lngOr(dict, "storage_offset", 0), str(dict, "device_uuid"));
-            case VMM_CUDA_IPC -> new TensorWrapper.Unsupported(className,
-                    "VMM (cuMem / expandable segments / vLLM sleep mode) KV caches cannot be opened through legacy CUDA IPC;"
-                            + " run vLLM without expandable_segments and sleep mode");
+            case VMM_CUDA_IPC -> vmm(dict);
             default -> throw new ProtocolException(Reason.PICKLE_REJECTED, "unexpected wrapper class " + className);
         };
+    }
+
+    /**
+     * {@code VmmCudaIPCWrapper}'s state (newest-clients.md §1.3; {@code LMCache/LMCache:lmcache/v1/platform/devices/cuda/
+     * ipc_wrapper.py@06a0554d}, {@code __getstate__}): the fabric kind carries its 64-byte {@code CUmemFabricHandle} inline,
+     * the POSIX-fd kind nothing (its fd would come out of band, through a transport LMCache has not merged).
+     */
+    private static TensorWrapper vmm(ClassDict dict) throws ProtocolException {
+        String kind = str(dict, "_kind");
+        byte[] exportId = bytes(dict.get("_export_id"), "_export_id");
+        byte[] blob = dict.get("_fabric_blob") == null ? null : bytes(dict.get("_fabric_blob"), "_fabric_blob");
+        TensorWrapper.VmmKind vmmKind = switch (kind) {
+            case "fabric" -> TensorWrapper.VmmKind.FABRIC;
+            case "posix_fd" -> TensorWrapper.VmmKind.POSIX_FD;
+            default -> throw new ProtocolException(Reason.BAD_PICKLE, "VmmCudaIPCWrapper._kind must be fabric or posix_fd, got " + kind);
+        };
+        if (vmmKind == TensorWrapper.VmmKind.FABRIC && (blob == null || blob.length != 64)) {
+            throw new ProtocolException(Reason.BAD_PICKLE, "a fabric VmmCudaIPCWrapper needs a 64-byte _fabric_blob");
+        }
+        long allocSize = lng(dict, "_alloc_size");
+        long allocOffset = lng(dict, "_alloc_offset");
+        long nbytes = lng(dict, "_nbytes");
+        if (allocSize <= 0 || allocOffset < 0 || nbytes < 0 || allocOffset > allocSize || nbytes > allocSize - allocOffset) {
+            throw new ProtocolException(Reason.BAD_PICKLE, "VmmCudaIPCWrapper: offset " + allocOffset + " + " + nbytes
+                    + " bytes does not fit in its " + allocSize + "-byte chunk");
+        }
+        return new TensorWrapper.VmmCudaIpc(exportId, vmmKind, blob == null ? new byte[0] : blob, allocSize, allocOffset, nbytes,
+                dtype(dict), dims(dict, "shape"), strides(dict), lngOr(dict, "storage_offset", 0), str(dict, "device_uuid"));
     }
 
     /** {@code storage._share_cuda_()}: (device, handle, size, offset, ref name, ref offset, event handle, sync). */

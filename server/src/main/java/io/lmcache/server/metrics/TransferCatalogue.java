@@ -35,6 +35,10 @@ public enum TransferCatalogue implements CatalogueEntry {
                     + " why: disconnect (its connection closed: reservations only, their memory kept until the reap or the TTL),"
                     + " unregister, reaped, replaced (a new REGISTER of the instance)", "kind", "reason")),
     UNKNOWN_UNREGISTERS(counter("lmcache_mp.unknown_unregisters", "UNREGISTERs of instances that are not registered", "mode")),
+    MALFORMED_EVENT_HANDLES(counter("lmcache_mp.malformed_event_handles",
+            "STORE/RETRIEVE refused for an event handle that is neither a 64-byte CUDA event nor a valid 81-byte timeline semaphore", "op")),
+    EVENT_KIND_MISMATCHES(counter("lmcache_mp.event_kind_mismatches",
+            "STORE/RETRIEVE served whose event kind contradicts --isolated-ipc (cuda_event while on, timeline while off)", "kind")),
     REGISTRATION_FAILURES(counter("lmcache_mp.registration_failures", "registrations refused (layout, mapping)")),
     SHM_SEGMENTS_REFUSED(counter("lmcache_mp.shm_segments_refused", "CPU workers' shared-memory segments refused at REGISTER, by reason", "reason"));
 

@@ -18,12 +18,15 @@ public final class LmcacheDrivenOps {
      * handles can block in the driver, which must never happen on the socket thread. STORE and
      * RETRIEVE fail with {@code failures}' event, which a GPU worker can open (protocol doc §9).
      */
-    public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops, FailureReplies failures) {
+    public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops, EventKinds events) {
+        FailureReplies failures = events.failures();
         // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler and failure value below
         ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
         ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
-        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, LmcacheDrivenTransferModule::store, failures::transferFailure);
-        ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, LmcacheDrivenTransferModule::retrieve,
-                failures::transferFailure);
+        // every event handle is classified first and the reply's event is in the request's format (EventKinds: isolated IPC)
+        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store,
+                (m, r, peer) -> events.serve("store", r.eventHandle(), () -> m.store(r, peer)), failures::transferFailure);
+        ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve,
+                (m, r, peer) -> events.serve("retrieve", r.eventHandle(), () -> m.retrieve(r, peer)), failures::transferFailure);
     }
 }

@@ -13,16 +13,17 @@ public final class ServerOps {
      *
      * @param lmcacheDriven null when {@code --supported-transfer-mode} leaves the mode out
      * @param engineDriven null when {@code --supported-transfer-mode} leaves the mode out
-     * @param failures where STORE/RETRIEVE failures get their event ({@link FailureReplies#withEvents} with the GPU backend,
-     *     so that a GPU worker can open it; {@link FailureReplies#hostOnly()} on a server without CUDA)
+     * @param events how STORE/RETRIEVE events are read and answered in kind, and where their failures get their event
+     *     ({@link FailureReplies#withEvents} with the GPU backend, so that a GPU worker can open it; {@link FailureReplies#hostOnly()}
+     *     on a server without CUDA)
      */
     public static OpTable table(ManagementModule management, LookupModule lookup, KvEventModule kvEvents,
-            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, FailureReplies failures) {
+            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, EventKinds events) {
         OpTable.Builder ops = OpTable.builder();
         management.declareOps(ops);
         lookup.declareOps(ops);
         kvEvents.declareOps(ops);
-        LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"), failures);
+        LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"), events);
         EngineDrivenOps.declare(engineDriven != null ? ops.module(engineDriven) : ops.disabled("engine_driven"));
         declareUnsupported(ops);
         return ops.build();

@@ -82,6 +82,7 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
                 case TensorWrapper.CpuShm tensor -> cpu.add(tensor);
                 case TensorWrapper.CudaIpc ipc -> { }
                 case TensorWrapper.RawCudaIpc raw -> { }
+                case TensorWrapper.VmmCudaIpc vmm -> { }
                 case TensorWrapper.Unsupported unsupported -> { }
             }
         }

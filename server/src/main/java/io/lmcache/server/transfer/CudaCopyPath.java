@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.protocol.EventHandle;
 import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.CudaDevice;
 import io.lmcache.server.cuda.DeviceTensors;
@@ -78,7 +79,7 @@ public final class CudaCopyPath implements CopyPath {
             // nothing was tracked: the completion will not run, so it runs here, once
             owned.close();
             done.done(false, 0, "failed: " + e, System.nanoTime());
-            return new Copied(afterEnqueued(direction), false, null);
+            return new Copied(afterEnqueued(direction, clientEvent.length == EventHandle.TIMELINE_BYTES), false, null);
         }
         return new Copied(submitted.eventHandle(), submitted.accepted(), submitted.accepted() ? null : submitted.error());
     }
@@ -88,9 +89,9 @@ public final class CudaCopyPath implements CopyPath {
      * enqueued before the throw (the worker must not touch its blocks before they finish); the
      * device's complete event when not even that can be recorded.
      */
-    private byte[] afterEnqueued(Direction direction) {
+    private byte[] afterEnqueued(Direction direction, boolean timeline) {
         try {
-            return engine.recordedEvent(direction);
+            return engine.recordedEvent(direction, timeline);
         } catch (RuntimeException e) {
             EVENT_FAILURE_LINES.error("cannot record a failure event on GPU {}: {}", tensors.device().ordinal(), e.getMessage());
             return completedEvent();

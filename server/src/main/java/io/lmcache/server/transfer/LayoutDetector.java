@@ -159,6 +159,7 @@ public final class LayoutDetector {
                 case TensorWrapper.CpuShm shm -> shm.nbytes();
                 case TensorWrapper.CudaIpc ipc -> ipc.handle().storageSizeBytes();
                 case TensorWrapper.RawCudaIpc raw -> raw.nbytes();
+                case TensorWrapper.VmmCudaIpc vmm -> vmm.nbytes();
                 case TensorWrapper.Unsupported unsupported -> 0;
             };
             if (spanBytes > available) {

@@ -13,6 +13,8 @@ import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.module.EventKinds;
 import io.lmcache.server.module.LmcacheDrivenOps;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
@@ -211,14 +213,14 @@ final class ScratchServer implements AutoCloseable {
         events.attach(store);
         transfers.recordEventsWith(events);
         lookup = new LookupModule(chunkSize, store, leases, results, metrics, catalog);
-        dispatcher = new Dispatcher(table(lookup, transfers), replies, metrics, 1, 1, 0);
+        dispatcher = new Dispatcher(table(lookup, transfers, metrics), replies, metrics, 1, 1, 0);
     }
 
     /** Only the ops the warm-up sends are served; every other op is "unsupported" (never sent). */
-    private static OpTable table(LookupModule lookup, LmcacheDrivenTransferModule transfers) {
+    private static OpTable table(LookupModule lookup, LmcacheDrivenTransferModule transfers, ServerMetrics metrics) {
         OpTable.Builder ops = OpTable.builder();
         lookup.declareOps(ops);
-        LmcacheDrivenOps.declare(ops.module(transfers), FailureReplies.hostOnly());
+        LmcacheDrivenOps.declare(ops.module(transfers), new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), metrics, false));
         // the scratch request loop's health probe PINGs it once a second: answered, as the real server's are
         ops.op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, (request, peer) -> Reply.TRUE, Reply.TRUE);
         EnumSet<Op> rest = EnumSet.allOf(Op.class);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.events.KvEventLog;
 import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.events.KvEventStreams;
@@ -15,6 +16,7 @@ import io.lmcache.server.loop.OpEntry;
 import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestHandler;
+import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.ProtocolException;
 import io.lmcache.server.protocol.Reply;
@@ -109,7 +111,7 @@ class ServerOpsTest {
     private static OpTable table() {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, kvEvents(), null, null, FailureReplies.hostOnly());
+        return ServerOps.table(management, lookup, kvEvents(), null, null, new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), new ServerMetrics(), false));
     }
 
     /** The KV-event module over a log of 8 records, incarnation 7. */

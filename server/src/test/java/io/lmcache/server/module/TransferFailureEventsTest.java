@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
@@ -20,13 +21,13 @@ import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.testing.Inbounds;
+import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.HexFormat;
-import io.lmcache.server.transfer.CopyPaths;
-import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -143,7 +144,8 @@ class TransferFailureEventsTest {
     private OpTable serverTable(LmcacheDrivenTransferModule lmcacheDriven) {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), lmcacheDriven, null, failures);
+        return ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), lmcacheDriven, null,
+                new EventKinds(GpuBackend.none(), failures, new ServerMetrics(), false));
     }
 
     /** The module without a pool or store: it only ever answers here that the instance is unknown. */
