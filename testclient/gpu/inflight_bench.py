@@ -102,6 +102,11 @@ def submit_cpu(server):
     return phases
 
 
+# --events timeline (issue 47): the worker's events are LMCache's isolated-IPC timeline semaphores (81 bytes), made and
+# waited for as its TimelineSemaphoreEventIPCBackend does (isolated_ipc_check.Timeline); empty: CUDA IPC events
+TIMELINE = []
+
+
 def request_frames(worker, op, tokens, blocks, rid, event=bytes(64)):
     """The frames one() sends: [uid, op, key, instance, block lists, event(, skip)], as the stock client frames them.
     blocks: one list of block ids (one kernel group) or one list per group (a hybrid worker)."""
@@ -116,7 +121,10 @@ def request_frames(worker, op, tokens, blocks, rid, event=bytes(64)):
 
 def one(worker, op, tokens, blocks, rid):
     """Seconds from sending one prebuilt request to its event being complete in the worker."""
-    event = bytes(64) if os.environ.get("LMCACHE_BENCH_NO_WORKER_EVENT") == "1" else worker.event()
+    if TIMELINE:
+        event = TIMELINE[0].record(torch.cuda.current_stream().cuda_stream)
+    else:
+        event = bytes(64) if os.environ.get("LMCACHE_BENCH_NO_WORKER_EVENT") == "1" else worker.event()
     frames = request_frames(worker, op, tokens, blocks, rid, event)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -125,9 +133,14 @@ def one(worker, op, tokens, blocks, rid):
     reply = worker.client.dealer.recv()
     replied = time.perf_counter()
     handle, ok = unpack(reply[2])
-    ours = torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle))
-    opened = time.perf_counter()
-    ours.synchronize()
+    if TIMELINE:
+        waiting = TIMELINE[0].import_event(bytes(handle))
+        opened = time.perf_counter()
+        TIMELINE[0].synchronize(waiting)
+    else:
+        ours = torch.cuda.Event.from_ipc_handle(torch.cuda.current_device(), bytes(handle))
+        opened = time.perf_counter()
+        ours.synchronize()
     done = time.perf_counter()
     assert ok, f"{op} of {len(tokens)} tokens failed"
     # where the worker's clock went: sending, until the reply is in, opening the server's event, until it completes
@@ -525,6 +538,8 @@ def main():
                    help="after each warm cell, the same cell again with its objects kept in L1 (each STORE into pool memory no"
                         " earlier request used; its row's blocks say 'kept')")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
+    p.add_argument("--events", choices=("cuda", "timeline"), default="cuda",
+                   help="the worker's event format: CUDA IPC events (64 bytes) or isolated IPC's timeline semaphores (81 bytes)")
     args = p.parse_args()
     counts = [int(c) for c in args.subscribers.split(",")]
     if any(c < 0 for c in counts) or len(set(counts)) != len(counts):
@@ -535,6 +550,10 @@ def main():
     elif args.aot_cache != "none":
         os.environ["LMCACHE_AOT_CACHE"] = args.aot_cache
     torch.cuda.init()
+    if args.events == "timeline":
+        import isolated_ipc_check
+        torch.zeros(1, device="cuda")
+        TIMELINE.append(isolated_ipc_check.Timeline())
     patterns = args.pattern.split(",")
     if args.scattered and "scattered" not in patterns:
         patterns.append("scattered")
