@@ -65,7 +65,7 @@ def mem_alloc(nbytes):
 def ipc_handle(ptr):
     h = IpcHandle()
     ck(cuda.cuIpcGetMemHandle(ctypes.byref(h), ctypes.c_uint64(ptr)), "cuIpcGetMemHandle")
-    return bytes(h.reserved)
+    return ctypes.string_at(ctypes.addressof(h), 64)  # not h.reserved: a c_char array's value stops at the first NUL
 
 
 def write_value(stream, addr, value):
@@ -121,7 +121,7 @@ class Timeline:
         if handle not in self.opened:
             ptr = ctypes.c_uint64()
             h = IpcHandle()
-            h.reserved = handle
+            ctypes.memmove(ctypes.addressof(h), handle, 64)
             ck(cuda.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, 1), "cuIpcOpenMemHandle(server's semaphores)")
             self.opened[handle] = ptr.value
         return self.opened[handle]
