@@ -1,5 +1,7 @@
 package io.lmcache.server.config;
 
+import java.util.Arrays;
+import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -36,12 +38,39 @@ import java.util.function.UnaryOperator;
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
         long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
         long transferSpinNs, int prepareThreads, long stackLimitBytes) {
-    /** The property of each component, in component order (what {@link #describe} shows, and tests walk). */
-    public static final List<String> PROPERTIES = List.of("lmcache.cuda.copyBlocks", "lmcache.cuda.stagingMiB", "lmcache.cuda.firstBatchKiB",
-            "lmcache.cuda.dmaHeadKiB", "lmcache.cuda.storeDmaHeadMinPieceKiB", "lmcache.cuda.retrieveDmaHeadMinPieceKiB",
-            "lmcache.cuda.batchGrowth", "lmcache.cuda.warmContext",
-            "lmcache.cuda.queryWorkerEvent", "lmcache.cuda.hostFnWake", "lmcache.transfer.spinUs", "lmcache.l1.prepareThreads",
-            "lmcache.cuda.stackLimitBytes");
+    /**
+     * The knobs by name, in component order: each names its {@code -D} property (what {@link #describe} shows, and tests
+     * walk), so a reader or a refusal never counts positions.
+     */
+    public enum Knob {
+        COPY_BLOCKS("lmcache.cuda.copyBlocks"),
+        STAGING_MIB("lmcache.cuda.stagingMiB"),
+        FIRST_BATCH_KIB("lmcache.cuda.firstBatchKiB"),
+        DMA_HEAD_KIB("lmcache.cuda.dmaHeadKiB"),
+        STORE_DMA_HEAD_MIN_PIECE_KIB("lmcache.cuda.storeDmaHeadMinPieceKiB"),
+        RETRIEVE_DMA_HEAD_MIN_PIECE_KIB("lmcache.cuda.retrieveDmaHeadMinPieceKiB"),
+        BATCH_GROWTH("lmcache.cuda.batchGrowth"),
+        WARM_CONTEXT("lmcache.cuda.warmContext"),
+        QUERY_WORKER_EVENT("lmcache.cuda.queryWorkerEvent"),
+        HOST_FN_WAKE("lmcache.cuda.hostFnWake"),
+        SPIN_US("lmcache.transfer.spinUs"),
+        PREPARE_THREADS("lmcache.l1.prepareThreads"),
+        STACK_LIMIT_BYTES("lmcache.cuda.stackLimitBytes");
+
+        private final String property;
+
+        Knob(String property) {
+            this.property = property;
+        }
+
+        /** The JVM property that sets this knob. */
+        public String property() {
+            return property;
+        }
+    }
+
+    /** The property of each component, in component order (the knobs' properties). */
+    public static final List<String> PROPERTIES = Arrays.stream(Knob.values()).map(Knob::property).toList();
     /**
      * Hosts with fewer cores never spin unless the property says so: a parked thread takes tens of microseconds to wake, in
      * series with a request alone in flight, but a spinning one holds a core, and on small hosts the clients and the pools need
@@ -83,37 +112,46 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         }
         Reader in = new Reader(properties);
         return new Tuning(
-                (int) in.number(0, 8, 1, 1024), // copyBlocks
-                in.number(1, 32, 1, 1024) * MIB, // stagingMiB
-                in.number(2, 2048, 64, 1 << 20) * KIB, // firstBatchKiB
-                in.number(3, 16384, 0, 1 << 24) * KIB, // dmaHeadKiB
-                in.number(4, 128, 1, 1 << 20) * KIB, // storeDmaHeadMinPieceKiB
-                in.number(5, 256, 1, 1 << 20) * KIB, // retrieveDmaHeadMinPieceKiB
-                (int) in.number(6, 2, 2, 64), // batchGrowth
-                in.flag(7), // warmContext
-                in.flag(8), // queryWorkerEvent
-                in.flag(9), // hostFnWake
-                TimeUnit.MICROSECONDS.toNanos(in.number(10, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)), // spinUs
-                (int) in.number(11, 0, 0, 1024), // prepareThreads
-                in.number(12, 256, 0, 1L << 20)); // stackLimitBytes
+                (int) in.number(Knob.COPY_BLOCKS, 8, 1, 1024),
+                in.number(Knob.STAGING_MIB, 32, 1, 1024) * MIB,
+                in.number(Knob.FIRST_BATCH_KIB, 2048, 64, 1 << 20) * KIB,
+                in.number(Knob.DMA_HEAD_KIB, 16384, 0, 1 << 24) * KIB,
+                in.number(Knob.STORE_DMA_HEAD_MIN_PIECE_KIB, 128, 1, 1 << 20) * KIB,
+                in.number(Knob.RETRIEVE_DMA_HEAD_MIN_PIECE_KIB, 256, 1, 1 << 20) * KIB,
+                (int) in.number(Knob.BATCH_GROWTH, 2, 2, 64),
+                in.flag(Knob.WARM_CONTEXT),
+                in.flag(Knob.QUERY_WORKER_EVENT),
+                in.flag(Knob.HOST_FN_WAKE),
+                TimeUnit.MICROSECONDS.toNanos(in.number(Knob.SPIN_US, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)),
+                (int) in.number(Knob.PREPARE_THREADS, 0, 0, 1024),
+                in.number(Knob.STACK_LIMIT_BYTES, 256, 0, 1L << 20));
     }
 
     /** Property name to effective value, in the property's unit (what {@code /config} shows under {@code tuning}). */
     public Map<String, Object> describe() {
-        List<Object> values = List.of(copyKernelBlocks, stagingHalfBytes / MIB, firstBatchBytes / KIB, dmaHeadBytes / KIB,
-                storeDmaHeadMinPieceBytes / KIB, retrieveDmaHeadMinPieceBytes / KIB, batchGrowth, warmContext, queryWorkerEvent,
-                hostFnWake, TimeUnit.NANOSECONDS.toMicros(transferSpinNs), prepareThreads, stackLimitBytes);
+        Map<Knob, Object> values = new EnumMap<>(Knob.class);
+        values.put(Knob.COPY_BLOCKS, copyKernelBlocks);
+        values.put(Knob.STAGING_MIB, stagingHalfBytes / MIB);
+        values.put(Knob.FIRST_BATCH_KIB, firstBatchBytes / KIB);
+        values.put(Knob.DMA_HEAD_KIB, dmaHeadBytes / KIB);
+        values.put(Knob.STORE_DMA_HEAD_MIN_PIECE_KIB, storeDmaHeadMinPieceBytes / KIB);
+        values.put(Knob.RETRIEVE_DMA_HEAD_MIN_PIECE_KIB, retrieveDmaHeadMinPieceBytes / KIB);
+        values.put(Knob.BATCH_GROWTH, batchGrowth);
+        values.put(Knob.WARM_CONTEXT, warmContext);
+        values.put(Knob.QUERY_WORKER_EVENT, queryWorkerEvent);
+        values.put(Knob.HOST_FN_WAKE, hostFnWake);
+        values.put(Knob.SPIN_US, TimeUnit.NANOSECONDS.toMicros(transferSpinNs));
+        values.put(Knob.PREPARE_THREADS, prepareThreads);
+        values.put(Knob.STACK_LIMIT_BYTES, stackLimitBytes);
         Map<String, Object> out = new LinkedHashMap<>();
-        for (int i = 0; i < PROPERTIES.size(); i++) {
-            out.put(PROPERTIES.get(i), values.get(i));
-        }
+        values.forEach((knob, value) -> out.put(knob.property(), value)); // EnumMap: component order
         return out;
     }
 
-    /** Reads the properties by their index in {@link #PROPERTIES}, naming the property in a refusal. */
+    /** Reads the knobs' properties, naming the property in a refusal. */
     private record Reader(UnaryOperator<String> properties) {
-        long number(int index, long defaultValue, long min, long max) throws ConfigException {
-            String text = properties.apply(PROPERTIES.get(index));
+        long number(Knob knob, long defaultValue, long min, long max) throws ConfigException {
+            String text = properties.apply(knob.property());
             if (text == null) {
                 return defaultValue;
             }
@@ -124,21 +162,21 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 value = Long.MIN_VALUE;
             }
             if (value < min || value > max) {
-                throw new ConfigException("-D" + PROPERTIES.get(index), "must be a whole number in [" + min + ", " + max + "], got '"
+                throw new ConfigException("-D" + knob.property(), "must be a whole number in [" + min + ", " + max + "], got '"
                         + clip(text) + "'");
             }
             return value;
         }
 
-        boolean flag(int index) throws ConfigException {
-            String text = properties.apply(PROPERTIES.get(index));
+        boolean flag(Knob knob) throws ConfigException {
+            String text = properties.apply(knob.property());
             if (text == null) {
                 return true;
             }
             return switch (text.strip().toLowerCase(Locale.ROOT)) {
                 case "true" -> true;
                 case "false" -> false;
-                default -> throw new ConfigException("-D" + PROPERTIES.get(index), "must be true or false, got '" + clip(text) + "'");
+                default -> throw new ConfigException("-D" + knob.property(), "must be true or false, got '" + clip(text) + "'");
             };
         }
 

@@ -6,47 +6,51 @@ import java.util.Map;
 
 /**
  * LMCache's frozen operation table (protocol doc §4.1): ids 1..34 never change; operations added
- * later travel as their snake_case name. Both forms map to the same constant.
+ * later travel as their snake_case name. Both forms map to the same constant. Each op also carries
+ * the most payload frames any client version sends with it (protocol doc §5), the one place that
+ * count is written: the server's op table reads it, a frame beyond it is counted and ignored.
  */
 public enum Op {
-    REGISTER_KV_CACHE(1),
-    UNREGISTER_KV_CACHE(2),
-    REGISTER_Q_CACHE(3),
-    UNREGISTER_Q_CACHE(4),
-    STORE_Q(5),
-    STORE(6),
-    RETRIEVE(7),
-    LOOKUP(8),
-    QUERY_PREFETCH_STATUS(9),
-    WAIT_PREFETCH_STATUS(10),
-    QUERY_PREFETCH_LOOKUP_HITS(11),
-    FREE_LOOKUP_LOCKS(12),
-    END_SESSION(13),
-    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT(14),
-    UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT(15),
-    PREPARE_STORE(16),
-    COMMIT_STORE(17),
-    PREPARE_RETRIEVE(18),
-    COMMIT_RETRIEVE(19),
-    CLEAR(20),
-    GET_CHUNK_SIZE(21),
-    PING(22),
-    REPORT_BLOCK_ALLOCATION(23),
-    NOOP(24),
-    CB_REGISTER_ROPE(25),
-    CB_UNREGISTER_ROPE(26),
-    CB_RETRIEVE_PRE_COMPUTED(27),
-    CB_UNIFIED_LOOKUP(28),
-    P2P_LOOKUP_AND_LOCK(29),
-    P2P_QUERY_LOOKUP_RESULTS(30),
-    P2P_UNLOCK_OBJECTS(31),
-    GET_EXPERIMENTAL(32),
-    CB_PROTOCOL_HANDSHAKE(33),
-    POLL_KV_EVENTS(34),
+    REGISTER_KV_CACHE(1, 7),
+    UNREGISTER_KV_CACHE(2, 1),
+    REGISTER_Q_CACHE(3, Op.NOT_DECODED),
+    UNREGISTER_Q_CACHE(4, Op.NOT_DECODED),
+    STORE_Q(5, Op.NOT_DECODED),
+    STORE(6, 4),
+    RETRIEVE(7, 5),
+    LOOKUP(8, 2),
+    QUERY_PREFETCH_STATUS(9, 1),
+    WAIT_PREFETCH_STATUS(10, 2),
+    QUERY_PREFETCH_LOOKUP_HITS(11, 1),
+    FREE_LOOKUP_LOCKS(12, 2),
+    END_SESSION(13, 2),
+    REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT(14, 1),
+    UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT(15, 1),
+    PREPARE_STORE(16, 2),
+    COMMIT_STORE(17, 3),
+    PREPARE_RETRIEVE(18, 2),
+    COMMIT_RETRIEVE(19, 2),
+    CLEAR(20, 1),
+    GET_CHUNK_SIZE(21, 0),
+    PING(22, 1),
+    REPORT_BLOCK_ALLOCATION(23, 3),
+    NOOP(24, 0),
+    CB_REGISTER_ROPE(25, Op.NOT_DECODED),
+    CB_UNREGISTER_ROPE(26, Op.NOT_DECODED),
+    CB_RETRIEVE_PRE_COMPUTED(27, Op.NOT_DECODED),
+    CB_UNIFIED_LOOKUP(28, Op.NOT_DECODED),
+    P2P_LOOKUP_AND_LOCK(29, Op.NOT_DECODED),
+    P2P_QUERY_LOOKUP_RESULTS(30, Op.NOT_DECODED),
+    P2P_UNLOCK_OBJECTS(31, Op.NOT_DECODED),
+    GET_EXPERIMENTAL(32, 0),
+    CB_PROTOCOL_HANDSHAKE(33, Op.NOT_DECODED),
+    POLL_KV_EVENTS(34, 3),
     /** No frozen id: LMCache's streaming op travels only as its name (kv-events.md §2). */
-    SUBSCRIBE_KV_EVENTS(0);
+    SUBSCRIBE_KV_EVENTS(0, 4);
 
     public static final int MAX_ID = 34;
+    /** {@link #maxPayloads} of an op this server never decodes (named qualified above: a constant, so no forward reference). */
+    public static final int NOT_DECODED = -1;
     private static final Op[] BY_ID = new Op[MAX_ID + 1];
     private static final Map<String, Op> BY_NAME = new HashMap<>();
 
@@ -64,11 +68,21 @@ public enum Op {
     }
 
     private final int id;
+    private final int maxPayloads;
     private final String wireName;
 
-    Op(int id) {
+    Op(int id, int maxPayloads) {
         this.id = id;
+        this.maxPayloads = maxPayloads;
         this.wireName = name().toLowerCase(Locale.ROOT);
+    }
+
+    /**
+     * The most payload frames any client version sends with this op; {@link #NOT_DECODED} for the ops of features this
+     * server leaves out (it never decodes them).
+     */
+    public int maxPayloads() {
+        return maxPayloads;
     }
 
     /** The frozen legacy id; 0 for an op that only has a name. */

@@ -39,10 +39,10 @@ public sealed interface Reply {
     record PrepareRetrieve(boolean success, List<Slot> slots) implements Reply {}
 
     /**
-     * One record of the KV-event log as LMCache's {@code KVEventRecord} (kv-events.md §3): kind {@code "stored"} or
-     * {@code "removed"}, medium {@code "CPU"} or {@code "STORAGE"}; {@code parentBlockHash} null = nil.
+     * One record of the KV-event log as LMCache's {@code KVEventRecord} (kv-events.md §3): medium {@code "CPU"} or
+     * {@code "STORAGE"}; {@code parentBlockHash} null = nil.
      */
-    record KvEventRecord(long seq, String kind, String medium, String modelName, List<byte[]> blockHashes, byte[] parentBlockHash,
+    record KvEventRecord(long seq, KvEventKind kind, String medium, String modelName, List<byte[]> blockHashes, byte[] parentBlockHash,
             int[] tokenIds, int blockSize) {}
 
     /** {@code KVEventPollResult} (poll) and {@code KVEventBatch} (one stream message): the same five fields. */

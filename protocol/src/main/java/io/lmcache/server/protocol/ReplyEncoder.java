@@ -103,7 +103,7 @@ public final class ReplyEncoder {
     private void packRecord(Reply.KvEventRecord record) throws IOException {
         packer.packMapHeader(8);
         packer.packString("seq").packLong(record.seq());
-        packer.packString("kind").packString(record.kind());
+        packer.packString("kind").packString(record.kind().wireName());
         packer.packString("medium").packString(record.medium());
         packer.packString("model_name").packString(record.modelName());
         packer.packString("block_hashes").packArrayHeader(record.blockHashes().size());

@@ -115,7 +115,7 @@ class ReplyEncoderTest {
         for (int i = edges.length; i < tokens.length; i++) {
             tokens[i] = random.nextInt() >> random.nextInt(32); // every width, both signs
         }
-        Reply.KvEventRecord record = new Reply.KvEventRecord(3, "stored", "CPU", "m", List.of(new byte[32]), null, tokens, 256);
+        Reply.KvEventRecord record = new Reply.KvEventRecord(3, KvEventKind.STORED, "CPU", "m", List.of(new byte[32]), null, tokens, 256);
         byte[] encoded = encoder.encode(new Reply.KvEvents(true, 7, 4, false, List.of(record)));
         MessageBufferPacker expected = MessagePack.newDefaultBufferPacker();
         expected.packArrayHeader(tokens.length);
@@ -131,8 +131,8 @@ class ReplyEncoderTest {
     @Test
     void aBatchOfRecordsEncodedAloneIsTheBatchEncodedWhole() {
         List<Reply.KvEventRecord> records = List.of(
-                new Reply.KvEventRecord(5, "stored", "CPU", "m", List.of(new byte[32]), null, new int[] {1, 70_000, -3}, 256),
-                new Reply.KvEventRecord(6, "removed", "STORAGE", "m", List.of(new byte[32], new byte[32]), new byte[32], new int[0], 256));
+                new Reply.KvEventRecord(5, KvEventKind.STORED, "CPU", "m", List.of(new byte[32]), null, new int[] {1, 70_000, -3}, 256),
+                new Reply.KvEventRecord(6, KvEventKind.REMOVED, "STORAGE", "m", List.of(new byte[32], new byte[32]), new byte[32], new int[0], 256));
         Reply.KvEvents batch = new Reply.KvEvents(true, 9, 7, true, records);
         byte[] whole = encoder.encode(batch);
         List<byte[]> alone = new ArrayList<>();

@@ -1,14 +1,25 @@
 package io.lmcache.server.events;
 
 import io.lmcache.server.metrics.KvEventMetrics;
+import io.lmcache.server.protocol.KvEventKind;
 import java.util.Arrays;
 import java.util.List;
 
 /** The channel's counts as the metrics read them. */
 public record KvEventCounters(KvEventRecorder recorder, KvEventStreams streams) implements KvEventMetrics.Source {
     @Override
+    public List<String> recordKinds() {
+        return Arrays.stream(KvEventKind.values()).map(KvEventKind::wireName).toList();
+    }
+
+    @Override
     public double records(String kind) {
-        return recorder.log().appendedCounter("stored".equals(kind)).sum();
+        for (KvEventKind known : KvEventKind.values()) {
+            if (known.wireName().equals(kind)) {
+                return recorder.log().appendedCounter(known).sum();
+            }
+        }
+        return 0;
     }
 
     @Override

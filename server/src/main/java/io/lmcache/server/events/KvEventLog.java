@@ -1,5 +1,6 @@
 package io.lmcache.server.events;
 
+import io.lmcache.server.protocol.KvEventKind;
 import io.lmcache.server.protocol.Reply;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
@@ -41,9 +42,9 @@ public final class KvEventLog {
     /** A record's encoding besides its model name, hashes and tokens: the eight keys and their small values. */
     private static final int RECORD_OVERHEAD_BYTES = 160;
 
-    static final byte STORED = 1;
-    static final byte REMOVED = 2;
-    static final byte LOST = 3;
+    /** Low bits of {@link #kinds}: a record's {@link KvEventKind} (its ordinal plus one), or the loss marker. */
+    private static final byte KIND_BITS = 0x3;
+    private static final byte LOST = 3;
     /** Medium bit of {@link #kinds}: set = STORAGE (L2), clear = CPU (L1). */
     static final byte STORAGE_BIT = 0x10;
 
@@ -80,6 +81,7 @@ public final class KvEventLog {
     private final boolean[] hashesOnly;
     private final byte[] hashes;
     private final int[] tokens;
+    /** Records appended, by {@link #kinds} code (0 unused, then the kinds, then the loss marker). */
     private final LongAdder[] appended = {new LongAdder(), new LongAdder(), new LongAdder(), new LongAdder()};
     private final LongAdder lostMarkers = new LongAdder();
     private volatile Runnable onAppend = () -> { };
@@ -165,7 +167,7 @@ public final class KvEventLog {
         }
         long seq = claim();
         int slot = slot(seq);
-        kinds[slot] = (byte) (STORED | mediumBit(medium));
+        kinds[slot] = (byte) (code(KvEventKind.STORED) | mediumBit(medium));
         models[slot] = model;
         hashLengths[slot] = OUR_HASH_BYTES;
         hashCounts[slot] = 1;
@@ -192,7 +194,7 @@ public final class KvEventLog {
             int n = Math.min(REMOVED_PER_RECORD, count - from);
             long seq = claim();
             int slot = slot(seq);
-            kinds[slot] = (byte) (REMOVED | mediumBit(medium));
+            kinds[slot] = (byte) (code(KvEventKind.REMOVED) | mediumBit(medium));
             models[slot] = model;
             hashLengths[slot] = OUR_HASH_BYTES;
             hashCounts[slot] = (byte) n;
@@ -232,7 +234,7 @@ public final class KvEventLog {
     }
 
     private void publish(long seq, int slot) {
-        appended[kinds[slot] & 0x3].increment();
+        appended[kinds[slot] & KIND_BITS].increment();
         // volatile, as the reads below: of two writers publishing side by side, one surely sees the other's stamp
         stamps.set(slot, seq);
         // advance the readers' end over every seq published in order; a slower writer's gap stops it, and that writer,
@@ -245,6 +247,10 @@ public final class KvEventLog {
 
     private int slot(long seq) {
         return (int) ((seq - 1) % capacity);
+    }
+
+    private static byte code(KvEventKind kind) {
+        return (byte) (kind.ordinal() + 1);
     }
 
     private static byte mediumBit(Medium medium) {
@@ -298,13 +304,13 @@ public final class KvEventLog {
             }
             byte kind = kinds[slot];
             String recordModel = models[slot];
-            Reply.KvEventRecord record = (kind & 0x3) == LOST || !model.equals(recordModel) ? null : copy(seq, slot, kind, recordModel);
+            Reply.KvEventRecord record = (kind & KIND_BITS) == LOST || !model.equals(recordModel) ? null : copy(seq, slot, kind, recordModel);
             VarHandle.acquireFence();
             if (stamps.get(slot) != seq) {
                 return null;
             }
             next = seq;
-            if ((kind & 0x3) == LOST) {
+            if ((kind & KIND_BITS) == LOST) {
                 lost = true;
                 events.clear(); // what came before the gap may describe a world the reader cannot complete
                 bytes = 0;
@@ -330,17 +336,17 @@ public final class KvEventLog {
         int length = hashLengths[slot];
         int count = hashCounts[slot];
         String medium = (kind & STORAGE_BIT) != 0 ? Medium.STORAGE.wireName() : Medium.CPU.wireName();
-        if ((kind & 0x3) == STORED) {
+        if ((kind & KIND_BITS) == code(KvEventKind.STORED)) {
             int[] chunkTokens = hashesOnly[slot] ? new int[0] : new int[chunkSize];
             System.arraycopy(tokens, slot * chunkSize, chunkTokens, 0, chunkTokens.length);
             byte[] parent = hasParent[slot] ? hash(slot, 1, length) : null;
-            return new Reply.KvEventRecord(seq, "stored", medium, model, List.of(hash(slot, 0, length)), parent, chunkTokens, chunkSize);
+            return new Reply.KvEventRecord(seq, KvEventKind.STORED, medium, model, List.of(hash(slot, 0, length)), parent, chunkTokens, chunkSize);
         }
         List<byte[]> named = new ArrayList<>(count);
         for (int i = 0; i < count && i < REMOVED_PER_RECORD; i++) {
             named.add(hash(slot, i, length));
         }
-        return new Reply.KvEventRecord(seq, "removed", medium, model, named, null, new int[0], chunkSize);
+        return new Reply.KvEventRecord(seq, KvEventKind.REMOVED, medium, model, named, null, new int[0], chunkSize);
     }
 
     private byte[] hash(int slot, int index, int length) {
@@ -351,9 +357,9 @@ public final class KvEventLog {
 
     // --- counts ------------------------------------------------------------------------------------
 
-    /** Records appended of one kind and medium since start (the metrics). */
-    public LongAdder appendedCounter(boolean stored) {
-        return appended[stored ? STORED : REMOVED];
+    /** Records appended of one kind since start, both media (the metrics). */
+    public LongAdder appendedCounter(KvEventKind kind) {
+        return appended[code(kind)];
     }
 
     public long lostMarkers() {

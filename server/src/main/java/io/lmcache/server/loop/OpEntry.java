@@ -15,14 +15,18 @@ public sealed interface OpEntry {
      * An op this server serves.
      *
      * @param kind where the handler runs
-     * @param maxPayloads the most payload frames any client version sends; more are counted and ignored
      * @param decoder reads the payload frames into the op's request record
      * @param handler answers the request; an exception is answered with {@code failure}
      * @param failure what the waiting client gets when the request cannot be served (protocol doc §11),
      *     asked for each such request (STORE/RETRIEVE's comes from the GPU backend); never throws
      */
-    record Handled<R extends Request>(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-            RequestHandler<? super R> handler, Supplier<Reply> failure) implements OpEntry {}
+    record Handled<R extends Request>(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
+            Supplier<Reply> failure) implements OpEntry {
+        /** The most payload frames any client version sends ({@link Op#maxPayloads}); more are counted and ignored. */
+        public int maxPayloads() {
+            return op.maxPayloads();
+        }
+    }
 
     /**
      * An op of a feature this server does not provide: counted, warned about once, never answered (the
@@ -36,6 +40,10 @@ public sealed interface OpEntry {
      * An op answered with a stream of replies (kv-events.md §8): decoded on the socket thread and handed to {@code handler},
      * which sends the replies itself; a request that cannot be decoded gets the final reply at once.
      */
-    record Streamed<R extends Request>(Op op, int maxPayloads, PayloadDecoder<R> decoder, StreamHandler<? super R> handler)
-            implements OpEntry {}
+    record Streamed<R extends Request>(Op op, PayloadDecoder<R> decoder, StreamHandler<? super R> handler) implements OpEntry {
+        /** The most payload frames read ({@link Op#maxPayloads}). */
+        public int maxPayloads() {
+            return op.maxPayloads();
+        }
+    }
 }

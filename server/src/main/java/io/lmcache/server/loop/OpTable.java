@@ -50,24 +50,30 @@ public final class OpTable {
         private Builder() {}
 
         /** Declares an op this server serves, with a constant failure value. */
-        public <R extends Request> Builder op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-                RequestHandler<? super R> handler, Reply failure) {
-            return op(op, kind, maxPayloads, decoder, handler, constant(failure));
+        public <R extends Request> Builder op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
+                Reply failure) {
+            return op(op, kind, decoder, handler, constant(failure));
         }
 
         /** Declares an op this server serves, whose failure value is made for each failure (it must never throw). */
-        public <R extends Request> Builder op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-                RequestHandler<? super R> handler, Supplier<Reply> failure) {
-            if (maxPayloads < 0) {
-                throw new IllegalArgumentException("op table: " + op.wireName() + " declares " + maxPayloads + " payload frames");
-            }
-            return put(new OpEntry.Handled<>(op, Objects.requireNonNull(kind), maxPayloads, Objects.requireNonNull(decoder),
+        public <R extends Request> Builder op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
+                Supplier<Reply> failure) {
+            requireDecoded(op);
+            return put(new OpEntry.Handled<>(op, Objects.requireNonNull(kind), Objects.requireNonNull(decoder),
                     Objects.requireNonNull(handler), Objects.requireNonNull(failure)));
         }
 
         /** Declares an op answered with a stream of replies ({@link OpEntry.Streamed}). */
-        public <R extends Request> Builder streamed(Op op, int maxPayloads, PayloadDecoder<R> decoder, StreamHandler<? super R> handler) {
-            return put(new OpEntry.Streamed<>(op, maxPayloads, Objects.requireNonNull(decoder), Objects.requireNonNull(handler)));
+        public <R extends Request> Builder streamed(Op op, PayloadDecoder<R> decoder, StreamHandler<? super R> handler) {
+            requireDecoded(op);
+            return put(new OpEntry.Streamed<>(op, Objects.requireNonNull(decoder), Objects.requireNonNull(handler)));
+        }
+
+        /** A served op reads its payload frames: {@link Op} must say how many. */
+        private static void requireDecoded(Op op) {
+            if (op.maxPayloads() < 0) {
+                throw new IllegalArgumentException("op table: " + op.wireName() + " has no payload count in Op (" + op.maxPayloads() + ")");
+            }
         }
 
         /** Declares the ops of a feature this server does not provide (no reply, a counter, one warning). */
@@ -135,19 +141,19 @@ public final class OpTable {
             this.disabledMode = disabledMode;
         }
 
-        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-                ModuleHandler<M, ? super R> handler, Reply failure) {
-            return op(op, kind, maxPayloads, decoder, handler, constant(failure));
+        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
+                Reply failure) {
+            return op(op, kind, decoder, handler, constant(failure));
         }
 
         /** An op whose failure value is made for each failure (STORE/RETRIEVE: the GPU backend's event); it must never throw. */
-        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, int maxPayloads, PayloadDecoder<R> decoder,
-                ModuleHandler<M, ? super R> handler, Supplier<Reply> failure) {
+        public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
+                Supplier<Reply> failure) {
             M live = module;
             RequestHandler<R> bound = live != null
                     ? (request, peer) -> handler.handle(live, request, peer)
                     : new DisabledOp<>(op, disabledMode, failure);
-            builder.op(op, kind, maxPayloads, decoder, bound, failure);
+            builder.op(op, kind, decoder, bound, failure);
             return this;
         }
     }

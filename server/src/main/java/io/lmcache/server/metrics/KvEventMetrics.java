@@ -8,6 +8,9 @@ public final class KvEventMetrics {
 
     /** What the series read, each O(1); implemented by the channel. */
     public interface Source {
+        /** The record kinds' labels (the channel owns the vocabulary). */
+        List<String> recordKinds();
+
         double records(String kind);
 
         double lostMarkers();
@@ -35,7 +38,7 @@ public final class KvEventMetrics {
     public static void bind(ServerMetrics metrics, Source source) {
         metrics.gauge(KvEventCatalogue.LOG_DEPTH, source::logDepth);
         metrics.gauge(KvEventCatalogue.SUBSCRIBERS, source::subscribers);
-        for (String kind : List.of("stored", "removed")) {
+        for (String kind : source.recordKinds()) {
             metrics.functionCounter(KvEventCatalogue.RECORDS, source, s -> s.records(kind), kind);
         }
         metrics.functionCounter(KvEventCatalogue.LOST_MARKERS, source, Source::lostMarkers);

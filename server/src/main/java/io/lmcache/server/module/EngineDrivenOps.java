@@ -17,16 +17,16 @@ public final class EngineDrivenOps {
      */
     public static void declare(OpTable.ModuleOps<EngineDrivenTransferModule> ops) {
         // runs on: lmcache-request-loop (SYNC: register, unregister) or lmcache-normal-* (NORMAL: prepare, commit)
-        ops.op(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, 1, RequestDecoder::registerEngineDrivenContext,
+        ops.op(Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, RequestDecoder::registerEngineDrivenContext,
                 EngineDrivenTransferModule::register, FailureReplies.NO_POOL);
-        ops.op(Op.UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, 1, RequestDecoder::unregisterEngineDrivenContext,
+        ops.op(Op.UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, HandlerKind.SYNC, RequestDecoder::unregisterEngineDrivenContext,
                 (m, r, peer) -> m.unregister(r), Reply.NONE);
-        ops.op(Op.PREPARE_STORE, HandlerKind.NORMAL, 2, RequestDecoder::prepareStore, EngineDrivenTransferModule::prepareStore,
+        ops.op(Op.PREPARE_STORE, HandlerKind.NORMAL, RequestDecoder::prepareStore, EngineDrivenTransferModule::prepareStore,
                 FailureReplies.NO_SLOTS);
-        ops.op(Op.COMMIT_STORE, HandlerKind.NORMAL, 3, RequestDecoder::commitStore, EngineDrivenTransferModule::commitStore, Reply.FALSE);
-        ops.op(Op.PREPARE_RETRIEVE, HandlerKind.NORMAL, 2, RequestDecoder::prepareRetrieve, EngineDrivenTransferModule::prepareRetrieve,
+        ops.op(Op.COMMIT_STORE, HandlerKind.NORMAL, RequestDecoder::commitStore, EngineDrivenTransferModule::commitStore, Reply.FALSE);
+        ops.op(Op.PREPARE_RETRIEVE, HandlerKind.NORMAL, RequestDecoder::prepareRetrieve, EngineDrivenTransferModule::prepareRetrieve,
                 FailureReplies.RETRIEVE_MISS);
-        ops.op(Op.COMMIT_RETRIEVE, HandlerKind.NORMAL, 2, RequestDecoder::commitRetrieve, EngineDrivenTransferModule::commitRetrieve,
+        ops.op(Op.COMMIT_RETRIEVE, HandlerKind.NORMAL, RequestDecoder::commitRetrieve, EngineDrivenTransferModule::commitRetrieve,
                 Reply.FALSE);
     }
 }

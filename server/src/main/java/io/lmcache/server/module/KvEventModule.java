@@ -51,8 +51,8 @@ public final class KvEventModule implements InstanceLivenessTarget {
      */
     public void declareOps(OpTable.Builder ops) {
         // runs on: lmcache-background-* (poll); lmcache-request-loop (subscribe: registration only)
-        ops.op(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, 3, RequestDecoder::pollKvEvents, (r, peer) -> poll(r), this::pollFailure);
-        ops.streamed(Op.SUBSCRIBE_KV_EVENTS, 4, RequestDecoder::subscribeKvEvents, streams::open);
+        ops.op(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, RequestDecoder::pollKvEvents, (r, peer) -> poll(r), this::pollFailure);
+        ops.streamed(Op.SUBSCRIBE_KV_EVENTS, RequestDecoder::subscribeKvEvents, streams::open);
     }
 
     /** {@code KVEventPollResult} from {@code cursor}; arguments LMCache's handler refuses get the failure value (§10.10). */

@@ -21,12 +21,12 @@ public final class LmcacheDrivenOps {
     public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops, EventKinds events) {
         FailureReplies failures = events.failures();
         // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler and failure value below
-        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
-        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
+        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
+        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
         // every event handle is classified first and the reply's event is in the request's format (EventKinds: isolated IPC)
-        ops.op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store,
+        ops.op(Op.STORE, HandlerKind.AFFINITY, RequestDecoder::store,
                 (m, r, peer) -> events.serve("store", r.eventHandle(), () -> m.store(r, peer)), failures::transferFailure);
-        ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve,
+        ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, RequestDecoder::retrieve,
                 (m, r, peer) -> events.serve("retrieve", r.eventHandle(), () -> m.retrieve(r, peer)), failures::transferFailure);
     }
 }

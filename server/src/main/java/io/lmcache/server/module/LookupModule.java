@@ -83,15 +83,15 @@ public final class LookupModule {
      */
     public void declareOps(OpTable.Builder ops) {
         // runs on: lmcache-request-loop (QUICK, small) or lmcache-normal-* (QUICK, large; NORMAL)
-        ops.op(Op.LOOKUP, HandlerKind.QUICK, 2, RequestDecoder::lookup, (r, peer) -> lookup(r), Reply.NONE);
-        ops.op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchStatus,
+        ops.op(Op.LOOKUP, HandlerKind.QUICK, RequestDecoder::lookup, (r, peer) -> lookup(r), Reply.NONE);
+        ops.op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, RequestDecoder::queryPrefetchStatus,
                 (r, peer) -> query(r.requestId()), FailureReplies.ZERO);
-        ops.op(Op.QUERY_PREFETCH_LOOKUP_HITS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchLookupHits,
+        ops.op(Op.QUERY_PREFETCH_LOOKUP_HITS, HandlerKind.QUICK, RequestDecoder::queryPrefetchLookupHits,
                 (r, peer) -> peekHits(r.requestId()), FailureReplies.ZERO);
-        ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, 2, RequestDecoder::waitPrefetchStatus,
+        ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, RequestDecoder::waitPrefetchStatus,
                 (r, peer) -> waitQuery(r), FailureReplies.ZERO);
-        ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, 2, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
-        ops.op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
+        ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
+        ops.op(Op.END_SESSION, HandlerKind.QUICK, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
     }
 
     /** Commits finished turns' windows to L2 from now on (set at start, before the first LOOKUP). */

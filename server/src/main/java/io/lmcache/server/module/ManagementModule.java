@@ -56,12 +56,12 @@ public final class ManagementModule {
      */
     public void declareOps(OpTable.Builder ops) {
         // runs on: lmcache-request-loop (SYNC) or lmcache-normal-* (NORMAL: clear, block allocation report)
-        ops.op(Op.GET_CHUNK_SIZE, HandlerKind.SYNC, 0, RequestDecoder::getChunkSize, (r, peer) -> getChunkSize(), chunkSize);
-        ops.op(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, RequestDecoder::getExperimental, (r, peer) -> getExperimental(), NO_EXPERIMENTS);
-        ops.op(Op.NOOP, HandlerKind.SYNC, 0, RequestDecoder::noop, (r, peer) -> noop(), OK);
-        ops.op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, this::ping, Reply.TRUE);
-        ops.op(Op.CLEAR, HandlerKind.NORMAL, 1, RequestDecoder::clear, (r, peer) -> clear(r), Reply.NONE);
-        ops.op(Op.REPORT_BLOCK_ALLOCATION, HandlerKind.NORMAL, 3, RequestDecoder::reportBlockAllocation,
+        ops.op(Op.GET_CHUNK_SIZE, HandlerKind.SYNC, RequestDecoder::getChunkSize, (r, peer) -> getChunkSize(), chunkSize);
+        ops.op(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, RequestDecoder::getExperimental, (r, peer) -> getExperimental(), NO_EXPERIMENTS);
+        ops.op(Op.NOOP, HandlerKind.SYNC, RequestDecoder::noop, (r, peer) -> noop(), OK);
+        ops.op(Op.PING, HandlerKind.SYNC, RequestDecoder::ping, this::ping, Reply.TRUE);
+        ops.op(Op.CLEAR, HandlerKind.NORMAL, RequestDecoder::clear, (r, peer) -> clear(r), Reply.NONE);
+        ops.op(Op.REPORT_BLOCK_ALLOCATION, HandlerKind.NORMAL, RequestDecoder::reportBlockAllocation,
                 (r, peer) -> reportBlockAllocation(r), Reply.NONE);
     }
 

@@ -194,7 +194,7 @@ public final class WindowCommit {
             for (int chunk = Math.max(0, anchor - window); chunk < anchor; chunk++) {
                 for (int rank = 0; rank < s.worldSize; rank++) {
                     ChunkKey key = new ChunkKey(s.model, s.salt, s.tags, rank, g, ChunkHash.unpack(s.chain, chunk));
-                    StoredObject object = store.pinReady(key, ObjectStore.ANY_LAYOUT, 0); // a write in flight: dropped, as LMCache
+                    StoredObject object = store.pinReady(key, 0, ObjectStore.ANY_LAYOUT); // a write in flight: dropped, as LMCache
                     if (object == null) {
                         missing.increment(); // evicted, or still being written: the window reaches L2 later, or not at all
                     } else {

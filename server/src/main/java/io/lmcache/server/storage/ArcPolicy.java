@@ -35,8 +35,12 @@ final class ArcPolicy implements EvictionPolicy {
     private final GhostKeys b2 = new GhostKeys();
     private long p;
     private long ghostHits;
-    private final PolicyGauges gauges = new PolicyGauges("p_bytes", "capacity_bytes", "t1_objects", "t1_bytes", "t2_objects", "t2_bytes",
-            "b1_ghosts", "b1_bytes", "b2_ghosts", "b2_bytes", "ghost_hits", "young_spared");
+    /** What {@code /status} shows for this policy, by name. */
+    private enum Gauge {
+        P_BYTES, CAPACITY_BYTES, T1_OBJECTS, T1_BYTES, T2_OBJECTS, T2_BYTES, B1_GHOSTS, B1_BYTES, B2_GHOSTS, B2_BYTES, GHOST_HITS, YOUNG_SPARED
+    }
+
+    private final PolicyGauges<Gauge> gauges = new PolicyGauges<>(Gauge.class);
 
     ArcPolicy(long capacityBytes, LongSupplier clockNs) {
         this.capacityBytes = capacityBytes;
@@ -169,18 +173,18 @@ final class ArcPolicy implements EvictionPolicy {
 
     @Override
     public void publish() {
-        gauges.set(0, p);
-        gauges.set(1, capacityBytes);
-        gauges.set(2, homes.objects(T1));
-        gauges.set(3, homes.bytes(T1));
-        gauges.set(4, homes.objects(T2));
-        gauges.set(5, homes.bytes(T2));
-        gauges.set(6, b1.size());
-        gauges.set(7, b1.bytes());
-        gauges.set(8, b2.size());
-        gauges.set(9, b2.bytes());
-        gauges.set(10, ghostHits);
-        gauges.set(11, youngSpared);
+        gauges.set(Gauge.P_BYTES, p);
+        gauges.set(Gauge.CAPACITY_BYTES, capacityBytes);
+        gauges.set(Gauge.T1_OBJECTS, homes.objects(T1));
+        gauges.set(Gauge.T1_BYTES, homes.bytes(T1));
+        gauges.set(Gauge.T2_OBJECTS, homes.objects(T2));
+        gauges.set(Gauge.T2_BYTES, homes.bytes(T2));
+        gauges.set(Gauge.B1_GHOSTS, b1.size());
+        gauges.set(Gauge.B1_BYTES, b1.bytes());
+        gauges.set(Gauge.B2_GHOSTS, b2.size());
+        gauges.set(Gauge.B2_BYTES, b2.bytes());
+        gauges.set(Gauge.GHOST_HITS, ghostHits);
+        gauges.set(Gauge.YOUNG_SPARED, youngSpared);
     }
 
     @Override

@@ -10,7 +10,10 @@ import java.util.Map;
  */
 final class LruPolicy implements EvictionPolicy {
     private final NodeList lru = new NodeList("LRU");
-    private final PolicyGauges gauges = new PolicyGauges("evictable_objects", "evictable_bytes");
+    /** What {@code /status} shows for this policy, by name. */
+    private enum Gauge { EVICTABLE_OBJECTS, EVICTABLE_BYTES }
+
+    private final PolicyGauges<Gauge> gauges = new PolicyGauges<>(Gauge.class);
 
     @Override
     public EvictionPolicyName name() {
@@ -64,8 +67,8 @@ final class LruPolicy implements EvictionPolicy {
 
     @Override
     public void publish() {
-        gauges.set(0, lru.size());
-        gauges.set(1, lru.bytes());
+        gauges.set(Gauge.EVICTABLE_OBJECTS, lru.size());
+        gauges.set(Gauge.EVICTABLE_BYTES, lru.bytes());
     }
 
     @Override

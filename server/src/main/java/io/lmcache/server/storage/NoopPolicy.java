@@ -12,7 +12,10 @@ final class NoopPolicy implements EvictionPolicy {
     private static final Object EVICTABLE = new Object();
 
     private int evictable;
-    private final PolicyGauges gauges = new PolicyGauges("evictable_objects");
+    /** What {@code /status} shows for this policy, by name. */
+    private enum Gauge { EVICTABLE_OBJECTS }
+
+    private final PolicyGauges<Gauge> gauges = new PolicyGauges<>(Gauge.class);
 
     @Override
     public EvictionPolicyName name() {
@@ -69,7 +72,7 @@ final class NoopPolicy implements EvictionPolicy {
 
     @Override
     public void publish() {
-        gauges.set(0, evictable);
+        gauges.set(Gauge.EVICTABLE_OBJECTS, evictable);
     }
 
     @Override

@@ -116,6 +116,7 @@ public final class ObjectStore {
     }
 
     // --- writing -------------------------------------------------------------------------------
+    // Every call that names an object's size and layout takes them as (bytes, format), reads and writes alike.
 
     /**
      * Reserves and write-locks a new object, evicting on demand when the pool is full. Returns the
@@ -265,7 +266,7 @@ public final class ObjectStore {
      * its copy ended) is waited for, at most {@code fillWaitNs}: the read is ordered after that write, and a write that
      * fails is a miss.
      */
-    public StoredObject pinReady(ChunkKey key, int format, long bytes, long fillWaitNs) {
+    public StoredObject pinReady(ChunkKey key, long bytes, int format, long fillWaitNs) {
         lock.lock();
         try {
             StoredObject object = table.find(key);
@@ -288,8 +289,8 @@ public final class ObjectStore {
     }
 
     /** {@link #pinReady} without waiting for a write in flight. */
-    public StoredObject pinReady(ChunkKey key, int format, long bytes) {
-        return pinReady(key, format, bytes, 0);
+    public StoredObject pinReady(ChunkKey key, long bytes, int format) {
+        return pinReady(key, bytes, format, 0);
     }
 
     /** The key's object once {@code writing}'s fill has ended (or the wait ran out); under the lock, released while waiting. */

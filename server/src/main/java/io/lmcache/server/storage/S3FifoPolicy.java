@@ -26,8 +26,10 @@ final class S3FifoPolicy implements EvictionPolicy {
     private final GhostKeys ghost = new GhostKeys();
     private long promoted;
     private long ghostHits;
-    private final PolicyGauges gauges = new PolicyGauges("small_target_bytes", "small_evictable", "small_bytes", "main_evictable",
-            "main_bytes", "ghost_keys", "ghost_bytes", "promoted_to_main", "ghost_hits");
+    /** What {@code /status} shows for this policy, by name. */
+    private enum Gauge { SMALL_TARGET_BYTES, SMALL_EVICTABLE, SMALL_BYTES, MAIN_EVICTABLE, MAIN_BYTES, GHOST_KEYS, GHOST_BYTES, PROMOTED_TO_MAIN, GHOST_HITS }
+
+    private final PolicyGauges<Gauge> gauges = new PolicyGauges<>(Gauge.class);
 
     S3FifoPolicy(long capacityBytes) {
         this.smallTargetBytes = capacityBytes / 10;
@@ -137,15 +139,15 @@ final class S3FifoPolicy implements EvictionPolicy {
 
     @Override
     public void publish() {
-        gauges.set(0, smallTargetBytes);
-        gauges.set(1, small.size());
-        gauges.set(2, homes.bytes(SMALL));
-        gauges.set(3, main.size());
-        gauges.set(4, homes.bytes(MAIN));
-        gauges.set(5, ghost.size());
-        gauges.set(6, ghost.bytes());
-        gauges.set(7, promoted);
-        gauges.set(8, ghostHits);
+        gauges.set(Gauge.SMALL_TARGET_BYTES, smallTargetBytes);
+        gauges.set(Gauge.SMALL_EVICTABLE, small.size());
+        gauges.set(Gauge.SMALL_BYTES, homes.bytes(SMALL));
+        gauges.set(Gauge.MAIN_EVICTABLE, main.size());
+        gauges.set(Gauge.MAIN_BYTES, homes.bytes(MAIN));
+        gauges.set(Gauge.GHOST_KEYS, ghost.size());
+        gauges.set(Gauge.GHOST_BYTES, ghost.bytes());
+        gauges.set(Gauge.PROMOTED_TO_MAIN, promoted);
+        gauges.set(Gauge.GHOST_HITS, ghostHits);
     }
 
     @Override

@@ -61,7 +61,10 @@ final class TenantLruPolicy implements EvictionPolicy {
     private long quotasSet;
     private final Set<Tenant> over = new LinkedHashSet<>();
     private long quotaEvictions;
-    private final PolicyGauges gauges = new PolicyGauges("evictable_objects", "tenants", "tenants_over_quota", "quota_evictions");
+    /** What {@code /status} shows for this policy, by name. */
+    private enum Gauge { EVICTABLE_OBJECTS, TENANTS, TENANTS_OVER_QUOTA, QUOTA_EVICTIONS }
+
+    private final PolicyGauges<Gauge> gauges = new PolicyGauges<>(Gauge.class);
 
     TenantLruPolicy(IntFunction<String> saltOf, long capacityBytes) {
         this.saltOf = saltOf;
@@ -217,10 +220,10 @@ final class TenantLruPolicy implements EvictionPolicy {
 
     @Override
     public void publish() {
-        gauges.set(0, global.size());
-        gauges.set(1, tenants.size());
-        gauges.set(2, over.size());
-        gauges.set(3, quotaEvictions);
+        gauges.set(Gauge.EVICTABLE_OBJECTS, global.size());
+        gauges.set(Gauge.TENANTS, tenants.size());
+        gauges.set(Gauge.TENANTS_OVER_QUOTA, over.size());
+        gauges.set(Gauge.QUOTA_EVICTIONS, quotaEvictions);
     }
 
     @Override

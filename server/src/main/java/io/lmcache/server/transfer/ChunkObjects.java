@@ -28,7 +28,7 @@ public final class ChunkObjects {
 
     /** Pins a stored, readable chunk object; null when it is not there (or in another format). */
     public static StoredObject pin(ObjectStore store, CacheKey key, ChunkHashes hashes, int chunk, int group, long objectBytes, int format) {
-        return store.pinReady(chunkKey(key, hashes, chunk, group), format, objectBytes);
+        return store.pinReady(chunkKey(key, hashes, chunk, group), objectBytes, format);
     }
 
     /** The store's key of a chunk's object: the worker's kv rank, {@code group}, the chunk's hash. */
@@ -98,8 +98,8 @@ public final class ChunkObjects {
                 if (!part.moves(j)) {
                     continue;
                 }
-                StoredObject object = store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.format(),
-                        part.objectBytes(), Long.MAX_VALUE);
+                StoredObject object = store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.objectBytes(),
+                        part.format(), Long.MAX_VALUE);
                 if (object == null) {
                     unpinAll(store, pinned, false);
                     return null;

@@ -222,7 +222,7 @@ final class ScratchServer implements AutoCloseable {
         lookup.declareOps(ops);
         LmcacheDrivenOps.declare(ops.module(transfers), new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), metrics, false));
         // the scratch request loop's health probe PINGs it once a second: answered, as the real server's are
-        ops.op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, (request, peer) -> Reply.TRUE, Reply.TRUE);
+        ops.op(Op.PING, HandlerKind.SYNC, RequestDecoder::ping, (request, peer) -> Reply.TRUE, Reply.TRUE);
         EnumSet<Op> rest = EnumSet.allOf(Op.class);
         for (Op op : Op.values()) {
             if (ops.declared(op)) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.protocol.KvEventKind;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.ReplyEncoder;
 import java.util.Arrays;
@@ -61,7 +62,7 @@ class KvEventLogTest {
         Reply.KvEvents page = log.read(0, "m", 10);
         assertEquals(4, page.events().get(0).tokenIds().length);
         Reply.KvEventRecord salted = page.events().get(1);
-        assertEquals("stored", salted.kind());
+        assertEquals(KvEventKind.STORED, salted.kind());
         assertEquals(0, salted.tokenIds().length, "no token ids");
         assertEquals(1, salted.blockHashes().size(), "its hash is announced");
         assertArrayEquals(new byte[32], salted.blockHashes().getFirst());

@@ -44,11 +44,11 @@ class DispatcherTest {
     /** The kinds the server's modules declare for these ops, every op handled by {@link #handle}; the others unsupported. */
     private OpTable table() {
         OpTable.Builder b = OpTable.builder()
-                .op(Op.LOOKUP, HandlerKind.QUICK, 2, RequestDecoder::lookup, this::handle, Reply.NONE)
-                .op(Op.END_SESSION, HandlerKind.QUICK, 2, RequestDecoder::endSession, this::handle, Reply.NONE)
-                .op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, 1, RequestDecoder::queryPrefetchStatus, this::handle, Reply.NONE)
-                .op(Op.CLEAR, HandlerKind.NORMAL, 1, RequestDecoder::clear, this::handle, Reply.NONE)
-                .op(Op.PING, HandlerKind.SYNC, 1, RequestDecoder::ping, this::handle, Reply.TRUE);
+                .op(Op.LOOKUP, HandlerKind.QUICK, RequestDecoder::lookup, this::handle, Reply.NONE)
+                .op(Op.END_SESSION, HandlerKind.QUICK, RequestDecoder::endSession, this::handle, Reply.NONE)
+                .op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, RequestDecoder::queryPrefetchStatus, this::handle, Reply.NONE)
+                .op(Op.CLEAR, HandlerKind.NORMAL, RequestDecoder::clear, this::handle, Reply.NONE)
+                .op(Op.PING, HandlerKind.SYNC, RequestDecoder::ping, this::handle, Reply.TRUE);
         Set<Op> declared = EnumSet.of(Op.LOOKUP, Op.END_SESSION, Op.QUERY_PREFETCH_STATUS, Op.CLEAR, Op.PING);
         b.unsupported("not under test", EnumSet.complementOf(EnumSet.copyOf(declared)).toArray(Op[]::new));
         return b.build();

@@ -35,24 +35,25 @@ class OpTableTest {
 
     @Test
     void anOpDeclaredTwiceIsRefused() {
-        OpTable.Builder b = OpTable.builder().op(Op.NOOP, HandlerKind.SYNC, 0, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE);
+        OpTable.Builder b = OpTable.builder().op(Op.NOOP, HandlerKind.SYNC, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE);
         IllegalStateException e = assertThrows(IllegalStateException.class,
-                () -> b.op(Op.NOOP, HandlerKind.SYNC, 0, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE));
+                () -> b.op(Op.NOOP, HandlerKind.SYNC, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE));
         assertTrue(e.getMessage().contains("noop"), e.getMessage());
         assertThrows(IllegalStateException.class, () -> b.unsupported("test", Op.NOOP));
     }
 
     @Test
-    void aNegativePayloadCountIsRefused() {
+    void anOpWithoutAPayloadCountCannotBeServed() {
+        assertEquals(Op.NOT_DECODED, Op.STORE_Q.maxPayloads(), "an op of a feature left out has no count");
         assertThrows(IllegalArgumentException.class,
-                () -> OpTable.builder().op(Op.NOOP, HandlerKind.SYNC, -1, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE));
+                () -> OpTable.builder().op(Op.STORE_Q, HandlerKind.SYNC, RequestDecoder::noop, (r, peer) -> Reply.NONE, Reply.NONE));
     }
 
     @Test
     void entriesAreFoundByOp() throws Exception {
         Recorder module = new Recorder(new ArrayList<>());
         OpTable.Builder b = OpTable.builder();
-        b.module(module).op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, 1, RequestDecoder::unregisterKvCache,
+        b.module(module).op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, RequestDecoder::unregisterKvCache,
                 (m, r, peer) -> {
                     m.unregistered().add(r.instanceId());
                     return Reply.TRUE;
@@ -72,10 +73,10 @@ class OpTableTest {
     void aDisabledModuleAnswersEveryOpWithItsFailureValue() throws Exception {
         OpTable.Builder b = OpTable.builder();
         b.<Recorder>disabled("lmcache_driven")
-                .op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, 1, RequestDecoder::unregisterKvCache, (m, r, peer) -> {
+                .op(Op.UNREGISTER_KV_CACHE, HandlerKind.SYNC, RequestDecoder::unregisterKvCache, (m, r, peer) -> {
                     throw new AssertionError("a disabled module's handler never runs");
                 }, Reply.NONE)
-                .op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, (m, r, peer) -> {
+                .op(Op.STORE, HandlerKind.AFFINITY, RequestDecoder::store, (m, r, peer) -> {
                     throw new AssertionError("a disabled module's handler never runs");
                 }, FailureReplies.TRANSFER_FAILED);
         b.unsupported("test", EnumSet.complementOf(EnumSet.of(Op.UNREGISTER_KV_CACHE, Op.STORE)).toArray(Op[]::new));

@@ -93,10 +93,10 @@ class TransferFailureEventsTest {
     @Test
     void aHandlerExceptionIsAnsweredWithTheBackendsEvent() {
         OpTable.Builder b = OpTable.builder()
-                .op(Op.STORE, HandlerKind.AFFINITY, 4, RequestDecoder::store, (r, peer) -> {
+                .op(Op.STORE, HandlerKind.AFFINITY, RequestDecoder::store, (r, peer) -> {
                     throw new IllegalStateException("handler bug");
                 }, failures::transferFailure)
-                .op(Op.RETRIEVE, HandlerKind.AFFINITY, 5, RequestDecoder::retrieve, (r, peer) -> {
+                .op(Op.RETRIEVE, HandlerKind.AFFINITY, RequestDecoder::retrieve, (r, peer) -> {
                     throw new IllegalStateException("handler bug");
                 }, failures::transferFailure);
         b.unsupported("not under test", EnumSet.complementOf(EnumSet.copyOf(TRANSFERS)).toArray(Op[]::new));

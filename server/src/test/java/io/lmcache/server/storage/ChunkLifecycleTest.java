@@ -66,7 +66,7 @@ class ChunkLifecycleTest {
     }
 
     private static void read(ObjectStore store, long hash) {
-        StoredObject object = store.pinReady(ChunkKey.of("m", "tenant", 0, 0, hash, hash), 1, MIB);
+        StoredObject object = store.pinReady(ChunkKey.of("m", "tenant", 0, 0, hash, hash), MIB, 1);
         store.unpin(object, true);
     }
 

@@ -42,14 +42,14 @@ class EvictionPoliciesTest {
         if (store.lookupAndLock(PrefixKeys.ofWords("m", salt, 1, 0, hash, hash), 0, 1, 1, locks, null) == 0) {
             return false;
         }
-        StoredObject pinned = store.pinReady(key(salt, hash), 1, MIB);
+        StoredObject pinned = store.pinReady(key(salt, hash), MIB, 1);
         store.unpin(pinned, true);
         store.releaseRead(locks.getFirst(), 1);
         return true;
     }
 
     private static boolean present(ObjectStore store, String salt, long hash) {
-        StoredObject object = store.pinReady(key(salt, hash), 1, MIB);
+        StoredObject object = store.pinReady(key(salt, hash), MIB, 1);
         if (object != null) {
             store.unpin(object, false);
         }

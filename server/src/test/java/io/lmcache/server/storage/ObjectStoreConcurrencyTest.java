@@ -98,7 +98,7 @@ class ObjectStoreConcurrencyTest {
                     }
                 }
                 case 6 -> {
-                    StoredObject object = store.pinReady(ChunkKey.of("model", salt, random.nextInt(2), 0, hash, ~hash), 1, size);
+                    StoredObject object = store.pinReady(ChunkKey.of("model", salt, random.nextInt(2), 0, hash, ~hash), size, 1);
                     if (object != null) {
                         pinned.add(object);
                     }

@@ -38,7 +38,7 @@ class ObjectStoreTest {
     }
 
     private static boolean present(ObjectStore store, long hash, long bytes) {
-        StoredObject object = store.pinReady(ChunkKey.of("m", "", 0, 0, hash, hash), 1, bytes);
+        StoredObject object = store.pinReady(ChunkKey.of("m", "", 0, 0, hash, hash), bytes, 1);
         if (object == null) {
             return false;
         }
@@ -51,15 +51,15 @@ class ObjectStoreTest {
     void reserveCommitPinAndExisting(EvictionPolicyName policy) {
         ObjectStore store = store(16 * MIB, 16 * MIB, policy);
         StoredObject object = store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1);
-        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB), "a WRITING object is invisible");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1), "a WRITING object is invisible");
         assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1), "and cannot be reserved twice");
         assertTrue(store.commit(object));
         assertTrue(present(store, 1, MIB));
         assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1));
-        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 2, MIB), "another layout's reader gets a miss");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 2), "another layout's reader gets a miss");
         assertEquals(1, store.counters().formatMismatches.sum());
-        assertNull(store.pinReady(ChunkKey.of("m", "salt", 0, 0, 1, 1), 1, MIB), "the cache salt isolates");
-        assertNull(store.pinReady(ChunkKey.of("m", "", 1, 0, 1, 1), 1, MIB), "another kv rank");
+        assertNull(store.pinReady(ChunkKey.of("m", "salt", 0, 0, 1, 1), MIB, 1), "the cache salt isolates");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 1, 0, 1, 1), MIB, 1), "another kv rank");
         store.checkInvariants();
     }
 
@@ -114,7 +114,7 @@ class ObjectStoreTest {
         put(store, 2, 2 * MIB);
         List<ObjectStore.ReadLock> locks = new ArrayList<>();
         assertEquals(1, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 1, locks, null));
-        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 2, 2), 1, 2 * MIB);
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 2, 2), 2 * MIB, 1);
         assertSame(ObjectStore.NO_MEMORY, store.reserve(ChunkKey.of("m", "", 0, 0, 3, 3), 2 * MIB, 1), "everything is locked");
         assertEquals(1, store.counters().allocationFailures.sum());
         store.unpin(pinned, true);
@@ -174,7 +174,7 @@ class ObjectStoreTest {
         PendingFills fills = new PendingFills();
         assertEquals(0, store.lookupAndLock(PrefixKeys.ofWords("m", "", 1, 0, 1, 1), 0, 1, 1, new ArrayList<>(), fills));
         assertFalse(fills.any(), "not watched: the LOOKUP is answered at once");
-        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB, Long.MAX_VALUE), "a read does not wait for it");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1, Long.MAX_VALUE), "a read does not wait for it");
         assertEquals(0, store.counters().readsAfterWrites.sum());
         // an own fill of the same kind is still a write to wait for
         StoredObject own = store.reserve(ChunkKey.of("m", "", 0, 0, 2, 2), MIB, 1);
@@ -266,8 +266,8 @@ class ObjectStoreTest {
         assertTrue(replacement.offset() >= 0, "the old format's object is replaced, not answered with EXISTS");
         assertEquals(1, store.counters().evictions(StoreCounters.EvictionReason.REPLACED_LAYOUT));
         assertTrue(store.commit(replacement));
-        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 1, MIB), "the old layout is gone");
-        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), 2, MIB);
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 1), "the old layout is gone");
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 2);
         assertNotNull(pinned);
         assertSame(ObjectStore.EXISTS, store.reserve(ChunkKey.of("m", "", 0, 0, 1, 1), MIB, 3), "a pinned object is never replaced");
         store.unpin(pinned, false);
@@ -334,13 +334,13 @@ class ObjectStoreTest {
         put(store, 1, MIB);
         StoredObject writing = store.reserve(ChunkKey.of("m", "", 0, 0, 2, 2), MIB, 1);
         put(store, 3, MIB);
-        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), 1, MIB);
+        StoredObject pinned = store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), MIB, 1);
         ObjectStore.ClearResult soft = store.clear(false);
         assertEquals(1, soft.removed());
         assertNotNull(pinned);
         ObjectStore.ClearResult forced = store.clear(true);
         assertEquals(2, forced.deferred(), "the writing and the pinned one go when released");
-        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), 1, MIB), "gone from view at once");
+        assertNull(store.pinReady(ChunkKey.of("m", "", 0, 0, 3, 3), MIB, 1), "gone from view at once");
         assertTrue(store.snapshot().usedBytes() > 0, "but their memory is not reused under the copy");
         store.unpin(pinned, true);
         assertFalse(store.commit(writing), "a doomed write is not published");
@@ -380,7 +380,7 @@ class ObjectStoreTest {
                     }
                 }
                 case 5, 6 -> {
-                    StoredObject object = store.pinReady(ChunkKey.of("m", salt, 0, 0, hash, hash), 1, size);
+                    StoredObject object = store.pinReady(ChunkKey.of("m", salt, 0, 0, hash, hash), size, 1);
                     if (object != null) {
                         pinned.add(object);
                     }

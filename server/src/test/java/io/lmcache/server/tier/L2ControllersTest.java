@@ -122,7 +122,7 @@ class L2ControllersTest {
     }
 
     private byte[] l1Bytes(int chunk) {
-        StoredObject object = store.pinReady(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, chunk)), FORMAT, OBJECT_BYTES);
+        StoredObject object = store.pinReady(new ChunkKey("org/model", "", 0, 0, ChunkHash.unpack(hashes, chunk)), OBJECT_BYTES, FORMAT);
         try {
             return pool.asSlice(object.offset(), OBJECT_BYTES).toArray(ValueLayout.JAVA_BYTE);
         } finally {
