@@ -1,5 +1,6 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.agent.NamedThreads;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -122,7 +123,8 @@ public final class NumaPlacement {
     /** Tries a thread binding on a thread of its own, so the start-up thread keeps its CPUs. */
     private int probeBind(BitSet cpus) {
         int[] errno = {NumaCalls.ENOSYS};
-        Thread probe = Thread.ofPlatform().name("lmcache-numa-probe").unstarted(() -> errno[0] = calls.bindThread(cpus));
+        // runs on: lmcache-numa-probe (one-shot, joined at once)
+        Thread probe = NamedThreads.thread("lmcache-numa-probe", true, () -> errno[0] = calls.bindThread(cpus));
         probe.start();
         try {
             probe.join();

@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.agent.NamedThreads;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -12,11 +13,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * adapter on a GPU host: a STORE answered, its chunks not yet committed, the next LOOKUP already sent.
  */
 public final class CompletionDelay implements AutoCloseable {
-    private final ScheduledExecutorService completions = Executors.newSingleThreadScheduledExecutor(task -> {
-        Thread thread = new Thread(task, "lmcache-test-completions");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private final ScheduledExecutorService completions =
+            Executors.newSingleThreadScheduledExecutor(task -> NamedThreads.thread("lmcache-test-completions", true, task));
     private final AtomicInteger failStores = new AtomicInteger();
     private volatile long delayNs;
 
