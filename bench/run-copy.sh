@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU STORE/RETRIEVE bandwidth of a Llama-8B KV layout vs a plain memory copy (RESULTS.md).
+# CPU STORE/RETRIEVE bandwidth of a Llama-8B KV layout vs a plain memory copy (RESULTS.md#cpu-copy-path).
 # Starts the server (6 GiB pool, waits until it is fully prefaulted), runs the Python client's
 # bench-copy, stops the server. Extra arguments go to bench-copy (--repetitions N, --blocks N, ...).
 source "$(dirname "${BASH_SOURCE[0]}")/classpath.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Request-path latency: PING and LOOKUP against the real server vs a bare JeroMQ echo (RESULTS.md); with --subscribers N,
+# Request-path latency: PING and LOOKUP against the real server vs a bare JeroMQ echo (RESULTS.md#request-path-latency); with --subscribers N,
 # every server measurement also with N acking KV-event subscribers in another process (testclient/gpu/kv_subscriber.py serve)
 # while a feeder STOREs at --feed-stores-per-s during both server variants.
 # Usage: bench/run-latency.sh [--warmup-s 5] [--duration-s 10] [--clients 1,16] [--requests PING,LOOKUP] [--rounds 3]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start-up through bin/lmcache-server: launch to first answered request and to /healthcheck 200 (RESULTS.md).
+# Start-up through bin/lmcache-server: launch to first answered request and to /healthcheck 200 (RESULTS.md#start-up).
 # Usage: bench/run-startup.sh [--pools-gb 1,4] [--runs 5] [--results bench/RESULTS.md]
 # The JIT's cold start with and without the ahead-of-time cache (issue 30): the first one-chunk STOREs of a fresh server
 # against the same server warm; trains server/target/lmcache-server.aot first when it is missing or older than the jar.

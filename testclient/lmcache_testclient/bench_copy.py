@@ -14,6 +14,7 @@ Writes its section of bench/RESULTS.md (between the same markers the Java benchm
 """
 
 import os
+import re
 import platform
 import random
 import statistics
@@ -237,7 +238,7 @@ def _write_section(args, rows, baseline, request_bytes, verified, foreign, load_
         ratio = median / base_median
         lines.append(f"| {name} | {median:.2f} | {_gbps(request_bytes, min(times)):.2f} | "
                      f"{statistics.median(times) * 1e3:.1f} | {ratio:.3f} | {'met' if ratio >= 0.8 else 'missed'} |")
-    lines += ["", f"Byte-compared RETRIEVE against the stored blocks: {'; '.join(verified)}.", "",
+    lines += ["", DETAILS, "", f"Byte-compared RETRIEVE against the stored blocks: {'; '.join(verified)}.", "",
               "Caveats: both sides copy on one thread (the server's one transfer thread; numpy's memcpy). The server's "
               "time also holds the request's encoding and ZeroMQ round trip, its copy is many pieces gathered from 32 "
               "segments rather than one contiguous run, and each STORE writes to pool memory not touched since the "
@@ -247,10 +248,24 @@ def _write_section(args, rows, baseline, request_bytes, verified, foreign, load_
     print(f"# written to {args.results}")
 
 
+#: As ResultsFile.DETAILS: what follows goes only to results/current/NAME.md, the whole report.
+DETAILS = "<!-- bench:details -->"
+
+
 def _replace_section(path: str, name: str, markdown: str) -> None:
     """The section between ``<!-- bench:NAME begin/end -->``, replaced or appended (as ResultsFile.java)."""
     begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"
-    block = f"{begin}\n{markdown.strip()}\n{end}"
+    summary = markdown.strip()
+    if DETAILS in markdown:
+        details = f"results/current/{name}.md"
+        summary = (markdown[:markdown.index(DETAILS)].strip()
+                   + f"\n\nThe whole report of this run, every measurement included: [{details}]({details}).")
+        whole = os.path.join(os.path.dirname(os.path.abspath(path)), details)
+        os.makedirs(os.path.dirname(whole), exist_ok=True)
+        with open(whole, "w") as f:
+            f.write(f"<!-- The whole report of the run that wrote section `{name}` of RESULTS.md; replaced by its next run. -->"
+                    "\n\n" + re.sub(r"\n{3,}", "\n\n", markdown.replace(DETAILS, "")).strip() + "\n")
+    block = f"{begin}\n{summary}\n{end}"
     text = open(path).read() if os.path.exists(path) else (
         "# Benchmark results\n\nWritten by the benchmarks themselves (see README.md in this folder): a run replaces "
         "its own section, between its `bench:` markers, and keeps everything outside them.\n")
