@@ -89,14 +89,15 @@ public final class FloodBench {
         row(md, "real client: requests", t.checkerRequests());
         row(md, "real client: lost replies", t.checkerLost());
         row(md, "real client: replies not byte-exact", t.checkerMismatches());
+        md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
+        md.append(t.problems().isEmpty() ? "No problems.\n\n" : "Problems: " + String.join("; ", t.problems()) + "\n\n");
+        md.append(ResultsFile.DETAILS).append("\n\n");
+        md.append("| memory and log | value |\n|---|---:|\n");
         md.append("| server RSS before → after | ").append(before.rss()).append(" → ").append(after.rss()).append(" |\n");
         md.append("| heap used before → after | ").append(ServerSample.mib(before.heapBytes())).append(" → ")
                 .append(ServerSample.mib(after.heapBytes())).append(" |\n");
         md.append("| heap used after a full GC (`jcmd GC.run`) | ").append(ServerSample.mib(heapAfterGc)).append(" |\n");
-        md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n");
-        md.append("| answers a fresh client afterwards | ").append(answering ? "yes" : "NO").append(" |\n\n");
-        md.append(t.problems().isEmpty() ? "No problems.\n\n" : "Problems: " + String.join("; ", t.problems()) + "\n\n");
-        md.append(ResultsFile.DETAILS).append("\n\n");
+        md.append("| log growth | ").append(String.format("%.1f KiB", (after.logBytes() - before.logBytes()) / 1024.0)).append(" |\n\n");
         md.append("Counters (growth during the run) against what the messages call for:\n\n");
         md.append("| counter | grew by | expected |\n|---|---:|---:|\n");
         counter(md, after, before, "bad_requests{reason=fewer_than_3_frames}", String.valueOf(t.count(Outcome.SHORT)),

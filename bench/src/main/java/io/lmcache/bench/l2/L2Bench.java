@@ -279,6 +279,7 @@ public final class L2Bench {
                 rawWriteS / writeThroughS));
         md.append(String.format(Locale.ROOT, "| prefetch (read), GB/s | %s | %s | %.2f |%n%n", gbs(totalBytes, prefetchS), gbs(totalBytes, rawReadS),
                 rawReadS / prefetchS));
+        md.append(ResultsFile.DETAILS).append("\n\n");
         md.append(String.format(Locale.ROOT, "LOOKUP of a one-chunk prefix until QUERY_PREFETCH_STATUS answers, %d"
                 + " times each (all the L1 hits, then all the L2 ones), page cache warm: an L1 hit, and an L1 miss that loads the %d MiB"
                 + " object from L2 (END_SESSION after each frees the temporary copy, so every one misses L1), after a warm-up prompt of 8"

@@ -253,6 +253,7 @@ public final class RedisBench {
                 f.plainSetS() / f.writeThroughS()));
         md.append(String.format(Locale.ROOT, "| load (GET), GB/s | %s | %s | %.2f |%n%n", gbs(total, f.prefetchS()), gbs(total, f.plainGetS()),
                 f.plainGetS() / f.prefetchS()));
+        md.append(ResultsFile.DETAILS).append("\n\n");
         md.append("For reference, the cluster's own client benchmark on the same machine, right after:\n\n| redis-benchmark | rate |\n|---|---:|\n");
         md.append(benchmark);
         ResultsFile.writeSection(results, "redis", md.toString());
