@@ -244,6 +244,14 @@ class Engine:
 
     # --- bytes and verification ---------------------------------------------------------------
 
+    def _moved(self, g, ids):
+        """Indices of the ids a transfer of whole chunks moves for a group: all, but a sub-chunk window's last
+        ``window / block`` of each chunk (DeepSeek; hybrid-and-l2.md §A.3.2), and none of a scratch ring."""
+        if not g.cacheable:
+            return []
+        per_chunk, kept = self.bpc, self.model.kept_blocks(g)
+        return [i for i in range(len(ids)) if i % per_chunk >= per_chunk - kept]
+
     def _bytes(self, lists, skip_blocks):
         """Bytes a transfer moves: the non-null blocks past the skipped ones, per group."""
         total = 0
@@ -253,17 +261,21 @@ class Engine:
             if g.recurrent:    # a restore writes only the last snapshot
                 total += per_block if len(ids) > skip_blocks and ids[-1] != NULL else 0
             else:
-                total += per_block * sum(1 for b in ids[skip_blocks:] if b != NULL)
+                total += per_block * sum(1 for i in self._moved(g, ids) if i >= skip_blocks and ids[i] != NULL)
         return total
 
     def _verified(self, r, lists):
         """(group, blocks, hashes) the server must have written: past the GPU hit, non-null; a
-        recurrent group gets only its last snapshot."""
+        recurrent group gets only its last snapshot, a sub-chunk window its last chunk's window, a
+        scratch ring nothing."""
         skip = r.gpu_hit // self.model.block
         for gi, ids in enumerate(lists):
-            idx = [i for i in range(skip, len(ids)) if ids[i] != NULL]
-            if self.model.groups[gi].recurrent:
+            g = self.model.groups[gi]
+            idx = [i for i in self._moved(g, ids) if i >= skip and ids[i] != NULL]
+            if g.recurrent:
                 idx = idx[-1:]
+            elif g.kind == "sliding" and 0 < g.window < self.model.chunk:
+                idx = idx[-self.model.kept_blocks(g):]   # a RETRIEVE reads the window group's last chunk only
             yield gi, [ids[i] for i in idx], [r.hashes[i] for i in idx]
 
     def _poison(self, r, lists):

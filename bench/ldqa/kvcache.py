@@ -36,7 +36,7 @@ class KVCache:
             shape = model.shape(g, num_blocks)
             self.group_layers.append(list(range(first, first + count)))
             for _ in range(count):
-                self.tensors.append(self._alloc(shape, TORCH_DTYPES[model.dtype]))
+                self.tensors.append(self._alloc(shape, TORCH_DTYPES[model.dtype_of(g)]))
             block_shape = list(self._u8(self.tensors[-1]).shape)
             del block_shape[model.block_axis(g)]
             self.templates.append(torch.randint(0, 256, block_shape, generator=gen, dtype=torch.uint8).to(self.device))

@@ -108,7 +108,11 @@ def main(argv=None) -> int:
             infos = [] if len(model.groups) == 1 else [
                 {"engine_group_id": i, "layer_indices": list(range(first, first + count)),
                  "tokens_per_block": model.block, "sw_size_tokens": g.window, "extra_object_group_tag": 0,
-                 "recurrent_state": g.recurrent}
+                 "recurrent_state": g.recurrent,
+                 # group_view.py's DeepSeek V4.1 fields, appended last with their defaults but for these
+                 "tokens_per_state": 1, "cache_role": g.role, "state_content_bytes": None,
+                 "block_stride_alignment": None, "is_index_group_leader": g.role == "indexer",
+                 "prefix_cacheable": g.cacheable, "page_size_padded": None, "num_head_slots": None}
                 for i, (g, (first, count)) in enumerate(zip(model.groups, model.layer_ranges()))]
             conn.call("register", instance, [conn.wrapper_ext(w) for w in kv.wrappers()], model_name, 1, "vllm",
                       {"kv_layout": "NHD"}, infos)

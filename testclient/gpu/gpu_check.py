@@ -36,6 +36,7 @@ import torch  # noqa: E402
 
 import libzmq_dealer  # noqa: E402
 import hybrid_check  # noqa: E402  (hybrid models, issue 14: gets this module handed in)
+import deepseek_check  # noqa: E402  (DeepSeek-V4-shaped registrations, issue 48: the same)
 import visibility_check  # noqa: E402  (a STORE visible to the next request, issue 26)
 from lmcache.v1.platform.cuda.ipc_wrapper import CudaIPCWrapper, RawCudaIPCWrapper  # noqa: E402
 
@@ -640,6 +641,7 @@ def run_tests(args):
         unknown_instance_gets_a_valid_event(server)
         failure_paths_answer_with_events_a_worker_can_open(server)
         hybrid_check.run_tests(sys.modules[__name__], server, args)
+        deepseek_check.run_tests(sys.modules[__name__], server, args)
         visibility_check.run_tests(sys.modules[__name__], server, args)
         status = server.status()
         check("UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",

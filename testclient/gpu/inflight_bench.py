@@ -36,6 +36,13 @@ its own bytes.
     python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
         --chunks 1,4,16,64 --warmup 1500 --model qwen-like --out $OUT/inflight-qwen
 
+--model deepseek-v4-like (issue 48): deepseek_check.bench_layout, bench.ldqa's DeepSeek-V4-like model at depth 43 (43
+window layers of 128 slots of 584-byte uint8 records keeping each chunk's last block, 21 ratio-4 latents and a float32
+ratio-4 indexer of 32 slots, 22 ratio-128 latents of 1 slot, blocks of 128 tokens), each op next to a raw copy of its bytes:
+
+    python3 testclient/gpu/inflight_bench.py --java .device/jre/bin/java --classpath '.device/lib/*' --repeats 20 \
+        --chunks 1,4,16,64 --warmup 1500 --model deepseek-v4-like --out $OUT/inflight-deepseek
+
 Every server starts with the ahead-of-time cache, as bin/lmcache-server and the image start it (issue 30): --aot-cache train
 (the default) first trains one for this runtime and these jars (gpu_check.train_aot_cache: AotTraining's CPU rounds through
 aot-launch.sh, ~11 s on the H200 host) into --out; the JSON's aot_cache says whether each fresh server's JVM used it.
@@ -60,6 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import gpu_check  # noqa: E402
+import deepseek_check  # noqa: E402
 import hybrid_check  # noqa: E402
 import inflight_floor  # noqa: E402
 import kv_subscriber  # noqa: E402
@@ -317,7 +325,14 @@ def qwen_worker(server, chunks, scatter, rng, seed):
     return w, src, dst, nbytes, w.lookup
 
 
-MODELS = {"plain": (plain_worker, CHUNK), "gemma-like": (gemma_worker, CHUNK), "qwen-like": (qwen_worker, QWEN_CHUNK)}
+def deepseek_worker(server, chunks, scatter, rng, seed):
+    """deepseek_check.bench_layout (issue 48): bench.ldqa's deepseek-v4-like model at depth 43, compressed groups, a
+    float32 indexer and a sub-chunk window that moves the window group's last block only."""
+    return deepseek_check.bench_worker(gpu_check, server, chunks, scatter, rng, seed)
+
+
+MODELS = {"plain": (plain_worker, CHUNK), "gemma-like": (gemma_worker, CHUNK), "qwen-like": (qwen_worker, QWEN_CHUNK),
+          "deepseek-v4-like": (deepseek_worker, CHUNK)}
 
 
 class Subscribers:

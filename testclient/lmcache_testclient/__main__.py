@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="seed for tokens, ids and tensor data (default: random, printed)")
     run.add_argument("--timeout", type=float, default=10.0,
                      help="seconds to wait for each reply (default 10)")
+    run.add_argument("--out-dir", default="",
+                     help="where a scenario writes what a test checks beside the server (deepseek-v4: LMCache's L2 objects)")
     bench = sub.add_parser("bench-copy", help="time STORE/RETRIEVE of a Llama-8B KV layout against a "
                                               "plain memory copy (bench/run-copy.sh starts the server)")
     bench.add_argument("--endpoint", required=True, help="e.g. tcp://127.0.0.1:5555")
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
     try:
         from . import check_stubs
         check_stubs()
-        from . import hybrid_scenarios, scenarios, selftest  # noqa: F401  (importing registers the scenarios)
+        from . import deepseek_scenarios, hybrid_scenarios, scenarios, selftest  # noqa: F401  (importing registers the scenarios)
     except ImportError as exc:
         print(f"ERROR cannot import what the test client needs: {exc}\n"
               f"      install testclient/requirements.txt (pyzmq, msgspec, numpy, torch)",
@@ -82,7 +84,7 @@ def main(argv=None) -> int:
         return 2
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     signal.signal(signal.SIGTERM, _on_sigterm)
-    opts = scenarios.Options(args.endpoint, args.chunk_size, seed, args.timeout)
+    opts = scenarios.Options(args.endpoint, args.chunk_size, seed, args.timeout, args.out_dir)
     return scenarios.run(args.scenario, opts)
 
 

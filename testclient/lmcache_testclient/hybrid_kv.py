@@ -28,11 +28,22 @@ class GroupSpec:
     sw_size_tokens: int = -1
     recurrent_state: bool = False
     engine_group_id: int = 0
+    tokens_per_state: int = 1          # DeepSeek V4.1's appended fields (group_view.py)
+    cache_role: str = "sparse"
+    is_index_group_leader: bool = False
+    prefix_cacheable: bool = True
+
+    @property
+    def slots_per_block(self) -> int:
+        """Physical slots of one block: the shape's block-size dimension (just past the block axis)."""
+        return self.shape[self.block_axis + 1] if len(self.shape) == 3 else self.shape[2]
 
     def info(self) -> EngineGroupInfo:
         return EngineGroupInfo(engine_group_id=self.engine_group_id, layer_indices=tuple(self.layers),
                                tokens_per_block=self.tokens_per_block, sw_size_tokens=self.sw_size_tokens,
-                               extra_object_group_tag=0, recurrent_state=self.recurrent_state)
+                               extra_object_group_tag=0, recurrent_state=self.recurrent_state,
+                               tokens_per_state=self.tokens_per_state, cache_role=self.cache_role,
+                               is_index_group_leader=self.is_index_group_leader, prefix_cacheable=self.prefix_cacheable)
 
 
 class HybridKVCache:

@@ -199,10 +199,10 @@ def hybrid_badgeometry(report: Report, opts: Options) -> None:
     groups = [GroupSpec((0, 1), (2, 64, 16, 2, 64), torch.bfloat16, 1, 16),
               GroupSpec((2,), (2, 64, 16, 2, 64), torch.bfloat16, 1, 16, engine_group_id=1)]
     cases = [
-        ("compressed group (tokens_per_block 64 on 16-slot blocks)",
-         [EngineGroupInfo(0, (0, 1), 64), EngineGroupInfo(1, (2,), 16)]),
-        ("sub-chunk window of an attention group",
-         [EngineGroupInfo(0, (0, 1), 16), EngineGroupInfo(1, (2,), 16, chunk // 2)]),
+        ("a packed record (state_content_bytes 100) that is not the tensor's 256-byte rows",
+         [EngineGroupInfo(0, (0, 1), 16, state_content_bytes=100), EngineGroupInfo(1, (2,), 16)]),
+        ("sub-chunk window of 24 tokens on blocks of 16",
+         [EngineGroupInfo(0, (0, 1), 16), EngineGroupInfo(1, (2,), 16, 24)]),
         ("layer index out of range", [EngineGroupInfo(0, (0, 1), 16), EngineGroupInfo(1, (2, 7), 16)]),
         ("tokens_per_block 8 on 16-slot blocks", [EngineGroupInfo(0, (0, 1), 8), EngineGroupInfo(1, (2,), 16)]),
     ]

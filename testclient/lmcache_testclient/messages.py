@@ -48,7 +48,8 @@ class IPCCacheServerKey:
 
 class EngineGroupInfo(msgspec.Struct, frozen=True):
     """One kernel group of a hybrid model (``group_view.py``; hybrid-and-l2.md §A.2.2); [] means a
-    single group. The six core fields in LMCache's order; msgspec writes every one, defaults too."""
+    single group. The six core fields in LMCache's order, then the DeepSeek V4.1 fields LMCache
+    appended last (all defaulted); msgspec writes every one, defaults (and None) too."""
 
     engine_group_id: int
     layer_indices: tuple = ()
@@ -56,6 +57,15 @@ class EngineGroupInfo(msgspec.Struct, frozen=True):
     sw_size_tokens: int = -1           # -1: full attention; Mamba/GDN groups send the block size
     extra_object_group_tag: int = 0    # >0: a connector-private (CacheBlend aux) group
     recurrent_state: bool = False      # Mamba/GDN state snapshots, not attention KV
+    # DeepSeek V4.1 metadata (group_view.py's "phase-1 freeze contract": appended last, all defaulted)
+    tokens_per_state: int = 1
+    cache_role: str = "sparse"         # "sparse" | "indexer"
+    state_content_bytes: Optional[int] = None
+    block_stride_alignment: Optional[int] = None
+    is_index_group_leader: bool = False
+    prefix_cacheable: bool = True      # False: a per-request scratch ring, never cached
+    page_size_padded: Optional[int] = None
+    num_head_slots: Optional[int] = None
 
 
 @dataclass

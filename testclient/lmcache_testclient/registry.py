@@ -14,6 +14,7 @@ class Options:
     chunk_size: int = 256
     seed: int = 0
     timeout_s: float = 10.0
+    out_dir: str = ""
 
     def rng(self, label: str) -> random.Random:
         """An independent, reproducible stream per purpose (str seeds hash deterministically)."""

@@ -493,30 +493,86 @@ public final class RequestDecoder {
         List<EngineGroupInfo> groups = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             int fields = r.readMapHeader(WireField.GROUP_INFO);
-            int id = i;
-            int[] layers = new int[0];
-            int tokensPerBlock = 0;
-            int window = EngineGroupInfo.FULL_ATTENTION;
-            int tag = 0;
-            boolean recurrent = false;
+            GroupFields g = new GroupFields(i);
             for (int f = 0; f < fields; f++) {
                 String field = r.readString(WireField.FIELD_NAME);
                 if (r.tryReadNil("engine_group_infos." + field)) {
-                    continue;
+                    continue; // nil: the field's default (LMCache's int | None fields)
                 }
-                switch (field) {
-                    case "engine_group_id" -> id = r.readInt("engine_group_id");
-                    case "layer_indices" -> layers = r.readIntArray(WireField.LAYER_INDICES);
-                    case "tokens_per_block" -> tokensPerBlock = r.readInt("tokens_per_block");
-                    case "sw_size_tokens" -> window = r.readInt("sw_size_tokens");
-                    case "extra_object_group_tag" -> tag = r.readInt("extra_object_group_tag");
-                    case "recurrent_state" -> recurrent = r.readBool("recurrent_state");
-                    default -> r.skipValue("engine_group_infos." + field);
+                if (!g.core(field, r) && !g.tail(field, r)) {
+                    r.skipValue("engine_group_infos." + field);
                 }
             }
-            groups.add(new EngineGroupInfo(id, layers, tokensPerBlock, window, tag, recurrent));
+            groups.add(g.info());
         }
         return List.copyOf(groups);
+    }
+
+    /** One {@code EngineGroupInfo} map as it is read: LMCache's defaults until a field says otherwise. */
+    private static final class GroupFields {
+        private int id;
+        private int[] layers = new int[0];
+        private int tokensPerBlock;
+        private int window = EngineGroupInfo.FULL_ATTENTION;
+        private int tag;
+        private boolean recurrent;
+        private final EngineGroupInfo.Tail d = EngineGroupInfo.Tail.DEFAULTS;
+        private int tokensPerState = d.tokensPerState();
+        private String cacheRole = d.cacheRole();
+        private long stateContentBytes = d.stateContentBytes();
+        private long blockStrideAlignment = d.blockStrideAlignment();
+        private boolean indexLeader = d.indexGroupLeader();
+        private boolean prefixCacheable = d.prefixCacheable();
+        private long pageSizePadded = d.pageSizePadded();
+        private long numHeadSlots = d.numHeadSlots();
+        private int physicalPerEngine = d.physicalBlocksPerEngineBlock();
+        private int nullBlockId = d.nullBlockId();
+
+        GroupFields(int position) {
+            this.id = position;
+        }
+
+        /** The six core fields; false for any other name. */
+        boolean core(String field, MsgpackReader r) throws ProtocolException {
+            switch (field) {
+                case "engine_group_id" -> id = r.readInt("engine_group_id");
+                case "layer_indices" -> layers = r.readIntArray(WireField.LAYER_INDICES);
+                case "tokens_per_block" -> tokensPerBlock = r.readInt("tokens_per_block");
+                case "sw_size_tokens" -> window = r.readInt("sw_size_tokens");
+                case "extra_object_group_tag" -> tag = r.readInt("extra_object_group_tag");
+                case "recurrent_state" -> recurrent = r.readBool("recurrent_state");
+                default -> {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** The appended fields (group_view.py's V4.1 block, and two branch variants); false for any other name. */
+        boolean tail(String field, MsgpackReader r) throws ProtocolException {
+            switch (field) {
+                case "tokens_per_state" -> tokensPerState = r.readInt("tokens_per_state");
+                case "cache_role" -> cacheRole = r.readString(WireField.CACHE_ROLE);
+                case "state_content_bytes" -> stateContentBytes = r.readLong("state_content_bytes");
+                case "block_stride_alignment" -> blockStrideAlignment = r.readLong("block_stride_alignment");
+                case "is_index_group_leader" -> indexLeader = r.readBool("is_index_group_leader");
+                case "prefix_cacheable" -> prefixCacheable = r.readBool("prefix_cacheable");
+                case "page_size_padded" -> pageSizePadded = r.readLong("page_size_padded");
+                case "num_head_slots" -> numHeadSlots = r.readLong("num_head_slots");
+                case "physical_blocks_per_engine_block" -> physicalPerEngine = r.readInt("physical_blocks_per_engine_block");
+                case "null_block_id" -> nullBlockId = r.readInt("null_block_id");
+                default -> {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        EngineGroupInfo info() {
+            return new EngineGroupInfo(id, layers, tokensPerBlock, window, tag, recurrent, new EngineGroupInfo.Tail(tokensPerState,
+                    cacheRole, stateContentBytes, blockStrideAlignment, indexLeader, prefixCacheable, pageSizePadded, numHeadSlots,
+                    physicalPerEngine, nullBlockId));
+        }
     }
 
     private static EngineDrivenRegistration engineDriven(MsgpackReader r) throws ProtocolException {

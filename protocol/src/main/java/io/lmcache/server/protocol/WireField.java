@@ -56,7 +56,10 @@ public enum WireField {
     ENGINE_TYPE("engine_type", Kind.STRING, 64, "the serving engine's name: `vllm`, `sglang`"),
     LAYOUT_HINTS("layout_hints", Kind.MAP, 64, "LMCache's LayoutHints: 4 optional keys"),
     KV_LAYOUT("kv_layout", Kind.STRING, 64, "a layout hint: `NHD` or `HND`"),
-    GROUP_INFO("engine_group_info", Kind.MAP, 64, "LMCache's EngineGroupInfo: 6 fields"),
+    GROUP_INFO("engine_group_info", Kind.MAP, 64,
+            "LMCache's EngineGroupInfo: 6 core fields, 8 appended for DeepSeek V4.1 (group_view.py) and 2 branch variants"),
+    CACHE_ROLE("cache_role", Kind.STRING, 64,
+            "an EngineGroupInfo's `cache_role`: vLLM's SparseCacheRole, `sparse` or `indexer` (group_view.py)"),
     LAYER_INDICES("layer_indices", Kind.ARRAY, WireField.MAX_LAYERS, "one group's layers: at most all of `kv_cache`"),
     ENGINE_PAYLOAD("payload", Kind.MAP, 64, "the engine-driven registration: 11 fields"),
     DTYPE("dtype_str", Kind.STRING, 64, "a torch dtype's name: `torch.bfloat16`, `torch.float8_e4m3fn`"),
@@ -164,7 +167,7 @@ public enum WireField {
             case END_SESSION -> Collections.unmodifiableSet(EnumSet.of(REQUEST_ID, END_INFO, FIELD_NAME, FINISH_REASON));
             case POLL_KV_EVENTS, SUBSCRIBE_KV_EVENTS -> Set.of(MODEL_NAME);
             case REGISTER_KV_CACHE -> Collections.unmodifiableSet(EnumSet.of(KV_CACHE, WRAPPER_PICKLE, MODEL_NAME, ENGINE_TYPE,
-                    LAYOUT_HINTS, FIELD_NAME, KV_LAYOUT, KV_GROUPS, GROUP_INFO, LAYER_INDICES));
+                    LAYOUT_HINTS, FIELD_NAME, KV_LAYOUT, KV_GROUPS, GROUP_INFO, LAYER_INDICES, CACHE_ROLE));
             case REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT ->
                     Collections.unmodifiableSet(EnumSet.of(ENGINE_PAYLOAD, FIELD_NAME, MODEL_NAME, DTYPE, KV_GROUPS));
             case REPORT_BLOCK_ALLOCATION -> Collections.unmodifiableSet(EnumSet.of(MODEL_NAME, RECORDS, RECORD, FIELD_NAME,

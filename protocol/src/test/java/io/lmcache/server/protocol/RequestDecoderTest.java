@@ -107,6 +107,36 @@ class RequestDecoderTest {
     }
 
     @Test
+    void engineGroupInfosDecodeTheDeepSeekTailWithNilAsDefault() throws Exception {
+        // group_view.py's V4.1 fields, appended last; `int | None` fields arrive as nil when unset
+        byte[] infos = pack(p -> {
+            p.packArrayHeader(2);
+            p.packMapHeader(12);
+            p.packString("engine_group_id").packInt(3);
+            p.packString("layer_indices").packArrayHeader(1).packInt(5);
+            p.packString("tokens_per_block").packInt(256);
+            p.packString("tokens_per_state").packInt(4);
+            p.packString("cache_role").packString("indexer");
+            p.packString("state_content_bytes").packInt(656);
+            p.packString("block_stride_alignment").packInt(512);
+            p.packString("is_index_group_leader").packBoolean(true);
+            p.packString("prefix_cacheable").packBoolean(false);
+            p.packString("page_size_padded").packNil();
+            p.packString("num_head_slots").packInt(1);
+            p.packString("null_block_id").packInt(0);
+            p.packMapHeader(1);
+            p.packString("engine_group_id").packInt(4);
+        });
+        byte[][] frames = {pack(p -> p.packLong(9)), pack(p -> p.packArrayHeader(0)), pack(p -> p.packString("m")), pack(p -> p.packInt(1)),
+            pack(p -> p.packString("vllm")), pack(p -> p.packMapHeader(0)), infos};
+        Request.RegisterKvCache register = decoder.registerKvCache(frames, 0, frames.length);
+        EngineGroupInfo.Tail tail = register.engineGroups().get(0).tail();
+        assertEquals(new EngineGroupInfo.Tail(4, "indexer", 656, 512, true, false, EngineGroupInfo.NOT_SET, 1, 1, 0), tail);
+        assertEquals(false, register.engineGroups().get(0).prefixCacheable());
+        assertEquals(EngineGroupInfo.Tail.DEFAULTS, register.engineGroups().get(1).tail());
+    }
+
+    @Test
     void engineDrivenPayloadCountsTheKvGroupsItLists() throws Exception {
         for (int groups = 0; groups <= 2; groups++) {
             int count = groups;

@@ -11,11 +11,15 @@ import java.util.List;
  * A registered instance's KV-cache geometry: its kernel groups (one block list each in STORE and
  * RETRIEVE) and the object groups they are stored in. A non-hybrid registration has one of each.
  *
+ * @param kernels the prefix-cacheable kernel groups; a group with {@code prefix_cacheable} false (a scratch ring) has none
+ * @param objectGroupOfKernel per {@code engine_group_infos} entry (the wire position), its object group; -1 for a skipped group
  * @param hybrid the client sent {@code engine_group_infos}: it hands out vLLM's null block (id 0)
  *     for blocks it does not hold, so a chunk whose kept ids are all 0 is not stored. An older
  *     client's block 0 is a real block.
+ * @param infos the {@code engine_group_infos} this geometry was built from (empty: a non-hybrid registration)
  */
-public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects, int[] objectGroupOfKernel, boolean hybrid) {
+public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects, int[] objectGroupOfKernel, boolean hybrid,
+        List<EngineGroupInfo> infos) {
     /** Kernel groups a REGISTER's log line describes; the rest are counted. */
     static final int DESCRIBED_GROUPS = 3;
 
@@ -29,26 +33,33 @@ public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects
                     + "--no-separate-object-groups");
         }
         List<ObjectGroup> objects = ObjectGroups.bucket(kernels, chunkSize, separateObjectGroups);
-        int[] owner = new int[kernels.size()];
+        int[] owner = new int[Math.max(1, infos.size())];
+        Arrays.fill(owner, -1);
         for (ObjectGroup group : objects) {
             for (KernelGroup kernel : group.kernels()) {
                 owner[kernel.index()] = group.index();
             }
         }
-        return new CacheGeometry(kernels, objects, owner, !infos.isEmpty());
+        return new CacheGeometry(kernels, objects, owner, !infos.isEmpty(), List.copyOf(infos));
+    }
+
+    /** Block lists a STORE or RETRIEVE sends: one per {@code engine_group_infos} entry, skipped groups too (one for none). */
+    public int blockLists() {
+        return objectGroupOfKernel.length;
     }
 
     /** Whether {@code infos} are the groups this geometry was built from: a re-REGISTER with other groups replaces the instance. */
-    public boolean builtFrom(List<EngineGroupInfo> infos) {
-        if (infos.isEmpty() || infos.size() != kernels.size()) {
-            return infos.isEmpty() && !hybrid;
+    public boolean builtFrom(List<EngineGroupInfo> sent) {
+        if (sent.size() != infos.size()) {
+            return false;
         }
-        for (KernelGroup kernel : kernels) {
-            EngineGroupInfo info = infos.get(kernel.index());
-            int tokensPerBlock = info.tokensPerBlock() > 0 ? info.tokensPerBlock() : kernel.layout().blockSize();
-            if (info.engineGroupId() != kernel.engineGroupId() || !Arrays.equals(info.layerIndices(), kernel.tensorIds())
-                    || tokensPerBlock != kernel.tokensPerBlock() || info.swSizeTokens() != kernel.windowTokens()
-                    || info.extraObjectGroupTag() != kernel.extraTag() || info.recurrentState() != kernel.recurrent()) {
+        for (int i = 0; i < sent.size(); i++) {
+            EngineGroupInfo a = sent.get(i);
+            EngineGroupInfo b = infos.get(i);
+            if (a.engineGroupId() != b.engineGroupId() || !Arrays.equals(a.layerIndices(), b.layerIndices())
+                    || a.tokensPerBlock() != b.tokensPerBlock() || a.swSizeTokens() != b.swSizeTokens()
+                    || a.extraObjectGroupTag() != b.extraObjectGroupTag() || a.recurrentState() != b.recurrentState()
+                    || !a.tail().equals(b.tail())) {
                 return false;
             }
         }

@@ -3,6 +3,7 @@ package io.lmcache.server.transfer;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.protocol.EngineGroupInfo;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -58,6 +59,8 @@ public final class InstanceStatus {
         kvLayout.put("num_blocks", geometry.firstLayout().numBlocks());
         kvLayout.put("cache_size_per_token", geometry.cacheSizePerToken(chunkSize));
         kvLayout.put("num_kernel_groups", geometry.kernels().size());
+        // groups with prefix_cacheable false (a scratch ring): registered, never stored
+        kvLayout.put("num_skipped_groups", geometry.blockLists() - geometry.kernels().size());
         kvLayout.put("num_object_groups", geometry.objects().size());
         kvLayout.put("kernel_groups", kernels);
         kvLayout.put("object_groups", objects);
@@ -84,6 +87,13 @@ public final class InstanceStatus {
         group.put("compress_ratio", kernel.tokensPerBlock() / layout.blockSize());
         group.put("sw_size_tokens", kernel.windowTokens());
         group.put("recurrent_state", kernel.recurrent());
+        if (context.geometry().hybrid()) {
+            // DeepSeek V4.1's appended fields as the client sent them (group_view.py); informational here
+            EngineGroupInfo.Tail tail = context.geometry().infos().get(kernel.index()).tail();
+            group.put("cache_role", LogText.status(tail.cacheRole()));
+            group.put("is_index_group_leader", tail.indexGroupLeader());
+            group.put("tokens_per_state", tail.tokensPerState());
+        }
         group.put("dtype", "torch." + first.dtype().torchName());
         group.put("engine_kv_concrete_shape", kernel.tensorIds().length + " x " + Arrays.toString(first.shape()));
         group.put("is_mla", layout.kind() == KvLayout.Kind.MLA);

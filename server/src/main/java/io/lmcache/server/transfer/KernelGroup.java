@@ -19,6 +19,11 @@ public record KernelGroup(int index, int engineGroupId, int[] tensorIds, KvLayou
         return extraTag > 0 ? GroupKind.AUX : recurrent ? GroupKind.RECURRENT : GroupKind.ATTENTION;
     }
 
+    /** Whether a slot packs several tokens (DeepSeek-V4's compressed MLA and indexer caches: tokens_per_block > slots_per_block). */
+    public boolean compressed() {
+        return tokensPerBlock != layout.blockSize();
+    }
+
     /** The first kept block of a chunk, counted from the chunk's first block. */
     public int firstKept() {
         return blocksPerChunk - blocksKept;

@@ -35,19 +35,11 @@ public final class KernelGroups {
             EngineGroupInfo info = infos.get(g);
             String name = "kernel group " + g + " (engine group " + info.engineGroupId() + ")";
             int[] layers = info.layerIndices();
-            if (layers.length == 0) {
-                throw new LayoutException(name + " lists no layers");
-            }
-            List<TensorWrapper> tensors = new ArrayList<>(layers.length);
-            for (int layer : layers) {
-                if (layer < 0 || layer >= wrappers.size()) {
-                    throw new LayoutException(name + ": layer index " + layer + " is outside the " + wrappers.size() + " registered tensors");
-                }
-                if (owner[layer] >= 0) {
-                    throw new LayoutException(name + ": layer index " + layer + " is listed by kernel group " + owner[layer] + " too");
-                }
-                owner[layer] = g;
-                tensors.add(wrappers.get(layer));
+            List<TensorWrapper> tensors = claim(name, layers, wrappers, owner, g);
+            if (!info.prefixCacheable()) {
+                // a per-request scratch ring (vLLM's CircularBufferSpec, DeepSeek-V4.1's compressor state): never stored, never
+                // required for a hit, its tensors never read; LMCache skips it end to end (recipes/deepseek_v41_flash.rst)
+                continue;
             }
             KvLayout layout;
             try {
@@ -55,9 +47,33 @@ public final class KernelGroups {
             } catch (LayoutException e) {
                 throw new LayoutException(name + ", layers " + Arrays.toString(layers) + ": " + e.getMessage());
             }
+            GroupTail.check(name, info.tail(), layout, chunkSize);
             groups.add(group(g, name, info, layers.clone(), layout, chunkSize));
         }
+        if (groups.isEmpty()) {
+            throw new LayoutException("no kernel group is prefix_cacheable: there is nothing to store");
+        }
         return List.copyOf(groups);
+    }
+
+    /** The tensors of one group's layers, each claimed for it: an index out of range or listed twice is refused. */
+    private static List<TensorWrapper> claim(String name, int[] layers, List<TensorWrapper> wrappers, int[] owner, int g)
+            throws LayoutException {
+        if (layers.length == 0) {
+            throw new LayoutException(name + " lists no layers");
+        }
+        List<TensorWrapper> tensors = new ArrayList<>(layers.length);
+        for (int layer : layers) {
+            if (layer < 0 || layer >= wrappers.size()) {
+                throw new LayoutException(name + ": layer index " + layer + " is outside the " + wrappers.size() + " registered tensors");
+            }
+            if (owner[layer] >= 0) {
+                throw new LayoutException(name + ": layer index " + layer + " is listed by kernel group " + owner[layer] + " too");
+            }
+            owner[layer] = g;
+            tensors.add(wrappers.get(layer));
+        }
+        return tensors;
     }
 
     /** Applies the chunk/block divisibility rules (§A.2.2) and the window rules to one group. */
@@ -68,10 +84,9 @@ public final class KernelGroups {
         if (info.tokensPerBlock() < 0) {
             throw new LayoutException(name + ": tokens_per_block " + info.tokensPerBlock() + " is negative");
         }
-        if (tokensPerBlock > slots) {
-            throw new LayoutException(name + ": tokens_per_block " + tokensPerBlock + " is more than the " + slots + " slots of a block:"
-                    + " compressed caches (DeepSeek-V4 sparse MLA) are not supported yet");
-        }
+        // LMCache's _validate_block_chunk_size_config (kv_layer_groups.py): a compressed group (DeepSeek-V4's MLA and indexer
+        // caches) packs tokens_per_block / slots_per_block tokens into one slot; a chunk then covers
+        // slots_per_chunk = chunk * slots_per_block / tokens_per_block slots
         if (tokensPerBlock % slots != 0) {
             throw new LayoutException(name + ": tokens_per_block " + tokensPerBlock + " is not a multiple of the " + slots
                     + " slots of a block");
@@ -98,8 +113,13 @@ public final class KernelGroups {
             }
             kept = stateTokens / tokensPerBlock;
         } else if (window > 0 && window < chunkSize) {
-            throw new LayoutException(name + ": its sliding window of " + window + " tokens is smaller than the chunk size " + chunkSize
-                    + ": sub-chunk windows of attention groups are not supported yet; run with --chunk-size " + window + " or less");
+            // a sub-chunk window (DeepSeek-V4): each chunk keeps only its last subchunk_sw / tokens_per_block blocks
+            // (kv_layer_groups.py get_subchunk_sw_size_tokens; lmcache_driven_transfer.py blocks_per_window)
+            if (window % tokensPerBlock != 0) {
+                throw new LayoutException(name + ": its sliding window of " + window + " tokens, smaller than the chunk size " + chunkSize
+                        + ", is not a multiple of tokens_per_block " + tokensPerBlock);
+            }
+            kept = window / tokensPerBlock;
         }
         return new KernelGroup(index, info.engineGroupId(), layers, layout, tokensPerBlock, window, info.extraObjectGroupTag(),
                 info.recurrentState(), blocksPerChunk, kept);

@@ -57,6 +57,9 @@ public final class ObjectGroups {
             if (kernel.blocksKept() != kernel.blocksPerChunk()) {
                 text.append(" kept").append(kernel.blocksKept()).append('/').append(kernel.blocksPerChunk());
             }
+            if (kernel.compressed()) {
+                text.append(" tpb").append(kernel.tokensPerBlock());
+            }
             text.append(';');
         }
         return text.toString();
@@ -82,6 +85,9 @@ public final class ObjectGroups {
             hash = 31 * hash + layout.headSize();
             hash = 31 * hash + kernel.blocksPerChunk();
             hash = 31 * hash + kernel.blocksKept();
+            if (kernel.compressed()) {
+                hash = 31 * hash + kernel.tokensPerBlock(); // only then: the formats of uncompressed groups stay as they were
+            }
         }
         return hash | Integer.MIN_VALUE;
     }

@@ -20,15 +20,19 @@ public final class SkipRule {
     }
 
     /**
-     * Tokens at the start of one chunk's kept blocks that must not be written, when the chunk's first
-     * {@code skipInChunk} tokens are skipped. A recurrent group skips whole blocks only: a state
-     * snapshot is written whole or not at all; attention rows before the skip are left alone.
+     * Slot rows at the start of one chunk's kept blocks that must not be written, when the chunk's first {@code skipInChunk}
+     * tokens are skipped. A recurrent group skips whole blocks only: a state snapshot is written whole or not at all;
+     * attention rows before the skip are left alone. A compressed group (several tokens per slot, DeepSeek-V4) converts the
+     * tokens to slots rounding down, so a slot that holds any token past the skip is written (LMCache's
+     * {@code calculate_num_blocks} rounds a skip down too, kv_layer_groups.py).
      */
     public static int keptTokensToSkip(KernelGroup kernel, int skipInChunk) {
         int tokensPerBlock = kernel.tokensPerBlock();
+        int slots = kernel.layout().blockSize();
         if (kernel.recurrent()) {
-            return keptBlocksToSkip(skipInChunk / tokensPerBlock, kernel.blocksPerChunk(), kernel.blocksKept()) * tokensPerBlock;
+            return keptBlocksToSkip(skipInChunk / tokensPerBlock, kernel.blocksPerChunk(), kernel.blocksKept()) * slots;
         }
-        return Math.max(0, skipInChunk - kernel.firstKept() * tokensPerBlock);
+        long tokens = Math.max(0, skipInChunk - (long) kernel.firstKept() * tokensPerBlock);
+        return (int) (tokens * slots / tokensPerBlock);
     }
 }

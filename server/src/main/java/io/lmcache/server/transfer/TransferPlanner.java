@@ -49,8 +49,8 @@ public final class TransferPlanner {
                     + key.worldSize());
         }
         CacheGeometry geometry = context.geometry();
-        if (blockIds.length != geometry.kernels().size()) {
-            return new PlanResult.Refused("bad_block_ids", blockIds.length + " lists of block ids for " + geometry.kernels().size()
+        if (blockIds.length != geometry.blockLists()) {
+            return new PlanResult.Refused("bad_block_ids", blockIds.length + " lists of block ids for " + geometry.blockLists()
                     + " kernel group(s)");
         }
         for (KernelGroup kernel : geometry.kernels()) {

@@ -92,6 +92,19 @@ class LdqaReplayIT {
         }
     }
 
+    /** DeepSeek-V4-like (issue 48): compressed groups, a sub-chunk window, a float32 indexer and a scratch ring never stored. */
+    @Test
+    void deepSeekLikeHybridRoundTripsOnTheSecondPass() throws IOException {
+        try (ServerProcess server = ServerProcess.start("--l1-size-gb", "0.25")) {
+            // blocks of 128 tokens: a pool of 32 holds what tiny's 256 blocks of 16 do, so the server serves the second pass
+            JsonNode doc = replay(server, "--mode", "D", "--model", "tiny-deepseek", "--kv-cache-volume", "0.02", "--verify",
+                    "--gpu-pool-blocks", "32");
+            JsonNode measured = last(rows(doc, "D", "benchmark"));
+            assertTrue(measured.get("hit_rate_of_cacheable").asDouble() >= 0.99, measured.toString());
+            assertByteExact(doc);
+        }
+    }
+
     private JsonNode replay(ServerProcess server, String... args) throws IOException {
         List<String> command = new ArrayList<>(List.of(PythonClient.python().toString(), "-m", "bench.ldqa"));
         command.addAll(WORKLOAD);

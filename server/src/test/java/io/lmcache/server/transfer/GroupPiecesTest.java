@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
 
 /** The copies of a hybrid transfer: per object group and kernel group, into that group's segment of each object. */
 class GroupPiecesTest {
-    private record Piece(int tensor, long tensorOffset, long objectOffset, long length) {}
+    record Piece(int tensor, long tensorOffset, long objectOffset, long length) {}
 
     @Test
     void everyObjectOfEveryGroupIsFilledOnceFromItsOwnTensors() throws Exception {
@@ -85,7 +85,7 @@ class GroupPiecesTest {
         assertEquals(all - 2 * 2 * (2 + 4) * pieceBytes, skipped);
     }
 
-    private static int[] blocks(int first, int count) {
+    static int[] blocks(int first, int count) {
         int[] ids = new int[count];
         for (int i = 0; i < count; i++) {
             ids[i] = first + i;
@@ -93,14 +93,14 @@ class GroupPiecesTest {
         return ids;
     }
 
-    private static List<Piece> emit(TransferPlan plan, StoredObject[] objects, int skip, int chunk) {
+    static List<Piece> emit(TransferPlan plan, StoredObject[] objects, int skip, int chunk) {
         List<Piece> pieces = new ArrayList<>();
         GroupPieces.emit(plan, objects, skip, chunk, (t, to, oo, len) -> pieces.add(new Piece(t, to, oo, len)));
         return pieces;
     }
 
     /** A pool object for every (chunk, group) the plan moves. */
-    private static StoredObject[] reserve(TransferPlan plan) {
+    static StoredObject[] reserve(TransferPlan plan) {
         long pool = 64L << 20;
         // a region per size class
         ObjectStore store = ReadyStores.of(pool, 8L << 20, EvictionPolicyName.LRU, TimeUnit.SECONDS.toNanos(60), TimeUnit.SECONDS.toNanos(60),

@@ -61,4 +61,49 @@ final class HybridTensors {
     static List<EngineGroupInfo> qwenInfos(int n) {
         return List.of(info(0, new int[] {0, 1, 2}, n, n, true), info(1, new int[] {3}, n, -1, false));
     }
+
+    static EngineGroupInfo info(int engineGroup, int[] layers, int tokensPerBlock, int window, EngineGroupInfo.Tail tail) {
+        return new EngineGroupInfo(engineGroup, layers, tokensPerBlock, window, 0, false, tail);
+    }
+
+    static EngineGroupInfo.Tail tail(int tokensPerState, String role, boolean leader, boolean prefixCacheable) {
+        EngineGroupInfo.Tail d = EngineGroupInfo.Tail.DEFAULTS;
+        return new EngineGroupInfo.Tail(tokensPerState, role, d.stateContentBytes(), d.blockStrideAlignment(), leader, prefixCacheable,
+                d.pageSizePadded(), d.numHeadSlots(), 1, 0);
+    }
+
+    /**
+     * DeepSeek-V4-Flash-like at chunk 256 (recipes/deepseek_v4_flash.rst; hybrid-kv-cache-groups.md: block sizes
+     * 256/64/8/4, compression 4 and 128, fp8 latents as uint8, float32 indexer): layers 0-1 sliding window (window 128,
+     * blocks of 64 tokens, MLA 584-byte records), 2-3 the ratio-4 latent (8 tokens on 2 slots), 4-5 the ratio-4 float32 indexer
+     * (4 tokens on 1 slot), 6 the ratio-128 latent (256 tokens on 2 slots).
+     */
+    static List<TensorWrapper> deepseekV4Tensors(int blocks) {
+        return concat(concat(tensors(2, DType.UINT8, blocks, 64, 584), tensors(2, DType.UINT8, blocks, 2, 584)),
+                concat(tensors(2, DType.FLOAT32, blocks, 1, 32), tensors(1, DType.UINT8, blocks, 2, 584)));
+    }
+
+    static List<EngineGroupInfo> deepseekV4Infos() {
+        EngineGroupInfo.Tail sparse = EngineGroupInfo.Tail.DEFAULTS;
+        return List.of(info(0, new int[] {0, 1}, 64, 128, tail(0, "sparse", false, true)), info(1, new int[] {2, 3}, 8, -1, sparse),
+                info(2, new int[] {4, 5}, 4, -1, tail(1, "indexer", true, true)), info(3, new int[] {6}, 256, -1, sparse));
+    }
+
+    /**
+     * DeepSeek-V4.1-Flash-like at chunk 256 (recipes/deepseek_v41_flash.rst): two sliding-window groups (window 128, blocks of
+     * 32), the ratio-2 compressed KV and its uint8 indexer sharing one engine group (blocks of 64 tokens on 32 slots,
+     * tokens_per_state 2), and the compressor scratch ring (prefix_cacheable false, a shape no layout reads).
+     */
+    static List<TensorWrapper> deepseekV41Tensors(int blocks) {
+        return concat(concat(tensors(4, DType.UINT8, blocks, 32, 584), concat(tensors(1, DType.UINT8, blocks, 32, 584),
+                tensors(1, DType.UINT8, blocks, 32, 132))), tensors(1, DType.FLOAT32, 3, blocks, 7, 5, 2));
+    }
+
+    static List<EngineGroupInfo> deepseekV41Infos() {
+        EngineGroupInfo.Tail window = tail(0, "sparse", false, true);
+        EngineGroupInfo.Tail compressed = tail(2, "sparse", false, true);
+        return List.of(info(0, new int[] {0, 1}, 32, 128, window), info(1, new int[] {2, 3}, 32, 128, window),
+                info(2, new int[] {4}, 64, -1, compressed), info(2, new int[] {5}, 64, -1, compressed),
+                info(3, new int[] {6}, 0, -1, tail(1, "sparse", false, false)));
+    }
 }

@@ -105,9 +105,9 @@ class KernelGroupsTest {
     @Test
     void refusesGeometriesItCannotServeWithTheReason() {
         List<TensorWrapper> blocks16 = HybridTensors.tensors(2, DType.BFLOAT16, 2, 32, 16, 2, 64);
-        refused("compressed", blocks16, List.of(info(0, new int[] {0, 1}, 64, -1, false)), 256);
+        refused("tokens_per_block 24 is not a multiple of the 16 slots", blocks16, List.of(info(0, new int[] {0, 1}, 24, -1, false)), 256);
         refused("not a multiple of the 16 slots", blocks16, List.of(info(0, new int[] {0, 1}, 8, -1, false)), 256);
-        refused("sub-chunk windows of attention groups", blocks16, List.of(info(0, new int[] {0, 1}, 16, 128, false)), 256);
+        refused("is not a multiple of tokens_per_block 16", blocks16, List.of(info(0, new int[] {0, 1}, 16, 120, false)), 256);
         refused("must divide the chunk size 200", blocks16, List.of(info(0, new int[] {0, 1}, 16, -1, false)), 200);
         refused("recurrent-state group's sw_size_tokens 24", blocks16, List.of(info(0, new int[] {0, 1}, 16, 24, true)), 256);
         refused("recurrent-state group's sw_size_tokens 512", blocks16, List.of(info(0, new int[] {0, 1}, 16, 512, true)), 256);

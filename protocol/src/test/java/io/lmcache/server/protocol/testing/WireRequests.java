@@ -154,7 +154,8 @@ public final class WireRequests {
         for (int g = 0; g < groups; g++) {
             int id = g;
             map(p, WireField.GROUP_INFO, List.of(new Entry("engine_group_id", q -> q.packInt(id)),
-                    new Entry("layer_indices", q -> ints(q, size(WireField.LAYER_INDICES)))));
+                    new Entry("layer_indices", q -> ints(q, size(WireField.LAYER_INDICES))),
+                    new Entry("cache_role", q -> str(q, WireField.CACHE_ROLE))));
         }
     }
 
