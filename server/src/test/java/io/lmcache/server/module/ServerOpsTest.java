@@ -111,7 +111,8 @@ class ServerOpsTest {
     private static OpTable table() {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, kvEvents(), null, null, new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), new ServerMetrics(), false));
+        EventKinds events = new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), new ServerMetrics(), false);
+        return ServerOps.table(management, lookup, kvEvents(), null, null, events);
     }
 
     /** The KV-event module over a log of 8 records, incarnation 7. */
