@@ -7,5 +7,10 @@ package io.lmcache.server.storage;
 public interface RemovalListener {
     void removed(String model, ChunkHash hash);
 
+    /** The removed object in full (the fleet's delete events name salt, rank, group and size); by default {@link #removed(String, ChunkHash)}. */
+    default void removed(String model, String salt, int kvRank, int group, ChunkHash hash, long bytes) {
+        removed(model, hash);
+    }
+
     void batchEnded();
 }
