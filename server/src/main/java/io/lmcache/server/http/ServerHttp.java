@@ -63,6 +63,7 @@ public final class ServerHttp {
         AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
         ServerRoutes.register(api, view, guard);
         QuotaRoute.register(api, view.l1Store(), guard);
+        LmcacheAliasRoutes.register(api, view, view.l1Store(), guard);
         MemoryPressureRoute.register(api, view, config);
         moreRoutes.accept(api, guard);
         if (config.testHooks()) {

@@ -115,6 +115,47 @@ class FleetIT {
         }
     }
 
+    @Test
+    void lmcachesAliasesAnswerAsLmcachesAndKeepTheirGuardsWithACoordinatorSet() throws Exception {
+        try (ReferenceCoordinator coordinator = ReferenceCoordinator.start("127.0.0.2");
+             ServerProcess server = ServerProcess.start(Map.of(), "--coordinator-url", coordinator.url(), "--http-admin-token", TOKEN,
+                     "--eviction-policy", "IsolatedLRU")) {
+            String base = server.httpBase();
+            String auth = "Bearer " + TOKEN;
+            assertEquals(401, Http.post(base + "/api/clear-cache", "{}", "Content-Type", "application/json").statusCode());
+            HttpResponse<String> cleared = Http.post(base + "/clear-cache", "{}", "Content-Type", "application/json", "Authorization", auth);
+            assertEquals(200, cleared.statusCode(), cleared.body());
+            assertEquals("ok", JSON.readTree(cleared.body()).path("status").asText());
+            assertEquals(200, Http.post(base + "/api/clear-cache", "", "Authorization", auth).statusCode());
+
+            assertEquals(401, quota("PUT", base + "/api/quota/tenant-a", "{\"limit_gb\": 0.5}", null).statusCode(), "a quota needs the token");
+            HttpResponse<String> set = quota("PUT", base + "/api/quota/tenant-a", "{\"limit_gb\": 0.5}", TOKEN);
+            assertEquals(200, set.statusCode(), set.body());
+            assertEquals(JSON.readTree("{\"cache_salt\":\"tenant-a\",\"limit_gb\":0.5,\"status\":\"ok\"}"), JSON.readTree(set.body()));
+            JsonNode got = JSON.readTree(quota("GET", base + "/quota/tenant-a", null, TOKEN).body());
+            assertEquals(0.5, got.path("limit_gb").asDouble());
+            assertTrue(got.path("exists").asBoolean(), got.toString());
+            assertEquals(0.0, got.path("current_usage_gb").asDouble());
+            assertEquals(0.5, JSON.readTree(quota("GET", base + "/api/quota", null, TOKEN).body()).path("users").path("tenant-a")
+                    .path("limit_gb").asDouble());
+            assertEquals(400, quota("PUT", base + "/api/quota/tenant-a", "{\"limit_gb\": -1}", TOKEN).statusCode());
+            assertEquals("removed", JSON.readTree(quota("DELETE", base + "/api/quota/tenant-a", null, TOKEN).body()).path("status").asText());
+            assertEquals("not_found", JSON.readTree(quota("DELETE", base + "/api/quota/tenant-a", null, TOKEN).body()).path("status").asText());
+        }
+    }
+
+    private static HttpResponse<String> quota(String method, String url, String body, String token) {
+        HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(url)).method(method, body == null
+                ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+        if (body != null) {
+            request.header("Content-Type", "application/json");
+        }
+        if (token != null) {
+            request.header("Authorization", "Bearer " + token);
+        }
+        return Http.send(request.build());
+    }
+
     private static void assertSeqRisesByOne(List<JsonNode> batches) {
         List<Long> seqs = new ArrayList<>();
         batches.forEach(b -> seqs.add(b.path("seq").asLong()));
