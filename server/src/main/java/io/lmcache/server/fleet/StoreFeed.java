@@ -53,10 +53,12 @@ final class StoreFeed implements CommitListener, RemovalListener {
     }
 
     @Override
-    public void removed(String model, String salt, int kvRank, int group, ChunkHash hash, long bytes) {
-        sink.deleted(CacheEventSink.Place.L1_DRAM, EncodedKey.of(new ChunkKey(model, salt, kvRank, group, hash)));
+    public void removed(String model, String salt, boolean tagged, int kvRank, int group, ChunkHash hash, long bytes) {
+        if (!tagged) { // as its store was never announced
+            sink.deleted(CacheEventSink.Place.L1_DRAM, EncodedKey.of(new ChunkKey(model, salt, kvRank, group, hash)));
+        }
         if (nextRemoval != null) {
-            nextRemoval.removed(model, salt, kvRank, group, hash, bytes);
+            nextRemoval.removed(model, salt, tagged, kvRank, group, hash, bytes);
         }
     }
 

@@ -237,7 +237,8 @@ final class ObjectTable {
         }
         if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
             // a loaded copy was never announced
-            removals.removed(model(object), salt(object), object.key.kvRank(), object.key.group(), object.key.hash(), object.bytes);
+            removals.removed(model(object), salt(object), !tags(object).isEmpty(), object.key.kvRank(), object.key.group(), object.key.hash(),
+                    object.bytes);
             removedAny = true;
         }
         fillEnded(object);

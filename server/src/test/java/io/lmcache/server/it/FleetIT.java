@@ -94,6 +94,34 @@ class FleetIT {
     }
 
     @Test
+    void twoServersOneCoordinatorTheDirectoryNamesTheHolderItsEvictionReachesOnlyItAndAShutdownDeregisters() throws Exception {
+        try (ReferenceCoordinator coordinator = ReferenceCoordinator.start("127.0.0.2");
+             ServerProcess a = server(coordinator, "fleet-a");
+             JavaWorker worker = new JavaWorker(a.endpoint(), 33, "fleet/model", GEOMETRY)) {
+            try (ServerProcess b = server(coordinator, "fleet-b")) {
+                await().atMost(WAIT).until(() -> coordinator.instances().size() == 2);
+                worker.register();
+                int[] blocks = JavaWorker.range(0, CHUNK / 16);
+                worker.fill(blocks, 9);
+                int[] tokens = JavaWorker.tokens(99, CHUNK);
+                assertTrue(worker.store(tokens, 0, CHUNK, blocks, "store-a"));
+                await().atMost(WAIT).until(() -> l1Keys(coordinator).size() == 1);
+                assertTrue(coordinator.placements().stream().noneMatch(p -> p.instanceId().equals("fleet-b")), "B holds nothing");
+                HttpResponse<String> onB = coordinator.deleteObjects("fleet-b", l1Keys(coordinator), "l1", false);
+                assertEquals(0, JSON.readTree(onB.body()).path("deleted").asInt(), "B never had the chunk: " + onB.body());
+                assertEquals(1, worker.lookup(tokens, CHUNK, "lookup-a", 1, 1), "A still has it");
+                worker.freeLookupLocks(tokens, 0, CHUNK, "lookup-a");
+                HttpResponse<String> onA = coordinator.deleteObjects("fleet-a", l1Keys(coordinator), "l1", true);
+                assertEquals(1, JSON.readTree(onA.body()).path("deleted").asInt(), onA.body());
+                await().atMost(WAIT).until(() -> l1Keys(coordinator).isEmpty());
+                assertEquals(0, worker.lookup(tokens, CHUNK, "lookup-a2", 1, 1));
+            }
+            await().atMost(WAIT).until(() -> coordinator.instances().stream().map(ReferenceCoordinator.Instance::id).toList()
+                    .equals(List.of("fleet-a")));
+        }
+    }
+
+    @Test
     void aRejectedBatchIsDroppedCountedAndNamedByTheNextBatchAsASeqGap() throws Exception {
         try (ReferenceCoordinator coordinator = ReferenceCoordinator.start("127.0.0.2");
              ServerProcess server = server(coordinator, "fleet-a");
