@@ -3,6 +3,7 @@ package io.lmcache.server.fleet;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -48,15 +49,17 @@ final class CoordinatorHttp {
             request.header("Content-Type", "application/json");
         }
         HttpRequest built = request.build();
-        HttpResponse<byte[]> response;
+        HttpResponse<InputStream> response;
         try {
-            response = client.send(built, HttpResponse.BodyHandlers.ofByteArray());
+            response = client.send(built, HttpResponse.BodyHandlers.ofInputStream());
         } catch (HttpTimeoutException e) {
             throw e;
         } catch (IOException e) {
-            response = client.send(built, HttpResponse.BodyHandlers.ofByteArray()); // once: a keep-alive connection the peer closed
+            response = client.send(built, HttpResponse.BodyHandlers.ofInputStream()); // once: a keep-alive connection the peer closed
         }
-        return new Reply(response.statusCode(), parse(response.body()));
+        try (InputStream in = response.body()) {
+            return new Reply(response.statusCode(), parse(in.readNBytes(MAX_REPLY_BYTES + 1))); // bounded before it is held
+        }
     }
 
     private static JsonNode parse(byte[] body) {

@@ -52,7 +52,7 @@ public record EncodedKey(ChunkHash hash, String modelName, int kvRank, int objec
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("chunk_hash_hex", hash.hex());
         out.put("model_name", modelName);
-        out.put("kv_rank", kvRank);
+        out.put("kv_rank", Integer.toUnsignedLong(kvRank)); // LMCache's packed rank is unsigned: world_size << 24 passes 2^31
         out.put("object_group_id", objectGroupId);
         out.put("cache_salt", cacheSalt);
         return out;
@@ -72,8 +72,8 @@ public record EncodedKey(ChunkHash hash, String modelName, int kvRank, int objec
             throw new Invalid("model_name must be a non-empty string without '@' of at most " + MAX_MODEL_CHARS + " characters");
         }
         JsonNode rank = node.path("kv_rank");
-        if (!rank.canConvertToInt() || !rank.isIntegralNumber()) {
-            throw new Invalid("kv_rank must be an integer");
+        if (!rank.isIntegralNumber() || !rank.canConvertToLong() || rank.asLong() < 0 || rank.asLong() > 0xFFFF_FFFFL) {
+            throw new Invalid("kv_rank must be an integer in 0..2^32-1");
         }
         JsonNode group = node.path("object_group_id");
         if (!group.isMissingNode() && (!group.isIntegralNumber() || !group.canConvertToInt() || group.asInt() < 0)) {
@@ -87,7 +87,7 @@ public record EncodedKey(ChunkHash hash, String modelName, int kvRank, int objec
         if (saltText.length() > MAX_SALT_CHARS || saltText.chars().anyMatch(c -> c == '@' || c == '/' || c == '\\' || c == 0)) {
             throw new Invalid("cache_salt must have at most " + MAX_SALT_CHARS + " characters and none of @ / \\ NUL");
         }
-        return new EncodedKey(ChunkHash.of(HexFormat.of().parseHex(hex.asText())), model.asText(), rank.asInt(),
+        return new EncodedKey(ChunkHash.of(HexFormat.of().parseHex(hex.asText())), model.asText(), (int) rank.asLong(),
                 group.isMissingNode() ? 0 : group.asInt(), saltText);
     }
 }
