@@ -82,7 +82,8 @@ public final class ConfigLoader {
             try {
                 fileValues = readToml(Path.of(configFile), fileL2Adapters);
                 for (Map.Entry<String, Object> entry : fileValues.entrySet()) {
-                    String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
+                    String key = FILE_ALIASES.getOrDefault(entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT),
+                            entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT));
                     Object value = entry.getValue();
                     // a flag of this server first (it may also be in LMCache's table), then LMCache's others
                     if (!byKey.containsKey(key) || key.equals("config_file")) {
@@ -192,6 +193,10 @@ public final class ConfigLoader {
         }
         return values;
     }
+
+    /** LMCache's hidden pre-v0.5.3 keys, which released deployers still render into config files: read as today's. */
+    private static final Map<String, String> FILE_ALIASES = Map.of("coordinator_l2_event_reporting", "coordinator_event_reporting",
+            "coordinator_l2_event_flush_interval", "coordinator_event_flush_interval");
 
     private static Map<String, OptionSpec> optionsByKey(CommandLine commandLine) {
         Map<String, OptionSpec> byKey = new LinkedHashMap<>();

@@ -5,9 +5,13 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -43,6 +47,17 @@ class FleetSettingsTest {
         assertTrue(on.eventsEnabled());
         assertEquals(TimeUnit.MILLISECONDS.toNanos(500), on.eventFlushIntervalNs());
         assertEquals("", on.advertiseIp());
+    }
+
+    @Test
+    void aConfigFileTakesTheKeysAndTheirOldSpellings(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("lmcache.toml");
+        Files.writeString(file, "coordinator_url = \"http://c:9300\"\ncoordinator_l2_event_reporting = true\n"
+                + "coordinator_l2_event_flush_interval = 2\n");
+        FleetSettings fromFile = fleet(Map.of(), "--config-file", file.toString());
+        assertEquals("http://c:9300", fromFile.coordinatorUrl());
+        assertTrue(fromFile.eventsEnabled());
+        assertEquals(TimeUnit.SECONDS.toNanos(2), fromFile.eventFlushIntervalNs());
     }
 
     @Test
