@@ -11,6 +11,7 @@ import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.config.Versions;
 import io.lmcache.server.events.KvEventCounters;
 import io.lmcache.server.events.KvEventStreams;
+import io.lmcache.server.fleet.FleetPart;
 import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.http.ServerHttp;
 import io.lmcache.server.http.ServerView;
@@ -82,6 +83,7 @@ public final class LmcacheServer implements AutoCloseable {
     private final AgentErrors agentErrors = new AgentErrors();
     private final AgentRunner housekeeping;
     private final L2Tier l2;
+    private final FleetPart fleet;
     private final AgentRunner cudaEvents;
     private final HttpApi http;
     private final HttpApi prometheusHttp;
@@ -117,6 +119,10 @@ public final class LmcacheServer implements AutoCloseable {
             DataModules data = DataModules.open(config, l1, gpu, new DataModules.LookupState(leases, prefetchResults),
                     new DataModules.WorkerEnds(liveness, releases), metrics, new DataModules.Supervision(agentErrors, this::add));
             l2 = data.l2();
+            // issue 49: the LMCache fleet (coordinator membership, cache events chained into the stores' feeds, /cache/objects);
+            // closed after the loop drains and before the stores; one Part once the assembly of issue 46 lands
+            fleet = add(FleetPart.open(config, l1.store(), l2.adapters()));
+            fleet.bindMetrics(metrics);
             LookupModule lookup = data.lookup();
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
             // closed before the GPU backend: a warm-up still running stops after its round and frees its scratch memory
@@ -182,7 +188,8 @@ public final class LmcacheServer implements AutoCloseable {
                     new ServerView.Modules(lookup, lmcacheDriven, engineDriven, management), new ServerView.Transport(loop, connections),
                     new ServerView.Device(gpu::status, gpu.stageNames()), () -> closed ? "shutting down" : agentErrors.fatalReason());
             view.gpuWarmups(gpuWarmups::status);
-            ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()));
+            ServerHttp.route(http, prometheusHttp, view, metrics, config, new ServerHttp.HookTargets(loop, releases, data.testCompletions()),
+                    fleet::route);
         } catch (RuntimeException | Error e) {
             CloseHelper.closeAll(parts.reversed());
             throw e;
@@ -259,6 +266,7 @@ public final class LmcacheServer implements AutoCloseable {
         loop.start();
         management.start();
         ServerHttp.start(prometheusHttp, http);
+        fleet.start();
     }
 
     /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more. */

@@ -7,6 +7,8 @@ import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.InetAddress;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -80,7 +82,8 @@ public final class ConfigLoader {
             try {
                 fileValues = readToml(Path.of(configFile), fileL2Adapters);
                 for (Map.Entry<String, Object> entry : fileValues.entrySet()) {
-                    String key = entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT);
+                    String key = FILE_ALIASES.getOrDefault(entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT),
+                            entry.getKey().replace('-', '_').toLowerCase(Locale.ROOT));
                     Object value = entry.getValue();
                     // a flag of this server first (it may also be in LMCache's table), then LMCache's others
                     if (!byKey.containsKey(key) || key.equals("config_file")) {
@@ -191,6 +194,10 @@ public final class ConfigLoader {
         return values;
     }
 
+    /** LMCache's hidden pre-v0.5.3 keys, which released deployers still render into config files: read as today's. */
+    private static final Map<String, String> FILE_ALIASES = Map.of("coordinator_l2_event_reporting", "coordinator_event_reporting",
+            "coordinator_l2_event_flush_interval", "coordinator_event_flush_interval");
+
     private static Map<String, OptionSpec> optionsByKey(CommandLine commandLine) {
         Map<String, OptionSpec> byKey = new LinkedHashMap<>();
         for (OptionSpec option : commandLine.getCommandSpec().options()) {
@@ -249,12 +256,64 @@ public final class ConfigLoader {
         CommitSettings commit = CommitSettings.validate(o.commitPolicy, o.commitAnchor, o.commitBoundaryTokens);
         boolean separateObjectGroups = !o.noSeparateObjectGroups;
         TenantSettings tenants = new TenantSettings(fraction("--tenant-read-lock-share", o.tenantReadLockShare), o.metricsClearSaltLabels);
+        FleetSettings fleet = validateFleet(o, env);
+        if (fleet.enabled() && http.port() == 0) {
+            throw new ConfigException("--coordinator-url", "needs the HTTP frontend (--http-port other than 0): the coordinator calls it");
+        }
         return new ServerConfig(host, port, maxMessageBytes, chunkSize, separateObjectGroups, maxWorkers, maxGpuWorkers, maxCpuWorkers,
                 transferMode, l1.shmName(), o.shmAllowAnyOwner, l1.sizeBytes(), l1.regionBytes(), writeTtlNs, readTtlNs, evictionPolicy,
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device, withoutEffect,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
-                tenants, o.isolatedIpc, Tuning.fromSystemProperties());
+                tenants, o.isolatedIpc, fleet, Tuning.fromSystemProperties());
+    }
+
+    /** {@code --coordinator-*}, each flag before its LMCACHE_COORDINATOR_* variable (as LMCache: the flag wins). */
+    private static FleetSettings validateFleet(ServerOptions o, Map<String, String> env) throws ConfigException {
+        String url = firstOf(o.coordinatorUrl, env.get("LMCACHE_COORDINATOR_URL"), "").strip();
+        if (!url.isEmpty()) {
+            URI uri;
+            try {
+                uri = new URI(url);
+            } catch (URISyntaxException e) {
+                throw new ConfigException("--coordinator-url", "must be an http:// or https:// URL, got '" + url + "'");
+            }
+            if (uri.getScheme() == null || !uri.getScheme().matches("(?i)https?") || uri.getHost() == null || uri.getRawQuery() != null
+                    || uri.getRawUserInfo() != null) {
+                throw new ConfigException("--coordinator-url", "must be an http:// or https:// URL with a host, no user and no query, got '"
+                        + url + "'");
+            }
+            url = url.replaceAll("/+$", "");
+        }
+        String advertise = firstOf(o.coordinatorAdvertiseIp, env.get("LMCACHE_COORDINATOR_ADVERTISE_IP"), "").strip();
+        if (!advertise.isEmpty()) {
+            advertise = hostOrAddress("--coordinator-advertise-ip", advertise, false);
+        }
+        long heartbeatNs = positiveSeconds("--coordinator-heartbeat-interval", firstOf(o.coordinatorHeartbeatInterval,
+                env.get("LMCACHE_COORDINATOR_HEARTBEAT_INTERVAL"), "" + FleetSettings.DEFAULT_HEARTBEAT_SECONDS));
+        boolean events = o.coordinatorEventReporting || o.coordinatorL2EventReporting
+                || isTrue(env.get("LMCACHE_COORDINATOR_EVENT_REPORTING"));
+        long flushNs = positiveSeconds("--coordinator-event-flush-interval", firstOf(o.coordinatorEventFlushInterval,
+                firstOf(o.coordinatorL2EventFlushInterval, env.get("LMCACHE_COORDINATOR_EVENT_FLUSH_INTERVAL"), null),
+                "" + FleetSettings.DEFAULT_FLUSH_SECONDS));
+        return new FleetSettings(url, advertise, heartbeatNs, events, flushNs);
+    }
+
+    private static String firstOf(String flag, String env, String fallback) {
+        return flag != null ? flag : env != null ? env : fallback;
+    }
+
+    private static boolean isTrue(String env) {
+        return env != null && env.strip().matches("(?i)1|true|yes|on");
+    }
+
+    /** A number of seconds {@code > 0} (LMCache refuses 0 and below) and at most one day. */
+    private static long positiveSeconds(String flag, String text) throws ConfigException {
+        double value = finite(flag, text);
+        if (!(value > 0) || value > 24 * 3600.0) {
+            throw new ConfigException(flag, "must be a number of seconds > 0 and at most one day, got " + text.strip());
+        }
+        return Math.max(1, toNanos(value));
     }
 
     /** The L1 pool's segment name, size and region size. */

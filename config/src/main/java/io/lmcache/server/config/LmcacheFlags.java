@@ -87,16 +87,7 @@ final class LmcacheFlags {
             noEffect("--p2p-rdma-gid-indices", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-rdma-queue-depth", Kind.VALUE, "P2P is off"),
             noEffect("--p2p-rdma-handshake-timeout-ms", Kind.VALUE, "P2P is off"),
-            // refused until the coordinator membership exists (fleet-and-operator-api.md §1): taken without effect, the server would
-            // stay out of the fleet's key directory and eviction loop while the operator believes it joined
-            unsupported("--coordinator-url", Kind.VALUE, "the MP coordinator", ""),
-            noEffect("--coordinator-advertise-ip", Kind.VALUE, "there is no coordinator"),
-            noEffect("--coordinator-heartbeat-interval", Kind.VALUE, "there is no coordinator"),
-            noEffect("--coordinator-event-reporting", Kind.FLAG, "there is no coordinator"),
-            noEffect("--coordinator-event-flush-interval", Kind.VALUE, "there is no coordinator"),
-            // LMCache's hidden pre-v0.5.3 spellings of the two above, which released deployers still render
-            noEffect("--coordinator-l2-event-reporting", Kind.FLAG, "there is no coordinator"),
-            noEffect("--coordinator-l2-event-flush-interval", Kind.VALUE, "there is no coordinator"),
+            // the coordinator flags are the server's own (ServerOptions, FleetSettings: issue 49)
             // --- L1 memory
             noEffect("--l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),
             noEffect("--no-l1-use-lazy", Kind.FLAG, "the pool is always prepared region by region in the background, usable as it goes"),

@@ -30,6 +30,7 @@ import java.util.concurrent.TimeUnit;
  * @param tenants the tenant boundary: the read-lock share and how metrics label a cache salt
  * @param isolatedIpc {@code --isolated-ipc}: workers are expected to send timeline-semaphore events (81 bytes); every handle is
  *     still read for what it is, and a request of the other kind is served and warned about
+ * @param fleet membership in an LMCache fleet ({@code --coordinator-*}); {@link FleetSettings#OFF} without a coordinator
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
@@ -71,6 +72,7 @@ public record ServerConfig(
         CommitSettings commit,
         TenantSettings tenants,
         boolean isolatedIpc,
+        FleetSettings fleet,
         Tuning tuning) {
 
     public ServerConfig {
@@ -145,6 +147,11 @@ public record ServerConfig(
         out.put("commit_boundary_tokens", commit.boundaryTokens());
         out.put("tenant_read_lock_share", tenants.readLockShare());
         out.put("metrics_clear_salt_labels", tenants.metricsClearSaltLabels());
+        out.put("coordinator_url", fleet.coordinatorUrl());
+        out.put("coordinator_advertise_ip", fleet.advertiseIp());
+        out.put("coordinator_heartbeat_interval", fleet.heartbeatIntervalNs() / 1e9);
+        out.put("coordinator_event_reporting", fleet.eventReporting());
+        out.put("coordinator_event_flush_interval", fleet.eventFlushIntervalNs() / 1e9);
         return out;
     }
 

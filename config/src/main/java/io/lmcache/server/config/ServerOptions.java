@@ -77,6 +77,8 @@ final class ServerOptions {
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
                     "--isolated-ipc", "--no-isolated-ipc", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
+            "LMCache fleet (coordinator)", List.of("--coordinator-url", "--coordinator-advertise-ip", "--coordinator-heartbeat-interval",
+                    "--coordinator-event-reporting", "--coordinator-event-flush-interval"),
             "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port",
                     "--metrics-clear-salt-labels", "--metrics-sample-rate",
                     "--service-instance-id"),
@@ -349,6 +351,39 @@ final class ServerOptions {
 
     @Option(names = "--prometheus-port", paramLabel = "<port>", description = "Also serve /metrics on this port (default: only on the HTTP port).")
     String prometheusPort;
+
+    // --- the LMCache fleet (coordinator) ------------------------------------------------------
+    @Option(names = "--coordinator-url", paramLabel = "<url>",
+            description = "Join the LMCache coordinator at this base URL (or env LMCACHE_COORDINATOR_URL): register, heartbeat, take its"
+                    + " cache control from its address without the admin token (default: no coordinator).")
+    String coordinatorUrl;
+
+    @Option(names = "--coordinator-advertise-ip", paramLabel = "<address>",
+            description = "The address the coordinator dials this server's HTTP port at (or env LMCACHE_COORDINATOR_ADVERTISE_IP;"
+                    + " default: the outbound address).")
+    String coordinatorAdvertiseIp;
+
+    @Option(names = "--coordinator-heartbeat-interval", paramLabel = "<seconds>",
+            description = "Seconds between heartbeats and registration retries, > 0 (or env LMCACHE_COORDINATOR_HEARTBEAT_INTERVAL;"
+                    + " default: 5).")
+    String coordinatorHeartbeatInterval;
+
+    @Option(names = "--coordinator-event-reporting",
+            description = "Stream store, delete, access and config events to the coordinator's POST /events (or env"
+                    + " LMCACHE_COORDINATOR_EVENT_REPORTING).")
+    boolean coordinatorEventReporting;
+
+    @Option(names = "--coordinator-event-flush-interval", paramLabel = "<seconds>",
+            description = "Seconds events gather before a flush, > 0 (or env LMCACHE_COORDINATOR_EVENT_FLUSH_INTERVAL; default: 1).")
+    String coordinatorEventFlushInterval;
+
+    /** LMCache's hidden pre-v0.5.3 spelling of --coordinator-event-reporting, which released deployers still render. */
+    @Option(names = "--coordinator-l2-event-reporting", hidden = true)
+    boolean coordinatorL2EventReporting;
+
+    /** LMCache's hidden pre-v0.5.3 spelling of --coordinator-event-flush-interval. */
+    @Option(names = "--coordinator-l2-event-flush-interval", hidden = true)
+    String coordinatorL2EventFlushInterval;
 
     // --- operators (beyond LMCache's flags) ---------------------------------------------------
     @Option(names = "--shm-mode", paramLabel = "<mode>",

@@ -67,7 +67,6 @@ class LmcacheFlagsTest {
         "--gds-l1-path|/mnt/nvme/l1|GPUDirect Storage",
         "--l1-devdax-path|/dev/dax0.0|Device-DAX",
         "--p2p-advertise-url|10.0.0.1:7000|P2P",
-        "--coordinator-url|http://coordinator:9300|the MP coordinator",
         "--engine-type|blend|CacheBlend",
         "--engine-type|blend_legacy|CacheBlend",
         "--runtime-plugin-locations|/opt/plugins|runtime plugins",
@@ -169,7 +168,7 @@ class LmcacheFlagsTest {
         @SuppressWarnings("unchecked")
         List<String> withoutEffect = (List<String>) run.config().describe().get("lmcache_flags_without_effect");
         assertTrue(withoutEffect.containsAll(List.of("--enable-gc-monitor", "--l1-use-hugepages", "--disable-grpc-metrics",
-                "--coordinator-l2-event-reporting", "--p2p-rdma-queue-depth", "--run-script-api-enabled")), withoutEffect.toString());
+                "--p2p-rdma-queue-depth", "--run-script-api-enabled")), withoutEffect.toString());
         assertTrue(!withoutEffect.contains("--coordinator-url") && !withoutEffect.contains("--l2-prefetch-load-timeout")
                 && !withoutEffect.contains("--chunk-size"), "off values and the server's own flags are not listed: " + withoutEffect);
         assertEquals(withoutEffect.size(), run.warnings().stream().filter(w -> w.contains("is accepted for compatibility")).count(),

@@ -52,6 +52,8 @@ public final class HttpApi implements AutoCloseable {
     private final HttpServer server;
     private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("lmcache-http-", 0).factory());
     private final Map<String, Route> routes = new ConcurrentHashMap<>();
+    /** Routes that take a path parameter after their prefix ({@code /api/quota/}), tried when no exact path matches. */
+    private final Map<String, Route> prefixRoutes = new ConcurrentHashMap<>();
 
     public HttpApi(String host, int port) throws IOException {
         server = HttpServer.create(new InetSocketAddress(host, port), 64);
@@ -63,6 +65,21 @@ public final class HttpApi implements AutoCloseable {
     public HttpApi route(String path, Route route) {
         routes.put(path, route);
         return this;
+    }
+
+    /** A route for every path under {@code prefix} (which ends with {@code /}); the route reads the rest of the path itself. */
+    public HttpApi routeUnder(String prefix, Route route) {
+        prefixRoutes.put(prefix, route);
+        return this;
+    }
+
+    private Route prefixRoute(String path) {
+        for (Map.Entry<String, Route> entry : prefixRoutes.entrySet()) {
+            if (path.startsWith(entry.getKey()) && path.length() > entry.getKey().length()) {
+                return entry.getValue();
+            }
+        }
+        return null;
     }
 
     public void start() {
@@ -78,6 +95,7 @@ public final class HttpApi implements AutoCloseable {
         Response response;
         String path = exchange.getRequestURI().getPath();
         Route route = routes.get(path.length() > 1 && path.endsWith("/") ? path.substring(0, path.length() - 1) : path);
+        route = route != null ? route : prefixRoute(path);
         String method = exchange.getRequestMethod().toUpperCase(Locale.ROOT);
         // HEAD is GET without the body: every read-only route answers it, a POST-only route says 405
         boolean head = method.equals("HEAD");

@@ -12,6 +12,7 @@ import java.net.UnknownHostException;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -48,7 +49,7 @@ public final class ServerHttp {
 
     /** Routes both listeners (either may be null): the API gets every endpoint, the metrics port the core ones. */
     public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
-            HookTargets hooks) {
+            HookTargets hooks, BiConsumer<HttpApi, AdminGuard> moreRoutes) {
         RequestLoop loop = hooks.loop();
         ReleaseThread releases = hooks.releases();
         CompletionDelay testCompletions = hooks.completions();
@@ -62,7 +63,9 @@ public final class ServerHttp {
         AdminGuard guard = new AdminGuard(config.httpAdminToken(), config.httpHost(), metrics);
         ServerRoutes.register(api, view, guard);
         QuotaRoute.register(api, view.l1Store(), guard);
+        LmcacheAliasRoutes.register(api, view, view.l1Store(), guard);
         MemoryPressureRoute.register(api, view, config);
+        moreRoutes.accept(api, guard);
         if (config.testHooks()) {
             // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"

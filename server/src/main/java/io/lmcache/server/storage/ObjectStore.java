@@ -81,6 +81,21 @@ public final class ObjectStore {
         this.commitListener = listener;
     }
 
+    /** The feed set now (null: none): the fleet's cache-event feed chains itself in front of it (issue 49, until a listener list). */
+    public CommitListener commitListener() {
+        return commitListener;
+    }
+
+    /** The removal feed set now (null: none); see {@link #commitListener()}. */
+    public RemovalListener removalListener() {
+        lock.lock();
+        try {
+            return table.removals;
+        } finally {
+            unlock();
+        }
+    }
+
     /** The KV-event log's feed of removals; set before the first STORE. */
     public void setRemovalListener(RemovalListener listener) {
         lock.lock();
@@ -431,6 +446,22 @@ public final class ObjectStore {
             }
             table.removeAndFree(object, EvictionReason.MOVED_TO_L2);
             return true;
+        } finally {
+            unlock();
+        }
+    }
+
+    /** What {@link #delete} did to one key. */
+    public enum DeleteOutcome { DELETED, LOCKED, ABSENT }
+
+    /**
+     * Removes the object of {@code key} ({@code DELETE /cache/objects}). One being read or written stays unless {@code force}; forced,
+     * it goes as in a forced {@link #clear}: out of sight at once, its memory freed when the use ends.
+     */
+    public DeleteOutcome delete(ChunkKey key, boolean force) {
+        lock.lock();
+        try {
+            return table.delete(key, force, deadlines);
         } finally {
             unlock();
         }

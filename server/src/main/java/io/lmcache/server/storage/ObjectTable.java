@@ -189,6 +189,29 @@ final class ObjectTable {
         return new ObjectStore.ClearResult(removed, bytes, deferred);
     }
 
+    /** One key's removal, as one object of a clear ({@link ObjectStore#delete}). */
+    ObjectStore.DeleteOutcome delete(ChunkKey key, boolean force, LockDeadlines deadlines) {
+        StoredObject object = find(key);
+        if (object == null || object.doomed || object.state != StoredObject.State.READY && !force) {
+            return object == null || object.doomed ? ObjectStore.DeleteOutcome.ABSENT : ObjectStore.DeleteOutcome.LOCKED;
+        }
+        if (!object.isLocked()) {
+            removeAndFree(object, EvictionReason.CLEAR);
+            return ObjectStore.DeleteOutcome.DELETED;
+        }
+        if (!force) {
+            return ObjectStore.DeleteOutcome.LOCKED;
+        }
+        doom(object);
+        if (object.state == StoredObject.State.READY && object.pins == 0) {
+            deadlines.readEnded(object);
+            object.readers = 0;
+            object.readEpoch++;
+            freeObject(object, EvictionReason.CLEAR);
+        }
+        return ObjectStore.DeleteOutcome.DELETED;
+    }
+
     /** Out of view at once (forced clear of an object in use); its memory goes when the use ends. */
     void doom(StoredObject object) {
         fillEnded(object);
@@ -213,7 +236,9 @@ final class ObjectTable {
             throw new IllegalStateException("object freed twice: " + object);
         }
         if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
-            removals.removed(model(object), object.key.hash()); // a loaded copy was never announced
+            // a loaded copy was never announced
+            removals.removed(model(object), salt(object), !tags(object).isEmpty(), object.key.kvRank(), object.key.group(), object.key.hash(),
+                    object.bytes);
             removedAny = true;
         }
         fillEnded(object);

@@ -131,6 +131,11 @@ public final class L2Tier implements AutoCloseable {
         adapters.forEach(adapter -> adapter.registerListener(listener));
     }
 
+    /** The adapters, in {@code --l2-adapter} order (the first is LMCache's primary); empty without L2. */
+    public List<L2Adapter> adapters() {
+        return adapters;
+    }
+
     /** The LOOKUP hand-over, or null without L2. */
     public L2Prefetcher prefetcher() {
         return prefetchController;
