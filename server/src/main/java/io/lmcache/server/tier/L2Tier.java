@@ -100,8 +100,8 @@ public final class L2Tier implements AutoCloseable {
         L2WriteGate gate = new L2WriteGate(settings.admission(), (int) Math.min(1 << 22, Math.max(1024, store.poolBytes() >> 16)),
                 metrics, System::nanoTime);
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
-        StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts, store.poolBytes() / 4, gate,
-                metrics, wake);
+        StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts,
+                new StoreController.Admission(gate, store.poolBytes() / 4), metrics, wake);
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake,

@@ -119,16 +119,19 @@ public final class StoreController implements Agent, CommitListener {
     private long lastFailureLogNs;
     private boolean failureLogged;
 
-    public StoreController(List<L2Adapter> adapters, L1Side l1, boolean skipL1, ModelLayouts layouts, long maxBacklogBytes,
-            L2WriteGate gate, L2Metrics metrics, Runnable wake) {
+    /** What the write-through sends ({@code gate}) and how many bytes of L1 objects it may hold while they are written. */
+    public record Admission(L2WriteGate gate, long maxBacklogBytes) {}
+
+    public StoreController(List<L2Adapter> adapters, L1Side l1, boolean skipL1, ModelLayouts layouts, Admission admission, L2Metrics metrics,
+            Runnable wake) {
         this.adapters = List.copyOf(adapters);
         this.store = l1.store();
         this.pool = l1.pool();
         this.skipL1 = skipL1;
         this.shapes = layouts.shapes();
         this.lookups = layouts.lookups();
-        this.maxBacklogBytes = maxBacklogBytes;
-        this.gate = gate;
+        this.maxBacklogBytes = admission.maxBacklogBytes();
+        this.gate = admission.gate();
         this.metrics = metrics;
         this.wake = wake;
         for (int i = 0; i < adapters.size(); i++) {

@@ -305,8 +305,8 @@ class L2ControllersTest {
             metrics.adapter(serverMetrics, a, "memory", () -> 0);
         }
         StoreController controller = new StoreController(List.of(adapters), new L1Side(store, pool), skipL1, new ModelLayouts(
-                model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)), backlogBytes,
-                gate, metrics, () -> { });
+                model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)),
+                new StoreController.Admission(gate, backlogBytes), metrics, () -> { });
         store.setCommitListener(controller);
         return controller;
     }
