@@ -31,8 +31,8 @@ def run(admission: str, flags: list, common: list, l2_dir: str, out: str) -> dic
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
     adapter = json.dumps({"type": "fs_native", "base_path": base})
-    argv = common + flags + ["--mode", "D", "--out", out, "--server-arg", "--l2-adapter", "--server-arg", adapter,
-                             "--server-arg", "--l2-admission", "--server-arg", admission]
+    argv = common + flags + ["--mode", "D", "--out", out, "--server-arg=--l2-adapter", "--server-arg=" + adapter,
+                             "--server-arg=--l2-admission", "--server-arg=" + admission]
     rc = replay.main(argv)
     with open(os.path.join(out, "ldqa.json")) as f:
         rows = json.load(f)["rows"]

@@ -96,8 +96,9 @@ public final class L2Tier implements AutoCloseable {
         AgentRunner[] runner = new AgentRunner[1];
         // runs on: whichever thread completes an L2 task or commits an L1 object; unparks lmcache-l2
         Runnable wake = () -> runner[0].wake();
-        // --l2-admission and the write budgets: the sketch tells apart about 4x the objects of 256 KiB the pool holds (bounded)
-        L2WriteGate gate = new L2WriteGate(settings.admission(), (int) Math.min(1 << 22, Math.max(1024, store.poolBytes() >> 16)),
+        // --l2-admission and the write budgets: the sketch tells apart 4x the objects of 256 KiB the pool holds, at least 64 Ki (L2
+        // holds more than L1, and a sketch too small for the objects in play admits one-hit wonders by collision), at most 4 Mi
+        L2WriteGate gate = new L2WriteGate(settings.admission(), (int) Math.min(1 << 22, Math.max(1 << 16, store.poolBytes() >> 16)),
                 metrics, System::nanoTime);
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
         StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts,
