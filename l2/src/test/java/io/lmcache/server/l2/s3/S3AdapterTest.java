@@ -34,7 +34,9 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
 
@@ -50,12 +52,23 @@ class S3AdapterTest {
     private static final String MODEL = "meta-llama/Llama-3.1-8B";
     private final Arena arena = Arena.ofShared();
     private final List<L2Adapter> adapters = new ArrayList<>();
-    private final S3ProxyServer server = S3ProxyServer.start();
+    /** One server for the class (each test uses keys of its own); a test's outage is ended after it. */
+    private static S3ProxyServer server;
+
+    @BeforeAll
+    static void startServer() {
+        server = S3ProxyServer.start();
+    }
+
+    @AfterAll
+    static void stopServer() {
+        server.close();
+    }
 
     @AfterEach
     void close() {
         adapters.forEach(L2Adapter::close);
-        server.close();
+        server.ensureRunning();
         arena.close();
     }
 
