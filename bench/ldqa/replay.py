@@ -31,6 +31,8 @@ def parse(argv):
     w.add_argument("--ldqa-output-length", type=int, default=16)
     w.add_argument("--ignore-eos", action="store_true", help="accepted; outputs are always full length here")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--ldqa-one-hit-share", type=float, default=0.0,
+                   help="long-doc-qa: this share of each pass's prompts are documents asked once, never again (0 <= x < 1)")
     w.add_argument("--ldqa-workload", choices=("long-doc-qa", "hot-scan"), default="long-doc-qa",
                    help="hot-scan: --hot-documents revisited each of --rounds, between them --scan-documents one-off ones")
     w.add_argument("--hot-documents", type=int, default=8)
@@ -127,7 +129,7 @@ def main(argv=None) -> int:
         else:
             ndocs = num_documents(tpg, args.kv_cache_volume, args.ldqa_document_length)
             workload = Workload(ndocs, args.ldqa_document_length, args.ldqa_query_per_document,
-                                args.ldqa_shuffle_policy, args.seed)
+                                args.ldqa_shuffle_policy, args.seed, args.ldqa_one_hit_share)
         ws_chunks = working_set(workload, model)
         ws_bytes = int(ws_chunks * model.chunk * per_token)
         pool_bytes = first["memory_total_bytes"] if first else None

@@ -12,7 +12,8 @@ import urllib.request
 METRICS = ("lmcache_mp_l1_evicted_chunks_total", "lmcache_mp_l1_evicted_bytes_total",
            "lmcache_mp_l1_write_chunks_total", "lmcache_mp_l1_read_chunks_total",
            "lmcache_mp_store_bytes_total", "lmcache_mp_retrieve_bytes_total",
-           "lmcache_mp_store_copy_seconds_total", "lmcache_mp_retrieve_copy_seconds_total")
+           "lmcache_mp_store_copy_seconds_total", "lmcache_mp_retrieve_copy_seconds_total",
+           "lmcache_mp_l2_store_bytes_total", "lmcache_mp_l2_load_bytes_total")
 
 
 class ServerView:

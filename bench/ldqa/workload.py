@@ -33,14 +33,20 @@ def suffix(seed: int, query: int) -> list:
     return [rng.randrange(VOCAB) for _ in range(SUFFIX_TOKENS)]
 
 
+ONE_OFF_DOC = 1 << 30      # one-off documents' ids start here (never a repeated document's)
+
+
 class Workload:
-    def __init__(self, num_docs: int, doc_len: int, queries: int, policy: str, seed: int):
+    def __init__(self, num_docs: int, doc_len: int, queries: int, policy: str, seed: int, one_hit_share: float = 0.0):
         self.num_docs, self.doc_len, self.queries, self.policy, self.seed = num_docs, doc_len, queries, policy, seed
         self.docs = [document(seed, d, doc_len) for d in range(num_docs)]
         self.suffixes = {q: suffix(seed, q) for q in range(-1, queries)}
+        self.one_hit_share = one_hit_share
+        self.one_offs = 0     # one-off documents made so far: each benchmark pass gets new ones
 
     def prompt(self, doc: int, query: int) -> Prompt:
-        return Prompt(doc, query, tuple(self.docs[doc] + self.suffixes[query]))
+        tokens = document(self.seed, doc, self.doc_len) if doc >= ONE_OFF_DOC else self.docs[doc]
+        return Prompt(doc, query, tuple(tokens + self.suffixes[query]))
 
     def warmup(self) -> list:
         """Each document once (LMCache sends them one at a time with max_tokens 1)."""
@@ -48,6 +54,14 @@ class Workload:
 
     def benchmark(self) -> list:
         pairs = [(d, q) for q in range(self.queries) for d in range(self.num_docs)]   # "tile": query-major
+        if self.one_hit_share > 0:
+            # one-hit wonders (issue 50): documents asked once and never again, this share of the pass's prompts,
+            # spread evenly through it (new ones on every pass, so no pass repeats another's)
+            extra = round(len(pairs) * self.one_hit_share / (1 - self.one_hit_share))
+            ones = [(ONE_OFF_DOC + self.one_offs + i, i % self.queries) for i in range(extra)]
+            self.one_offs += extra
+            placed = [((i + 0.5) / len(pairs), p) for i, p in enumerate(pairs)] + [((j + 0.5) / extra, p) for j, p in enumerate(ones)]
+            pairs = [p for _, p in sorted(placed, key=lambda x: x[0])]
         if self.policy == "random":
             random.Random(42).shuffle(pairs)    # LMCache's fixed shuffle seed
         return [self.prompt(d, q) for d, q in pairs]

@@ -245,7 +245,8 @@ public final class ConfigLoader {
         Http http = validateHttp(o, env, port);
         String instanceId = o.instanceId == null ? UUID.randomUUID().toString() : nonBlank("--instance-id", o.instanceId);
         L2Settings l2 = L2Flags.validate(o.l2Adapter, o.l2StorePolicy, o.l2PrefetchPolicy, intIn("--l2-prefetch-max-in-flight",
-                o.l2PrefetchMaxInFlight, 1, 1024), L2Flags.loadTimeoutNs(o.l2PrefetchLoadTimeout));
+                o.l2PrefetchMaxInFlight, 1, 1024), L2Flags.loadTimeoutNs(o.l2PrefetchLoadTimeout),
+                L2Flags.admission(o.l2Admission, o.l2WriteBudgetBytesPerSecond));
         OperatorSettings operator = OperatorSettings.validate(o,
                 o.serviceInstanceId == null ? instanceId : o.serviceInstanceId, warnings);
 

@@ -18,8 +18,8 @@ final class L2Flags {
     /** The longest {@code --l2-prefetch-load-timeout} taken (a day; LMCache sets no bound, nanoseconds do). */
     static final double MAX_LOAD_TIMEOUT_SECONDS = 86_400;
 
-    static L2Settings validate(List<String> adapters, String storePolicy, String prefetchPolicy, int maxInFlight, long loadTimeoutNs)
-            throws ConfigException {
+    static L2Settings validate(List<String> adapters, String storePolicy, String prefetchPolicy, int maxInFlight, long loadTimeoutNs,
+            L2AdmissionSettings admission) throws ConfigException {
         List<String> json = adapters == null ? List.of() : adapters;
         List<L2AdapterSpec> specs = new ArrayList<>();
         for (int i = 0; i < json.size(); i++) {
@@ -39,7 +39,51 @@ final class L2Flags {
         }
         // /config and the start-up log show the adapters' JSON: never a resp/valkey password
         return new L2Settings(json.stream().map(L2AdapterSpecs::redacted).toList(), specs, store.equals("skip_l1"), prefetch.equals("retain"),
-                maxInFlight, store.equals("full_attention_only"), loadTimeoutNs);
+                maxInFlight, store.equals("full_attention_only"), loadTimeoutNs, admission);
+    }
+
+    /** {@code --l2-admission} ({@code all} or {@code frequency:N}) and {@code --l2-write-budget-bytes-per-second} (0: none). */
+    static L2AdmissionSettings admission(String policy, String budget) throws ConfigException {
+        String value = policy == null ? "all" : policy.strip();
+        int minSightings;
+        if (value.equals("all")) {
+            minSightings = 1;
+        } else if (value.startsWith("frequency:")) {
+            minSightings = parseIntOr(value.substring("frequency:".length()), -1);
+            if (minSightings < 2 || minSightings > L2AdmissionSettings.MAX_SIGHTINGS) {
+                throw new ConfigException("--l2-admission", "frequency:N needs N in 2.." + L2AdmissionSettings.MAX_SIGHTINGS + ", got '"
+                        + shown(policy) + "'");
+            }
+        } else {
+            throw new ConfigException("--l2-admission", "must be all or frequency:N, got '" + shown(policy) + "'");
+        }
+        long bytesPerSecond = budget == null ? 0 : parseLongOr(budget.strip(), -1);
+        if (bytesPerSecond < 0) {
+            throw new ConfigException("--l2-write-budget-bytes-per-second", "must be a whole number of bytes >= 0, got '"
+                    + shown(budget) + "'");
+        }
+        return new L2AdmissionSettings(minSightings, bytesPerSecond);
+    }
+
+    /** An operator's value echoed in a refusal, clipped (a flag's value may be anything). */
+    private static String shown(String text) {
+        return text == null || text.length() <= 64 ? String.valueOf(text) : text.substring(0, 64) + "...";
+    }
+
+    private static int parseIntOr(String text, int fallback) {
+        try {
+            return Integer.parseInt(text);
+        } catch (NumberFormatException e) {
+            return fallback;
+        }
+    }
+
+    private static long parseLongOr(String text, long fallback) {
+        try {
+            return Long.parseLong(text);
+        } catch (NumberFormatException e) {
+            return fallback;
+        }
     }
 
     /** {@code --l2-prefetch-load-timeout}: seconds, finite and positive as LMCache requires; absent = this server's default. */

@@ -14,9 +14,11 @@ import java.util.concurrent.TimeUnit;
  *     usable (its L1 hits)
  * @param fullAttentionOnly {@code --l2-store-policy full_attention_only} (LMCache's {@code full_attention_only_store_policy.py}):
  *     sliding-window object groups are not written through; only a window commit ({@code --commit-policy}) writes them
+ * @param admission {@code --l2-admission} and {@code --l2-write-budget-bytes-per-second}: which committed objects the write-through
+ *     sends at all
  */
 public record L2Settings(List<String> adapterJson, List<L2AdapterSpec> adapters, boolean skipL1, boolean retainPrefetched,
-        int prefetchMaxInFlight, boolean fullAttentionOnly, long prefetchLoadTimeoutNs) {
+        int prefetchMaxInFlight, boolean fullAttentionOnly, long prefetchLoadTimeoutNs, L2AdmissionSettings admission) {
     /**
      * Without {@code --l2-prefetch-load-timeout}: LMCache then waits for L2 without a bound; this server answers a LOOKUP's
      * prefetch status after this long at the latest, so that a stuck adapter never holds a request (and its L1 locks).

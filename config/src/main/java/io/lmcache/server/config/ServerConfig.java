@@ -129,6 +129,8 @@ public record ServerConfig(
         out.put("l2_prefetch_policy", l2.retainPrefetched() ? "retain" : "default");
         out.put("l2_prefetch_max_in_flight", l2.prefetchMaxInFlight());
         out.put("l2_prefetch_load_timeout", seconds(l2.prefetchLoadTimeoutNs()));
+        out.put("l2_admission", l2.admission().flagValue());
+        out.put("l2_write_budget_bytes_per_second", l2.admission().writeBudgetBytesPerSecond());
         out.put("shm_mode", operator.shmModeText());
         out.put("numa_placement", operator.numaPlacement() ? "auto" : "off");
         out.put("shm_max_segments", operator.shmMaxSegments());

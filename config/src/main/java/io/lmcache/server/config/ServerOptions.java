@@ -71,7 +71,8 @@ final class ServerOptions {
                     "--numa-placement", "--shm-name", "--shm-mode"),
             "Chunks and keys", List.of("--chunk-size", "--hash-algorithm", "--separate-object-groups", "--no-separate-object-groups"),
             "Eviction", List.of("--eviction-policy", "--eviction-trigger-watermark", "--eviction-ratio", "--tenant-read-lock-share"),
-            "L2 tier", List.of("--l2-adapter", "--l2-store-policy", "--l2-prefetch-policy", "--l2-prefetch-max-in-flight", "--l2-prefetch-load-timeout"),
+            "L2 tier", List.of("--l2-adapter", "--l2-store-policy", "--l2-prefetch-policy", "--l2-prefetch-max-in-flight", "--l2-prefetch-load-timeout",
+                    "--l2-admission", "--l2-write-budget-bytes-per-second"),
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
@@ -330,6 +331,16 @@ final class ServerOptions {
     @Option(names = "--l2-prefetch-load-timeout", paramLabel = "<seconds>",
             description = "How long a LOOKUP waits for L2 before it is answered with its L1 hits, as LMCache's flag (default: 10).")
     String l2PrefetchLoadTimeout;
+
+    @Option(names = "--l2-admission", paramLabel = "<policy>", defaultValue = "all",
+            description = "Which committed objects the write-through sends to L2: all, or frequency:N (an object once its chunk was seen N "
+                    + "times, STOREs and LOOKUPs counted in a count-min sketch, N in 2..15) (default: ${DEFAULT-VALUE}).")
+    String l2Admission;
+
+    @Option(names = "--l2-write-budget-bytes-per-second", paramLabel = "<bytes>", defaultValue = "0",
+            description = "Each tenant's (cache salt's) L2 write budget in bytes per second (a burst of one second); objects past it are "
+                    + "not written, counted; 0: no budget (default: ${DEFAULT-VALUE}).")
+    String l2WriteBudgetBytesPerSecond;
 
     // --- HTTP and metrics --------------------------------------------------------------------
     @Option(names = "--http-host", paramLabel = "<address>", defaultValue = "0.0.0.0", description = "HTTP status/metrics address (default: ${DEFAULT-VALUE}).")

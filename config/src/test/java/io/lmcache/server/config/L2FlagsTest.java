@@ -89,6 +89,23 @@ class L2FlagsTest {
     }
 
     @Test
+    void admissionIsAllByDefaultAndFrequencyAndBudgetsParse() throws Exception {
+        ServerConfig plain = run("--l1-size-gb", "1", "--l2-adapter", FS);
+        assertEquals(L2AdmissionSettings.ALL, plain.l2().admission());
+        assertEquals("all", plain.describe().get("l2_admission"));
+        ServerConfig c = run("--l1-size-gb", "1", "--l2-adapter", FS, "--l2-admission", "frequency:3", "--l2-write-budget-bytes-per-second",
+                "1000000");
+        assertEquals(new L2AdmissionSettings(3, 1_000_000), c.l2().admission());
+        assertEquals("frequency:3", c.describe().get("l2_admission"));
+        assertEquals(1_000_000L, c.describe().get("l2_write_budget_bytes_per_second"));
+        for (String bad : new String[] {"frequency:1", "frequency:16", "frequency:x", "lfu", "frequency:"}) {
+            assertTrue(refused("--l1-size-gb", "1", "--l2-admission", bad).contains("--l2-admission: "), bad);
+        }
+        assertTrue(refused("--l1-size-gb", "1", "--l2-write-budget-bytes-per-second", "-1").contains("--l2-write-budget-bytes-per-second: "));
+        assertTrue(refused("--l1-size-gb", "1", "--l2-write-budget-bytes-per-second", "1e6").contains("--l2-write-budget-bytes-per-second: "));
+    }
+
+    @Test
     void theConfigFileTakesAdaptersAsJsonOrTablesAndFlagsWin(@TempDir Path dir) throws IOException {
         Path file = dir.resolve("server.toml");
         Files.writeString(file, "l1_size_gb = 1\nl2_store_policy = \"skip_l1\"\nl2_adapter = ['" + FS + "', "

@@ -18,6 +18,10 @@ public enum L2Catalogue implements CatalogueEntry {
             "objects a window commit (--commit-policy) submitted to L2 at END_SESSION, the L1 copy kept")),
     STORE_FLUSH_SKIPPED_OBJECTS(counter("lmcache_mp.l2_store_flush_skipped_objects_chunks",
             "objects of a committed window not copied to L2 (no longer READY in L1, or the write-through backlog was full)")),
+    ADMISSION_BYTES(counter("lmcache_mp.l2_admission_bytes",
+            "committed bytes the L2 write-through decided on, by decision (admitted: sent at its STORE; admitted_on_lookup: sent "
+            + "when a LOOKUP's L1 hit made it frequent enough; skipped: --l2-admission frequency:N had not seen it N times; "
+            + "budget_dropped: past its tenant's --l2-write-budget-bytes-per-second)", "decision")),
     PREFETCH_LOOKUP_REQUESTS(counter("lmcache_mp.l2_prefetch_lookup_requests", "LOOKUPs that asked L2 for the chunks L1 did not hit")),
     PREFETCH_LOOKUP_OBJECTS(counter("lmcache_mp.l2_prefetch_lookup_objects_chunks", "objects asked of L2 by those LOOKUPs", "cache_salt")),
     PREFETCH_HIT_CHUNKS(counter("lmcache_mp.l2_prefetch_hit_chunks", "objects some L2 adapter reported present")),

@@ -43,6 +43,11 @@ public final class L2Metrics {
     /** The window commit ({@code --commit-policy}): objects copied to L2 at END_SESSION, and those it could not (gone from L1, backlog). */
     public final LongAdder storeFlushedObjects;
     public final LongAdder storeFlushSkipped;
+    /** {@code --l2-admission} and the write budget's decisions, in bytes. */
+    public final LongAdder admissionAdmittedBytes;
+    public final LongAdder admissionAdmittedOnLookupBytes;
+    public final LongAdder admissionSkippedBytes;
+    public final LongAdder admissionBudgetDroppedBytes;
     public final LongAdder prefetchLookups;
     public final Family prefetchLookupObjects;
     public final LongAdder prefetchHitObjects;
@@ -69,6 +74,10 @@ public final class L2Metrics {
         storeSlidingWindow = m.counter(L2Catalogue.STORE_SKIPPED_OBJECTS, "sliding_window");
         storeFlushedObjects = m.counter(L2Catalogue.STORE_FLUSHED_OBJECTS);
         storeFlushSkipped = m.counter(L2Catalogue.STORE_FLUSH_SKIPPED_OBJECTS);
+        admissionAdmittedBytes = m.counter(L2Catalogue.ADMISSION_BYTES, "admitted");
+        admissionAdmittedOnLookupBytes = m.counter(L2Catalogue.ADMISSION_BYTES, "admitted_on_lookup");
+        admissionSkippedBytes = m.counter(L2Catalogue.ADMISSION_BYTES, "skipped");
+        admissionBudgetDroppedBytes = m.counter(L2Catalogue.ADMISSION_BYTES, "budget_dropped");
         prefetchLookups = m.counter(L2Catalogue.PREFETCH_LOOKUP_REQUESTS);
         prefetchLookupObjects = new Family(m, L2Catalogue.PREFETCH_LOOKUP_OBJECTS);
         prefetchHitObjects = m.counter(L2Catalogue.PREFETCH_HIT_CHUNKS);

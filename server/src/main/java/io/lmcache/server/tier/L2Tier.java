@@ -18,6 +18,7 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.tier.admission.L2WriteGate;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -46,17 +47,20 @@ public final class L2Tier implements AutoCloseable {
     private final ObjectStore store;
     private final StoreController storeController;
     private final PrefetchController prefetchController;
+    /** The LOOKUP path's prefetcher: {@link #prefetchController}, behind {@link L1HitAdmission} under a frequency admission. */
+    private final L2Prefetcher lookupPrefetcher;
     private final L2EvictionController eviction;
     private final AgentRunner runner;
     /** More {@code storage_manager} entries (the window commit's), by name; read on lmcache-http-*. */
     private final Map<String, Supplier<Map<String, Object>>> extraStatus = new ConcurrentHashMap<>();
 
     private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
-            L2EvictionController eviction, AgentRunner runner) {
+            L2Prefetcher lookupPrefetcher, L2EvictionController eviction, AgentRunner runner) {
         this.adapters = adapters;
         this.store = store;
         this.storeController = storeController;
         this.prefetchController = prefetchController;
+        this.lookupPrefetcher = lookupPrefetcher;
         this.eviction = eviction;
         this.runner = runner;
     }
@@ -71,7 +75,7 @@ public final class L2Tier implements AutoCloseable {
         MemorySegment pool = l1.pool();
         ObjectShapes shapes = layouts.shapes();
         if (!settings.enabled()) {
-            return new L2Tier(List.of(), store, null, null, null, null);
+            return new L2Tier(List.of(), store, null, null, null, null, null);
         }
         List<L2Adapter> adapters = openAdapters(settings.adapters());
         L2Metrics metrics = new L2Metrics(serverMetrics);
@@ -92,9 +96,13 @@ public final class L2Tier implements AutoCloseable {
         AgentRunner[] runner = new AgentRunner[1];
         // runs on: whichever thread completes an L2 task or commits an L1 object; unparks lmcache-l2
         Runnable wake = () -> runner[0].wake();
+        // --l2-admission and the write budgets: the sketch tells apart 4x the objects of 256 KiB the pool holds, at least 64 Ki (L2
+        // holds more than L1, and a sketch too small for the objects in play admits one-hit wonders by collision), at most 4 Mi
+        L2WriteGate gate = new L2WriteGate(settings.admission(), (int) Math.min(1 << 22, Math.max(1 << 16, store.poolBytes() >> 16)),
+                metrics, System::nanoTime);
         // the write-through backlog holds L1 objects against eviction: a quarter of the pool at most
-        StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts, store.poolBytes() / 4, metrics,
-                wake);
+        StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts,
+                new StoreController.Admission(gate, store.poolBytes() / 4), metrics, wake);
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
                 chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake,
@@ -106,10 +114,12 @@ public final class L2Tier implements AutoCloseable {
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));
         store.setCommitListener(storeController);
-        LOG.info("L2 tier: {} adapter(s) {}, store policy {}, prefetch policy {}, at most {} prefetches in flight", adapters.size(),
-                settings.adapters().stream().map(L2AdapterSpec::type).toList(), settings.storePolicy(),
-                settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight());
-        return new L2Tier(adapters, store, storeController, prefetchController,
+        LOG.info("L2 tier: {} adapter(s) {}, store policy {}, prefetch policy {}, at most {} prefetches in flight, admission {}, "
+                + "write budget {} B/s per tenant", adapters.size(), settings.adapters().stream().map(L2AdapterSpec::type).toList(),
+                settings.storePolicy(), settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight(),
+                settings.admission().flagValue(), settings.admission().writeBudgetBytesPerSecond());
+        return new L2Tier(adapters, store, storeController, prefetchController, L1HitAdmission.wrap(prefetchController, gate, store,
+                storeController),
                 targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
     }
 
@@ -138,7 +148,7 @@ public final class L2Tier implements AutoCloseable {
 
     /** The LOOKUP hand-over, or null without L2. */
     public L2Prefetcher prefetcher() {
-        return prefetchController;
+        return lookupPrefetcher;
     }
 
     /** The write-through, whose {@link StoreController#flush} a window commit uses; null without L2. */

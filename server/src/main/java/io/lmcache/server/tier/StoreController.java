@@ -8,6 +8,7 @@ import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.storage.CommitListener;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.tier.admission.L2WriteGate;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.MemorySegment;
@@ -33,7 +34,9 @@ import org.slf4j.LoggerFactory;
  * {@code skip_l1}, an object every adapter stored then leaves L1, unless a LOOKUP of its model
  * would never look in L2 (hybrid models look up in L1 alone): those stay. A failed task is counted
  * and logged (the first in full, then at most once a minute) and never retried. The backlog of
- * held objects is bounded in bytes; past it, objects stay L1-only, counted.
+ * held objects is bounded in bytes; past it, objects stay L1-only, counted. Before all that, the {@link L2WriteGate} decides
+ * whether a committed object is sent at all ({@code --l2-admission}, the tenant's write budget): that is the one place the write
+ * path asks it.
  */
 public final class StoreController implements Agent, CommitListener {
     private static final Logger LOG = LoggerFactory.getLogger(StoreController.class);
@@ -101,6 +104,7 @@ public final class StoreController implements Agent, CommitListener {
     private final ObjectShapes shapes;
     private final L2Lookups lookups;
     private final long maxBacklogBytes;
+    private final L2WriteGate gate;
     private final L2Metrics metrics;
     private final ConcurrentLinkedQueue<Write> pending = new ConcurrentLinkedQueue<>();
     /** Bytes of objects held for L2 (queued or being written): the backlog bound. */
@@ -115,15 +119,19 @@ public final class StoreController implements Agent, CommitListener {
     private long lastFailureLogNs;
     private boolean failureLogged;
 
-    public StoreController(List<L2Adapter> adapters, L1Side l1, boolean skipL1, ModelLayouts layouts, long maxBacklogBytes,
-            L2Metrics metrics, Runnable wake) {
+    /** What the write-through sends ({@code gate}) and how many bytes of L1 objects it may hold while they are written. */
+    public record Admission(L2WriteGate gate, long maxBacklogBytes) {}
+
+    public StoreController(List<L2Adapter> adapters, L1Side l1, boolean skipL1, ModelLayouts layouts, Admission admission, L2Metrics metrics,
+            Runnable wake) {
         this.adapters = List.copyOf(adapters);
         this.store = l1.store();
         this.pool = l1.pool();
         this.skipL1 = skipL1;
         this.shapes = layouts.shapes();
         this.lookups = layouts.lookups();
-        this.maxBacklogBytes = maxBacklogBytes;
+        this.maxBacklogBytes = admission.maxBacklogBytes();
+        this.gate = admission.gate();
         this.metrics = metrics;
         this.wake = wake;
         for (int i = 0; i < adapters.size(); i++) {
@@ -143,6 +151,9 @@ public final class StoreController implements Agent, CommitListener {
             return false; // L2 names carry no tags: LMCache refuses a tagged store on such adapters (request_tags.rst)
         }
         long bytes = committed.object().bytes();
+        if (gate.onCommit(committed.key(), bytes) != L2WriteGate.Decision.ADMITTED) {
+            return false; // counted by the gate; an L1 hit may still admit it later (admitOnLookup)
+        }
         if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
             heldBytes.addAndGet(-bytes);
             metrics.storeSkippedObjects.increment();
@@ -186,6 +197,32 @@ public final class StoreController implements Agent, CommitListener {
             wake.run();
         }
         return taken;
+    }
+
+    /**
+     * Objects a LOOKUP found in L1 that the {@link L2WriteGate} admitted on that sighting (turned away at their STORE), pinned by
+     * the caller (one hold each, given back here): written as a window commit's copies are, kept in L1. Past the backlog bound
+     * the rest are given back, counted. Runs on the LOOKUP's thread: a bound check, queue appends and a wake-up.
+     */
+    public void admitOnLookup(List<Committed> pinned) {
+        int taken = 0;
+        for (Committed c : pinned) {
+            long bytes = c.object().bytes();
+            if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
+                heldBytes.addAndGet(-bytes);
+                store.unpin(c.object(), false);
+                metrics.storeSkippedObjects.increment();
+                continue;
+            }
+            Write write = new Write(c, adapters.size());
+            write.flush = true; // stays in L1: a LOOKUP is reading it
+            pending.add(write);
+            pendingKeys.incrementAndGet();
+            taken++;
+        }
+        if (taken > 0) {
+            wake.run();
+        }
     }
 
     @Override
@@ -404,6 +441,7 @@ public final class StoreController implements Agent, CommitListener {
         status.put("flushed_key_count", (long) metrics.storeFlushedObjects.sum());
         status.put("held_bytes", heldBytes.get());
         status.put("max_held_bytes", maxBacklogBytes);
+        status.put("admission", gate.status());
         return status;
     }
 }

@@ -1,5 +1,6 @@
 package io.lmcache.server.tier;
 
+
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
@@ -7,12 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.config.L2AdmissionSettings;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.metrics.L2Metrics;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.protocol.CacheKey;
@@ -27,6 +30,7 @@ import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.tier.admission.L2WriteGate;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ObjectShape;
 import java.lang.foreign.Arena;
@@ -293,13 +297,54 @@ class L2ControllersTest {
     }
 
     private StoreController storeController(boolean skipL1, long backlogBytes, MemoryAdapter... adapters) {
+        return storeController(skipL1, backlogBytes, new L2WriteGate(L2AdmissionSettings.ALL, 1024, metrics, System::nanoTime), adapters);
+    }
+
+    private StoreController storeController(boolean skipL1, long backlogBytes, L2WriteGate gate, MemoryAdapter... adapters) {
         for (int a = 0; a < adapters.length; a++) {
             metrics.adapter(serverMetrics, a, "memory", () -> 0);
         }
         StoreController controller = new StoreController(List.of(adapters), new L1Side(store, pool), skipL1, new ModelLayouts(
-                model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)), backlogBytes, metrics, () -> { });
+                model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)),
+                new StoreController.Admission(gate, backlogBytes), metrics, () -> { });
         store.setCommitListener(controller);
         return controller;
+    }
+
+    @Test
+    void frequencyAdmissionTurnsTheFirstStoreAwayAndWritesTheObjectWhenALookupSeesItAgain() {
+        l1(8);
+        MemoryAdapter adapter = new MemoryAdapter();
+        L2WriteGate gate = new L2WriteGate(new L2AdmissionSettings(2, 0), 1024, metrics, System::nanoTime);
+        StoreController writes = storeController(false, Long.MAX_VALUE, gate, adapter);
+        commit(0);
+        writes.doWork();
+        assertTrue(adapter.data.isEmpty(), "seen once: not written");
+        assertEquals(OBJECT_BYTES, metrics.admissionSkippedBytes.sum());
+        assertEquals(OBJECT_BYTES, store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK), "no hold kept for L2: evictable");
+        commit(0);
+        writes.doWork();
+        assertArrayEquals(pattern(0), adapter.data.get(l2Key(0)), "the second STORE of the same chunk is admitted");
+        assertEquals(OBJECT_BYTES, metrics.admissionAdmittedBytes.sum());
+
+        commit(1);
+        writes.doWork();
+        assertFalse(adapter.data.containsKey(l2Key(1)));
+        L2Prefetcher lookups = L1HitAdmission.wrap(new PrefetchController(new PrefetchContext(List.of(adapter), store, pool, CHUNK,
+                PrefixFold.LEADING_RUN, false, metrics), model -> shapes.byWorldSize(model), maxInFlight, () -> { }), gate, store, writes);
+        LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        LookupModule lookup = new LookupModule(CHUNK, store, leases, new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime),
+                serverMetrics, new ObjectGroupCatalog(true), lookups);
+        lookup.lookup(new Request.Lookup(key("again"), 1));
+        writes.doWork();
+        assertArrayEquals(pattern(1), adapter.data.get(l2Key(1)), "a LOOKUP's L1 hit was its second sighting: written from L1");
+        assertEquals(OBJECT_BYTES, metrics.admissionAdmittedOnLookupBytes.sum());
+        int tasks = adapter.storeTasks;
+        lookup.endSession(new Request.EndSession("again", null));
+        lookup.lookup(new Request.Lookup(key("third"), 1));
+        writes.doWork();
+        assertEquals(tasks, adapter.storeTasks, "admitted once: a third sighting writes nothing");
+        assertTrue(((Map<?, ?>) writes.status().get("admission")).get("policy").equals("frequency:2"));
     }
 
     @Test

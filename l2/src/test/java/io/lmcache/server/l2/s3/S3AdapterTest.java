@@ -20,6 +20,7 @@ import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.l2.redis.NodeBreakers;
 import io.lmcache.server.l2.testing.S3ProxyServer;
+import io.lmcache.server.l2.testing.SilentProxy;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
@@ -33,7 +34,9 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
 
@@ -49,12 +52,23 @@ class S3AdapterTest {
     private static final String MODEL = "meta-llama/Llama-3.1-8B";
     private final Arena arena = Arena.ofShared();
     private final List<L2Adapter> adapters = new ArrayList<>();
-    private final S3ProxyServer server = S3ProxyServer.start();
+    /** One server for the class (each test uses keys of its own); a test's outage is ended after it. */
+    private static S3ProxyServer server;
+
+    @BeforeAll
+    static void startServer() {
+        server = S3ProxyServer.start();
+    }
+
+    @AfterAll
+    static void stopServer() {
+        server.close();
+    }
 
     @AfterEach
     void close() {
         adapters.forEach(L2Adapter::close);
-        server.close();
+        server.ensureRunning();
         arena.close();
     }
 
@@ -198,6 +212,26 @@ class S3AdapterTest {
         assertTrue((Boolean) adapter.status().get("is_healthy"));
     }
 
+    @Test
+    void aStalledServerOpensTheBreakerAfterItsTimeoutsSoLookupsThenAnswerWithoutARequest() throws IOException {
+        try (SilentProxy stall = new SilentProxy(server.port())) {
+            List<L2Key> keys = List.of(key(12, ""), key(13, ""), key(14, ""));
+            L2Adapter adapter = openSpec(server.adapterJson(",\"s3_breaker_initial_cooldown_s\":30").replace(":" + server.port() + "\"",
+                    ":" + stall.port() + "\""));
+            assertTrue(store(adapter, keys, List.of(filled(12, BYTES), filled(13, BYTES), filled(14, BYTES))).ok());
+            stall.silence();
+            // accepted and never answered: the three HEADs time out together, the third failure in a row opens the breaker
+            assertEquals("000", lookup(adapter, keys).toString());
+            await().atMost(ANSWER).until(() -> io(adapter).breakerState() == NodeBreakers.State.OPEN);
+            long heads = events(adapter).get("head_requests");
+            for (int i = 0; i < 100; i++) {
+                assertEquals("000", lookup(adapter, keys).toString());
+            }
+            assertEquals(heads, events(adapter).get("head_requests"), "nothing more is sent to a stalled server while the breaker is open");
+            assertFalse((Boolean) adapter.status().get("is_healthy"));
+        }
+    }
+
     // --- helpers ---------------------------------------------------------------------------------
 
     private L2Adapter open() {
@@ -207,8 +241,13 @@ class S3AdapterTest {
     /** An adapter on the test server; {@code extra} is a JSON object whose fields are added. */
     private L2Adapter open(String extra) {
         String fields = extra.substring(1, extra.length() - 1);
+        return openSpec(server.adapterJson(fields.isEmpty() ? "" : "," + fields));
+    }
+
+    /** An adapter of this whole JSON spec. */
+    private L2Adapter openSpec(String json) {
         try {
-            L2Adapter adapter = L2Adapters.create(L2AdapterSpecs.parse(server.adapterJson(fields.isEmpty() ? "" : "," + fields), Map.of()),
+            L2Adapter adapter = L2Adapters.create(L2AdapterSpecs.parse(json, Map.of()),
                     Thread.ofPlatform().daemon().name("test-s3-", 0).factory());
             adapters.add(adapter);
             return adapter;

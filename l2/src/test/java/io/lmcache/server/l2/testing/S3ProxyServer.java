@@ -58,6 +58,13 @@ public final class S3ProxyServer implements AutoCloseable {
         this.stopped = false;
     }
 
+    /** Back on its port if a test stopped it (a server shared by a test class outlives one test's outage). */
+    public void ensureRunning() {
+        if (stopped) {
+            restart();
+        }
+    }
+
     /** The end of an outage: the same port and files again. */
     public void restart() {
         try {
