@@ -75,7 +75,7 @@ class NewestClientsIT {
             worker.fill(blocks, 3);
             assertTrue(worker.store(tokens, 0, 2 * CHUNK, blocks, "readers-store"));
             int locked = readLocked(SERVER.server());
-            assertEquals(2, worker.lookup(tokens, 2 * CHUNK, "readers-0", 1, 0), "num_kv_readers 0");
+            assertEquals(2, worker.lookupAndQuery(tokens, 2 * CHUNK, "readers-0", 1, 0), "num_kv_readers 0");
             assertEquals(locked + 2, readLocked(SERVER.server()), "0 is read as 1: both hit chunks are read-locked until their RETRIEVE");
             worker.endSession("readers-0");
             assertEquals(locked, readLocked(SERVER.server()), "END_SESSION gave them back");
