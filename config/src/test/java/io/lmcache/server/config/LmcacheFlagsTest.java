@@ -112,7 +112,8 @@ class LmcacheFlagsTest {
             List.of("--engine-type", "default"), List.of("--supported-transfer-mode", "lmcache_driven"), List.of("--no-isolated-ipc"),
             List.of("--runtime-plugin-locations"), List.of("--runtime-plugin-config", "{}"), List.of("--script-allowed-imports", "numpy"),
             List.of("--run-script-api-enabled"), List.of("--shm-name", ""), List.of("--worker-reap-timeout-seconds", "120"),
-            List.of("--worker-registration-grace-seconds", "3600"), List.of("--enable-segmented-prefix"), List.of("--enable-dedup-content"), List.of("--layerwise-batch", "0"),
+            List.of("--worker-registration-grace-seconds", "3600"), List.of("--enable-segmented-prefix"), List.of("--enable-dedup-content"),
+            List.of("--layerwise-batch", "0"),
             List.of("--separate-object-groups"), List.of("--no-separate-object-groups"), List.of("--enable"),
             // lookup-hash logging
             List.of("--lookup-hash-log-dir", ""), List.of("--lookup-hash-log-rotation-interval", "21600"),
