@@ -5,6 +5,7 @@ import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.math.BigInteger;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -51,7 +52,7 @@ public final class WrapperDecoder {
     private WrapperDecoder() {}
 
     private static Set<String> allowedClasses() {
-        Set<String> allowed = new java.util.HashSet<>(Set.of(CPU_SHM, LEGACY_CUDA_IPC));
+        Set<String> allowed = new HashSet<>(Set.of(CPU_SHM, LEGACY_CUDA_IPC));
         for (String module : CUDA_WRAPPER_MODULES) {
             for (String name : CUDA_CLASSES) {
                 allowed.add(module + "." + name);
