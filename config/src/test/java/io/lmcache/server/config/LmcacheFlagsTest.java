@@ -73,7 +73,8 @@ class LmcacheFlagsTest {
         "--enable|transfer_query|experimental transfer modules",
         "--l1-manager|{}|custom L1 managers",
         "--transport|grpc|the gRPC request transport",
-        "--null-block-id|-1|a null block other than vLLM's block 0"})
+        "--null-block-id|-1|a null block other than vLLM's block 0",
+        "--layerwise-batch|4|layer-wise retrieval"})
     void eachUnsupportedFeatureRefusesTheStart(String flag, String value, String feature) {
         assertActive(flag);
         String text = refused("--l1-size-gb", "1", flag, value);
@@ -111,6 +112,7 @@ class LmcacheFlagsTest {
             List.of("--runtime-plugin-locations"), List.of("--runtime-plugin-config", "{}"), List.of("--script-allowed-imports", "numpy"),
             List.of("--run-script-api-enabled"), List.of("--shm-name", ""), List.of("--worker-reap-timeout-seconds", "120"),
             List.of("--worker-registration-grace-seconds", "3600"), List.of("--enable-segmented-prefix"), List.of("--enable-dedup-content"),
+            List.of("--layerwise-batch", "0"),
             List.of("--separate-object-groups"), List.of("--no-separate-object-groups"), List.of("--enable"),
             // lookup-hash logging
             List.of("--lookup-hash-log-dir", ""), List.of("--lookup-hash-log-rotation-interval", "21600"),

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.protocol.EventHandle;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
@@ -64,7 +65,7 @@ public final class NoGpu implements GpuBackend {
 
     @Override
     public byte[] completeTimelineEvent(String deviceUuid) {
-        return io.lmcache.server.protocol.EventHandle.Timeline.complete(new byte[64]).encode();
+        return EventHandle.Timeline.complete(new byte[64]).encode();
     }
 
     @Override

@@ -1,6 +1,7 @@
 package io.lmcache.server.cuda;
 
 import io.lmcache.server.protocol.EventHandle;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.IdentityHashMap;
@@ -106,7 +107,7 @@ public final class TimelineSemaphores {
         if (opened != null) {
             return opened;
         }
-        if (java.util.Arrays.equals(memHandle, handle)) {
+        if (Arrays.equals(memHandle, handle)) {
             return base; // our own handle echoed back: a process cannot open its own export
         }
         if (peers.size() >= MAX_PEER_BUFFERS) {

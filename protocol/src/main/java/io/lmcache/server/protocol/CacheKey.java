@@ -29,6 +29,15 @@ public record CacheKey(
         return requestConfigs.tags();
     }
 
+    /**
+     * The read locks a LOOKUP takes per hit object: {@code num_kv_readers}, with 0 (absent: an older vLLM client, SGLang's
+     * connector) read as 1, as LMCache does (its newest server refuses 0 at LOOKUP, {@code require_num_kv_readers} in
+     * {@code custom_types.py}, index id 69707146292): without a lock a hit could be evicted before its RETRIEVE.
+     */
+    public int readLocks() {
+        return Math.max(1, numKvReaders);
+    }
+
     public boolean hasWorker() {
         return workerId != NO_WORKER;
     }

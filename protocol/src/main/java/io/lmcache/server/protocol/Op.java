@@ -46,7 +46,15 @@ public enum Op {
     CB_PROTOCOL_HANDSHAKE(33, Op.NOT_DECODED),
     POLL_KV_EVENTS(34, 3),
     /** No frozen id: LMCache's streaming op travels only as its name (kv-events.md §2). */
-    SUBSCRIBE_KV_EVENTS(0, 4);
+    SUBSCRIBE_KV_EVENTS(0, 4),
+    /**
+     * vLLM's layer-wise MP connector, sent once after REGISTER: no frozen id, so it travels as its name (LMCache's
+     * {@code protocols/layerwise.py@3ed3c8ba} {@code REQUEST_NAMES}; new ops use their string name,
+     * {@code transport/zmq_impl/wire.py@0be164ed}). docs/sglang.md says what this server answers.
+     */
+    REGISTER_LAYERWISE_IPC_EVENT_POOL(0, 1),
+    /** The layer-wise RETRIEVE (same payloads as RETRIEVE, replies {@code (payload, is_final, succeeded)}): name only, as above. */
+    RETRIEVE_LAYERWISE(0, 5);
 
     public static final int MAX_ID = 34;
     /** {@link #maxPayloads} of an op this server never decodes (named qualified above: a constant, so no forward reference). */

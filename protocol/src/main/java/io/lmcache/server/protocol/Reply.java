@@ -26,6 +26,15 @@ public sealed interface Reply {
     /** STORE/RETRIEVE: exactly {@code [bin(64-byte event handle), bool]}. */
     record Transfer(byte[] eventHandle, boolean ok) implements Reply {}
 
+    /**
+     * REGISTER_LAYERWISE_IPC_EVENT_POOL: {@code (layerwise_batch, handles)}, LMCache's {@code tuple[int, list[bytes]]}
+     * ({@code protocols/layerwise.py@3ed3c8ba}); {@code (0, [])} is its answer when layer-wise mode is off.
+     */
+    record LayerwisePool(int layerwiseBatch, List<byte[]> handles) implements Reply {}
+
+    /** One RETRIEVE_LAYERWISE reply frame: {@code (payload, is_final, succeeded)}, LMCache's {@code tuple[bytes, bool, bool]}. */
+    record LayerwiseFrame(byte[] payload, boolean isFinal, boolean succeeded) implements Reply {}
+
     /** REGISTER_…_ENGINE_DRIVEN_CONTEXT: where the worker finds the pool. */
     record EnginePool(String shmName, long poolSize) implements Reply {}
 

@@ -43,6 +43,22 @@ public final class ReplyEncoder {
                     packer.writePayload(event);
                     packer.packBoolean(ok);
                 }
+                case Reply.LayerwisePool(int batch, List<byte[]> handles) -> {
+                    packer.packArrayHeader(2);
+                    packer.packInt(batch);
+                    packer.packArrayHeader(handles.size());
+                    for (byte[] handle : handles) {
+                        packer.packBinaryHeader(handle.length);
+                        packer.writePayload(handle);
+                    }
+                }
+                case Reply.LayerwiseFrame(byte[] payload, boolean isFinal, boolean succeeded) -> {
+                    packer.packArrayHeader(3);
+                    packer.packBinaryHeader(payload.length);
+                    packer.writePayload(payload);
+                    packer.packBoolean(isFinal);
+                    packer.packBoolean(succeeded);
+                }
                 case Reply.EnginePool(String shmName, long poolSize) -> {
                     packer.packMapHeader(2);
                     packer.packString("shm_name").packString(shmName);

@@ -39,6 +39,13 @@ public sealed interface Request {
         }
     }
 
+    /** REGISTER_LAYERWISE_IPC_EVENT_POOL: the registered instance whose per-layer event pool the worker asks for. */
+    record RegisterLayerwiseEventPool(long instanceId) implements Request {
+        public Op op() {
+            return Op.REGISTER_LAYERWISE_IPC_EVENT_POOL;
+        }
+    }
+
     record UnregisterKvCache(long instanceId) implements Request {
         public Op op() {
             return Op.UNREGISTER_KV_CACHE;
@@ -119,6 +126,13 @@ public sealed interface Request {
     record Retrieve(CacheKey key, long instanceId, int[][] blockIds, byte[] eventHandle, int skipFirstNTokens) implements Request {
         public Op op() {
             return Op.RETRIEVE;
+        }
+    }
+
+    /** RETRIEVE_LAYERWISE: the payloads of a RETRIEVE ({@code protocols/layerwise.py@3ed3c8ba}). */
+    record RetrieveLayerwise(Retrieve retrieve) implements Request {
+        public Op op() {
+            return Op.RETRIEVE_LAYERWISE;
         }
     }
 

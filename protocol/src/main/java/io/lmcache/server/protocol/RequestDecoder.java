@@ -148,6 +148,16 @@ public final class RequestDecoder {
                 eventHandle(p, 3), p.optionalInt(4, "skip_first_n_tokens", 0)));
     }
 
+    /** RETRIEVE_LAYERWISE: RETRIEVE's five payloads ({@code protocols/layerwise.py@3ed3c8ba}). */
+    public Request.RetrieveLayerwise retrieveLayerwise(byte[][] frames, int from, int to) throws ProtocolException {
+        return new Request.RetrieveLayerwise(retrieve(frames, from, to));
+    }
+
+    public Request.RegisterLayerwiseEventPool registerLayerwiseEventPool(byte[][] frames, int from, int to) throws ProtocolException {
+        Payloads p = payloads.open(frames, from, to);
+        return p.end(new Request.RegisterLayerwiseEventPool(instanceId(p, 0)));
+    }
+
     public Request.ReportBlockAllocation reportBlockAllocation(byte[][] frames, int from, int to) throws ProtocolException {
         Payloads p = payloads.open(frames, from, to);
         return p.end(decodeBlockAllocation(p));

@@ -36,11 +36,14 @@ class RequestDecoderTest {
 
     @Test
     void frozenTableMatchesTheProtocolDoc() {
-        assertEquals(35, Op.values().length, "ids 1..34 and the name-only subscribe_kv_events");
+        assertEquals(37, Op.values().length, "ids 1..34 and the name-only subscribe_kv_events and layer-wise ops");
         for (int id = 1; id <= 34; id++) {
             assertEquals(id, Op.fromId(id).id());
         }
         assertEquals(Op.SUBSCRIBE_KV_EVENTS, Op.fromName("subscribe_kv_events"));
+        // LMCache's protocols/layerwise.py@3ed3c8ba REQUEST_NAMES, lowercased as E4 sends names
+        assertEquals(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, Op.fromName("register_layerwise_ipc_event_pool"));
+        assertEquals(Op.RETRIEVE_LAYERWISE, Op.fromName("retrieve_layerwise"));
         assertNull(Op.fromId(0), "a name-only op has no id");
         assertEquals(Op.GET_CHUNK_SIZE, Op.fromId(21));
         assertEquals(Op.PING, Op.fromId(22));

@@ -40,6 +40,9 @@ public enum TransferCatalogue implements CatalogueEntry {
     EVENT_KIND_MISMATCHES(counter("lmcache_mp.event_kind_mismatches",
             "STORE/RETRIEVE served whose event kind contradicts --isolated-ipc (cuda_event while on, timeline while off)", "kind")),
     REGISTRATION_FAILURES(counter("lmcache_mp.registration_failures", "registrations refused (layout, mapping)")),
+    LAYERWISE_REFUSED(counter("lmcache_mp.layerwise_requests_refused",
+            "layer-wise requests of vLLM's layer-wise connector answered as a server without layer-wise mode (event pool: none;"
+                    + " RETRIEVE_LAYERWISE: a miss), by op", "op")),
     SHM_SEGMENTS_REFUSED(counter("lmcache_mp.shm_segments_refused", "CPU workers' shared-memory segments refused at REGISTER, by reason", "reason"));
 
     private final MeterSpec spec;

@@ -34,6 +34,7 @@ import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.KernelGroup;
 import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.LayoutException;
+import io.lmcache.server.transfer.NullPages;
 import io.lmcache.server.transfer.ObjectGroup;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.ObjectGroups;
@@ -66,6 +67,19 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private static final RateLimitedLog REGISTERED = new RateLimitedLog(LOG, "REGISTER/UNREGISTER", 100);
     private static final RateLimitedLog UNKNOWN_UNREGISTER = new RateLimitedLog(LOG, "UNREGISTER of an unknown instance", 10);
     private static final RateLimitedLog NO_FAILURE_EVENT = new RateLimitedLog(LOG, "failure events not recorded", 10);
+    private static final RateLimitedLog LAYERWISE = new RateLimitedLog(LOG, "layer-wise requests", 10);
+    /**
+     * REGISTER_LAYERWISE_IPC_EVENT_POOL's answer: {@code (0, [])}, what LMCache's server answers when layer-wise mode is off
+     * ({@code protocols/layerwise.py@3ed3c8ba}: "The handle list is empty when layer-wise mode is disabled"); the worker then
+     * stops at registration with "A server node serves one mode only" ({@code vllm_multi_process_adapter_layerwise.py@8335564e}).
+     */
+    public static final Reply LAYERWISE_OFF = new Reply.LayerwisePool(0, List.of());
+    /**
+     * RETRIEVE_LAYERWISE's answer: one closing frame {@code (b"", is_final=True, succeeded=False)}; the worker's layer-wise
+     * future then returns from every layer wait and reports a failed retrieve, so vLLM recomputes
+     * ({@code futures_layerwise.py@3ed3c8ba}, {@code wait_for_layer}).
+     */
+    public static final Reply LAYERWISE_MISS = new Reply.LayerwiseFrame(new byte[0], true, false);
 
     private final int chunkSize;
     private final ObjectStore store;
@@ -179,7 +193,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     private InstanceContext createContext(Request.RegisterKvCache request) throws LayoutException {
         CacheGeometry geometry = CacheGeometry.of(request.kvCaches(), request.layoutHints(), request.engineGroups(), chunkSize,
-                catalog.separateObjectGroups());
+                catalog.separateObjectGroups(), request.engineType());
         long objectBytes = geometry.largestObjectBytes();
         if (objectBytes > store.maxObjectBytes()) {
             throw new LayoutException("a chunk object of this layout takes " + (objectBytes >> 20) + " MiB, more than an L1 region ("
@@ -276,11 +290,13 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             }
             InstanceContext context = lease.context();
             warm(context, Direction.FROM_POOL, request.blockIds());
-            TransferPlan plan = plan(context, key, request.blockIds(), false);
+            TransferPlan plan = plan(context, key, request.blockIds(), false, request.skipFirstNTokens());
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
             }
-            return retrievePlanned(request, context, plan, lease, times.lap(false, HandlerPhase.PLAN, lapNs));
+            // SGLang's placeholder pages at the head are left alone whatever unit its skip is in (NullPages)
+            int skip = NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
+            return retrievePlanned(request, skip, context, plan, lease, times.lap(false, HandlerPhase.PLAN, lapNs));
         } finally {
             // this worker's share of the lookup's read locks, also when the retrieve failed or was refused
             ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
@@ -290,9 +306,29 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
     }
 
-    private Reply retrievePlanned(Request.Retrieve request, InstanceContext context, TransferPlan plan, InstanceContext.Lease lease,
-            long plannedNs) {
-        if (request.skipFirstNTokens() < 0) {
+    /** vLLM's layer-wise connector asks for the per-layer event pool: none, as a server without layer-wise mode answers. */
+    public Reply registerLayerwiseEventPool(Request.RegisterLayerwiseEventPool request) {
+        metrics.increment(TransferCatalogue.LAYERWISE_REFUSED, "register_layerwise_ipc_event_pool");
+        LAYERWISE.warn("instance {} asked for a layer-wise event pool: this server serves per-chunk RETRIEVE only (answered (0, []));"
+                + " use LMCacheMPConnector, not LMCacheLayerwiseMPConnector", request.instanceId());
+        return LAYERWISE_OFF;
+    }
+
+    /** A layer-wise RETRIEVE: a miss (the worker recomputes), and the rank's share of the lookup's read locks given back. */
+    public Reply retrieveLayerwise(Request.RetrieveLayerwise request, PeerId peer) {
+        CacheKey key = request.retrieve().key();
+        metrics.increment(TransferCatalogue.LAYERWISE_REFUSED, "retrieve_layerwise");
+        LAYERWISE.warn("RETRIEVE_LAYERWISE for instance {}: answered as a miss (no layer-wise mode here)", request.retrieve().instanceId());
+        ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
+        if (range != null && key.hasWorker()) {
+            leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
+        }
+        return LAYERWISE_MISS;
+    }
+
+    private Reply retrievePlanned(Request.Retrieve request, int skipTokens, InstanceContext context, TransferPlan plan,
+            InstanceContext.Lease lease, long plannedNs) {
+        if (skipTokens < 0) {
             failures.fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
             return context.copyPath().failure(Direction.FROM_POOL);
         }
@@ -307,7 +343,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
                 request.key().workerId(), request.key().cacheSalt());
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
-                sink -> GroupPieces.emit(plan, pinned, request.skipFirstNTokens(), chunkSize, sink), request.eventHandle(), lease,
+                sink -> GroupPieces.emit(plan, pinned, skipTokens, chunkSize, sink), request.eventHandle(), lease,
                 (ok, bytes, error, finishedNs) -> {
                     // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
                     ChunkObjects.unpinAll(store, pinned, ok);
@@ -337,8 +373,12 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     }
 
     private TransferPlan plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store) {
+        return plan(context, key, blockIds, store, 0);
+    }
+
+    private TransferPlan plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store, int requestedSkip) {
         String op = store ? "store" : "retrieve";
-        return switch (planner.plan(context, key, blockIds, store)) {
+        return switch (planner.plan(context, key, blockIds, store, requestedSkip)) {
             case PlanResult.Planned planned -> planned.plan();
             case PlanResult.Refused refused -> {
                 failures.refused(op, context.instanceId(), refused);

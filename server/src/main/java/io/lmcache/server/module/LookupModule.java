@@ -8,6 +8,7 @@ import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.LookupMetrics;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
@@ -83,15 +84,14 @@ public final class LookupModule {
      */
     public void declareOps(OpTable.Builder ops) {
         // runs on: lmcache-request-loop (QUICK, small) or lmcache-normal-* (QUICK, large; NORMAL)
-        ops.op(Op.LOOKUP, HandlerKind.QUICK, RequestDecoder::lookup, (r, peer) -> lookup(r), Reply.NONE);
+        ops.op(Op.LOOKUP, HandlerKind.QUICK, RequestDecoder::lookup, this::lookup, Reply.NONE);
         ops.op(Op.QUERY_PREFETCH_STATUS, HandlerKind.QUICK, RequestDecoder::queryPrefetchStatus,
-                (r, peer) -> query(r.requestId()), FailureReplies.ZERO);
+                (r, peer) -> query(resultKey(peer, r.requestId())), FailureReplies.ZERO);
         ops.op(Op.QUERY_PREFETCH_LOOKUP_HITS, HandlerKind.QUICK, RequestDecoder::queryPrefetchLookupHits,
-                (r, peer) -> peekHits(r.requestId()), FailureReplies.ZERO);
-        ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, RequestDecoder::waitPrefetchStatus,
-                (r, peer) -> waitQuery(r), FailureReplies.ZERO);
+                (r, peer) -> peekHits(resultKey(peer, r.requestId())), FailureReplies.ZERO);
+        ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, RequestDecoder::waitPrefetchStatus, this::waitQuery, FailureReplies.ZERO);
         ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
-        ops.op(Op.END_SESSION, HandlerKind.QUICK, RequestDecoder::endSession, (r, peer) -> endSession(r), Reply.NONE);
+        ops.op(Op.END_SESSION, HandlerKind.QUICK, RequestDecoder::endSession, this::endSession, Reply.NONE);
     }
 
     /** Commits finished turns' windows to L2 from now on (set at start, before the first LOOKUP). */
@@ -99,8 +99,24 @@ public final class LookupModule {
         this.windowCommit = commit;
     }
 
+    /**
+     * Where a LOOKUP's count waits for its QUERY: under the connection and the request id. SGLang's connector sends LOOKUP and
+     * QUERY from every TP rank with the same request id, each on its own connection ({@code sglang/multi_process_adapter.py@6f45e604},
+     * {@code lookup_kv}); keyed by the id alone, one rank would take another's count and the ranks' MIN would make the hit 0.
+     * vLLM's scheduler sends both on its one connection. A null peer (a caller without a connection) keys by the id alone.
+     * The read locks stay keyed by the request id ({@link LookupLeases}): vLLM's RETRIEVEs come from other connections.
+     */
+    static String resultKey(PeerId peer, String requestId) {
+        return peer == null ? requestId : peer + "/" + requestId;
+    }
+
     public Reply lookup(Request.Lookup request) {
+        return lookup(request, null);
+    }
+
+    public Reply lookup(Request.Lookup request, PeerId peer) {
         CacheKey key = request.key();
+        String resultKey = resultKey(peer, key.requestId());
         WindowCommit commit = windowCommit;
         if (commit != null) {
             commit.looked(key);
@@ -111,19 +127,20 @@ public final class LookupModule {
             BAD_LOOKUP.warn("LOOKUP {}: {}; reporting 0 hits", LogText.clip(key.requestId()),
                     LogText.message(range == null ? why[0] : "world_size " + key.worldSize()));
             metrics.increment(LookupCatalogue.BAD_LOOKUPS);
-            results.put(key.requestId(), 0);
+            results.put(resultKey, 0);
         } else if (range.endChunk() == 0) {
             // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)
             metrics.lookups().earlyExit(key.modelName(), key.cacheSalt(), LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
-            results.put(key.requestId(), 0);
+            results.put(resultKey, 0);
         } else if (LoadControls.declines(key)) {
             loadControls.declined(key, range.endChunk()); // lmcache.skip_load: no L2 fetch, no L1 lock, 0 hits
-            results.put(key.requestId(), 0);
+            results.put(resultKey, 0);
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
             int endChunk = range.endChunk();
-            resolve(geometry.plain() ? new Pass(key, endChunk, new byte[ChunkHash.BYTES * endChunk], null, loadControls.coveredChunks(key, endChunk))
-                    : new Pass(key, endChunk, ChunkHashes.of(key, chunkSize, endChunk), geometry, 0), 0);
+            resolve(geometry.plain() ? new Pass(key, resultKey, endChunk, new byte[ChunkHash.BYTES * endChunk], null,
+                    loadControls.coveredChunks(key, endChunk)) : new Pass(key, resultKey, endChunk, ChunkHashes.of(key, chunkSize, endChunk),
+                    geometry, 0), 0);
         }
         return Reply.NONE;
     }
@@ -134,6 +151,8 @@ public final class LookupModule {
      */
     private static final class Pass {
         final CacheKey key;
+        /** {@link #resultKey}: where QUERY finds the count. */
+        final String resultKey;
         final int endChunk;
         final byte[] hashes;
         final LookupGeometry groups;
@@ -142,8 +161,9 @@ public final class LookupModule {
         int hashed;
         boolean touched;
 
-        Pass(CacheKey key, int endChunk, byte[] hashes, LookupGeometry groups, int covered) {
+        Pass(CacheKey key, String resultKey, int endChunk, byte[] hashes, LookupGeometry groups, int covered) {
             this.key = key;
+            this.resultKey = resultKey;
             this.endChunk = endChunk;
             this.hashes = hashes;
             this.groups = groups;
@@ -152,7 +172,7 @@ public final class LookupModule {
         }
 
         int readers() {
-            return Math.max(0, key.numKvReaders());
+            return key.readLocks();
         }
     }
 
@@ -177,7 +197,7 @@ public final class LookupModule {
             release(found.locks(), pass.readers());
             store.counters().lookupsAfterWrites.increment();
             if (pendingToken == 0) {
-                pendingToken = results.putPending(pass.key.requestId(), found.hits());
+                pendingToken = results.putPending(pass.resultKey, found.hits());
             }
             long armed = pendingToken;
             // runs on: the thread that ends the last of these writes (lmcache-cuda-events, a transfer thread, housekeeping)
@@ -260,8 +280,8 @@ public final class LookupModule {
                 : () -> leases.put(key.requestId(), found.locks(), found.chunks(), found.ranks(), readers);
         if (pending == 0) {
             lease.run();
-            results.put(key.requestId(), found.hits());
-        } else if (!results.complete(key.requestId(), pending, found.hits(), lease)) {
+            results.put(pass.resultKey, found.hits());
+        } else if (!results.complete(pass.resultKey, pending, found.hits(), lease)) {
             release(found.locks(), readers); // the request ended (or looked up again) while its writes ran
         }
     }
@@ -279,9 +299,9 @@ public final class LookupModule {
      */
     private long handOver(Pass pass, int l1Hits, List<ObjectStore.ReadLock> locks, long pendingToken) {
         CacheKey key = pass.key;
-        long token = pendingToken == 0 ? results.putPending(key.requestId(), l1Hits) : results.renewPending(key.requestId(), pendingToken);
+        long token = pendingToken == 0 ? results.putPending(pass.resultKey, l1Hits) : results.renewPending(pass.resultKey, pendingToken);
         if (token == 0) {
-            release(locks, Math.max(0, key.numKvReaders()));
+            release(locks, key.readLocks());
             return HANDED_OVER;
         }
         // runs on: lmcache-l2 (the prefetch controller), once
@@ -296,14 +316,17 @@ public final class LookupModule {
         // counters before the result: a worker that has its answer finds the LOOKUP counted
         metrics.lookups().completed(key.modelName(), key.cacheSalt(), (long) endChunk * chunkSize, (long) l1Hits * chunkSize,
                 (long) (hitChunks - l1Hits) * chunkSize, (long) (hitChunks - pass.covered) * key.worldSize() - l2Keys, l2Keys);
-        if (!results.complete(key.requestId(), token, hitChunks, () -> putLease(pass, locks))) {
+        if (!results.complete(pass.resultKey, token, hitChunks, () -> putLease(pass, locks))) {
             release(locks, readers); // the request ended (or looked up again) meanwhile: nobody will retrieve these
         }
     }
 
-    /** The hit count of the request's LOOKUP, once; None while its L2 prefetch runs; 0 for an unknown (or already answered) request. */
-    public Reply query(String requestId) {
-        int hits = results.take(requestId);
+    /**
+     * The hit count of the request's LOOKUP, once; None while its L2 prefetch runs; 0 for an unknown (or already answered)
+     * request. {@code resultKey}: {@link #resultKey} of the asking connection and the request id.
+     */
+    public Reply query(String resultKey) {
+        int hits = results.take(resultKey);
         if (hits == PrefetchResults.PENDING) {
             return Reply.NONE;
         }
@@ -311,17 +334,17 @@ public final class LookupModule {
     }
 
     /** As {@link #query}, waiting (at most {@link #MAX_WAIT_NS}: it holds a CPU worker) for a prefetch that runs. */
-    public Reply waitQuery(Request.WaitPrefetchStatus request) throws InterruptedException {
+    public Reply waitQuery(Request.WaitPrefetchStatus request, PeerId peer) throws InterruptedException {
         long timeoutNs = (long) Math.min(MAX_WAIT_NS, Math.max(0, request.timeoutSeconds()) * 1e9);
-        int hits = results.await(request.requestId(), timeoutNs);
+        int hits = results.await(resultKey(peer, request.requestId()), timeoutNs);
         if (hits == PrefetchResults.PENDING) {
             return Reply.NONE;
         }
         return hits <= 0 ? ZERO : new Reply.Int(hits);
     }
 
-    public Reply peekHits(String requestId) {
-        int hits = results.peek(requestId);
+    public Reply peekHits(String resultKey) {
+        int hits = results.peek(resultKey);
         return hits <= 0 ? ZERO : new Reply.Int(hits);
     }
 
@@ -334,11 +357,15 @@ public final class LookupModule {
     }
 
     public Reply endSession(Request.EndSession request) {
+        return endSession(request, null);
+    }
+
+    public Reply endSession(Request.EndSession request, PeerId peer) {
         WindowCommit commit = windowCommit;
         if (commit != null) {
             commit.end(request.requestId(), request.endInfo()); // first: it reads what the session stored
         }
-        results.cancelPending(request.requestId());
+        results.cancelPending(resultKey(peer, request.requestId()));
         leases.end(request.requestId());
         return Reply.NONE;
     }

@@ -75,7 +75,7 @@ final class PrefetchRequest {
         this.shapes = List.copyOf(shapes);
         this.submittedNs = submittedNs;
         CacheKey key = job.key();
-        this.readers = Math.max(0, key.numKvReaders());
+        this.readers = key.readLocks();
         this.keysPerChunk = key.worldSize() * shapes.size();
         this.chunks = job.endChunk() - job.l1Hits();
         int n = chunks * keysPerChunk;

@@ -25,7 +25,13 @@ public record CacheGeometry(List<KernelGroup> kernels, List<ObjectGroup> objects
 
     public static CacheGeometry of(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize,
             boolean separateObjectGroups) throws LayoutException {
-        List<KernelGroup> kernels = KernelGroups.detect(wrappers, hints, infos, chunkSize);
+        return of(wrappers, hints, infos, chunkSize, separateObjectGroups, "vllm");
+    }
+
+    /** As above, for a registration from {@code engineType} (REGISTER's fifth frame: {@code "vllm"}, {@code "sglang"}). */
+    public static CacheGeometry of(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize,
+            boolean separateObjectGroups, String engineType) throws LayoutException {
+        List<KernelGroup> kernels = KernelGroups.detect(wrappers, hints, infos, chunkSize, engineType);
         if (!separateObjectGroups && kernels.stream().anyMatch(KernelGroup::recurrent)) {
             // one object per chunk for all groups is stored whenever the attention blocks are real, also where vLLM gave the
             // Mamba group its null block (no snapshot there): a LOOKUP would hit such chunks and a RETRIEVE restore junk state

@@ -96,7 +96,7 @@ public final class InstanceStatus {
         }
         group.put("dtype", "torch." + first.dtype().torchName());
         group.put("engine_kv_concrete_shape", kernel.tensorIds().length + " x " + Arrays.toString(first.shape()));
-        group.put("is_mla", layout.kind() == KvLayout.Kind.MLA);
+        group.put("is_mla", layout.kind() == KvLayout.Kind.MLA || layout.kind() == KvLayout.Kind.SGLANG_MLA);
         group.put("engine_kv_format", layout.kind().name() + (layout.hnd() ? "_HND" : "_NHD"));
         group.put("engine_kv_shape", layout.kind().description());
         group.put("attention_backend", layout.kind().name());

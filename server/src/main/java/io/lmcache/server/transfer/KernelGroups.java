@@ -19,9 +19,20 @@ public final class KernelGroups {
 
     public static List<KernelGroup> detect(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize)
             throws LayoutException {
+        return detect(wrappers, hints, infos, chunkSize, "vllm");
+    }
+
+    /** As above, for a registration from {@code engineType}: SGLang's flat pool list is read by {@link SglangLayouts}. */
+    public static List<KernelGroup> detect(List<TensorWrapper> wrappers, LayoutHints hints, List<EngineGroupInfo> infos, int chunkSize,
+            String engineType) throws LayoutException {
+        boolean sglang = SglangLayouts.isSglang(engineType);
+        if (sglang && !infos.isEmpty()) {
+            // SGLang's unified connector (LMCache#4828, in review) sends vLLM-shaped groups of its own tensors: not read as vLLM's
+            throw new LayoutException("an SGLang registration with engine_group_infos (SGLang's unified connector) is not served yet");
+        }
         if (infos.isEmpty()) {
             // no infos: one non-hybrid group of every tensor
-            KvLayout layout = LayoutDetector.detect(wrappers, hints, chunkSize);
+            KvLayout layout = sglang ? SglangLayouts.detect(wrappers, hints, chunkSize) : LayoutDetector.detect(wrappers, hints, chunkSize);
             int blocks = layout.blocksPerChunk(chunkSize);
             return List.of(new KernelGroup(0, 0, IntStream.range(0, wrappers.size()).toArray(), layout, layout.blockSize(),
                     EngineGroupInfo.FULL_ATTENTION, 0, false, blocks, blocks));

@@ -40,13 +40,17 @@ public record KvLayout(
         long[] tensorBaseBytes,
         boolean blockOrder) {
 
-    /** The vLLM layouts of protocol doc §6.4. */
+    /** The vLLM layouts of protocol doc §6.4, and SGLang's (docs/sglang.md). */
     public enum Kind {
         FLASH_ATTENTION("FlashAttention [2, nb, bs, nh, hs]"),
         FLASH_INFER("FlashInfer [nb, 2, bs, nh, hs]"),
         FUSED("fused K/V [nb, bs, nh, 2*hs]"),
         MLA("MLA [nb, bs, hs]"),
-        CROSS_LAYER("cross-layer [nb, nl, 2, bs, nh, hs]");
+        CROSS_LAYER("cross-layer [nb, nl, 2, bs, nh, hs]"),
+        /** SGLang's K pools then V pools, one tensor each ({@link SglangLayouts}): K of layer l is tensor l, V tensor nl + l. */
+        SGLANG_MHA("SGLang MHA [K_0..K_nl-1, V_0..V_nl-1] x [nb*bs, nh, hs]"),
+        /** SGLang's MLA pools, one tensor per layer ({@link SglangLayouts}). */
+        SGLANG_MLA("SGLang MLA [nb*bs, 1, hs]");
 
         private final String description;
 
@@ -64,6 +68,11 @@ public record KvLayout(
     public static final int FORMAT_TOKEN_MAJOR_SINGLE = 2;
     public static final int FORMAT_HEAD_MAJOR_KV = 3;
     public static final int FORMAT_HEAD_MAJOR_SINGLE = 4;
+
+    /** SGLang's pools: page {@link SglangLayouts#NULL_PAGE} is its padding page, never copied to or from. */
+    public boolean sglang() {
+        return kind == Kind.SGLANG_MHA || kind == Kind.SGLANG_MLA;
+    }
 
     public boolean crossLayer() {
         return kind == Kind.CROSS_LAYER;
@@ -151,9 +160,14 @@ public record KvLayout(
         return crossLayer() ? 0 : layer;
     }
 
+    /** The tensor that holds {@code plane} of {@code layer}: SGLang keeps K and V in tensors of their own. */
+    public int tensorIndex(int layer, int plane) {
+        return kind == Kind.SGLANG_MHA ? plane * numLayers + layer : tensorIndex(layer);
+    }
+
     /** Byte offset of the piece (layer, plane, block) in its tensor's storage. */
     public long pieceOffset(int layer, int plane, int block) {
-        return tensorBaseBytes[tensorIndex(layer)] + (crossLayer() ? layer * layerStrideBytes : 0) + plane * planeStrideBytes
+        return tensorBaseBytes[tensorIndex(layer, plane)] + (crossLayer() ? layer * layerStrideBytes : 0) + plane * planeStrideBytes
                 + block * blockStrideBytes;
     }
 

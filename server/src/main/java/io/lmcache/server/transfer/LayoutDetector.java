@@ -35,17 +35,7 @@ public final class LayoutDetector {
         if (tensors.isEmpty()) {
             throw new LayoutException("no KV-cache tensors registered");
         }
-        TensorWrapper first = tensors.getFirst();
-        for (TensorWrapper tensor : tensors) {
-            if (tensor instanceof TensorWrapper.Unsupported unsupported) {
-                throw new LayoutException(unsupported.className() + ": " + unsupported.reason());
-            }
-            if (tensor.dtype() != first.dtype() || !Arrays.equals(tensor.shape(), first.shape())
-                    || !Arrays.equals(tensor.stride(), first.stride()) || !tensor.deviceUuid().equals(first.deviceUuid())) {
-                throw new LayoutException("registered tensors differ in dtype, shape, stride or device: " + describe(first) + " vs "
-                        + describe(tensor));
-            }
-        }
+        TensorWrapper first = uniform(tensors);
         boolean hnd = hints.isHnd();
         long[] shape = first.shape();
         long[] stride = first.stride();
@@ -84,6 +74,22 @@ public final class LayoutDetector {
         }
         checkSpan(tensors, es);
         return layout.headMajorBlocks() && !canTranspose(first, layout) ? layout.withBlockOrder() : layout;
+    }
+
+    /** The first of {@code tensors}, once every one is supported and has its dtype, shape, stride and device. */
+    static TensorWrapper uniform(List<TensorWrapper> tensors) throws LayoutException {
+        TensorWrapper first = tensors.getFirst();
+        for (TensorWrapper tensor : tensors) {
+            if (tensor instanceof TensorWrapper.Unsupported unsupported) {
+                throw new LayoutException(unsupported.className() + ": " + unsupported.reason());
+            }
+            if (tensor.dtype() != first.dtype() || !Arrays.equals(tensor.shape(), first.shape())
+                    || !Arrays.equals(tensor.stride(), first.stride()) || !tensor.deviceUuid().equals(first.deviceUuid())) {
+                throw new LayoutException("registered tensors differ in dtype, shape, stride or device: " + describe(first) + " vs "
+                        + describe(tensor));
+            }
+        }
+        return first;
     }
 
     /**
@@ -152,7 +158,7 @@ public final class LayoutDetector {
     }
 
     /** Every view must fit in the storage the wrapper says it has. */
-    private static void checkSpan(List<TensorWrapper> tensors, int es) throws LayoutException {
+    static void checkSpan(List<TensorWrapper> tensors, int es) throws LayoutException {
         for (TensorWrapper tensor : tensors) {
             long spanBytes = tensor.storageElementsSpanned() * es;
             long available = switch (tensor) {

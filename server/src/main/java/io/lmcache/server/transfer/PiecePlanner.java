@@ -45,7 +45,7 @@ public final class PiecePlanner {
         long piece = layout.pieceBytes();
         for (int plane = 0; plane < layout.planes(); plane++) {
             for (int layer = 0; layer < layout.numLayers(); layer++) {
-                int tensor = tensorIds == null ? layout.tensorIndex(layer) : tensorIds[layout.tensorIndex(layer)];
+                int tensor = tensorIds == null ? layout.tensorIndex(layer, plane) : tensorIds[layout.tensorIndex(layer, plane)];
                 long objectRow = objectBase + ((long) plane * layout.numLayers() + layer) * blocksPerChunk * piece;
                 int k = skippedBlocks;
                 if (partialRows > 0) {

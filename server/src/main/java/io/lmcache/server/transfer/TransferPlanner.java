@@ -39,6 +39,11 @@ public final class TransferPlanner {
      * otherwise, hybrid-and-l2.md §A.3.3), its kept ids inside the group's tensors.
      */
     public PlanResult plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store) {
+        return plan(context, key, blockIds, store, 0);
+    }
+
+    /** As above; {@code requestedSkip}: a RETRIEVE's {@code skip_first_n_tokens} (SGLang's placeholders: {@link NullPages}). */
+    public PlanResult plan(InstanceContext context, CacheKey key, int[][] blockIds, boolean store, int requestedSkip) {
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
         if (range == null) {
@@ -57,6 +62,10 @@ public final class TransferPlanner {
             String bad = checkBlocks(kernel, blockIds[kernel.index()], range.count());
             if (bad != null) {
                 return new PlanResult.Refused("bad_block_ids", bad);
+            }
+            String padding = NullPages.check(kernel, blockIds[kernel.index()], range.count() * kernel.blocksPerChunk(), requestedSkip, store);
+            if (padding != null) {
+                return new PlanResult.Refused("null_page", padding);
             }
         }
         String dead = context.copyPath().checkAlive();

@@ -6,6 +6,7 @@ import io.lmcache.server.storage.ChunkKey;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.Reply;
@@ -128,6 +129,37 @@ class LookupModuleTest {
         module.lookup(new Request.Lookup(key(tokens, 1, "after"), 1));
         assertEquals(new Reply.Int(1), module.query("after"));
         store.checkInvariants();
+    }
+
+    /**
+     * SGLang's TP ranks each send LOOKUP and QUERY on their own connection under one request id: each gets its count once; a
+     * connection that sent no LOOKUP gets 0. Without {@code num_kv_readers} (0), each hit object is read-locked once.
+     */
+    @Test
+    void eachConnectionGetsItsOwnCountForASharedRequestId() {
+        int[] tokens = new int[2 * CHUNK];
+        ObjectStore store = store();
+        byte[] hashes = ChunkHashes.of(key(tokens, 2, "r"), CHUNK, 2);
+        for (int chunk = 0; chunk < 2; chunk++) {
+            for (int rank = 0; rank < 2; rank++) {
+                put(store, rank, hashes, chunk);
+            }
+        }
+        PrefetchResults results = new PrefetchResults(TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        LookupLeases leases = new LookupLeases(store, TimeUnit.SECONDS.toNanos(60), System::nanoTime);
+        LookupModule module = new LookupModule(CHUNK, store, leases, results, new ServerMetrics(), new ObjectGroupCatalog(true));
+        PeerId rank0 = new PeerId(new byte[] {0, 1});
+        PeerId rank1 = new PeerId(new byte[] {0, 2});
+        CacheKey noReaders = new CacheKey("model", 2, CacheKey.NO_WORKER, tokens, 0, tokens.length, "rid", "", 0, RequestConfigs.NONE);
+        module.lookup(new Request.Lookup(noReaders, 2), rank0);
+        module.lookup(new Request.Lookup(noReaders, 2), rank1);
+        assertEquals(4, store.snapshot().readLocked(), "num_kv_readers 0 is read as 1: the last LOOKUP's lease holds one lock per object");
+        assertEquals(new Reply.Int(2), module.query(LookupModule.resultKey(rank0, "rid")));
+        assertEquals(new Reply.Int(2), module.query(LookupModule.resultKey(rank1, "rid")));
+        assertEquals(new Reply.Int(0), module.query(LookupModule.resultKey(rank1, "rid")), "once");
+        assertEquals(new Reply.Int(0), module.query(LookupModule.resultKey(new PeerId(new byte[] {0, 3}), "rid")), "not another connection's");
+        module.endSession(new Request.EndSession("rid", null), rank0);
+        assertEquals(0, store.snapshot().readLocked());
     }
 
     private static CacheKey key(int[] tokens, int worldSize, String requestId) {

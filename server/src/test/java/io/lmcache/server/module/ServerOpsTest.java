@@ -89,7 +89,9 @@ class ServerOpsTest {
             served(Op.GET_EXPERIMENTAL, HandlerKind.SYNC, 0, "90"),
             unsupported(Op.CB_PROTOCOL_HANDSHAKE),
             served(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, 3, POLL_FAILED_HEX),
-            streamed(Op.SUBSCRIBE_KV_EVENTS));
+            streamed(Op.SUBSCRIBE_KV_EVENTS),
+            served(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, HandlerKind.AFFINITY, 1, "920090"),
+            served(Op.RETRIEVE_LAYERWISE, HandlerKind.AFFINITY, 5, "93c400c3c2"));
 
     private record Fact(Op op, boolean served, HandlerKind kind, int maxPayloads, String failureHex) {}
 
@@ -181,6 +183,10 @@ class ServerOpsTest {
         OpEntry.Streamed<?> subscribe = assertInstanceOf(OpEntry.Streamed.class, table.entry(Op.SUBSCRIBE_KV_EVENTS));
         Request stream = subscribe.decoder().decode(decoder, new byte[][] {packInt(5), pack("m"), packInt(0), packInt(16)}, 0, 4);
         assertEquals(Op.SUBSCRIBE_KV_EVENTS, stream.op());
+        Request pool = decoder(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL).decode(decoder, new byte[][] {packInt(5)}, 0, 1);
+        assertEquals(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, pool.op());
+        seen.add(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL);
+        seen.add(Op.RETRIEVE_LAYERWISE); // RETRIEVE's payloads: decoded by the same decoder as the golden RETRIEVEs
         seen.add(Op.POLL_KV_EVENTS);
         seen.add(Op.SUBSCRIBE_KV_EVENTS);
         seen.add(Op.QUERY_PREFETCH_LOOKUP_HITS);

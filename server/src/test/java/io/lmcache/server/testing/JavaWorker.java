@@ -365,9 +365,19 @@ public final class JavaWorker implements AutoCloseable {
 
     /**
      * LOOKUP (scheduler: worker_id None) then QUERY_PREFETCH_STATUS until it answers a count (None while an L2 prefetch runs, 20 s
-     * at most); returns the hit chunks.
+     * at most); returns the hit chunks. {@code readers} 0 is a probe: the server reads 0 as one read lock per hit (as LMCache
+     * does), so the probe ends its session once it has the count, leaving nothing pinned.
      */
     public int lookup(int[] tokens, int end, String requestId, int worldSize, int readers) {
+        int hits = lookupAndQuery(tokens, end, requestId, worldSize, readers);
+        if (readers == 0) {
+            endSession(requestId);
+        }
+        return hits;
+    }
+
+    /** LOOKUP and QUERY as {@link #lookup}, the session left open (its read locks held) whatever {@code readers} says. */
+    public int lookupAndQuery(int[] tokens, int end, String requestId, int worldSize, int readers) {
         TestClient.Reply ack = client.call(8, key(tokens, 0, end, requestId, null, worldSize, readers), pack(p -> p.packInt(1)));
         if (ack.payload() != null) {
             throw new AssertionError("LOOKUP replied with a payload");

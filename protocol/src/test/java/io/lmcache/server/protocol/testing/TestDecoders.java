@@ -32,6 +32,8 @@ public final class TestDecoders {
             case UNREGISTER_KV_CACHE -> RequestDecoder::unregisterKvCache;
             case STORE -> RequestDecoder::store;
             case RETRIEVE -> RequestDecoder::retrieve;
+            case RETRIEVE_LAYERWISE -> RequestDecoder::retrieveLayerwise;
+            case REGISTER_LAYERWISE_IPC_EVENT_POOL -> RequestDecoder::registerLayerwiseEventPool;
             case REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> RequestDecoder::registerEngineDrivenContext;
             case UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> RequestDecoder::unregisterEngineDrivenContext;
             case PREPARE_STORE -> RequestDecoder::prepareStore;

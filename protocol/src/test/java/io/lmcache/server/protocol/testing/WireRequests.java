@@ -76,7 +76,7 @@ public final class WireRequests {
             case PREPARE_STORE, PREPARE_RETRIEVE, COMMIT_RETRIEVE -> frames(this::key, p -> p.packLong(7));
             case COMMIT_STORE -> frames(this::key, p -> p.packLong(7), p -> bin(p, size(WireField.COMMIT_DATA)));
             case STORE -> frames(this::key, p -> p.packLong(7), this::blockIds, p -> bin(p, size(WireField.EVENT_IPC_HANDLE)));
-            case RETRIEVE -> frames(this::key, p -> p.packLong(7), this::blockIds, p -> bin(p, size(WireField.EVENT_IPC_HANDLE)),
+            case RETRIEVE, RETRIEVE_LAYERWISE -> frames(this::key, p -> p.packLong(7), this::blockIds, p -> bin(p, size(WireField.EVENT_IPC_HANDLE)),
                     p -> p.packInt(0));
             case QUERY_PREFETCH_STATUS, QUERY_PREFETCH_LOOKUP_HITS -> frames(p -> str(p, WireField.REQUEST_ID));
             case WAIT_PREFETCH_STATUS -> frames(p -> str(p, WireField.REQUEST_ID), p -> p.packDouble(0.5));
@@ -88,7 +88,8 @@ public final class WireRequests {
                     p -> str(p, WireField.ENGINE_TYPE), this::layoutHints, this::groupInfos);
             case REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> frames(this::enginePayload);
             case REPORT_BLOCK_ALLOCATION -> frames(p -> p.packLong(7), p -> str(p, WireField.MODEL_NAME), this::records);
-            case PING, UNREGISTER_KV_CACHE, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT -> frames(p -> p.packLong(7));
+            case PING, UNREGISTER_KV_CACHE, UNREGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT, REGISTER_LAYERWISE_IPC_EVENT_POOL ->
+                    frames(p -> p.packLong(7));
             case CLEAR -> frames(p -> p.packBoolean(true));
             case GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP -> new byte[0][];
             case REGISTER_Q_CACHE, UNREGISTER_Q_CACHE, STORE_Q, CB_REGISTER_ROPE, CB_UNREGISTER_ROPE, CB_RETRIEVE_PRE_COMPUTED,
