@@ -1,5 +1,7 @@
 package io.lmcache.server.tier.admission;
 
+import java.util.Arrays;
+
 /**
  * How often a 64-bit key was seen lately, approximately (TinyLFU: Einziger, Friedman, Manes, "TinyLFU: A Highly Efficient
  * Cache Admission Policy", 2017; the layout follows the idea of Caffeine's {@code FrequencySketch}, written here from the
@@ -71,7 +73,7 @@ final class FrequencySketch {
         for (int i = 0; i < table.length; i++) {
             table[i] = (table[i] >>> 1) & RESET_MASK;
         }
-        java.util.Arrays.fill(doorkeeper, 0L);
+        Arrays.fill(doorkeeper, 0L);
         additions /= 2;
         resets++;
     }
