@@ -18,6 +18,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -25,6 +26,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
 import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
 import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
 import software.amazon.awssdk.core.async.AsyncRequestBody;
@@ -125,7 +127,7 @@ public final class S3Bench {
     private static L2Key key(String set, int round, int i) {
         byte[] hash = new byte[32];
         new Random(Arrays.hashCode(new int[] {set.hashCode(), round, i})).nextBytes(hash);
-        return L2Key.of("bench/s3-model", L2Key.packKvRank(1, 0), 0, L2Hash.parse(java.util.HexFormat.of().formatHex(hash)), "");
+        return L2Key.of("bench/s3-model", L2Key.packKvRank(1, 0), 0, L2Hash.parse(HexFormat.of().formatHex(hash)), "");
     }
 
     /** {write GB/s, load GB/s} of the adapter: one store task of every object, then one lookup and one load task. */
@@ -196,7 +198,7 @@ public final class S3Bench {
         throw new IllegalStateException("the adapter's store did not finish");
     }
 
-    private static Bitmap await(java.util.function.Supplier<Bitmap> query) {
+    private static Bitmap await(Supplier<Bitmap> query) {
         long deadline = System.nanoTime() + WAIT_NS;
         while (System.nanoTime() - deadline < 0) {
             Bitmap bitmap = query.get();
