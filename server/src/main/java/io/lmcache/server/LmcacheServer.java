@@ -76,6 +76,8 @@ public final class LmcacheServer implements AutoCloseable {
     private final ServerMetrics metrics;
     /** What {@link #close} closes, in construction order; closed last to first. */
     private final List<AutoCloseable> parts = new ArrayList<>();
+    /** What was built, closeable or not, in construction order. */
+    private final List<String> built = new ArrayList<>();
     private final L1Tier l1;
     private final GpuPart gpu;
     private final ManagementModule management;
@@ -102,11 +104,11 @@ public final class LmcacheServer implements AutoCloseable {
         try {
             // runs on: the thread that calls close(); closed last, after every part that logs
             add("rate-limited log summaries", RateLimitedLog::flushPending);
-            l1 = add(openL1(config, gpu));
+            l1 = add("L1 tier", openL1(config, gpu));
             // closed before l1 (the pool is unpinned before its memory goes) and after the release thread (IPC closes need contexts)
             add("GPU backend", gpu.closer(l1));
-            cudaEvents = add(gpu.eventsRunner(agentErrors));
-            ReleaseThread releases = add(ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(config, RELEASE_TIMEOUT_NS)));
+            cudaEvents = add("CUDA event poller", gpu.eventsRunner(agentErrors));
+            ReleaseThread releases = add("release thread", ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(config, RELEASE_TIMEOUT_NS)));
             // closed after the modules and before the release thread, which still frees what the last GPU completions give back
             add("GPU transfers in flight", gpu.drainer());
             LookupLeases leases = new LookupLeases(l1.store(), config.l1ReadTtlNs(), System::nanoTime);
@@ -120,12 +122,13 @@ public final class LmcacheServer implements AutoCloseable {
             LookupModule lookup = data.lookup();
             LmcacheDrivenTransferModule lmcacheDriven = data.lmcacheDriven();
             // closed before the GPU backend: a warm-up still running stops after its round and frees its scratch memory
-            GpuWarmups gpuWarmups = add(GpuScratchWarmup.forServer(config, l1.store(), gpu.backend()));
+            GpuWarmups gpuWarmups = add("GPU warm-ups", GpuScratchWarmup.forServer(config, l1.store(), gpu.backend()));
             if (lmcacheDriven != null) {
                 lmcacheDriven.afterRegisterRun(gpuWarmups::afterRegister);
             }
             EngineDrivenTransferModule engineDriven = data.engineDriven();
             // built after the modules: the reaper runs over modules that are complete, and stops before they close
+            opened("modules complete");
             ReplyQueue replies = new ReplyQueue();
             KvEventStreams streams = new KvEventStreams(data.events().log(), replies, System::nanoTime);
             KvEventModule kvEvents = new KvEventModule(data.events(), streams);
@@ -133,6 +136,8 @@ public final class LmcacheServer implements AutoCloseable {
             List<InstanceLivenessTarget> targets = Stream.concat(data.livenessTargets().stream(), Stream.of(kvEvents)).toList();
             Reaper reaper = new Reaper(targets, config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(),
                     config.workerDisconnectGraceNs(), releases, connections, System::nanoTime);
+            opened("reaper");
+            opened("management");
             management = new ManagementModule(config.chunkSize(), l1.store(), targets, reaper, ServerView.livenessSettings(config));
             management.advertise(kvEvents);
             // runs on: lmcache-http-* (each scrape)
@@ -148,7 +153,7 @@ public final class LmcacheServer implements AutoCloseable {
             // Isolated IPC (issue 47): each event handle is classified and answered in kind; --isolated-ipc only sets the warning
             EventKinds events = new EventKinds(gpu.backend(), FailureReplies.withEvents(gpu.backend()::failureEvent), metrics,
                     config.isolatedIpc());
-            Dispatcher dispatcher = add(new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
+            Dispatcher dispatcher = add("dispatcher", new Dispatcher(ServerOps.table(management, lookup, kvEvents, lmcacheDriven, engineDriven,
                     events), replies, metrics, config.maxCpuWorkers(), config.maxGpuWorkers(),
                     config.tuning().transferSpinNs()));
             // runs on: lmcache-housekeeping (each eviction tick); the flush writes the "suppressed N" summaries of floods that stopped
@@ -161,9 +166,9 @@ public final class LmcacheServer implements AutoCloseable {
             agentErrors.bindMeters(metrics, Stream.concat(agents.stream().map(Agent::roleName),
                     Stream.ofNullable(cudaEvents).map(runner -> runner.agent().roleName())).toList());
             // stops after the drain and before the modules it sweeps and reaps close
-            housekeeping = add(Housekeeping.runner(agentErrors, agents));
-            http = add(ServerHttp.bindApi(config));
-            prometheusHttp = add(ServerHttp.bindPrometheus(config));
+            housekeeping = add("housekeeping", Housekeeping.runner(agentErrors, agents));
+            http = add("HTTP API", ServerHttp.bindApi(config));
+            prometheusHttp = add("Prometheus HTTP", ServerHttp.bindPrometheus(config));
             loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), dispatcher, replies, connections, metrics);
             // closed first: in-flight requests are answered while all they use is open; runs on: the closing thread
             add("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
@@ -171,7 +176,7 @@ public final class LmcacheServer implements AutoCloseable {
             // spins, then parks until the earliest linger ends, never yields: while streams linger it idles after most turns,
             // and with 8 busy subscribers the five yields of the usual backoff were the thread's largest cost (64 % of its
             // native samples, bench/RESULTS.md#kv-event-subscribers)
-            kvEventStreams = add(new AgentRunner("lmcache-kv-events", streams, IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS),
+            kvEventStreams = add("kv-event streams", new AgentRunner("lmcache-kv-events", streams, IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS),
                     agentErrors, KV_EVENT_CLOSE_NS));
             // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
             streams.setWake(kvEventStreams::wake);
@@ -199,15 +204,26 @@ public final class LmcacheServer implements AutoCloseable {
         }
     }
 
-    /** Records a part to close (null: nothing to close); returns it. */
-    private <T extends AutoCloseable> T add(T part) {
-        parts.add(part);
+    /** Records a part to close (null: nothing to close), named for the shutdown log; returns it. */
+    private <T extends AutoCloseable> T add(String name, T part) {
+        opened(name);
+        parts.add(part == null ? null : new NamedCloser(name, part));
         return part;
     }
 
-    /** Records how to close a part that is not itself closeable (null: nothing to close), named for the shutdown log. */
-    private void add(String name, AutoCloseable closer) {
-        parts.add(closer == null ? null : new NamedCloser(name, closer));
+    /** Notes that {@code name} was built (the construction order {@link #openOrder} reports). */
+    private void opened(String name) {
+        built.add(name);
+    }
+
+    /** The names of what was built, in construction order (the order test pins the rules of the comments above). */
+    List<String> openOrder() {
+        return List.copyOf(built);
+    }
+
+    /** The names of the parts that close, in the order {@link #close} closes them (nulls: parts switched off, left out). */
+    List<String> closeOrder() {
+        return parts.reversed().stream().filter(Objects::nonNull).map(AutoCloseable::toString).toList();
     }
 
     /** The {@code --hash-algorithm} chain every chunk key is hashed with (LMCache's {@code TokenHasher}). */
@@ -249,7 +265,7 @@ public final class LmcacheServer implements AutoCloseable {
         l1.startPreparation(gpu.regionStages(l1.pool()), gpu.numaPlacement(l1.pool(), config.operator().numaPlacement()));
         // while the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code;
         // rounds left over go on until the first request (closed first, before the loop drains)
-        Warmup warmup = add(Warmup.start(config, l1.pool().fileKey()));
+        Warmup warmup = add("warm-up", Warmup.start(config, l1.pool().fileKey()));
         view.warmedUp(warmup::status);
         loop.onFirstRequest(warmup::firstRequest);
         housekeeping.start();
