@@ -88,9 +88,6 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
         KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
-        if (engineDriven != null) {
-            engineDriven.recordEventsWith(events);
-        }
         windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven, metrics);
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
     }
@@ -104,9 +101,6 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         L2AdapterListener feed = events.l2Listener();
         if (feed != null) {
             l2.registerListener(feed);
-        }
-        if (lmcacheDriven != null) {
-            lmcacheDriven.recordEventsWith(events);
         }
         return events;
     }

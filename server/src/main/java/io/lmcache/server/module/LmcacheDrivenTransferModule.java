@@ -3,7 +3,6 @@ package io.lmcache.server.module;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
-import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
@@ -42,6 +41,7 @@ import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
 import io.lmcache.server.transfer.ShmSegments;
+import io.lmcache.server.transfer.StoreRequest;
 import io.lmcache.server.transfer.TransferFailures;
 import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
@@ -81,8 +81,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
-    /** Where committed STOREs are announced (kv-events.md §6); set at start, before the first STORE. */
-    private volatile KvEventRecorder events;
     /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
     private volatile WindowCommit windowCommit;
     /**
@@ -120,11 +118,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     /** Runs {@code hook} after each successful REGISTER, before its reply (it must return, bounded, and never throw). */
     public void afterRegisterRun(Consumer<CopyPath> hook) {
         this.afterRegister = hook;
-    }
-
-    /** Announces each STORE's written chunks on the KV-event log from now on. */
-    public void recordEventsWith(KvEventRecorder recorder) {
-        this.events = recorder;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -231,12 +224,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path), after the emission
                         meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
-                            KvEventRecorder recorder = events;
-                            if (recorder != null) {
-                                recorder.commitAll(store, reserved, plan, request.key());
-                            } else {
-                                ChunkObjects.commitAll(store, reserved);
-                            }
+                            store.commitAll(reserved, new StoreRequest(plan, request.key()));
                             metrics.transfers().committed(context.copyPath().device(), System.nanoTime() - finishedNs);
                         } else {
                             ChunkObjects.abortAll(store, reserved);
