@@ -49,7 +49,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -83,11 +82,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
     /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
     private volatile WindowCommit windowCommit;
-    /**
-     * What a successful REGISTER runs before its reply, on its lane: the GPU warm-up's bounded wait for the registration's
-     * device ({@code warmup.GpuWarmups#afterRegister}, issue 30); nothing by default (the warm-up's own scratch server).
-     */
-    private volatile Consumer<CopyPath> afterRegister = path -> { };
 
     /**
      * A registration's copy path is opened by {@code copyPaths}: its GPU backend may be the host-only one (only CPU,
@@ -113,11 +107,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     /** Tells the window commit how far each request stored, and its hash chain, from now on. */
     public void noteStoresWith(WindowCommit commit) {
         this.windowCommit = commit;
-    }
-
-    /** Runs {@code hook} after each successful REGISTER, before its reply (it must return, bounded, and never throw). */
-    public void afterRegisterRun(Consumer<CopyPath> hook) {
-        this.afterRegister = hook;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -163,7 +152,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.geometry().describe());
         try {
             // a device's first GPU registration waits (bounded) for its warm-up: the CUDA path warmed, its first regions pinned
-            afterRegister.accept(context.copyPath());
+            copyPaths.afterRegister().accept(context.copyPath());
         } catch (RuntimeException e) {
             REGISTER_FAILED.warn("after the REGISTER of instance {}: {} (the registration stands)", id, LogText.message(e.toString()));
         }
