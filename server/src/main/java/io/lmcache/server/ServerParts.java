@@ -28,6 +28,7 @@ import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.KvEventMetrics;
 import io.lmcache.server.metrics.LookupCatalogue;
+import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.ManagementModule;
@@ -89,9 +90,10 @@ final class ServerParts {
     static final Part<L1Tier> L1 = Part.of("L1 tier", List.of(after("rate-limited log summaries", "the summaries are written after every part that logs")),
             b -> {
                 GpuPart gpu = b.require(Root.class).gpu();
-                L1Tier l1 = b.onClose("L1 tier", openL1(b.config(), gpu));
+                ServerConfig config = config(b);
+                L1Tier l1 = b.onClose("L1 tier", openL1(config, gpu));
                 b.onStart("L1 pool preparation", () -> l1.startPreparation(gpu.regionStages(l1.pool()),
-                        gpu.numaPlacement(l1.pool(), b.config().operator().numaPlacement())));
+                        gpu.numaPlacement(l1.pool(), config.operator().numaPlacement())));
                 return l1;
             });
 
@@ -114,9 +116,9 @@ final class ServerParts {
 
     static final Part<ReleaseThread> RELEASES = Part.of("release thread", List.of(after("CUDA event poller",
             "a reaped worker's IPC closes need the CUDA contexts: the GPU backend closes after it")), b -> {
-        ReleaseThread releases = b.onClose("release thread", ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(b.config(), RELEASE_TIMEOUT_NS)));
+        ReleaseThread releases = b.onClose("release thread", ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(config(b), RELEASE_TIMEOUT_NS)));
         b.agent(Build.Role.HOUSEKEEPING, releases);
-        LivenessMeters.bind(b.metrics(), releases);
+        LivenessMeters.bind(metrics(b), releases);
         return releases;
     });
 
@@ -125,16 +127,16 @@ final class ServerParts {
             b -> b.onClose("GPU transfers in flight", b.require(Root.class).gpu().drainer()));
 
     static final Part<Lookups> LOOKUPS = Part.of("lookup state", List.of(after("L1 tier", "leases lock L1 objects")), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         LookupLeases leases = b.offer(new LookupLeases(b.require(L1Tier.class).store(), config.l1ReadTtlNs(), System::nanoTime));
         PrefetchResults prefetchResults = b.offer(new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime));
-        TableMeters.bind(b.metrics(), prefetchResults.table());
-        TableMeters.bind(b.metrics(), leases.table());
+        TableMeters.bind(metrics(b), prefetchResults.table());
+        TableMeters.bind(metrics(b), leases.table());
         return new Lookups(leases, prefetchResults);
     });
 
     static final Part<Peers> PEERS = Part.of("peers", List.of(), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         // closed connections are remembered long enough for every liveness rule to use them
         PeerConnections connections = b.offer(new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS)));
         return new Peers(connections, b.offer(new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs())));
@@ -143,7 +145,7 @@ final class ServerParts {
     /** The GPU warm-up at each device's first REGISTER; built before the transfer modules, which run it after a REGISTER. */
     static final Part<GpuWarmups> GPU_WARMUPS = Part.of("GPU warm-ups", List.of(after("GPU backend",
             "a warm-up still running stops after its round and frees its scratch memory before the backend closes")), b -> {
-        GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(b.config(), b.require(L1Tier.class).store(),
+        GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(config(b), b.require(L1Tier.class).store(),
                 b.require(Root.class).gpu().backend()));
         b.status("gpu_warmups", warmups::status);
         return warmups;
@@ -153,16 +155,16 @@ final class ServerParts {
             "the GPU transfers in flight drain after the modules close"), after("lookup state", "the modules take the leases"),
             after("peers", "the modules follow their workers' liveness"), after("GPU warm-ups", "a REGISTER runs the GPU warm-up")), b -> {
         Root root = b.require(Root.class);
-        DataModules data = DataModules.open(b.config(), b.require(L1Tier.class), root.gpu(),
+        DataModules data = DataModules.open(config(b), b.require(L1Tier.class), root.gpu(),
                 new DataModules.LookupState(b.require(LookupLeases.class), b.require(PrefetchResults.class)),
                 new DataModules.WorkerEnds(b.require(Liveness.class), b.require(ReleaseThread.class), b.require(GpuWarmups.class)),
-                b.metrics(), new DataModules.Supervision(root.agentErrors(), b::onClose));
+                metrics(b), new DataModules.Supervision(root.agentErrors(), b::onClose));
         b.offer(data.l2());
         b.offer(data.lookup());
         b.offer(data.events());
         b.agent(Build.Role.HOUSEKEEPING, data.l2().evictionAgent());
         b.onStart("L2 tier", data.l2()::start);
-        b.metrics().gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, data.lookup()::pendingResults);
+        metrics(b).gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, data.lookup()::pendingResults);
         return data;
     });
 
@@ -172,34 +174,34 @@ final class ServerParts {
         KvEventRecorder recorder = b.require(KvEventRecorder.class);
         KvEventStreams streams = new KvEventStreams(recorder.log(), replies, System::nanoTime);
         KvEventModule module = new KvEventModule(recorder, streams);
-        KvEventMetrics.bind(b.metrics(), new KvEventCounters(recorder, streams));
+        KvEventMetrics.bind(metrics(b), new KvEventCounters(recorder, streams));
         return new KvEventChannel(streams, module, replies);
     });
 
     // built after the modules: the reaper runs over modules that are complete, and stops before they close
     static final Part<Reaper> REAPER = Part.of("reaper", List.of(after("data modules", "the reaper runs over modules that are complete"),
             after("kv-event module", "a reaped instance's subscription ends")), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         Reaper reaper = new Reaper(targets(b), config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(), config.workerDisconnectGraceNs(),
                 b.require(ReleaseThread.class), b.require(PeerConnections.class), System::nanoTime);
         b.agent(Build.Role.HOUSEKEEPING, reaper);
-        LivenessMeters.bind(b.metrics(), reaper);
+        LivenessMeters.bind(metrics(b), reaper);
         return reaper;
     });
 
     static final Part<ManagementModule> MANAGEMENT = Part.of("management", List.of(after("reaper", "management reports the reaper's targets")),
-            b -> new ManagementModule(b.config().chunkSize(), b.require(L1Tier.class).store(), targets(b), b.require(Reaper.class),
-                    ServerView.livenessSettings(b.config()), b.require(KvEventChannel.class).module()));
+            b -> new ManagementModule(config(b).chunkSize(), b.require(L1Tier.class).store(), targets(b), b.require(Reaper.class),
+                    ServerView.livenessSettings(config(b)), b.require(KvEventChannel.class).module()));
 
     // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
     // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
     static final Part<Dispatcher> DISPATCHER = Part.of("dispatcher", List.of(after("management", "it serves every module's ops"),
             after("data modules", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         DataModules data = b.require(DataModules.class);
         return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), data.lookup(),
                 b.require(KvEventChannel.class).module(), data.lmcacheDriven(), data.engineDriven(),
-                FailureReplies.withEvents(b.require(Root.class).gpu().backend()::failureEvent)), b.require(ReplyQueue.class), b.metrics(),
+                FailureReplies.withEvents(b.require(Root.class).gpu().backend()::failureEvent)), b.require(ReplyQueue.class), metrics(b),
                 config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
     });
 
@@ -216,13 +218,13 @@ final class ServerParts {
             sweepers.add(data.engineDriven()::sweep);
         }
         Reaper reaper = b.require(Reaper.class);
-        b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(b.config(), sweepers));
-        b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(b.metrics(), b.require(Dispatcher.class).meters(), l1.store(),
+        b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
+        b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
                 reaper::trackedInstances, ACTIVITY_INTERVAL_NS));
         AgentErrors errors = b.require(Root.class).agentErrors();
         List<Agent> agents = b.agents(Build.Role.HOUSEKEEPING);
         CudaEvents cudaEvents = b.optional(CudaEvents.class);
-        errors.bindMeters(b.metrics(), Stream.concat(agents.stream().map(Agent::roleName),
+        errors.bindMeters(metrics(b), Stream.concat(agents.stream().map(Agent::roleName),
                 Stream.ofNullable(cudaEvents).map(events -> events.runner().agent().roleName())).toList());
         AgentRunner runner = b.onClose("housekeeping", Housekeeping.runner(errors, agents));
         b.onStart("housekeeping", runner::start);
@@ -230,15 +232,15 @@ final class ServerParts {
     });
 
     static final Part<HttpListeners> HTTP = Part.of("HTTP", List.of(after("housekeeping", "requests are answered while the sweeps run")), b -> {
-        HttpApi api = b.onClose("HTTP API", ServerHttp.bindApi(b.config()));
-        return new HttpListeners(api, b.onClose("Prometheus HTTP", ServerHttp.bindPrometheus(b.config())));
+        HttpApi api = b.onClose("HTTP API", ServerHttp.bindApi(config(b)));
+        return new HttpListeners(api, b.onClose("Prometheus HTTP", ServerHttp.bindPrometheus(config(b))));
     });
 
     // closed first (but for the warm-up and the streams): in-flight requests are answered while all they use is open
     static final Part<RequestLoop> LOOP = Part.of("request loop", List.of(after("HTTP", "the drain comes before the listeners close")), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         RequestLoop loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), b.require(Dispatcher.class),
-                b.require(ReplyQueue.class), b.require(PeerConnections.class), b.metrics());
+                b.require(ReplyQueue.class), b.require(PeerConnections.class), metrics(b));
         b.onClose("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
         return loop;
     });
@@ -261,7 +263,7 @@ final class ServerParts {
     /** The start-up JIT warm-up on scratch memory while the pool's first region is prepared; closed first of all. */
     static final Part<WarmupRun> WARMUP = Part.of("warm-up", List.of(after("kv-event streams", "the warm-up stops before anything it uses"),
             after("request loop", "rounds left over go on until the first request")), b -> {
-        WarmupRun run = new WarmupRun(b.config(), b.require(L1Tier.class), b.require(RequestLoop.class));
+        WarmupRun run = new WarmupRun(config(b), b.require(L1Tier.class), b.require(RequestLoop.class));
         b.onClose("warm-up", run);
         b.onStart("warm-up", run::start);
         b.status("jit_warmup", run::status);
@@ -270,19 +272,20 @@ final class ServerParts {
 
     // its health check reads whether the root is closing and the agents' Errors; runs on: lmcache-http-*
     static final Part<ServerView> VIEW = Part.of("status view", List.of(after("warm-up", "it shows every part's status")), b -> {
-        ServerConfig config = b.config();
+        ServerConfig config = config(b);
         Root root = b.require(Root.class);
         DataModules data = b.require(DataModules.class);
         RequestLoop loop = b.require(RequestLoop.class);
         HttpListeners http = b.require(HttpListeners.class);
-        ServerView view = new ServerView(config, b.metrics(), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class)),
+        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class)),
                 new ServerView.Modules(data.lookup(), data.lmcacheDriven(), data.engineDriven(), b.require(ManagementModule.class)),
                 new ServerView.Transport(loop, b.require(PeerConnections.class)), new ServerView.Device(root.gpu()::status, root.gpu().stageNames()),
                 new ServerView.Root(() -> root.closing().getAsBoolean() ? "shutting down" : root.agentErrors().fatalReason(), b.statuses()));
-        root.gpu().bindMetrics(b.metrics());
-        StoreMeters.bind(b.metrics(), b.require(L1Tier.class).store());
-        ServerHttp.route(http.api(), http.prometheus(), view, b.metrics(), config,
-                new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class), data.testCompletions()));
+        root.gpu().bindMetrics(metrics(b));
+        StoreMeters.bind(metrics(b), b.require(L1Tier.class).store());
+        ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
+                new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
+                        data.testCompletions() == null ? null : data.testCompletions()::set));
         b.onServe("request loop", loop::start);
         b.onServe("management", b.require(ManagementModule.class)::start);
         b.onServe("HTTP", () -> ServerHttp.start(http.prometheus(), http.api()));
@@ -292,6 +295,14 @@ final class ServerParts {
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
             DATA, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+
+    private static ServerConfig config(Build b) {
+        return b.require(ServerConfig.class);
+    }
+
+    private static ServerMetrics metrics(Build b) {
+        return b.require(ServerMetrics.class);
+    }
 
     /** The modules the reaper watches (those that are on), and the KV-event module: PINGs keep subscriptions alive. */
     private static List<InstanceLivenessTarget> targets(Build b) {

@@ -2,8 +2,6 @@ package io.lmcache.server.assembly;
 
 import io.lmcache.server.agent.Agent;
 import io.lmcache.server.agent.CloseHelper;
-import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.metrics.ServerMetrics;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.HashSet;
@@ -30,8 +28,6 @@ public final class Assembly implements AutoCloseable {
     private final List<Named<Runnable>> serves = new ArrayList<>();
     private final Map<String, Supplier<Map<String, Object>>> statuses = new LinkedHashMap<>();
     private final Map<Build.Role, List<Agent>> agents = new EnumMap<>(Build.Role.class);
-    private final ServerConfig config;
-    private final ServerMetrics metrics;
     private boolean concluded;
     private boolean closed;
 
@@ -55,17 +51,14 @@ public final class Assembly implements AutoCloseable {
         }
     }
 
-    private Assembly(ServerConfig config, ServerMetrics metrics) {
-        this.config = config;
-        this.metrics = metrics;
-    }
+    private Assembly() {}
 
     /**
-     * Opens {@code parts} over {@code config} in dependency order; when one throws, closes what was opened (last first) and
-     * rethrows. The objects of {@code given} (the GPU backend opened before the banner, say) are there for every part.
+     * Opens {@code parts} in dependency order; when one throws, closes what was opened (last first) and rethrows. The objects
+     * {@code given} (the configuration, the metrics, the GPU backend opened before the banner) are there for every part.
      */
-    public static Assembly open(ServerConfig config, ServerMetrics metrics, List<? extends Part<?>> parts, Object... given) {
-        Assembly assembly = new Assembly(config, metrics);
+    public static Assembly open(List<? extends Part<?>> parts, Object... given) {
+        Assembly assembly = new Assembly();
         assembly.objects.addAll(List.of(given));
         try {
             for (Part<?> part : order(parts)) {
@@ -196,16 +189,6 @@ public final class Assembly implements AutoCloseable {
             if (concluded) {
                 throw new IllegalStateException(part + ": the assembly is concluded, no wiring after it");
             }
-        }
-
-        @Override
-        public ServerConfig config() {
-            return config;
-        }
-
-        @Override
-        public ServerMetrics metrics() {
-            return metrics;
         }
 
         @Override

@@ -1,24 +1,16 @@
 package io.lmcache.server.assembly;
 
 import io.lmcache.server.agent.Agent;
-import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.metrics.ServerMetrics;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 
 /**
- * What a part sees while it opens (LMCache's {@code build_ctx}): the configuration, what the parts before it opened (by
- * type), and where it leaves its closers, its agents (by thread role) and its {@code /status} block. Valid only while the
+ * What a part sees while it opens (LMCache's {@code build_ctx}): what the root gave (the configuration, the metrics) and what
+ * the parts before it opened (by type), and where it leaves its closers, its agents (by thread role) and its {@code /status} block. Valid only while the
  * assembly opens its parts: after {@link Assembly#conclude} every call throws, so no wiring happens later.
  */
 public interface Build {
-    /** The configuration the assembly opens its parts over (the server's, or the warm-up's scratch one). */
-    ServerConfig config();
-
-    /** The registry every part's meters go to. */
-    ServerMetrics metrics();
-
     /** The one object of {@code type} a part before this one opened or offered; throws when there is none (or several). */
     <T> T require(Class<T> type);
 

@@ -18,8 +18,6 @@ import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.TenantUsage;
 import io.lmcache.server.tier.L2Tier;
-import io.lmcache.server.warmup.GpuWarmups;
-import io.lmcache.server.warmup.Warmup;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -177,8 +175,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         // what the start-up JIT warm-up did (and, where it goes on after ready, is doing), and the GPU warm-ups at each device's
         // first REGISTER: the warm-up parts' blocks
         Map<String, Object> parts = partStatus.get();
-        Map<String, Object> jit = new LinkedHashMap<>(block(parts, "jit_warmup", Warmup.Result.OFF.toMap()));
-        jit.put("gpu", block(parts, "gpu_warmups", GpuWarmups.off().status()));
+        Map<String, Object> jit = new LinkedHashMap<>(block(parts, "jit_warmup"));
+        jit.put("gpu", block(parts, "gpu_warmups"));
         status.put("jit_warmup", jit);
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
@@ -188,9 +186,9 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> block(Map<String, Object> parts, String name, Map<String, Object> off) {
+    private static Map<String, Object> block(Map<String, Object> parts, String name) {
         Object block = parts.get(name);
-        return block instanceof Map<?, ?> map ? (Map<String, Object>) map : off;
+        return block instanceof Map<?, ?> map ? (Map<String, Object>) map : Map.of();
     }
 
     private Map<String, Object> storageStatus() {

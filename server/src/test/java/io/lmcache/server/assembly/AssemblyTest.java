@@ -43,7 +43,7 @@ class AssemblyTest {
 
     @Test
     void opensInDependencyOrderStartsThenServesAndClosesInReverse() {
-        Assembly assembly = Assembly.open(null, null, List.of(cache(), off(), store())).conclude();
+        Assembly assembly = Assembly.open(List.of(cache(), off(), store())).conclude();
         assertEquals(List.of("store", "cache"), assembly.opened());
         assertEquals(List.of("off"), assembly.off());
         assembly.start();
@@ -57,7 +57,7 @@ class AssemblyTest {
     @Test
     void aPartThatFailsClosesWhatWasOpenedAndAMissingPartIsNamed() {
         Part<Object> broken = Part.of("broken", List.of(after("store", "")), b -> b.require(Cache.class));
-        IllegalStateException e = assertThrows(IllegalStateException.class, () -> Assembly.open(null, null, List.of(store(), broken)));
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> Assembly.open(List.of(store(), broken)));
         assertEquals(List.of("close store"), events);
         assertEquals(true, e.getMessage().contains("Cache"));
     }
@@ -70,7 +70,7 @@ class AssemblyTest {
             assertNull(b.optional(Cache.class));
             return "asked";
         });
-        Assembly.open(null, null, List.of(off(), asks)).conclude();
+        Assembly.open(List.of(off(), asks)).conclude();
         assertThrows(IllegalStateException.class, () -> kept[0].onClose("late", () -> { }));
         assertThrows(IllegalStateException.class, () -> kept[0].require(Store.class));
     }
