@@ -10,6 +10,7 @@ import io.lmcache.server.agent.IdleStrategy;
 import io.lmcache.server.assembly.Build;
 import io.lmcache.server.assembly.Part;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.events.KvEventCounters;
 import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.events.KvEventStreams;
@@ -29,6 +30,7 @@ import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.KvEventMetrics;
 import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.EventKinds;
 import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.ManagementModule;
@@ -194,15 +196,17 @@ final class ServerParts {
                     ServerView.livenessSettings(config(b)), b.require(KvEventChannel.class).module()));
 
     // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
-    // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget)
+    // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget).
+    // Isolated IPC (issue 47): each event handle is classified and answered in kind; --isolated-ipc only sets the warning
     static final Part<Dispatcher> DISPATCHER = Part.of("dispatcher", List.of(after("management", "it serves every module's ops"),
             after("data modules", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
         ServerConfig config = config(b);
         DataModules data = b.require(DataModules.class);
+        GpuBackend gpu = b.require(Root.class).gpu().backend();
+        EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
         return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), data.lookup(),
-                b.require(KvEventChannel.class).module(), data.lmcacheDriven(), data.engineDriven(),
-                FailureReplies.withEvents(b.require(Root.class).gpu().backend()::failureEvent)), b.require(ReplyQueue.class), metrics(b),
-                config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
+                b.require(KvEventChannel.class).module(), data.lmcacheDriven(), data.engineDriven(), events), b.require(ReplyQueue.class),
+                metrics(b), config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
     });
 
     // runs on: lmcache-housekeeping (each eviction tick, the activity log); stops after the drain and before the modules it
