@@ -28,6 +28,7 @@ import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
+import io.lmcache.server.warmup.GpuWarmups;
 import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
@@ -51,8 +52,11 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
     /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
     record LookupState(LookupLeases leases, PrefetchResults prefetchResults) {}
 
-    /** How a worker's state ends: the liveness rules that decide when, and the release thread that frees its mappings. */
-    record WorkerEnds(Liveness liveness, ReleaseThread releases) {}
+    /**
+     * How a worker's state ends: the liveness rules that decide when, and the release thread that frees its mappings; and what
+     * its REGISTER starts: the GPU warm-up for its device.
+     */
+    record WorkerEnds(Liveness liveness, ReleaseThread releases, GpuWarmups gpuWarmups) {}
 
     /** How the root supervises what is built here: its agents' failures are counted in {@code agentErrors}, each close goes to {@code closer}. */
     record Supervision(AgentErrors agentErrors, BiConsumer<String, AutoCloseable> closer) {}
@@ -70,7 +74,9 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         closer.accept("test completions", testCompletions);
         LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                 ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
-                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions), objectGroups) : null;
+                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, null,
+                        workers.gpuWarmups()::afterRegister),
+                        objectGroups) : null;
         // runs on: the thread that calls close(), as every part's close
         closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
         EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
@@ -88,9 +94,6 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                 l2.prefetcher());
         KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
-        if (engineDriven != null) {
-            engineDriven.recordEventsWith(events);
-        }
         windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven, metrics);
         return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
     }
@@ -104,9 +107,6 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         L2AdapterListener feed = events.l2Listener();
         if (feed != null) {
             l2.registerListener(feed);
-        }
-        if (lmcacheDriven != null) {
-            lmcacheDriven.recordEventsWith(events);
         }
         return events;
     }

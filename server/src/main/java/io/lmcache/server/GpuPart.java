@@ -9,6 +9,7 @@ import io.lmcache.server.config.Tuning;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.logging.LogText;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.metrics.TransferCatalogue;
 import io.lmcache.server.storage.L1Pool;
@@ -57,7 +58,7 @@ final class GpuPart {
                     tuning.hostFnWake());
         } catch (CudaException | LinkageError e) {
             if (mode == DeviceMode.CUDA) {
-                throw new StartupException("--device cuda", "no usable CUDA driver or GPU on this host (" + Main.oneLine(e)
+                throw new StartupException("--device cuda", "no usable CUDA driver or GPU on this host (" + LogText.oneLine(e)
                         + "); use --device auto or host to serve CPU workers");
             }
             return new GpuPart(GpuBackend.none(), "host only (CUDA not available: " + e.getMessage() + "); serving CPU shared-memory workers",

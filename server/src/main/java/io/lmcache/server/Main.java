@@ -51,7 +51,7 @@ public final class Main {
             return;
         } catch (RuntimeException | Error e) {
             // the failed parts were closed already; what is left to say fits on one line
-            System.err.println("lmcache-server: error: start-up failed: " + oneLine(e));
+            System.err.println("lmcache-server: error: start-up failed: " + LogText.oneLine(e));
             System.err.flush();
             System.exit(ConfigLoader.EXIT_USAGE);
             return;
@@ -91,15 +91,5 @@ public final class Main {
         }
         aotRefusal.ifPresent(notices::add);
         return notices;
-    }
-
-    /** The failure's message (its first line), or its type when it has none; the causes' messages are in it already. */
-    static String oneLine(Throwable failure) {
-        String message = failure.getMessage();
-        if (message == null || message.isBlank()) {
-            Throwable cause = failure.getCause();
-            return cause != null && cause != failure ? oneLine(cause) : failure.getClass().getSimpleName();
-        }
-        return message.strip().lines().findFirst().orElse("").strip();
     }
 }

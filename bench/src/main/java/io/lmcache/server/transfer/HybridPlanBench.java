@@ -120,7 +120,7 @@ public final class HybridPlanBench {
             StoredObject[] reserved = reserving.objects();
             long tEmit = System.nanoTime();
             plan.hashes().complete();
-            ChunkObjects.commitAll(store, reserved);
+            store.commitAll(reserved, null);
             long t1 = System.nanoTime();
             if (measuring && rounds < samples[0].length) {
                 samples[0][rounds] = t1 - t0;

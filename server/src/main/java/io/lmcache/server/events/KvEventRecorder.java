@@ -7,8 +7,10 @@ import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.RemovalListener;
+import io.lmcache.server.storage.StoreCounters.EvictionReason;
+import io.lmcache.server.storage.StoreListener;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.StoreRequest;
 import io.lmcache.server.transfer.TransferPlan;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -24,7 +26,7 @@ import java.util.concurrent.atomic.LongAdder;
  * L2 write or delete the same with medium STORAGE. The chunk's tokens and parent come from the STORE (its key and the plan's
  * hash chain); an L2 write is announced with the binding its L1 STORE left, and skipped (counted) without one.
  */
-public final class KvEventRecorder implements RemovalListener {
+public final class KvEventRecorder implements StoreListener {
     private final KvEventLog log;
     private final int chunkSize;
     /** Bindings for the L2 announcements; null without an L2 tier. */
@@ -35,6 +37,8 @@ public final class KvEventRecorder implements RemovalListener {
     private final byte[] removedBytes = new byte[ChunkHash.BYTES * removedHashes.length];
     private int removedCount;
     private String removedModel;
+    /** Whether this lock hold removed an announced object (under the object store's lock). */
+    private boolean removedAny;
 
     public KvEventRecorder(KvEventLog log, boolean withL2) {
         this.log = log;
@@ -46,10 +50,10 @@ public final class KvEventRecorder implements RemovalListener {
         return log;
     }
 
-    /** Wires the feeds: L1 removals, and each L2 adapter's stores and deletes. */
+    /** Joins {@code store}'s listener list (L1 removals and committed STOREs) when the channel is on. */
     public void attach(ObjectStore store) {
         if (log.enabled()) {
-            store.setRemovalListener(this);
+            store.listen(this);
         }
     }
 
@@ -62,38 +66,24 @@ public final class KvEventRecorder implements RemovalListener {
         return unboundStores.sum();
     }
 
-    /** Objects written without a token binding (an engine-driven COMMIT_STORE): counted as LMCache's {@code unbound_stores}, never announced. */
-    public void unannounced(int objects) {
-        if (log.enabled()) {
-            unboundStores.add(objects);
-        }
-    }
-
     /**
-     * Commits a STORE's reserved objects (last chunk first, as {@code ChunkObjects.commitAll}) and records each chunk of which
-     * at least one object was written; returns whether every object was still reserved.
+     * Right after a writer's commits (the store's lock released): a GPU STORE's chunks of which at least one object was written
+     * become {@code stored} records; objects written without a token binding (an engine-driven COMMIT_STORE, no origin) are
+     * counted as LMCache's {@code unbound_stores}, never announced.
      */
-    public boolean commitAll(ObjectStore store, StoredObject[] reserved, TransferPlan plan, CacheKey key) {
-        int groups = plan.parts().size();
-        int chunks = plan.range().count();
-        boolean[] written = log.enabled() ? new boolean[chunks] : null;
-        boolean all = true;
-        for (int j = chunks - 1; j >= 0; j--) {
-            for (int g = groups - 1; g >= 0; g--) {
-                StoredObject object = reserved[plan.objectIndex(j, g)];
-                if (object != null) {
-                    boolean ok = store.commit(object);
-                    all &= ok;
-                    if (ok && written != null) {
-                        written[j] = true;
-                    }
-                }
+    @Override
+    public void stored(Batch batch) {
+        if (!(batch.origin() instanceof StoreRequest(TransferPlan plan, CacheKey key))) {
+            unboundStores.add(batch.objects().length);
+            return;
+        }
+        boolean[] written = new boolean[plan.range().count()];
+        for (int j = 0; j < written.length; j++) {
+            for (int g = 0; g < plan.parts().size(); g++) {
+                written[j] |= batch.committed()[plan.objectIndex(j, g)];
             }
         }
-        if (written != null) {
-            recordStored(written, plan, key);
-        }
-        return all;
+        recordStored(written, plan, key);
     }
 
     private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
@@ -130,7 +120,14 @@ public final class KvEventRecorder implements RemovalListener {
     // --- L1 removals: under the object store's lock ------------------------------------------------
 
     @Override
-    public void removed(String model, ChunkHash hash) {
+    public void removed(StoredObject object, String model, Keys keys, EvictionReason reason) {
+        if (object.published()) { // a loaded copy was never announced
+            removed(model, object.key().hash());
+            removedAny = true;
+        }
+    }
+
+    private void removed(String model, ChunkHash hash) {
         if (removedModel != null && !removedModel.equals(model) || removedCount == removedHashes.length) {
             flushRemoved();
         }
@@ -144,7 +141,11 @@ public final class KvEventRecorder implements RemovalListener {
     }
 
     @Override
-    public void batchEnded() {
+    public void removalsEnded() {
+        if (!removedAny) {
+            return;
+        }
+        removedAny = false;
         flushRemoved();
         log.appended();
     }

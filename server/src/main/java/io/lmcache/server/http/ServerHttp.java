@@ -2,10 +2,8 @@ package io.lmcache.server.http;
 
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
-import io.lmcache.server.transfer.CompletionDelay;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
@@ -44,15 +42,22 @@ public final class ServerHttp {
         }
     }
 
-    /** What {@code --test-hooks} breaks on purpose: the request loop, the release thread and the host copies' completions. */
-    public record HookTargets(RequestLoop loop, ReleaseThread releases, CompletionDelay completions) {}
+    /**
+     * What {@code --test-hooks} breaks on purpose: the request loop, the release thread ({@code blockNextRelease}) and the host
+     * copies' completions ({@code delayCompletions}: delay in ns, STOREs to fail).
+     */
+    public record HookTargets(RequestLoop loop, Runnable blockNextRelease, CompletionDelays delayCompletions) {}
+
+    /** Host copies complete {@code delayNs} after their reply from now on, and the next {@code failStores} STOREs fail. */
+    @FunctionalInterface
+    public interface CompletionDelays {
+        void set(long delayNs, int failStores);
+    }
 
     /** Routes both listeners (either may be null): the API gets every endpoint, the metrics port the core ones. */
     public static void route(HttpApi api, HttpApi prometheus, ServerView view, ServerMetrics metrics, ServerConfig config,
             HookTargets hooks, BiConsumer<HttpApi, AdminGuard> moreRoutes) {
         RequestLoop loop = hooks.loop();
-        ReleaseThread releases = hooks.releases();
-        CompletionDelay testCompletions = hooks.completions();
         if (prometheus != null) {
             CoreRoutes.register(prometheus, view, metrics::scrape);
         }
@@ -83,7 +88,7 @@ public final class ServerHttp {
             }));
             // runs on: lmcache-http-*; the release thread picks the flag up
             api.route("/test/block-next-release", guard.postOnly(exchange -> {
-                releases.blockNextRelease();
+                hooks.blockNextRelease().run();
                 return HttpApi.Response.json(200, Map.of("armed", true));
             }));
             // runs on: lmcache-http-*; host copies from now on complete delay_ms after their reply, the next fail_stores STOREs fail
@@ -91,7 +96,7 @@ public final class ServerHttp {
                 Map<String, Long> query = numbers(exchange.getRequestURI().getRawQuery());
                 long delayMs = query.getOrDefault("delay_ms", 0L);
                 int failStores = (int) Math.min(Integer.MAX_VALUE, query.getOrDefault("fail_stores", 0L));
-                testCompletions.set(TimeUnit.MILLISECONDS.toNanos(delayMs), failStores);
+                hooks.delayCompletions().set(TimeUnit.MILLISECONDS.toNanos(delayMs), failStores);
                 return HttpApi.Response.json(200, Map.of("delay_ms", delayMs, "fail_stores", failStores));
             }));
         }

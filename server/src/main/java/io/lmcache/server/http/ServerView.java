@@ -18,8 +18,6 @@ import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.TenantUsage;
 import io.lmcache.server.tier.L2Tier;
-import io.lmcache.server.warmup.GpuWarmups;
-import io.lmcache.server.warmup.Warmup;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -54,8 +52,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final List<String> preparationStages;
     private final HealthCheck rootHealth;
     /** Set once at start-up, before the HTTP servers start. */
-    private volatile Supplier<Map<String, Object>> warmup = Warmup.Result.OFF::toMap;
-    private volatile Supplier<Map<String, Object>> gpuWarmup = () -> GpuWarmups.off().status();
+    /** The parts' own {@code /status} blocks ({@code jit_warmup}, {@code gpu_warmups}): the assembly's. */
+    private final Supplier<Map<String, Object>> partStatus;
 
     /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
     public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
@@ -77,11 +75,17 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     public record Device(Supplier<Map<String, Object>> cudaStatus, List<String> preparationStages) {}
 
     /**
+     * What only the composition root knows: {@code health} says what is wrong (shutting down, an agent that hit an Error) or
+     * null; {@code parts} are the parts' own {@code /status} blocks by name.
+     */
+    public record Root(HealthCheck health, Supplier<Map<String, Object>> parts) {}
+
+    /**
      * {@code rootHealth} says what only the composition root knows is wrong (shutting down, an agent that hit an Error), or
      * null.
      */
     public ServerView(ServerConfig config, ServerMetrics metrics, Storage storage, Modules modules, Transport transport, Device device,
-            HealthCheck rootHealth) {
+            Root root) {
         this.config = config;
         this.metrics = metrics;
         this.l1 = storage.l1();
@@ -95,17 +99,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.loop = transport.loop();
         this.cudaStatus = device.cudaStatus();
         this.preparationStages = List.copyOf(device.preparationStages());
-        this.rootHealth = rootHealth;
-    }
-
-    /** What the start-up JIT warm-up did (and, where it goes on after ready, is doing), for {@code /status} {@code jit_warmup}. */
-    public void warmedUp(Supplier<Map<String, Object>> status) {
-        this.warmup = status;
-    }
-
-    /** What the GPU warm-ups at each device's first REGISTER did, for {@code /status} {@code jit_warmup.gpu}. */
-    public void gpuWarmups(Supplier<Map<String, Object>> status) {
-        this.gpuWarmup = status;
+        this.rootHealth = root.health();
+        this.partStatus = root.parts();
     }
 
     /** The reaper's settings as {@code /status} shows them under {@code worker_liveness}. */
@@ -177,14 +172,23 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         }
         status.put("connections", Map.of("open", connections.openConnections()));
         status.put("aot_cache", AotCacheStatus.thisJvm().toMap());
-        Map<String, Object> jit = warmup.get();
-        jit.put("gpu", gpuWarmup.get());
+        // what the start-up JIT warm-up did (and, where it goes on after ready, is doing), and the GPU warm-ups at each device's
+        // first REGISTER: the warm-up parts' blocks
+        Map<String, Object> parts = partStatus.get();
+        Map<String, Object> jit = new LinkedHashMap<>(block(parts, "jit_warmup"));
+        jit.put("gpu", block(parts, "gpu_warmups"));
         status.put("jit_warmup", jit);
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);
         }
         return status;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> block(Map<String, Object> parts, String name) {
+        Object block = parts.get(name);
+        return block instanceof Map<?, ?> map ? (Map<String, Object>) map : Map.of();
     }
 
     private Map<String, Object> storageStatus() {

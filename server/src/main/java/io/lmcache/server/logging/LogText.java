@@ -103,4 +103,14 @@ public final class LogText {
         String hex = HEX.formatHex(bytes, 0, kept);
         return bytes.length > kept ? hex + "...(" + bytes.length + " bytes)" : hex;
     }
+
+    /** The failure's message (its first line), or its type when it has none; the causes' messages are in it already. */
+    public static String oneLine(Throwable failure) {
+        String message = failure.getMessage();
+        if (message == null || message.isBlank()) {
+            Throwable cause = failure.getCause();
+            return cause != null && cause != failure ? oneLine(cause) : failure.getClass().getSimpleName();
+        }
+        return message.strip().lines().findFirst().orElse("").strip();
+    }
 }

@@ -1,6 +1,5 @@
 package io.lmcache.server.module;
 
-import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
@@ -69,8 +68,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
     private final long readTtlNs;
     private final TransferPlanner planner;
     private final InstanceRegistry<EngineDrivenContext> contexts;
-    /** The KV-event log's counters (kv-events.md §6); set at start. Null: the channel is off. */
-    private volatile KvEventRecorder events;
 
     /** How long a worker's reserved (write) and pinned (read) slots live without their commit. */
     public record SlotTtls(long writeNs, long readNs) {}
@@ -237,10 +234,6 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
      * {@code _publish_token_bindings}), so its KV-event subscriber skips those writes as unbound (kv-events.md §6). Their
      * removals from L1 are announced, as every L1 removal.
      */
-    public void recordEventsWith(KvEventRecorder recorder) {
-        this.events = recorder;
-    }
-
     public Reply commitStore(Request.CommitStore request, PeerId peer) {
         EngineDrivenContext context = context(request.instanceId(), peer, Op.COMMIT_STORE);
         if (context == null) {
@@ -265,11 +258,8 @@ public final class EngineDrivenTransferModule implements InstanceLivenessTarget 
                     + " with no reservation pending for " + request.key() + " (no PREPARE_STORE, already committed, or expired)");
             return Reply.FALSE;
         }
-        boolean all = ChunkObjects.commitAll(store, pending.objects());
-        KvEventRecorder recorder = events;
-        if (recorder != null) {
-            recorder.unannounced(pending.objects().size());
-        }
+        // no origin: the KV-event recorder counts these objects as unbound, never announces them
+        boolean all = store.commitAll(pending.objects().toArray(StoredObject[]::new), null);
         if (!all) {
             fail(Op.COMMIT_STORE, "expired", "COMMIT_STORE from engine-driven instance " + request.instanceId()
                     + ": a reservation expired (write TTL) or was cleared before the commit");

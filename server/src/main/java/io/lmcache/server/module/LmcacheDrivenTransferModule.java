@@ -3,7 +3,6 @@ package io.lmcache.server.module;
 import io.lmcache.server.cuda.CudaException;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.GpuBackend;
-import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.InstanceRegistry;
@@ -43,6 +42,7 @@ import io.lmcache.server.transfer.PiecePlanner;
 import io.lmcache.server.transfer.PlanResult;
 import io.lmcache.server.transfer.RegistrationFailures;
 import io.lmcache.server.transfer.ShmSegments;
+import io.lmcache.server.transfer.StoreRequest;
 import io.lmcache.server.transfer.TransferFailures;
 import io.lmcache.server.transfer.TransferPlan;
 import io.lmcache.server.transfer.TransferPlanner;
@@ -50,7 +50,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -95,15 +94,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final TransferFailures failures;
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
-    /** Where committed STOREs are announced (kv-events.md §6); set at start, before the first STORE. */
-    private volatile KvEventRecorder events;
     /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
     private volatile WindowCommit windowCommit;
-    /**
-     * What a successful REGISTER runs before its reply, on its lane: the GPU warm-up's bounded wait for the registration's
-     * device ({@code warmup.GpuWarmups#afterRegister}, issue 30); nothing by default (the warm-up's own scratch server).
-     */
-    private volatile Consumer<CopyPath> afterRegister = path -> { };
 
     /**
      * A registration's copy path is opened by {@code copyPaths}: its GPU backend may be the host-only one (only CPU,
@@ -129,16 +121,6 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     /** Tells the window commit how far each request stored, and its hash chain, from now on. */
     public void noteStoresWith(WindowCommit commit) {
         this.windowCommit = commit;
-    }
-
-    /** Runs {@code hook} after each successful REGISTER, before its reply (it must return, bounded, and never throw). */
-    public void afterRegisterRun(Consumer<CopyPath> hook) {
-        this.afterRegister = hook;
-    }
-
-    /** Announces each STORE's written chunks on the KV-event log from now on. */
-    public void recordEventsWith(KvEventRecorder recorder) {
-        this.events = recorder;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -184,7 +166,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.geometry().describe());
         try {
             // a device's first GPU registration waits (bounded) for its warm-up: the CUDA path warmed, its first regions pinned
-            afterRegister.accept(context.copyPath());
+            copyPaths.afterRegister().accept(context.copyPath());
         } catch (RuntimeException e) {
             REGISTER_FAILED.warn("after the REGISTER of instance {}: {} (the registration stands)", id, LogText.message(e.toString()));
         }
@@ -245,12 +227,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                         // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path), after the emission
                         meter.finished(ok, bytes, plan.range().count());
                         if (ok) {
-                            KvEventRecorder recorder = events;
-                            if (recorder != null) {
-                                recorder.commitAll(store, reserved, plan, request.key());
-                            } else {
-                                ChunkObjects.commitAll(store, reserved);
-                            }
+                            store.commitAll(reserved, new StoreRequest(plan, request.key()));
                             metrics.transfers().committed(context.copyPath().device(), System.nanoTime() - finishedNs);
                         } else {
                             ChunkObjects.abortAll(store, reserved);

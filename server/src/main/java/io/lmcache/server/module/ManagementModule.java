@@ -38,16 +38,25 @@ public final class ManagementModule {
     private final Map<String, Object> livenessSettings;
     private boolean reaperRunning;
     /** GET_EXPERIMENTAL's answer: the KV-event capabilities while the log is on (kv-events.md §4). */
-    private volatile Reply experimental = NO_EXPERIMENTS;
-    private volatile KvEventModule kvEvents;
+    private final Reply experimental;
+    /** The KV-event channel (null: none, the ops tests' servers). */
+    private final KvEventModule kvEvents;
 
     public ManagementModule(int chunkSize, ObjectStore store, List<InstanceLivenessTarget> targets, Reaper reaper,
             Map<String, Object> livenessSettings) {
+        this(chunkSize, store, targets, reaper, livenessSettings, null);
+    }
+
+    /** {@code kvEvents}: its ops are advertised (only while its log is on) and its state shown in /status. */
+    public ManagementModule(int chunkSize, ObjectStore store, List<InstanceLivenessTarget> targets, Reaper reaper,
+            Map<String, Object> livenessSettings, KvEventModule kvEvents) {
         this.chunkSize = new Reply.Int(chunkSize);
         this.store = store;
         this.targets = List.copyOf(targets);
         this.reaper = reaper;
         this.livenessSettings = livenessSettings;
+        this.kvEvents = kvEvents;
+        this.experimental = kvEvents == null ? NO_EXPERIMENTS : new Reply.StrList(kvEvents.capabilities());
     }
 
     /**
@@ -65,16 +74,9 @@ public final class ManagementModule {
                 (r, peer) -> reportBlockAllocation(r), Reply.NONE);
     }
 
-    /** Advertises the KV-event channel's ops (only while its log is on) and shows its state in /status; before the loop starts. */
-    public void advertise(KvEventModule events) {
-        this.kvEvents = events;
-        this.experimental = new Reply.StrList(events.capabilities());
-    }
-
-    /** {@code /status} {@code kv_events}, or null before {@link #advertise}. */
+    /** {@code /status} {@code kv_events}, or null without the channel. */
     public Map<String, Object> kvEventsStatus() {
-        KvEventModule events = kvEvents;
-        return events == null ? null : events.status();
+        return kvEvents == null ? null : kvEvents.status();
     }
 
     public void start() {

@@ -6,7 +6,7 @@ import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.storage.ChunkHash;
 import io.lmcache.server.storage.ChunkKey;
-import io.lmcache.server.storage.CommitListener;
+import io.lmcache.server.storage.Committed;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.tables.BoundedTable;
@@ -41,7 +41,7 @@ public final class WindowCommit {
     /** Where the copies go: {@code StoreController.flush}, which takes the pins. */
     @FunctionalInterface
     public interface Flusher {
-        int flush(List<CommitListener.Committed> pinned);
+        int flush(List<Committed> pinned);
     }
 
     /** What LMCache's {@code Session} keeps for a commit. */
@@ -177,15 +177,15 @@ public final class WindowCommit {
             return 0;
         }
         int anchor = Math.min(anchorChunks(settings.anchor(), s.promptEndTokens, s.storedEndTokens, chunkSize), s.chainChunks);
-        List<CommitListener.Committed> pinned = pinWindows(s, anchor);
+        List<Committed> pinned = pinWindows(s, anchor);
         commits.increment();
         return pinned.isEmpty() ? 0 : flusher.flush(pinned);
     }
 
     /** The {@code w} chunks ending at {@code anchor} of every sliding-window group, every rank (chunk-major, rank-minor), pinned. */
-    private List<CommitListener.Committed> pinWindows(Session s, int anchor) {
+    private List<Committed> pinWindows(Session s, int anchor) {
         LookupGeometry geometry = catalog.lookupGeometry(s.model, s.worldSize);
-        List<CommitListener.Committed> pinned = new ArrayList<>();
+        List<Committed> pinned = new ArrayList<>();
         for (int g = 0; g < geometry.groups(); g++) {
             int window = geometry.windowChunks()[g];
             if (window < 1) {
@@ -198,7 +198,7 @@ public final class WindowCommit {
                     if (object == null) {
                         missing.increment(); // evicted, or still being written: the window reaches L2 later, or not at all
                     } else {
-                        pinned.add(new CommitListener.Committed(key, object));
+                        pinned.add(new Committed(key, object));
                     }
                 }
             }

@@ -1,5 +1,6 @@
 package io.lmcache.server.storage;
 
+import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import io.lmcache.server.tables.WireKey;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
@@ -17,9 +18,9 @@ import java.util.function.LongSupplier;
  *
  * <p>"Written" is the chunk's reservation (its copy follows within the request); "read" is a copy out
  * of it that served a RETRIEVE; "evicted" is the LRU removing it (watermark or demand; a clear is not
- * an eviction). Called only under the object store's lock, so nothing here is synchronized.
+ * an eviction). The first entry of the store's listener list: called only under its lock, so nothing here is synchronized.
  */
-public final class ChunkLifecycle {
+public final class ChunkLifecycle implements StoreListener {
     /** Where the samples go (the metrics layer); all times in nanoseconds. */
     public interface Sink {
         void lifetime(long ns);
@@ -119,7 +120,8 @@ public final class ChunkLifecycle {
     }
 
     /** A chunk was reserved to be written. */
-    void written(StoredObject object, String salt) {
+    @Override
+    public void reserved(StoredObject object, String salt) {
         long accesses = countAccess(salt);
         if (!isSampled(object.key)) {
             return;
@@ -137,7 +139,8 @@ public final class ChunkLifecycle {
     }
 
     /** A copy out of the chunk served a RETRIEVE. */
-    void read(StoredObject object, String salt) {
+    @Override
+    public void read(StoredObject object, String salt) {
         long accesses = countAccess(salt);
         Touch touch = sampled.get(object);
         if (touch == null) {
@@ -150,10 +153,11 @@ public final class ChunkLifecycle {
         touch.saltAccesses = accesses;
     }
 
-    /** The chunk left the pool; {@code evicted} when the LRU chose it. */
-    void removed(StoredObject object, boolean evicted) {
+    /** The chunk left the pool; an eviction (watermark or demand: the policy chose it) ends a sampled lifetime. */
+    @Override
+    public void removed(StoredObject object, String model, Keys keys, EvictionReason reason) {
         Touch touch = sampled.remove(object);
-        if (touch == null || !evicted) {
+        if (touch == null || reason != EvictionReason.WATERMARK && reason != EvictionReason.DEMAND) {
             return;
         }
         long nowNs = clockNs.getAsLong();

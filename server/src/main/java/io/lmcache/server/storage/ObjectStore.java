@@ -53,7 +53,6 @@ public final class ObjectStore {
     private final LongSupplier clockNs;
     private final StoreCounters counters;
     private final long poolBytes;
-    private volatile CommitListener commitListener; // the L2 write-through feed: null without L2, set before the first STORE
 
     public ObjectStore(SlabAllocator allocator, long poolBytes, EvictionPolicyName policy, long writeTtlNs, long readTtlNs,
             LongSupplier clockNs, StoreCounters counters) {
@@ -77,30 +76,24 @@ public final class ObjectStore {
         return counters;
     }
 
-    public void setCommitListener(CommitListener listener) {
-        this.commitListener = listener;
-    }
-
-    /** The feed set now (null: none): the fleet's cache-event feed chains itself in front of it (issue 49, until a listener list). */
-    public CommitListener commitListener() {
-        return commitListener;
-    }
-
-    /** The removal feed set now (null: none); see {@link #commitListener()}. */
-    public RemovalListener removalListener() {
+    /**
+     * Appends {@code listener} to the store's ordered listener list ({@link StoreListener}: which events run under this lock
+     * and which right after); the composition adds its entries before the first request.
+     */
+    public void listen(StoreListener listener) {
         lock.lock();
         try {
-            return table.removals;
+            table.listen(listener);
         } finally {
             unlock();
         }
     }
 
-    /** The KV-event log's feed of removals; set before the first STORE. */
-    public void setRemovalListener(RemovalListener listener) {
+    /** Takes {@code listener} off the list: a part that closes (the L2 tier) hears no more commits. */
+    public void unlisten(StoreListener listener) {
         lock.lock();
         try {
-            table.removals = listener;
+            table.unlisten(listener);
         } finally {
             unlock();
         }
@@ -189,9 +182,30 @@ public final class ObjectStore {
     }
 
     /**
-     * Publishes a filled object (write lock released, visible to lookups, most recently used).
-     * Commit the chunks of one prefix last to first, so the head of a prefix outlives its tail.
-     * Returns false when the object was reclaimed meanwhile (TTL, forced clear): its data is gone.
+     * Publishes a writer's reserved objects (nulls skipped), last to first: the one place of the rule that a prefix is committed
+     * last chunk first, so the policy keeps the head of a prefix longer than its tail (objects of one chunk are adjacent,
+     * {@code objects[j * groups + g]}). Then, the lock released, every listener hears the batch with {@code origin}. True when
+     * every object was still reserved.
+     */
+    public boolean commitAll(StoredObject[] objects, StoreListener.Origin origin) {
+        boolean[] committed = new boolean[objects.length];
+        boolean all = true;
+        for (int i = objects.length - 1; i >= 0; i--) {
+            if (objects[i] != null) {
+                committed[i] = commit(objects[i]);
+                all &= committed[i];
+            }
+        }
+        StoreListener.Batch batch = new StoreListener.Batch(objects, committed, origin);
+        for (StoreListener listener : table.listeners()) {
+            listener.stored(batch);
+        }
+        return all;
+    }
+
+    /**
+     * Publishes a filled object (write lock released, visible to lookups, most recently used); {@link #commitAll} commits a
+     * writer's objects in their order. Returns false when the object was reclaimed meanwhile (TTL, forced clear): its data is gone.
      */
     public boolean commit(StoredObject object) {
         lock.lock();
@@ -199,10 +213,10 @@ public final class ObjectStore {
             if (!publish(object)) {
                 return false;
             }
-            CommitListener listener = commitListener;
-            if (listener != null && listener.committed(new CommitListener.Committed(new ChunkKey(table.model(object), table.salt(object),
-                    table.tags(object), object.key.kvRank(), object.key.group(), object.key.hash()), object))) {
-                table.pinned(object); // the L2 write's read hold: not evictable until it is given back
+            for (StoreListener listener : table.listeners()) {
+                if (listener.committed(object, table::keyOf)) {
+                    table.pinned(object); // the listener's read hold (the L2 write's): not evictable until it is given back
+                }
             }
             table.relinkIfUnlocked(object);
             return true;

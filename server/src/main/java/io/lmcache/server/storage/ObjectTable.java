@@ -4,6 +4,7 @@ import io.lmcache.server.protocol.RequestTags;
 import io.lmcache.server.config.EvictionPolicyName;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -38,8 +39,8 @@ final class ObjectTable {
     private int watchers;
     /** Fills ended since the store last signalled its waiting readers. */
     private int fillsEnded;
-    /** The KV-event log's feed of published objects that leave (null: none); {@link #removalsEnded} flushes it. */
-    RemovalListener removals;
+    /** The store's listener list, in order (the chunk-lifecycle sampler first); replaced under the store's lock, read also after it. */
+    private volatile StoreListener[] listeners;
     private boolean removedAny;
 
     ObjectTable(SlabAllocator allocator, EvictionPolicyName policy, long poolBytes, StoreCounters counters, LongSupplier clockNs) {
@@ -47,6 +48,28 @@ final class ObjectTable {
         this.policy = EvictionPolicy.create(policy, poolBytes, namespaces::salt, clockNs);
         this.counters = counters;
         this.lists = new RegionLists(allocator.regionCount());
+        this.listeners = new StoreListener[] {counters.lifecycle()};
+    }
+
+    /** Appends {@code listener} to the list (under the store's lock). */
+    void listen(StoreListener listener) {
+        StoreListener[] more = Arrays.copyOf(listeners, listeners.length + 1);
+        more[listeners.length] = listener;
+        listeners = more;
+    }
+
+    /** Takes {@code listener} off the list (under the store's lock): a part that closes hears nothing more. */
+    void unlisten(StoreListener listener) {
+        listeners = Arrays.stream(listeners).filter(l -> l != listener).toArray(StoreListener[]::new);
+    }
+
+    StoreListener[] listeners() {
+        return listeners;
+    }
+
+    /** An object's key as the store interned it (model, salt and tags of its namespace). */
+    ChunkKey keyOf(StoredObject object) {
+        return new ChunkKey(model(object), salt(object), tags(object), object.key.kvRank(), object.key.group(), object.key.hash());
     }
 
     EvictionPolicy policy() {
@@ -115,7 +138,9 @@ final class ObjectTable {
         int namespace = namespaces.acquire(key.model(), key.salt(), key.tags());
         StoredObject object = new StoredObject(new ObjectKey(namespace, key.kvRank(), key.group(), key.hash()), offset, bytes, format, nowNs);
         objects.put(object.key, object);
-        counters.lifecycle().written(object, key.salt());
+        for (StoreListener listener : listeners) {
+            listener.reserved(object, key.salt());
+        }
         lists.linkRegion(object, allocator.regionOf(offset));
         objectBytes += bytes;
         return object;
@@ -235,12 +260,11 @@ final class ObjectTable {
         if (object.state == StoredObject.State.FREED) {
             throw new IllegalStateException("object freed twice: " + object);
         }
-        if (removals != null && object.state == StoredObject.State.READY && !object.temporary) {
-            // a loaded copy was never announced
-            removals.removed(model(object), salt(object), !tags(object).isEmpty(), object.key.kvRank(), object.key.group(), object.key.hash(),
-                    object.bytes);
-            removedAny = true;
+        String model = model(object);
+        for (StoreListener listener : listeners) {
+            listener.removed(object, model, this::keyOf, reason);
         }
+        removedAny = true;
         fillEnded(object);
         doomedInUse.remove(object);
         readShares.unlocked(object);
@@ -250,7 +274,6 @@ final class ObjectTable {
         namespaces.release(object.key.namespace());
         objectBytes -= object.bytes;
         counters.evicted(reason, object.bytes);
-        counters.lifecycle().removed(object, reason == EvictionReason.WATERMARK || reason == EvictionReason.DEMAND);
         object.state = StoredObject.State.FREED;
     }
 
@@ -270,11 +293,13 @@ final class ObjectTable {
         }
     }
 
-    /** The end of a lock hold: the removal feed hears that this hold's removals are complete. */
+    /** The end of a lock hold: the listeners hear that this hold's removals are complete. */
     void removalsEnded() {
         if (removedAny) {
             removedAny = false;
-            removals.batchEnded();
+            for (StoreListener listener : listeners) {
+                listener.removalsEnded();
+            }
         }
     }
 
@@ -311,7 +336,10 @@ final class ObjectTable {
     /** A copy out of {@code object} served a read (the chunk lifecycle's touch, and the policy's). */
     void read(StoredObject object) {
         object.touched = true;
-        counters.lifecycle().read(object, namespaces.salt(object.key.namespace()));
+        String salt = namespaces.salt(object.key.namespace());
+        for (StoreListener listener : listeners) {
+            listener.read(object, salt);
+        }
     }
 
     /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */

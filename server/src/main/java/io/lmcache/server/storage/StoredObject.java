@@ -61,6 +61,11 @@ public final class StoredObject {
         this.createdNs = nowNs;
     }
 
+    /** Whether it is a published object of a writer, not a loaded copy (under the store's lock): what a removal announces. */
+    public boolean published() {
+        return state == State.READY && !temporary;
+    }
+
     public ObjectKey key() {
         return key;
     }

@@ -3,7 +3,7 @@ package io.lmcache.server.tier;
 import io.lmcache.server.module.L2Prefetcher;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.storage.ChunkKey;
-import io.lmcache.server.storage.CommitListener;
+import io.lmcache.server.storage.Committed;
 import io.lmcache.server.storage.ObjectKey;
 import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
@@ -49,7 +49,7 @@ final class L1HitAdmission implements L2Prefetcher {
     /** The job's L1 read locks name the objects found (the LOOKUP's key gives their model and salt). */
     private void sighted(Job job) {
         CacheKey key = job.key();
-        List<CommitListener.Committed> admitted = null;
+        List<Committed> admitted = null;
         for (ObjectStore.ReadLock lock : job.l1Locks()) {
             StoredObject object = lock.object();
             ObjectKey id = object.key();
@@ -62,7 +62,7 @@ final class L1HitAdmission implements L2Prefetcher {
                 if (admitted == null) {
                     admitted = new ArrayList<>();
                 }
-                admitted.add(new CommitListener.Committed(chunk, pinned));
+                admitted.add(new Committed(chunk, pinned));
             }
         }
         if (admitted != null) {

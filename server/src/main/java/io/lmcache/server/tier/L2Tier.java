@@ -113,7 +113,7 @@ public final class L2Tier implements AutoCloseable {
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));
-        store.setCommitListener(storeController);
+        store.listen(storeController);
         LOG.info("L2 tier: {} adapter(s) {}, store policy {}, prefetch policy {}, at most {} prefetches in flight, admission {}, "
                 + "write budget {} B/s per tenant", adapters.size(), settings.adapters().stream().map(L2AdapterSpec::type).toList(),
                 settings.storePolicy(), settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight(),
@@ -193,7 +193,7 @@ public final class L2Tier implements AutoCloseable {
         if (runner == null) {
             return;
         }
-        store.setCommitListener(null);
+        store.unlisten(storeController);
         runner.close();
         CloseHelper.closeAll(adapters.reversed());
     }

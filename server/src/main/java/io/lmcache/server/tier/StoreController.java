@@ -5,8 +5,9 @@ import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
 import io.lmcache.server.metrics.L2Metrics;
-import io.lmcache.server.storage.CommitListener;
+import io.lmcache.server.storage.Committed;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.storage.StoreListener;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.tier.admission.L2WriteGate;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
@@ -38,7 +39,7 @@ import org.slf4j.LoggerFactory;
  * whether a committed object is sent at all ({@code --l2-admission}, the tenant's write budget): that is the one place the write
  * path asks it.
  */
-public final class StoreController implements Agent, CommitListener {
+public final class StoreController implements Agent, StoreListener {
     private static final Logger LOG = LoggerFactory.getLogger(StoreController.class);
     /** Objects submitted per task: large enough to batch, small enough that one slow key holds few others. */
     static final int MAX_TASK_OBJECTS = 64;
@@ -146,7 +147,8 @@ public final class StoreController implements Agent, CommitListener {
 
     /** Runs on the committing thread under the object store's lock: only a bound check, a queue append and a wake-up. */
     @Override
-    public boolean committed(Committed committed) {
+    public boolean committed(StoredObject object, Keys keys) {
+        Committed committed = new Committed(keys.keyOf(object), object);
         if (committed.key().hasTags()) {
             return false; // L2 names carry no tags: LMCache refuses a tagged store on such adapters (request_tags.rst)
         }

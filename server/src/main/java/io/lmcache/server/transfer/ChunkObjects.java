@@ -8,8 +8,8 @@ import java.util.List;
 
 /**
  * The per-chunk steps of a transfer on the object store, shared by both transfer modules:
- * reserve (write-lock a new object), pin (read a stored one), commit, abort and unpin. Commits and
- * unpins go last chunk first, so the head of the prefix is the most recently used.
+ * reserve (write-lock a new object), pin (read a stored one), abort and unpin (commits: {@link ObjectStore#commitAll}). Unpins
+ * go last chunk first, as commits do, so the head of the prefix is the most recently used.
  */
 public final class ChunkObjects {
     private ChunkObjects() {}
@@ -108,25 +108,6 @@ public final class ChunkObjects {
             }
         }
         return pinned;
-    }
-
-    /** Publishes reserved objects (nulls skipped); true when every one was still reserved. */
-    public static boolean commitAll(ObjectStore store, StoredObject[] reserved) {
-        boolean all = true;
-        for (int j = reserved.length - 1; j >= 0; j--) {
-            if (reserved[j] != null) {
-                all &= store.commit(reserved[j]);
-            }
-        }
-        return all;
-    }
-
-    public static boolean commitAll(ObjectStore store, List<StoredObject> reserved) {
-        boolean all = true;
-        for (int i = reserved.size() - 1; i >= 0; i--) {
-            all &= store.commit(reserved.get(i));
-        }
-        return all;
     }
 
     public static void abortAll(ObjectStore store, StoredObject[] reserved) {

@@ -5,14 +5,17 @@ import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.protocol.TensorWrapper;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
  * What opening a registration's {@link CopyPath} takes: the CPU workers' shared-memory segments ({@code shm}'s rules), the
  * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
- * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null).
+ * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null);
+ * {@code afterRegister} runs after each successful REGISTER, before its reply, on its lane (the GPU warm-up's bounded wait
+ * for the registration's device, {@code warmup.GpuWarmups#afterRegister}, issue 30): it must return, bounded, and never throw.
  */
 public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
-        Opener scratch) {
+        Opener scratch, Consumer<CopyPath> afterRegister) {
     /**
      * Opens the copy path of the GPU warm-up's scratch worker (issue 30) instead of {@link CopyPath#open}: its tensors are
      * memory the server allocated, which no IPC handle names.
@@ -24,11 +27,18 @@ public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, End
 
     public CopyPaths {
         gpu = gpu == null ? GpuBackend.none() : gpu; // a CUDA registration is then refused with the host-only backend's reason
+        afterRegister = afterRegister == null ? path -> { } : afterRegister;
     }
 
-    /** Every real server's: registrations' paths are opened from their tensors. */
+    /** Registrations' paths are opened from their tensors, and nothing runs after a REGISTER. */
     public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
-        this(shm, gpu, pool, endOfLife, testDelay, null);
+        this(shm, gpu, pool, endOfLife, testDelay, null, null);
+    }
+
+    /** The warm-up's scratch server: paths from {@code scratch} (null: from the tensors), nothing after a REGISTER. */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
+            Opener scratch) {
+        this(shm, gpu, pool, endOfLife, testDelay, scratch, null);
     }
 
     /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}), or the scratch opener's path. */

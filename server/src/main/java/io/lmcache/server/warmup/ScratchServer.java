@@ -211,7 +211,6 @@ final class ScratchServer implements AutoCloseable {
                 }, null, opener), catalog);
         KvEventRecorder events = new KvEventRecorder(new KvEventLog(1024, chunkSize, System.nanoTime()), false);
         events.attach(store);
-        transfers.recordEventsWith(events);
         lookup = new LookupModule(chunkSize, store, leases, results, metrics, catalog);
         dispatcher = new Dispatcher(table(lookup, transfers, metrics), replies, metrics, 1, 1, 0);
     }

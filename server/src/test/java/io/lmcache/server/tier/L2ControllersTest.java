@@ -307,7 +307,7 @@ class L2ControllersTest {
         StoreController controller = new StoreController(List.of(adapters), new L1Side(store, pool), skipL1, new ModelLayouts(
                 model -> shapes.byWorldSize(model), (model, worldSize) -> lookups.consultsL2(model, worldSize)),
                 new StoreController.Admission(gate, backlogBytes), metrics, () -> { });
-        store.setCommitListener(controller);
+        store.listen(controller);
         return controller;
     }
 
@@ -424,7 +424,7 @@ class L2ControllersTest {
             commit(chunk);
         }
         controller.doWork();
-        store.setCommitListener(null);
+        store.unlisten(controller);
         assertEquals(CHUNKS, adapter.data.size());
         store.evict(Long.MAX_VALUE, StoreCounters.EvictionReason.WATERMARK);
         assertEquals(0, store.snapshot().objects());

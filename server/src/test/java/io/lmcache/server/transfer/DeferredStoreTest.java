@@ -86,7 +86,7 @@ class DeferredStoreTest {
         assertArrayEquals(ChunkHashes.hash(key, CHUNK, 3).bytes(), plan.hashes().bytes(), "the chain is whole after the stop too");
 
         // once committed, a STORE of the same tokens reserves nothing and moves nothing
-        assertTrue(ChunkObjects.commitAll(store, objects));
+        assertTrue(store.commitAll(objects, null));
         TransferPlan again = new TransferPlan(new ChunkRange(0, 2), ChunkHashes.deferred(key, CHUNK, 2), GroupParts.of(gemma, 2, ids, true));
         ChunkObjects.Reserving second = new ChunkObjects.Reserving(store, key, again);
         long[] moved = new long[1];

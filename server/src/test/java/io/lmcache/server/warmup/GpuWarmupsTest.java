@@ -245,10 +245,9 @@ class GpuWarmupsTest {
                 return false;
             }
             return true;
-        }, null);
+        }, null, null, gpu::afterRegister);
         module = new LmcacheDrivenTransferModule(CHUNK_SIZE, store, new LookupLeases(store, TimeUnit.MINUTES.toNanos(1), System::nanoTime),
                 metrics, liveness, paths, new ObjectGroupCatalog(true));
-        module.afterRegisterRun(gpu::afterRegister);
         return module;
     }
 

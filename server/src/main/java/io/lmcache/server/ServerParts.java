@@ -1,0 +1,375 @@
+package io.lmcache.server;
+
+import static io.lmcache.server.assembly.Part.after;
+
+import io.lmcache.server.agent.Agent;
+import io.lmcache.server.agent.AgentErrors;
+import io.lmcache.server.agent.AgentRunner;
+import io.lmcache.server.agent.Housekeeping;
+import io.lmcache.server.agent.IdleStrategy;
+import io.lmcache.server.assembly.Build;
+import io.lmcache.server.assembly.Part;
+import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.events.KvEventCounters;
+import io.lmcache.server.events.KvEventRecorder;
+import io.lmcache.server.events.KvEventStreams;
+import io.lmcache.server.fleet.FleetPart;
+import io.lmcache.server.http.HttpApi;
+import io.lmcache.server.http.ServerHttp;
+import io.lmcache.server.http.ServerView;
+import io.lmcache.server.liveness.InstanceLivenessTarget;
+import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.liveness.LivenessMeters;
+import io.lmcache.server.liveness.Reaper;
+import io.lmcache.server.liveness.ReleaseThread;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.loop.Dispatcher;
+import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.ReplyQueue;
+import io.lmcache.server.loop.RequestLoop;
+import io.lmcache.server.metrics.KvEventMetrics;
+import io.lmcache.server.metrics.LookupCatalogue;
+import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.module.EventKinds;
+import io.lmcache.server.module.KvEventModule;
+import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.ManagementModule;
+import io.lmcache.server.module.PrefetchResults;
+import io.lmcache.server.module.ServerOps;
+import io.lmcache.server.peer.PeerConnections;
+import io.lmcache.server.storage.EvictionController;
+import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.storage.StoreMeters;
+import io.lmcache.server.tables.TableMeters;
+import io.lmcache.server.warmup.GpuScratchWarmup;
+import io.lmcache.server.warmup.GpuWarmups;
+import io.lmcache.server.warmup.Warmup;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Stream;
+
+/**
+ * The server's parts, in the one list {@link #ALL} the composition root opens (docs/assembly.md): each part names the parts it
+ * comes after, with the reason (a close rule is such an edge: a part closes before every part it comes after), opens its
+ * objects from what they opened, and registers its closers, agents, start steps and {@code /status} blocks. A new feature is
+ * one more part here plus its own classes.
+ */
+final class ServerParts {
+    private static final long DRAIN_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
+    /** A reaped worker's release (unmap, IPC close) that takes longer is logged and counted. */
+    private static final long RELEASE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
+    private static final long ACTIVITY_INTERVAL_NS = TimeUnit.SECONDS.toNanos(10);
+    private static final long MIN_RETAIN_NS = TimeUnit.MINUTES.toNanos(10);
+    /** The stream agent's longest sleep: a fallback, since appends, acks and new subscriptions wake it. */
+    private static final long KV_EVENT_PARK_NS = TimeUnit.MILLISECONDS.toNanos(50);
+    private static final long KV_EVENT_CLOSE_NS = TimeUnit.SECONDS.toNanos(2);
+
+    private ServerParts() {}
+
+    /** What the root opens before the parts (the GPU, before the banner) and what only it knows (whether it is closing). */
+    record Root(GpuPart gpu, AgentErrors agentErrors, BooleanSupplier closing) {}
+
+    /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
+    record Lookups(LookupLeases leases, PrefetchResults prefetchResults) {}
+
+    /** Who is connected and the liveness rules over them. */
+    record Peers(PeerConnections connections, Liveness liveness) {}
+
+    /** The KV-event channel's request side: the stream agent and the module that serves SUBSCRIBE/POLL. */
+    record KvEventChannel(KvEventStreams streams, KvEventModule module, ReplyQueue replies) {}
+
+    /** The HTTP listeners: the API and the separate Prometheus port (null without one). */
+    record HttpListeners(HttpApi api, HttpApi prometheus) {}
+
+    // runs on: the thread that calls close(); closed last, after every part that logs
+    static final Part<Object> LOG_SUMMARIES = Part.of("rate-limited log summaries", List.of(),
+            b -> b.onClose("rate-limited log summaries", RateLimitedLog::flushPending));
+
+    /** The pool; its preparation (prefault, pin, NUMA placement) is the first start step. */
+    static final Part<L1Tier> L1 = Part.of("L1 tier", List.of(after("rate-limited log summaries", "the summaries are written after every part that logs")),
+            b -> {
+                GpuPart gpu = b.require(Root.class).gpu();
+                ServerConfig config = config(b);
+                L1Tier l1 = b.onClose("L1 tier", openL1(config, gpu));
+                b.onStart("L1 pool preparation", () -> l1.startPreparation(gpu.regionStages(l1.pool()),
+                        gpu.numaPlacement(l1.pool(), config.operator().numaPlacement())));
+                return l1;
+            });
+
+    static final Part<AutoCloseable> GPU_BACKEND = Part.of("GPU backend", List.of(after("L1 tier", "the pool is unpinned before its memory goes")),
+            b -> b.onClose("GPU backend", b.require(Root.class).gpu().closer(b.require(L1Tier.class))));
+
+    /** The runner of lmcache-cuda-events. */
+    record CudaEvents(AgentRunner runner) {}
+
+    /** lmcache-cuda-events; off without CUDA (no thread for nothing). */
+    static final Part<CudaEvents> CUDA_EVENTS = Part.of("CUDA event poller", List.of(after("GPU backend", "it polls the backend's events")), b -> {
+        Root root = b.require(Root.class);
+        AgentRunner runner = b.onClose("CUDA event poller", root.gpu().eventsRunner(root.agentErrors()));
+        if (runner == null) {
+            return null;
+        }
+        b.onStart("CUDA event poller", runner::start);
+        return new CudaEvents(runner);
+    });
+
+    static final Part<ReleaseThread> RELEASES = Part.of("release thread", List.of(after("CUDA event poller",
+            "a reaped worker's IPC closes need the CUDA contexts: the GPU backend closes after it")), b -> {
+        ReleaseThread releases = b.onClose("release thread", ReleaseThread.withTimeout(TestHooks.releaseTimeoutNs(config(b), RELEASE_TIMEOUT_NS)));
+        b.agent(Build.Role.HOUSEKEEPING, releases);
+        LivenessMeters.bind(metrics(b), releases);
+        return releases;
+    });
+
+    static final Part<AutoCloseable> GPU_DRAIN = Part.of("GPU transfers in flight", List.of(after("release thread",
+            "the last GPU completions still give back what the release thread frees")),
+            b -> b.onClose("GPU transfers in flight", b.require(Root.class).gpu().drainer()));
+
+    static final Part<Lookups> LOOKUPS = Part.of("lookup state", List.of(after("L1 tier", "leases lock L1 objects")), b -> {
+        ServerConfig config = config(b);
+        LookupLeases leases = b.offer(new LookupLeases(b.require(L1Tier.class).store(), config.l1ReadTtlNs(), System::nanoTime));
+        PrefetchResults prefetchResults = b.offer(new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime));
+        TableMeters.bind(metrics(b), prefetchResults.table());
+        TableMeters.bind(metrics(b), leases.table());
+        return new Lookups(leases, prefetchResults);
+    });
+
+    static final Part<Peers> PEERS = Part.of("peers", List.of(), b -> {
+        ServerConfig config = config(b);
+        // closed connections are remembered long enough for every liveness rule to use them
+        PeerConnections connections = b.offer(new PeerConnections(System::nanoTime, Math.max(config.workerRegistrationGraceNs(), MIN_RETAIN_NS)));
+        return new Peers(connections, b.offer(new Liveness(System::nanoTime, connections, config.workerDisconnectGraceNs())));
+    });
+
+    /** The GPU warm-up at each device's first REGISTER; built before the transfer modules, which run it after a REGISTER. */
+    static final Part<GpuWarmups> GPU_WARMUPS = Part.of("GPU warm-ups", List.of(after("GPU backend",
+            "a warm-up still running stops after its round and frees its scratch memory before the backend closes")), b -> {
+        GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(config(b), b.require(L1Tier.class).store(),
+                b.require(Root.class).gpu().backend()));
+        b.status("gpu_warmups", warmups::status);
+        return warmups;
+    });
+
+    static final Part<DataModules> DATA = Part.of("data modules", List.of(after("GPU transfers in flight",
+            "the GPU transfers in flight drain after the modules close"), after("lookup state", "the modules take the leases"),
+            after("peers", "the modules follow their workers' liveness"), after("GPU warm-ups", "a REGISTER runs the GPU warm-up")), b -> {
+        Root root = b.require(Root.class);
+        DataModules data = DataModules.open(config(b), b.require(L1Tier.class), root.gpu(),
+                new DataModules.LookupState(b.require(LookupLeases.class), b.require(PrefetchResults.class)),
+                new DataModules.WorkerEnds(b.require(Liveness.class), b.require(ReleaseThread.class), b.require(GpuWarmups.class)),
+                metrics(b), new DataModules.Supervision(root.agentErrors(), b::onClose));
+        b.offer(data.l2());
+        b.offer(data.lookup());
+        b.offer(data.events());
+        b.agent(Build.Role.HOUSEKEEPING, data.l2().evictionAgent());
+        b.onStart("L2 tier", data.l2()::start);
+        metrics(b).gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, data.lookup()::pendingResults);
+        return data;
+    });
+
+    /**
+     * The LMCache fleet (issue 49): coordinator membership, the cache-event feed on the store's listener list and on every L2
+     * adapter, {@code /cache/objects}. Opened after the stores, so it closes before them; opened before the request loop, so its
+     * last events are flushed and it deregisters after the loop drains. Its threads start once HTTP serves (see {@link #VIEW}).
+     */
+    static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("data modules", "its feed hears the stores; it closes before them")),
+            b -> {
+                FleetPart fleet = b.onClose("fleet", FleetPart.open(config(b), b.require(L1Tier.class).store(),
+                        b.require(DataModules.class).l2().adapters()));
+                fleet.bindMetrics(metrics(b));
+                return fleet;
+            });
+
+    /** The KV-event streams (SUBSCRIBE/POLL) over the log the recorder fills. */
+    static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log")), b -> {
+        ReplyQueue replies = b.offer(new ReplyQueue());
+        KvEventRecorder recorder = b.require(KvEventRecorder.class);
+        KvEventStreams streams = new KvEventStreams(recorder.log(), replies, System::nanoTime);
+        KvEventModule module = new KvEventModule(recorder, streams);
+        KvEventMetrics.bind(metrics(b), new KvEventCounters(recorder, streams));
+        return new KvEventChannel(streams, module, replies);
+    });
+
+    // built after the modules: the reaper runs over modules that are complete, and stops before they close
+    static final Part<Reaper> REAPER = Part.of("reaper", List.of(after("data modules", "the reaper runs over modules that are complete"),
+            after("kv-event module", "a reaped instance's subscription ends")), b -> {
+        ServerConfig config = config(b);
+        Reaper reaper = new Reaper(targets(b), config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(), config.workerDisconnectGraceNs(),
+                b.require(ReleaseThread.class), b.require(PeerConnections.class), System::nanoTime);
+        b.agent(Build.Role.HOUSEKEEPING, reaper);
+        LivenessMeters.bind(metrics(b), reaper);
+        return reaper;
+    });
+
+    static final Part<ManagementModule> MANAGEMENT = Part.of("management", List.of(after("reaper", "management reports the reaper's targets")),
+            b -> new ManagementModule(config(b).chunkSize(), b.require(L1Tier.class).store(), targets(b), b.require(Reaper.class),
+                    ServerView.livenessSettings(config(b)), b.require(KvEventChannel.class).module()));
+
+    // STORE/RETRIEVE failures carry the GPU's complete event, which a GPU worker can open (64 zero bytes without CUDA);
+    // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget).
+    // Isolated IPC (issue 47): each event handle is classified and answered in kind; --isolated-ipc only sets the warning
+    static final Part<Dispatcher> DISPATCHER = Part.of("dispatcher", List.of(after("management", "it serves every module's ops"),
+            after("data modules", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
+        ServerConfig config = config(b);
+        DataModules data = b.require(DataModules.class);
+        GpuBackend gpu = b.require(Root.class).gpu().backend();
+        EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
+        return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), data.lookup(),
+                b.require(KvEventChannel.class).module(), data.lmcacheDriven(), data.engineDriven(), events), b.require(ReplyQueue.class),
+                metrics(b), config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
+    });
+
+    // runs on: lmcache-housekeeping (each eviction tick, the activity log); stops after the drain and before the modules it
+    // sweeps and reaps close; the flush writes the "suppressed N" summaries of floods that stopped
+    static final Part<AgentRunner> HOUSEKEEPING = Part.of("housekeeping", List.of(after("dispatcher", "the activity log reads its meters"),
+            after("reaper", "it runs the reaper")), b -> {
+        L1Tier l1 = b.require(L1Tier.class);
+        DataModules data = b.require(DataModules.class);
+        Lookups lookups = b.require(Lookups.class);
+        List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(lookups.leases()::sweep, lookups.prefetchResults()::sweep,
+                RateLimitedLog::flushAll));
+        if (data.engineDriven() != null) {
+            sweepers.add(data.engineDriven()::sweep);
+        }
+        Reaper reaper = b.require(Reaper.class);
+        b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
+        b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
+                reaper::trackedInstances, ACTIVITY_INTERVAL_NS));
+        AgentErrors errors = b.require(Root.class).agentErrors();
+        List<Agent> agents = b.agents(Build.Role.HOUSEKEEPING);
+        CudaEvents cudaEvents = b.optional(CudaEvents.class);
+        errors.bindMeters(metrics(b), Stream.concat(agents.stream().map(Agent::roleName),
+                Stream.ofNullable(cudaEvents).map(events -> events.runner().agent().roleName())).toList());
+        AgentRunner runner = b.onClose("housekeeping", Housekeeping.runner(errors, agents));
+        b.onStart("housekeeping", runner::start);
+        return runner;
+    });
+
+    static final Part<HttpListeners> HTTP = Part.of("HTTP", List.of(after("housekeeping", "requests are answered while the sweeps run")), b -> {
+        HttpApi api = b.onClose("HTTP API", ServerHttp.bindApi(config(b)));
+        return new HttpListeners(api, b.onClose("Prometheus HTTP", ServerHttp.bindPrometheus(config(b))));
+    });
+
+    // closed first (but for the warm-up and the streams): in-flight requests are answered while all they use is open
+    static final Part<RequestLoop> LOOP = Part.of("request loop", List.of(after("HTTP", "the drain comes before the listeners close")), b -> {
+        ServerConfig config = config(b);
+        RequestLoop loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), b.require(Dispatcher.class),
+                b.require(ReplyQueue.class), b.require(PeerConnections.class), metrics(b));
+        b.onClose("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
+        return loop;
+    });
+
+    // closed before the loop drains, so every stream's final reply still goes out; spins, then parks until the earliest linger
+    // ends, never yields: while streams linger it idles after most turns, and with 8 busy subscribers the five yields of the
+    // usual backoff were the thread's largest cost (bench/RESULTS.md#kv-event-subscribers)
+    static final Part<AgentRunner> KV_EVENT_STREAMS = Part.of("kv-event streams", List.of(after("request loop",
+            "every stream's final reply goes out before the loop drains")), b -> {
+        KvEventStreams streams = b.require(KvEventChannel.class).streams();
+        AgentRunner runner = b.onClose("kv-event streams", new AgentRunner("lmcache-kv-events", streams,
+                IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS), b.require(Root.class).agentErrors(), KV_EVENT_CLOSE_NS));
+        // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
+        streams.setWake(runner::wake);
+        b.require(RequestLoop.class).setStreamControl(streams);
+        b.onStart("kv-event streams", runner::start);
+        return runner;
+    });
+
+    /** The start-up JIT warm-up on scratch memory while the pool's first region is prepared; closed first of all. */
+    static final Part<WarmupRun> WARMUP = Part.of("warm-up", List.of(after("kv-event streams", "the warm-up stops before anything it uses"),
+            after("request loop", "rounds left over go on until the first request")), b -> {
+        WarmupRun run = new WarmupRun(config(b), b.require(L1Tier.class), b.require(RequestLoop.class));
+        b.onClose("warm-up", run);
+        b.onStart("warm-up", run::start);
+        b.status("jit_warmup", run::status);
+        return run;
+    });
+
+    // its health check reads whether the root is closing and the agents' Errors; runs on: lmcache-http-*
+    static final Part<ServerView> VIEW = Part.of("status view", List.of(after("warm-up", "it shows every part's status"),
+            after("fleet", "it routes the coordinator's calls")), b -> {
+        ServerConfig config = config(b);
+        Root root = b.require(Root.class);
+        DataModules data = b.require(DataModules.class);
+        RequestLoop loop = b.require(RequestLoop.class);
+        HttpListeners http = b.require(HttpListeners.class);
+        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class)),
+                new ServerView.Modules(data.lookup(), data.lmcacheDriven(), data.engineDriven(), b.require(ManagementModule.class)),
+                new ServerView.Transport(loop, b.require(PeerConnections.class)), new ServerView.Device(root.gpu()::status, root.gpu().stageNames()),
+                new ServerView.Root(() -> root.closing().getAsBoolean() ? "shutting down" : root.agentErrors().fatalReason(), b.statuses()));
+        root.gpu().bindMetrics(metrics(b));
+        StoreMeters.bind(metrics(b), b.require(L1Tier.class).store());
+        ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
+                new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
+                        data.testCompletions() == null ? null : data.testCompletions()::set), b.require(FleetPart.class)::route);
+        b.onServe("request loop", loop::start);
+        b.onServe("management", b.require(ManagementModule.class)::start);
+        b.onServe("HTTP", () -> ServerHttp.start(http.prometheus(), http.api()));
+        // the coordinator may call back as soon as the server registers
+        b.onServe("fleet", b.require(FleetPart.class)::start);
+        return view;
+    });
+
+    /** Every part of the server, in list order (the after-edges decide where they differ). */
+    static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
+            DATA, FLEET, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+
+    private static ServerConfig config(Build b) {
+        return b.require(ServerConfig.class);
+    }
+
+    private static ServerMetrics metrics(Build b) {
+        return b.require(ServerMetrics.class);
+    }
+
+    /** The modules the reaper watches (those that are on), and the KV-event module: PINGs keep subscriptions alive. */
+    private static List<InstanceLivenessTarget> targets(Build b) {
+        return Stream.concat(b.require(DataModules.class).livenessTargets().stream(), Stream.of(b.require(KvEventChannel.class).module())).toList();
+    }
+
+    /** The pool; the GPU backend, opened before it, is closed here when the pool cannot be made (later, it is a part). */
+    private static L1Tier openL1(ServerConfig config, GpuPart gpu) {
+        try {
+            return new L1Tier(config);
+        } catch (RuntimeException | Error e) {
+            gpu.backend().close();
+            throw e;
+        }
+    }
+
+    /** The start-up warm-up: opened with the parts, started after the pool's preparation, closed first. */
+    static final class WarmupRun implements AutoCloseable {
+        private final ServerConfig config;
+        private final L1Tier l1;
+        private final RequestLoop loop;
+        private volatile Warmup warmup;
+
+        WarmupRun(ServerConfig config, L1Tier l1, RequestLoop loop) {
+            this.config = config;
+            this.l1 = l1;
+            this.loop = loop;
+        }
+
+        /** While the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code. */
+        void start() {
+            warmup = Warmup.start(config, l1.pool().fileKey());
+            loop.onFirstRequest(warmup::firstRequest);
+        }
+
+        Map<String, Object> status() {
+            Warmup w = warmup;
+            return w == null ? Warmup.Result.OFF.toMap() : w.status();
+        }
+
+        @Override
+        public void close() {
+            Warmup w = warmup;
+            if (w != null) {
+                w.close();
+            }
+        }
+    }
+}
