@@ -71,6 +71,7 @@
  *     <td>nothing long-lived</td><td>the pool memory it reserved, a worker's tensors through its copy path, a device's
  *     copy engine (lane lock), the CUDA event poller's pending list; the end-of-life queue (enqueue only)</td>
  *     <td>as lmcache-normal-N</td></tr>
+ * <tr><td>lmcache-copy-N</td><td>{@code transfer.HostCopies}: runs of CPU STORE/RETRIEVE copies</td><td>-</td><td>shm, pool</td><td>close: 5 s join</td></tr>
  * <tr><td>lmcache-release-N</td><td>{@code liveness.ReleaseThread}'s worker: serves the end-of-life queue that
  *     UNREGISTER, the reaper and the last returned lease feed, in order ({@code CopyPath.close}: shm unmap,
  *     CUDA IPC close); a failed release is retried with backoff</td>

@@ -40,6 +40,9 @@ public enum TransferCatalogue implements CatalogueEntry {
     EVENT_KIND_MISMATCHES(counter("lmcache_mp.event_kind_mismatches",
             "STORE/RETRIEVE served whose event kind contradicts --isolated-ipc (cuda_event while on, timeline while off)", "kind")),
     REGISTRATION_FAILURES(counter("lmcache_mp.registration_failures", "registrations refused (layout, mapping)")),
+    HOST_COPY_RUNS(counter("lmcache_mp.host_copy_runs",
+            "runs of CPU workers' STORE/RETRIEVE copies, by the thread that copied them: transfer (the request's own) or copy"
+                    + " (an lmcache-copy-N helper)", "thread")),
     SHM_SEGMENTS_REFUSED(counter("lmcache_mp.shm_segments_refused", "CPU workers' shared-memory segments refused at REGISTER, by reason", "reason"));
 
     private final MeterSpec spec;

@@ -9,10 +9,11 @@ import java.util.List;
 /**
  * What opening a registration's {@link CopyPath} takes: the CPU workers' shared-memory segments ({@code shm}'s rules), the
  * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
- * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null).
+ * registration's mappings are closed on, with {@code --test-hooks} the host copies' completion delay (else null), and the
+ * copy threads the host path spreads its copies over (null: each copy on its transfer thread alone).
  */
 public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
-        Opener scratch) {
+        Opener scratch, HostCopies hostCopies) {
     /**
      * Opens the copy path of the GPU warm-up's scratch worker (issue 30) instead of {@link CopyPath#open}: its tensors are
      * memory the server allocated, which no IPC handle names.
@@ -24,15 +25,31 @@ public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, End
 
     public CopyPaths {
         gpu = gpu == null ? GpuBackend.none() : gpu; // a CUDA registration is then refused with the host-only backend's reason
+        hostCopies = hostCopies == null ? INLINE : hostCopies;
     }
 
-    /** Every real server's: registrations' paths are opened from their tensors. */
+    /** Starts no thread: its copies run on their transfer thread. */
+    private static final HostCopies INLINE = HostCopies.inline();
+
+    /** Every real server's: registrations' paths are opened from their tensors, host copies spread over {@code hostCopies}. */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
+            HostCopies hostCopies) {
+        this(shm, gpu, pool, endOfLife, testDelay, null, hostCopies);
+    }
+
+    /** The warm-up's scratch server: its paths come from {@code scratch}. */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
+            Opener scratch) {
+        this(shm, gpu, pool, endOfLife, testDelay, scratch, null);
+    }
+
+    /** As a real server's, each host copy on its transfer thread (tests). */
     public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
-        this(shm, gpu, pool, endOfLife, testDelay, null);
+        this(shm, gpu, pool, endOfLife, testDelay, null, null);
     }
 
     /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}), or the scratch opener's path. */
     public CopyPath open(List<TensorWrapper> wrappers) throws LayoutException {
-        return scratch != null ? scratch.open(wrappers) : CopyPath.open(wrappers, shm, gpu, pool, endOfLife, testDelay);
+        return scratch != null ? scratch.open(wrappers) : CopyPath.open(wrappers, this);
     }
 }
