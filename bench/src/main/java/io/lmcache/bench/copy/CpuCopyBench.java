@@ -9,6 +9,7 @@ import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -22,6 +23,7 @@ import java.util.Random;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntConsumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -182,7 +184,7 @@ public final class CpuCopyBench {
         }
 
         /** Every worker's request at once (each on its own thread); nanoseconds from the start to the last reply. */
-        private long together(java.util.function.IntConsumer request) {
+        private long together(IntConsumer request) {
             CountDownLatch go = new CountDownLatch(1);
             AtomicLong lastNs = new AtomicLong();
             List<Thread> threads = new ArrayList<>();
@@ -281,7 +283,7 @@ public final class CpuCopyBench {
             files.add(file);
             try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
                 channel.truncate(0);
-                channel.write(java.nio.ByteBuffer.allocate(1), size - 1);
+                channel.write(ByteBuffer.allocate(1), size - 1);
                 return channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
             }
         }
