@@ -17,7 +17,8 @@ final class Report {
                 .append(Machine.source()).append("  \nMachine: ").append(machine).append("  \nLoad averages before: ").append(load)
                 .append(".\n\n");
         md.append(String.format(Locale.ROOT, "Request: %d chunks of 256 tokens, 32 layers NHD [2, nb, 16, 8, 128] bf16 = %.0f MiB;"
-                + " %d workers at once against %d threads' plain copy of their %.0f MiB; servers with --cpu-copy-threads %s, one after another; %d rounds after %d"
+                + " %d workers at once against %d threads' plain copy of their %.0f MiB; servers with --cpu-copy-threads %s, one after another;"
+                + " %d rounds after %d"
                 + " untimed. GB/s = 10^9 B/s, medians of the rounds; ratio = median of the rounds' server ÷ plain (same round).%n%n",
                 s.chunks(), s.requestBytes() / 1048576.0, s.workers(), s.baselineThreads(), s.workers() * s.requestBytes() / 1048576.0,
                 s.copyThreads(), s.rounds(), s.warmup()));
@@ -58,7 +59,8 @@ final class Report {
         StringBuilder out = new StringBuilder("copy_threads,pattern,round,plain_one_gbps,store_one_gbps,retrieve_one_gbps,plain_many_gbps,"
                 + "store_many_gbps,retrieve_many_gbps\n");
         for (CpuCopyBench.Round r : rounds) {
-            out.append(String.format(Locale.ROOT, "%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f%n", r.copyThreads(), r.pattern(), r.round(), r.plainOne(), r.storeOne(),
+            out.append(String.format(Locale.ROOT, "%s,%s,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f%n", r.copyThreads(), r.pattern(), r.round(),
+                    r.plainOne(), r.storeOne(),
                     r.retrieveOne(), r.plainMany(), r.storeMany(), r.retrieveMany()));
         }
         return out.toString();
