@@ -2,7 +2,7 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|isolated|bench|memory|kvevents|all]
+#   bash testclient/gpu/run-on-device.sh [test|isolated|bench|memory|kvevents|cpucopy|all]
 # isolated (also part of test): isolated_ipc_check.py, issue 47's isolated-IPC and VMM tests (isolated_ipc_tests.json).
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
@@ -83,5 +83,18 @@ if [ "$mode" = kvevents ]; then
     --results "$out/bench-results.md" 2>&1 \
     | tee "$out/request_latency_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$mode" = cpucopy ]; then
+  # issue 52: the CPU (shared-memory) path against plain copies on this host's CPUs (CpuCopyBench, Java only): one worker
+  # against one thread's copy, 4 workers at once against a copy over every core, servers with --cpu-copy-threads auto and 1
+  # (before issue 52) in turn; $OUT/cpu-copy/cpu-copy.md and cpu-copy-rounds.csv. LMCACHE_CPU_COPY_ARGS replaces the arguments.
+  export LMCACHE_BENCH_SOURCE=${LMCACHE_BENCH_SOURCE:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  mkdir -p server/target/lib && cp .device/lib/*.jar server/target/lib/ && cp .device/lib/lmcache-server.jar server/target/ \
+    && touch server/target/lmcache-server.jar
+  "$java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -Xmx2g -Dlmcache.server.jar=server/target/lmcache-server.jar \
+    -cp "$cp" io.lmcache.bench.copy.CpuCopyBench ${LMCACHE_CPU_COPY_ARGS:---rounds 20 --warmup 5 --workers 4 --copy-threads auto,1 --l1-size-gb 3} \
+    --out "$out/cpu-copy" 2>&1 | tee "$out/cpu_copy_bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  cp "$out"/cpu-copy/* "$out"/ 2>/dev/null || true # the tool brings back shallow files only
 fi
 exit $rc

@@ -10,6 +10,7 @@ import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.metrics.ServerMetrics;
+import io.lmcache.server.metrics.TransferCatalogue;
 import io.lmcache.server.module.EngineDrivenTransferModule;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
@@ -17,6 +18,7 @@ import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.WindowCommit;
 import io.lmcache.server.storage.L1Tier;
+import io.lmcache.server.storage.NumaTopology;
 import io.lmcache.server.tables.TableMeters;
 import io.lmcache.server.tier.L1Side;
 import io.lmcache.server.tier.L2Tier;
@@ -25,10 +27,12 @@ import io.lmcache.server.tier.ObjectShapes;
 import io.lmcache.server.tier.StoreController;
 import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.HostCopies;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
 import io.lmcache.server.warmup.GpuWarmups;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.util.List;
 import java.util.Objects;
@@ -72,9 +76,12 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         ObjectGroupCatalog objectGroups = new ObjectGroupCatalog(config.separateObjectGroups());
         CompletionDelay testCompletions = config.testHooks() ? new CompletionDelay() : null;
         closer.accept("test completions", testCompletions);
+        // issue 52: CPU workers' copies spread over lmcache-copy-N; closed after the module (registered before it)
+        HostCopies hostCopies = config.supportedTransferMode().allowsLmcacheDriven() ? hostCopies(config, metrics) : null;
+        closer.accept("host copy threads", hostCopies);
         LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
                 ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
-                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, null,
+                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, hostCopies,
                         workers.gpuWarmups()::afterRegister),
                         objectGroups) : null;
         // runs on: the thread that calls close(), as every part's close
@@ -130,6 +137,17 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         }
         l2.statusWith("window_commit", commit::status);
         TableMeters.bind(metrics, commit.table());
+    }
+
+    /** {@code --cpu-copy-threads}, or by default from the host's cores and NUMA nodes (the pool's regions sit on those). */
+    private static HostCopies hostCopies(ServerConfig config, ServerMetrics metrics) {
+        int threads = config.operator().cpuCopyThreads();
+        if (threads == 0) {
+            threads = HostCopies.defaultThreads(Runtime.getRuntime().availableProcessors(), NumaTopology.read(Path.of("/sys")).nodeCount());
+        }
+        LOG.info("CPU workers' copies: {} thread(s), the transfer thread included", threads);
+        return HostCopies.start(threads, metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "transfer"),
+                metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "copy"));
     }
 
     /** CPU workers' segments: never the pool's file, mapped once per inode, within the budget the operator settings give. */

@@ -28,10 +28,12 @@ import java.util.concurrent.TimeUnit;
  *     ({@code --gpu-warmup-budget-ms}; 0: off)
  * @param warmupBackgroundNs how long the start-up warm-up's rounds may go on after {@code ready}, until the first request
  *     ({@code --warmup-background-ms}; 0: off)
+ * @param cpuCopyThreads the threads a CPU worker's STORE or RETRIEVE copies with, its transfer thread included
+ *     ({@code --cpu-copy-threads}; 0: auto, from the host's cores and NUMA nodes)
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
         String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs,
-        long gpuWarmupBudgetNs, long warmupBackgroundNs) {
+        long gpuWarmupBudgetNs, long warmupBackgroundNs, int cpuCopyThreads) {
     /** Rounds of the warm-up by default: see bench/RESULTS.md#gpu-fresh-server-against-warm for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
@@ -43,6 +45,8 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
      * out run then, on a core nothing else needs. Smaller hosts need theirs for the engine's own start: off there.
      */
     public static final long DEFAULT_WARMUP_BACKGROUND_MS = 30_000;
+    /** The most {@code --cpu-copy-threads} takes: far above any host's useful count, a bound on threads started. */
+    static final int MAX_CPU_COPY_THREADS = 256;
     /** Owner read-write only: no other user can read or write tenants' KV in the pool. */
     public static final int DEFAULT_SHM_MODE = 0600;
     /** The kernel's default {@code vm.max_map_count}, used when /proc does not say. */
@@ -55,7 +59,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     public static OperatorSettings defaults(String instanceId) {
         return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
                 DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS),
-                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0);
+                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0, 0);
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -86,9 +90,11 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
         int gpuWarmupBudgetMs = ConfigLoader.intIn("--gpu-warmup-budget-ms", o.gpuWarmupBudgetMs, 0, 10_000);
         long backgroundMs = o.warmupBackgroundMs.strip().equalsIgnoreCase("auto") ? defaultBackgroundMs(Runtime.getRuntime().availableProcessors())
                 : ConfigLoader.intIn("--warmup-background-ms", o.warmupBackgroundMs, 0, 600_000);
+        int copyThreads = o.cpuCopyThreads.strip().equalsIgnoreCase("auto") ? 0
+                : ConfigLoader.intIn("--cpu-copy-threads", o.cpuCopyThreads, 1, MAX_CPU_COPY_THREADS);
         return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa, warmupIterations,
                 TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs), TimeUnit.MILLISECONDS.toNanos(gpuWarmupBudgetMs),
-                TimeUnit.MILLISECONDS.toNanos(backgroundMs));
+                TimeUnit.MILLISECONDS.toNanos(backgroundMs), copyThreads);
     }
 
     /** {@code --warmup-background-ms auto} on a host of {@code cores}. */

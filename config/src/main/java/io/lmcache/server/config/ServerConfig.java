@@ -135,6 +135,7 @@ public record ServerConfig(
         out.put("numa_placement", operator.numaPlacement() ? "auto" : "off");
         out.put("shm_max_segments", operator.shmMaxSegments());
         out.put("shm_max_mapped_gb", operator.shmMaxMappedBytes() >> 30);
+        out.put("cpu_copy_threads", operator.cpuCopyThreads() == 0 ? "auto" : operator.cpuCopyThreads());
         out.put("metrics_sample_rate", operator.metricsSampleRate());
         out.put("service_instance_id", operator.serviceInstanceId());
         out.put("warmup_iterations", operator.warmupIterations());

@@ -76,7 +76,8 @@ final class ServerOptions {
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
-                    "--isolated-ipc", "--no-isolated-ipc", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb"),
+                    "--isolated-ipc", "--no-isolated-ipc", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb",
+                    "--cpu-copy-threads"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
             "LMCache fleet (coordinator)", List.of("--coordinator-url", "--coordinator-advertise-ip", "--coordinator-heartbeat-interval",
                     "--coordinator-event-reporting", "--coordinator-event-flush-interval"),
@@ -412,6 +413,11 @@ final class ServerOptions {
             description = "GiB of CPU workers' /dev/shm segments mapped at once, server-wide; one REGISTER may map a quarter of them"
                     + " (default: ${DEFAULT-VALUE}).")
     String shmMaxMappedGb;
+
+    @Option(names = "--cpu-copy-threads", paramLabel = "<n>", defaultValue = "auto",
+            description = "Threads that copy a CPU worker's STORE or RETRIEVE between its /dev/shm tensors and the pool, its transfer"
+                    + " thread included (1: that thread alone); auto: one per core, at most 16 per NUMA node (default: ${DEFAULT-VALUE}).")
+    String cpuCopyThreads;
 
     @Option(names = "--metrics-sample-rate", paramLabel = "<ratio>", defaultValue = "0.01",
             description = "Fraction of chunks whose lifecycle (lifetime, idle time, reuse gaps) the histograms record, in (0, 1]; counters"

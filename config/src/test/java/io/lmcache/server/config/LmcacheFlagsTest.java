@@ -324,4 +324,15 @@ class LmcacheFlagsTest {
         }
         assertTrue(refused("--l1-size-gb", "1", "--shm-max-mapped-gb", "0").contains("--shm-max-mapped-gb: must"));
     }
+
+    @Test
+    void cpuCopyThreadsIsAutoOrACountInItsRange() throws Exception {
+        assertEquals(0, run("--l1-size-gb", "1").config().operator().cpuCopyThreads(), "auto");
+        assertEquals("auto", run("--l1-size-gb", "1").config().describe().get("cpu_copy_threads"));
+        assertEquals(4, run("--l1-size-gb", "1", "--cpu-copy-threads", "4").config().operator().cpuCopyThreads());
+        assertEquals(1, run("--l1-size-gb", "1", "--cpu-copy-threads", "1").config().describe().get("cpu_copy_threads"));
+        for (String bad : new String[] {"0", "-1", "many", "257"}) {
+            assertTrue(refused("--l1-size-gb", "1", "--cpu-copy-threads", bad).contains("--cpu-copy-threads: must"), bad);
+        }
+    }
 }

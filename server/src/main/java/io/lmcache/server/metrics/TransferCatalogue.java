@@ -43,6 +43,9 @@ public enum TransferCatalogue implements CatalogueEntry {
     LAYERWISE_REFUSED(counter("lmcache_mp.layerwise_requests_refused",
             "layer-wise requests of vLLM's layer-wise connector answered as a server without layer-wise mode (event pool: none;"
                     + " RETRIEVE_LAYERWISE: a miss), by op", "op")),
+    HOST_COPY_RUNS(counter("lmcache_mp.host_copy_runs",
+            "runs of CPU workers' STORE/RETRIEVE copies, by the thread that copied them: transfer (the request's own) or copy"
+                    + " (an lmcache-copy-N helper)", "thread")),
     SHM_SEGMENTS_REFUSED(counter("lmcache_mp.shm_segments_refused", "CPU workers' shared-memory segments refused at REGISTER, by reason", "reason"));
 
     private final MeterSpec spec;

@@ -7,7 +7,6 @@ import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.liveness.EndOfLifeQueue;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.TensorWrapper;
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -70,12 +69,15 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
 
     /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
-     * handing whatever CUDA mappings it opened to {@code endOfLife} (never closed on this thread).
-     * Shared-memory tensors are opened by {@code shm}'s rules; {@code testDelay} (null but with {@code --test-hooks}) wraps
-     * their path in the GPU path's test double.
+     * handing whatever CUDA mappings it opened to {@code paths}' end-of-life queue (never closed on this thread).
+     * Shared-memory tensors are opened by its shm rules and copied by its host copy threads; its test delay (null but with
+     * {@code --test-hooks}) wraps their path in the GPU path's test double.
      */
-    static CopyPath open(List<TensorWrapper> wrappers, ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife,
-            CompletionDelay testDelay) throws LayoutException {
+    static CopyPath open(List<TensorWrapper> wrappers, CopyPaths paths) throws LayoutException {
+        ShmSegments shm = paths.shm();
+        GpuBackend gpu = paths.gpu();
+        EndOfLifeQueue endOfLife = paths.endOfLife();
+        CompletionDelay testDelay = paths.testDelay();
         List<TensorWrapper.CpuShm> cpu = new ArrayList<>();
         for (TensorWrapper wrapper : wrappers) {
             switch (wrapper) {
@@ -87,7 +89,7 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
             }
         }
         if (cpu.size() == wrappers.size()) {
-            HostCopyPath host = new HostCopyPath(HostKvTensors.map(cpu, shm), pool);
+            HostCopyPath host = new HostCopyPath(HostKvTensors.map(cpu, shm), paths.pool(), paths.hostCopies());
             return testDelay == null ? host : new DelayedCopyPath(host, testDelay);
         }
         if (!cpu.isEmpty()) {

@@ -10,12 +10,13 @@ import java.util.function.Consumer;
 /**
  * What opening a registration's {@link CopyPath} takes: the CPU workers' shared-memory segments ({@code shm}'s rules), the
  * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
- * registration's mappings are closed on, and with {@code --test-hooks} the host copies' completion delay (else null);
- * {@code afterRegister} runs after each successful REGISTER, before its reply, on its lane (the GPU warm-up's bounded wait
- * for the registration's device, {@code warmup.GpuWarmups#afterRegister}, issue 30): it must return, bounded, and never throw.
+ * registration's mappings are closed on, with {@code --test-hooks} the host copies' completion delay (else null), and the
+ * copy threads the host path spreads its copies over (null: each copy on its transfer thread alone); {@code afterRegister} runs
+ * after each successful REGISTER, before its reply, on its lane (the GPU warm-up's bounded wait for the registration's device,
+ * {@code warmup.GpuWarmups#afterRegister}, issue 30): it must return, bounded, and never throw.
  */
 public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
-        Opener scratch, Consumer<CopyPath> afterRegister) {
+        Opener scratch, HostCopies hostCopies, Consumer<CopyPath> afterRegister) {
     /**
      * Opens the copy path of the GPU warm-up's scratch worker (issue 30) instead of {@link CopyPath#open}: its tensors are
      * memory the server allocated, which no IPC handle names.
@@ -28,21 +29,31 @@ public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, End
     public CopyPaths {
         gpu = gpu == null ? GpuBackend.none() : gpu; // a CUDA registration is then refused with the host-only backend's reason
         afterRegister = afterRegister == null ? path -> { } : afterRegister;
+        hostCopies = hostCopies == null ? INLINE : hostCopies;
     }
 
-    /** Registrations' paths are opened from their tensors, and nothing runs after a REGISTER. */
-    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
-        this(shm, gpu, pool, endOfLife, testDelay, null, null);
+    /** Starts no thread: its copies run on their transfer thread. */
+    private static final HostCopies INLINE = HostCopies.inline();
+
+    /** Every real server's: paths opened from the tensors, host copies spread over {@code hostCopies}, {@code afterRegister}. */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
+            HostCopies hostCopies, Consumer<CopyPath> afterRegister) {
+        this(shm, gpu, pool, endOfLife, testDelay, null, hostCopies, afterRegister);
     }
 
-    /** The warm-up's scratch server: paths from {@code scratch} (null: from the tensors), nothing after a REGISTER. */
+    /** The warm-up's scratch server: its paths come from {@code scratch}; each copy on its transfer thread, nothing after a REGISTER. */
     public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
             Opener scratch) {
-        this(shm, gpu, pool, endOfLife, testDelay, scratch, null);
+        this(shm, gpu, pool, endOfLife, testDelay, scratch, null, null);
+    }
+
+    /** As a real server's, each host copy on its transfer thread, nothing after a REGISTER (tests). */
+    public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay) {
+        this(shm, gpu, pool, endOfLife, testDelay, null, null, null);
     }
 
     /** Maps the registration's tensors and picks the path (see {@link CopyPath#open}), or the scratch opener's path. */
     public CopyPath open(List<TensorWrapper> wrappers) throws LayoutException {
-        return scratch != null ? scratch.open(wrappers) : CopyPath.open(wrappers, shm, gpu, pool, endOfLife, testDelay);
+        return scratch != null ? scratch.open(wrappers) : CopyPath.open(wrappers, this);
     }
 }

@@ -1,14 +1,13 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.cuda.Direction;
-import io.lmcache.server.cuda.HeadTranspose;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.protocol.Reply;
 import java.lang.foreign.MemorySegment;
 
 /**
- * A CPU worker's path: its POSIX shared-memory tensors, copied on the calling thread before the
- * reply, whose event handle is then 64 zero bytes.
+ * A CPU worker's path: its POSIX shared-memory tensors, copied before the reply by the calling thread and the server's copy
+ * threads ({@link HostCopies}); the reply's event handle is then 64 zero bytes.
  */
 public final class HostCopyPath implements CopyPath {
     private static final byte[] NO_EVENT = new byte[64];
@@ -17,22 +16,26 @@ public final class HostCopyPath implements CopyPath {
 
     private final HostKvTensors tensors;
     private final MemorySegment pool;
+    private final HostCopies copies;
 
-    HostCopyPath(HostKvTensors tensors, MemorySegment pool) {
+    HostCopyPath(HostKvTensors tensors, MemorySegment pool, HostCopies copies) {
         this.tensors = tensors;
         this.pool = pool;
+        this.copies = copies;
     }
 
     @Override
     public Copied copy(Direction direction, PieceSource pieces, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
-        HostCopy copy = new HostCopy(tensors, pool, direction == Direction.TO_POOL);
+        // the pieces first, then the bytes: spread over the copy threads in long runs, all landed before the completion
+        HostPieces gathered = new HostPieces();
         try {
-            pieces.emit(copy);
+            pieces.emit(gathered);
+            copies.copy(gathered, tensors::tensor, pool, direction == Direction.TO_POOL);
         } catch (RuntimeException | InternalError e) {
-            done.done(false, copy.bytes, "failed while copying: " + e, System.nanoTime());
+            done.done(false, gathered.bytes(), "failed while copying: " + e, System.nanoTime());
             return FAILED;
         }
-        done.done(true, copy.bytes, null, System.nanoTime());
+        done.done(true, gathered.bytes(), null, System.nanoTime());
         return DONE;
     }
 
@@ -64,49 +67,5 @@ public final class HostCopyPath implements CopyPath {
     @Override
     public String device() {
         return "cpu";
-    }
-
-    /**
-     * Copies pieces between a worker's shared-memory tensors and the pool, in the direction given; a head-major piece row by
-     * row into (or out of) the object's token-major order, by the mapping the GPU kernel uses ({@link HeadTranspose}).
-     */
-    private static final class HostCopy implements PieceSink {
-        private final HostKvTensors tensors;
-        private final MemorySegment pool;
-        private final boolean toPool;
-        long bytes;
-
-        HostCopy(HostKvTensors tensors, MemorySegment pool, boolean toPool) {
-            this.tensors = tensors;
-            this.pool = pool;
-            this.toPool = toPool;
-        }
-
-        @Override
-        public void piece(int tensor, long tensorOffset, long objectOffset, long length) {
-            bytes += length;
-            if (toPool) {
-                MemorySegment.copy(tensors.tensor(tensor), tensorOffset, pool, objectOffset, length);
-            } else {
-                MemorySegment.copy(pool, objectOffset, tensors.tensor(tensor), tensorOffset, length);
-            }
-        }
-
-        @Override
-        public void transposed(int tensor, long tensorOffset, long objectOffset, long length, long shape) {
-            bytes += length;
-            MemorySegment segment = tensors.tensor(tensor);
-            long rowBytes = HeadTranspose.rowBytes(shape);
-            long rows = length / rowBytes;
-            for (long row = 0; row < rows; row++) {
-                long inTensor = tensorOffset + HeadTranspose.tensorRowOffset(shape, row);
-                long inObject = objectOffset + row * rowBytes;
-                if (toPool) {
-                    MemorySegment.copy(segment, inTensor, pool, inObject, rowBytes);
-                } else {
-                    MemorySegment.copy(pool, inObject, segment, inTensor, rowBytes);
-                }
-            }
-        }
     }
 }

@@ -41,7 +41,7 @@ class InstanceContextTest {
         Files.write(segment, new byte[4096]);
         TensorWrapper.CpuShm wrapper = new TensorWrapper.CpuShm("/" + segment.getFileName(), 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "cpu");
-        CopyPath path = CopyPath.open(List.of(wrapper), shm(), null, null, (what, release) -> true, null);
+        CopyPath path = new CopyPaths(shm(), null, null, (what, release) -> true, null).open(List.of(wrapper));
         context = new InstanceContext(7, "m", 1, null, path, List.of(wrapper), queue);
     }
 
@@ -92,8 +92,8 @@ class InstanceContextTest {
     void cudaTensorsWithoutCudaAreRefusedAtRegisterWithAClearMessage() {
         TensorWrapper.RawCudaIpc cuda = new TensorWrapper.RawCudaIpc(new byte[64], 0, 4096, DType.fromTorchName("bfloat16"),
                 new long[] {2048}, new long[] {1}, 0, "00000000-0000-0000-0000-000000000000");
-        LayoutException e = assertThrows(LayoutException.class, () -> CopyPath.open(List.of(cuda), shm(),
-                GpuBackend.none(), null, (what, release) -> true, null));
+        LayoutException e = assertThrows(LayoutException.class, () -> new CopyPaths(shm(),
+                GpuBackend.none(), null, (what, release) -> true, null).open(List.of(cuda)));
         assertTrue(e.getMessage().startsWith("CUDA IPC tensors need the CUDA path"), e.getMessage());
         assertEquals(0, GpuBackend.none().eventPoller().doWork());
     }

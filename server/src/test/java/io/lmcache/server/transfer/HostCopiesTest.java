@@ -1,0 +1,192 @@
+package io.lmcache.server.transfer;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lmcache.server.cuda.HeadTranspose;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.LongAdder;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The CPU workers' copy threads: a copy spread over several threads lands exactly the bytes one thread's copy does, with
+ * plain pieces cut at the runs' borders and head-major pieces whole; several transfer threads share the copy threads; the
+ * threads are named, bounded and joined at close, after which copies still run (on the transfer thread).
+ */
+class HostCopiesTest {
+    private static final int TENSORS = 4;
+    private static final long TENSOR_BYTES = 2L << 20;
+    private static final long POOL_BYTES = 4 * TENSOR_BYTES;
+
+    /** Random pieces covering the tensors (lengths 4 KiB .. 388 KiB, unaligned ones too), some of them head-major. */
+    private static HostPieces pieces(long seed, boolean withTransposed) {
+        Random random = new Random(seed);
+        HostPieces pieces = new HostPieces();
+        long objectOffset = 0;
+        for (int tensor = 0; tensor < TENSORS; tensor++) {
+            long offset = 0;
+            while (true) {
+                if (withTransposed && random.nextInt(4) == 0) {
+                    long rowBytes = 256;
+                    long length = 8 * 16 * rowBytes; // 8 heads x 16 rows of a block
+                    if (offset + length > TENSOR_BYTES) {
+                        break;
+                    }
+                    pieces.transposed(tensor, offset, objectOffset, length, HeadTranspose.shape(8, 16, 0, rowBytes));
+                    offset += length;
+                    objectOffset += length;
+                    continue;
+                }
+                long length = 4096 + random.nextInt(3 << 17) + (random.nextBoolean() ? 0 : random.nextInt(64));
+                if (offset + length > TENSOR_BYTES) {
+                    break;
+                }
+                pieces.piece(tensor, offset, objectOffset, length);
+                offset += length + random.nextInt(2) * 4096; // gaps between some pieces
+                objectOffset += length;
+            }
+        }
+        assertTrue(objectOffset <= POOL_BYTES);
+        return pieces;
+    }
+
+    private static MemorySegment[] randomTensors(Arena arena, long seed) {
+        Random random = new Random(seed);
+        MemorySegment[] tensors = new MemorySegment[TENSORS];
+        byte[] bytes = new byte[(int) TENSOR_BYTES];
+        for (int i = 0; i < TENSORS; i++) {
+            random.nextBytes(bytes);
+            tensors[i] = arena.allocate(TENSOR_BYTES, 4096);
+            MemorySegment.copy(bytes, 0, tensors[i], ValueLayout.JAVA_BYTE, 0, bytes.length);
+        }
+        return tensors;
+    }
+
+    private static byte[] bytes(MemorySegment segment) {
+        return segment.toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    /** The pool after {@code copies} stores the pieces, and the tensors after it retrieves them back into zeroed tensors. */
+    private static byte[][] storeAndRetrieve(HostCopies copies, HostPieces pieces, MemorySegment[] source, Arena arena) {
+        MemorySegment pool = arena.allocate(POOL_BYTES, 4096);
+        copies.copy(pieces, i -> source[i], pool, true);
+        MemorySegment[] back = new MemorySegment[TENSORS];
+        for (int i = 0; i < TENSORS; i++) {
+            back[i] = arena.allocate(TENSOR_BYTES, 4096);
+        }
+        copies.copy(pieces, i -> back[i], pool, false);
+        byte[][] out = new byte[1 + TENSORS][];
+        out[0] = bytes(pool);
+        for (int i = 0; i < TENSORS; i++) {
+            out[1 + i] = bytes(back[i]);
+        }
+        return out;
+    }
+
+    @Test
+    void aCopySpreadOverSeveralThreadsLandsExactlyTheBytesOfOneThreadsCopy() {
+        LongAdder transferRuns = new LongAdder();
+        LongAdder helperRuns = new LongAdder();
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, transferRuns, helperRuns)) {
+            for (boolean transposed : new boolean[] {false, true}) {
+                HostPieces pieces = pieces(transposed ? 2 : 1, transposed);
+                MemorySegment[] source = randomTensors(arena, 3);
+                byte[][] expected = storeAndRetrieve(HostCopies.inline(), pieces, source, arena);
+                byte[][] actual = storeAndRetrieve(copies, pieces, source, arena);
+                for (int i = 0; i < expected.length; i++) {
+                    assertArrayEquals(expected[i], actual[i], (i == 0 ? "the pool" : "tensor " + (i - 1)) + ", transposed " + transposed);
+                }
+            }
+            assertEquals(4 * 4, transferRuns.sum() + helperRuns.sum(), "each of the 4 copies cut into 4 runs");
+        }
+    }
+
+    @Test
+    void severalTransferThreadsShareTheCopyThreadsAndEachGetsItsOwnBytes() throws Exception {
+        LongAdder transferRuns = new LongAdder();
+        LongAdder helperRuns = new LongAdder();
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(3, transferRuns, helperRuns)) {
+            ExecutorService callers = Executors.newFixedThreadPool(4);
+            try {
+                List<Future<Boolean>> results = new ArrayList<>();
+                for (int caller = 0; caller < 4; caller++) {
+                    int seed = caller;
+                    results.add(callers.submit(() -> {
+                        HostPieces pieces = pieces(10 + seed, seed % 2 == 0);
+                        MemorySegment[] source = randomTensors(arena, 20 + seed);
+                        boolean same = true;
+                        for (int round = 0; round < 3; round++) {
+                            MemorySegment pool = arena.allocate(POOL_BYTES, 4096);
+                            MemorySegment expected = arena.allocate(POOL_BYTES, 4096);
+                            HostCopies.inline().copy(pieces, i -> source[i], expected, true);
+                            copies.copy(pieces, i -> source[i], pool, true);
+                            same &= pool.mismatch(expected) == -1;
+                        }
+                        return same;
+                    }));
+                }
+                for (Future<Boolean> result : results) {
+                    assertTrue(result.get(), "every caller's pool holds exactly its own pieces");
+                }
+            } finally {
+                callers.shutdown();
+            }
+            assertTrue(helperRuns.sum() > 0, "the copy threads took runs: " + helperRuns.sum());
+        }
+    }
+
+    @Test
+    void copyThreadsAreNamedBoundedAndJoinedAtCloseAfterWhichCopiesRunOnTheCaller() {
+        LongAdder transferRuns = new LongAdder();
+        int before = copyThreads().size();
+        HostCopies copies = HostCopies.start(5, transferRuns, new LongAdder());
+        assertEquals(before + 4, copyThreads().size(), "threads - 1 started: the transfer thread is the other copier");
+        copies.close();
+        assertEquals(before, copyThreads().size(), "every lmcache-copy-N thread left at close");
+        try (Arena arena = Arena.ofShared()) {
+            HostPieces pieces = pieces(5, false);
+            MemorySegment[] source = randomTensors(arena, 6);
+            byte[][] expected = storeAndRetrieve(HostCopies.inline(), pieces, source, arena);
+            long runsBefore = transferRuns.sum();
+            byte[][] after = storeAndRetrieve(copies, pieces, source, arena);
+            assertArrayEquals(expected[0], after[0], "a copy after close still lands every byte");
+            assertEquals(runsBefore + 2, transferRuns.sum(), "on the transfer thread, one run each");
+        }
+    }
+
+    @Test
+    void aRunThatFailsFailsTheCopyAfterTheOthersEnded() {
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, new LongAdder(), new LongAdder())) {
+            HostPieces pieces = new HostPieces();
+            MemorySegment small = arena.allocate(1 << 20);
+            MemorySegment big = arena.allocate(8L << 20);
+            pieces.piece(1, 0, 0, 8L << 20);
+            pieces.piece(0, 0, 8L << 20, 2L << 20); // past the end of tensor 0
+            MemorySegment pool = arena.allocate(16L << 20);
+            assertThrows(RuntimeException.class, () -> copies.copy(pieces, i -> i == 0 ? small : big, pool, true));
+        }
+    }
+
+    @Test
+    void theDefaultIsOneThreadPerCoreBoundedPerNumaNode() {
+        assertEquals(2, HostCopies.defaultThreads(2, 1));
+        assertEquals(16, HostCopies.defaultThreads(16, 1));
+        assertEquals(16, HostCopies.defaultThreads(64, 0), "no node information reads as one node");
+        assertEquals(32, HostCopies.defaultThreads(64, 2));
+        assertEquals(1, HostCopies.defaultThreads(1, 4));
+    }
+
+    private static List<Thread> copyThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("lmcache-copy-") && t.isAlive()).toList();
+    }
+}
