@@ -89,7 +89,8 @@
  * <tr><td>{@code lmcache-background-N}</td><td>BACKGROUND handlers (one thread): POLL_KV_EVENTS, which may wait for records</td>
  *     <td>nothing long-lived</td><td>the KV-event log (reads only); the reply queue and its wake-up</td>
  *     <td>as lmcache-normal-N</td></tr>
- * <tr><td>{@code lmcache-copy-N}</td><td>{@code transfer.HostCopies}: runs of CPU STORE/RETRIEVE copies</td><td>-</td><td>shm, pool</td><td>close: 5 s join</td></tr>
+ * <tr><td>{@code lmcache-copy-N}</td><td>{@code transfer.HostCopies}: runs of CPU STORE/RETRIEVE copies</td><td>-</td>
+ *     <td>shm, pool</td><td>close: 5 s join</td></tr>
  * <tr><td>{@code lmcache-release-N}</td><td>{@code liveness.ReleaseThread}'s worker: serves the end-of-life queue that
  *     UNREGISTER, the reaper and the last returned lease feed, in order ({@code CopyPath.close}: shm unmap,
  *     CUDA IPC close); a failed release is retried with backoff</td>
