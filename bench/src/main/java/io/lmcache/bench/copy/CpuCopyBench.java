@@ -70,8 +70,10 @@ public final class CpuCopyBench {
 
     /** One server with {@code --cpu-copy-threads copyThreads}: its workers, baselines and rounds; returns what it verified. */
     private static String serverRun(Settings settings, String copyThreads, List<Round> rounds) throws IOException {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", settings.l1SizeGb, "--device", "host",
-                "--cpu-copy-threads", copyThreads, "--worker-reap-timeout-seconds", "0");
+        List<String> flags = new ArrayList<>(List.of("--l1-size-gb", settings.l1SizeGb, "--device", "host", "--cpu-copy-threads", copyThreads,
+                "--worker-reap-timeout-seconds", "0"));
+        flags.addAll(settings.serverArgs());
+        try (ServerProcess server = ServerProcess.start(Map.of(), flags.toArray(String[]::new));
              Arena arena = Arena.ofShared()) {
             awaitPoolReady(server);
             List<JavaWorker> workers = new ArrayList<>();
@@ -94,13 +96,14 @@ public final class CpuCopyBench {
 
     /** The run's settings, from the options. */
     record Settings(int rounds, int warmup, int workers, int chunks, int baselineThreads, String copyThreads, String l1SizeGb,
-            List<String> patterns) {
+            List<String> patterns, List<String> serverArgs) {
         static Settings of(Map<String, String> o) {
             return new Settings(Integer.parseInt(o.getOrDefault("rounds", "10")), Integer.parseInt(o.getOrDefault("warmup", "3")),
                     Integer.parseInt(o.getOrDefault("workers", "4")), Integer.parseInt(o.getOrDefault("chunks", "4")),
                     Integer.parseInt(o.getOrDefault("baseline-threads", "" + Runtime.getRuntime().availableProcessors())),
                     o.getOrDefault("copy-threads", "auto,1"), o.getOrDefault("l1-size-gb", "3"),
-                    List.of(o.getOrDefault("patterns", "consecutive,scattered").split(",")));
+                    List.of(o.getOrDefault("patterns", "consecutive,scattered").split(",")),
+                    o.containsKey("server-args") ? List.of(o.get("server-args").split(",")) : List.of());
         }
 
         int blocks() {
@@ -340,7 +343,8 @@ public final class CpuCopyBench {
         for (int i = 0; i < args.length; i++) {
             if (!args[i].startsWith("--") || i + 1 >= args.length) {
                 throw new IllegalArgumentException("usage: CpuCopyBench [--rounds N] [--warmup N] [--workers N] [--chunks N]"
-                        + " [--baseline-threads N] [--copy-threads auto,1] [--l1-size-gb G] [--patterns consecutive,scattered] --out DIR;"
+                        + " [--baseline-threads N] [--copy-threads auto,1] [--l1-size-gb G] [--patterns consecutive,scattered]"
+                        + " [--server-args --flag=value,...] --out DIR;"
                         + " got " + args[i]);
             }
             options.put(args[i].substring(2), args[++i]);
