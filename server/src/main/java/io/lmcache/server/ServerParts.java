@@ -18,6 +18,8 @@ import io.lmcache.server.fleet.FleetPart;
 import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.http.ServerHttp;
 import io.lmcache.server.http.ServerView;
+import io.lmcache.server.kvapi.KvBytes;
+import io.lmcache.server.kvapi.KvBytesRoutes;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.LivenessMeters;
@@ -33,6 +35,7 @@ import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EventKinds;
 import io.lmcache.server.module.KvEventModule;
+import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
@@ -184,6 +187,18 @@ final class ServerParts {
                 return fleet;
             });
 
+    /**
+     * LMCache's HTTP KV bytes API (issue 49, {@code /api/kv/*}) over L1, in the layouts the LMCache-driven path registered; its
+     * stores go through the store's reserve and commit, so the listeners hear them as any STORE. Routed by {@link #VIEW}.
+     */
+    static final Part<KvBytesRoutes> KV_BYTES = Part.of("HTTP KV bytes API", List.of(after("data modules",
+            "it reads the registered layouts and writes the store")), b -> {
+                L1Tier l1 = b.require(L1Tier.class);
+                LmcacheDrivenTransferModule lmcacheDriven = b.require(DataModules.class).lmcacheDriven();
+                return new KvBytesRoutes(new KvBytes(l1.store(), l1.pool().segment()),
+                        lmcacheDriven == null ? null : lmcacheDriven::objectGroups, config(b).chunkSize(), l1.pool().bytes());
+            });
+
     /** The KV-event streams (SUBSCRIBE/POLL) over the log the recorder fills. */
     static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log")), b -> {
         ReplyQueue replies = b.offer(new ReplyQueue());
@@ -290,7 +305,7 @@ final class ServerParts {
 
     // its health check reads whether the root is closing and the agents' Errors; runs on: lmcache-http-*
     static final Part<ServerView> VIEW = Part.of("status view", List.of(after("warm-up", "it shows every part's status"),
-            after("fleet", "it routes the coordinator's calls")), b -> {
+            after("fleet", "it routes the coordinator's calls"), after("HTTP KV bytes API", "it routes /api/kv/*")), b -> {
         ServerConfig config = config(b);
         Root root = b.require(Root.class);
         DataModules data = b.require(DataModules.class);
@@ -302,9 +317,14 @@ final class ServerParts {
                 new ServerView.Root(() -> root.closing().getAsBoolean() ? "shutting down" : root.agentErrors().fatalReason(), b.statuses()));
         root.gpu().bindMetrics(metrics(b));
         StoreMeters.bind(metrics(b), b.require(L1Tier.class).store());
+        FleetPart fleet = b.require(FleetPart.class);
+        KvBytesRoutes kvBytes = b.require(KvBytesRoutes.class);
         ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
                 new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
-                        data.testCompletions() == null ? null : data.testCompletions()::set), b.require(FleetPart.class)::route);
+                        data.testCompletions() == null ? null : data.testCompletions()::set), (api, guard) -> {
+                            fleet.route(api, guard);
+                            kvBytes.register(api, guard);
+                        });
         b.onServe("request loop", loop::start);
         b.onServe("management", b.require(ManagementModule.class)::start);
         b.onServe("HTTP", () -> ServerHttp.start(http.prometheus(), http.api()));
@@ -315,7 +335,7 @@ final class ServerParts {
 
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
-            DATA, FLEET, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+            DATA, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
 
     private static ServerConfig config(Build b) {
         return b.require(ServerConfig.class);

@@ -10,6 +10,7 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoreCounters.EvictionReason;
 import io.lmcache.server.storage.StoreListener;
 import io.lmcache.server.storage.StoredObject;
+import io.lmcache.server.transfer.ChunkStore;
 import io.lmcache.server.transfer.StoreRequest;
 import io.lmcache.server.transfer.TransferPlan;
 import java.util.HashSet;
@@ -73,6 +74,16 @@ public final class KvEventRecorder implements StoreListener {
      */
     @Override
     public void stored(Batch batch) {
+        if (batch.origin() instanceof ChunkStore(CacheKey key, byte[] chain, int perChunk)) {
+            boolean[] written = new boolean[batch.objects().length / perChunk];
+            for (int j = 0; j < written.length; j++) {
+                for (int w = 0; w < perChunk; w++) {
+                    written[j] |= batch.committed()[j * perChunk + w];
+                }
+            }
+            recordStored(written, chain, 0, key);
+            return;
+        }
         if (!(batch.origin() instanceof StoreRequest(TransferPlan plan, CacheKey key))) {
             unboundStores.add(batch.objects().length);
             return;
@@ -83,11 +94,11 @@ public final class KvEventRecorder implements StoreListener {
                 written[j] |= batch.committed()[plan.objectIndex(j, g)];
             }
         }
-        recordStored(written, plan, key);
+        recordStored(written, plan.hashes().bytes(), plan.chunk(0), key);
     }
 
-    private void recordStored(boolean[] written, TransferPlan plan, CacheKey key) {
-        byte[] chain = plan.hashes().bytes();
+    /** {@code written[j]}: whether chunk {@code firstChunk + j} of {@code key} (hashes in {@code chain}) was stored. */
+    private void recordStored(boolean[] written, byte[] chain, int firstChunk, CacheKey key) {
         boolean hashesOnly = hashesOnly(key);
         int[] tokens = hashesOnly ? null : key.tokenIds();
         boolean any = false;
@@ -95,7 +106,7 @@ public final class KvEventRecorder implements StoreListener {
             if (!written[j]) {
                 continue;
             }
-            int chunk = plan.chunk(j);
+            int chunk = firstChunk + j;
             log.stored(Medium.CPU, key.modelName(), chain, chunk, tokens, hashesOnly);
             if (bindings != null) {
                 ChunkHash hash = ChunkHash.unpack(chain, chunk);

@@ -91,6 +91,22 @@ public final class AdminGuard {
         return checkToken(exchange, tokenOnly);
     }
 
+    /**
+     * {@link #check} for a mutation whose body is not JSON (the HTTP KV bytes API's {@code application/x-lmcache-kv}): the same
+     * Host, Origin and token rules; a browser cannot send such a body without a preflight, which the Origin rule refuses.
+     */
+    public HttpApi.Response checkBinary(HttpExchange exchange) {
+        HttpApi.Response wrongHost = presentsToken(exchange) ? null : checkHost(exchange);
+        if (wrongHost != null) {
+            return wrongHost;
+        }
+        String origin = exchange.getRequestHeaders().getFirst("Origin");
+        if (origin != null && !isOwnOrigin(origin, exchange.getLocalAddress())) {
+            return refuse(exchange, "cross_origin", 403, "cross-origin request refused (Origin " + LogText.clip(origin) + ")");
+        }
+        return checkToken(exchange, false);
+    }
+
     /** An admin-only read ({@code GET}): the right {@code Host} and the admin token, also from loopback. Null when allowed. */
     public HttpApi.Response checkRead(HttpExchange exchange) {
         HttpApi.Response wrongHost = presentsToken(exchange) ? null : checkHost(exchange);

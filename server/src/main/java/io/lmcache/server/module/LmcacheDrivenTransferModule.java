@@ -408,6 +408,18 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         return byWorldSize;
     }
 
+    /** Per world size, the object groups of a registered instance of this model (the HTTP KV bytes API's layout, issue 49). */
+    public Map<Integer, List<ObjectGroup>> objectGroups(String model) {
+        Map<Integer, List<ObjectGroup>> byWorldSize = new LinkedHashMap<>();
+        for (InstanceRegistry.Registered<InstanceContext> registered : instances.snapshot()) {
+            InstanceContext context = registered.context();
+            if (context.modelName().equals(model)) {
+                byWorldSize.putIfAbsent(context.worldSize(), context.geometry().objects());
+            }
+        }
+        return byWorldSize;
+    }
+
     /** LMCache's {@code registered_gpu_ids} and {@code cache_context_meta} status entries. */
     public void status(Map<String, Object> status, PeerConnections connections) {
         InstanceStatus.put(status, instances.snapshot(), connections, chunkSize);

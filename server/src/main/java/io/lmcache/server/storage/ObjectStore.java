@@ -188,19 +188,28 @@ public final class ObjectStore {
      * every object was still reserved.
      */
     public boolean commitAll(StoredObject[] objects, StoreListener.Origin origin) {
+        boolean[] committed = commitEach(objects, origin);
+        for (int i = 0; i < objects.length; i++) {
+            if (objects[i] != null && !committed[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** {@link #commitAll}, answering per object whether it was still reserved and is now published (the HTTP KV bytes API's prefix). */
+    public boolean[] commitEach(StoredObject[] objects, StoreListener.Origin origin) {
         boolean[] committed = new boolean[objects.length];
-        boolean all = true;
         for (int i = objects.length - 1; i >= 0; i--) {
             if (objects[i] != null) {
                 committed[i] = commit(objects[i]);
-                all &= committed[i];
             }
         }
         StoreListener.Batch batch = new StoreListener.Batch(objects, committed, origin);
         for (StoreListener listener : table.listeners()) {
             listener.stored(batch);
         }
-        return all;
+        return committed;
     }
 
     /**

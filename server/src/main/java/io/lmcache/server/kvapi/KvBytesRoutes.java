@@ -1,0 +1,267 @@
+package io.lmcache.server.kvapi;
+
+import com.fasterxml.jackson.core.JacksonException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.Headers;
+import com.sun.net.httpserver.HttpExchange;
+import io.lmcache.server.http.AdminGuard;
+import io.lmcache.server.http.HttpApi;
+import io.lmcache.server.logging.LogText;
+import io.lmcache.server.protocol.WireField;
+import io.lmcache.server.transfer.ObjectGroup;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * The routes of LMCache's HTTP KV bytes API, raw v1 ({@code lmcache/v1/multiprocess/http_apis/kv_api.py@0f6d467d}, index id
+ * 63013598693; fleet-and-operator-api.md §2.7 A): request and reply shapes, headers and status codes are LMCache's (errors as
+ * FastAPI's {@code {"detail": ...}}). Unlike LMCache, which guards none of them, all three take the admin token as every mutation
+ * does here (they read and write tenants' chunks), and every body is bounded by its declared length before a byte is read.
+ */
+public final class KvBytesRoutes {
+    static final String KV_CONTENT_TYPE = "application/x-lmcache-kv; v=1";
+    static final String MODEL_HEADER = "X-LMCache-Model-Name";
+    static final String TOKENS_HEADER = "X-LMCache-Tokens";
+    static final String SALT_HEADER = "X-LMCache-Cache-Salt";
+    /** Largest retrieve or lookup body: a JSON list of {@link WireField#MAX_TOKENS} short token ids. */
+    static final long MAX_JSON_BYTES = 64L << 20;
+    /** vLLM's {@code _MAX_CACHE_SALT_LENGTH}, as the ZeroMQ path and {@code /cache/objects} bound a salt. */
+    static final int MAX_SALT_CHARS = 128;
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** A request LMCache answers with an error status; the message is its {@code detail}. */
+    static final class Refused extends Exception {
+        private static final long serialVersionUID = 1L;
+        final int status;
+
+        Refused(int status, String message) {
+            super(message, null, false, false);
+            this.status = status;
+        }
+    }
+
+    private final KvBytes bytes;
+    /** Per world size, the object groups of a registered instance of a model; null when this server has no LMCache-driven path. */
+    private final Function<String, Map<Integer, List<ObjectGroup>>> registered;
+    private final int chunkSize;
+    private final long maxStoreBytes;
+
+    /** {@code maxStoreBytes}: the largest store body (the L1 pool: a larger one could never land). */
+    public KvBytesRoutes(KvBytes bytes, Function<String, Map<Integer, List<ObjectGroup>>> registered, int chunkSize, long maxStoreBytes) {
+        this.bytes = bytes;
+        this.registered = registered;
+        this.chunkSize = chunkSize;
+        this.maxStoreBytes = maxStoreBytes;
+    }
+
+    public void register(HttpApi api, AdminGuard guard) {
+        // runs on: lmcache-http-* (one virtual thread per exchange)
+        api.route("/api/kv/store", (method, exchange) -> post(method, exchange, () -> guard.checkBinary(exchange), () -> store(exchange)));
+        api.route("/api/kv/retrieve", (method, exchange) -> post(method, exchange, () -> guard.check(exchange), () -> retrieve(exchange)));
+        api.route("/api/kv/lookup", (method, exchange) -> post(method, exchange, () -> guard.check(exchange), () -> lookup(exchange)));
+    }
+
+    private interface Handler {
+        HttpApi.Response handle() throws Refused, IOException;
+    }
+
+    /** POST only; the guard's answer first, so that nothing of a refused request is read. */
+    private static HttpApi.Response post(String method, HttpExchange exchange, Supplier<HttpApi.Response> guard, Handler handler)
+            throws IOException {
+        if (!method.equals("POST")) {
+            return HttpApi.methodNotAllowed(method);
+        }
+        HttpApi.Response denied = guard.get();
+        if (denied != null) {
+            return unread(exchange, denied);
+        }
+        try {
+            return handler.handle();
+        } catch (Refused e) {
+            return unread(exchange, HttpApi.Response.json(e.status, Map.of("detail", e.getMessage())));
+        }
+    }
+
+    /**
+     * A refusal whose body may be unread ends the connection ({@code Connection: close}): the server drains only a little of what
+     * is left, and a client that reused the connection would meet the rest of a large body, or a reset.
+     */
+    private static HttpApi.Response unread(HttpExchange exchange, HttpApi.Response response) {
+        exchange.getResponseHeaders().set("Connection", "close");
+        return response;
+    }
+
+    private HttpApi.Response store(HttpExchange exchange) throws Refused, IOException {
+        Headers headers = exchange.getRequestHeaders();
+        long declared = declaredLength(headers, maxStoreBytes);
+        String model = headers.getFirst(MODEL_HEADER);
+        if (model == null || model.isEmpty()) {
+            throw new Refused(400, "missing " + MODEL_HEADER + " header");
+        }
+        int[] tokens = tokensHeader(headers.getFirst(TOKENS_HEADER));
+        String salt = salt(headers.getFirst(SALT_HEADER));
+        KvBytesLayout layout = layout(checkModel(model));
+        long expected = (long) (tokens.length / chunkSize) * layout.chunkWireBytes();
+        if (declared != expected) {
+            throw new Refused(400, "payload length " + declared + " != expected " + expected + " (" + tokens.length / chunkSize
+                    + " whole chunks x " + layout.worldSize() + " shards x " + layout.objectBytes() + " bytes)");
+        }
+        KvBytes.Counts counts;
+        try (InputStream body = exchange.getRequestBody()) {
+            counts = bytes.store(model, tokens, salt, layout, body);
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("status", "ok");
+        out.put("total_tokens", counts.totalTokens());
+        out.put("total_chunks", counts.totalChunks());
+        out.put("stored_tokens", counts.doneTokens());
+        out.put("stored_chunks", counts.doneChunks());
+        return HttpApi.Response.json(200, out);
+    }
+
+    private HttpApi.Response retrieve(HttpExchange exchange) throws Refused, IOException {
+        Query query = query(exchange);
+        KvBytes.Retrieved retrieved = bytes.retrieve(query.model, query.tokens, query.salt, layout(query.model));
+        KvBytes.Counts counts = retrieved.counts();
+        Headers out = exchange.getResponseHeaders();
+        out.set("X-LMCache-Hit-Tokens", Integer.toString(counts.doneTokens()));
+        out.set("X-LMCache-Hit-Chunks", Integer.toString(counts.doneChunks()));
+        out.set("X-LMCache-Total-Tokens", Integer.toString(counts.totalTokens()));
+        out.set("X-LMCache-Total-Chunks", Integer.toString(counts.totalChunks()));
+        return new HttpApi.Response(counts.doneChunks() == 0 ? 404 : 200, KV_CONTENT_TYPE, retrieved.payload());
+    }
+
+    private HttpApi.Response lookup(HttpExchange exchange) throws Refused, IOException {
+        Query query = query(exchange);
+        KvBytes.Counts counts = bytes.lookup(query.model, query.tokens, query.salt, layout(query.model));
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("total_tokens", counts.totalTokens());
+        out.put("total_chunks", counts.totalChunks());
+        out.put("hit_tokens", counts.doneTokens());
+        out.put("hit_chunks", counts.doneChunks());
+        return HttpApi.Response.json(200, out);
+    }
+
+    /** A retrieve's or lookup's JSON body ({@code {model_name, tokens, cache_salt: ""}}); pydantic's 422 when it does not fit. */
+    private record Query(String model, int[] tokens, String salt) {}
+
+    private static Query query(HttpExchange exchange) throws Refused, IOException {
+        long declared = declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
+        JsonNode body;
+        try (InputStream in = exchange.getRequestBody()) {
+            body = JSON.readTree(in.readNBytes((int) declared));
+        } catch (JacksonException e) {
+            throw new Refused(422, "the body is not JSON");
+        }
+        if (body == null || !body.isObject() || !body.path("model_name").isTextual() || !body.path("tokens").isArray()) {
+            throw new Refused(422, "the body must be {\"model_name\": str, \"tokens\": [int], \"cache_salt\": str}");
+        }
+        JsonNode saltNode = body.path("cache_salt");
+        if (!saltNode.isMissingNode() && !saltNode.isTextual()) {
+            throw new Refused(422, "cache_salt must be a string");
+        }
+        JsonNode list = body.path("tokens");
+        if (list.size() > WireField.MAX_TOKENS) {
+            throw new Refused(422, "tokens has more than " + WireField.MAX_TOKENS + " entries");
+        }
+        int[] tokens = new int[list.size()];
+        for (int i = 0; i < tokens.length; i++) {
+            JsonNode token = list.get(i);
+            if (!token.isInt()) {
+                throw new Refused(422, "tokens[" + i + "] is not an int");
+            }
+            tokens[i] = token.intValue();
+        }
+        return new Query(checkModel(body.path("model_name").textValue()), tokens, salt(saltNode.isTextual() ? saltNode.textValue() : ""));
+    }
+
+    /** The declared body length, checked against {@code max} before a byte is read (411 without one, 413 above it). */
+    private static long declaredLength(Headers headers, long max) throws Refused {
+        String value = headers.getFirst("Content-Length");
+        if (value == null) {
+            if ("chunked".equalsIgnoreCase(headers.getFirst("Transfer-Encoding"))) {
+                throw new Refused(411, "a body of declared length is needed (Content-Length)");
+            }
+            return 0;
+        }
+        long length;
+        try {
+            length = Long.parseLong(value.strip());
+        } catch (NumberFormatException e) {
+            throw new Refused(400, "Content-Length is not a number");
+        }
+        if (length > max) {
+            throw new Refused(413, "the body is larger than " + max + " bytes");
+        }
+        return length;
+    }
+
+    /** LMCache's {@code _parse_int_list}: comma-separated ints, empty entries skipped; at least one token. */
+    private static int[] tokensHeader(String value) throws Refused {
+        if (value == null || value.isEmpty()) {
+            throw new Refused(400, TOKENS_HEADER + " header must contain at least one token");
+        }
+        String[] parts = value.split(",");
+        if (parts.length > WireField.MAX_TOKENS) {
+            throw new Refused(400, TOKENS_HEADER + " has more than " + WireField.MAX_TOKENS + " tokens");
+        }
+        int[] tokens = new int[parts.length];
+        int n = 0;
+        for (String part : parts) {
+            if (part.isEmpty()) {
+                continue;
+            }
+            try {
+                tokens[n++] = Integer.parseInt(part.strip());
+            } catch (NumberFormatException e) {
+                throw new Refused(400, TOKENS_HEADER + " must be a comma-separated list of ints");
+            }
+        }
+        if (n == 0) {
+            throw new Refused(400, TOKENS_HEADER + " header must contain at least one token");
+        }
+        return n == tokens.length ? tokens : Arrays.copyOf(tokens, n);
+    }
+
+    private static String checkModel(String model) throws Refused {
+        if (model.getBytes(StandardCharsets.UTF_8).length > WireField.MODEL_NAME.max()) {
+            throw new Refused(400, "model_name is longer than " + WireField.MODEL_NAME.max() + " bytes");
+        }
+        return model;
+    }
+
+    private static String salt(String salt) throws Refused {
+        if (salt == null) {
+            return "";
+        }
+        if (salt.codePointCount(0, salt.length()) > MAX_SALT_CHARS || salt.getBytes(StandardCharsets.UTF_8).length > WireField.CACHE_SALT.max()) {
+            throw new Refused(400, "cache_salt is longer than " + MAX_SALT_CHARS + " characters");
+        }
+        return salt;
+    }
+
+    /** The model's layout: LMCache's 503 without an engine, 400 for a model no worker registered or a layout v1 cannot carry. */
+    private KvBytesLayout layout(String model) throws Refused {
+        if (registered == null) {
+            throw new Refused(503, "engine not initialized");
+        }
+        Map<Integer, List<ObjectGroup>> byWorldSize = registered.apply(model);
+        if (byWorldSize.isEmpty()) {
+            throw new Refused(400, "model_name '" + LogText.clip(model) + "' is not registered with this engine");
+        }
+        Map.Entry<Integer, List<ObjectGroup>> first = byWorldSize.entrySet().iterator().next();
+        KvBytesLayout layout = KvBytesLayout.of(first.getKey(), first.getValue(), chunkSize);
+        if (layout == null) {
+            throw new Refused(400, "unsupported KV layout for '" + LogText.clip(model) + "': v1 carries one full-attention KV_2LTD layer group");
+        }
+        return layout;
+    }
+}
