@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
@@ -30,7 +31,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * LMCache's HTTP KV bytes API, raw v1 (issue 49, fleet-and-operator-api.md §2.7): a store lands in L1 as vLLM's STORE would (a
- * LOOKUP over ZeroMQ hits it, and a chunk stored by the worker comes back over HTTP and round-trips into the worker's blocks
+ * KV-event record per chunk, a LOOKUP over ZeroMQ hits it, and a chunk stored by the worker comes back over HTTP and round-trips into the worker's blocks
  * byte-exact), retrieve and lookup answer the longest prefix, a salted chunk is a 404 without its salt and with another, a body
  * over the limit is refused with 413 from its declared length alone, and without the admin token every route answers 401.
  */
@@ -62,6 +63,8 @@ class KvBytesApiIT {
             assertEquals(2, reply.path("stored_chunks").asInt(), text(stored));
             assertEquals(2 * CHUNK, reply.path("stored_tokens").asInt());
 
+            assertEquals(2, Http.metric(server, "lmcache_mp_kv_events_records_total", "kind", "stored"),
+                    "the store listeners heard it as a STORE: one KV-event record per chunk");
             assertEquals(2, worker.lookup(tokens, 2 * CHUNK, "zmq-lookup", 1, 1), "vLLM's LOOKUP hits the chunks stored over HTTP");
             worker.freeLookupLocks(tokens, 0, 2 * CHUNK, "zmq-lookup");
 
