@@ -28,8 +28,19 @@ public final class HttpApi implements AutoCloseable {
     /** Any client can make a route fail once per request. */
     private static final RateLimitedLog FAILED = new RateLimitedLog(LOG, "failed HTTP requests", 10);
 
-    /** A response: status, content type and body. */
-    public record Response(int status, String contentType, byte[] body) {
+    /**
+     * A response: status, content type and body, or a {@link Streamed} body written after the headers (a large binary answer
+     * that never sits on the heap whole).
+     */
+    public record Response(int status, String contentType, byte[] body, Streamed streamed) {
+        public Response(int status, String contentType, byte[] body) {
+            this(status, contentType, body, null);
+        }
+
+        /** A response whose {@code length} bytes {@code streamed} writes; its {@link Streamed#close} runs once, sent or not. */
+        public static Response streamed(int status, String contentType, Streamed streamed) {
+            return new Response(status, contentType, new byte[0], streamed);
+        }
         public static Response json(int status, Object value) {
             try {
                 return new Response(status, "application/json", JSON.writeValueAsBytes(value));
@@ -41,6 +52,16 @@ public final class HttpApi implements AutoCloseable {
         public static Response text(int status, String contentType, String body) {
             return new Response(status, contentType, body.getBytes(StandardCharsets.UTF_8));
         }
+    }
+
+    /** A body of known length written straight to the client; {@link #close} releases what it holds (always called once). */
+    public interface Streamed extends AutoCloseable {
+        long length();
+
+        void writeTo(OutputStream out) throws IOException;
+
+        @Override
+        void close();
     }
 
     /** Handles one request; {@code method} is upper case. */
@@ -111,6 +132,10 @@ public final class HttpApi implements AutoCloseable {
             FAILED.warn("HTTP {} {} failed", LogText.clip(exchange.getRequestMethod()), LogText.clip(path), e);
             response = Response.json(500, Map.of("error", e.getClass().getSimpleName() + ": " + e.getMessage()));
         }
+        if (response.streamed() != null) {
+            sendStreamed(exchange, response, head);
+            return;
+        }
         try (exchange) {
             exchange.getResponseHeaders().set("Content-Type", response.contentType());
             boolean body = !head && response.body().length > 0;
@@ -118,6 +143,19 @@ public final class HttpApi implements AutoCloseable {
             if (body) {
                 try (OutputStream out = exchange.getResponseBody()) {
                     out.write(response.body());
+                }
+            }
+        }
+    }
+
+    private static void sendStreamed(HttpExchange exchange, Response response, boolean head) throws IOException {
+        try (exchange; Streamed streamed = response.streamed()) {
+            exchange.getResponseHeaders().set("Content-Type", response.contentType());
+            boolean body = !head && streamed.length() > 0;
+            exchange.sendResponseHeaders(response.status(), body ? streamed.length() : -1);
+            if (body) {
+                try (OutputStream out = exchange.getResponseBody()) {
+                    streamed.writeTo(out);
                 }
             }
         }

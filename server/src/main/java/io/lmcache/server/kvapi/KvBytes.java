@@ -9,8 +9,11 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.StoredObject;
 import io.lmcache.server.transfer.ChunkHashes;
 import io.lmcache.server.transfer.ChunkStore;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,9 +28,9 @@ import java.util.concurrent.TimeUnit;
 public final class KvBytes {
     /** A read waits this long for a STORE still copying (the request-after-reply rule of the ZeroMQ path). */
     static final long FILL_WAIT_NS = TimeUnit.SECONDS.toNanos(2);
-    /** Largest retrieve body: a hit that would be larger is cut to the chunks that fit (the reply is one array). */
-    static final long MAX_RETRIEVE_BYTES = 1L << 30;
     private static final int GROUP = 0;
+    /** The body is moved a token row at a time (a few hundred bytes to a few KiB): buffered, so each row is no socket call. */
+    private static final int IO_BUFFER_BYTES = 256 * 1024;
 
     /** What the counts of a store, retrieve or lookup are (LMCache's result fields). */
     public record Counts(int totalTokens, int totalChunks, int doneChunks, int chunkSize) {
@@ -35,9 +38,6 @@ public final class KvBytes {
             return doneChunks * chunkSize;
         }
     }
-
-    /** A retrieve's counts and the {@code [planes, layers, hit_tokens, D]} bytes (empty on a miss). */
-    public record Retrieved(Counts counts, byte[] payload) {}
 
     private final ObjectStore store;
     private final MemorySegment pool;
@@ -81,7 +81,7 @@ public final class KvBytes {
             }
         }
         try {
-            fill(body, layout, reserved, chunks);
+            fill(new BufferedInputStream(body, IO_BUFFER_BYTES), layout, reserved, chunks);
         } catch (IOException | RuntimeException e) {
             abortAll(reserved);
             throw e;
@@ -164,56 +164,82 @@ public final class KvBytes {
         return new Counts(tokens.length, chunks, hit / ws, layout.chunkSize());
     }
 
-    /** The longest cached prefix's bytes; non-destructive (each object is pinned only while it is copied out). */
+    /**
+     * The longest cached prefix, its objects pinned until the returned body is written and closed (LMCache's stream revision holds
+     * its read locks until the stream ends, too); non-destructive. Close it also when it is not sent.
+     */
     public Retrieved retrieve(String model, int[] tokens, String salt, KvBytesLayout layout) {
         byte[] hashes = hashes(model, layout.worldSize(), tokens, salt, layout.chunkSize());
-        int chunks = (int) Math.min(hashes.length / ChunkHash.BYTES, MAX_RETRIEVE_BYTES / layout.chunkWireBytes());
+        int chunks = hashes.length / ChunkHash.BYTES;
         int ws = layout.worldSize();
         List<StoredObject[]> pinned = new ArrayList<>();
-        try {
-            for (int c = 0; c < chunks; c++) {
-                StoredObject[] shards = new StoredObject[ws];
-                boolean whole = true;
-                for (int w = 0; w < ws && whole; w++) {
-                    shards[w] = store.pinReady(key(model, salt, w, hashes, c), layout.objectBytes(), layout.format(), FILL_WAIT_NS);
-                    whole = shards[w] != null;
-                }
-                pinned.add(shards);
-                if (!whole) {
-                    break;
-                }
-            }
-            int hit = pinned.isEmpty() || pinned.getLast()[ws - 1] != null ? pinned.size() : pinned.size() - 1;
-            byte[] payload = hit == 0 ? new byte[0] : gather(layout, pinned, hit);
-            return new Retrieved(new Counts(tokens.length, hashes.length / ChunkHash.BYTES, hit, layout.chunkSize()), payload);
-        } finally {
-            for (StoredObject[] shards : pinned) {
-                for (StoredObject object : shards) {
-                    if (object != null) {
-                        store.unpin(object, true);
+        for (int c = 0; c < chunks; c++) {
+            StoredObject[] shards = new StoredObject[ws];
+            for (int w = 0; w < ws; w++) {
+                shards[w] = store.pinReady(key(model, salt, w, hashes, c), layout.objectBytes(), layout.format(), FILL_WAIT_NS);
+                if (shards[w] == null) {
+                    for (int u = 0; u < w; u++) {
+                        store.unpin(shards[u], false);
                     }
+                    return new Retrieved(new Counts(tokens.length, chunks, pinned.size(), layout.chunkSize()), layout, pinned);
                 }
             }
+            pinned.add(shards);
         }
+        return new Retrieved(new Counts(tokens.length, chunks, pinned.size(), layout.chunkSize()), layout, pinned);
     }
 
-    private byte[] gather(KvBytesLayout layout, List<StoredObject[]> pinned, int hit) {
-        int shardBytes = Math.toIntExact(layout.shardRowBytes());
-        int ws = layout.worldSize();
-        byte[] out = new byte[Math.toIntExact(hit * layout.chunkWireBytes())];
-        MemorySegment outSegment = MemorySegment.ofArray(out);
-        long at = 0;
-        for (int pl = 0; pl < layout.planeLayers(); pl++) {
-            for (int c = 0; c < hit; c++) {
-                for (int t = 0; t < layout.chunkSize(); t++) {
-                    long from = ((long) pl * layout.chunkSize() + t) * shardBytes;
-                    for (int w = 0; w < ws; w++) {
-                        MemorySegment.copy(pool, pinned.get(c)[w].offset() + from, outSegment, at, shardBytes);
-                        at += shardBytes;
+    /** A retrieve's counts and its {@code [planes, layers, hit_tokens, D]} bytes, gathered from the pinned objects as they are written. */
+    public final class Retrieved implements AutoCloseable {
+        private final Counts counts;
+        private final KvBytesLayout layout;
+        private List<StoredObject[]> pinned;
+
+        Retrieved(Counts counts, KvBytesLayout layout, List<StoredObject[]> pinned) {
+            this.counts = counts;
+            this.layout = layout;
+            this.pinned = pinned;
+        }
+
+        public Counts counts() {
+            return counts;
+        }
+
+        public long length() {
+            return counts.doneChunks() * layout.chunkWireBytes();
+        }
+
+        /** Writes the payload row by row (one token of every shard at a time: a row of the wire's D). */
+        public void writeTo(OutputStream body) throws IOException {
+            BufferedOutputStream out = new BufferedOutputStream(body, IO_BUFFER_BYTES);
+            int shardBytes = Math.toIntExact(layout.shardRowBytes());
+            int ws = layout.worldSize();
+            byte[] row = new byte[Math.toIntExact((long) shardBytes * ws)];
+            MemorySegment rowSegment = MemorySegment.ofArray(row);
+            for (int pl = 0; pl < layout.planeLayers(); pl++) {
+                for (StoredObject[] shards : pinned) {
+                    for (int t = 0; t < layout.chunkSize(); t++) {
+                        long from = ((long) pl * layout.chunkSize() + t) * shardBytes;
+                        for (int w = 0; w < ws; w++) {
+                            MemorySegment.copy(pool, shards[w].offset() + from, rowSegment, (long) w * shardBytes, shardBytes);
+                        }
+                        out.write(row);
                     }
                 }
             }
+            out.flush();
         }
-        return out;
+
+        /** Unpins the objects (once). */
+        @Override
+        public void close() {
+            List<StoredObject[]> held = pinned;
+            pinned = List.of();
+            for (StoredObject[] shards : held) {
+                for (StoredObject object : shards) {
+                    store.unpin(object, true);
+                }
+            }
+        }
     }
 }

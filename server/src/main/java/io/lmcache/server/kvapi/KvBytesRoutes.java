@@ -1,7 +1,8 @@
 package io.lmcache.server.kvapi;
 
 import com.fasterxml.jackson.core.JacksonException;
-import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
@@ -12,11 +13,13 @@ import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.transfer.ObjectGroup;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Semaphore;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -31,11 +34,14 @@ public final class KvBytesRoutes {
     static final String MODEL_HEADER = "X-LMCache-Model-Name";
     static final String TOKENS_HEADER = "X-LMCache-Tokens";
     static final String SALT_HEADER = "X-LMCache-Cache-Salt";
-    /** Largest retrieve or lookup body: a JSON list of {@link WireField#MAX_TOKENS} short token ids. */
-    static final long MAX_JSON_BYTES = 64L << 20;
+    /** Largest retrieve or lookup body: a JSON list of millions of token ids. */
+    static final long MAX_JSON_BYTES = 32L << 20;
+    /** Requests handled at once: each may hold a token list of up to {@link WireField#MAX_TOKENS} ints on the heap. */
+    static final int MAX_CONCURRENT = 4;
     /** vLLM's {@code _MAX_CACHE_SALT_LENGTH}, as the ZeroMQ path and {@code /cache/objects} bound a salt. */
     static final int MAX_SALT_CHARS = 128;
     private static final ObjectMapper JSON = new ObjectMapper();
+    private final Semaphore concurrent = new Semaphore(MAX_CONCURRENT);
 
     /** A request LMCache answers with an error status; the message is its {@code detail}. */
     static final class Refused extends Exception {
@@ -74,7 +80,7 @@ public final class KvBytesRoutes {
     }
 
     /** POST only; the guard's answer first, so that nothing of a refused request is read. */
-    private static HttpApi.Response post(String method, HttpExchange exchange, Supplier<HttpApi.Response> guard, Handler handler)
+    private HttpApi.Response post(String method, HttpExchange exchange, Supplier<HttpApi.Response> guard, Handler handler)
             throws IOException {
         if (!method.equals("POST")) {
             return HttpApi.methodNotAllowed(method);
@@ -84,9 +90,17 @@ public final class KvBytesRoutes {
             return unread(exchange, denied);
         }
         try {
+            concurrent.acquire();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return unread(exchange, HttpApi.Response.json(503, Map.of("detail", "shutting down")));
+        }
+        try {
             return handler.handle();
         } catch (Refused e) {
             return unread(exchange, HttpApi.Response.json(e.status, Map.of("detail", e.getMessage())));
+        } finally {
+            concurrent.release();
         }
     }
 
@@ -136,7 +150,27 @@ public final class KvBytesRoutes {
         out.set("X-LMCache-Hit-Chunks", Integer.toString(counts.doneChunks()));
         out.set("X-LMCache-Total-Tokens", Integer.toString(counts.totalTokens()));
         out.set("X-LMCache-Total-Chunks", Integer.toString(counts.totalChunks()));
-        return new HttpApi.Response(counts.doneChunks() == 0 ? 404 : 200, KV_CONTENT_TYPE, retrieved.payload());
+        if (counts.doneChunks() == 0) {
+            retrieved.close();
+            return new HttpApi.Response(404, KV_CONTENT_TYPE, new byte[0]);
+        }
+        // the dispatcher writes the body after the headers and closes it (the objects' pins) sent or not
+        return HttpApi.Response.streamed(200, KV_CONTENT_TYPE, new HttpApi.Streamed() {
+            @Override
+            public long length() {
+                return retrieved.length();
+            }
+
+            @Override
+            public void writeTo(OutputStream body) throws IOException {
+                retrieved.writeTo(body);
+            }
+
+            @Override
+            public void close() {
+                retrieved.close();
+            }
+        });
     }
 
     private HttpApi.Response lookup(HttpExchange exchange) throws Refused, IOException {
@@ -154,33 +188,60 @@ public final class KvBytesRoutes {
     private record Query(String model, int[] tokens, String salt) {}
 
     private static Query query(HttpExchange exchange) throws Refused, IOException {
-        long declared = declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
-        JsonNode body;
-        try (InputStream in = exchange.getRequestBody()) {
-            body = JSON.readTree(in.readNBytes((int) declared));
+        declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
+        String model = null;
+        String salt = "";
+        int[] tokens = null;
+        // parsed as it streams in: the token list goes straight into an int array, never a tree of nodes
+        try (InputStream in = exchange.getRequestBody(); JsonParser parser = JSON.getFactory().createParser(in)) {
+            if (parser.nextToken() != JsonToken.START_OBJECT) {
+                throw new Refused(422, "the body must be a JSON object");
+            }
+            while (parser.nextToken() == JsonToken.FIELD_NAME) {
+                String field = parser.currentName();
+                JsonToken value = parser.nextToken();
+                switch (field) {
+                    case "model_name" -> model = text(parser, value, field);
+                    case "cache_salt" -> salt = text(parser, value, field);
+                    case "tokens" -> tokens = tokens(parser, value);
+                    default -> parser.skipChildren();
+                }
+            }
         } catch (JacksonException e) {
             throw new Refused(422, "the body is not JSON");
         }
-        if (body == null || !body.isObject() || !body.path("model_name").isTextual() || !body.path("tokens").isArray()) {
+        if (model == null || tokens == null) {
             throw new Refused(422, "the body must be {\"model_name\": str, \"tokens\": [int], \"cache_salt\": str}");
         }
-        JsonNode saltNode = body.path("cache_salt");
-        if (!saltNode.isMissingNode() && !saltNode.isTextual()) {
-            throw new Refused(422, "cache_salt must be a string");
+        return new Query(checkModel(model), tokens, salt(salt));
+    }
+
+    private static String text(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
+        if (value != JsonToken.VALUE_STRING) {
+            throw new Refused(422, field + " must be a string");
         }
-        JsonNode list = body.path("tokens");
-        if (list.size() > WireField.MAX_TOKENS) {
-            throw new Refused(422, "tokens has more than " + WireField.MAX_TOKENS + " entries");
+        return parser.getText();
+    }
+
+    private static int[] tokens(JsonParser parser, JsonToken value) throws Refused, IOException {
+        if (value != JsonToken.START_ARRAY) {
+            throw new Refused(422, "tokens must be a list of ints");
         }
-        int[] tokens = new int[list.size()];
-        for (int i = 0; i < tokens.length; i++) {
-            JsonNode token = list.get(i);
-            if (!token.isInt()) {
-                throw new Refused(422, "tokens[" + i + "] is not an int");
+        int[] tokens = new int[1024];
+        int n = 0;
+        for (JsonToken token = parser.nextToken(); token != JsonToken.END_ARRAY; token = parser.nextToken()) {
+            if (token != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
+                throw new Refused(422, "tokens[" + n + "] is not an int");
             }
-            tokens[i] = token.intValue();
+            if (n == WireField.MAX_TOKENS) {
+                throw new Refused(422, "tokens has more than " + WireField.MAX_TOKENS + " entries");
+            }
+            if (n == tokens.length) {
+                tokens = Arrays.copyOf(tokens, (int) Math.min(WireField.MAX_TOKENS, 2L * n));
+            }
+            tokens[n++] = parser.getIntValue();
         }
-        return new Query(checkModel(body.path("model_name").textValue()), tokens, salt(saltNode.isTextual() ? saltNode.textValue() : ""));
+        return Arrays.copyOf(tokens, n);
     }
 
     /** The declared body length, checked against {@code max} before a byte is read (411 without one, 413 above it). */
