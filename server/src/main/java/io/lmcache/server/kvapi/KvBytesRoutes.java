@@ -131,6 +131,9 @@ public final class KvBytesRoutes {
         KvBytes.Counts counts;
         try (InputStream body = exchange.getRequestBody()) {
             counts = bytes.store(model, tokens, salt, layout, body);
+        } catch (IOException e) {
+            // every reservation was given back: nothing of it landed
+            throw new Refused(400, "the body ended before its declared length");
         }
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("status", "ok");

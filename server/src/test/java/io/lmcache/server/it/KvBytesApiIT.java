@@ -148,6 +148,22 @@ class KvBytesApiIT {
             String status = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.US_ASCII)).readLine();
             assertEquals("HTTP/1.1 413 Request Entity Too Large", status.strip().replace("Payload Too Large", "Request Entity Too Large"));
         }
+        // a body that ends before its declared length: 400, and nothing of it lands
+        int[] cut = JavaWorker.tokens(900, CHUNK);
+        try (Socket socket = new Socket("127.0.0.1", server.httpPort())) {
+            socket.setSoTimeout(10_000);
+            OutputStream out = socket.getOutputStream();
+            out.write(("POST /api/kv/store HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + TOKEN + "\r\nX-LMCache-Model-Name: "
+                    + MODEL + "\r\nX-LMCache-Tokens: " + Arrays.stream(cut).mapToObj(Integer::toString).collect(Collectors.joining(","))
+                    + "\r\nContent-Type: application/x-lmcache-kv; v=1\r\nContent-Length: " + payload.length / 2 + "\r\n\r\n")
+                    .getBytes(StandardCharsets.US_ASCII));
+            out.write(payload, 0, payload.length / 4);
+            out.flush();
+            socket.shutdownOutput();
+            String status = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.US_ASCII)).readLine();
+            assertTrue(status.startsWith("HTTP/1.1 400"), status);
+        }
+        assertEquals(0, JSON.readTree(query(server, "/api/kv/lookup", cut, "", TOKEN).body()).path("hit_chunks").asInt(), "aborted");
     }
 
     private static HttpResponse<byte[]> store(ServerProcess server, int[] tokens, byte[] payload, String salt, String token) {
