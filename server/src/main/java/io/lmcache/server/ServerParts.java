@@ -7,6 +7,7 @@ import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.Housekeeping;
 import io.lmcache.server.agent.IdleStrategy;
+import io.lmcache.server.agent.Wake;
 import io.lmcache.server.assembly.Build;
 import io.lmcache.server.assembly.Part;
 import io.lmcache.server.config.ServerConfig;
@@ -82,8 +83,11 @@ final class ServerParts {
     /** Who is connected and the liveness rules over them. */
     record Peers(PeerConnections connections, Liveness liveness) {}
 
-    /** The KV-event channel's request side: the stream agent and the module that serves SUBSCRIBE/POLL. */
-    record KvEventChannel(KvEventStreams streams, KvEventModule module, ReplyQueue replies) {}
+    /**
+     * The KV-event channel's request side: the stream agent, the module that serves SUBSCRIBE/POLL, and the handle that wakes
+     * the agent's thread (created before both, bound by the runner of lmcache-kv-events).
+     */
+    record KvEventChannel(KvEventStreams streams, KvEventModule module, ReplyQueue replies, Wake wake) {}
 
     /** The HTTP listeners: the API and the separate Prometheus port (null without one). */
     record HttpListeners(HttpApi api, HttpApi prometheus) {}
@@ -203,10 +207,12 @@ final class ServerParts {
     static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log")), b -> {
         ReplyQueue replies = b.offer(new ReplyQueue());
         KvEventRecorder recorder = b.require(KvEventRecorder.class);
-        KvEventStreams streams = new KvEventStreams(recorder.log(), replies, System::nanoTime);
+        // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
+        Wake wake = new Wake();
+        KvEventStreams streams = new KvEventStreams(recorder.log(), replies, System::nanoTime, wake);
         KvEventModule module = new KvEventModule(recorder, streams);
         KvEventMetrics.bind(metrics(b), new KvEventCounters(recorder, streams));
-        return new KvEventChannel(streams, module, replies);
+        return new KvEventChannel(streams, module, replies, wake);
     });
 
     // built after the modules: the reaper runs over modules that are complete, and stops before they close
@@ -269,11 +275,14 @@ final class ServerParts {
         return new HttpListeners(api, b.onClose("Prometheus HTTP", ServerHttp.bindPrometheus(config(b))));
     });
 
-    // closed first (but for the warm-up and the streams): in-flight requests are answered while all they use is open
+    // closed first (but for the warm-up and the streams): in-flight requests are answered while all they use is open. The
+    // warm-up's run is made here (started and closed by its own part): the loop tells it of the first request
     static final Part<RequestLoop> LOOP = Part.of("request loop", List.of(after("HTTP", "the drain comes before the listeners close")), b -> {
         ServerConfig config = config(b);
-        RequestLoop loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(), b.require(Dispatcher.class),
-                b.require(ReplyQueue.class), b.require(PeerConnections.class), metrics(b));
+        WarmupRun warmup = b.offer(new WarmupRun(config, b.require(L1Tier.class)));
+        RequestLoop loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(),
+                new RequestLoop.Serving(b.require(Dispatcher.class), b.require(ReplyQueue.class), b.require(KvEventChannel.class).streams(),
+                        warmup::firstRequest), b.require(PeerConnections.class), metrics(b));
         b.onClose("request loop (drain)", () -> loop.shutdown(DRAIN_TIMEOUT_NS));
         return loop;
     });
@@ -283,12 +292,11 @@ final class ServerParts {
     // usual backoff were the thread's largest cost (bench/RESULTS.md#kv-event-subscribers)
     static final Part<AgentRunner> KV_EVENT_STREAMS = Part.of("kv-event streams", List.of(after("request loop",
             "every stream's final reply goes out before the loop drains")), b -> {
-        KvEventStreams streams = b.require(KvEventChannel.class).streams();
+        KvEventChannel channel = b.require(KvEventChannel.class);
+        KvEventStreams streams = channel.streams();
         AgentRunner runner = b.onClose("kv-event streams", new AgentRunner("lmcache-kv-events", streams,
-                IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS), b.require(Root.class).agentErrors(), KV_EVENT_CLOSE_NS));
-        // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
-        streams.setWake(runner::wake);
-        b.require(RequestLoop.class).setStreamControl(streams);
+                IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS), b.require(Root.class).agentErrors(), KV_EVENT_CLOSE_NS,
+                channel.wake()));
         b.onStart("kv-event streams", runner::start);
         return runner;
     });
@@ -296,7 +304,7 @@ final class ServerParts {
     /** The start-up JIT warm-up on scratch memory while the pool's first region is prepared; closed first of all. */
     static final Part<WarmupRun> WARMUP = Part.of("warm-up", List.of(after("kv-event streams", "the warm-up stops before anything it uses"),
             after("request loop", "rounds left over go on until the first request")), b -> {
-        WarmupRun run = new WarmupRun(config(b), b.require(L1Tier.class), b.require(RequestLoop.class));
+        WarmupRun run = b.require(WarmupRun.class);
         b.onClose("warm-up", run);
         b.onStart("warm-up", run::start);
         b.status("jit_warmup", run::status);
@@ -364,19 +372,27 @@ final class ServerParts {
     static final class WarmupRun implements AutoCloseable {
         private final ServerConfig config;
         private final L1Tier l1;
-        private final RequestLoop loop;
         private volatile Warmup warmup;
 
-        WarmupRun(ServerConfig config, L1Tier l1, RequestLoop loop) {
+        WarmupRun(ServerConfig config, L1Tier l1) {
             this.config = config;
             this.l1 = l1;
-            this.loop = loop;
         }
 
         /** While the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code. */
         void start() {
             warmup = Warmup.start(config, l1.pool().fileKey());
-            loop.onFirstRequest(warmup::firstRequest);
+        }
+
+        /**
+         * The request loop's first request (on lmcache-request-loop, once): the background rounds stop. The loop serves only
+         * after every start step, so the warm-up has started by then.
+         */
+        void firstRequest() {
+            Warmup w = warmup;
+            if (w != null) {
+                w.firstRequest();
+            }
         }
 
         Map<String, Object> status() {

@@ -33,6 +33,12 @@ public final class AgentRunner implements AutoCloseable {
         this.thread = NamedThreads.thread(threadName, true, this::run);
     }
 
+    /** As the other constructor, with {@code wake} (which the agent was given) bound to this runner's thread. */
+    public AgentRunner(String threadName, Agent agent, IdleStrategy idle, AgentErrors errors, long closeTimeoutNs, Wake wake) {
+        this(threadName, agent, idle, errors, closeTimeoutNs);
+        wake.bind(thread);
+    }
+
     /** Starts the thread (once; a runner closed before it started never starts). */
     public void start() {
         if (started.compareAndSet(false, true)) {

@@ -178,10 +178,12 @@ public final class KvEventStreams implements Agent, StreamControl {
     private long parkNs = Long.MAX_VALUE;
     /** Set by the agent when a subscriber with credit waits for records: the next append wakes it. */
     private volatile boolean waiting;
-    private volatile Runnable wake = () -> { };
+    /** Unparks the agent's thread (its runner's {@link io.lmcache.server.agent.Wake}, given before the runner exists). */
+    private final Runnable wake;
 
-    public KvEventStreams(KvEventLog log, ReplyQueue replies, LongSupplier clockNs) {
+    public KvEventStreams(KvEventLog log, ReplyQueue replies, LongSupplier clockNs, Runnable wake) {
         this.log = log;
+        this.wake = wake;
         this.replies = replies;
         this.clockNs = clockNs;
         for (Ended reason : Ended.values()) {
@@ -189,11 +191,6 @@ public final class KvEventStreams implements Agent, StreamControl {
         }
         // runs on: whichever thread appended (a commit, a removal under the store's lock, an L2 thread): a flag read, rarely an unpark
         log.onAppend(this::wakeIfWaiting);
-    }
-
-    /** How the agent is woken (its runner's unpark); set before the first subscription. */
-    public void setWake(Runnable wake) {
-        this.wake = wake;
     }
 
     @Override

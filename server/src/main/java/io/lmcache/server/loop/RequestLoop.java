@@ -102,8 +102,8 @@ public final class RequestLoop implements AutoCloseable {
     private final TransportDeaths deaths;
     /** Reply bytes handed to the ROUTER that each peer has not taken yet. */
     private final PeerReplyBytes unsentBytes = new PeerReplyBytes();
-    /** Streaming replies' control frames and undeliverable peers go here (kv-events.md §8); set before start. */
-    private volatile StreamControl streams = StreamControl.NONE;
+    /** Streaming replies' control frames and undeliverable peers go here (kv-events.md §8). */
+    private final StreamControl streams;
     /** ZeroMQ shares one metadata object per connection: seeing a new one means a new or other peer. */
     private zmq.io.Metadata lastMetadata;
     private final CountDownLatch terminated = new CountDownLatch(1);
@@ -114,13 +114,23 @@ public final class RequestLoop implements AutoCloseable {
     private Thread thread;
 
     /**
+     * What the loop serves with: the dispatcher its requests go to, the queue its replies come from, where control frames
+     * ({@code [uid, b"", command]}) and peers a reply could not reach are reported ({@link StreamControl#NONE}: no streams), and
+     * {@code firstRequest}, which runs once on the loop's thread when the first message from a peer (not the loop's own health
+     * probe) arrives, before it is read further (must not block; null: nothing).
+     */
+    public record Serving(Dispatcher dispatcher, ReplyQueue replies, StreamControl streams, Runnable firstRequest) {}
+
+    /**
      * Binds the socket at once, so a port conflict fails start-up rather than the first request. An endpoint ending in
      * {@code :*} binds a free port, which {@link #endpoint} then names (the start-up warm-up's scratch loop).
      */
-    public RequestLoop(String endpoint, long maxMessageBytes, ConnectionSettings limits, Dispatcher dispatcher, ReplyQueue replies,
-            PeerConnections connections, ServerMetrics metrics) {
-        this.dispatcher = dispatcher;
-        this.replies = replies;
+    public RequestLoop(String endpoint, long maxMessageBytes, ConnectionSettings limits, Serving serving, PeerConnections connections,
+            ServerMetrics metrics) {
+        this.dispatcher = serving.dispatcher();
+        this.replies = serving.replies();
+        this.streams = serving.streams();
+        this.firstRequest = serving.firstRequest();
         this.connections = connections;
         drops = new ReplyDrops(metrics, replies);
         deaths = new TransportDeaths(metrics);
@@ -180,19 +190,6 @@ public final class RequestLoop implements AutoCloseable {
     /** Names the loop's thread (and its log lines) {@code name} instead of lmcache-request-loop; call before {@link #start}. */
     public void setThreadName(String name) {
         this.threadName = name;
-    }
-
-    /** Where control frames ({@code [uid, b"", command]}) and peers a reply could not reach are reported; call before {@link #start}. */
-    public void setStreamControl(StreamControl streams) {
-        this.streams = streams;
-    }
-
-    /**
-     * {@code hook} runs once, on this loop's thread, when the first message from a peer (not the loop's own health probe)
-     * arrives, before it is read further: it must not block. Call before {@link #start}.
-     */
-    public void onFirstRequest(Runnable hook) {
-        this.firstRequest = hook;
     }
 
     /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more (see {@link TransportDeaths}). */
@@ -436,7 +433,7 @@ public final class RequestLoop implements AutoCloseable {
         return data;
     }
 
-    /** Runs at the first peer's message, then null; read and cleared on the loop's thread only (set before start). */
+    /** Runs at the first peer's message, then null; read and cleared on the loop's thread only. */
     private Runnable firstRequest;
     private String pendingAddress;
     /** The connection of the message being read (its metadata's peer address); the loop's thread only. */

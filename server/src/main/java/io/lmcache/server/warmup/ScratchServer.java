@@ -12,6 +12,7 @@ import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
+import io.lmcache.server.loop.StreamControl;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.module.EventKinds;
@@ -274,7 +275,8 @@ final class ScratchServer implements AutoCloseable {
         try {
             // in-process only (issue 45 N11): a TCP port, even on loopback, served any local peer until the warm-up ended
             loop = new RequestLoop("inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12)), config.maxMessageBytes(),
-                    config.connections(), dispatcher, replies, new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
+                    config.connections(), new RequestLoop.Serving(dispatcher, replies, StreamControl.NONE, null),
+                    new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
             loop.setThreadName(LOOP_THREAD);
             loop.start();
             for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {

@@ -21,7 +21,7 @@ class KvEventStreamsTest {
     private final AtomicLong clockNs = new AtomicLong(1_000_000_000L);
     private final KvEventLog log = new KvEventLog(64, CHUNK, 7);
     private final ReplyQueue replies = new ReplyQueue();
-    private final KvEventStreams streams = new KvEventStreams(log, replies, clockNs::get);
+    private final KvEventStreams streams = new KvEventStreams(log, replies, clockNs::get, () -> { });
     private final byte[] uid = "u1".getBytes(StandardCharsets.US_ASCII);
     private int chunks;
 
@@ -142,7 +142,7 @@ class KvEventStreamsTest {
     @Test
     void aBatchTheReplyBudgetRefusesIsNotCountedAndGoesAgainWithItsCreditRestored() {
         ReplyQueue tight = new ReplyQueue(4096);
-        KvEventStreams own = new KvEventStreams(log, tight, clockNs::get);
+        KvEventStreams own = new KvEventStreams(log, tight, clockNs::get, () -> { });
         own.open(new Request.SubscribeKvEvents(1, "m", 0, 100), new StreamTarget(new byte[] {0, 1, 2, 3, 4}, uid, new byte[] {34}));
         store();
         assertTrue(tight.offer(new Outbound(new byte[1], new byte[1], new byte[1], new byte[3900])), "the queue is all but full");

@@ -120,7 +120,7 @@ class ServerOpsTest {
     /** The KV-event module over a log of 8 records, incarnation 7. */
     static KvEventModule kvEvents() {
         KvEventRecorder recorder = new KvEventRecorder(new KvEventLog(8, CHUNK_SIZE, 7), false);
-        return new KvEventModule(recorder, new KvEventStreams(recorder.log(), new ReplyQueue(), System::nanoTime));
+        return new KvEventModule(recorder, new KvEventStreams(recorder.log(), new ReplyQueue(), System::nanoTime, () -> { }));
     }
 
     @Test
