@@ -24,6 +24,7 @@ import io.lmcache.server.tier.L1Side;
 import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tier.ModelLayouts;
 import io.lmcache.server.tier.ObjectShapes;
+import io.lmcache.server.tier.RegisteredShapes;
 import io.lmcache.server.tier.StoreController;
 import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPaths;
@@ -35,8 +36,10 @@ import io.lmcache.server.warmup.GpuWarmups;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.function.BiConsumer;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -49,7 +52,7 @@ import org.slf4j.LoggerFactory;
  * it is built, so the root closes them in reverse order.
  */
 record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
-        CompletionDelay testCompletions, KvEventRecorder events) {
+        CompletionDelay testCompletions, KvEventRecorder events, Map<String, Supplier<Map<String, Object>>> storageStatus) {
     private static final Logger LOG = LoggerFactory.getLogger(DataModules.class);
 
 
@@ -79,30 +82,44 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         // issue 52: CPU workers' copies spread over lmcache-copy-N; closed after the module (registered before it)
         HostCopies hostCopies = config.supportedTransferMode().allowsLmcacheDriven() ? hostCopies(config, metrics) : null;
         closer.accept("host copy threads", hostCopies);
-        LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
-                ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
-                        shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, hostCopies,
-                        workers.gpuWarmups()::afterRegister),
-                        objectGroups) : null;
-        // runs on: the thread that calls close(), as every part's close
-        closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
-        EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
-                ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
-                        new EngineDrivenTransferModule.SlotTtls(config.l1WriteTtlNs(), config.l1ReadTtlNs())) : null;
-        closer.accept("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
-        // a LOOKUP loads from L2 in the object shapes its model's workers registered, and only for models whose lookup geometry is
-        // plain (hybrid ones look up in L1 alone, so skip_l1 keeps their objects); closed after the loop and housekeeping
-        L2Tier l2 = L2Tier.open(config.l2(), new L1Side(l1.store(), l1.pool().segment()), config.chunkSize(), new ModelLayouts(
-                ObjectShapes.firstOf(lmcacheDriven == null ? null : lmcacheDriven::objectShapes,
-                        engineDriven == null ? null : engineDriven::objectShapes),
-                // runs on: lmcache-l2 (the store controller), per batch of committed objects
-                StoreController.L2Lookups.of(objectGroups)), metrics, agentErrors);
-        closer.accept("L2 tier", l2);
-        LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
-                l2.prefetcher());
-        KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
-        windowCommit(config, l1, l2, objectGroups, lookup, lmcacheDriven, metrics);
-        return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events);
+        // the L2 tier reads the registered object shapes through this registry, so it opens before the transfer modules and the
+        // window commit (which writes through L2) reaches the lmcache-driven module through its constructor; a LOOKUP loads from
+        // L2 only for models whose lookup geometry is plain (hybrid ones look up in L1 alone, so skip_l1 keeps their objects)
+        RegisteredShapes shapes = new RegisteredShapes();
+        // runs on: lmcache-l2 (the store controller), per batch of committed objects
+        L2Tier l2 = L2Tier.open(config.l2(), new L1Side(l1.store(), l1.pool().segment()), config.chunkSize(),
+                new ModelLayouts(shapes, StoreController.L2Lookups.of(objectGroups)), metrics, agentErrors);
+        boolean l2Closes = false;
+        try {
+            WindowCommit commit = windowCommit(config, l1, l2, objectGroups, metrics);
+            LmcacheDrivenTransferModule lmcacheDriven = config.supportedTransferMode().allowsLmcacheDriven()
+                    ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
+                            shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, hostCopies,
+                            workers.gpuWarmups()::afterRegister),
+                            new LmcacheDrivenTransferModule.LookupSide(objectGroups, commit)) : null;
+            // runs on: the thread that calls close(), as every part's close
+            closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
+            EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()
+                    ? new EngineDrivenTransferModule(config.chunkSize(), l1.store(), l1.pool(), leases, metrics, liveness,
+                            new EngineDrivenTransferModule.SlotTtls(config.l1WriteTtlNs(), config.l1ReadTtlNs())) : null;
+            closer.accept("engine-driven transfers", engineDriven == null ? null : engineDriven::close);
+            Stream.<ObjectShapes>of(lmcacheDriven == null ? null : lmcacheDriven::objectShapes,
+                    engineDriven == null ? null : engineDriven::objectShapes).filter(Objects::nonNull).forEach(shapes::add);
+            // closed after the loop and housekeeping, before the transfer modules
+            closer.accept("L2 tier", l2);
+            l2Closes = true;
+            LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
+                    new LookupModule.BeyondL1(l2.prefetcher(), commit));
+            KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
+            // a storage_manager entry of /status, where LMCache's window commit shows
+            Map<String, Supplier<Map<String, Object>>> storageStatus = commit == null ? Map.of() : Map.of("window_commit", commit::status);
+            return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events, storageStatus);
+        } catch (RuntimeException | Error e) {
+            if (!l2Closes) {
+                l2.close(); // not yet registered (the transfer modules close before it): closed here
+            }
+            throw e;
+        }
     }
 
     /** The KV-event log (one incarnation per process: its start time in ns, as LMCache's) fed by L1's removals, STOREs and L2. */
@@ -118,25 +135,24 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
         return events;
     }
 
-    /** {@code --commit-policy}: END_SESSION's window commit, fed by LOOKUPs and STOREs, writing through L2's store controller. */
-    private static void windowCommit(ServerConfig config, L1Tier l1, L2Tier l2, ObjectGroupCatalog objectGroups, LookupModule lookup,
-            LmcacheDrivenTransferModule lmcacheDriven, ServerMetrics metrics) {
+    /**
+     * {@code --commit-policy}: END_SESSION's window commit, fed by LOOKUPs and STOREs, writing through L2's store controller;
+     * null when off.
+     */
+    private static WindowCommit windowCommit(ServerConfig config, L1Tier l1, L2Tier l2, ObjectGroupCatalog objectGroups,
+            ServerMetrics metrics) {
         if (!config.commit().enabled()) {
-            return;
+            return null;
         }
         if (l2.storeController() == null) {
             // LMCache drops a commit batch with a warning when no L2 adapter is active
             LOG.warn("--commit-policy {} without an --l2-adapter: no window will be committed", config.commit().policy().flagValue());
-            return;
+            return null;
         }
         // runs on: lmcache-request-loop (END_SESSION), a queue append per object and a wake-up of lmcache-l2
         WindowCommit commit = new WindowCommit(config.commit(), config.chunkSize(), l1.store(), objectGroups, l2.storeController()::flush);
-        lookup.commitWindowsWith(commit);
-        if (lmcacheDriven != null) {
-            lmcacheDriven.noteStoresWith(commit);
-        }
-        l2.statusWith("window_commit", commit::status);
         TableMeters.bind(metrics, commit.table());
+        return commit;
     }
 
     /** {@code --cpu-copy-threads}, or by default from the host's cores and NUMA nodes (the pool's regions sit on those). */

@@ -319,7 +319,8 @@ final class ServerParts {
         DataModules data = b.require(DataModules.class);
         RequestLoop loop = b.require(RequestLoop.class);
         HttpListeners http = b.require(HttpListeners.class);
-        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class)),
+        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class),
+                data.storageStatus()),
                 new ServerView.Modules(data.lookup(), data.lmcacheDriven(), data.engineDriven(), b.require(ManagementModule.class)),
                 new ServerView.Transport(loop, b.require(PeerConnections.class)), new ServerView.Device(root.gpu()::status, root.gpu().stageNames()),
                 new ServerView.Root(() -> root.closing().getAsBoolean() ? "shutting down" : root.agentErrors().fatalReason(), b.statuses()));

@@ -42,6 +42,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final L1Tier l1;
     private final L2Tier l2;
     private final LookupLeases leases;
+    private final Map<String, Supplier<Map<String, Object>>> moreStorage;
     private final LookupModule lookup;
     private final LmcacheDrivenTransferModule lmcacheDriven;
     private final EngineDrivenTransferModule engineDriven;
@@ -55,8 +56,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     /** The parts' own {@code /status} blocks ({@code jit_warmup}, {@code gpu_warmups}): the assembly's. */
     private final Supplier<Map<String, Object>> partStatus;
 
-    /** What {@code storage_manager} shows: the two tiers, and the LOOKUP leases on L1 objects. */
-    public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases) {}
+    /**
+     * What {@code storage_manager} shows: the two tiers, the LOOKUP leases on L1 objects, and more entries by name (the window
+     * commit's, when it is on), read on lmcache-http-*.
+     */
+    public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases, Map<String, Supplier<Map<String, Object>>> more) {}
 
     /**
      * The request modules whose state {@code /status} shows; {@code lmcacheDriven} and {@code engineDriven} are null when the
@@ -91,6 +95,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         this.l1 = storage.l1();
         this.l2 = storage.l2();
         this.leases = storage.leases();
+        this.moreStorage = Map.copyOf(storage.more());
         this.lookup = modules.lookup();
         this.lmcacheDriven = modules.lmcacheDriven();
         this.engineDriven = modules.engineDriven();
@@ -240,6 +245,7 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         storage.put("l1_eviction_controller", Map.of("is_healthy", true, "eviction_policy", config.evictionPolicy().flagValue(),
                 "trigger_watermark", config.evictionTriggerWatermark(), "eviction_ratio", config.evictionRatio()));
         l2.putStatus(storage);
+        moreStorage.forEach((name, block) -> storage.put(name, block.get()));
         return storage;
     }
 

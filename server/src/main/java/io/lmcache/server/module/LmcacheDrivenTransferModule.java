@@ -95,7 +95,19 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final InstanceRegistry<InstanceContext> instances;
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
     /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
-    private volatile WindowCommit windowCommit;
+    private final WindowCommit windowCommit;
+
+    /**
+     * What this module tells the lookup side: registrations' object groups to {@code catalog}, each STORE's extent to
+     * {@code windowCommit} (null: {@code --commit-policy} off or no L2).
+     */
+    public record LookupSide(ObjectGroupCatalog catalog, WindowCommit windowCommit) {}
+
+    /** Without a window commit. */
+    public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, LookupLeases leases, ServerMetrics metrics, Liveness liveness,
+            CopyPaths copyPaths, ObjectGroupCatalog catalog) {
+        this(chunkSize, store, leases, metrics, liveness, copyPaths, new LookupSide(catalog, null));
+    }
 
     /**
      * A registration's copy path is opened by {@code copyPaths}: its GPU backend may be the host-only one (only CPU,
@@ -103,7 +115,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
      * complete after their reply, as GPU copies do). Registrations publish their object groups to {@code catalog}, for LOOKUP.
      */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, LookupLeases leases, ServerMetrics metrics, Liveness liveness,
-            CopyPaths copyPaths, ObjectGroupCatalog catalog) {
+            CopyPaths copyPaths, LookupSide lookupSide) {
         this.chunkSize = chunkSize;
         this.store = store;
         this.leases = leases;
@@ -113,14 +125,10 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         this.endOfLife = copyPaths.endOfLife();
         this.copyPaths = copyPaths;
         this.planner = new TransferPlanner(chunkSize);
-        this.catalog = catalog;
+        this.catalog = lookupSide.catalog();
+        this.windowCommit = lookupSide.windowCommit();
         this.failures = new TransferFailures(metrics);
         this.instances = new InstanceRegistry<>(liveness);
-    }
-
-    /** Tells the window commit how far each request stored, and its hash chain, from now on. */
-    public void noteStoresWith(WindowCommit commit) {
-        this.windowCommit = commit;
     }
 
     // --- registration --------------------------------------------------------------------------
@@ -236,9 +244,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                     });
             startNs = times.lap(true, HandlerPhase.COPY, startNs);
             plan.hashes().complete(); // the chunks after one without room, and the memo: after the copies are on their way
-            WindowCommit commit = windowCommit;
-            if (commit != null) {
-                commit.stored(request.key(), plan.hashes());
+            if (windowCommit != null) {
+                windowCommit.stored(request.key(), plan.hashes());
             }
             if (!reserving.allFit()) {
                 noRoom(request.instanceId(), plan);

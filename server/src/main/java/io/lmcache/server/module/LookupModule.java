@@ -54,27 +54,37 @@ public final class LookupModule {
     private final L2Prefetcher prefetcher;
     private final LoadControls loadControls;
     /** {@code --commit-policy}: END_SESSION's window commit, fed each LOOKUP's prompt end; null when off. */
-    private volatile WindowCommit windowCommit;
+    private final WindowCommit windowCommit;
+
+    /** Where a LOOKUP goes past L1: the L2 prefetcher (null: L1 only) and the window commit (null: off). */
+    public record BeyondL1(L2Prefetcher prefetcher, WindowCommit windowCommit) {}
 
     /** L1 only. */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
             ObjectGroupCatalog catalog) {
-        this(chunkSize, store, leases, results, metrics, catalog, null);
+        this(chunkSize, store, leases, results, metrics, catalog, new BeyondL1(null, null));
+    }
+
+    /** Without a window commit. */
+    public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
+            ObjectGroupCatalog catalog, L2Prefetcher prefetcher) {
+        this(chunkSize, store, leases, results, metrics, catalog, new BeyondL1(prefetcher, null));
     }
 
     /**
-     * {@code catalog} says which object groups (and windows) a model's hit needs; {@code prefetcher} null: L1 only. Models with
-     * several object groups or windows are looked up in L1 only for now: L2 prefetch folds one group's leading run.
+     * {@code catalog} says which object groups (and windows) a model's hit needs; {@code beyond}'s prefetcher null: L1 only. Models
+     * with several object groups or windows are looked up in L1 only for now: L2 prefetch folds one group's leading run.
      */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
-            ObjectGroupCatalog catalog, L2Prefetcher prefetcher) {
+            ObjectGroupCatalog catalog, BeyondL1 beyond) {
         this.chunkSize = chunkSize;
         this.catalog = catalog;
         this.store = store;
         this.leases = leases;
         this.results = results;
         this.metrics = metrics;
-        this.prefetcher = prefetcher;
+        this.prefetcher = beyond.prefetcher();
+        this.windowCommit = beyond.windowCommit();
         this.loadControls = new LoadControls(chunkSize, store, metrics);
     }
 
@@ -92,11 +102,6 @@ public final class LookupModule {
         ops.op(Op.WAIT_PREFETCH_STATUS, HandlerKind.NORMAL, RequestDecoder::waitPrefetchStatus, this::waitQuery, FailureReplies.ZERO);
         ops.op(Op.FREE_LOOKUP_LOCKS, HandlerKind.QUICK, RequestDecoder::freeLookupLocks, (r, peer) -> freeLookupLocks(r), Reply.NONE);
         ops.op(Op.END_SESSION, HandlerKind.QUICK, RequestDecoder::endSession, this::endSession, Reply.NONE);
-    }
-
-    /** Commits finished turns' windows to L2 from now on (set at start, before the first LOOKUP). */
-    public void commitWindowsWith(WindowCommit commit) {
-        this.windowCommit = commit;
     }
 
     /**
@@ -117,9 +122,8 @@ public final class LookupModule {
     public Reply lookup(Request.Lookup request, PeerId peer) {
         CacheKey key = request.key();
         String resultKey = resultKey(peer, key.requestId());
-        WindowCommit commit = windowCommit;
-        if (commit != null) {
-            commit.looked(key);
+        if (windowCommit != null) {
+            windowCommit.looked(key);
         }
         String[] why = new String[1];
         ChunkRange range = ChunkRange.of(key, chunkSize, why);
@@ -361,9 +365,8 @@ public final class LookupModule {
     }
 
     public Reply endSession(Request.EndSession request, PeerId peer) {
-        WindowCommit commit = windowCommit;
-        if (commit != null) {
-            commit.end(request.requestId(), request.endInfo()); // first: it reads what the session stored
+        if (windowCommit != null) {
+            windowCommit.end(request.requestId(), request.endInfo()); // first: it reads what the session stored
         }
         results.cancelPending(resultKey(peer, request.requestId()));
         leases.end(request.requestId());

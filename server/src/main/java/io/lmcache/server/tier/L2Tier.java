@@ -24,9 +24,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -51,8 +49,6 @@ public final class L2Tier implements AutoCloseable {
     private final L2Prefetcher lookupPrefetcher;
     private final L2EvictionController eviction;
     private final AgentRunner runner;
-    /** More {@code storage_manager} entries (the window commit's), by name; read on lmcache-http-*. */
-    private final Map<String, Supplier<Map<String, Object>>> extraStatus = new ConcurrentHashMap<>();
 
     private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
             L2Prefetcher lookupPrefetcher, L2EvictionController eviction, AgentRunner runner) {
@@ -167,11 +163,6 @@ public final class L2Tier implements AutoCloseable {
         }
     }
 
-    /** Adds {@code name} to {@code storage_manager} (set at start). */
-    public void statusWith(String name, Supplier<Map<String, Object>> status) {
-        extraStatus.put(name, status);
-    }
-
     /** {@code storage_manager}'s L2 fields: {@code num_l2_adapters}, {@code l2_adapters} (each adapter's status), the controllers. */
     public void putStatus(Map<String, Object> storage) {
         storage.put("num_l2_adapters", adapters.size());
@@ -184,7 +175,6 @@ public final class L2Tier implements AutoCloseable {
             storage.put("store_controller", storeController.status());
             storage.put("prefetch_controller", prefetchController.status());
         }
-        extraStatus.forEach((name, status) -> storage.put(name, status.get()));
     }
 
     /** Stops feeding and running the controllers, then closes the adapters (each waits, bounded, for its I/O in flight). */

@@ -1,11 +1,8 @@
 package io.lmcache.server.tier;
 
 import io.lmcache.server.transfer.ObjectShape;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
-import java.util.stream.Stream;
 
 /**
  * The object shapes (per object group: size and byte order) of a model that some worker has
@@ -47,17 +44,5 @@ public interface ObjectShapes {
             }
         }
         return found;
-    }
-
-    /** The sources merged (nulls skipped: a transfer mode that is off); for a world size two of them know, the first wins. */
-    static ObjectShapes firstOf(ObjectShapes... sources) {
-        List<ObjectShapes> present = Stream.of(sources).filter(Objects::nonNull).toList();
-        return model -> {
-            Map<Integer, List<ObjectShape>> merged = new LinkedHashMap<>();
-            for (ObjectShapes source : present) {
-                source.byWorldSize(model).forEach(merged::putIfAbsent);
-            }
-            return merged;
-        };
     }
 }
