@@ -3,9 +3,6 @@ package io.lmcache.server;
 import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.events.KvEventLog;
-import io.lmcache.server.events.KvEventRecorder;
-import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.ReleaseThread;
@@ -34,7 +31,6 @@ import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
 import io.lmcache.server.warmup.GpuWarmups;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -52,7 +48,7 @@ import org.slf4j.LoggerFactory;
  * it is built, so the root closes them in reverse order.
  */
 record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, L2Tier l2, LookupModule lookup,
-        CompletionDelay testCompletions, KvEventRecorder events, Map<String, Supplier<Map<String, Object>>> storageStatus) {
+        CompletionDelay testCompletions, Map<String, Supplier<Map<String, Object>>> storageStatus) {
     private static final Logger LOG = LoggerFactory.getLogger(DataModules.class);
 
 
@@ -110,29 +106,15 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
             l2Closes = true;
             LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
                     new LookupModule.BeyondL1(l2.prefetcher(), commit));
-            KvEventRecorder events = kvEvents(config, l1, l2, lmcacheDriven);
             // a storage_manager entry of /status, where LMCache's window commit shows
             Map<String, Supplier<Map<String, Object>>> storageStatus = commit == null ? Map.of() : Map.of("window_commit", commit::status);
-            return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, events, storageStatus);
+            return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, storageStatus);
         } catch (RuntimeException | Error e) {
             if (!l2Closes) {
                 l2.close(); // not yet registered (the transfer modules close before it): closed here
             }
             throw e;
         }
-    }
-
-    /** The KV-event log (one incarnation per process: its start time in ns, as LMCache's) fed by L1's removals, STOREs and L2. */
-    private static KvEventRecorder kvEvents(ServerConfig config, L1Tier l1, L2Tier l2, LmcacheDrivenTransferModule lmcacheDriven) {
-        Instant now = Instant.now();
-        KvEventLog log = new KvEventLog(config.kvEventLogSize(), config.chunkSize(), now.getEpochSecond() * 1_000_000_000L + now.getNano());
-        KvEventRecorder events = new KvEventRecorder(log, config.l2().enabled());
-        events.attach(l1.store());
-        L2AdapterListener feed = events.l2Listener();
-        if (feed != null) {
-            l2.registerListener(feed);
-        }
-        return events;
     }
 
     /**

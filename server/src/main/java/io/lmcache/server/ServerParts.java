@@ -13,6 +13,7 @@ import io.lmcache.server.assembly.Part;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.events.KvEventCounters;
+import io.lmcache.server.events.KvEventLog;
 import io.lmcache.server.events.KvEventRecorder;
 import io.lmcache.server.events.KvEventStreams;
 import io.lmcache.server.fleet.FleetPart;
@@ -21,6 +22,7 @@ import io.lmcache.server.http.ServerHttp;
 import io.lmcache.server.http.ServerView;
 import io.lmcache.server.kvapi.KvBytes;
 import io.lmcache.server.kvapi.KvBytesRoutes;
+import io.lmcache.server.l2.L2AdapterListener;
 import io.lmcache.server.liveness.InstanceLivenessTarget;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.liveness.LivenessMeters;
@@ -45,10 +47,12 @@ import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.EvictionController;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.StoreMeters;
+import io.lmcache.server.tier.L2Tier;
 import io.lmcache.server.tables.TableMeters;
 import io.lmcache.server.warmup.GpuScratchWarmup;
 import io.lmcache.server.warmup.GpuWarmups;
 import io.lmcache.server.warmup.Warmup;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -171,7 +175,6 @@ final class ServerParts {
                 metrics(b), new DataModules.Supervision(root.agentErrors(), b::onClose));
         b.offer(data.l2());
         b.offer(data.lookup());
-        b.offer(data.events());
         b.agent(Build.Role.HOUSEKEEPING, data.l2().evictionAgent());
         b.onStart("L2 tier", data.l2()::start);
         metrics(b).gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, data.lookup()::pendingResults);
@@ -203,8 +206,27 @@ final class ServerParts {
                         lmcacheDriven == null ? null : lmcacheDriven::objectGroups, config(b).chunkSize(), l1.pool().bytes());
             });
 
+    /**
+     * The KV-event log (one incarnation per process: its start time in ns, as LMCache's) and its recorder, fed by L1's listener
+     * list (after the L2 write-through, before the fleet's feed) and by the L2 adapters' listeners.
+     */
+    static final Part<KvEventRecorder> KV_EVENT_RECORDER = Part.of("kv-event recorder", List.of(after("data modules",
+            "it hears the L1 store and the L2 adapters")), b -> {
+        ServerConfig config = config(b);
+        Instant now = Instant.now();
+        KvEventLog log = new KvEventLog(config.kvEventLogSize(), config.chunkSize(), now.getEpochSecond() * 1_000_000_000L + now.getNano());
+        KvEventRecorder recorder = new KvEventRecorder(log, config.l2().enabled());
+        recorder.attach(b.require(L1Tier.class).store());
+        L2AdapterListener feed = recorder.l2Listener();
+        if (feed != null) {
+            b.require(L2Tier.class).registerListener(feed);
+        }
+        return recorder;
+    });
+
     /** The KV-event streams (SUBSCRIBE/POLL) over the log the recorder fills. */
-    static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log")), b -> {
+    static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log"),
+            after("kv-event recorder", "it streams the recorder's log")), b -> {
         ReplyQueue replies = b.offer(new ReplyQueue());
         KvEventRecorder recorder = b.require(KvEventRecorder.class);
         // runs on: whichever thread appends to the log or opens or acks a stream; unparks lmcache-kv-events
@@ -344,7 +366,8 @@ final class ServerParts {
 
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
-            DATA, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+            DATA, KV_EVENT_RECORDER, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS,
+            WARMUP, VIEW);
 
     private static ServerConfig config(Build b) {
         return b.require(ServerConfig.class);
