@@ -322,8 +322,8 @@ public final class MalformedMessages {
         return pack(p -> p.packInt(uid));
     }
 
-    /** The op as its frozen id, or now and then as its E4 name (both are valid). */
+    /** The op as its frozen id, or now and then as its E4 name (both are valid); an op added after the frozen table has only its name. */
     private byte[] opFrame(Op op) {
-        return random.nextInt(8) == 0 ? pack(p -> p.packString(op.wireName())) : pack(p -> p.packInt(op.id()));
+        return op.id() == 0 || random.nextInt(8) == 0 ? pack(p -> p.packString(op.wireName())) : pack(p -> p.packInt(op.id()));
     }
 }
