@@ -179,25 +179,8 @@ public final class StoreController implements Agent, StoreListener {
      * bound check, queue appends and a wake-up, as {@link #committed}.
      */
     public int flush(List<Committed> pinned) {
-        int taken = 0;
-        for (Committed c : pinned) {
-            long bytes = c.object().bytes();
-            if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
-                heldBytes.addAndGet(-bytes);
-                store.unpin(c.object(), false);
-                metrics.storeFlushSkipped.increment();
-                continue;
-            }
-            Write write = new Write(c, adapters.size());
-            write.flush = true;
-            pending.add(write);
-            pendingKeys.incrementAndGet();
-            taken++;
-        }
+        int taken = enqueuePinned(pinned, metrics.storeFlushSkipped);
         metrics.storeFlushedObjects.add(taken);
-        if (taken > 0) {
-            wake.run();
-        }
         return taken;
     }
 
@@ -207,17 +190,25 @@ public final class StoreController implements Agent, StoreListener {
      * the rest are given back, counted. Runs on the LOOKUP's thread: a bound check, queue appends and a wake-up.
      */
     public void admitOnLookup(List<Committed> pinned) {
+        enqueuePinned(pinned, metrics.storeSkippedObjects);
+    }
+
+    /**
+     * Queues objects the caller pinned as copies that stay in L1 (a window commit's, or a LOOKUP's that is reading them); past
+     * the backlog bound the rest are given back and counted in {@code skipped}. Returns the objects taken, and wakes the thread.
+     */
+    private int enqueuePinned(List<Committed> pinned, LongAdder skipped) {
         int taken = 0;
         for (Committed c : pinned) {
             long bytes = c.object().bytes();
             if (heldBytes.addAndGet(bytes) > maxBacklogBytes) {
                 heldBytes.addAndGet(-bytes);
                 store.unpin(c.object(), false);
-                metrics.storeSkippedObjects.increment();
+                skipped.increment();
                 continue;
             }
             Write write = new Write(c, adapters.size());
-            write.flush = true; // stays in L1: a LOOKUP is reading it
+            write.flush = true;
             pending.add(write);
             pendingKeys.incrementAndGet();
             taken++;
@@ -225,6 +216,7 @@ public final class StoreController implements Agent, StoreListener {
         if (taken > 0) {
             wake.run();
         }
+        return taken;
     }
 
     @Override
