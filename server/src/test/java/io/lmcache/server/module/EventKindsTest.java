@@ -1,33 +1,25 @@
 package io.lmcache.server.module;
 
 import static io.lmcache.server.testing.TestClient.pack;
-import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.cuda.GpuBackend;
-import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.Inbound;
-import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.metrics.ServerMetrics;
-import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.protocol.EventHandle;
 import io.lmcache.server.protocol.Op;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.testing.Inbounds;
-import io.lmcache.server.transfer.CopyPaths;
-import io.lmcache.server.transfer.ObjectGroupCatalog;
 import java.nio.ByteBuffer;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -128,10 +120,7 @@ class EventKindsTest {
     }
 
     private Dispatcher dispatcher(boolean isolatedIpc) {
-        PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
-        Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
-        LmcacheDrivenTransferModule module = new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, metrics, liveness,
-                new CopyPaths(null, null, null, null, null), new ObjectGroupCatalog(true));
+        LmcacheDrivenTransferModule module = TransferFailureEventsTest.liveModule(metrics);
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
         Dispatcher dispatcher = new Dispatcher(ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), module, null,
@@ -140,13 +129,8 @@ class EventKindsTest {
         return dispatcher;
     }
 
-    /** Dispatches one request and waits (bounded: a request left unanswered fails here) for its reply; the payload in hex. */
     private String answer(Dispatcher dispatcher, Inbound in) {
-        dispatcher.dispatch(in);
-        Outbound[] reply = new Outbound[1];
-        await().atMost(Duration.ofSeconds(5)).until(() -> (reply[0] = replies.poll()) != null);
-        assertTrue(Arrays.equals(in.uid(), reply[0].uid()), "the reply to this request");
-        return HexFormat.of().formatHex(reply[0].payload());
+        return TransferFailureEventsTest.answer(replies, dispatcher, in);
     }
 
     private double counter(String name) {

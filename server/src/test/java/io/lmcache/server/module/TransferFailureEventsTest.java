@@ -148,8 +148,12 @@ class TransferFailureEventsTest {
                 new EventKinds(GpuBackend.none(), failures, new ServerMetrics(), false));
     }
 
-    /** The module without a pool or store: it only ever answers here that the instance is unknown. */
     private LmcacheDrivenTransferModule liveModule() {
+        return liveModule(metrics);
+    }
+
+    /** The module without a pool or store: it only ever answers here that the instance is unknown (also EventKindsTest's). */
+    static LmcacheDrivenTransferModule liveModule(ServerMetrics metrics) {
         PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
         Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
         return new LmcacheDrivenTransferModule(CHUNK_SIZE, null, null, metrics, liveness, new CopyPaths(null, null, null, null, null),
@@ -162,8 +166,12 @@ class TransferFailureEventsTest {
         return dispatcher;
     }
 
-    /** Dispatches one request and waits (bounded) for its reply; the reply payload in hex. */
     private String answer(Dispatcher dispatcher, Inbound in) {
+        return answer(replies, dispatcher, in);
+    }
+
+    /** Dispatches one request and waits (bounded: a request left unanswered fails here) for its reply on {@code replies}; the payload in hex. */
+    static String answer(ReplyQueue replies, Dispatcher dispatcher, Inbound in) {
         dispatcher.dispatch(in);
         Outbound[] reply = new Outbound[1];
         await().atMost(Duration.ofSeconds(5)).until(() -> (reply[0] = replies.poll()) != null);
