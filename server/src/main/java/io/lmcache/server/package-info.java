@@ -118,10 +118,11 @@
  *     binding on a thread of its own, so the starting thread keeps its CPUs</td><td>nothing</td><td>nothing</td>
  *     <td>one-shot, joined at once</td></tr>
  * <tr><td>{@code lmcache-gpu-warmup-DEVICE}, {@code lmcache-gpu-warmup-pin-N} (CUDA only)</td><td>{@code warmup.GpuWarmups}:
- *     at a GPU's first REGISTER, STOREs and RETRIEVEs through the CUDA copy path on scratch memory; its pin thread
- *     ({@code warmup.GpuScratchWarmup}) pins the pool regions the first STOREs use</td><td>the scratch memory</td>
- *     <td>the copy path of the registering worker, the GPU backend's pin call</td><td>one-shot: ends at its budget
- *     ({@code --gpu-warmup-budget-ms}), joined at most until then</td></tr>
+ *     at a GPU's first REGISTER, beside its reply, STOREs from the worker's KV into scratch memory and RETRIEVEs into scratch
+ *     device memory through the CUDA copy path; its pin thread ({@code warmup.GpuScratchWarmup}) pins the pool regions the
+ *     first STOREs use</td><td>the scratch memory</td><td>the copy path of the registering worker (read only, under a lease on
+ *     its registration), the GPU backend's pin call</td><td>one-shot: ends at its budget ({@code --gpu-warmup-budget-ms}) or
+ *     at a worker's first transfer on the device, joined at most until then</td></tr>
  * <tr><td>{@code lmcache-test-completions} (only with {@code --test-hooks})</td><td>{@code transfer.CompletionDelay}: host
  *     copies' completions, delayed as a GPU's are</td><td>nothing</td><td>what a completion touches (commit, abort,
  *     unpin)</td><td>executor shutdown with the transfer modules</td></tr>

@@ -37,7 +37,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     /** Rounds of the warm-up by default: see bench/RESULTS.md#gpu-fresh-server-against-warm for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
-    /** The GPU warm-up's time per device at its first REGISTER (issue 30): what the REGISTER reply may wait for it. */
+    /** The GPU warm-up's time per device at its first REGISTER (issues 30, 52): it runs beside the reply and yields to transfers. */
     public static final long DEFAULT_GPU_WARMUP_BUDGET_MS = 500;
     /**
      * The start-up warm-up's rounds after {@code ready} on hosts of {@link Tuning#SPIN_MIN_CORES} cores or more: vLLM loads its

@@ -441,8 +441,9 @@ final class ServerOptions {
     String warmupBackgroundMs;
 
     @Option(names = "--gpu-warmup-budget-ms", paramLabel = "<ms>", defaultValue = "" + OperatorSettings.DEFAULT_GPU_WARMUP_BUDGET_MS,
-            description = "At each GPU's first REGISTER: how long the GPU warm-up runs STOREs and RETRIEVEs through the CUDA copy path on"
-                    + " scratch memory (and pins the pool regions the first STOREs use) before the REGISTER reply, in ms; 0 turns it off"
+            description = "At each GPU's first REGISTER: how long the GPU warm-up runs STOREs (reading the worker's KV into scratch memory)"
+                    + " and RETRIEVEs (into scratch device memory) through the CUDA copy path, beside the pin of the pool regions the first"
+                    + " STOREs use, in ms; the REGISTER reply does not wait, and a worker's first transfer makes it yield; 0 turns it off"
                     + " (default: ${DEFAULT-VALUE}).")
     String gpuWarmupBudgetMs;
 

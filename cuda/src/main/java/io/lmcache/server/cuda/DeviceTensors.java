@@ -18,16 +18,19 @@ public final class DeviceTensors implements AutoCloseable {
     private final List<VmmImport> imports;
     private final long[] storageAddress;
     private final CUdeviceptr[] storagePointer;
+    /** Bytes readable from each storage's start (its wrapper's storage or tensor size); 0 for scratch memory. */
+    private final long[] storageBytes;
     /** Mappings given back so far (a failed close is retried from here). */
     private int released;
 
     private DeviceTensors(CudaDevice device, List<IpcMemory.Mapping> mappings, List<VmmImport> imports, long[] storageAddress,
-            CUdeviceptr[] storagePointer) {
+            CUdeviceptr[] storagePointer, long[] storageBytes) {
         this.device = device;
         this.mappings = mappings;
         this.imports = imports;
         this.storageAddress = storageAddress;
         this.storagePointer = storagePointer;
+        this.storageBytes = storageBytes;
     }
 
     /**
@@ -41,6 +44,7 @@ public final class DeviceTensors implements AutoCloseable {
         List<VmmImport> imports = new ArrayList<>();
         long[] addresses = new long[wrappers.size()];
         CUdeviceptr[] pointers = new CUdeviceptr[wrappers.size()];
+        long[] sizes = new long[wrappers.size()];
         try {
             for (int i = 0; i < wrappers.size(); i++) {
                 TensorWrapper wrapper = wrappers.get(i);
@@ -53,6 +57,7 @@ public final class DeviceTensors implements AutoCloseable {
                     imports.add(imported);
                     addresses[i] = imported.address() + vmm.allocOffset();
                     pointers[i] = imported.pointer(vmm.allocOffset());
+                    sizes[i] = vmm.nbytes();
                     continue;
                 }
                 byte[] handle;
@@ -65,10 +70,12 @@ public final class DeviceTensors implements AutoCloseable {
                         }
                         handle = ipc.handle().memHandle();
                         offset = ipc.handle().storageOffsetBytes();
+                        sizes[i] = ipc.handle().storageSizeBytes();
                     }
                     case TensorWrapper.RawCudaIpc raw -> {
                         handle = raw.memHandle();
                         offset = raw.allocOffset();
+                        sizes[i] = raw.nbytes();
                     }
                     default -> throw new CudaException("tensor " + i + " is not a CUDA IPC tensor: " + wrapper.getClass().getSimpleName());
                 }
@@ -91,7 +98,7 @@ public final class DeviceTensors implements AutoCloseable {
             }
             throw e;
         }
-        return new DeviceTensors(device, List.copyOf(mappings), List.copyOf(imports), addresses, pointers);
+        return new DeviceTensors(device, List.copyOf(mappings), List.copyOf(imports), addresses, pointers, sizes);
     }
 
     /**
@@ -118,7 +125,34 @@ public final class DeviceTensors implements AutoCloseable {
             addresses[i] = Cu.address(base);
             pointers[i] = base;
         }
-        return new DeviceTensors(device, List.of(), List.of(), addresses, pointers);
+        return new DeviceTensors(device, List.of(), List.of(), addresses, pointers, new long[count]);
+    }
+
+    /**
+     * {@code count} tensors on the first {@code bytes} of this worker's storages (tensor {@code i} on storage {@code i % n}),
+     * for the GPU warm-up's reads of real KV into scratch memory (issue 52); null when a storage is smaller than {@code bytes}.
+     * Nothing is mapped anew: {@link #close} of the aliases gives nothing back, and the caller keeps this worker's tensors open
+     * (a lease on its registration) for as long as a copy may read through them.
+     */
+    public DeviceTensors readAliases(int count, long bytes) {
+        int n = storageAddress.length;
+        for (long size : storageBytes) {
+            if (size < bytes) {
+                return null;
+            }
+        }
+        if (n == 0) {
+            return null;
+        }
+        long[] addresses = new long[count];
+        CUdeviceptr[] pointers = new CUdeviceptr[count];
+        long[] sizes = new long[count];
+        for (int i = 0; i < count; i++) {
+            addresses[i] = storageAddress[i % n];
+            pointers[i] = storagePointer[i % n];
+            sizes[i] = bytes;
+        }
+        return new DeviceTensors(device, List.of(), List.of(), addresses, pointers, sizes);
     }
 
     public CudaDevice device() {

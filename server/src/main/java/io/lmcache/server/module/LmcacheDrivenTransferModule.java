@@ -173,8 +173,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         REGISTERED.info("registered instance {} from peer {}: model {}, world size {}, {} path, {}", id, LogText.clip(peer),
                 LogText.clip(request.modelName()), request.worldSize(), context.copyPath().kind(), context.geometry().describe());
         try {
-            // a device's first GPU registration waits (bounded) for its warm-up: the CUDA path warmed, its first regions pinned
-            copyPaths.afterRegister().accept(context.copyPath());
+            // a device's first GPU registration starts its warm-up (the CUDA path warmed, its first regions pinned), never waits
+            copyPaths.afterRegister().accept(context);
         } catch (RuntimeException e) {
             REGISTER_FAILED.warn("after the REGISTER of instance {}: {} (the registration stands)", id, LogText.message(e.toString()));
         }

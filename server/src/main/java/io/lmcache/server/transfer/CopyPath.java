@@ -68,6 +68,12 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
     String device();
 
     /**
+     * Whether a worker's STORE or RETRIEVE has copied through this path yet: the GPU warm-up started by its REGISTER yields
+     * once it has (issue 52), so a real transfer never queues behind scratch rounds for more than the one in hand.
+     */
+    boolean copied();
+
+    /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
      * handing whatever CUDA mappings it opened to {@code paths}' end-of-life queue (never closed on this thread).
      * Shared-memory tensors are opened by its shm rules and copied by its host copy threads; its test delay (null but with

@@ -12,11 +12,11 @@ import java.util.function.Consumer;
  * GPU backend (null or {@link GpuBackend#none()}: no CUDA), the pool the host path copies to and from, the queue a refused
  * registration's mappings are closed on, with {@code --test-hooks} the host copies' completion delay (else null), and the
  * copy threads the host path spreads its copies over (null: each copy on its transfer thread alone); {@code afterRegister} runs
- * after each successful REGISTER, before its reply, on its lane (the GPU warm-up's bounded wait for the registration's device,
- * {@code warmup.GpuWarmups#afterRegister}, issue 30): it must return, bounded, and never throw.
+ * after each successful REGISTER, before its reply, on its lane, with the new registration (the GPU warm-up's start for the
+ * registration's device, {@code warmup.GpuWarmups#afterRegister}, issues 30 and 52): it must return at once and never throw.
  */
 public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
-        Opener scratch, HostCopies hostCopies, Consumer<CopyPath> afterRegister) {
+        Opener scratch, HostCopies hostCopies, Consumer<InstanceContext> afterRegister) {
     /**
      * Opens the copy path of the GPU warm-up's scratch worker (issue 30) instead of {@link CopyPath#open}: its tensors are
      * memory the server allocated, which no IPC handle names.
@@ -37,7 +37,7 @@ public record CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, End
 
     /** Every real server's: paths opened from the tensors, host copies spread over {@code hostCopies}, {@code afterRegister}. */
     public CopyPaths(ShmSegments shm, GpuBackend gpu, MemorySegment pool, EndOfLifeQueue endOfLife, CompletionDelay testDelay,
-            HostCopies hostCopies, Consumer<CopyPath> afterRegister) {
+            HostCopies hostCopies, Consumer<InstanceContext> afterRegister) {
         this(shm, gpu, pool, endOfLife, testDelay, null, hostCopies, afterRegister);
     }
 

@@ -25,16 +25,20 @@ public final class CudaCopyPath implements CopyPath {
     private static final byte[] NO_EVENT = new byte[64];
 
     private final DeviceTensors tensors;
+    /** Where a STORE reads: the worker's tensors; for the GPU warm-up, aliases of a real worker's (or the scratch tensors). */
+    private final DeviceTensors storeFrom;
     private final CopyEngine engine;
     /** Where the pool offsets point: null for the L1 pool (every real registration), scratch memory for the GPU warm-up. */
     private final PoolMemory memory;
+    private volatile boolean copied;
 
     CudaCopyPath(DeviceTensors tensors, CopyEngine engine) {
-        this(tensors, engine, null);
+        this(tensors, tensors, engine, null);
     }
 
-    private CudaCopyPath(DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
+    private CudaCopyPath(DeviceTensors tensors, DeviceTensors storeFrom, CopyEngine engine, PoolMemory memory) {
         this.tensors = tensors;
+        this.storeFrom = storeFrom;
         this.engine = engine;
         this.memory = memory;
     }
@@ -44,7 +48,21 @@ public final class CudaCopyPath implements CopyPath {
      * scratch pinned memory that stands in for the pool (the warm-up package's GpuScratchWarmup calls it).
      */
     public static CudaCopyPath scratch(DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
-        return new CudaCopyPath(tensors, engine, memory);
+        return new CudaCopyPath(tensors, tensors, engine, memory);
+    }
+
+    /**
+     * The GPU warm-up's path over a real worker's KV (issue 52): its STOREs read {@code storeFrom} (aliases of the worker's
+     * tensors, {@code DeviceTensors#readAliases}) into scratch pinned memory, its RETRIEVEs write only {@code tensors} (scratch
+     * device memory): the worker's memory is never written.
+     */
+    public static CudaCopyPath readingWorker(DeviceTensors storeFrom, DeviceTensors tensors, CopyEngine engine, PoolMemory memory) {
+        return new CudaCopyPath(tensors, storeFrom, engine, memory);
+    }
+
+    /** The worker's tensors as opened (the GPU warm-up reads them through {@code DeviceTensors#readAliases}). */
+    public DeviceTensors tensors() {
+        return tensors;
     }
 
     /** The registered worker's GPU (for the GPU warm-up, which runs once per device). */
@@ -59,6 +77,9 @@ public final class CudaCopyPath implements CopyPath {
 
     @Override
     public Copied copy(Direction direction, PieceSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
+        if (!copied) {
+            copied = true; // once: a volatile read on every later copy
+        }
         InstanceContext.Lease owned = lease.handOff();
         CopyEngine.Submitted submitted;
         try {
@@ -73,8 +94,9 @@ public final class CudaCopyPath implements CopyPath {
                 }
             };
             CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add));
-            submitted = memory == null ? engine.submit(direction, tensors, feed, clientEvent, completion)
-                    : engine.submit(direction, tensors, feed, clientEvent, completion, memory);
+            DeviceTensors on = direction == Direction.TO_POOL ? storeFrom : tensors;
+            submitted = memory == null ? engine.submit(direction, on, feed, clientEvent, completion)
+                    : engine.submit(direction, on, feed, clientEvent, completion, memory);
         } catch (RuntimeException e) {
             // nothing was tracked: the completion will not run, so it runs here, once
             owned.close();
@@ -140,6 +162,11 @@ public final class CudaCopyPath implements CopyPath {
     @Override
     public String kind() {
         return "cuda";
+    }
+
+    @Override
+    public boolean copied() {
+        return copied;
     }
 
     @Override

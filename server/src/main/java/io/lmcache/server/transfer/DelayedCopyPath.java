@@ -55,6 +55,11 @@ final class DelayedCopyPath implements CopyPath {
     }
 
     @Override
+    public boolean copied() {
+        return host.copied();
+    }
+
+    @Override
     public String device() {
         return host.device();
     }

@@ -17,6 +17,7 @@ public final class HostCopyPath implements CopyPath {
     private final HostKvTensors tensors;
     private final MemorySegment pool;
     private final HostCopies copies;
+    private volatile boolean copied;
 
     HostCopyPath(HostKvTensors tensors, MemorySegment pool, HostCopies copies) {
         this.tensors = tensors;
@@ -27,6 +28,9 @@ public final class HostCopyPath implements CopyPath {
     @Override
     public Copied copy(Direction direction, PieceSource pieces, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
         // the pieces first, then the bytes: spread over the copy threads in long runs, all landed before the completion
+        if (!copied) {
+            copied = true; // once: a volatile read on every later copy
+        }
         HostPieces gathered = new HostPieces();
         try {
             pieces.emit(gathered);
@@ -62,6 +66,11 @@ public final class HostCopyPath implements CopyPath {
     @Override
     public String kind() {
         return "host";
+    }
+
+    @Override
+    public boolean copied() {
+        return copied;
     }
 
     @Override

@@ -2,11 +2,12 @@ package io.lmcache.server.warmup;
 
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.GpuBackend;
 import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.transfer.CopyPath;
 import io.lmcache.server.transfer.CudaCopyPath;
+import io.lmcache.server.transfer.InstanceContext;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -23,12 +24,14 @@ import org.slf4j.LoggerFactory;
  * thread of their own ({@link GpuBackend#pinNow}; a region the background sweep is pinning is waited for), so the first
  * STORE after the REGISTER reply does not wait ~0.3 s for its region's {@code cuMemHostRegister};
  * <li>rounds of STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION run through a {@link ScratchServer} whose worker
- * is a {@link CudaCopyPath} on the device's real copy engine, between scratch device memory and scratch pinned host memory
- * ({@link ScratchMemory}: allocated in this server's context, freed afterwards), until the budget is spent: the copy path's
+ * is a {@link CudaCopyPath} on the device's real copy engine, its STOREs reading the registering worker's KV (issue 52; scratch
+ * device memory where its storages are too small) into scratch pinned host memory and its RETRIEVEs writing scratch device
+ * memory ({@link ScratchMemory}: allocated in this server's context, freed afterwards), until the budget is spent or a worker's
+ * transfer comes ({@link GpuWarmups.Stop}): the copy path's
  * Java, the engine's lanes, batched-copy head and staging kernel, events, the completions and commits on lmcache-cuda-events.
  * Rounds alternate 1 and 2 chunks, consecutive blocks (the batched-copy head) and blocks in reverse order (the kernel).
  * </ul>
- * No worker's IPC-opened memory and no live pool object is touched; the scratch memory is freed only once every scratch
+ * No worker's memory is written and no live pool object is touched; the scratch memory is freed only once every scratch
  * transfer's completion ran (else it is kept: the GPU might still write it).
  */
 public final class GpuScratchWarmup implements GpuWarmups.Runner {
@@ -60,14 +63,15 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     }
 
     @Override
-    public GpuWarmups.Outcome run(CopyPath path, long budgetNs, GpuWarmups.Stop stop) {
-        CudaCopyPath cuda = (CudaCopyPath) path;
+    public GpuWarmups.Outcome run(InstanceContext worker, long budgetNs, GpuWarmups.Stop stop) {
+        CudaCopyPath cuda = (CudaCopyPath) worker.copyPath();
         long deadlineNs = System.nanoTime() + budgetNs;
         PinAhead pins = new PinAhead(nextRegions.apply(FIRST_REGIONS), pinNow);
         pins.start("lmcache-gpu-warmup-pin-" + cuda.cudaDevice().ordinal());
         GpuWarmups.Outcome rounds;
         try {
-            rounds = scratchRounds(cuda, budgetNs, deadlineNs + GpuWarmups.GRACE_NS / 2, stop);
+            rounds = stop.requested() ? new GpuWarmups.Outcome(0, "stopping", 0)
+                    : scratchRounds(worker, cuda, budgetNs, deadlineNs + GpuWarmups.GRACE_NS / 2, stop);
         } catch (RuntimeException | Error e) {
             rounds = new GpuWarmups.Outcome(0, "failed: " + e, 0);
         }
@@ -79,15 +83,19 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     /**
      * The rounds get the whole budget from when the scratch server is open: on the H200 its opening (pinned scratch memory
      * while the first regions are pinned beside it) took 0.4–0.55 s, most of a 500 ms budget, and left 0–80 rounds. They end
-     * by {@code latestNs} whatever the budget, so the REGISTER's wait stays within budget plus its grace.
+     * by {@code latestNs} whatever the budget. Their STOREs read the registering worker's own KV (the first bytes of its
+     * storages, under a lease on its registration so an UNREGISTER cannot unmap them meanwhile) where its storages are large
+     * enough, else scratch device memory; nothing of the worker's is ever written.
      */
-    private GpuWarmups.Outcome scratchRounds(CudaCopyPath cuda, long budgetNs, long latestNs, GpuWarmups.Stop stop) {
+    private GpuWarmups.Outcome scratchRounds(InstanceContext worker, CudaCopyPath cuda, long budgetNs, long latestNs, GpuWarmups.Stop stop) {
         ScratchServer.Layout layout = ScratchServer.Layout.gpu(config.chunkSize());
         ScratchMemory memory = ScratchMemory.allocate(cuda.cudaDevice(), layout.poolBytes(), layout.tensorBytes(), layout.regionBytes());
+        InstanceContext.Lease lease = worker.acquire();
+        DeviceTensors storeFrom = lease == null ? null : cuda.tensors().readAliases(layout.layers(), layout.tensorBytes());
         boolean settled = false;
         try {
             String[] why = new String[1];
-            ScratchServer server = ScratchServer.openGpu(config, layout, memory, cuda.engine(), why);
+            ScratchServer server = ScratchServer.openGpu(config, layout, memory, cuda.engine(), storeFrom, why);
             if (server == null) {
                 settled = true; // no scratch transfer ran
                 return new GpuWarmups.Outcome(0, "skipped: " + why[0], 0);
@@ -102,10 +110,13 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         } finally {
             if (settled) {
                 memory.close();
+                if (lease != null) {
+                    lease.close();
+                }
             } else {
                 LOG.warn("GPU warm-up on GPU {}: a scratch transfer did not complete within {} s; its {} KiB of scratch memory stay"
-                        + " allocated (the GPU may still write them)", cuda.cudaDevice().ordinal(), TimeUnit.NANOSECONDS.toSeconds(SETTLE_NS),
-                        (memory.hostBytes() + memory.deviceBytes()) >> 10);
+                        + " allocated and instance {}'s registration leased (the GPU may still use them)", cuda.cudaDevice().ordinal(),
+                        TimeUnit.NANOSECONDS.toSeconds(SETTLE_NS), (memory.hostBytes() + memory.deviceBytes()) >> 10, worker.instanceId());
             }
         }
     }

@@ -2,12 +2,14 @@ package io.lmcache.server.warmup;
 
 import io.lmcache.server.agent.NamedThreads;
 import io.lmcache.server.transfer.CopyPath;
+import io.lmcache.server.transfer.InstanceContext;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -17,32 +19,34 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * When the GPU warm-up runs and what a REGISTER waits for (issue 30). The start-up warm-up ({@link Warmup}) runs the host copy
- * path only: there is no GPU context before the first REGISTER (issue 32), so a GPU's CUDA path (its copy path's Java, the
- * engine's lanes, batches, kernel launches, events, the completions on lmcache-cuda-events) and the pin of the pool region
- * its first STOREs allocate from are both cold then. So the first successful REGISTER of a worker on each device starts, once
- * per device and on a thread of its own (lmcache-gpu-warmup-DEVICE), that device's {@link Runner}; TP=8 registers eight
- * workers on eight lanes at once and so runs eight warm-ups side by side.
+ * When the GPU warm-up runs (issues 30 and 52). The start-up warm-up ({@link Warmup}) runs the host copy path only: there is no
+ * GPU context before the first REGISTER (issue 32), so a GPU's CUDA path (its copy path's Java, the engine's lanes, batches,
+ * kernel launches, events, the completions on lmcache-cuda-events) and the pin of the pool region its first STOREs allocate
+ * from are both cold then. So the first successful REGISTER of a worker on each device starts, once per device and on a thread
+ * of its own (lmcache-gpu-warmup-DEVICE), that device's {@link Runner}; TP=8 registers eight workers on eight lanes at once and
+ * so runs eight warm-ups side by side.
  *
- * <p>The REGISTER handler (on the worker's transfer lane, never the request loop) waits for its device's warm-up, at most the
- * budget plus {@link #GRACE_NS}, then replies whatever happened: vLLM registers at engine start, where a few hundred ms are
- * harmless, and a worker that waits does not send requests whose copies would share the lanes with the warm-up's. A warm-up
- * that fails is logged once (it runs once) and counted; one that overruns is counted and keeps running on its own thread,
- * where it stops at its budget. Neither ever fails the REGISTER. Another REGISTER on a device whose warm-up runs waits for
- * the same warm-up, within the same deadline. Host-testable: the runner and which paths are warmed are given.
+ * <p>The REGISTER reply never waits for it (issue 52): a worker that sends its first STORE at once would otherwise wait the
+ * budget out. Instead the warm-up yields: its {@link Stop} turns true as soon as a worker registered on the device has copied
+ * through its path ({@link CopyPath#copied}), so a real transfer shares the lanes with one scratch round at most, and the
+ * outcome says {@code yielded}. The pin of the first regions the runner starts is not undone by a yield: the first STORE
+ * needs those regions pinned anyway. A warm-up that fails is logged once (it runs once) and counted; one that overruns keeps
+ * running on its own thread, where it stops at its budget. Neither ever fails the REGISTER. Host-testable: the runner and
+ * which paths are warmed are given.
  */
 public final class GpuWarmups implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(GpuWarmups.class);
-    /** What a REGISTER waits beyond the budget: the scratch allocation, the scratch server, the first regions' pin. */
+    /** What a warm-up may run beyond the budget: the scratch allocation, the scratch server, the first regions' pin. */
     static final long GRACE_NS = TimeUnit.MILLISECONDS.toNanos(1000);
+    static final String YIELDED = "yielded";
 
     /** One device's warm-up: runs on its own thread, once; may throw (counted as a failure). */
     @FunctionalInterface
     public interface Runner {
-        Outcome run(CopyPath path, long budgetNs, Stop stop) throws Exception;
+        Outcome run(InstanceContext worker, long budgetNs, Stop stop) throws Exception;
     }
 
-    /** Asked by a runner between rounds: whether the server is shutting down. */
+    /** Asked by a runner between rounds: whether to stop now (the server is shutting down, or a worker's transfer came). */
     @FunctionalInterface
     public interface Stop {
         boolean requested();
@@ -52,13 +56,13 @@ public final class GpuWarmups implements AutoCloseable {
      * What a runner did.
      *
      * @param rounds STORE+RETRIEVE rounds through the copy path on scratch memory
-     * @param stoppedBy "budget", "stopping", or why it stopped early
+     * @param stoppedBy "budget", "done", "stopping", "yielded" (set by {@link GpuWarmups}), or why it stopped early
      * @param regionsPinned pool regions pinned ahead of the first STOREs
      */
     public record Outcome(int rounds, String stoppedBy, int regionsPinned) {
-        /** Whether it ran as meant: to its budget, to the end of its rounds, or until the server stopped; else a failure. */
+        /** Whether it ran as meant: to its budget, to the end of its rounds, until the server stopped or a worker's transfer came. */
         public boolean ok() {
-            return stoppedBy.equals("budget") || stoppedBy.equals("done") || stoppedBy.equals("stopping");
+            return stoppedBy.equals("budget") || stoppedBy.equals("done") || stoppedBy.equals("stopping") || stoppedBy.equals(YIELDED);
         }
     }
 
@@ -67,17 +71,36 @@ public final class GpuWarmups implements AutoCloseable {
         final String device;
         final long startNs = System.nanoTime();
         final CompletableFuture<Outcome> done = new CompletableFuture<>();
+        /** The paths registered on the device while it runs: the first transfer through any of them makes it yield. */
+        final List<CopyPath> paths = new CopyOnWriteArrayList<>();
+        volatile boolean yielded;
         volatile long elapsedNs = -1;
 
-        Task(String device) {
+        Task(String device, CopyPath first) {
             this.device = device;
+            if (first != null) {
+                paths.add(first);
+            }
+        }
+
+        /** Whether a worker's transfer has come (and so the warm-up yields); remembered once seen. */
+        boolean transferCame() {
+            if (!yielded) {
+                for (CopyPath path : paths) {
+                    if (path.copied()) {
+                        yielded = true;
+                        break;
+                    }
+                }
+            }
+            return yielded;
         }
 
         Map<String, Object> toMap() {
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("device", device);
             Outcome outcome = done.getNow(null);
-            out.put("state", outcome == null ? "running" : "done");
+            out.put("state", outcome == null ? "running" : !outcome.ok() ? "failed" : outcome.stoppedBy().equals(YIELDED) ? YIELDED : "done");
             out.put("rounds", outcome == null ? 0 : outcome.rounds());
             out.put("ms", elapsedNs < 0 ? TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) : TimeUnit.NANOSECONDS.toMillis(elapsedNs));
             out.put("stopped_by", outcome == null ? "" : outcome.stoppedBy());
@@ -93,8 +116,9 @@ public final class GpuWarmups implements AutoCloseable {
     private final List<Thread> threads = new ArrayList<>();
     private final LongAdder started = new LongAdder();
     private final LongAdder failures = new LongAdder();
-    private final LongAdder waitTimeouts = new LongAdder();
-    private final LongAdder registersWaited = new LongAdder();
+    private final LongAdder yields = new LongAdder();
+    /** The warm-up that ended last (/status {@code last_ms}, {@code state}); null before the first ends. */
+    private volatile Task last;
     private volatile boolean stopping;
 
     /** Warms each device of a path {@code warms} accepts once, with {@code runner}, for {@code budgetNs} (0: off). */
@@ -106,76 +130,96 @@ public final class GpuWarmups implements AutoCloseable {
 
     /** Never warms anything. */
     public static GpuWarmups off() {
-        return new GpuWarmups(0, path -> false, (path, budgetNs, stop) -> new Outcome(0, "off", 0));
+        return new GpuWarmups(0, path -> false, (worker, budgetNs, stop) -> new Outcome(0, "off", 0));
     }
 
     /**
-     * After a successful REGISTER, on its lane: starts the path's device's warm-up if this is its first, and waits for it,
-     * at most the budget plus {@link #GRACE_NS} from its start. Never throws; returns at once when off or not a warmed path.
+     * After a successful REGISTER, on its lane: starts the path's device's warm-up if this is its first, else has the running
+     * one yield to this path's transfers too. Returns at once (the reply never waits for the warm-up); never throws.
      */
-    public void afterRegister(CopyPath path) {
+    public void afterRegister(InstanceContext worker) {
+        CopyPath path = worker == null ? null : worker.copyPath();
         if (path != null && warms.test(path)) {
-            awaitDevice(path.device(), (budget, stop) -> runner.run(path, budget, stop));
+            startDevice(path.device(), path, (budget, stop) -> runner.run(worker, budget, stop));
         }
     }
 
-    /** One device's warm-up as {@link #afterRegister} runs it: {@code job} on the device's first call, then waits for it. */
+    /** One device's warm-up as {@link #afterRegister} runs it: {@code job} on the device's first call. */
     @FunctionalInterface
     interface Job {
         Outcome run(long budgetNs, Stop stop) throws Exception;
     }
 
-    /** Starts {@code device}'s warm-up ({@code job}) if this is its first call, and waits for it (bounded); never throws. */
-    void awaitDevice(String device, Job job) {
+    /**
+     * Starts {@code device}'s warm-up ({@code job}) if this is its first call; a later call while it runs adds {@code path}
+     * (null: none) to the paths whose first transfer makes it yield. Never waits, never throws.
+     */
+    void startDevice(String device, CopyPath path, Job job) {
         if (budgetNs == 0 || stopping) {
             return;
         }
-        Task task = tasks.computeIfAbsent(device, key -> start(key, job));
-        registersWaited.increment();
-        long leftNs = task.startNs + budgetNs + GRACE_NS - System.nanoTime();
-        try {
-            task.done.get(Math.max(0, leftNs), TimeUnit.NANOSECONDS);
-        } catch (TimeoutException e) {
-            waitTimeouts.increment();
-            LOG.warn("GPU warm-up on {} still running after {} ms: the REGISTER replies now (the warm-up ends at its budget)",
-                    task.device, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - task.startNs));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (ExecutionException e) {
-            // never: the task completes normally, a failure is an outcome
+        boolean[] mine = new boolean[1];
+        Task task = tasks.computeIfAbsent(device, key -> {
+            mine[0] = true;
+            return new Task(key, path);
+        });
+        if (mine[0]) {
+            start(task, job);
+        } else if (path != null && !task.done.isDone()) {
+            task.paths.add(path); // bounded: one entry per REGISTER on the device during its warm-up's budget
         }
     }
 
-    private Task start(String device, Job job) {
-        Task task = new Task(device);
+    /** Waits until {@code device}'s warm-up ended, at most {@code timeoutNs} (tests); whether it ended. */
+    boolean awaitEnd(String device, long timeoutNs) throws InterruptedException {
+        Task task = tasks.get(device);
+        if (task == null) {
+            return false;
+        }
+        try {
+            task.done.get(timeoutNs, TimeUnit.NANOSECONDS);
+            return true;
+        } catch (TimeoutException e) {
+            return false;
+        } catch (ExecutionException e) {
+            return true; // never: a failure is an outcome
+        }
+    }
+
+    private void start(Task task, Job job) {
         started.increment();
         // runs on: lmcache-gpu-warmup-DEVICE (one-shot: ends with the warm-up)
-        Thread thread = NamedThreads.thread("lmcache-gpu-warmup-" + device, true, () -> run(task, job));
+        Thread thread = NamedThreads.thread("lmcache-gpu-warmup-" + task.device, true, () -> run(task, job));
         synchronized (threads) {
             threads.add(thread);
         }
         thread.start();
-        return task;
     }
 
     private void run(Task task, Job job) {
         Outcome outcome = new Outcome(0, "failed: ended without an outcome", 0);
         try {
-            Outcome ran = job.run(budgetNs, () -> stopping);
+            Outcome ran = job.run(budgetNs, () -> stopping || task.transferCame());
             if (ran != null) {
-                outcome = ran;
+                // a runner stopped by a worker's transfer says "stopping" (all it was told): the task knows it yielded
+                outcome = ran.stoppedBy().equals("stopping") && task.yielded && !stopping
+                        ? new Outcome(ran.rounds(), YIELDED, ran.regionsPinned()) : ran;
             }
         } catch (Throwable t) {
             outcome = new Outcome(0, "failed: " + t, 0);
         } finally {
             if (!outcome.ok()) {
                 failures.increment();
+            } else if (outcome.stoppedBy().equals(YIELDED)) {
+                yields.increment();
             }
             task.elapsedNs = System.nanoTime() - task.startNs;
-            task.done.complete(outcome); // every waiting REGISTER replies now, whatever happened
+            task.paths.clear(); // the registrations' paths are not kept past the warm-up
+            last = task; // before its end is seen: /status then never shows an ended warm-up as idle
+            task.done.complete(outcome);
         }
         // one line per device (each warms once): INFO when it ran as meant, WARN when not (the GPU path then starts cold, as before)
-        String line = "GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path on scratch memory) in {} ms, {} pool"
+        String line = "GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path into scratch memory) in {} ms, {} pool"
                 + " region(s) pinned ahead of the first STOREs, stopped by: {}";
         Object[] values = {task.device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs), outcome.regionsPinned(),
             outcome.stoppedBy()};
@@ -186,19 +230,37 @@ public final class GpuWarmups implements AutoCloseable {
         }
     }
 
-    /** What {@code /status} shows under {@code jit_warmup.gpu}. */
+    /**
+     * What {@code /status} shows under {@code jit_warmup.gpu}: {@code state} (off, idle before any GPU REGISTER, running while a
+     * device's warm-up runs, else how the last one ended: done, yielded or failed), {@code count} (warm-ups started),
+     * {@code last_ms} (the last one's duration; -1 before any ended), and per device.
+     */
     public Map<String, Object> status() {
         Map<String, Object> out = new LinkedHashMap<>();
+        Task ended = last;
+        out.put("state", state(ended));
+        out.put("count", started.sum());
+        out.put("last_ms", ended == null ? -1 : TimeUnit.NANOSECONDS.toMillis(ended.elapsedNs));
         out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
-        out.put("register_wait_max_ms", budgetNs == 0 ? 0 : TimeUnit.NANOSECONDS.toMillis(budgetNs + GRACE_NS));
         out.put("started", started.sum());
         out.put("failures", failures.sum());
-        out.put("registers_waited", registersWaited.sum());
-        out.put("register_wait_timeouts", waitTimeouts.sum());
+        out.put("yields", yields.sum());
         List<Map<String, Object>> devices = new ArrayList<>();
         tasks.values().stream().sorted((a, b) -> a.device.compareTo(b.device)).forEach(task -> devices.add(task.toMap()));
         out.put("devices", devices);
         return out;
+    }
+
+    private String state(Task ended) {
+        if (budgetNs == 0) {
+            return "off";
+        }
+        for (Task task : tasks.values()) {
+            if (!task.done.isDone()) {
+                return "running";
+            }
+        }
+        return ended == null ? "idle" : String.valueOf(ended.toMap().get("state"));
     }
 
     long startedCount() {
@@ -209,8 +271,8 @@ public final class GpuWarmups implements AutoCloseable {
         return failures.sum();
     }
 
-    long waitTimeoutCount() {
-        return waitTimeouts.sum();
+    long yieldCount() {
+        return yields.sum();
     }
 
     /** Tells running warm-ups to stop after their round in hand and waits for them (bounded): before the GPU backend closes. */

@@ -34,6 +34,7 @@ import io.lmcache.server.storage.ObjectStore;
 import io.lmcache.server.storage.SlabAllocator;
 import io.lmcache.server.storage.StoreCounters;
 import io.lmcache.server.cuda.CopyEngine;
+import io.lmcache.server.cuda.DeviceTensors;
 import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.CudaCopyPath;
@@ -344,8 +345,11 @@ final class ScratchServer implements AutoCloseable {
      * scratch memory: nothing is IPC-opened, the worker's handles are zeros that nothing reads). Null when the registration
      * is refused ({@code why[0]} says why).
      */
-    static ScratchServer openGpu(ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine, String[] why) {
-        CopyPaths.Opener opener = wrappers -> CudaCopyPath.scratch(memory.tensors(wrappers.size()), engine, memory);
+    static ScratchServer openGpu(ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine, DeviceTensors storeFrom,
+            String[] why) {
+        // STOREs read a real worker's KV when given (aliases of its storages), else the scratch device memory; RETRIEVEs write scratch
+        CopyPaths.Opener opener = wrappers -> storeFrom == null ? CudaCopyPath.scratch(memory.tensors(wrappers.size()), engine, memory)
+                : CudaCopyPath.readingWorker(storeFrom, memory.tensors(wrappers.size()), engine, memory);
         ScratchServer server = new ScratchServer(config, layout, memory.hostSegment(), new Object(), opener, null);
         return server.registered(gpuWrappers(layout, memory.device().uuid()), why);
     }

@@ -15,7 +15,9 @@ import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
+import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.Reply;
+import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.TensorWrapper;
 import io.lmcache.server.storage.ObjectStore;
@@ -44,7 +46,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * The GPU warm-up's orchestration (issue 30) without a GPU: a fake runner stands in for the CUDA one, and the REGISTERs are
+ * The GPU warm-up's orchestration (issues 30 and 52) without a GPU: a fake runner stands in for the CUDA one, and the REGISTERs are
  * real ones of CPU shared-memory workers through the lmcache-driven module, which the test tells the warm-up to warm. What
  * the H200 runs (the CUDA rounds, the pins) is checked there (testclient/gpu/run-on-device.sh).
  */
@@ -72,37 +74,73 @@ class GpuWarmupsTest {
     }
 
     @Test
-    void aRegisterWaitsForItsDevicesWarmupWhichRunsOnceForThatDevice() throws IOException {
+    void aRegisterStartsItsDevicesWarmupWithoutWaitingForItAndItRunsOnceForThatDevice() throws Exception {
         AtomicInteger runs = new AtomicInteger();
-        GpuWarmups gpu = warmups(BUDGET_NS, (path, budgetNs, stop) -> {
+        CountDownLatch release = new CountDownLatch(1);
+        GpuWarmups gpu = warmups(BUDGET_NS, (worker, budgetNs, stop) -> {
             runs.incrementAndGet();
             assertEquals(BUDGET_NS, budgetNs, "the runner gets the budget");
+            assertEquals(1L, worker.instanceId(), "the runner gets the registration that started it");
+            release.await(1, TimeUnit.MINUTES); // a warm-up still running when the REGISTER replies
             return new GpuWarmups.Outcome(7, "budget", 2);
         });
+        assertEquals("idle", gpu.status().get("state"), "no GPU REGISTER yet");
         LmcacheDrivenTransferModule transfers = module(gpu);
         assertSame(Reply.NONE, transfers.register(registration(1), PEER), "the REGISTER reply");
-        // no waiting here: the REGISTER returned only once its device's warm-up was done
+        assertEquals("running", gpu.status().get("state"), "the reply did not wait for the warm-up");
+        assertEquals("running", onlyDevice(gpu).get("state"));
+        assertSame(Reply.NONE, transfers.register(registration(2), PEER), "a second worker on the same device");
+        release.countDown();
+        assertTrue(gpu.awaitEnd("cpu", TimeUnit.SECONDS.toNanos(10)));
         Map<String, Object> device = onlyDevice(gpu);
         assertEquals("done", device.get("state"));
         assertEquals(7, device.get("rounds"));
         assertEquals(2, device.get("regions_pinned"));
         assertEquals("budget", device.get("stopped_by"));
-        assertSame(Reply.NONE, transfers.register(registration(2), PEER), "a second worker on the same device");
         assertEquals(1, runs.get(), "one warm-up per device");
-        assertEquals(1L, gpu.status().get("started"));
-        assertEquals(2L, gpu.status().get("registers_waited"));
+        Map<String, Object> status = gpu.status();
+        assertEquals("done", status.get("state"));
+        assertEquals(1L, status.get("count"));
+        assertTrue((Long) status.get("last_ms") >= 0, status.toString());
         assertEquals(0L, gpu.failureCount());
         assertFalse(transfers.objectShapes("warm-model").isEmpty(), "the workers are registered");
     }
 
     @Test
+    void aWorkersFirstTransferMakesTheRunningWarmupYield() throws Exception {
+        AtomicInteger rounds = new AtomicInteger();
+        GpuWarmups gpu = warmups(TimeUnit.SECONDS.toNanos(30), (worker, budgetNs, stop) -> {
+            while (!stop.requested()) { // rounds until told: the server stopping or, here, a worker's STORE
+                rounds.incrementAndGet();
+                Thread.sleep(1);
+            }
+            return new GpuWarmups.Outcome(rounds.get(), "stopping", 1);
+        });
+        LmcacheDrivenTransferModule transfers = module(gpu);
+        assertSame(Reply.NONE, transfers.register(registration(1), PEER));
+        assertSame(Reply.NONE, transfers.register(registration(2), PEER), "registered while the warm-up runs");
+        await().atMost(Duration.ofSeconds(10)).until(() -> rounds.get() > 0);
+        assertEquals("running", onlyDevice(gpu).get("state"));
+        Reply stored = transfers.store(store(2), PEER); // the second worker's: every worker on the device counts
+        assertTrue(stored instanceof Reply.Transfer transfer && transfer.ok(), "the STORE went through: " + stored);
+        assertTrue(gpu.awaitEnd("cpu", TimeUnit.SECONDS.toNanos(10)), "the warm-up yielded to the STORE");
+        Map<String, Object> device = onlyDevice(gpu);
+        assertEquals("yielded", device.get("state"));
+        assertEquals("yielded", device.get("stopped_by"));
+        assertEquals(1, device.get("regions_pinned"), "what it pinned ahead stays pinned");
+        assertEquals("yielded", gpu.status().get("state"));
+        assertEquals(1L, gpu.yieldCount());
+        assertEquals(0L, gpu.failureCount(), "a yield is no failure");
+    }
+
+    @Test
     void concurrentRegistrationsOnEightDevicesRunOneWarmupEach() throws InterruptedException {
         Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
-        GpuWarmups gpu = warmups(BUDGET_NS, (path, budgetNs, stop) -> new GpuWarmups.Outcome(0, "unused", 0));
+        GpuWarmups gpu = warmups(BUDGET_NS, (worker, budgetNs, stop) -> new GpuWarmups.Outcome(0, "unused", 0));
         List<Thread> lanes = new ArrayList<>();
         for (int i = 0; i < 16; i++) {
             String device = "cuda:" + (i % 8); // TP=8, each worker's REGISTER twice (a re-registration with other tensors)
-            lanes.add(Thread.ofPlatform().start(() -> gpu.awaitDevice(device, (budgetNs, stop) -> {
+            lanes.add(Thread.ofPlatform().start(() -> gpu.startDevice(device, null, (budgetNs, stop) -> {
                 runs.computeIfAbsent(device, d -> new AtomicInteger()).incrementAndGet();
                 return new GpuWarmups.Outcome(1, "budget", 0);
             })));
@@ -111,90 +149,82 @@ class GpuWarmupsTest {
             lane.join(TimeUnit.SECONDS.toMillis(10));
             assertFalse(lane.isAlive(), "every REGISTER returned");
         }
+        for (int i = 0; i < 8; i++) {
+            assertTrue(gpu.awaitEnd("cuda:" + i, TimeUnit.SECONDS.toNanos(10)));
+        }
         assertEquals(8, runs.size(), "every device warmed");
         runs.forEach((device, count) -> assertEquals(1, count.get(), device + " warmed once"));
-        assertEquals(8L, gpu.status().get("started"));
-        assertEquals(16L, gpu.status().get("registers_waited"));
+        assertEquals(8L, gpu.status().get("count"));
         assertEquals(8, ((List<?>) gpu.status().get("devices")).size());
     }
 
     @Test
-    void aFailingWarmupIsCountedAndTheRegistrationStands() throws IOException {
-        GpuWarmups gpu = warmups(BUDGET_NS, (path, budgetNs, stop) -> {
+    void aFailingWarmupIsCountedAndTheRegistrationStands() throws Exception {
+        GpuWarmups gpu = warmups(BUDGET_NS, (worker, budgetNs, stop) -> {
             throw new IllegalStateException("CUDA_ERROR_OUT_OF_MEMORY");
         });
         LmcacheDrivenTransferModule transfers = module(gpu);
         assertSame(Reply.NONE, transfers.register(registration(1), PEER));
         assertFalse(transfers.objectShapes("warm-model").isEmpty(), "the worker is registered");
+        assertTrue(gpu.awaitEnd("cpu", TimeUnit.SECONDS.toNanos(10)));
         assertEquals(1L, gpu.failureCount());
+        assertEquals("failed", gpu.status().get("state"));
         assertTrue(String.valueOf(onlyDevice(gpu).get("stopped_by")).startsWith("failed: " + IllegalStateException.class.getName()),
                 onlyDevice(gpu).toString());
         assertSame(Reply.NONE, transfers.register(registration(2), PEER), "a later REGISTER on the device");
         assertEquals(1L, gpu.failureCount(), "a failed warm-up is not retried");
+        assertEquals(1L, gpu.startedCount());
     }
 
     @Test
-    void aWarmupThatStopsShortOfItsBudgetIsAFailure() throws IOException {
-        GpuWarmups gpu = warmups(BUDGET_NS, (path, budgetNs, stop) -> new GpuWarmups.Outcome(3, "a scratch RETRIEVE failed", 2));
+    void aWarmupThatStopsShortOfItsBudgetIsAFailure() throws Exception {
+        GpuWarmups gpu = warmups(BUDGET_NS, (worker, budgetNs, stop) -> new GpuWarmups.Outcome(3, "a scratch RETRIEVE failed", 2));
         assertSame(Reply.NONE, module(gpu).register(registration(1), PEER));
+        assertTrue(gpu.awaitEnd("cpu", TimeUnit.SECONDS.toNanos(10)));
         assertEquals(1L, gpu.failureCount());
         assertEquals("a scratch RETRIEVE failed", onlyDevice(gpu).get("stopped_by"));
         assertTrue(new GpuWarmups.Outcome(1, "budget", 0).ok());
+        assertTrue(new GpuWarmups.Outcome(1, "yielded", 0).ok());
         assertFalse(new GpuWarmups.Outcome(1, "budget; pinning ahead: region 3: refused", 0).ok(), "a pin that failed counts");
-    }
-
-    @Test
-    void aWarmupThatOverrunsItsDeadlineDoesNotHoldTheReply() throws IOException {
-        CountDownLatch release = new CountDownLatch(1);
-        GpuWarmups gpu = warmups(TimeUnit.MILLISECONDS.toNanos(1), (path, budgetNs, stop) -> {
-            // a driver call that hangs: the REGISTER waits for it no longer than the budget and the grace
-            release.await(1, TimeUnit.MINUTES);
-            return new GpuWarmups.Outcome(1, "budget", 0);
-        });
-        LmcacheDrivenTransferModule transfers = module(gpu);
-        assertSame(Reply.NONE, transfers.register(registration(1), PEER), "replied although the warm-up still runs");
-        assertEquals(1L, gpu.waitTimeoutCount());
-        assertEquals("running", onlyDevice(gpu).get("state"));
-        assertFalse(transfers.objectShapes("warm-model").isEmpty());
-        release.countDown();
-        await().atMost(Duration.ofSeconds(10)).until(() -> "done".equals(onlyDevice(gpu).get("state")));
-        assertEquals(0L, gpu.failureCount());
     }
 
     @Test
     void aZeroBudgetOrAPathItDoesNotWarmRunsNothing() throws IOException {
         AtomicInteger runs = new AtomicInteger();
-        GpuWarmups off = warmups(0, (path, budgetNs, stop) -> {
+        GpuWarmups off = warmups(0, (worker, budgetNs, stop) -> {
             runs.incrementAndGet();
             return new GpuWarmups.Outcome(0, "budget", 0);
         });
         assertSame(Reply.NONE, module(off).register(registration(1), PEER));
-        GpuWarmups cudaOnly = new GpuWarmups(BUDGET_NS, path -> false, (path, budgetNs, stop) -> {
+        GpuWarmups cudaOnly = new GpuWarmups(BUDGET_NS, path -> false, (worker, budgetNs, stop) -> {
             runs.incrementAndGet();
             return new GpuWarmups.Outcome(0, "budget", 0);
         });
         warmups.add(cudaOnly);
         cudaOnly.afterRegister(null);
         assertEquals(0, runs.get());
-        assertEquals(0L, off.status().get("started"));
-        assertEquals(0L, GpuWarmups.off().status().get("register_wait_max_ms"));
+        assertEquals(0L, off.status().get("count"));
+        assertEquals("off", off.status().get("state"), "--gpu-warmup-budget-ms 0");
+        assertEquals("off", GpuWarmups.off().status().get("state"));
+        assertEquals("idle", cudaOnly.status().get("state"));
     }
 
     @Test
-    void aStoppingServerEndsTheWarmupsRounds() {
+    void aStoppingServerEndsTheWarmupsRounds() throws InterruptedException {
         AtomicInteger rounds = new AtomicInteger();
-        GpuWarmups gpu = warmups(TimeUnit.SECONDS.toNanos(30), (path, budgetNs, stop) -> null);
-        Thread lane = Thread.ofPlatform().start(() -> gpu.awaitDevice("cuda:0", (budgetNs, stop) -> {
+        GpuWarmups gpu = warmups(TimeUnit.SECONDS.toNanos(30), (worker, budgetNs, stop) -> null);
+        gpu.startDevice("cuda:0", null, (budgetNs, stop) -> {
             while (!stop.requested()) {
                 rounds.incrementAndGet();
                 Thread.onSpinWait();
             }
             return new GpuWarmups.Outcome(rounds.get(), "stopping", 0);
-        }));
+        });
         await().atMost(Duration.ofSeconds(10)).until(() -> rounds.get() > 0);
         gpu.close();
-        await().atMost(Duration.ofSeconds(10)).until(() -> !lane.isAlive());
-        assertEquals("stopping", onlyDevice(gpu).get("stopped_by"));
+        assertTrue(gpu.awaitEnd("cuda:0", TimeUnit.SECONDS.toNanos(10)));
+        assertEquals("stopping", onlyDevice(gpu).get("stopped_by"), "a stop is no yield");
+        assertEquals(0L, gpu.yieldCount());
     }
 
     @Test
@@ -235,6 +265,9 @@ class GpuWarmupsTest {
         long poolBytes = layout.poolBytes();
         ObjectStore store = new ObjectStore(new SlabAllocator(poolBytes, layout.regionBytes()), poolBytes, EvictionPolicyName.LRU,
                 TimeUnit.MINUTES.toNanos(1), TimeUnit.MINUTES.toNanos(1), System::nanoTime, new StoreCounters());
+        for (int region = 0; region < layout.regions(); region++) {
+            store.addReadyRegion(region); // room for a worker's STORE
+        }
         PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
         Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
         ShmSegments shm = new ShmSegments(false, new Object(), new SegmentMappings(new SegmentMappings.Caps(4, 1L << 30, 1 << 16)), metrics);
@@ -249,6 +282,21 @@ class GpuWarmupsTest {
         module = new LmcacheDrivenTransferModule(CHUNK_SIZE, store, new LookupLeases(store, TimeUnit.MINUTES.toNanos(1), System::nanoTime),
                 metrics, liveness, paths, new ObjectGroupCatalog(true));
         return module;
+    }
+
+    /** A STORE of one chunk from {@code instanceId}'s first blocks. */
+    private static Request.Store store(long instanceId) {
+        ScratchServer.Layout layout = ScratchServer.Layout.host(CHUNK_SIZE);
+        int[] tokens = new int[CHUNK_SIZE];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = i + 1;
+        }
+        int[] blocks = new int[layout.blocksPerChunk()];
+        for (int i = 0; i < blocks.length; i++) {
+            blocks[i] = i;
+        }
+        CacheKey key = new CacheKey("warm-model", 1, 0, tokens, 0, CHUNK_SIZE, "warm-request", "", 1, RequestConfigs.NONE);
+        return new Request.Store(key, instanceId, new int[][] {blocks}, new byte[64]);
     }
 
     /** A CPU worker's REGISTER of the host warm-up's layout on a segment of its own. */
