@@ -2,7 +2,7 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|isolated|bench|memory|kvevents|cpucopy|all]
+#   bash testclient/gpu/run-on-device.sh [test|isolated|bench|memory|kvevents|cpucopy|fresh|qwen|all]
 # isolated (also part of test): isolated_ipc_check.py, issue 47's isolated-IPC and VMM tests (isolated_ipc_tests.json).
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
@@ -96,5 +96,24 @@ if [ "$mode" = cpucopy ]; then
     --out "$out/cpu-copy" 2>&1 | tee "$out/cpu_copy_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   cp "$out"/cpu-copy/* "$out"/ 2>/dev/null || true # the tool brings back shallow files only
+fi
+if [ "$mode" = fresh ]; then
+  # issue 52: fresh ÷ warm one in flight with the worker registering the moment the fresh server is ready (--fresh-idle-s 0,
+  # no model load between) and sending its first STORE right after the REGISTER reply: the GPU warm-up at REGISTER runs beside
+  # the reply and yields to that STORE. LMCACHE_FRESH_ARGS replaces the sweep's arguments; every fresh server's /status
+  # jit_warmup (the GPU warm-up's state, rounds, yields) is in the log.
+  python3 testclient/gpu/inflight_bench.py --java "$java" --classpath "$cp" ${LMCACHE_FRESH_ARGS:---repeats 20 --chunks 1,4,16,64 \
+    --warmup 1500 --fresh-requests 100 --scattered --fresh-idle-s 0} --out "$out/inflight-fresh" 2>&1 | tee "$out/inflight_fresh.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$mode" = qwen ]; then
+  # issue 52: the Qwen-like (Mamba/GDN) hybrid one in flight at 4 and 64 chunks against its raw copy and floor (bench/RESULTS.md
+  # #gpu-hybrid-models), then the plain model in the same call. LMCACHE_QWEN_ARGS replaces the arguments.
+  for model in qwen-like plain; do
+    python3 testclient/gpu/inflight_bench.py --java "$java" --classpath "$cp" --aot-cache none --pattern consecutive --lookup-first \
+      ${LMCACHE_QWEN_ARGS:---repeats 10 --chunks 4,64 --warmup 600} --model "$model" --out "$out/inflight-$model" 2>&1 \
+      | tee "$out/inflight_$model.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  done
 fi
 exit $rc
