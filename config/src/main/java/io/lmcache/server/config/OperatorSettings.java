@@ -26,6 +26,8 @@ import java.util.concurrent.TimeUnit;
  * @param warmupBudgetNs the most the warm-up may add to start-up ({@code --warmup-budget-ms}); it stops there, done or not
  * @param gpuWarmupBudgetNs the GPU warm-up's rounds per device, run once after the device's first REGISTER
  *     ({@code --gpu-warmup-budget-ms}; 0: off)
+ * @param gpuWarmupRegisterWaitNs how long that REGISTER's reply may wait for the warm-up ({@code --gpu-warmup-register-wait-ms};
+ *     0: never, the warm-up runs beside the reply and yields to the worker's first transfer)
  * @param warmupBackgroundNs how long the start-up warm-up's rounds may go on after {@code ready}, until the first request
  *     ({@code --warmup-background-ms}; 0: off)
  * @param cpuCopyThreads the threads a CPU worker's STORE or RETRIEVE copies with, its transfer thread included
@@ -33,7 +35,7 @@ import java.util.concurrent.TimeUnit;
  */
 public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappedBytes, double metricsSampleRate,
         String serviceInstanceId, boolean numaPlacement, int warmupIterations, long warmupBudgetNs,
-        long gpuWarmupBudgetNs, long warmupBackgroundNs, int cpuCopyThreads) {
+        long gpuWarmupBudgetNs, long gpuWarmupRegisterWaitNs, long warmupBackgroundNs, int cpuCopyThreads) {
     /** Rounds of the warm-up by default: see bench/RESULTS.md#gpu-fresh-server-against-warm for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
@@ -59,7 +61,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     public static OperatorSettings defaults(String instanceId) {
         return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
                 DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS),
-                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0, 0);
+                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0, 0, 0);
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {
@@ -88,13 +90,14 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
         int warmupIterations = ConfigLoader.intIn("--warmup-iterations", o.warmupIterations, 0, 1_000_000);
         int warmupBudgetMs = ConfigLoader.intIn("--warmup-budget-ms", o.warmupBudgetMs, 0, 60_000);
         int gpuWarmupBudgetMs = ConfigLoader.intIn("--gpu-warmup-budget-ms", o.gpuWarmupBudgetMs, 0, 10_000);
+        int gpuRegisterWaitMs = ConfigLoader.intIn("--gpu-warmup-register-wait-ms", o.gpuWarmupRegisterWaitMs, 0, 10_000);
         long backgroundMs = o.warmupBackgroundMs.strip().equalsIgnoreCase("auto") ? defaultBackgroundMs(Runtime.getRuntime().availableProcessors())
                 : ConfigLoader.intIn("--warmup-background-ms", o.warmupBackgroundMs, 0, 600_000);
         int copyThreads = o.cpuCopyThreads.strip().equalsIgnoreCase("auto") ? 0
                 : ConfigLoader.intIn("--cpu-copy-threads", o.cpuCopyThreads, 1, MAX_CPU_COPY_THREADS);
         return new OperatorSettings(mode, segments, mappedGb << 30, rate, serviceInstanceId.strip(), numa, warmupIterations,
                 TimeUnit.MILLISECONDS.toNanos(warmupBudgetMs), TimeUnit.MILLISECONDS.toNanos(gpuWarmupBudgetMs),
-                TimeUnit.MILLISECONDS.toNanos(backgroundMs), copyThreads);
+                TimeUnit.MILLISECONDS.toNanos(gpuRegisterWaitMs), TimeUnit.MILLISECONDS.toNanos(backgroundMs), copyThreads);
     }
 
     /** {@code --warmup-background-ms auto} on a host of {@code cores}. */

@@ -141,6 +141,7 @@ public record ServerConfig(
         out.put("warmup_iterations", operator.warmupIterations());
         out.put("warmup_budget_ms", TimeUnit.NANOSECONDS.toMillis(operator.warmupBudgetNs()));
         out.put("gpu_warmup_budget_ms", TimeUnit.NANOSECONDS.toMillis(operator.gpuWarmupBudgetNs()));
+        out.put("gpu_warmup_register_wait_ms", TimeUnit.NANOSECONDS.toMillis(operator.gpuWarmupRegisterWaitNs()));
         out.put("warmup_background_ms", TimeUnit.NANOSECONDS.toMillis(operator.warmupBackgroundNs()));
         out.put("max_connections", connections.maxConnections());
         out.put("connection_stall_timeout_seconds", seconds(connections.stallTimeoutNs()));

@@ -84,7 +84,8 @@ final class ServerOptions {
             "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port",
                     "--metrics-clear-salt-labels", "--metrics-sample-rate",
                     "--service-instance-id"),
-            "Start-up warm-up", List.of("--warmup-iterations", "--warmup-budget-ms", "--warmup-background-ms", "--gpu-warmup-budget-ms"),
+            "Start-up warm-up", List.of("--warmup-iterations", "--warmup-budget-ms", "--warmup-background-ms", "--gpu-warmup-budget-ms",
+                    "--gpu-warmup-register-wait-ms"),
             "Help", List.of("--help", "--version"));
 
     private static Map<String, List<String>> topics(Object... headingsAndFlags) {
@@ -446,6 +447,11 @@ final class ServerOptions {
                     + " STOREs use, in ms; the REGISTER reply does not wait, and a worker's first transfer makes it yield; 0 turns it off"
                     + " (default: ${DEFAULT-VALUE}).")
     String gpuWarmupBudgetMs;
+
+    @Option(names = "--gpu-warmup-register-wait-ms", paramLabel = "<ms>", defaultValue = "0",
+            description = "How long a GPU's first REGISTER reply may wait for that GPU's warm-up, in ms; 0: it never waits (the warm-up"
+                    + " runs beside the reply and yields to the worker's first transfer; default: ${DEFAULT-VALUE}).")
+    String gpuWarmupRegisterWaitMs;
 
     @Option(names = "--service-instance-id", paramLabel = "<id>",
             description = "The service_instance_id label on every metric and target_info (default: --instance-id).")

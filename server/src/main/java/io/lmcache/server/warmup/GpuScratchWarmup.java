@@ -53,12 +53,12 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         this.pinNow = pinNow;
     }
 
-    /** The server's GPU warm-ups: off without CUDA; else each CUDA worker's device, with {@code --gpu-warmup-budget-ms}. */
+    /** The server's GPU warm-ups: off without CUDA; else each CUDA worker's device ({@code --gpu-warmup-budget-ms}, {@code --gpu-warmup-register-wait-ms}). */
     public static GpuWarmups forServer(ServerConfig config, ObjectStore store, GpuBackend backend) {
         if (!backend.available()) {
             return GpuWarmups.off();
         }
-        return new GpuWarmups(config.operator().gpuWarmupBudgetNs(), path -> path instanceof CudaCopyPath,
+        return new GpuWarmups(config.operator().gpuWarmupBudgetNs(), config.operator().gpuWarmupRegisterWaitNs(), path -> path instanceof CudaCopyPath,
                 new GpuScratchWarmup(config, store::nextAllocationRegions, backend::pinNow));
     }
 

@@ -26,13 +26,13 @@ import org.slf4j.LoggerFactory;
  * of its own (lmcache-gpu-warmup-DEVICE), that device's {@link Runner}; TP=8 registers eight workers on eight lanes at once and
  * so runs eight warm-ups side by side.
  *
- * <p>The REGISTER reply never waits for it (issue 52): a worker that sends its first STORE at once would otherwise wait the
- * budget out. Instead the warm-up yields: its {@link Stop} turns true as soon as a worker registered on the device has copied
- * through its path ({@link CopyPath#copied}), so a real transfer shares the lanes with one scratch round at most, and the
- * outcome says {@code yielded}. The pin of the first regions the runner starts is not undone by a yield: the first STORE
- * needs those regions pinned anyway. A warm-up that fails is logged once (it runs once) and counted; one that overruns keeps
- * running on its own thread, where it stops at its budget. Neither ever fails the REGISTER. Host-testable: the runner and
- * which paths are warmed are given.
+ * <p>The REGISTER reply does not wait for it (issue 52; {@code --gpu-warmup-register-wait-ms} lets it, bounded): a worker
+ * that sends its first STORE at once would otherwise wait the budget out. Instead the warm-up yields: its {@link Stop} turns
+ * true as soon as a worker registered on the device has copied through its path ({@link CopyPath#copied}), so a real
+ * transfer shares the lanes with one scratch round at most, and the outcome says {@code yielded}. The pin of the first
+ * regions the runner starts is not undone by a yield: the first STORE needs those regions pinned anyway. A warm-up that
+ * fails is logged once (it runs once) and counted; one that overruns keeps running on its own thread, where it stops at its
+ * budget. Neither ever fails the REGISTER. Host-testable: the runner and which paths are warmed are given.
  */
 public final class GpuWarmups implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(GpuWarmups.class);
@@ -110,6 +110,7 @@ public final class GpuWarmups implements AutoCloseable {
     }
 
     private final long budgetNs;
+    private final long registerWaitNs;
     private final Predicate<CopyPath> warms;
     private final Runner runner;
     private final Map<String, Task> tasks = new ConcurrentHashMap<>();
@@ -117,13 +118,20 @@ public final class GpuWarmups implements AutoCloseable {
     private final LongAdder started = new LongAdder();
     private final LongAdder failures = new LongAdder();
     private final LongAdder yields = new LongAdder();
+    private final LongAdder registersWaited = new LongAdder();
     /** The warm-up that ended last (/status {@code last_ms}, {@code state}); null before the first ends. */
     private volatile Task last;
     private volatile boolean stopping;
 
-    /** Warms each device of a path {@code warms} accepts once, with {@code runner}, for {@code budgetNs} (0: off). */
+    /** Warms each device of a path {@code warms} accepts once, with {@code runner}, for {@code budgetNs} (0: off); never waits. */
     public GpuWarmups(long budgetNs, Predicate<CopyPath> warms, Runner runner) {
+        this(budgetNs, 0, warms, runner);
+    }
+
+    /** As above; a device's REGISTER waits for its warm-up at most {@code registerWaitNs} ({@code --gpu-warmup-register-wait-ms}). */
+    public GpuWarmups(long budgetNs, long registerWaitNs, Predicate<CopyPath> warms, Runner runner) {
         this.budgetNs = Math.max(0, budgetNs);
+        this.registerWaitNs = Math.max(0, registerWaitNs);
         this.warms = warms;
         this.runner = runner;
     }
@@ -141,6 +149,19 @@ public final class GpuWarmups implements AutoCloseable {
         CopyPath path = worker == null ? null : worker.copyPath();
         if (path != null && warms.test(path)) {
             startDevice(path.device(), path, (budget, stop) -> runner.run(worker, budget, stop));
+            if (registerWaitNs > 0) {
+                awaitForRegister(path.device());
+            }
+        }
+    }
+
+    /** {@code --gpu-warmup-register-wait-ms}: the REGISTER reply waits for its device's warm-up, at most that long. */
+    private void awaitForRegister(String device) {
+        registersWaited.increment();
+        try {
+            awaitEnd(device, registerWaitNs);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -245,6 +266,8 @@ public final class GpuWarmups implements AutoCloseable {
         out.put("started", started.sum());
         out.put("failures", failures.sum());
         out.put("yields", yields.sum());
+        out.put("register_wait_ms", TimeUnit.NANOSECONDS.toMillis(registerWaitNs));
+        out.put("registers_waited", registersWaited.sum());
         List<Map<String, Object>> devices = new ArrayList<>();
         tasks.values().stream().sorted((a, b) -> a.device.compareTo(b.device)).forEach(task -> devices.add(task.toMap()));
         out.put("devices", devices);

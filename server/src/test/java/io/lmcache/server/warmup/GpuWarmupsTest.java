@@ -134,6 +134,29 @@ class GpuWarmupsTest {
     }
 
     @Test
+    void withARegisterWaitTheReplyComesAfterTheWarmupOrAtTheWaitsEnd() throws Exception {
+        GpuWarmups waits = new GpuWarmups(BUDGET_NS, TimeUnit.SECONDS.toNanos(30), path -> true,
+                (worker, budgetNs, stop) -> new GpuWarmups.Outcome(3, "budget", 1));
+        warmups.add(waits);
+        assertSame(Reply.NONE, module(waits).register(registration(1), PEER));
+        // --gpu-warmup-register-wait-ms: the REGISTER returned only once its device's warm-up was done
+        assertEquals("done", onlyDevice(waits).get("state"));
+        assertEquals(1L, waits.status().get("registers_waited"));
+        module.close();
+        module = null;
+        CountDownLatch release = new CountDownLatch(1);
+        GpuWarmups bounded = new GpuWarmups(BUDGET_NS, TimeUnit.MILLISECONDS.toNanos(1), path -> true, (worker, budgetNs, stop) -> {
+            release.await(1, TimeUnit.MINUTES); // a driver call that hangs: the wait ends at its bound
+            return new GpuWarmups.Outcome(1, "budget", 0);
+        });
+        warmups.add(bounded);
+        assertSame(Reply.NONE, module(bounded).register(registration(2), PEER), "replied although the warm-up still runs");
+        assertEquals("running", onlyDevice(bounded).get("state"));
+        release.countDown();
+        assertTrue(bounded.awaitEnd("cpu", TimeUnit.SECONDS.toNanos(10)));
+    }
+
+    @Test
     void concurrentRegistrationsOnEightDevicesRunOneWarmupEach() throws InterruptedException {
         Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
         GpuWarmups gpu = warmups(BUDGET_NS, (worker, budgetNs, stop) -> new GpuWarmups.Outcome(0, "unused", 0));

@@ -215,6 +215,9 @@ class WarmupTest {
             // the GPU warm-up runs at a GPU's first REGISTER only: none on a host-only server, and /status says so
             JsonNode gpu = warmup.path("gpu");
             assertEquals(0, gpu.path("budget_ms").asInt(), gpu.toString());
+            assertEquals("off", gpu.path("state").asText(), gpu.toString());
+            assertEquals(0, gpu.path("count").asInt(), gpu.toString());
+            assertEquals(-1, gpu.path("last_ms").asInt(), gpu.toString());
             assertEquals(0, gpu.path("started").asInt(), gpu.toString());
             assertEquals(0, gpu.path("devices").size(), gpu.toString());
             // nothing of the scratch server's requests reached the real store, its event log, its handlers' timers or its metrics
