@@ -3,6 +3,7 @@ package io.lmcache.server.cuda;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
@@ -15,9 +16,10 @@ import org.slf4j.LoggerFactory;
  * nothing is pinned before the first GPU worker registers: regions the pool preparation hands over before then are only
  * recorded ({@link #prepared}). The first registration {@link #start}s pinning through its GPU's context (portable, so
  * every other GPU's context sees the pages): background threads pin the recorded regions highest first (the order the
- * allocator uses them), and regions prepared afterwards are pinned by the preparation thread that hands them over, as
- * before. A transfer that meets a region not pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer
- * needs a pinned region, so CPU workers and the pool are never held up. Pure logic around a {@link Pinner}, so the host-only tests drive it without a GPU.
+ * allocator uses them), the highest alone before the others start (the first STORE after a REGISTER allocates there, issue
+ * 52), and regions prepared afterwards are pinned by the preparation thread that hands them over, as before. A transfer that
+ * meets a region not pinned yet pins it on the spot ({@link #ensure}); only a GPU transfer needs a pinned region, so CPU
+ * workers and the pool are never held up. Pure logic around a {@link Pinner}, so the host-only tests drive it without a GPU.
  */
 public final class PinSchedule {
     private static final Logger LOG = LoggerFactory.getLogger(PinSchedule.class);
@@ -43,6 +45,8 @@ public final class PinSchedule {
     private final AtomicInteger nextSweep = new AtomicInteger();
     private final AtomicInteger sweepsRunning = new AtomicInteger();
     private final List<Thread> threads = new ArrayList<>();
+    /** Counted down once the first region (the highest prepared at the start) is pinned or given up: the other sweeps wait. */
+    private final CountDownLatch firstAlone = new CountDownLatch(1);
     /** Guarded by this: null until the first GPU registration. */
     private Pinner pinner;
     private volatile boolean stopping;
@@ -81,14 +85,56 @@ public final class PinSchedule {
             }
             pinner = first;
             sweepsRunning.set(sweepThreads);
+            int top = highestPrepared();
             for (int i = 0; i < sweepThreads; i++) {
+                // the region the first STOREs allocate from is pinned alone, ahead of the rest: pinned side by side with the
+                // others, each cuMemHostRegister shares the driver and the page tables with them and the first STORE waits longer
+                Runnable work = i == 0 ? () -> {
+                    pinFirst(top);
+                    sweep();
+                } : () -> {
+                    awaitFirst();
+                    sweep();
+                };
                 // runs on: lmcache-pool-pin-N (one-shot: ends after the last recorded region, or at stop)
-                Thread thread = Thread.ofPlatform().name("lmcache-pool-pin-" + i).daemon().unstarted(this::sweep);
+                Thread thread = Thread.ofPlatform().name("lmcache-pool-pin-" + i).daemon().unstarted(work);
                 threads.add(thread);
                 thread.start();
             }
         }
         return true;
+    }
+
+    /** The highest region prepared so far, or -1 (the allocator's first: see {@link #sweep}). Under this object's lock. */
+    private int highestPrepared() {
+        for (int region = slices.length - 1; region >= 0; region--) {
+            if (slices[region] != null) {
+                return region;
+            }
+        }
+        return -1;
+    }
+
+    private void pinFirst(int region) {
+        try {
+            if (region >= 0 && !stopping) {
+                ensure(region);
+            }
+        } catch (RuntimeException e) {
+            // recorded by ensure (the region's state and error): the sweep goes on with the others
+        } finally {
+            firstAlone.countDown();
+        }
+    }
+
+    private void awaitFirst() {
+        try {
+            while (!stopping && !firstAlone.await(100, TimeUnit.MILLISECONDS)) {
+                // until the first region is pinned, or the schedule stops
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private void sweep() {

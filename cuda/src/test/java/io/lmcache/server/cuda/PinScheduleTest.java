@@ -10,6 +10,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -62,6 +63,35 @@ class PinScheduleTest {
         assertEquals(List.of(0, 1, 2, 3, 4), pinnedRegions.stream().sorted().toList());
         schedule.ensure(2); // pinned already: no second registration
         assertEquals(5, pinnedRegions.size());
+        schedule.stop();
+    }
+
+    @Test
+    void theHighestPreparedRegionIsPinnedAloneBeforeTheOthers() throws InterruptedException {
+        PinSchedule schedule = new PinSchedule(8, 4);
+        for (int region = 0; region < 5; region++) {
+            schedule.prepared(region, slice());
+        }
+        CountDownLatch release = new CountDownLatch(1);
+        List<Integer> calls = new CopyOnWriteArrayList<>();
+        assertTrue(schedule.start((region, slice) -> {
+            calls.add(region);
+            if (calls.size() == 1) {
+                try {
+                    release.await(1, TimeUnit.MINUTES); // the first pin in progress
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            pinnedRegions.add(region);
+        }));
+        await().atMost(10, TimeUnit.SECONDS).until(() -> !calls.isEmpty());
+        assertEquals(4, calls.getFirst(), "the allocator's first region (the highest prepared) first");
+        Thread.sleep(200); // the other three sweep threads had their chance: none started a pin beside it
+        assertEquals(List.of(4), calls, "no other region is pinned while the first one is");
+        release.countDown();
+        awaitDone(schedule);
+        assertEquals(List.of(0, 1, 2, 3, 4), pinnedRegions.stream().sorted().toList());
         schedule.stop();
     }
 
