@@ -57,7 +57,6 @@ raw baseline (the worker's own copy timed like a request), and the server's subm
 import json
 import os
 import random
-import shlex
 import statistics
 import sys
 import time
@@ -554,8 +553,6 @@ def main():
                    help="after each warm cell, the same cell again with its objects kept in L1 (each STORE into pool memory no"
                         " earlier request used; its row's blocks say 'kept')")
     p.add_argument("--no-floor", action="store_true", help="skip the echo floor (no libzmq staged)")
-    p.add_argument("--server-args", default="",
-                   help="more flags for every server started (fresh and warm), e.g. '--gpu-warmup-register-wait-ms 1500'")
     p.add_argument("--events", choices=("cuda", "timeline"), default="cuda",
                    help="the worker's event format: CUDA IPC events (64 bytes) or isolated IPC's timeline semaphores (81 bytes)")
     args = p.parse_args()
@@ -578,7 +575,7 @@ def main():
     cells = [(int(c), pat == "scattered") for c in args.chunks.split(",") for pat in patterns]
     echo = None if args.no_floor else inflight_floor.EchoFloor()
     chunk = MODELS[args.model][1]
-    extra = ("--max-gpu-workers", "2") + (("--chunk-size", str(chunk)) if chunk != CHUNK else ()) + tuple(shlex.split(args.server_args))
+    extra = ("--max-gpu-workers", "2") + (("--chunk-size", str(chunk)) if chunk != CHUNK else ())
     fresh = {}
     rows = []
     aot_used = []  # per fresh server: whether its JVM mapped the ahead-of-time cache (/status aot_cache.used)

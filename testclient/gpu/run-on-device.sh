@@ -101,11 +101,10 @@ if [ "$mode" = fresh ]; then
   # issue 52: fresh ÷ warm one in flight with the worker registering the moment the fresh server is ready (--fresh-idle-s 0,
   # no model load between) and sending its first STORE right after the REGISTER reply: the GPU warm-up at REGISTER runs beside
   # the reply and yields to that STORE. LMCACHE_FRESH_ARGS replaces the sweep's arguments; every fresh server's /status
-  # jit_warmup (the GPU warm-up's state, rounds, yields) is in the log. LMCACHE_FRESH_SERVER_ARGS: more server flags, e.g.
-  # '--gpu-warmup-register-wait-ms 1500' (the REGISTER reply waits for the warm-up, as before issue 52) for the A/B.
+  # jit_warmup (the GPU warm-up's state, rounds, yields) is in the log. LMCACHE_SERVER_ARGS (gpu_check.Server) adds server
+  # flags, e.g. '--gpu-warmup-register-wait-ms 1500' (the REGISTER reply waits for the warm-up, as before issue 52) for the A/B.
   python3 testclient/gpu/inflight_bench.py --java "$java" --classpath "$cp" ${LMCACHE_FRESH_ARGS:---repeats 20 --chunks 1,4,16,64 \
-    --warmup 1500 --fresh-requests 100 --scattered --fresh-idle-s 0} --server-args "${LMCACHE_FRESH_SERVER_ARGS:-}" \
-    --out "$out/inflight-fresh" 2>&1 | tee "$out/inflight_fresh.log"
+    --warmup 1500 --fresh-requests 100 --scattered --fresh-idle-s 0} --out "$out/inflight-fresh" 2>&1 | tee "$out/inflight_fresh.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 if [ "$mode" = qwen ]; then
