@@ -52,8 +52,11 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
     private static final Logger LOG = LoggerFactory.getLogger(DataModules.class);
 
 
-    /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
-    record LookupState(LookupLeases leases, PrefetchResults prefetchResults) {}
+    /**
+     * What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results; and who
+     * hears it ({@link LookupModule.Observer#NONE}: nobody).
+     */
+    record LookupState(LookupLeases leases, PrefetchResults prefetchResults, LookupModule.Observer observer) {}
 
     /**
      * How a worker's state ends: the liveness rules that decide when, and the release thread that frees its mappings; and what
@@ -105,7 +108,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
             closer.accept("L2 tier", l2);
             l2Closes = true;
             LookupModule lookup = new LookupModule(config.chunkSize(), l1.store(), leases, prefetchResults, metrics, objectGroups,
-                    new LookupModule.BeyondL1(l2.prefetcher(), commit));
+                    new LookupModule.BeyondL1(l2.prefetcher(), commit, lookups.observer()));
             // a storage_manager entry of /status, where LMCache's window commit shows
             Map<String, Supplier<Map<String, Object>>> storageStatus = commit == null ? Map.of() : Map.of("window_commit", commit::status);
             return new DataModules(lmcacheDriven, engineDriven, l2, lookup, testCompletions, storageStatus);

@@ -11,7 +11,12 @@ import io.lmcache.server.agent.Wake;
 import io.lmcache.server.assembly.Build;
 import io.lmcache.server.assembly.Part;
 import io.lmcache.server.config.ServerConfig;
+import io.lmcache.server.config.DiagnosticsSettings;
+import io.lmcache.server.config.Versions;
 import io.lmcache.server.cuda.GpuBackend;
+import io.lmcache.server.diag.DiagnosticsParts;
+import io.lmcache.server.diag.EventsTrace;
+import io.lmcache.server.diag.LookupHashLog;
 import io.lmcache.server.events.KvEventCounters;
 import io.lmcache.server.events.KvEventLog;
 import io.lmcache.server.events.KvEventRecorder;
@@ -40,6 +45,7 @@ import io.lmcache.server.module.EventKinds;
 import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
 import io.lmcache.server.module.LookupLeases;
+import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
 import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
@@ -165,12 +171,18 @@ final class ServerParts {
         return warmups;
     });
 
+    /** {@code --lookup-hash-log-dir}: the LOOKUPs' queue, given to the lookup module; written by {@link #LOOKUP_HASH_LOG}. */
+    static final Part<LookupHashLog> LOOKUP_HASH_QUEUE = Part.of("lookup-hash queue", List.of(),
+            b -> config(b).diagnostics().lookupHashLogEnabled() ? new LookupHashLog() : null);
+
     static final Part<DataModules> DATA = Part.of("data modules", List.of(after("GPU transfers in flight",
             "the GPU transfers in flight drain after the modules close"), after("lookup state", "the modules take the leases"),
+            after("lookup-hash queue", "the lookup module queues each LOOKUP for the log"),
             after("peers", "the modules follow their workers' liveness"), after("GPU warm-ups", "a REGISTER runs the GPU warm-up")), b -> {
         Root root = b.require(Root.class);
         DataModules data = DataModules.open(config(b), b.require(L1Tier.class), root.gpu(),
-                new DataModules.LookupState(b.require(LookupLeases.class), b.require(PrefetchResults.class)),
+                new DataModules.LookupState(b.require(LookupLeases.class), b.require(PrefetchResults.class),
+                        b.optional(LookupHashLog.class) == null ? LookupModule.Observer.NONE : b.require(LookupHashLog.class)),
                 new DataModules.WorkerEnds(b.require(Liveness.class), b.require(ReleaseThread.class), b.require(GpuWarmups.class)),
                 metrics(b), new DataModules.Supervision(root.agentErrors(), b::onClose));
         b.offer(data.l2());
@@ -182,14 +194,41 @@ final class ServerParts {
     });
 
     /**
+     * The lookup-hash log's writer (issue 49, fleet-and-operator-api.md §3.4) on lmcache-lookup-hashes: it reads the shapes the
+     * transfer modules registered; closed before them, after writing what is still queued.
+     */
+    static final Part<AgentRunner> LOOKUP_HASH_LOG = Part.of("lookup-hash log", List.of(after("data modules",
+            "it reads the registered shapes"), after("lookup-hash queue", "it writes the queued LOOKUPs")), b -> {
+        LookupHashLog queue = b.optional(LookupHashLog.class);
+        if (queue == null) {
+            return null;
+        }
+        DataModules data = b.require(DataModules.class);
+        AgentRunner runner = b.onClose("lookup-hash log", DiagnosticsParts.lookupHashWriter(config(b), queue, metrics(b),
+                data.lmcacheDriven() == null ? null : data.lmcacheDriven()::objectShapes,
+                data.engineDriven() == null ? null : data.engineDriven()::objectShapes, b.require(Root.class).agentErrors()));
+        b.onStart("lookup-hash log", runner::start);
+        return runner;
+    });
+
+    /** {@code --trace-level events}: the cache-event stream's batches recorded to {@code --trace-output} (§3.3). */
+    static final Part<EventsTrace> EVENTS_TRACE = Part.of("events trace", List.of(), b -> {
+        ServerConfig config = config(b);
+        if (config.diagnostics().traceLevel() != DiagnosticsSettings.TraceLevel.EVENTS) {
+            return null;
+        }
+        return b.onClose("events trace", DiagnosticsParts.eventsTrace(config, Versions.version(), metrics(b)));
+    });
+
+    /**
      * The LMCache fleet (issue 49): coordinator membership, the cache-event feed on the store's listener list and on every L2
      * adapter, {@code /cache/objects}. Opened after the stores, so it closes before them; opened before the request loop, so its
      * last events are flushed and it deregisters after the loop drains. Its threads start once HTTP serves (see {@link #VIEW}).
      */
-    static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("data modules", "its feed hears the stores; it closes before them")),
-            b -> {
+    static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("data modules", "its feed hears the stores; it closes before them"),
+            after("events trace", "the trace records the batches until the last flush")), b -> {
                 FleetPart fleet = b.onClose("fleet", FleetPart.open(config(b), b.require(L1Tier.class).store(),
-                        b.require(DataModules.class).l2().adapters()));
+                        b.require(DataModules.class).l2().adapters(), b.optional(EventsTrace.class)));
                 fleet.bindMetrics(metrics(b));
                 return fleet;
             });
@@ -366,7 +405,7 @@ final class ServerParts {
 
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
-            DATA, KV_EVENT_RECORDER, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS,
+            LOOKUP_HASH_QUEUE, DATA, LOOKUP_HASH_LOG, KV_EVENT_RECORDER, EVENTS_TRACE, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS,
             WARMUP, VIEW);
 
     private static ServerConfig config(Build b) {

@@ -123,6 +123,10 @@
  *     first STOREs use</td><td>the scratch memory</td><td>the copy path of the registering worker (read only, under a lease on
  *     its registration), the GPU backend's pin call</td><td>one-shot: ends at its budget ({@code --gpu-warmup-budget-ms}) or
  *     at a worker's first transfer on the device, joined at most until then</td></tr>
+ * <tr><td>{@code lmcache-lookup-hashes} (only with {@code --lookup-hash-log-dir})</td><td>{@code diag.LookupHashWriter}: hashes
+ *     the queued LOOKUPs' chunks and writes their JSON lines, rotating the files</td><td>the log directory's files</td>
+ *     <td>{@code diag.LookupHashLog}'s bounded queue, the registered shapes</td><td>its runner's close, after writing what is
+ *     queued</td></tr>
  * <tr><td>{@code lmcache-test-completions} (only with {@code --test-hooks})</td><td>{@code transfer.CompletionDelay}: host
  *     copies' completions, delayed as a GPU's are</td><td>nothing</td><td>what a completion touches (commit, abort,
  *     unpin)</td><td>executor shutdown with the transfer modules</td></tr>

@@ -32,11 +32,14 @@ class CompositionOrderTest {
     private static List<String> opens;
 
     @BeforeAll
-    static void start() {
+    static void start() throws java.io.IOException {
         String shm = "lmcache_test_order_" + ProcessHandle.current().pid();
+        // the diagnostics on, so that their parts open too (issue 49)
+        java.nio.file.Path diagnostics = java.nio.file.Files.createTempDirectory("lmcache-order-diag");
         String[] args = {"--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()), "--http-host", "127.0.0.1",
             "--http-port", Integer.toString(ServerProcess.freePort()), "--prometheus-port", Integer.toString(ServerProcess.freePort()),
-            "--l1-size-gb", "0.016", "--device", "host", "--shm-name", shm};
+            "--l1-size-gb", "0.016", "--device", "host", "--shm-name", shm, "--lookup-hash-log-dir", diagnostics.resolve("hashes").toString(),
+            "--trace-level", "events", "--trace-output", diagnostics.resolve("trace.lct").toString()};
         ServerConfig config = ((ConfigLoader.Outcome.Run) ConfigLoader.load(args, Map.of())).config();
         server = assertTimeoutPreemptively(Duration.ofSeconds(60), () -> LmcacheServer.start(config));
         closes = server.closeOrder();
@@ -98,6 +101,13 @@ class CompositionOrderTest {
         assertEquals("warm-up", closes.getFirst(), "the warm-up stops before anything it uses");
         closesBefore("kv-event streams", "request loop (drain)", "every stream's final reply still goes out");
         assertEquals("rate-limited log summaries", closes.getLast(), "the summaries are written after every part that logs");
+    }
+
+    @Test
+    void theDiagnosticsCloseAroundWhatFeedsThem() {
+        closesBefore("fleet", "events trace", "the trace records the batches of the fleet's last flush, then its stop mark");
+        closesBefore("lookup-hash log", "lmcache-driven transfers", "the writer reads the shapes the modules registered");
+        builtBefore("lookup-hash queue", "data modules", "the lookup module queues each LOOKUP for the log");
     }
 
     @Test

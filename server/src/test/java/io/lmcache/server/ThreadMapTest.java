@@ -91,7 +91,7 @@ class ThreadMapTest {
         String[] args = {"--host", "127.0.0.1", "--port", Integer.toString(port), "--http-host", "127.0.0.1", "--http-port",
             Integer.toString(httpPort), "--l1-size-gb", "0.016", "--device", "host", "--shm-name",
             "lmcache_test_threads_" + ProcessHandle.current().pid(), "--l2-adapter",
-            "{\"type\":\"fs_native\",\"base_path\":\"" + l2Dir + "\"}"};
+            "{\"type\":\"fs_native\",\"base_path\":\"" + l2Dir + "\"}", "--lookup-hash-log-dir", l2Dir.resolve("lookup-hashes").toString()};
         return ((ConfigLoader.Outcome.Run) ConfigLoader.load(args, Map.of())).config();
     }
 

@@ -266,7 +266,7 @@ public final class ConfigLoader {
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device, withoutEffect,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
-                tenants, o.isolatedIpc, fleet, Tuning.fromSystemProperties());
+                tenants, o.isolatedIpc, fleet, DiagnosticsSettings.validate(o, warnings), Tuning.fromSystemProperties());
     }
 
     /** {@code --coordinator-*}, each flag before its LMCACHE_COORDINATOR_* variable (as LMCache: the flag wins). */

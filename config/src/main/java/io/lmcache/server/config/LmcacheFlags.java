@@ -116,12 +116,7 @@ final class LmcacheFlags {
             noEffect("--enable-tracing", Kind.FLAG, "there is no OpenTelemetry tracing"),
             noEffect("--otlp-endpoint", Kind.VALUE, "metrics are not pushed; Prometheus scrapes /metrics"),
             noEffect("--event-bus-queue-size", Kind.VALUE, "metrics are counted in place, there is no event bus"),
-            noEffect("--trace-level", Kind.VALUE, "there is no trace recording"),
-            noEffect("--trace-output", Kind.VALUE, "there is no trace recording"),
-            noEffect("--lookup-hash-log-dir", Kind.VALUE, "there is no lookup-hash log"),
-            noEffect("--lookup-hash-log-rotation-interval", Kind.VALUE, "there is no lookup-hash log"),
-            noEffect("--lookup-hash-log-rotation-max-size", Kind.VALUE, "there is no lookup-hash log"),
-            noEffect("--lookup-hash-log-max-files", Kind.VALUE, "there is no lookup-hash log"),
+            // --trace-level, --trace-output and --lookup-hash-log-* are the server's own (ServerOptions, DiagnosticsSettings: issue 49)
             noEffect("--enable-extra-logging", Kind.FLAG, "the activity log line every 10 s already reports L1 use and transfers"),
             noEffect("--extra-logging-interval", Kind.VALUE, "the activity log runs every 10 s"),
             noEffect("--enable-gc-monitor", Kind.FLAG, "it times CPython's garbage collector; this server runs on the JVM"),

@@ -31,6 +31,7 @@ import java.util.concurrent.TimeUnit;
  * @param isolatedIpc {@code --isolated-ipc}: workers are expected to send timeline-semaphore events (81 bytes); every handle is
  *     still read for what it is, and a request of the other kind is served and warned about
  * @param fleet membership in an LMCache fleet ({@code --coordinator-*}); {@link FleetSettings#OFF} without a coordinator
+ * @param diagnostics the lookup-hash log and the trace recording ({@code --lookup-hash-log-*}, {@code --trace-*})
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
  */
 public record ServerConfig(
@@ -73,6 +74,7 @@ public record ServerConfig(
         TenantSettings tenants,
         boolean isolatedIpc,
         FleetSettings fleet,
+        DiagnosticsSettings diagnostics,
         Tuning tuning) {
 
     public ServerConfig {
@@ -156,6 +158,12 @@ public record ServerConfig(
         out.put("coordinator_heartbeat_interval", fleet.heartbeatIntervalNs() / 1e9);
         out.put("coordinator_event_reporting", fleet.eventReporting());
         out.put("coordinator_event_flush_interval", fleet.eventFlushIntervalNs() / 1e9);
+        out.put("lookup_hash_log_dir", diagnostics.lookupHashLogDir());
+        out.put("lookup_hash_log_rotation_interval", diagnostics.lookupHashRotationSeconds());
+        out.put("lookup_hash_log_rotation_max_size", diagnostics.lookupHashRotationMaxBytes());
+        out.put("lookup_hash_log_max_files", diagnostics.lookupHashMaxFiles());
+        out.put("trace_level", diagnostics.traceLevel().flagValue());
+        out.put("trace_output", diagnostics.traceOutput());
         return out;
     }
 

@@ -81,6 +81,8 @@ final class ServerOptions {
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
             "LMCache fleet (coordinator)", List.of("--coordinator-url", "--coordinator-advertise-ip", "--coordinator-heartbeat-interval",
                     "--coordinator-event-reporting", "--coordinator-event-flush-interval"),
+            "Diagnostics (lookup-hash logs, event traces)", List.of("--lookup-hash-log-dir", "--lookup-hash-log-rotation-interval",
+                    "--lookup-hash-log-rotation-max-size", "--lookup-hash-log-max-files", "--trace-level", "--trace-output"),
             "HTTP and metrics", List.of("--http-host", "--http-port", "--http-admin-token", "--prometheus-port",
                     "--metrics-clear-salt-labels", "--metrics-sample-rate",
                     "--service-instance-id"),
@@ -397,6 +399,36 @@ final class ServerOptions {
     /** LMCache's hidden pre-v0.5.3 spelling of --coordinator-event-flush-interval. */
     @Option(names = "--coordinator-l2-event-flush-interval", hidden = true)
     String coordinatorL2EventFlushInterval;
+
+    // --- diagnostics (LMCache's lookup_hash.py@366ac586 and trace/lifecycle.py) ------------------------
+    @Option(names = "--lookup-hash-log-dir", paramLabel = "<dir>",
+            description = "Write one JSON line per LOOKUP (its chunk hashes, model, sizes) to rotating lookup_hashes_*.jsonl files here, for"
+                    + " LMCache's cache simulator; written off the request path, lines dropped (counted) when the writer falls behind;"
+                    + " salted LOOKUPs are not written (default: off).")
+    String lookupHashLogDir;
+
+    @Option(names = "--lookup-hash-log-rotation-interval", paramLabel = "<seconds>", defaultValue = "21600",
+            description = "Start a new lookup-hash file once the current one is this old (default: ${DEFAULT-VALUE}).")
+    String lookupHashLogRotationInterval;
+
+    @Option(names = "--lookup-hash-log-rotation-max-size", paramLabel = "<bytes>", defaultValue = "104857600",
+            description = "Start a new lookup-hash file once the current one is this large (default: ${DEFAULT-VALUE}).")
+    String lookupHashLogRotationMaxSize;
+
+    @Option(names = "--lookup-hash-log-max-files", paramLabel = "<n>", defaultValue = "100",
+            description = "Lookup-hash files kept in the directory, earlier runs' included; the oldest are deleted (default: ${DEFAULT-VALUE}).")
+    String lookupHashLogMaxFiles;
+
+    @Option(names = "--trace-level", paramLabel = "<level>",
+            description = "events: record the cache-event stream (the batches POST /events carries, with or without a coordinator) to"
+                    + " --trace-output in LMCache's .lct format, for lmcache trace replay-events; storage is accepted and records nothing"
+                    + " (default: off).")
+    String traceLevel;
+
+    @Option(names = "--trace-output", paramLabel = "<file>",
+            description = "The trace file (replaced if it exists, never through a symlink) (default: $TMPDIR/lmcache-trace-PID-YYYYMMDD-HHMMSS.lct,"
+                    + " logged at start).")
+    String traceOutput;
 
     // --- operators (beyond LMCache's flags) ---------------------------------------------------
     @Option(names = "--shm-mode", paramLabel = "<mode>",

@@ -26,6 +26,8 @@ import org.slf4j.LoggerFactory;
  * entries, posted head first in slices of at most {@link #SLICE_MAX_ENTRIES}; a transport error, 5xx, 408 or 429 keeps them and
  * backs off (0.5 s doubling to 30 s), any other refusal (422) drops the slice, counted as {@code rejected}. Over the bound the
  * oldest batches go ({@code spool_overflow}). Every batch carries the cumulative {@code dropped_events} of this incarnation.
+ * Stamped batches also go to a {@link BatchRecorder} (the events trace, §3.3); without a coordinator ({@code http} null) they go
+ * there only, and nothing is spooled.
  */
 public final class CacheEventStream implements CacheEventSink, AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(CacheEventStream.class);
@@ -64,6 +66,7 @@ public final class CacheEventStream implements CacheEventSink, AutoCloseable {
     private final long incarnation;
     private final long flushIntervalNs;
     private final Supplier<List<Capacity>> capacities;
+    private final BatchRecorder recorder;
     private final ArrayBlockingQueue<Event> bus = new ArrayBlockingQueue<>(BUS_CAPACITY);
     private final Thread thread;
     private volatile boolean running = true;
@@ -86,7 +89,14 @@ public final class CacheEventStream implements CacheEventSink, AutoCloseable {
     private volatile int spoolDepth;
 
     CacheEventStream(CoordinatorHttp http, String instanceId, long incarnation, long flushIntervalNs, Supplier<List<Capacity>> capacities) {
+        this(http, instanceId, incarnation, flushIntervalNs, capacities, null);
+    }
+
+    /** {@code http} null: no coordinator (the batches go to {@code recorder} only); {@code recorder} null: none. */
+    CacheEventStream(CoordinatorHttp http, String instanceId, long incarnation, long flushIntervalNs, Supplier<List<Capacity>> capacities,
+            BatchRecorder recorder) {
         this.http = http;
+        this.recorder = recorder;
         this.instanceId = instanceId;
         this.incarnation = incarnation;
         this.flushIntervalNs = flushIntervalNs;
@@ -209,6 +219,14 @@ public final class CacheEventStream implements CacheEventSink, AutoCloseable {
             batch.wire.put("seq", ++seq);
             batch.wire.put("ts", ts);
             batch.wire.put("dropped_events", dropped);
+        }
+        if (recorder != null) {
+            recorder.recorded(stamped.stream().map(b -> b.wire).toList());
+        }
+        if (http == null) {
+            return;
+        }
+        for (Batch batch : stamped) {
             spool.addLast(batch);
             spoolEntries += batch.weight();
         }

@@ -39,36 +39,45 @@ public final class FleetPart implements AutoCloseable {
     private final Membership membership;
     private final Set<InetAddress> coordinatorAddresses;
 
-    private FleetPart(ServerConfig config, ObjectStore store, List<L2Adapter> adapters) {
+    private FleetPart(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder) {
         this.settings = config.fleet();
         this.store = store;
         this.adapters = List.copyOf(adapters);
+        long incarnation = settings.enabled() || recorder != null ? incarnation() : 0;
+        http = settings.enabled() ? new CoordinatorHttp(settings.coordinatorUrl()) : null;
+        // the stream runs for the coordinator (--coordinator-event-reporting) and for the events trace, either or both (LMCache's
+        // maybe_create_cache_event_subscriber): the trace needs no coordinator
+        events = settings.eventsEnabled() || recorder != null ? new CacheEventStream(settings.eventsEnabled() ? http : null,
+                config.instanceId(), incarnation, settings.eventFlushIntervalNs(), () -> capacities(config, this.adapters), recorder) : null;
+        if (events != null) {
+            StoreFeed.attach(events, store, this.adapters);
+        }
+        if (recorder != null) {
+            // mq_port 0: no P2P here; ip as configured ("" = the outbound address), as LMCache's start mark
+            recorder.started(new BatchRecorder.Emitter(config.instanceId(), incarnation, settings.advertiseIp(), config.httpPort(), 0));
+        }
         if (!settings.enabled()) {
-            http = null;
-            events = null;
             membership = null;
             coordinatorAddresses = Set.of();
             return;
         }
-        http = new CoordinatorHttp(settings.coordinatorUrl());
         coordinatorAddresses = resolve(settings.coordinatorUrl());
-        long incarnation = incarnation();
-        events = settings.eventsEnabled() ? new CacheEventStream(http, config.instanceId(), incarnation, settings.eventFlushIntervalNs(),
-                () -> capacities(config, this.adapters)) : null;
         Membership.Advertised advertised = new Membership.Advertised(Membership.advertiseIp(settings.advertiseIp(),
                 settings.coordinatorUrl()), config.httpPort());
         membership = new Membership(http, config.instanceId(), advertised, settings.heartbeatIntervalNs(),
                 events == null ? () -> { } : events::declareCapacity);
-        if (events != null) {
-            StoreFeed.attach(events, store, this.adapters);
-        }
         LOG.info("fleet: coordinator {}, advertising {}:{}, incarnation {}, cache events {}", LogText.clip(settings.coordinatorUrl()),
-                LogText.clip(advertised.ip()), advertised.httpPort(), incarnation, events == null ? "off" : "on");
+                LogText.clip(advertised.ip()), advertised.httpPort(), incarnation, settings.eventsEnabled() ? "on" : "off");
     }
 
     /** Builds the part; with a coordinator the event feed is chained into the stores now (before the first STORE). */
     public static FleetPart open(ServerConfig config, ObjectStore store, List<L2Adapter> adapters) {
-        return new FleetPart(config, store, adapters);
+        return new FleetPart(config, store, adapters, null);
+    }
+
+    /** As {@link #open(ServerConfig, ObjectStore, List)}, the stamped batches also going to {@code recorder} (null: none). */
+    public static FleetPart open(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder) {
+        return new FleetPart(config, store, adapters, recorder);
     }
 
     /**
@@ -121,13 +130,12 @@ public final class FleetPart implements AutoCloseable {
 
     /** Binds the series (a fleet without a coordinator has none). */
     public void bindMetrics(ServerMetrics metrics) {
-        if (membership == null) {
-            return;
+        if (membership != null) {
+            metrics.functionCounter(FleetCatalogue.REGISTRATIONS, membership, m -> m.registrations.sum());
+            metrics.functionCounter(FleetCatalogue.HEARTBEATS, membership, m -> m.heartbeats.sum());
+            metrics.functionCounter(FleetCatalogue.FAILURES, membership, m -> m.failures.sum());
+            metrics.functionCounter(FleetCatalogue.FORGOTTEN, membership, m -> m.forgotten.sum());
         }
-        metrics.functionCounter(FleetCatalogue.REGISTRATIONS, membership, m -> m.registrations.sum());
-        metrics.functionCounter(FleetCatalogue.HEARTBEATS, membership, m -> m.heartbeats.sum());
-        metrics.functionCounter(FleetCatalogue.FAILURES, membership, m -> m.failures.sum());
-        metrics.functionCounter(FleetCatalogue.FORGOTTEN, membership, m -> m.forgotten.sum());
         if (events != null) {
             metrics.functionCounter(FleetCatalogue.EVENTS_DROPPED, events, e -> e.busOverflow.sum(), "bus_overflow");
             metrics.functionCounter(FleetCatalogue.EVENTS_DROPPED, events, e -> e.spoolOverflow.sum(), "spool_overflow");

@@ -14,7 +14,7 @@ public final class Catalogues {
     /** Each catalogue enum of this package; the architecture test holds this list against the sources. */
     public static final List<Class<? extends CatalogueEntry>> ALL = List.of(RequestCatalogue.class, ZeromqCatalogue.class,
             L1Catalogue.class, LivenessCatalogue.class, TransferCatalogue.class, LookupCatalogue.class, L2Catalogue.class,
-            KvEventCatalogue.class, ServerCatalogue.class, FleetCatalogue.class);
+            KvEventCatalogue.class, ServerCatalogue.class, FleetCatalogue.class, DiagnosticsCatalogue.class);
 
     private static final int ENTRIES = refuseDuplicates(ALL);
 

@@ -55,9 +55,29 @@ public final class LookupModule {
     private final LoadControls loadControls;
     /** {@code --commit-policy}: END_SESSION's window commit, fed each LOOKUP's prompt end; null when off. */
     private final WindowCommit windowCommit;
+    private final Observer observer;
 
-    /** Where a LOOKUP goes past L1: the L2 prefetcher (null: L1 only) and the window commit (null: off). */
-    public record BeyondL1(L2Prefetcher prefetcher, WindowCommit windowCommit) {}
+    /**
+     * Hears every LOOKUP with a valid key and at least one whole chunk, before it is looked up (the lookup-hash log,
+     * {@code --lookup-hash-log-dir}): on the request path, so an implementation only enqueues, never waits.
+     */
+    @FunctionalInterface
+    public interface Observer {
+        Observer NONE = (key, endChunk) -> { };
+
+        /** {@code key}'s LOOKUP covers chunks {@code 0..endChunk-1}. */
+        void looked(CacheKey key, int endChunk);
+    }
+
+    /**
+     * Where a LOOKUP goes past L1: the L2 prefetcher (null: L1 only), the window commit (null: off) and who else hears it
+     * ({@link Observer#NONE}: nobody).
+     */
+    public record BeyondL1(L2Prefetcher prefetcher, WindowCommit windowCommit, Observer observer) {
+        public BeyondL1(L2Prefetcher prefetcher, WindowCommit windowCommit) {
+            this(prefetcher, windowCommit, Observer.NONE);
+        }
+    }
 
     /** L1 only. */
     public LookupModule(int chunkSize, ObjectStore store, LookupLeases leases, PrefetchResults results, ServerMetrics metrics,
@@ -85,6 +105,7 @@ public final class LookupModule {
         this.metrics = metrics;
         this.prefetcher = beyond.prefetcher();
         this.windowCommit = beyond.windowCommit();
+        this.observer = beyond.observer() == null ? Observer.NONE : beyond.observer();
         this.loadControls = new LoadControls(chunkSize, store, metrics);
     }
 
@@ -136,17 +157,24 @@ public final class LookupModule {
             // LMCache's early exit: no whole chunk to hash, so no probe (0 hits)
             metrics.lookups().earlyExit(key.modelName(), key.cacheSalt(), LookupMetrics.EarlyExit.EMPTY_CHUNK_HASHES);
             results.put(resultKey, 0);
-        } else if (LoadControls.declines(key)) {
-            loadControls.declined(key, range.endChunk()); // lmcache.skip_load: no L2 fetch, no L1 lock, 0 hits
+        } else {
+            observer.looked(key, range.endChunk());
+            probe(key, resultKey, range.endChunk());
+        }
+        return Reply.NONE;
+    }
+
+    /** A LOOKUP of whole chunks: declined by the request's load controls, or looked up. */
+    private void probe(CacheKey key, String resultKey, int endChunk) {
+        if (LoadControls.declines(key)) {
+            loadControls.declined(key, endChunk); // lmcache.skip_load: no L2 fetch, no L1 lock, 0 hits
             results.put(resultKey, 0);
         } else {
             LookupGeometry geometry = catalog.lookupGeometry(key.modelName(), key.worldSize());
-            int endChunk = range.endChunk();
             resolve(geometry.plain() ? new Pass(key, resultKey, endChunk, new byte[ChunkHash.BYTES * endChunk], null,
                     loadControls.coveredChunks(key, endChunk)) : new Pass(key, resultKey, endChunk, ChunkHashes.of(key, chunkSize, endChunk),
                     geometry, 0), 0);
         }
-        return Reply.NONE;
     }
 
     /**
