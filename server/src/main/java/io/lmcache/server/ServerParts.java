@@ -405,8 +405,8 @@ final class ServerParts {
 
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
-            LOOKUP_HASH_QUEUE, DATA, LOOKUP_HASH_LOG, KV_EVENT_RECORDER, EVENTS_TRACE, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS,
-            WARMUP, VIEW);
+            LOOKUP_HASH_QUEUE, DATA, LOOKUP_HASH_LOG, KV_EVENT_RECORDER, EVENTS_TRACE, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT,
+            DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
 
     private static ServerConfig config(Build b) {
         return b.require(ServerConfig.class);

@@ -7,6 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.testing.ServerProcess;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -32,10 +35,10 @@ class CompositionOrderTest {
     private static List<String> opens;
 
     @BeforeAll
-    static void start() throws java.io.IOException {
+    static void start() throws IOException {
         String shm = "lmcache_test_order_" + ProcessHandle.current().pid();
         // the diagnostics on, so that their parts open too (issue 49)
-        java.nio.file.Path diagnostics = java.nio.file.Files.createTempDirectory("lmcache-order-diag");
+        Path diagnostics = Files.createTempDirectory("lmcache-order-diag");
         String[] args = {"--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()), "--http-host", "127.0.0.1",
             "--http-port", Integer.toString(ServerProcess.freePort()), "--prometheus-port", Integer.toString(ServerProcess.freePort()),
             "--l1-size-gb", "0.016", "--device", "host", "--shm-name", shm, "--lookup-hash-log-dir", diagnostics.resolve("hashes").toString(),

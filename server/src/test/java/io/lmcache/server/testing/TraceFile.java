@@ -7,6 +7,7 @@ import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -42,7 +43,7 @@ public record TraceFile(Map<String, Object> header, List<Map<String, Object>> re
             throw new IOException(path + ": empty trace");
         }
         Map<String, Object> header = frames.getFirst();
-        if (!"header".equals(header.get("type")) || !java.util.Arrays.equals("LMCT".getBytes(), (byte[]) header.get("magic"))
+        if (!"header".equals(header.get("type")) || !Arrays.equals("LMCT".getBytes(), (byte[]) header.get("magic"))
                 || !Long.valueOf(1).equals(header.get("format_version"))) {
             throw new IOException(path + ": not an LMCache trace: " + header);
         }
