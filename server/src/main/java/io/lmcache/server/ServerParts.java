@@ -217,7 +217,9 @@ final class ServerParts {
         if (config.diagnostics().traceLevel() != DiagnosticsSettings.TraceLevel.EVENTS) {
             return null;
         }
-        return b.onClose("events trace", DiagnosticsParts.eventsTrace(config, Versions.version(), metrics(b)));
+        EventsTrace trace = b.onClose("events trace", DiagnosticsParts.eventsTrace(config, Versions.version(), metrics(b)));
+        b.status("events_trace", trace::status);
+        return trace;
     });
 
     /**

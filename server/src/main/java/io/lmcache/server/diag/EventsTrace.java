@@ -90,6 +90,19 @@ public final class EventsTrace implements BatchRecorder, AutoCloseable {
         return path;
     }
 
+    /** The {@code /status} block: the file, its size, what was written and dropped. */
+    public synchronized Map<String, Object> status() {
+        Map<String, Object> status = new LinkedHashMap<>();
+        status.put("level", "events");
+        status.put("path", path.toString());
+        status.put("bytes", bytes);
+        status.put("records", records.sum());
+        status.put("dropped_size_cap", sizeCapped.sum());
+        status.put("dropped_write_error", writeErrors.sum());
+        status.put("closed", closed);
+        return status;
+    }
+
     @Override
     public synchronized void started(Emitter emitter) {
         instanceId = emitter.instanceId();

@@ -23,7 +23,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The fleet's part of the server (one Part once the assembly of issue 46 lands): built after the stores, it chains the event feed
  * into them, routes {@code /cache/objects} (always: the routes are LMCache's, with or without a coordinator), and with
- * {@code --coordinator-url} starts the membership and event threads once the server serves. Closed before the stores: the last
+ * {@code --coordinator-url} starts the membership and event threads once the server serves (the event thread also without one when
+ * the events trace records the stream). Closed before the stores: the last
  * events are flushed, then the server deregisters.
  */
 public final class FleetPart implements AutoCloseable {

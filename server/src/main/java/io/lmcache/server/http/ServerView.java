@@ -183,6 +183,10 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         Map<String, Object> jit = new LinkedHashMap<>(block(parts, "jit_warmup"));
         jit.put("gpu", block(parts, "gpu_warmups"));
         status.put("jit_warmup", jit);
+        Object eventsTrace = parts.get("events_trace"); // --trace-level events: the trace file and what it holds
+        if (eventsTrace != null) {
+            status.put("events_trace", eventsTrace);
+        }
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

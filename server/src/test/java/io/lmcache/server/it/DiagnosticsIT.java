@@ -125,6 +125,9 @@ class DiagnosticsIT {
                 worker.fill(blocks, 3);
                 assertTrue(worker.store(JavaWorker.tokens(4242, 2 * CHUNK), 0, 2 * CHUNK, blocks, "store-1"));
                 await().atMost(WAIT).until(() -> coordinator.placements().size() == 2);
+                JsonNode status = JSON.readTree(Http.get(server.httpBase() + "/status").body()).path("events_trace");
+                assertEquals(trace.toString(), status.path("path").asText(), status.toString());
+                assertTrue(status.path("records").asLong() >= 2, "the start mark and the first batches: " + status);
                 server.terminate(Duration.ofSeconds(30)); // SIGTERM: the shutdown closes the trace (its stop mark, below)
             }
             live = coordinator.placements();
