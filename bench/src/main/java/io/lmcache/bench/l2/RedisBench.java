@@ -64,6 +64,10 @@ public final class RedisBench {
         String loadBefore = Machine.loadAverages();
         String machine = Machine.describe();
         try (RedisNodes cluster = RedisNodes.cluster(3)) {
+            for (int node = 0; node < cluster.size(); node++) {
+                // the tests' 2 s node timeout would take a node that a loaded VM starves while it reads a value for failed (CLUSTERDOWN)
+                check(cluster.cli(node, "CONFIG", "SET", "cluster-node-timeout", "60000").strip().equals("OK"), "node timeout raised");
+            }
             run(cluster, chunks, rounds, polled, results, ("bench/run-redis.sh " + String.join(" ", args)).trim(), machine, loadBefore);
         }
     }
