@@ -25,10 +25,8 @@ public final class ValueWindow {
     /** Runs {@code send} now when a place is free, else later; {@code send} must lead to exactly one {@link #release}. */
     public void submit(Runnable send) {
         synchronized (this) {
-            if (closed) {
-                // after close every send fails at once (the link is closed): no window to wait for
-                inFlight++;
-            } else if (inFlight >= limit) {
+            // after close every send fails at once (the link is closed): no window to wait for
+            if (!closed && inFlight >= limit) {
                 waiting.add(send);
                 return;
             }
