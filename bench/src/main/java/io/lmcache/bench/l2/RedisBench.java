@@ -339,9 +339,10 @@ public final class RedisBench {
         StringBuilder md = new StringBuilder();
         Machine.sectionHead(md, "L2: the valkey adapter on a local 3-master Redis cluster", run);
         md.append(String.format(Locale.ROOT, "%d chunk objects of %d MiB (32 layers of FlashAttention NHD `[2, nb, 16, 8, 128]` bf16, %d MiB in"
-                + " all) a round, %d rounds, one CPU worker, `--l2-adapter '{\"type\":\"valkey\",\"startup_nodes\":...,\"cluster_mode\":true}'`"
-                + " (8 values in flight) against three redis-server masters (%s) on loopback, no persistence, every node flushed between"
-                + " rounds. Write-through: server A, from the STORE's reply (a prompt's copy into L1 took %.3f s) until %s. Load: server B (its own L1,"
+                + " all) a round, %d rounds, one CPU worker, `--l2-adapter '{\"type\":\"valkey\",\"startup_nodes\":...,\"cluster_mode\":true,"
+                + "\"request_timeout\":60}'` (8 values in flight; B with `--l2-prefetch-load-timeout 120`: a loaded VM slows a round instead of"
+                + " failing it) against three redis-server masters (%s) on loopback, no persistence, `cluster-node-timeout` 60 s, every node"
+                + " flushed between rounds. Write-through: server A, from the STORE's reply (a prompt's copy into L1 took %.3f s) until %s. Load: server B (its own L1,"
                 + " without the prompt) from the LOOKUP until QUERY_PREFETCH_STATUS answered %d, i.e. hashing, EXISTS per key, L1"
                 + " reservations and GETs. Plain Lettuce: the same number of values of the same size, in the bench's JVM, all SETs sent then"
                 + " awaited, then all GETs (byte[] values, one cluster connection). Each round alternates which goes first, the adapter or"
