@@ -51,15 +51,18 @@ public final class L2Tier implements AutoCloseable {
     private final WarmPrefetches warm;
     private final AgentRunner runner;
 
-    private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
-            L2Prefetcher lookupPrefetcher, L2EvictionController eviction, WarmPrefetches warm, AgentRunner runner) {
+    /** The loads from L2: LOOKUP's controller, its admission-wrapped hand-over, and the coordinator's warm prefetches. */
+    private record Loads(PrefetchController controller, L2Prefetcher lookup, WarmPrefetches warm) {}
+
+    private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, Loads loads, L2EvictionController eviction,
+            AgentRunner runner) {
         this.adapters = adapters;
         this.store = store;
         this.storeController = storeController;
-        this.prefetchController = prefetchController;
-        this.lookupPrefetcher = lookupPrefetcher;
+        this.prefetchController = loads.controller();
+        this.lookupPrefetcher = loads.lookup();
         this.eviction = eviction;
-        this.warm = warm;
+        this.warm = loads.warm();
         this.runner = runner;
     }
 
@@ -73,7 +76,7 @@ public final class L2Tier implements AutoCloseable {
         MemorySegment pool = l1.pool();
         ObjectShapes shapes = layouts.shapes();
         if (!settings.enabled()) {
-            return new L2Tier(List.of(), store, null, null, null, null, null, null);
+            return new L2Tier(List.of(), store, null, new Loads(null, null, null), null, null);
         }
         List<L2Adapter> adapters = openAdapters(settings.adapters());
         L2Metrics metrics = new L2Metrics(serverMetrics);
@@ -118,9 +121,8 @@ public final class L2Tier implements AutoCloseable {
                 + "write budget {} B/s per tenant", adapters.size(), settings.adapters().stream().map(L2AdapterSpec::type).toList(),
                 settings.storePolicy(), settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight(),
                 settings.admission().flagValue(), settings.admission().writeBudgetBytesPerSecond());
-        return new L2Tier(adapters, store, storeController, prefetchController, L1HitAdmission.wrap(prefetchController, gate, store,
-                storeController),
-                targets.isEmpty() ? null : new L2EvictionController(targets, metrics), warm, runner[0]);
+        return new L2Tier(adapters, store, storeController, new Loads(prefetchController, L1HitAdmission.wrap(prefetchController, gate, store,
+                storeController), warm), targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
     }
 
     private static List<L2Adapter> openAdapters(List<L2AdapterSpec> specs) {
