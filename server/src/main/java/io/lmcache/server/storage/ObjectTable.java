@@ -338,7 +338,7 @@ final class ObjectTable {
         object.touched = true;
         String salt = namespaces.salt(object.key.namespace());
         for (StoreListener listener : listeners) {
-            listener.read(object, salt);
+            listener.read(object, salt, this::keyOf);
         }
     }
 

@@ -38,8 +38,11 @@ public interface StoreListener {
         return false;
     }
 
-    /** Under the lock: a copy out of {@code object} served a read; {@code salt} is its namespace's cache salt. */
-    default void read(StoredObject object, String salt) { }
+    /**
+     * Under the lock: a copy out of {@code object} served a read; {@code salt} is its namespace's cache salt, {@code keys} names it
+     * in full for an entry that needs more.
+     */
+    default void read(StoredObject object, String salt, Keys keys) { }
 
     /**
      * Under the lock: {@code object} (of {@code model}) leaves L1 for {@code reason}; its state is still the one it had.
