@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
+import io.lmcache.server.testing.ReferenceCoordinator;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import java.nio.file.Path;
@@ -48,8 +49,11 @@ class WarmPrefetchIT {
 
     @Test
     void prefetchBringsL2ChunksBackIntoL1OnceReportedAndListingPagesThroughTheAdapter() throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625", "--l2-adapter",
-                "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}", "--http-admin-token", TOKEN, "--chunk-size", Integer.toString(CHUNK));
+        try (ReferenceCoordinator coordinator = ReferenceCoordinator.start("127.0.0.2");
+             ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625", "--l2-adapter",
+                "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}", "--http-admin-token", TOKEN, "--chunk-size", Integer.toString(CHUNK),
+                "--coordinator-url", coordinator.url(), "--coordinator-advertise-ip", "127.0.0.1", "--coordinator-heartbeat-interval", "0.2",
+                "--instance-id", "warm-a");
              JavaWorker worker = new JavaWorker(server.endpoint(), 51, MODEL, GEOMETRY)) {
             worker.register();
             int[] blocks = JavaWorker.range(0, CHUNKS * CHUNK / 16);
@@ -78,10 +82,33 @@ class WarmPrefetchIT {
             assertEquals(CHUNKS * CHUNK, Http.metric(server, "lmcache_mp_lookup_hit_l1_tokens_total"), "the LOOKUP hit L1");
             assertEquals(l2Hits, Http.metric(server, "lmcache_mp_lookup_hit_l2_tokens_total"), "and loaded nothing from L2");
 
+            fromTheCoordinator(server, coordinator);
             saltedChunkOnlyWithItsSalt(server, worker);
             refusals(server);
             listing(server);
         }
+    }
+
+    /** The coordinator calls without a token from its own address (LMCache's sends none): a prefetch, its poll, the listing. */
+    private static void fromTheCoordinator(ServerProcess server, ReferenceCoordinator coordinator) throws Exception {
+        await().atMost(WAIT).until(() -> !coordinator.instances().isEmpty());
+        clearL1(server);
+        var submitted = coordinator.call("warm-a", "POST", "/cache/prefetches", prefetch(TOKENS, ""));
+        assertEquals(202, submitted.statusCode(), submitted.body());
+        String id = JSON.readTree(submitted.body()).path("request_id").asText();
+        JsonNode[] done = {null};
+        await().atMost(WAIT).until(() -> {
+            var polled = coordinator.call("warm-a", "GET", "/cache/prefetches/" + id, null);
+            assertEquals(200, polled.statusCode(), polled.body());
+            JsonNode json = JSON.readTree(polled.body());
+            done[0] = json.path("status").asText().equals("completed") ? json : null;
+            return done[0] != null;
+        });
+        assertEquals(CHUNKS, done[0].path("found_keys").asInt(), done[0].toString());
+        assertEquals(404, coordinator.call("warm-a", "GET", "/cache/prefetches/" + id, null).statusCode());
+        var listed = coordinator.call("warm-a", "GET", "/cache/objects?tier=l2", null);
+        assertEquals(200, listed.statusCode(), listed.body());
+        assertEquals(CHUNKS, JSON.readTree(listed.body()).path("entries").size());
     }
 
     /** A salted chunk in L2: a prefetch without the salt or with another finds nothing; with it, the chunk. */
