@@ -342,6 +342,13 @@ final class ObjectTable {
         }
     }
 
+    /** {@code object} was loaded from L2 and published as an ordinary object, no reader waiting for it. */
+    void loaded(StoredObject object) {
+        for (StoreListener listener : listeners) {
+            listener.loaded(object, this::keyOf);
+        }
+    }
+
     /** A lock or pin on {@code object} ended: free it if a forced clear doomed it, else it may be evictable again. */
     void afterUnlock(StoredObject object) {
         if (object.readers == 0) {

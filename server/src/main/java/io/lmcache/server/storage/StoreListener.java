@@ -45,6 +45,12 @@ public interface StoreListener {
     default void read(StoredObject object, String salt, Keys keys) { }
 
     /**
+     * Under the lock: {@code object}, loaded from L2 with no reader waiting (a warm prefetch: LMCache's {@code finish_write}), was
+     * published as an ordinary object; its removal is announced as any published object's ({@link StoredObject#published}).
+     */
+    default void loaded(StoredObject object, Keys keys) { }
+
+    /**
      * Under the lock: {@code object} (of {@code model}) leaves L1 for {@code reason}; its state is still the one it had.
      * {@code keys} names it in full (salt, tags) for an entry that needs more than the model.
      */

@@ -28,9 +28,9 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * LMCache's warm prefetch and L2 listing (issue 49, fleet-and-operator-api.md §2.1, §2.2) on the real server over fs_native: chunks
  * written through to L2 and cleared from L1 come back into L1 by {@code POST /cache/prefetches}, retained and unlocked (a LOOKUP
- * then hits them in L1, nothing from L2); the completion is reported once, then 404; keys already resident count in
- * {@code missing_key_indices}; a salted chunk is reached only with its salt; {@code GET /cache/objects} pages through the
- * adapter's objects.
+ * then hits them in L1, nothing from L2; the coordinator hears them as L1 store events); the completion is reported once, then
+ * 404; keys already resident count in {@code missing_key_indices}; a salted chunk is reached only with its salt;
+ * {@code GET /cache/objects} pages through the adapter's objects.
  */
 @ExtendWith(ServerLogOnFailure.class)
 class WarmPrefetchIT {
@@ -53,7 +53,7 @@ class WarmPrefetchIT {
              ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "0.0625", "--l2-adapter",
                 "{\"type\":\"fs_native\",\"base_path\":\"" + dir + "\"}", "--http-admin-token", TOKEN, "--chunk-size", Integer.toString(CHUNK),
                 "--coordinator-url", coordinator.url(), "--coordinator-advertise-ip", "127.0.0.1", "--coordinator-heartbeat-interval", "0.2",
-                "--instance-id", "warm-a");
+                "--coordinator-event-reporting", "--coordinator-event-flush-interval", "0.1", "--instance-id", "warm-a");
              JavaWorker worker = new JavaWorker(server.endpoint(), 51, MODEL, GEOMETRY)) {
             worker.register();
             int[] blocks = JavaWorker.range(0, CHUNKS * CHUNK / 16);
@@ -93,6 +93,7 @@ class WarmPrefetchIT {
     private static void fromTheCoordinator(ServerProcess server, ReferenceCoordinator coordinator) throws Exception {
         await().atMost(WAIT).until(() -> !coordinator.instances().isEmpty());
         clearL1(server);
+        await().atMost(WAIT).until(() -> l1Placements(coordinator) == 0);
         var submitted = coordinator.call("warm-a", "POST", "/cache/prefetches", prefetch(TOKENS, ""));
         assertEquals(202, submitted.statusCode(), submitted.body());
         String id = JSON.readTree(submitted.body()).path("request_id").asText();
@@ -105,10 +106,15 @@ class WarmPrefetchIT {
             return done[0] != null;
         });
         assertEquals(CHUNKS, done[0].path("found_keys").asInt(), done[0].toString());
+        await("the loads announced as L1 store events").atMost(WAIT).until(() -> l1Placements(coordinator) == CHUNKS);
         assertEquals(404, coordinator.call("warm-a", "GET", "/cache/prefetches/" + id, null).statusCode());
         var listed = coordinator.call("warm-a", "GET", "/cache/objects?tier=l2", null);
         assertEquals(200, listed.statusCode(), listed.body());
         assertEquals(CHUNKS, JSON.readTree(listed.body()).path("entries").size());
+    }
+
+    private static long l1Placements(ReferenceCoordinator coordinator) {
+        return coordinator.placements().stream().filter(p -> p.tier().equals("l1") && p.instanceId().equals("warm-a")).count();
     }
 
     /** A salted chunk in L2: a prefetch without the salt or with another finds nothing; with it, the chunk. */
