@@ -229,8 +229,9 @@ final class ServerParts {
      */
     static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("data modules", "its feed hears the stores; it closes before them"),
             after("events trace", "the trace records the batches until the last flush")), b -> {
-                FleetPart fleet = b.onClose("fleet", FleetPart.open(config(b), b.require(L1Tier.class).store(),
-                        b.require(DataModules.class).l2().adapters(), b.optional(EventsTrace.class)));
+                L2Tier l2 = b.require(DataModules.class).l2();
+                FleetPart fleet = b.onClose("fleet", FleetPart.open(config(b), b.require(L1Tier.class).store(), l2.adapters(),
+                        b.optional(EventsTrace.class), l2.warmPrefetches()));
                 fleet.bindMetrics(metrics(b));
                 return fleet;
             });

@@ -57,6 +57,11 @@ public interface AdapterIo {
     /** Removes {@code key} (the skeleton never asks for a locked one). */
     void delete(L2Key key, Consumer<Deleted> done);
 
+    /** {@link L2Adapter#listKeys}: the default cannot list. May block; may throw as that method says. */
+    default KeyPage listKeys(String model, int pageSize, String cursor) {
+        throw new UnsupportedOperationException(typeName() + " cannot list its keys");
+    }
+
     /** The adapter's {@code /status} entry; always has {@code is_healthy}. */
     Map<String, Object> status();
 

@@ -186,6 +186,15 @@ public final class AsyncL2Adapter implements L2Adapter {
         return unlocked.stream().filter(removed::contains).toList();
     }
 
+    /** Straight to the I/O: a listing reads the storage, never the key locks or the ledger. */
+    @Override
+    public KeyPage listKeys(String model, int pageSize, String cursor) {
+        if (pageSize < 1) {
+            throw new IllegalArgumentException("page_size must be >= 1");
+        }
+        return io.listKeys(model, pageSize, cursor);
+    }
+
     @Override
     public AdapterUsage usage() {
         return ledger.usage();

@@ -357,6 +357,45 @@ final class FsNativeFiles {
         return new Scan(files, unrecognized, truncated);
     }
 
+    /**
+     * A page of the object files in the base directory in name order (LMCache object names only, of {@code model} when not null;
+     * links and other non-files skipped, never followed; an object in a foreign layout, whose key has no LMCache name, left out).
+     * The cursor is the last name of the page before: a directory's order changes as files come and go, a name's does not, so a
+     * page never repeats a file and a file present throughout is listed once. Each page reads the whole directory, keeping only
+     * {@code pageSize} + 1 names.
+     */
+    KeyPage list(String model, int pageSize, String afterName) throws IOException {
+        // the largest on top: past pageSize + 1 the largest is dropped, so the queue keeps the page and whether there is more
+        PriorityQueue<KeyPage.Entry> smallest = new PriorityQueue<>(Comparator.comparing((KeyPage.Entry e) -> fileName(e.key())).reversed());
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(base, "*.data")) {
+            for (Path entry : entries) {
+                String name = entry.getFileName().toString();
+                if (afterName != null && name.compareTo(afterName) <= 0) {
+                    continue;
+                }
+                L2Key key = parse(name);
+                if (key == null || key.layoutTag() != 0 || (model != null && !model.equals(key.model()))) {
+                    continue;
+                }
+                BasicFileAttributes attributes = attributes(entry);
+                if (attributes == null || !attributes.isRegularFile()) {
+                    continue;
+                }
+                smallest.add(new KeyPage.Entry(key, attributes.size()));
+                if (smallest.size() > pageSize + 1) {
+                    smallest.poll();
+                }
+            }
+        }
+        List<KeyPage.Entry> page = new ArrayList<>(smallest);
+        page.sort(Comparator.comparing(e -> fileName(e.key())));
+        boolean more = page.size() > pageSize;
+        if (more) {
+            page = page.subList(0, pageSize);
+        }
+        return new KeyPage(page, more ? fileName(page.getLast().key()) : null);
+    }
+
     /** Temporary files of writers that are gone: they are never read, only taking space. */
     List<Path> staleTemporaries(long olderThanMs) throws IOException {
         List<Path> stale = new ArrayList<>();

@@ -1,10 +1,13 @@
 package io.lmcache.server.l2;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -272,6 +275,31 @@ public final class FsNativeIo implements AdapterIo {
             scanner.join(SCAN_JOIN_MS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+    }
+
+    // --- listing ---------------------------------------------------------------------------------
+
+    /** The cursor is the page's last file name, base64url: opaque to the caller, checked to be a name this adapter gives. */
+    @Override
+    public KeyPage listKeys(String model, int pageSize, String cursor) {
+        String after = null;
+        if (cursor != null) {
+            try {
+                after = new String(Base64.getUrlDecoder().decode(cursor), StandardCharsets.UTF_8);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("page_token is not one this adapter gave");
+            }
+            if (FsNativeFiles.parse(after) == null) {
+                throw new IllegalArgumentException("page_token is not one this adapter gave");
+            }
+        }
+        try {
+            KeyPage page = files.list(model, pageSize, after);
+            return page.nextCursor() == null ? page : new KeyPage(page.entries(),
+                    Base64.getUrlEncoder().withoutPadding().encodeToString(page.nextCursor().getBytes(StandardCharsets.UTF_8)));
+        } catch (IOException e) {
+            throw new UncheckedIOException("listing " + logBase() + " failed", e);
         }
     }
 

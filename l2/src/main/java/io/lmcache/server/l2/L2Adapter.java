@@ -53,6 +53,16 @@ public interface L2Adapter extends AutoCloseable {
         return List.of();
     }
 
+    /**
+     * A page of the keys resident in the adapter (LMCache's {@code list_l2_keys}), for the operator's {@code GET /cache/objects}:
+     * {@code model} null lists every model; {@code cursor} null starts, else it is a {@link KeyPage#nextCursor} this adapter gave.
+     * Blocking (a directory walk, a SCAN): never call it on a controller thread. Throws {@link UnsupportedOperationException}
+     * when the adapter cannot list (the default), {@link IllegalArgumentException} for a cursor it never gave.
+     */
+    default KeyPage listKeys(String model, int pageSize, String cursor) {
+        throw new UnsupportedOperationException(typeName() + " cannot list its keys");
+    }
+
     AdapterUsage usage();
 
     /** Whether L2 eviction can bound this adapter by bytes (it knows its capacity). */

@@ -2,6 +2,8 @@ package io.lmcache.server.l2;
 
 import java.util.HexFormat;
 import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The identity of one object in L2 (hybrid-and-l2.md §A.6, §B.6): LMCache's {@code ObjectKey} (model, packed kv rank, object
@@ -69,6 +71,21 @@ public record L2Key(String model, int kvRank, int objectGroup, L2Hash hash, Stri
     /** {@code model@{kv_rank:08x}@{og:x}@{hash hex}[@salt]} (with {@code @f{tag}} after the group for a foreign layout). */
     public String wireKey() {
         return model + "@" + kvRankHex() + groupFields() + "@" + hashHex() + (salt.isEmpty() ? "" : "@" + salt);
+    }
+
+    /** Model, rank, group, our layout tag (foreign layouts only), hash, salt: LMCache forbids '@' in model and salt. */
+    private static final Pattern WIRE = Pattern.compile("([^@]+)@([0-9a-f]{8})@([0-9a-f]{1,8})(?:@f([0-9a-f]{1,8}))?@([0-9a-f]{64})(?:@([^@]+))?",
+            Pattern.DOTALL);
+
+    /** The key whose {@link #wireKey} is {@code wire}, or null when it is none (another version's name, a stranger's object). */
+    public static L2Key parseWireKey(String wire) {
+        Matcher m = WIRE.matcher(wire);
+        if (!m.matches()) {
+            return null;
+        }
+        L2Key key = new L2Key(m.group(1), Integer.parseUnsignedInt(m.group(2), 16), Integer.parseUnsignedInt(m.group(3), 16),
+                L2Hash.parse(m.group(5)), m.group(6) == null ? "" : m.group(6), m.group(4) == null ? 0 : Integer.parseUnsignedInt(m.group(4), 16), "");
+        return wire.equals(key.wireKey()) ? key : null;
     }
 
     @Override

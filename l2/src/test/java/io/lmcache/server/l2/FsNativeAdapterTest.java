@@ -468,4 +468,58 @@ class FsNativeAdapterTest {
             assertEquals(0L, adapter.status().get("odirect_fallbacks"), "aligned 64 KiB objects go through O_DIRECT on " + Files.getFileStore(dir).type());
         }
     }
+
+    /**
+     * The listing pages in name order through the LMCache-named files only (no link, no stranger's name, no block-order fallback
+     * object), each once even when a file arrives mid-listing, with its size; a model filter; a cursor it never gave is refused.
+     */
+    @Test
+    void listingPagesThroughTheObjectFilesOnceInNameOrderFollowingNoLink() throws Exception {
+        L2Adapter adapter = adapter("");
+        List<L2Key> keys = new ArrayList<>();
+        for (int i = 1; i <= 5; i++) {
+            keys.add(i == 5 ? L2Key.of("org/model", L2Key.packKvRank(4, 3), 0, new L2Hash(5, 5, 0, 0), "tenant-a") : key(i));
+            Files.write(dir.resolve(FsNativeFiles.fileName(keys.getLast())), new byte[100 + i]);
+        }
+        L2Key other = L2Key.of("other", L2Key.packKvRank(1, 0), 0, new L2Hash(9, 9, 0, 0), "");
+        Files.write(dir.resolve(FsNativeFiles.fileName(other)), new byte[7]);
+        L2Key foreign = new L2Key("org/model", L2Key.packKvRank(4, 3), 0, new L2Hash(8, 8, 0, 0), "", 3, "");
+        Files.write(dir.resolve(FsNativeFiles.fileName(foreign)), new byte[7]);
+        Files.write(dir.resolve("stranger.data"), new byte[7]);
+        Path target = Files.write(dir.resolve("elsewhere.bin"), new byte[7]);
+        Files.createSymbolicLink(dir.resolve(FsNativeFiles.fileName(L2Key.of("org/model", L2Key.packKvRank(4, 3), 0,
+                new L2Hash(7, 7, 0, 0), ""))), target);
+
+        List<L2Key> listed = new ArrayList<>();
+        String cursor = null;
+        int pages = 0;
+        do {
+            KeyPage page = adapter.listKeys("org/model", 2, cursor);
+            for (KeyPage.Entry entry : page.entries()) {
+                listed.add(entry.key());
+                assertEquals(100 + keys.indexOf(entry.key()) + 1, entry.sizeBytes(), entry.toString());
+            }
+            if (pages == 0) { // a file arriving mid-listing is listed once or (sorted before the cursor) not at all
+                Files.write(dir.resolve(FsNativeFiles.fileName(key(6))), new byte[106]);
+                keys.add(key(6));
+            }
+            cursor = page.nextCursor();
+            pages++;
+        } while (cursor != null && pages < 10);
+        assertEquals(listed.size(), listed.stream().distinct().count(), "each once: " + listed);
+        assertTrue(listed.containsAll(keys.subList(0, 5)), "every object present throughout: " + listed);
+        assertTrue(listed.stream().allMatch(keys::contains), "no link, stranger, foreign layout or other model: " + listed);
+        assertEquals(List.of("tenant-a"), listed.stream().map(L2Key::salt).filter(salt -> !salt.isEmpty()).toList());
+        assertEquals(List.of(other), adapter.listKeys("other", 10, null).entries().stream().map(KeyPage.Entry::key).toList());
+        assertNull(adapter.listKeys(null, 10, null).nextCursor(), "everything fits one page of 10");
+        assertEquals(7, adapter.listKeys(null, 10, null).entries().size(), "six of org/model and one of other");
+        for (String bad : List.of("%%%", "bm90LWEtbmFtZQ")) {
+            try {
+                adapter.listKeys(null, 10, bad);
+                throw new AssertionError("a cursor the adapter never gave: " + bad);
+            } catch (IllegalArgumentException expected) {
+                // LMCache's ValueError: the route's 400
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@ import io.lmcache.server.logging.LogText;
 import io.lmcache.server.metrics.FleetCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.storage.ObjectStore;
+import io.lmcache.server.tier.WarmPrefetches;
 import java.net.InetAddress;
 import java.net.URI;
 import java.net.UnknownHostException;
@@ -39,11 +40,13 @@ public final class FleetPart implements AutoCloseable {
     private final CacheEventStream events;
     private final Membership membership;
     private final Set<InetAddress> coordinatorAddresses;
+    private final WarmPrefetchRoute prefetches;
 
-    private FleetPart(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder) {
+    private FleetPart(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder, WarmPrefetches warm) {
         this.settings = config.fleet();
         this.store = store;
         this.adapters = List.copyOf(adapters);
+        this.prefetches = new WarmPrefetchRoute(warm);
         long incarnation = settings.enabled() || recorder != null ? incarnation() : 0;
         http = settings.enabled() ? new CoordinatorHttp(settings.coordinatorUrl()) : null;
         // the stream runs for the coordinator (--coordinator-event-reporting) and for the events trace, either or both (LMCache's
@@ -73,12 +76,17 @@ public final class FleetPart implements AutoCloseable {
 
     /** Builds the part; with a coordinator the event feed is chained into the stores now (before the first STORE). */
     public static FleetPart open(ServerConfig config, ObjectStore store, List<L2Adapter> adapters) {
-        return new FleetPart(config, store, adapters, null);
+        return new FleetPart(config, store, adapters, null, null);
     }
 
     /** As {@link #open(ServerConfig, ObjectStore, List)}, the stamped batches also going to {@code recorder} (null: none). */
     public static FleetPart open(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder) {
-        return new FleetPart(config, store, adapters, recorder);
+        return new FleetPart(config, store, adapters, recorder, null);
+    }
+
+    /** As {@link #open(ServerConfig, ObjectStore, List, BatchRecorder)}, with the L2 tier's warm prefetches ({@code warm}, null without L2). */
+    public static FleetPart open(ServerConfig config, ObjectStore store, List<L2Adapter> adapters, BatchRecorder recorder, WarmPrefetches warm) {
+        return new FleetPart(config, store, adapters, recorder, warm);
     }
 
     /**
@@ -127,10 +135,15 @@ public final class FleetPart implements AutoCloseable {
     /** The routes the coordinator calls, on the API listener. */
     public void route(HttpApi api, AdminGuard guard) {
         CacheObjectsRoute.register(api, new ObjectControl(store, adapters), guard, this::isCoordinator);
+        prefetches.register(api, guard, this::isCoordinator);
     }
 
-    /** Binds the series (a fleet without a coordinator has none). */
+    /** Binds the series (a fleet without a coordinator has only the warm prefetches'). */
     public void bindMetrics(ServerMetrics metrics) {
+        metrics.functionCounter(FleetCatalogue.WARM_PREFETCHES, prefetches, r -> r.submitted.sum(), "submitted");
+        metrics.functionCounter(FleetCatalogue.WARM_PREFETCHES, prefetches, r -> r.noop.sum(), "noop");
+        metrics.functionCounter(FleetCatalogue.WARM_PREFETCHES, prefetches, r -> r.refused.sum(), "refused");
+        metrics.functionCounter(FleetCatalogue.WARM_PREFETCHES, prefetches, r -> r.full.sum(), "full");
         if (membership != null) {
             metrics.functionCounter(FleetCatalogue.REGISTRATIONS, membership, m -> m.registrations.sum());
             metrics.functionCounter(FleetCatalogue.HEARTBEATS, membership, m -> m.heartbeats.sum());

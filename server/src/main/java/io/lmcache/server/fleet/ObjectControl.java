@@ -3,6 +3,7 @@ package io.lmcache.server.fleet;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.lmcache.server.http.CacheObjectsRoute;
 import io.lmcache.server.http.HttpApi;
+import io.lmcache.server.l2.KeyPage;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.storage.ObjectStore;
@@ -23,6 +24,8 @@ import org.slf4j.LoggerFactory;
 public final class ObjectControl implements CacheObjectsRoute.Objects {
     private static final Logger LOG = LoggerFactory.getLogger(ObjectControl.class);
     static final int MAX_KEYS = 10_000;
+    /** LMCache's {@code _MAX_PAGE_SIZE}. */
+    static final int MAX_PAGE_SIZE = 5000;
 
     private final ObjectStore store;
     private final List<L2Adapter> adapters;
@@ -108,8 +111,10 @@ public final class ObjectControl implements CacheObjectsRoute.Objects {
     }
 
     /**
-     * The paginated L2 listing: only {@code tier=l2} (as LMCache), {@code page_size} 1..5000. No adapter here can enumerate its
-     * keys yet, so a valid request is answered 503, LMCache's answer for "the adapter cannot list".
+     * The paginated L2 listing (LMCache's {@code ObjectService.list_objects}): only {@code tier=l2}, {@code page_size} 1..5000,
+     * the named adapter (default: the first). An adapter that cannot list answers 503 as LMCache's; a token it never gave, 400.
+     * Salted objects are listed with their {@code cache_salt}, as LMCache's: the route is the admin's and the coordinator's (who
+     * names them to evict them), and it shows names and sizes, never bytes.
      */
     @Override
     public HttpApi.Response list(Map<String, String> query) {
@@ -118,18 +123,44 @@ public final class ObjectControl implements CacheObjectsRoute.Objects {
             return detail(400, "only tier=l2 can be listed, got " + LogText.clip(tier));
         }
         String pageSize = query.getOrDefault("page_size", "500");
-        if (!pageSize.matches("\\d{1,4}") || Integer.parseInt(pageSize) < 1 || Integer.parseInt(pageSize) > 5000) {
-            return detail(400, "page_size must be in 1..5000");
+        if (!pageSize.matches("\\d{1,4}") || Integer.parseInt(pageSize) < 1 || Integer.parseInt(pageSize) > MAX_PAGE_SIZE) {
+            return detail(400, "page_size must be in 1.." + MAX_PAGE_SIZE);
         }
         if (adapters.isEmpty()) {
             return detail(503, "no L2 adapter is configured");
         }
-        L2Adapter adapter = query.containsKey("adapter") ? adapters.stream().filter(a -> a.typeName().equals(query.get("adapter")))
-                .findFirst().orElse(null) : adapters.getFirst();
+        L2Adapter adapter = query.containsKey("adapter") && !query.get("adapter").isEmpty() ? adapters.stream()
+                .filter(a -> a.typeName().equals(query.get("adapter"))).findFirst().orElse(null) : adapters.getFirst();
         if (adapter == null) {
             return detail(404, "no L2 adapter of type " + LogText.clip(query.get("adapter")));
         }
-        return detail(503, "the " + adapter.typeName() + " adapter cannot list its keys");
+        String model = query.get("model_name");
+        String token = query.get("page_token");
+        KeyPage page;
+        try {
+            page = adapter.listKeys(model == null || model.isEmpty() ? null : model, Integer.parseInt(pageSize),
+                    token == null || token.isEmpty() ? null : token);
+        } catch (UnsupportedOperationException e) {
+            return detail(503, "the " + adapter.typeName() + " adapter cannot list its keys");
+        } catch (IllegalArgumentException e) {
+            return detail(400, LogText.clip(e.getMessage()));
+        } catch (RuntimeException e) {
+            LOG.warn("GET /cache/objects: the {} adapter failed to list: {}", adapter.typeName(), LogText.clip(e.toString()));
+            return detail(503, "the " + adapter.typeName() + " adapter failed to list: " + LogText.clip(e.getMessage()));
+        }
+        List<Map<String, Object>> entries = new ArrayList<>(page.entries().size());
+        for (KeyPage.Entry entry : page.entries()) {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("key", EncodedKey.of(entry.key()).toJson());
+            out.put("size_bytes", entry.sizeBytes());
+            entries.add(out);
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("adapter", adapter.typeName());
+        out.put("shared", false);
+        out.put("entries", entries);
+        out.put("next_page_token", page.nextCursor());
+        return HttpApi.Response.json(200, out);
     }
 
     static HttpApi.Response detail(int status, String message) {

@@ -13,7 +13,8 @@ import java.util.List;
 /**
  * Feeds the event stream from the stores: L1 commits become {@code store} events and every L1 removal (eviction, expiry, clear,
  * {@code DELETE /cache/objects}) of a published object a {@code delete} event, as an entry of the store's listener list; each L2
- * adapter's stores, deletes and loads become its own. Under the store's lock it only encodes the key and enqueues.
+ * adapter's stores, deletes and loads become its own, L1 reads {@code access} events, and a warm prefetch's loads L1
+ * {@code store} events. Under the store's lock it only encodes the key and enqueues.
  */
 final class StoreFeed implements StoreListener {
     private final CacheEventSink sink;
@@ -37,6 +38,31 @@ final class StoreFeed implements StoreListener {
             sink.stored(CacheEventSink.Place.L1_DRAM, EncodedKey.of(key), object.bytes());
         }
         return false;
+    }
+
+    /**
+     * A warm prefetch's load, published as an ordinary object: a {@code store} event as LMCache's {@code finish_write} gives (its
+     * removal is announced too), so the coordinator's directory sees the object moved here (LMCache's moves).
+     */
+    @Override
+    public void loaded(StoredObject object, Keys keys) {
+        ChunkKey key = keys.keyOf(object);
+        if (!key.hasTags()) {
+            sink.stored(CacheEventSink.Place.L1_DRAM, EncodedKey.of(key), object.bytes());
+        }
+    }
+
+    /**
+     * A copy out of an L1 object served a RETRIEVE: an {@code access} event (tier {@code l1}, backend "", §1.4.2), which keeps the
+     * coordinator's LRU order of this server's L1 placements. LMCache sends one per key at a request's end; a chunk is read once
+     * per request, so one per read is the same keys.
+     */
+    @Override
+    public void read(StoredObject object, String salt, Keys keys) {
+        ChunkKey key = keys.keyOf(object);
+        if (!key.hasTags()) {
+            sink.accessed(CacheEventSink.Place.L1_DRAM, EncodedKey.of(key)); // the stream sends access with backend ""
+        }
     }
 
     @Override

@@ -12,7 +12,9 @@ public enum FleetCatalogue implements CatalogueEntry {
     EVENTS_DROPPED(counter("lmcache_mp.cache_events.events_dropped", "cache events lost before delivery, by reason", "reason")),
     PUBLISH_RETRIES(counter("lmcache_mp.cache_events.publish_retries", "POST /events attempts to be retried (transport error, 5xx, 408, 429)")),
     BATCHES_POSTED(counter("lmcache_mp.cache_events.batches_posted", "cache-event batches the coordinator accepted")),
-    SPOOL_DEPTH(gauge("lmcache_mp.cache_events.spool_depth", "cache-event entries waiting for delivery"));
+    SPOOL_DEPTH(gauge("lmcache_mp.cache_events.spool_depth", "cache-event entries waiting for delivery")),
+    WARM_PREFETCHES(counter("lmcache_mp.warm_prefetch.requests", "POST /cache/prefetches by outcome (submitted, noop, refused: "
+            + "400/413/422/503, full: too many jobs held)", "outcome"));
 
     private final MeterSpec spec;
 

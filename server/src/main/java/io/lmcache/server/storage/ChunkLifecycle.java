@@ -140,7 +140,7 @@ public final class ChunkLifecycle implements StoreListener {
 
     /** A copy out of the chunk served a RETRIEVE. */
     @Override
-    public void read(StoredObject object, String salt) {
+    public void read(StoredObject object, String salt, Keys keys) {
         long accesses = countAccess(salt);
         Touch touch = sampled.get(object);
         if (touch == null) {

@@ -441,7 +441,8 @@ public final class ObjectStore {
      * Publishes an object filled from L2 and takes {@code readers} read locks on it at once (LMCache's
      * {@code finish_write_and_reserve_read}), so it is never visible unlocked; {@code temporary}: freed when the last lock goes.
      * Null when the reservation was reclaimed meanwhile. With no readers nothing would ever release it, so it is kept as an
-     * ordinary object. The locks are the load's own request, not a second use (the policy sees it as new).
+     * ordinary object (LMCache's {@code finish_write}, a warm prefetch's: its listeners hear it as {@link StoreListener#loaded}).
+     * The locks are the load's own request, not a second use (the policy sees it as new).
      */
     public ReadLock commitLoaded(StoredObject object, int readers, boolean temporary) {
         lock.lock();
@@ -451,6 +452,7 @@ public final class ObjectStore {
             }
             if (readers <= 0) {
                 table.relinkIfUnlocked(object);
+                table.loaded(object);
                 return null;
             }
             object.temporary = temporary;

@@ -338,7 +338,14 @@ final class ObjectTable {
         object.touched = true;
         String salt = namespaces.salt(object.key.namespace());
         for (StoreListener listener : listeners) {
-            listener.read(object, salt);
+            listener.read(object, salt, this::keyOf);
+        }
+    }
+
+    /** {@code object} was loaded from L2 and published as an ordinary object, no reader waiting for it. */
+    void loaded(StoredObject object) {
+        for (StoreListener listener : listeners) {
+            listener.loaded(object, this::keyOf);
         }
     }
 

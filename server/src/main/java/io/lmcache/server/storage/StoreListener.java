@@ -38,8 +38,17 @@ public interface StoreListener {
         return false;
     }
 
-    /** Under the lock: a copy out of {@code object} served a read; {@code salt} is its namespace's cache salt. */
-    default void read(StoredObject object, String salt) { }
+    /**
+     * Under the lock: a copy out of {@code object} served a read; {@code salt} is its namespace's cache salt, {@code keys} names it
+     * in full for an entry that needs more.
+     */
+    default void read(StoredObject object, String salt, Keys keys) { }
+
+    /**
+     * Under the lock: {@code object}, loaded from L2 with no reader waiting (a warm prefetch: LMCache's {@code finish_write}), was
+     * published as an ordinary object; its removal is announced as any published object's ({@link StoredObject#published}).
+     */
+    default void loaded(StoredObject object, Keys keys) { }
 
     /**
      * Under the lock: {@code object} (of {@code model}) leaves L1 for {@code reason}; its state is still the one it had.

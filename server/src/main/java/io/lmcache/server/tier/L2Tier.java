@@ -48,16 +48,21 @@ public final class L2Tier implements AutoCloseable {
     /** The LOOKUP path's prefetcher: {@link #prefetchController}, behind {@link L1HitAdmission} under a frequency admission. */
     private final L2Prefetcher lookupPrefetcher;
     private final L2EvictionController eviction;
+    private final WarmPrefetches warm;
     private final AgentRunner runner;
 
-    private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, PrefetchController prefetchController,
-            L2Prefetcher lookupPrefetcher, L2EvictionController eviction, AgentRunner runner) {
+    /** The loads from L2: LOOKUP's controller, its admission-wrapped hand-over, and the coordinator's warm prefetches. */
+    private record Loads(PrefetchController controller, L2Prefetcher lookup, WarmPrefetches warm) {}
+
+    private L2Tier(List<L2Adapter> adapters, ObjectStore store, StoreController storeController, Loads loads, L2EvictionController eviction,
+            AgentRunner runner) {
         this.adapters = adapters;
         this.store = store;
         this.storeController = storeController;
-        this.prefetchController = prefetchController;
-        this.lookupPrefetcher = lookupPrefetcher;
+        this.prefetchController = loads.controller();
+        this.lookupPrefetcher = loads.lookup();
         this.eviction = eviction;
+        this.warm = loads.warm();
         this.runner = runner;
     }
 
@@ -71,7 +76,7 @@ public final class L2Tier implements AutoCloseable {
         MemorySegment pool = l1.pool();
         ObjectShapes shapes = layouts.shapes();
         if (!settings.enabled()) {
-            return new L2Tier(List.of(), store, null, null, null, null, null);
+            return new L2Tier(List.of(), store, null, new Loads(null, null, null), null, null);
         }
         List<L2Adapter> adapters = openAdapters(settings.adapters());
         L2Metrics metrics = new L2Metrics(serverMetrics);
@@ -100,13 +105,15 @@ public final class L2Tier implements AutoCloseable {
         StoreController storeController = new StoreController(adapters, l1, settings.skipL1(), layouts,
                 new StoreController.Admission(gate, store.poolBytes() / 4), metrics, wake);
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
-        PrefetchController prefetchController = new PrefetchController(new PrefetchContext(adapters, store, pool,
-                chunkSize, PrefixFold.LEADING_RUN, settings.retainPrefetched(), metrics), shapes, settings.prefetchMaxInFlight(), wake,
+        PrefetchContext prefetchContext = new PrefetchContext(adapters, store, pool, chunkSize, PrefixFold.LEADING_RUN,
+                settings.retainPrefetched(), metrics);
+        PrefetchController prefetchController = new PrefetchController(prefetchContext, shapes, settings.prefetchMaxInFlight(), wake,
                 System::nanoTime, settings.prefetchLoadTimeoutNs());
+        WarmPrefetches warm = new WarmPrefetches(prefetchContext, shapes, wake, System::nanoTime);
         List<L2Lru> lrus = targets.stream().map(L2EvictionController.Target::lru).toList();
         // runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
         prefetchController.touchWith(keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));
-        runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController)),
+        runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController, warm)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));
         store.listen(storeController);
@@ -114,9 +121,8 @@ public final class L2Tier implements AutoCloseable {
                 + "write budget {} B/s per tenant", adapters.size(), settings.adapters().stream().map(L2AdapterSpec::type).toList(),
                 settings.storePolicy(), settings.retainPrefetched() ? "retain" : "default", settings.prefetchMaxInFlight(),
                 settings.admission().flagValue(), settings.admission().writeBudgetBytesPerSecond());
-        return new L2Tier(adapters, store, storeController, prefetchController, L1HitAdmission.wrap(prefetchController, gate, store,
-                storeController),
-                targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
+        return new L2Tier(adapters, store, storeController, new Loads(prefetchController, L1HitAdmission.wrap(prefetchController, gate, store,
+                storeController), warm), targets.isEmpty() ? null : new L2EvictionController(targets, metrics), runner[0]);
     }
 
     private static List<L2Adapter> openAdapters(List<L2AdapterSpec> specs) {
@@ -147,6 +153,11 @@ public final class L2Tier implements AutoCloseable {
         return lookupPrefetcher;
     }
 
+    /** The coordinator's warm prefetches ({@code POST /cache/prefetches}), or null without L2. */
+    public WarmPrefetches warmPrefetches() {
+        return warm;
+    }
+
     /** The write-through, whose {@link StoreController#flush} a window commit uses; null without L2. */
     public StoreController storeController() {
         return storeController;
@@ -174,6 +185,7 @@ public final class L2Tier implements AutoCloseable {
         if (storeController != null) {
             storage.put("store_controller", storeController.status());
             storage.put("prefetch_controller", prefetchController.status());
+            storage.put("warm_prefetch", warm.status());
         }
     }
 

@@ -18,6 +18,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.StreamSupport;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -60,6 +61,11 @@ class FleetIT {
             await().atMost(WAIT).until(() -> l1Keys(coordinator).size() == 2);
             List<JsonNode> keys = l1Keys(coordinator);
             assertEquals("fleet/model", keys.getFirst().path("model_name").asText());
+            // a RETRIEVE's reads are access events (tier l1, backend ""), naming the keys the store events named
+            assertEquals(2, worker.lookup(tokens, 2 * CHUNK, "lookup-0", 1, 1));
+            assertTrue(worker.retrieve(tokens, 0, 2 * CHUNK, JavaWorker.range(2 * CHUNK / 16, 2 * CHUNK / 16), 0, "lookup-0"));
+            await().atMost(WAIT).until(() -> accessed(coordinator).size() == 2);
+            assertEquals(keys, accessed(coordinator));
 
             // the same call from the test's own address (not the coordinator's) needs the admin token
             HttpResponse<String> refused = delete(server, keys, null);
@@ -202,6 +208,14 @@ class FleetIT {
     private static List<JsonNode> l1Keys(ReferenceCoordinator coordinator) {
         return coordinator.placements().stream().filter(p -> p.tier().equals("l1") && p.instanceId().equals("fleet-a"))
                 .map(ReferenceCoordinator.Placement::key).sorted((a, b) -> a.toString().compareTo(b.toString())).toList();
+    }
+
+    /** The keys of the access events admitted (tier l1, backend ""), sorted as {@link #l1Keys}. */
+    private static List<JsonNode> accessed(ReferenceCoordinator coordinator) {
+        return coordinator.admitted().stream().filter(b -> b.path("event_type").asText().equals("access")
+                && b.path("tier").asText().equals("l1") && b.path("backend").asText().isEmpty())
+                .flatMap(b -> StreamSupport.stream(b.path("entries").spliterator(), false))
+                .map(e -> e.path("key")).sorted((a, b) -> a.toString().compareTo(b.toString())).toList();
     }
 
     private static HttpResponse<String> delete(ServerProcess server, List<JsonNode> keys, String token) throws Exception {

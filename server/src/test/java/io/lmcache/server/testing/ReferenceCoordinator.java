@@ -152,6 +152,15 @@ public final class ReferenceCoordinator implements AutoCloseable {
 
     /** The eviction dispatcher: {@code DELETE /cache/objects} on a registered server, from this coordinator's address. */
     public HttpResponse<String> deleteObjects(String instanceId, List<JsonNode> keys, String tier, boolean force) {
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("keys", keys);
+        body.put("tier", tier);
+        body.put("force", force);
+        return call(instanceId, "DELETE", "/cache/objects", body);
+    }
+
+    /** A call to a registered instance's HTTP port from the coordinator's address, as LMCache's coordinator makes it (no token). */
+    public HttpResponse<String> call(String instanceId, String method, String path, Object body) {
         Instance instance;
         synchronized (this) {
             instance = instances.get(instanceId);
@@ -159,13 +168,10 @@ public final class ReferenceCoordinator implements AutoCloseable {
         if (instance == null) {
             throw new IllegalStateException("no instance " + instanceId);
         }
-        Map<String, Object> body = new LinkedHashMap<>();
-        body.put("keys", keys);
-        body.put("tier", tier);
-        body.put("force", force);
         try {
-            HttpRequest request = HttpRequest.newBuilder(URI.create("http://" + instance.ip() + ":" + instance.httpPort() + "/cache/objects"))
-                    .header("Content-Type", "application/json").method("DELETE", HttpRequest.BodyPublishers.ofByteArray(JSON.writeValueAsBytes(body)))
+            HttpRequest request = HttpRequest.newBuilder(URI.create("http://" + instance.ip() + ":" + instance.httpPort() + path))
+                    .header("Content-Type", "application/json").method(method, body == null ? HttpRequest.BodyPublishers.noBody()
+                            : HttpRequest.BodyPublishers.ofByteArray(JSON.writeValueAsBytes(body)))
                     .timeout(Duration.ofSeconds(10)).build();
             return client.send(request, HttpResponse.BodyHandlers.ofString());
         } catch (IOException e) {

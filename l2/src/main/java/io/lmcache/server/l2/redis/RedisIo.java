@@ -8,15 +8,19 @@ import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.CommandType;
 import io.lmcache.server.l2.AdapterIo;
 import io.lmcache.server.l2.AdapterLedger;
+import io.lmcache.server.l2.KeyPage;
 import io.lmcache.server.l2.L2Key;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
@@ -96,6 +100,56 @@ public final class RedisIo implements AdapterIo {
     /** The key under {@code keyPrefix} ("" for none), as {@link #wireKey(L2Key)}. */
     static String wireKey(String keyPrefix, L2Key key) {
         return keyPrefix.isEmpty() ? key.wireKey() : keyPrefix + "@" + key.wireKey();
+    }
+
+    /**
+     * SCAN over the masters in address order ({@code MATCH [prefix@]model@*}, {@code COUNT page_size}), each key's size by STRLEN.
+     * The cursor is {@code master index:SCAN cursor}. SCAN's COUNT is a hint, so a page holds about {@code pageSize} entries (names
+     * that are no LMCache key, or carry this server's block-order tag, are left out); a key present throughout is listed at least
+     * once (SCAN's guarantee) while the cluster's masters stay the same. Blocks the caller, each step bounded.
+     */
+    @Override
+    public KeyPage listKeys(String model, int pageSize, String cursor) {
+        List<String> masters = link.masters();
+        int node = 0;
+        String scan = "0";
+        if (cursor != null) {
+            int colon = cursor.indexOf(':');
+            if (colon < 1 || colon > 4 || !cursor.substring(0, colon).matches("\\d+") || !cursor.substring(colon + 1).matches("\\d{1,20}")) {
+                throw new IllegalArgumentException("page_token is not one this adapter gave");
+            }
+            node = Integer.parseInt(cursor.substring(0, colon));
+            scan = cursor.substring(colon + 1);
+            if (node >= masters.size()) {
+                throw new IllegalArgumentException("page_token names a node this cluster does not have");
+            }
+        }
+        String prefix = spec.keyPrefix().isEmpty() ? "" : spec.keyPrefix() + "@";
+        String pattern = glob(prefix) + (model == null ? "*" : glob(model) + "@*");
+        RedisLink.Scanned scanned;
+        try {
+            scanned = link.scan(masters.get(node), scan, pattern, pageSize).get(2 * spec.requestTimeoutNs(), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while listing " + name, e);
+        } catch (ExecutionException | TimeoutException e) {
+            throw new IllegalStateException("SCAN on " + masters.get(node) + " failed: " + e.getCause(), e);
+        }
+        List<KeyPage.Entry> entries = new ArrayList<>(scanned.keys().size());
+        for (int i = 0; i < scanned.keys().size(); i++) {
+            String wire = scanned.keys().get(i);
+            L2Key key = wire.startsWith(prefix) ? L2Key.parseWireKey(wire.substring(prefix.length())) : null;
+            if (key != null && key.layoutTag() == 0) {
+                entries.add(new KeyPage.Entry(key, scanned.sizes().get(i)));
+            }
+        }
+        String next = scanned.nextCursor() != null ? node + ":" + scanned.nextCursor() : node + 1 < masters.size() ? (node + 1) + ":0" : null;
+        return new KeyPage(entries, next);
+    }
+
+    /** {@code text} as a SCAN pattern matching itself only: glob's special characters escaped. */
+    private static String glob(String text) {
+        return text.replaceAll("([\\\\*?\\[\\]])", "\\\\$1");
     }
 
     /** Not connected (or closed): the whole task answers at once, counted once. */

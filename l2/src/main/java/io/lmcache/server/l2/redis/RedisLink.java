@@ -3,10 +3,13 @@ package io.lmcache.server.l2.redis;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.ScanArgs;
+import io.lettuce.core.ScanCursor;
 import io.lettuce.core.SocketOptions;
 import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
 import io.lettuce.core.cluster.RedisClusterClient;
@@ -254,6 +257,52 @@ final class RedisLink implements AutoCloseable {
         }
         return spec.nodes().getFirst().toString();
     }
+
+    /** The masters ({@code host:port}) a listing walks, in address order: the cluster's, or the one standalone node. */
+    List<String> masters() {
+        Connections now = connections();
+        if (now != null && now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> cluster) {
+            List<String> masters = new ArrayList<>();
+            for (RedisClusterNode node : cluster.getPartitions()) {
+                if (node.getRole() != null && node.getRole().isUpstream()) {
+                    masters.add(node.getUri().getHost() + ":" + node.getUri().getPort());
+                }
+            }
+            masters.sort(null);
+            return masters;
+        }
+        return List.of(spec.nodes().getFirst().toString());
+    }
+
+    /**
+     * One SCAN step on {@code node}'s control connection ({@code MATCH pattern COUNT count}) and the STRLEN of each key it returned,
+     * pipelined; the caller bounds the wait.
+     */
+    CompletableFuture<Scanned> scan(String node, String cursor, String pattern, int count) {
+        Connections now = connections();
+        if (now == null) {
+            return CompletableFuture.failedFuture(new IllegalStateException("not connected"));
+        }
+        CompletableFuture<RedisAsyncCommands<String, LentBuffer>> commands;
+        if (now.control() instanceof StatefulRedisClusterConnection<String, LentBuffer> control) {
+            int colon = node.lastIndexOf(':');
+            commands = control.getConnectionAsync(node.substring(0, colon), Integer.parseInt(node.substring(colon + 1)))
+                    .thenApply(StatefulRedisConnection::async);
+        } else if (now.control() instanceof StatefulRedisConnection<String, LentBuffer> single) {
+            commands = CompletableFuture.completedFuture(single.async());
+        } else {
+            return CompletableFuture.failedFuture(new IllegalStateException("unknown connection type"));
+        }
+        return commands.thenCompose(c -> c.scan(ScanCursor.of(cursor), ScanArgs.Builder.matches(pattern).limit(count)).toCompletableFuture()
+                .thenCompose(page -> {
+                    List<CompletableFuture<Long>> sizes = page.getKeys().stream().map(k -> c.strlen(k).toCompletableFuture()).toList();
+                    return CompletableFuture.allOf(sizes.toArray(CompletableFuture[]::new)).thenApply(done -> new Scanned(page.getKeys(),
+                            sizes.stream().map(CompletableFuture::join).toList(), page.isFinished() ? null : page.getCursor()));
+                }));
+    }
+
+    /** A SCAN step's keys, their value sizes, and the node's next cursor (null when the node is done). */
+    record Scanned(List<String> keys, List<Long> sizes, String nextCursor) {}
 
     /** A PING to {@code node} on the control connection (the circuit breaker's probe); the caller bounds the wait. */
     CompletableFuture<String> ping(String node) {

@@ -2,6 +2,7 @@ package io.lmcache.server.l2.s3;
 
 import io.lmcache.server.l2.AdapterIo;
 import io.lmcache.server.l2.AdapterLedger;
+import io.lmcache.server.l2.KeyPage;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.redis.FailureLog;
 import io.lmcache.server.l2.redis.LentBuffers;
@@ -10,6 +11,7 @@ import io.lmcache.server.l2.redis.ValueWindow;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -18,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
@@ -41,6 +44,8 @@ import software.amazon.awssdk.http.nio.netty.SdkEventLoopGroup;
 import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.s3.S3AsyncClient;
 import software.amazon.awssdk.services.s3.model.HeadObjectResponse;
+import software.amazon.awssdk.services.s3.model.ListObjectsV2Response;
+import software.amazon.awssdk.services.s3.model.S3Object;
 
 /**
  * The I/O of {@code s3} (docs/l2-s3.md; LMCache/LMCache {@code lmcache/v1/distributed/l2_adapters/s3_l2_adapter.py} @000e8777): each
@@ -395,6 +400,37 @@ final class S3Io implements AdapterIo {
             sent = CompletableFuture.failedFuture(e);
         }
         sent.whenComplete(done);
+    }
+
+    /**
+     * ListObjectsV2 over the bucket root ({@code model@} as the prefix when a model is named): S3's continuation token is the cursor
+     * (one S3 refuses with 400 is the caller's bad token). Objects whose names are no LMCache key, or carry this server's
+     * block-order tag, are left out, so a page may hold fewer than {@code pageSize} entries. Blocks the caller, bounded.
+     */
+    @Override
+    public KeyPage listKeys(String model, int pageSize, String cursor) {
+        ListObjectsV2Response reply;
+        try {
+            reply = client.listObjectsV2(b -> b.bucket(spec.bucket()).maxKeys(pageSize).prefix(model == null ? null : model + "@")
+                    .continuationToken(cursor).overrideConfiguration(o -> o.apiCallTimeout(CONTROL_TIMEOUT)))
+                    .get(CONTROL_TIMEOUT.toNanos() * 2, TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while listing " + spec.bucket(), e);
+        } catch (ExecutionException | TimeoutException e) {
+            if (status(e) == 400) {
+                throw new IllegalArgumentException("page_token is not one this adapter gave");
+            }
+            throw new IllegalStateException("ListObjectsV2 on " + spec.bucket() + " failed: " + unwrap(e), e);
+        }
+        List<KeyPage.Entry> entries = new ArrayList<>(reply.contents().size());
+        for (S3Object object : reply.contents()) {
+            L2Key key = L2Key.parseWireKey(object.key());
+            if (key != null && key.layoutTag() == 0) {
+                entries.add(new KeyPage.Entry(key, object.size()));
+            }
+        }
+        return new KeyPage(entries, Boolean.TRUE.equals(reply.isTruncated()) ? reply.nextContinuationToken() : null);
     }
 
     /** LMCache's {@code report_status()} fields, then ours. */

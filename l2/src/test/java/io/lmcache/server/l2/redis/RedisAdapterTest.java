@@ -13,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.l2.Bitmap;
+import io.lmcache.server.l2.KeyPage;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
@@ -21,8 +22,11 @@ import io.lmcache.server.l2.testing.RedisNodes;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -168,5 +172,58 @@ class RedisAdapterTest {
             assertEquals(2, lookup(adapter, keys).popcount());
             adapter.submitUnlock(keys);
         }
+    }
+
+    /**
+     * SCAN pages through the keys under the adapter's prefix on every master, each key once with its size; another prefix's keys and a
+     * stranger's name are not listed; a cursor the adapter never gave is refused.
+     */
+    @Test
+    void listingScansEveryMasterUnderTheKeyPrefix() throws Exception {
+        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"list\""));
+        L2Adapter other = driver.adapter(valkey(",\"key_prefix\":\"elsewhere\""));
+        awaitConnected(adapter);
+        awaitConnected(other);
+        List<L2Key> keys = keys(100, 30);
+        assertEquals(new StoreResult(true, 30L * BYTES), store(adapter, keys, driver.filled(100, 30, BYTES)));
+        assertEquals(new StoreResult(true, 3L * BYTES), store(other, keys(200, 3), driver.filled(200, 3, BYTES)));
+        String stranger = "list@not-a-key";
+        CLUSTER.nodes().cli(CLUSTER.nodes().nodeOf(stranger), "SET", stranger, "x");
+        Set<L2Key> listed = new HashSet<>();
+        String cursor = null;
+        int pages = 0;
+        do {
+            KeyPage page = adapter.listKeys(null, 4, cursor);
+            for (KeyPage.Entry entry : page.entries()) {
+                assertTrue(listed.add(entry.key()), "once: " + entry);
+                assertEquals(BYTES, entry.sizeBytes());
+            }
+            cursor = page.nextCursor();
+            pages++;
+        } while (cursor != null && pages < 200);
+        assertEquals(Set.copyOf(keys), listed, "every key under the prefix, nothing else");
+        assertTrue(pages >= 3, "at least one page per master: " + pages);
+        assertEquals(Set.copyOf(keys), Set.copyOf(allOf(adapter, "org/model")), "the model filter keeps them");
+        assertTrue(allOf(adapter, "other/model").isEmpty());
+        for (String bad : List.of("x", "9:0", "0:abc")) {
+            try {
+                adapter.listKeys(null, 4, bad);
+                throw new AssertionError("a cursor the adapter never gave: " + bad);
+            } catch (IllegalArgumentException expected) {
+                // the route's 400
+            }
+        }
+    }
+
+    private static List<L2Key> allOf(L2Adapter adapter, String model) {
+        List<L2Key> out = new ArrayList<>();
+        String cursor = null;
+        int pages = 0;
+        do {
+            KeyPage page = adapter.listKeys(model, 1000, cursor);
+            page.entries().forEach(e -> out.add(e.key()));
+            cursor = page.nextCursor();
+        } while (cursor != null && ++pages < 100);
+        return out;
     }
 }

@@ -15,6 +15,7 @@ import io.lmcache.server.l2.Bitmap;
 import io.lmcache.server.l2.L2Adapter;
 import io.lmcache.server.l2.L2AdapterSpecs;
 import io.lmcache.server.l2.L2Adapters;
+import io.lmcache.server.l2.KeyPage;
 import io.lmcache.server.l2.L2Hash;
 import io.lmcache.server.l2.L2Key;
 import io.lmcache.server.l2.StoreResult;
@@ -328,5 +329,33 @@ class S3AdapterTest {
         Bitmap[] result = new Bitmap[1];
         await().atMost(ANSWER).pollInterval(Duration.ofMillis(2)).until(() -> (result[0] = adapter.queryLoad(task)) != null);
         return result[0];
+    }
+
+    /** ListObjectsV2 pages through one model's LMCache-named objects (a stranger's name left out), each once, with its size. */
+    @Test
+    void listingPagesThroughOneModelsObjectsByContinuationToken() {
+        String model = "list/model";
+        List<L2Key> keys = new ArrayList<>();
+        for (int i = 1; i <= 5; i++) {
+            keys.add(L2Key.of(model, L2Key.packKvRank(1, 0), 0, new L2Hash(i, i, i, i), i == 5 ? "tenant-a" : ""));
+            plant(keys.getLast().wireKey(), random(i, 10 + i));
+        }
+        plant(model + "@not-a-key", random(9, 9));
+        L2Adapter adapter = open();
+        List<L2Key> listed = new ArrayList<>();
+        String cursor = null;
+        int pages = 0;
+        do {
+            KeyPage page = adapter.listKeys(model, 2, cursor);
+            for (KeyPage.Entry entry : page.entries()) {
+                listed.add(entry.key());
+                assertEquals(10 + keys.indexOf(entry.key()) + 1, entry.sizeBytes(), entry.toString());
+            }
+            cursor = page.nextCursor();
+            pages++;
+        } while (cursor != null && pages < 10);
+        assertEquals(keys.size(), listed.size(), "each once: " + listed);
+        assertTrue(listed.containsAll(keys), listed.toString());
+        assertTrue(pages >= 3, "pages of two: " + pages);
     }
 }
