@@ -58,6 +58,15 @@ def layer_events(payload):
     return {layer: pool for layer in struct.unpack_from(f"<{count}i", payload, 12)}
 
 
+def wait_all(events, frames):
+    """The current stream waits on every announced batch's pool event (the server's copies run in its own process: a
+    synchronize here would not wait for them)."""
+    for _, value in frames[:-1]:
+        for pool in set(layer_events(value[0]).values()):
+            torch.cuda.current_stream().wait_event(events[pool])
+    torch.cuda.current_stream().synchronize()
+
+
 def layer_bytes(w, layer, blocks):
     return torch.cat([w.tensors[layer][:, b].reshape(-1) for b in blocks])
 
@@ -113,7 +122,7 @@ def run(args):
         torch.cuda.synchronize()
         uid = by_name(w.client, "retrieve_layerwise", g.key(tokens, 0, 2 * g.CHUNK, "lw-2"), w.instance, [fresh], w.event(), w.block)
         frames = frames_until_final(w.client, uid)
-        torch.cuda.synchronize()
+        wait_all(events, frames)
         kept = bool((w.block_bytes(fresh[0]) == 7.0).all())
         rest = all(torch.equal(layer_bytes(w, layer, fresh[1:]), before[layer][before[layer].numel() // len(src):])
                    for layer in range(args.layers))
