@@ -421,21 +421,29 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         }
         TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
                 request.key().workerId(), request.key().cacheSalt());
-        CopyPath.Copied copied = context.copyPath().copyLayerwise((sink, marks) -> {
-            for (int b = 0; b < batches.count(); b++) {
-                GroupPieces.emitLayers(plan, pinned, skip, chunkSize, batches, b, sink);
-                marks.batchEnd(batches.leader(b));
-                partials.send(new Reply.LayerwiseFrame(batches.frame(b), false, false));
-                metrics.increment(TransferCatalogue.LAYERWISE_BATCHES);
-            }
-        }, request.eventHandle(), lease, (ok, bytes, error, finishedNs) -> {
-            // runs on: lmcache-cuda-events
+        CopyPath.Completion done = (ok, bytes, error, finishedNs) -> {
+            // runs on: lmcache-cuda-events, or this thread when the copy could not start
             ChunkObjects.unpinAll(store, pinned, ok);
             meter.finished(ok, bytes, plan.range().count());
             if (!ok) {
                 failures.fail("retrieve_layerwise", "copy_failed", "RETRIEVE_LAYERWISE for instance " + request.instanceId() + " " + error);
             }
-        });
+        };
+        CopyPath.Copied copied;
+        try {
+            copied = context.copyPath().copyLayerwise((sink, marks) -> {
+                for (int b = 0; b < batches.count(); b++) {
+                    GroupPieces.emitLayers(plan, pinned, skip, chunkSize, batches, b, sink);
+                    marks.batchEnd(batches.leader(b)); // the batch's event after its copies, then its frame: the worker waits on it
+                    partials.send(new Reply.LayerwiseFrame(batches.frame(b), false, false));
+                    metrics.increment(TransferCatalogue.LAYERWISE_BATCHES);
+                }
+            }, request.eventHandle(), lease, done);
+        } catch (RuntimeException e) {
+            // refused before anything was enqueued (no pool could be made): the completion has not run
+            done.done(false, 0, "could not start: " + e.getMessage(), System.nanoTime());
+            return LAYERWISE_MISS;
+        }
         enqueueFailed("retrieve_layerwise", request.instanceId(), copied);
         return new Reply.LayerwiseFrame(new byte[0], true, copied.accepted());
     }

@@ -91,10 +91,8 @@ public final class CudaCopyPath implements CopyPath {
     public Copied copyLayerwise(LayeredSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
         LayerEvents events;
         synchronized (this) {
+            layerEventHandles(); // LMCache's _ensure_session makes the pool too when the worker never asked for it
             events = layerEvents;
-        }
-        if (events == null) {
-            throw new IllegalStateException("no layer-wise event pool: REGISTER_LAYERWISE_IPC_EVENT_POOL comes first");
         }
         CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add), index -> stream.endLayerBatch(events, index));
         return submit(Direction.FROM_POOL, feed, clientEvent, lease, done);
