@@ -409,6 +409,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             return layerwiseRefused("retrieve_layerwise", "malformed_event", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
                     + " answered as a miss: " + bad.reason(), LAYERWISE_MISS);
         }
+        warm(context, Direction.FROM_POOL, request.blockIds()); // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
         TransferPlan plan = plan(context, request.key(), request.blockIds(), false, request.skipFirstNTokens());
         int skip = plan == null ? -1 : NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
         if (skip < 0) {
