@@ -2,7 +2,8 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|isolated|bench|memory|kvevents|cpucopy|fresh|qwen|all]
+#   bash testclient/gpu/run-on-device.sh [test|isolated|layerwise|bench|memory|kvevents|cpucopy|fresh|qwen|all]
+# layerwise (also part of test): layerwise_check.py, issue 47's layer-wise mode (--layerwise-batch; layerwise_tests.json).
 # isolated (also part of test): isolated_ipc_check.py, issue 47's isolated-IPC and VMM tests (isolated_ipc_tests.json).
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
@@ -49,6 +50,11 @@ fi
 if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = isolated ]; then
   # issue 47: isolated IPC (timeline-semaphore events, the §2.6 ordering test) and VMM (cuMem) registration and release
   python3 testclient/gpu/isolated_ipc_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/isolated_ipc_tests.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = layerwise ]; then
+  # issue 47: LMCache's layer-wise mode, a worker waiting on each layer batch's pooled event
+  python3 testclient/gpu/layerwise_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/layerwise_tests.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then

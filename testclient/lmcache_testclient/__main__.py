@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     try:
         from . import check_stubs
         check_stubs()
-        from . import deepseek_scenarios, hybrid_scenarios, scenarios, selftest, sglang_scenarios  # noqa: F401  (importing registers the scenarios)
+        from . import deepseek_scenarios, hybrid_scenarios, layerwise_scenarios, scenarios, selftest, sglang_scenarios  # noqa: F401  (importing registers the scenarios)
     except ImportError as exc:
         print(f"ERROR cannot import what the test client needs: {exc}\n"
               f"      install testclient/requirements.txt (pyzmq, msgspec, numpy, torch)",

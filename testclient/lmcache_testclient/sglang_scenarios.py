@@ -8,8 +8,9 @@ list of K pools then V pools ``[page_buffer_size, heads, head size]``, ``model_p
 placeholders and the pad counted in pages, PING without an instance id.
 
 vLLM's layer-wise MP connector (``protocols/layerwise.py@3ed3c8ba``): ``register_layerwise_ipc_event_pool`` and
-``retrieve_layerwise`` sent by name. This server has no layer-wise mode: it answers ``(0, [])`` and a closing miss
-frame ``(b"", True, False)`` (docs/sglang.md).
+``retrieve_layerwise`` sent by name to a server started without ``--layerwise-batch``: it answers ``(0, [])`` and a closing
+miss frame ``(b"", True, False)``, as LMCache's server does with the mode off (docs/sglang.md). With the mode on:
+layerwise_scenarios.py (CPU) and testclient/gpu/layerwise_check.py (the layer-wise copy).
 """
 
 import contextlib

@@ -142,6 +142,19 @@ class Client:
                 self._receive_one()
         return {u: self._arrived.pop(u) for u in wanted}
 
+    def wait_frames(self, uid: int, last, timeout_s: Optional[float] = None) -> list:
+        """Every reply of a request answered with several frames under its uid (LMCache's ``HandlerType.STREAMING``), up to
+        and including the first for which ``last(reply)`` is true: the request stays registered after each earlier frame, as
+        ``LayerwiseRawFuture.set_result`` re-arms itself (``futures_layerwise.py@3ed3c8ba``). ``timeout_s`` bounds each frame."""
+        pending = self._pending.get(uid)
+        frames = []
+        while True:
+            reply = self.wait(uid, timeout_s)
+            frames.append(reply)
+            if last(reply):
+                return frames
+            self._pending[uid] = pending
+
     def _receive_one(self) -> None:
         frames = self._sock.recv_multipart(zmq.NOBLOCK)
         try:

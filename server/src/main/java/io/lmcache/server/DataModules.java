@@ -95,7 +95,7 @@ record DataModules(LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransf
                     ? new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), leases, metrics, liveness, new CopyPaths(
                             shmSegments(config, l1, metrics), gpu.backend(), l1.pool().segment(), releases, testCompletions, hostCopies,
                             workers.gpuWarmups()::afterRegister),
-                            new LmcacheDrivenTransferModule.LookupSide(objectGroups, commit)) : null;
+                            new LmcacheDrivenTransferModule.LookupSide(objectGroups, commit, config.layerwiseBatch())) : null;
             // runs on: the thread that calls close(), as every part's close
             closer.accept("lmcache-driven transfers", lmcacheDriven == null ? null : lmcacheDriven::close);
             EngineDrivenTransferModule engineDriven = config.supportedTransferMode().allowsEngineDriven()

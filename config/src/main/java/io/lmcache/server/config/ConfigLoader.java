@@ -226,6 +226,8 @@ public final class ConfigLoader {
         if (o.isolatedIpc && o.noIsolatedIpc) {
             throw new ConfigException("--no-isolated-ipc", "contradicts --isolated-ipc; give one of them");
         }
+        // LMCache's pool holds 256 events (event_pool.py@192b94f7 EVENT_POOL_SIZE): a larger batch is one batch anyway
+        int layerwiseBatch = intIn("--layerwise-batch", o.layerwiseBatch, 0, 256);
         int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
         int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
@@ -266,7 +268,7 @@ public final class ConfigLoader {
                 watermark, ratio, timeouts.reapNs(), timeouts.graceNs(), timeouts.disconnectNs(), http.host(), http.port(), http.adminToken(),
                 http.prometheusPort(), instanceId, hashAlgorithm, device, withoutEffect,
                 configFile == null ? "" : configFile, o.testHooks, l2, operator, connections, kvEventLogSize, commit,
-                tenants, o.isolatedIpc, fleet, DiagnosticsSettings.validate(o, warnings), Tuning.fromSystemProperties());
+                tenants, o.isolatedIpc, layerwiseBatch, fleet, DiagnosticsSettings.validate(o, warnings), Tuning.fromSystemProperties());
     }
 
     /** {@code --coordinator-*}, each flag before its LMCACHE_COORDINATOR_* variable (as LMCache: the flag wins). */

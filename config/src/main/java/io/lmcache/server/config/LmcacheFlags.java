@@ -75,8 +75,6 @@ final class LmcacheFlags {
             unsupported("--null-block-id", Kind.VALUE, "a null block other than vLLM's block 0 (--null-block-id)", "0"),
             noEffect("--run-script-api-enabled", Kind.FLAG, "there is no /run_script endpoint"),
             noEffect("--enable-dedup-content", Kind.FLAG, "it applies to CacheBlend only"),
-            // LMCache's layer-wise mode (lmcache_driven_transfer_layerwise.py@1565d9a3): its two ops are answered as without it
-            unsupported("--layerwise-batch", Kind.VALUE, "layer-wise retrieval (--layerwise-batch N > 0; docs/sglang.md)", "0"),
             // --- P2P and coordinator
             unsupported("--p2p-advertise-url", Kind.VALUE, "P2P KV sharing", ""),
             unsupported("--p2p-listen-url", Kind.VALUE, "P2P KV sharing", ""),

@@ -30,6 +30,8 @@ import java.util.concurrent.TimeUnit;
  * @param tenants the tenant boundary: the read-lock share and how metrics label a cache salt
  * @param isolatedIpc {@code --isolated-ipc}: workers are expected to send timeline-semaphore events (81 bytes); every handle is
  *     still read for what it is, and a request of the other kind is served and warned about
+ * @param layerwiseBatch {@code --layerwise-batch}: 0 = per-chunk RETRIEVE (the default); N > 0 = LMCache's layer-wise mode, RETRIEVE_LAYERWISE
+ *     answered with one frame per N layers and plain RETRIEVE refused ({@code lmcache_driven_transfer_layerwise.py@1565d9a3})
  * @param fleet membership in an LMCache fleet ({@code --coordinator-*}); {@link FleetSettings#OFF} without a coordinator
  * @param diagnostics the lookup-hash log and the trace recording ({@code --lookup-hash-log-*}, {@code --trace-*})
  * @param tuning the {@code -Dlmcache.*} performance knobs (not flags: {@code /config} shows them apart)
@@ -73,6 +75,7 @@ public record ServerConfig(
         CommitSettings commit,
         TenantSettings tenants,
         boolean isolatedIpc,
+        int layerwiseBatch,
         FleetSettings fleet,
         DiagnosticsSettings diagnostics,
         Tuning tuning) {
@@ -101,6 +104,7 @@ public record ServerConfig(
         out.put("chunk_size", chunkSize);
         out.put("separate_object_groups", separateObjectGroups);
         out.put("isolated_ipc", isolatedIpc);
+        out.put("layerwise_batch", layerwiseBatch);
         out.put("max_workers", maxWorkers);
         out.put("max_gpu_workers", maxGpuWorkers);
         out.put("max_cpu_workers", maxCpuWorkers);

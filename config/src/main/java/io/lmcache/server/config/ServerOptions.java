@@ -76,7 +76,7 @@ final class ServerOptions {
             "Turn-boundary commits", List.of("--commit-policy", "--commit-anchor", "--commit-boundary-tokens"),
             "Workers", List.of("--max-workers", "--max-gpu-workers", "--max-cpu-workers", "--supported-transfer-mode",
                     "--worker-reap-timeout-seconds", "--worker-registration-grace-seconds", "--worker-disconnect-grace-seconds",
-                    "--isolated-ipc", "--no-isolated-ipc", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb",
+                    "--isolated-ipc", "--no-isolated-ipc", "--layerwise-batch", "--shm-allow-any-owner", "--shm-max-segments", "--shm-max-mapped-gb",
                     "--cpu-copy-threads"),
             "KV events (KV-aware routing)", List.of("--kv-event-log-size"),
             "LMCache fleet (coordinator)", List.of("--coordinator-url", "--coordinator-advertise-ip", "--coordinator-heartbeat-interval",
@@ -193,6 +193,11 @@ final class ServerOptions {
     @Option(names = "--no-isolated-ipc",
             description = "Expect CUDA IPC events (the default); a timeline-semaphore request is still served, with a warning.")
     boolean noIsolatedIpc;
+
+    @Option(names = "--layerwise-batch", paramLabel = "<n>", defaultValue = "0",
+            description = "LMCache's layer-wise mode for vLLM's LMCacheLayerwiseMPConnector: RETRIEVE_LAYERWISE signals a pooled CUDA event"
+                    + " per <n> layers; plain RETRIEVE is refused. 0 = off (default: ${DEFAULT-VALUE}).")
+    String layerwiseBatch;
 
     @Option(names = "--max-workers", paramLabel = "<n>", defaultValue = "1",
             description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")

@@ -35,6 +35,18 @@ class ConfigLoaderTest {
         assertEquals(true, run("--l1-size-gb", "1", "--metrics-clear-salt-labels").describe().get("metrics_clear_salt_labels"));
     }
 
+    @Test
+    void layerwiseBatchIsLmcachesLayerwiseMode() {
+        assertEquals(0, run("--l1-size-gb", "1").layerwiseBatch(), "off by default, as LMCache's");
+        assertEquals(4, run("--l1-size-gb", "1", "--layerwise-batch", "4").layerwiseBatch());
+        assertEquals(4, run("--l1-size-gb", "1", "--layerwise-batch", "4").describe().get("layerwise_batch"));
+        for (String bad : new String[] {"-1", "257", "x"}) {
+            ConfigLoader.Outcome.Exit exit = exit("--l1-size-gb", "1", "--layerwise-batch", bad);
+            assertEquals(2, exit.code());
+            assertTrue(exit.text().contains("--layerwise-batch"), exit.text());
+        }
+    }
+
     private static ConfigLoader.Outcome.Exit exit(String... args) {
         ConfigLoader.Outcome outcome = ConfigLoader.load(args, Map.of(), MemoryLimits.unlimited());
         return assertInstanceOf(ConfigLoader.Outcome.Exit.class, outcome, () -> outcome.toString());

@@ -73,8 +73,7 @@ class LmcacheFlagsTest {
         "--enable|transfer_query|experimental transfer modules",
         "--l1-manager|{}|custom L1 managers",
         "--transport|grpc|the gRPC request transport",
-        "--null-block-id|-1|a null block other than vLLM's block 0",
-        "--layerwise-batch|4|layer-wise retrieval"})
+        "--null-block-id|-1|a null block other than vLLM's block 0"})
     void eachUnsupportedFeatureRefusesTheStart(String flag, String value, String feature) {
         assertActive(flag);
         String text = refused("--l1-size-gb", "1", flag, value);

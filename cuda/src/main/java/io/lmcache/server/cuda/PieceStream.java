@@ -22,6 +22,9 @@ public final class PieceStream {
          * staging (but at least one piece), and returns the index of the first piece it did not take.
          */
         int batch(Pieces pieces, int from, long budgetBytes);
+
+        /** Records {@code event} after every copy enqueued so far (a layer batch's end, RETRIEVE_LAYERWISE). */
+        void record(LayerEvents events, int index);
     }
 
     private final Pieces pieces = new Pieces();
@@ -104,6 +107,18 @@ public final class PieceStream {
             cut();
         }
         target = null;
+    }
+
+    /**
+     * Ends a layer batch of a layer-wise RETRIEVE: the pieces added so far go out as batches now, and pool event {@code index}
+     * is recorded after them, so the worker's wait on it covers exactly the layers emitted before this call (LMCache's
+     * {@code record_event(layer_events[leader], stream)} after each batch, {@code lmcache_driven_transfer_layerwise.py@1565d9a3}).
+     */
+    public void endLayerBatch(LayerEvents events, int index) {
+        while (pendingPieces > 0) {
+            cut();
+        }
+        target.record(events, index);
     }
 
     /** Pieces added since {@link #begin}: all of the transfer's once {@link #finish} ran. */

@@ -7,6 +7,7 @@ import io.lmcache.server.protocol.EventHandle;
 import jcuda.driver.CUevent;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUresult;
+import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
 /**
@@ -142,6 +143,20 @@ final class Transfer implements PieceStream.Target {
         }
         copyEnqueued();
         return next;
+    }
+
+    /**
+     * A layer batch's end: both streams' copies so far joined into the one the direction ends on, then the pool event recorded
+     * there. Starts the transfer first, so even a batch with nothing to copy waits for the worker's event.
+     */
+    @Override
+    public void record(LayerEvents events, int index) {
+        start();
+        CUstream last = direction == Direction.TO_POOL ? lane.dmaStream : lane.kernelStream;
+        CUstream other = direction == Direction.TO_POOL ? lane.kernelStream : lane.dmaStream;
+        Cu.check(JCudaDriver.cuEventRecord(lane.join, other), "cuEventRecord(join)");
+        Cu.check(JCudaDriver.cuStreamWaitEvent(last, lane.join, 0), "cuStreamWaitEvent(join)");
+        Cu.check(JCudaDriver.cuEventRecord(events.event(index), last), "cuEventRecord(layer event " + index + ")");
     }
 
     /** One batch of the head: each piece a copy of its own, straight between the worker's block and the pool. */

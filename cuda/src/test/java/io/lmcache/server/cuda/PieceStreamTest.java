@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -42,6 +43,13 @@ class PieceStreamTest {
             return next;
         }
 
+        final List<long[]> records = new ArrayList<>(); // {pool index, pieces staged before it}
+
+        @Override
+        public void record(LayerEvents events, int index) {
+            records.add(new long[] {index, stagedPieces()});
+        }
+
         long stagedPieces() {
             return batches.stream().mapToLong(b -> b[1]).sum();
         }
@@ -51,6 +59,24 @@ class PieceStreamTest {
         PieceStream stream = new PieceStream(halfBytes, maxPieces, Tuning.defaults().batchGrowth());
         stream.begin(firstBytes, target);
         return stream;
+    }
+
+    @Test
+    void aLayerBatchEndSendsItsPiecesBeforeItsEventIsRecorded() {
+        Recorder target = new Recorder(4096, 32 * MIB);
+        PieceStream stream = stream(32 * MIB, 4096, 32 * MIB, target); // a budget no layer fills: only the batch end cuts
+        for (int layer = 0; layer < 4; layer++) {
+            for (int i = 0; i < 16; i++) {
+                stream.add(0, (layer * 16L + i) * 64 * 1024, (layer * 16L + i) * 32 * 1024, 32 * 1024);
+            }
+            if (layer % 2 == 1) {
+                stream.endLayerBatch(null, layer - 1);
+            }
+        }
+        stream.finish();
+        assertEquals(2, target.records.size());
+        assertArrayEquals(new long[] {0, 32}, target.records.get(0), "layers 0-1's 32 pieces are staged before event 0");
+        assertArrayEquals(new long[] {2, 64}, target.records.get(1), "and layers 2-3's before event 2");
     }
 
     @Test

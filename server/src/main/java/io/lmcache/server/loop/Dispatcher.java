@@ -249,7 +249,7 @@ public final class Dispatcher implements AutoCloseable {
         lapNs = lap(op, RequestPhase.DECODE, lapNs);
         Reply result;
         try {
-            result = entry.handler().handle(request, in.peer());
+            result = entry.handler().handle(request, in.peer(), partials(in));
             if (result == null) {
                 throw new IllegalStateException("handler returned null");
             }
@@ -262,6 +262,17 @@ public final class Dispatcher implements AutoCloseable {
         lapNs = lap(op, RequestPhase.HANDLE, lapNs);
         reply(in, result, entry);
         lap(op, RequestPhase.REPLY, lapNs);
+    }
+
+    /**
+     * The request's intermediate frames (RETRIEVE_LAYERWISE's layer batches): encoded on the handler's thread and queued under
+     * its uid and op, before its last reply, which {@link #reply} queues once the handler returns.
+     */
+    private ReplyChannel partials(Inbound in) {
+        return partial -> {
+            byte[] payload = CODEC.get().encoder.encode(partial);
+            return replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
+        };
     }
 
     /** STORE and RETRIEVE: the ops whose request path is timed (a lone request waits on its copy). */

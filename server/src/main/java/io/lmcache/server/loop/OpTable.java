@@ -43,6 +43,12 @@ public final class OpTable {
         Reply handle(M module, R request, PeerId peer) throws Exception;
     }
 
+    /** A module's handler of an op answered with several frames ({@link ReplyChannel}: the frames before the last). */
+    @FunctionalInterface
+    public interface ModulePartialsHandler<M, R extends Request> {
+        Reply handle(M module, R request, PeerId peer, ReplyChannel partials) throws Exception;
+    }
+
     /** Collects the modules' declarations; not thread-safe (start-up only). */
     public static final class Builder {
         private final OpEntry[] entries = new OpEntry[OPS.length];
@@ -146,6 +152,19 @@ public final class OpTable {
             return op(op, kind, decoder, handler, constant(failure));
         }
 
+        /**
+         * An op answered with several frames under one uid (LMCache's {@code HandlerType.STREAMING}, e.g. RETRIEVE_LAYERWISE):
+         * the handler queues the frames before its last reply through its {@link ReplyChannel}; a disabled module answers
+         * with {@code failure} alone.
+         */
+        public <R extends Request> ModuleOps<M> partialsOp(Op op, HandlerKind kind, PayloadDecoder<R> decoder,
+                ModulePartialsHandler<M, ? super R> handler, Reply failure) {
+            M live = module;
+            RequestHandler<R> bound = live != null ? new PartialsOp<>(live, handler) : new DisabledOp<>(op, disabledMode, constant(failure));
+            builder.op(op, kind, decoder, bound, failure);
+            return this;
+        }
+
         /** An op whose failure value is made for each failure (STORE/RETRIEVE: the GPU backend's event); it must never throw. */
         public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
                 Supplier<Reply> failure) {
@@ -155,6 +174,19 @@ public final class OpTable {
                     : new DisabledOp<>(op, disabledMode, failure);
             builder.op(op, kind, decoder, bound, failure);
             return this;
+        }
+    }
+
+    /** A live module's handler that may send frames before its reply. */
+    private record PartialsOp<M, R extends Request>(M module, ModulePartialsHandler<M, ? super R> handler) implements RequestHandler<R> {
+        @Override
+        public Reply handle(R request, PeerId peer) throws Exception {
+            return handler.handle(module, request, peer, ReplyChannel.NONE);
+        }
+
+        @Override
+        public Reply handle(R request, PeerId peer, ReplyChannel partials) throws Exception {
+            return handler.handle(module, request, peer, partials);
         }
     }
 

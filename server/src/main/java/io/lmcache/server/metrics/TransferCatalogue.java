@@ -41,8 +41,10 @@ public enum TransferCatalogue implements CatalogueEntry {
             "STORE/RETRIEVE served whose event kind contradicts --isolated-ipc (cuda_event while on, timeline while off)", "kind")),
     REGISTRATION_FAILURES(counter("lmcache_mp.registration_failures", "registrations refused (layout, mapping)")),
     LAYERWISE_REFUSED(counter("lmcache_mp.layerwise_requests_refused",
-            "layer-wise requests of vLLM's layer-wise connector answered as a server without layer-wise mode (event pool: none;"
-                    + " RETRIEVE_LAYERWISE: a miss), by op", "op")),
+            "requests refused by layer-wise mode (--layerwise-batch): an event pool answered (0, []), a RETRIEVE_LAYERWISE answered"
+                    + " as a miss, a per-chunk RETRIEVE refused in layer-wise mode; by op and reason (mode_off, unknown_instance,"
+                    + " unsupported, malformed_event, per_chunk_in_layerwise_mode)", "op", "reason")),
+    LAYERWISE_BATCHES(counter("lmcache_mp.layerwise_batches", "RETRIEVE_LAYERWISE layer batches enqueued, each with its pool event and frame")),
     HOST_COPY_RUNS(counter("lmcache_mp.host_copy_runs",
             "runs of CPU workers' STORE/RETRIEVE copies, by the thread that copied them: transfer (the request's own) or copy"
                     + " (an lmcache-copy-N helper)", "thread")),

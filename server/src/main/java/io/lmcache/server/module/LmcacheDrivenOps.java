@@ -28,10 +28,11 @@ public final class LmcacheDrivenOps {
                 (m, r, peer) -> events.serve("store", r.eventHandle(), () -> m.store(r, peer)), failures::transferFailure);
         ops.op(Op.RETRIEVE, HandlerKind.AFFINITY, RequestDecoder::retrieve,
                 (m, r, peer) -> events.serve("retrieve", r.eventHandle(), () -> m.retrieve(r, peer)), failures::transferFailure);
-        // vLLM's layer-wise connector: answered as LMCache answers without layer-wise mode (docs/sglang.md), never left waiting
+        // vLLM's layer-wise connector (--layerwise-batch; docs/sglang.md): the pool on the worker's lane (making it may block in
+        // the driver), RETRIEVE_LAYERWISE's batch frames queued as its copies are enqueued, then its last frame; never left waiting
         ops.op(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, HandlerKind.AFFINITY, RequestDecoder::registerLayerwiseEventPool,
-                (m, r, peer) -> m.registerLayerwiseEventPool(r), LmcacheDrivenTransferModule.LAYERWISE_OFF);
-        ops.op(Op.RETRIEVE_LAYERWISE, HandlerKind.AFFINITY, RequestDecoder::retrieveLayerwise,
+                LmcacheDrivenTransferModule::registerLayerwiseEventPool, LmcacheDrivenTransferModule.LAYERWISE_OFF);
+        ops.partialsOp(Op.RETRIEVE_LAYERWISE, HandlerKind.AFFINITY, RequestDecoder::retrieveLayerwise,
                 LmcacheDrivenTransferModule::retrieveLayerwise, LmcacheDrivenTransferModule.LAYERWISE_MISS);
     }
 }

@@ -9,7 +9,9 @@ import io.lmcache.server.liveness.InstanceRegistry;
 import io.lmcache.server.liveness.Liveness;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.cuda.LayerEvents;
 import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.ReplyChannel;
 import io.lmcache.server.metrics.L1Catalogue;
 import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.ServerMetrics;
@@ -18,6 +20,7 @@ import io.lmcache.server.metrics.TransferMetrics;
 import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.CacheKey;
+import io.lmcache.server.protocol.EventHandle;
 import io.lmcache.server.protocol.Reply;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.storage.ObjectStore;
@@ -31,6 +34,7 @@ import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.GroupPieces;
 import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.KernelGroup;
+import io.lmcache.server.transfer.LayerBatches;
 import io.lmcache.server.transfer.InstanceStatus;
 import io.lmcache.server.transfer.LayoutException;
 import io.lmcache.server.transfer.NullPages;
@@ -80,6 +84,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
      */
     public static final Reply LAYERWISE_MISS = new Reply.LayerwiseFrame(new byte[0], true, false);
 
+    /** {@code --layerwise-batch}: 0 = per-chunk RETRIEVE; N > 0 = layer-wise mode, plain RETRIEVE refused. */
+    private final int layerwiseBatch;
     private final int chunkSize;
     private final ObjectStore store;
     private final LookupLeases leases;
@@ -99,9 +105,16 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     /**
      * What this module tells the lookup side: registrations' object groups to {@code catalog}, each STORE's extent to
-     * {@code windowCommit} (null: {@code --commit-policy} off or no L2).
+     * {@code windowCommit} (null: {@code --commit-policy} off or no L2); and how a hit is read back: {@code layerwiseBatch}
+     * ({@code --layerwise-batch}) 0 = per-chunk RETRIEVE, N > 0 = LMCache's layer-wise mode (RETRIEVE_LAYERWISE served, plain
+     * RETRIEVE refused).
      */
-    public record LookupSide(ObjectGroupCatalog catalog, WindowCommit windowCommit) {}
+    public record LookupSide(ObjectGroupCatalog catalog, WindowCommit windowCommit, int layerwiseBatch) {
+        /** Per-chunk RETRIEVE (no {@code --layerwise-batch}). */
+        public LookupSide(ObjectGroupCatalog catalog, WindowCommit windowCommit) {
+            this(catalog, windowCommit, 0);
+        }
+    }
 
     /** Without a window commit. */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, LookupLeases leases, ServerMetrics metrics, Liveness liveness,
@@ -116,6 +129,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
      */
     public LmcacheDrivenTransferModule(int chunkSize, ObjectStore store, LookupLeases leases, ServerMetrics metrics, Liveness liveness,
             CopyPaths copyPaths, LookupSide lookupSide) {
+        this.layerwiseBatch = lookupSide.layerwiseBatch();
         this.chunkSize = chunkSize;
         this.store = store;
         this.leases = leases;
@@ -266,6 +280,9 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     }
 
     public Reply retrieve(Request.Retrieve request, PeerId peer) {
+        if (layerwiseBatch > 0) {
+            return refusePerChunkRetrieve(request, peer);
+        }
         CacheKey key = request.key();
         long lapNs = System.nanoTime();
         try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "retrieve")) {
@@ -282,32 +299,162 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             int skip = NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
             return retrievePlanned(request, skip, context, plan, lease, times.lap(false, HandlerPhase.PLAN, lapNs));
         } finally {
-            // this worker's share of the lookup's read locks, also when the retrieve failed or was refused
-            ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
-            if (range != null && key.hasWorker()) {
-                leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
-            }
+            releaseReadLocks(key);
         }
     }
 
-    /** vLLM's layer-wise connector asks for the per-layer event pool: none, as a server without layer-wise mode answers. */
-    public Reply registerLayerwiseEventPool(Request.RegisterLayerwiseEventPool request) {
-        metrics.increment(TransferCatalogue.LAYERWISE_REFUSED, "register_layerwise_ipc_event_pool");
-        LAYERWISE.warn("instance {} asked for a layer-wise event pool: this server serves per-chunk RETRIEVE only (answered (0, []));"
-                + " use LMCacheMPConnector, not LMCacheLayerwiseMPConnector", request.instanceId());
-        return LAYERWISE_OFF;
+    /**
+     * REGISTER_LAYERWISE_IPC_EVENT_POOL ({@code lmcache_driven_transfer_layerwise.py@1565d9a3}): in layer-wise mode, {@code (N,
+     * handles)} of the registration's pool of 256 interprocess events (made at the first ask, as LMCache's
+     * {@code _ensure_event_pool}); {@code (0, [])} ("the handle list is empty when layer-wise mode is disabled") when the mode
+     * is off, the instance is not registered, its tensors are CPU shared memory (LMCache gives a CPU worker no event backend)
+     * or its layers have no per-layer events. The worker stops at registration on {@code (0, [])}: "did not negotiate layer-wise
+     * mode" ({@code worker_transfer_layerwise.py@1565d9a3}). LMCache raises on a model of more layers than its pool, which
+     * leaves the worker waiting for its timeout; here that is one more {@code (0, [])}.
+     */
+    public Reply registerLayerwiseEventPool(Request.RegisterLayerwiseEventPool request, PeerId peer) {
+        if (layerwiseBatch <= 0) {
+            return layerwiseRefused("register_layerwise_ipc_event_pool", "mode_off", "instance " + request.instanceId()
+                    + " asked for a layer-wise event pool: this server runs without --layerwise-batch (answered (0, [])); use"
+                    + " LMCacheMPConnector, or start the server with --layerwise-batch N", LAYERWISE_OFF);
+        }
+        try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "register_layerwise_ipc_event_pool")) {
+            if (lease == null) {
+                return layerwiseRefused("register_layerwise_ipc_event_pool", "unknown_instance", "no layer-wise event pool for instance "
+                        + request.instanceId() + ": it is not registered (answered (0, []))", LAYERWISE_OFF);
+            }
+            String refusal = layerwiseRefusal(lease.context());
+            if (refusal != null) {
+                return layerwiseRefused("register_layerwise_ipc_event_pool", "unsupported", "no layer-wise event pool for instance "
+                        + request.instanceId() + ": " + refusal + " (answered (0, []))", LAYERWISE_OFF);
+            }
+            LAYERWISE.info("layer-wise event pool of instance {}: {} events, {} layer(s) per batch", request.instanceId(),
+                    LayerEvents.POOL_SIZE, layerwiseBatch);
+            return new Reply.LayerwisePool(layerwiseBatch, lease.context().copyPath().layerEventHandles());
+        }
     }
 
-    /** A layer-wise RETRIEVE: a miss (the worker recomputes), and the rank's share of the lookup's read locks given back. */
-    public Reply retrieveLayerwise(Request.RetrieveLayerwise request, PeerId peer) {
-        CacheKey key = request.retrieve().key();
-        metrics.increment(TransferCatalogue.LAYERWISE_REFUSED, "retrieve_layerwise");
-        LAYERWISE.warn("RETRIEVE_LAYERWISE for instance {}: answered as a miss (no layer-wise mode here)", request.retrieve().instanceId());
+    /** Why {@code context} has no layer-wise mode, or null when it has one (its pool then exists). */
+    private String layerwiseRefusal(InstanceContext context) {
+        try {
+            LayerBatches.of(context.geometry(), layerwiseBatch);
+            if (context.copyPath().layerEventHandles() == null) {
+                return "its KV tensors are CPU shared memory, and layer-wise retrieval needs CUDA events (LMCache has none for CPU workers)";
+            }
+            return null;
+        } catch (LayoutException e) {
+            return e.getMessage();
+        } catch (RuntimeException e) {
+            return "its GPU could not make the event pool: " + e.getMessage();
+        }
+    }
+
+    /** A refused layer-wise request: counted by op and reason, logged (rate-limited), answered with {@code reply}. */
+    private Reply layerwiseRefused(String op, String reason, String line, Reply reply) {
+        metrics.increment(TransferCatalogue.LAYERWISE_REFUSED, op, reason);
+        LAYERWISE.warn("{}", line);
+        return reply;
+    }
+
+    /**
+     * Plain RETRIEVE in layer-wise mode: refused with {@code (b"", False)} and the rank's read locks given back, as LMCache's
+     * layer-wise module's {@code retrieve} ({@code lmcache_driven_transfer_layerwise.py@1565d9a3}): "this MP server ... serves
+     * RETRIEVE_LAYERWISE only".
+     */
+    private Reply refusePerChunkRetrieve(Request.Retrieve request, PeerId peer) {
+        instances.traffic(request.instanceId(), peer);
+        releaseReadLocks(request.key());
+        return layerwiseRefused("retrieve", "per_chunk_in_layerwise_mode", "per-chunk RETRIEVE of instance " + request.instanceId()
+                + " refused: this server runs with --layerwise-batch " + layerwiseBatch + " and serves RETRIEVE_LAYERWISE only; load"
+                + " LMCacheLayerwiseMPConnector, or restart without --layerwise-batch", new Reply.Transfer(new byte[0], false));
+    }
+
+    /**
+     * RETRIEVE_LAYERWISE ({@code lmcache_driven_transfer_layerwise.py@1565d9a3}): the copy out of the pool split by layer batch,
+     * each batch's copies followed by its pool event and one frame {@code (batch, False, False)} sent at once through
+     * {@code partials}; then the last frame {@code (b"", True, accepted)}. Every request that cannot be served gets only the
+     * last frame {@code (b"", True, False)} (the worker recomputes), and the rank's read locks back.
+     */
+    public Reply retrieveLayerwise(Request.RetrieveLayerwise layerwise, PeerId peer, ReplyChannel partials) {
+        Request.Retrieve request = layerwise.retrieve();
+        if (layerwiseBatch <= 0) {
+            releaseReadLocks(request.key());
+            return layerwiseRefused("retrieve_layerwise", "mode_off", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
+                    + ": answered as a miss (this server runs without --layerwise-batch)", LAYERWISE_MISS);
+        }
+        try (InstanceContext.Lease lease = acquire(request.instanceId(), peer, "retrieve_layerwise")) {
+            if (lease == null) {
+                return LAYERWISE_MISS;
+            }
+            String refusal = layerwiseRefusal(lease.context());
+            if (refusal != null) {
+                return layerwiseRefused("retrieve_layerwise", "unsupported", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
+                        + " answered as a miss: " + refusal, LAYERWISE_MISS);
+            }
+            return retrieveLayers(request, lease, partials);
+        } finally {
+            releaseReadLocks(request.key());
+        }
+    }
+
+    private Reply retrieveLayers(Request.Retrieve request, InstanceContext.Lease lease, ReplyChannel partials) {
+        InstanceContext context = lease.context();
+        LayerBatches batches;
+        try {
+            batches = LayerBatches.of(context.geometry(), layerwiseBatch);
+        } catch (LayoutException e) {
+            return LAYERWISE_MISS; // layerwiseRefusal saw the same geometry: not reached
+        }
+        if (EventHandle.classify(request.eventHandle()) instanceof EventHandle.Malformed bad) {
+            return layerwiseRefused("retrieve_layerwise", "malformed_event", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
+                    + " answered as a miss: " + bad.reason(), LAYERWISE_MISS);
+        }
+        warm(context, Direction.FROM_POOL, request.blockIds()); // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
+        TransferPlan plan = plan(context, request.key(), request.blockIds(), false, request.skipFirstNTokens());
+        int skip = plan == null ? -1 : NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
+        if (skip < 0) {
+            return LAYERWISE_MISS;
+        }
+        StoredObject[] pinned = ChunkObjects.pinAll(store, request.key(), plan);
+        if (pinned == null) {
+            failures.fail("retrieve_layerwise", "not_found", null);
+            return LAYERWISE_MISS;
+        }
+        TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
+                request.key().workerId(), request.key().cacheSalt());
+        CopyPath.Completion done = (ok, bytes, error, finishedNs) -> {
+            // runs on: lmcache-cuda-events, or this thread when the copy could not start
+            ChunkObjects.unpinAll(store, pinned, ok);
+            meter.finished(ok, bytes, plan.range().count());
+            if (!ok) {
+                failures.fail("retrieve_layerwise", "copy_failed", "RETRIEVE_LAYERWISE for instance " + request.instanceId() + " " + error);
+            }
+        };
+        CopyPath.Copied copied;
+        try {
+            copied = context.copyPath().copyLayerwise((sink, marks) -> {
+                for (int b = 0; b < batches.count(); b++) {
+                    GroupPieces.emitLayers(plan, pinned, skip, chunkSize, batches, b, sink);
+                    marks.batchEnd(batches.leader(b)); // the batch's event after its copies, then its frame: the worker waits on it
+                    partials.send(new Reply.LayerwiseFrame(batches.frame(b), false, false));
+                    metrics.increment(TransferCatalogue.LAYERWISE_BATCHES);
+                }
+            }, request.eventHandle(), lease, done);
+        } catch (RuntimeException e) {
+            // refused before anything was enqueued (no pool could be made): the completion has not run
+            done.done(false, 0, "could not start: " + e.getMessage(), System.nanoTime());
+            return LAYERWISE_MISS;
+        }
+        enqueueFailed("retrieve_layerwise", request.instanceId(), copied);
+        return new Reply.LayerwiseFrame(new byte[0], true, copied.accepted());
+    }
+
+    /** This worker's share of the lookup's read locks, also when the retrieve failed or was refused. */
+    private void releaseReadLocks(CacheKey key) {
         ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
         if (range != null && key.hasWorker()) {
             leases.releaseRetrieved(key.requestId(), key.workerId(), range.firstChunk(), range.endChunk());
         }
-        return LAYERWISE_MISS;
     }
 
     private Reply retrievePlanned(Request.Retrieve request, int skipTokens, InstanceContext context, TransferPlan plan,

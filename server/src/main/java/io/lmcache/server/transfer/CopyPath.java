@@ -45,6 +45,35 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
      */
     Copied copy(Direction direction, PieceSource pieces, byte[] clientEvent, InstanceContext.Lease lease, Completion done);
 
+    /** A layer-wise RETRIEVE's pieces: each layer batch's, then {@code batchEnd}, which records the batch's pool event. */
+    @FunctionalInterface
+    interface LayeredSource {
+        void emit(PieceSink sink, LayerMarks batchEnd);
+    }
+
+    /** Ends a layer batch: records pool event {@code poolIndex} after every piece emitted so far. */
+    @FunctionalInterface
+    interface LayerMarks {
+        void batchEnd(int poolIndex);
+    }
+
+    /**
+     * This registration's layer-wise event pool (made on first use and kept until {@link #close}), its exported handles in
+     * pool order; null where the path has no device events: LMCache gives a CPU worker no event backend, so its
+     * {@code _ensure_event_pool} answers no pool ({@code lmcache_driven_transfer_layerwise.py@1565d9a3}).
+     */
+    default List<byte[]> layerEventHandles() {
+        return null;
+    }
+
+    /**
+     * A layer-wise RETRIEVE: as {@link #copy} from the pool, with each batch's pool event recorded where {@code source} ends it.
+     * Only a path with {@link #layerEventHandles} serves it.
+     */
+    default Copied copyLayerwise(LayeredSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
+        throw new UnsupportedOperationException("no layer-wise events on the " + kind() + " path");
+    }
+
     /**
      * Called as a handler starts a transfer, before it plans, with the length of its first piece (see
      * {@link PiecePlanner#firstPieceBytes}): lets the path get its device ready (on CUDA, the GPU's switch to this process's

@@ -4,10 +4,12 @@ import io.lmcache.server.protocol.EventHandle;
 import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.CudaDevice;
 import io.lmcache.server.cuda.DeviceTensors;
+import io.lmcache.server.cuda.LayerEvents;
 import io.lmcache.server.cuda.Direction;
 import io.lmcache.server.cuda.PoolMemory;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.protocol.Reply;
+import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -28,6 +30,8 @@ public final class CudaCopyPath implements CopyPath {
     /** Where a STORE reads: the worker's tensors; for the GPU warm-up, aliases of a real worker's (or the scratch tensors). */
     private final DeviceTensors storeFrom;
     private final CopyEngine engine;
+    /** The layer-wise event pool, made at the first REGISTER_LAYERWISE_IPC_EVENT_POOL (guarded by this); closed with the path. */
+    private LayerEvents layerEvents;
     /** Where the pool offsets point: null for the L1 pool (every real registration), scratch memory for the GPU warm-up. */
     private final PoolMemory memory;
     private volatile boolean copied;
@@ -76,7 +80,31 @@ public final class CudaCopyPath implements CopyPath {
     }
 
     @Override
+    public synchronized List<byte[]> layerEventHandles() {
+        if (layerEvents == null) {
+            layerEvents = LayerEvents.create(tensors.device(), LayerEvents.POOL_SIZE);
+        }
+        return layerEvents.handles();
+    }
+
+    @Override
+    public Copied copyLayerwise(LayeredSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
+        LayerEvents events;
+        synchronized (this) {
+            layerEventHandles(); // LMCache's _ensure_session makes the pool too when the worker never asked for it
+            events = layerEvents;
+        }
+        CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add), index -> stream.endLayerBatch(events, index));
+        return submit(Direction.FROM_POOL, feed, clientEvent, lease, done);
+    }
+
+    @Override
     public Copied copy(Direction direction, PieceSource source, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
+        CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add));
+        return submit(direction, feed, clientEvent, lease, done);
+    }
+
+    private Copied submit(Direction direction, CopyEngine.Feed feed, byte[] clientEvent, InstanceContext.Lease lease, Completion done) {
         if (!copied) {
             copied = true; // once: a volatile read on every later copy
         }
@@ -93,7 +121,6 @@ public final class CudaCopyPath implements CopyPath {
                     owned.close();
                 }
             };
-            CopyEngine.Feed feed = stream -> source.emit(PieceSink.of(stream::add));
             DeviceTensors on = direction == Direction.TO_POOL ? storeFrom : tensors;
             submitted = memory == null ? engine.submit(direction, on, feed, clientEvent, completion)
                     : engine.submit(direction, on, feed, clientEvent, completion, memory);
@@ -156,7 +183,15 @@ public final class CudaCopyPath implements CopyPath {
 
     @Override
     public void close() {
-        tensors.close();
+        try {
+            tensors.close();
+        } finally {
+            synchronized (this) {
+                if (layerEvents != null) {
+                    layerEvents.close(); // the release thread: after the registration's last transfer
+                }
+            }
+        }
     }
 
     @Override

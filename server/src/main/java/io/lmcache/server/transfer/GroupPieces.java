@@ -1,6 +1,7 @@
 package io.lmcache.server.transfer;
 
 import io.lmcache.server.storage.StoredObject;
+import java.util.function.IntPredicate;
 
 /**
  * Emits the copies of a planned transfer, for either copy path: per chunk and object group that
@@ -30,7 +31,30 @@ public final class GroupPieces {
         }
     }
 
+    /**
+     * A layer-wise RETRIEVE's pieces of layer batch {@code batch}: those layers of every chunk and object group, so the batch's
+     * event covers exactly them (LMCache's layer-major loop, {@code lmcache_driven_transfer_layerwise.py@1565d9a3}).
+     */
+    public static void emitLayers(TransferPlan plan, StoredObject[] objects, int skipTokens, int chunkSize, LayerBatches batches, int batch,
+            PieceSink sink) {
+        LayerSelection selection = (kernel, layer) -> batches.includes(batch, kernel, layer);
+        for (int j = 0; j < plan.range().count(); j++) {
+            emitChunk(plan, objects, j, skipTokens, chunkSize, selection, sink);
+        }
+    }
+
+    /** The layers a copy moves: layer {@code layer} of kernel group {@code kernelIndex} or not. */
+    @FunctionalInterface
+    private interface LayerSelection {
+        boolean includes(int kernelIndex, int layer);
+    }
+
     private static void emitChunk(TransferPlan plan, StoredObject[] objects, int j, int skipTokens, int chunkSize, PieceSink sink) {
+        emitChunk(plan, objects, j, skipTokens, chunkSize, null, sink);
+    }
+
+    private static void emitChunk(TransferPlan plan, StoredObject[] objects, int j, int skipTokens, int chunkSize, LayerSelection selection,
+            PieceSink sink) {
         int skipInChunk = Math.clamp((long) skipTokens - (long) j * chunkSize, 0, chunkSize);
         for (int g = 0; g < plan.parts().size(); g++) {
             StoredObject object = objects[plan.objectIndex(j, g)];
@@ -43,8 +67,9 @@ public final class GroupPieces {
                 KernelGroup kernel = group.kernels().get(i);
                 PiecePlanner.ChunkBlocks blocks = new PiecePlanner.ChunkBlocks(part.blockIds()[i],
                         j * kernel.blocksPerChunk() + kernel.firstKept(), kernel.blocksKept());
+                IntPredicate layers = selection == null ? null : layer -> selection.includes(kernel.index(), layer);
                 PiecePlanner.chunk(kernel.layout(), kernel.tensorIds(), blocks, SkipRule.keptTokensToSkip(kernel, skipInChunk),
-                        object.offset() + group.segmentOffsets()[i], sink);
+                        object.offset() + group.segmentOffsets()[i], layers, sink);
             }
         }
     }

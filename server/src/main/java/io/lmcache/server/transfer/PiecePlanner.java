@@ -1,5 +1,7 @@
 package io.lmcache.server.transfer;
 
+import java.util.function.IntPredicate;
+
 /**
  * Plans the copies of one chunk between a worker's paged KV tensors and a pool object: for every
  * plane and layer, the chunk's blocks in token order, with runs of consecutive, adjacent blocks
@@ -33,6 +35,12 @@ public final class PiecePlanner {
      * @param tensorIds the registered tensor (wrapper index) of each of the layout's tensors; null = the same index
      */
     public static void chunk(KvLayout layout, int[] tensorIds, ChunkBlocks blocks, int skipTokens, long objectBase, PieceSink sink) {
+        chunk(layout, tensorIds, blocks, skipTokens, objectBase, null, sink);
+    }
+
+    /** As above, only for the layers {@code layers} accepts (a layer-wise RETRIEVE's batch); null = every layer. */
+    public static void chunk(KvLayout layout, int[] tensorIds, ChunkBlocks blocks, int skipTokens, long objectBase, IntPredicate layers,
+            PieceSink sink) {
         int[] blockIds = blocks.blockIds();
         int firstId = blocks.firstId();
         int blocksPerChunk = blocks.count();
@@ -45,6 +53,9 @@ public final class PiecePlanner {
         long piece = layout.pieceBytes();
         for (int plane = 0; plane < layout.planes(); plane++) {
             for (int layer = 0; layer < layout.numLayers(); layer++) {
+                if (layers != null && !layers.test(layer)) {
+                    continue;
+                }
                 int tensor = tensorIds == null ? layout.tensorIndex(layer, plane) : tensorIds[layout.tensorIndex(layer, plane)];
                 long objectRow = objectBase + ((long) plane * layout.numLayers() + layer) * blocksPerChunk * piece;
                 int k = skippedBlocks;

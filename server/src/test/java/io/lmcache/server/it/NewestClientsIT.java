@@ -58,12 +58,13 @@ class NewestClientsIT {
 
     @Test
     void layerwiseOpsAreAnsweredAsWithoutLayerwiseMode() {
-        double pools = metric("lmcache_mp_layerwise_requests_refused_total", "op", "register_layerwise_ipc_event_pool");
-        double retrieves = metric("lmcache_mp_layerwise_requests_refused_total", "op", "retrieve_layerwise");
+        String refused = "lmcache_mp_layerwise_requests_refused_total";
+        double pools = metric(refused, "op", "register_layerwise_ipc_event_pool", "reason", "mode_off");
+        double retrieves = metric(refused, "op", "retrieve_layerwise", "reason", "mode_off");
         PythonClient.assertPasses("layerwise", SERVER.endpoint());
         // the two malformed ones are answered by their failure value before any handler runs
-        assertEquals(1, metric("lmcache_mp_layerwise_requests_refused_total", "op", "register_layerwise_ipc_event_pool") - pools);
-        assertEquals(1, metric("lmcache_mp_layerwise_requests_refused_total", "op", "retrieve_layerwise") - retrieves);
+        assertEquals(1, metric(refused, "op", "register_layerwise_ipc_event_pool", "reason", "mode_off") - pools);
+        assertEquals(1, metric(refused, "op", "retrieve_layerwise", "reason", "mode_off") - retrieves);
     }
 
     @Test
