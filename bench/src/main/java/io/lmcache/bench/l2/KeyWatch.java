@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * Counts the SETs every node of a cluster carried out (but of keys under one prefix), from its keyspace notifications ({@code __keyevent@0__:set}): a key is set
+ * Counts the SETs every node of a cluster carried out (but of keys under one prefix), from its keyspace notifications
+ * ({@code __keyevent@0__:set}): a key is set
  * once its whole value has arrived, so this tells when a write-through is complete without sending the nodes any command while
  * they are receiving (polling DBSIZE would take Redis's and the client's CPU from the measurement).
  */

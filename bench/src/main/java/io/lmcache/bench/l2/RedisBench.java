@@ -68,7 +68,7 @@ public final class RedisBench {
                 // the tests' 2 s node timeout would take a node that a loaded VM starves while it reads a value for failed (CLUSTERDOWN)
                 check(cluster.cli(node, "CONFIG", "SET", "cluster-node-timeout", "60000").strip().equals("OK"), "node timeout raised");
             }
-            run(cluster, chunks, rounds, polled, results, ("bench/run-redis.sh " + String.join(" ", args)).trim(), machine, loadBefore);
+            run(cluster, chunks, rounds, polled, results, new Invocation(("bench/run-redis.sh " + String.join(" ", args)).trim(), machine, loadBefore));
         }
     }
 
@@ -89,8 +89,10 @@ public final class RedisBench {
     /** The two servers of a run and their workers: A writes through, B (its own empty L1) loads. */
     private record Servers(RedisNodes cluster, ServerProcess a, JavaWorker writer, ServerProcess b, JavaWorker reader) {}
 
-    private static void run(RedisNodes cluster, int chunks, int rounds, boolean polled, Path results, String command, String machine, String loadBefore)
-            throws Exception {
+    /** The command line, the machine and its load averages before the run: the report's header. */
+    private record Invocation(String command, String machine, String loadBefore) {}
+
+    private static void run(RedisNodes cluster, int chunks, int rounds, boolean polled, Path results, Invocation invocation) throws Exception {
         JavaWorker.Geometry geometry = new JavaWorker.Geometry(LAYERS, (chunks + WARM_UP_CHUNKS) * CHUNK / 16 + 16, 16, 8, 128);
         long objectBytes = geometry.chunkObjectBytes(CHUNK);
         String adapter = "{\"type\":\"valkey\",\"startup_nodes\":\"" + cluster.startupNodes() + "\",\"cluster_mode\":true,\"request_timeout\":60}";
@@ -126,8 +128,8 @@ public final class RedisBench {
             double foreign = Math.max(Machine.CpuSample.take(a.pid(), self).foreignCoresSince(cpuA),
                     Machine.CpuSample.take(b.pid(), self).foreignCoresSince(cpuB));
             String benchmark = redisBenchmark(cluster, objectBytes);
-            write(results, new Machine.Run(command, machine, loadBefore, foreign), chunks, objectBytes, new Figures(l1StoreS, measured,
-                    polled, foreign), benchmark);
+            Machine.Run run = new Machine.Run(invocation.command(), invocation.machine(), invocation.loadBefore(), foreign);
+            write(results, run, chunks, objectBytes, new Figures(l1StoreS, measured, polled, foreign), benchmark);
         } finally {
             plain.shutdown();
         }
@@ -342,7 +344,8 @@ public final class RedisBench {
                 + " all) a round, %d rounds, one CPU worker, `--l2-adapter '{\"type\":\"valkey\",\"startup_nodes\":...,\"cluster_mode\":true,"
                 + "\"request_timeout\":60}'` (8 values in flight; B with `--l2-prefetch-load-timeout 120`: a loaded VM slows a round instead of"
                 + " failing it) against three redis-server masters (%s) on loopback, no persistence, `cluster-node-timeout` 60 s, every node"
-                + " flushed between rounds. Write-through: server A, from the STORE's reply (a prompt's copy into L1 took %.3f s) until %s. Load: server B (its own L1,"
+                + " flushed between rounds. Write-through: server A, from the STORE's reply (a prompt's copy into L1 took %.3f s) until %s."
+                + " Load: server B (its own L1,"
                 + " without the prompt) from the LOOKUP until QUERY_PREFETCH_STATUS answered %d, i.e. hashing, EXISTS per key, L1"
                 + " reservations and GETs. Plain Lettuce: the same number of values of the same size, in the bench's JVM, all SETs sent then"
                 + " awaited, then all GETs (byte[] values, one cluster connection). Each round alternates which goes first, the adapter or"
