@@ -3,6 +3,7 @@ package io.lmcache.server;
 import io.lmcache.server.agent.AgentErrors;
 import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.CudaEventsAgent;
+import io.lmcache.server.agent.Wake;
 import io.lmcache.server.config.DeviceMode;
 import io.lmcache.server.config.StartupException;
 import io.lmcache.server.config.Tuning;
@@ -37,9 +38,12 @@ final class GpuPart {
     private final String path;
     /** Whether the copy engines' host functions wake the event poller (its poll is then only the fallback). */
     private final boolean hostFnWake;
+    /** Wakes lmcache-cuda-events when a transfer is tracked: made before the backend's poller and the runner, given to both. */
+    private final Wake eventsWake;
 
-    private GpuPart(GpuBackend backend, String path, boolean hostFnWake) {
+    private GpuPart(GpuBackend backend, String path, boolean hostFnWake, Wake eventsWake) {
         this.backend = backend;
+        this.eventsWake = eventsWake;
         this.path = path;
         this.hostFnWake = hostFnWake;
     }
@@ -50,20 +54,30 @@ final class GpuPart {
      */
     static GpuPart open(DeviceMode mode, Tuning tuning) {
         if (mode == DeviceMode.HOST) {
-            return new GpuPart(GpuBackend.none(), "host only (--device host): serving CPU shared-memory workers", false);
+            return new GpuPart(GpuBackend.none(), "host only (--device host): serving CPU shared-memory workers", false, new Wake());
         }
         try {
-            GpuBackend backend = GpuBackend.open(tuning);
+            // runs on: the thread that submitted the transfer (lmcache-transfer-*)
+            Wake eventsWake = new Wake();
+            GpuBackend backend = GpuBackend.open(tuning, eventsWake);
             return new GpuPart(backend, "CUDA (" + backend.describe() + "); GPU workers over CUDA IPC, CPU workers over shared memory",
-                    tuning.hostFnWake());
+                    tuning.hostFnWake(), eventsWake);
         } catch (CudaException | LinkageError e) {
             if (mode == DeviceMode.CUDA) {
                 throw new StartupException("--device cuda", "no usable CUDA driver or GPU on this host (" + LogText.oneLine(e)
                         + "); use --device auto or host to serve CPU workers");
             }
             return new GpuPart(GpuBackend.none(), "host only (CUDA not available: " + e.getMessage() + "); serving CPU shared-memory workers",
-                    false);
+                    false, new Wake());
         }
+    }
+
+    /**
+     * The host-only part of a warm-up's scratch server: its transfers never reach the server's GPU backend (the GPU warm-up's
+     * scratch worker copies through the copy path its opener gives), and it pins, places and polls nothing.
+     */
+    static GpuPart hostOnly() {
+        return new GpuPart(GpuBackend.none(), "host only (a warm-up's scratch server)", false, new Wake());
     }
 
     /** Says in the log which device path the server took (after the start banner). */
@@ -78,7 +92,7 @@ final class GpuPart {
 
     /** The runner of the CUDA event poller (lmcache-cuda-events), not started; null without CUDA (no thread for nothing). */
     AgentRunner eventsRunner(AgentErrors errors) {
-        return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors, hostFnWake) : null;
+        return backend.available() ? CudaEventsAgent.runner(backend.eventPoller(), errors, hostFnWake, eventsWake) : null;
     }
 
     /** GPU time and bytes of the copies (CUDA hosts only): bytes over seconds is the rate the copies ran at on the GPU. */

@@ -10,6 +10,7 @@ import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.TokenHashChain;
 import io.lmcache.server.transfer.ChunkHashes;
+import io.lmcache.server.warmup.ScratchParts;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.function.Consumer;
@@ -70,6 +71,14 @@ public final class LmcacheServer implements AutoCloseable {
         }
         LOG.info("ready: ZeroMQ ROUTER on {}, chunk size {}", config.zmqEndpoint(), config.chunkSize());
         return server;
+    }
+
+    /**
+     * How a warm-up opens its scratch server: the production parts of {@code ServerParts.SCRATCH} (for a warm-up run alone:
+     * tests, tools; the server's own warm-ups are given it by their parts).
+     */
+    public static ScratchParts scratchParts() {
+        return ServerParts::openScratch;
     }
 
     /** The parts that opened something, in opening order (the order test). */

@@ -8,6 +8,7 @@ import io.lmcache.server.agent.AgentRunner;
 import io.lmcache.server.agent.Housekeeping;
 import io.lmcache.server.agent.IdleStrategy;
 import io.lmcache.server.agent.Wake;
+import io.lmcache.server.assembly.Assembly;
 import io.lmcache.server.assembly.Build;
 import io.lmcache.server.assembly.Part;
 import io.lmcache.server.config.ServerConfig;
@@ -39,11 +40,12 @@ import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.KvEventMetrics;
-import io.lmcache.server.metrics.LookupCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.module.EventKinds;
-import io.lmcache.server.module.KvEventModule;
+import io.lmcache.server.module.WindowCommit;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
+import io.lmcache.server.module.EngineDrivenTransferModule;
+import io.lmcache.server.module.KvEventModule;
 import io.lmcache.server.module.LookupLeases;
 import io.lmcache.server.module.LookupModule;
 import io.lmcache.server.module.ManagementModule;
@@ -51,19 +53,29 @@ import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.module.ServerOps;
 import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.storage.EvictionController;
+import io.lmcache.server.storage.L1Pool;
 import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.StoreMeters;
 import io.lmcache.server.tier.L2Tier;
+import io.lmcache.server.tier.ObjectShapes;
 import io.lmcache.server.tables.TableMeters;
+import io.lmcache.server.transfer.CopyPaths;
+import io.lmcache.server.transfer.ObjectGroup;
 import io.lmcache.server.warmup.GpuScratchWarmup;
 import io.lmcache.server.warmup.GpuWarmups;
+import io.lmcache.server.warmup.ScratchParts;
 import io.lmcache.server.warmup.Warmup;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 
 /**
@@ -106,11 +118,18 @@ final class ServerParts {
     static final Part<Object> LOG_SUMMARIES = Part.of("rate-limited log summaries", List.of(),
             b -> b.onClose("rate-limited log summaries", RateLimitedLog::flushPending));
 
-    /** The pool; its preparation (prefault, pin, NUMA placement) is the first start step. */
+    /**
+     * The pool; its preparation (prefault, pin, NUMA placement) is the first start step. A warm-up's scratch server gives its
+     * pool (scratch memory, ready as it is: nothing to prepare).
+     */
     static final Part<L1Tier> L1 = Part.of("L1 tier", List.of(after("rate-limited log summaries", "the summaries are written after every part that logs")),
             b -> {
-                GpuPart gpu = b.require(Root.class).gpu();
                 ServerConfig config = config(b);
+                L1Pool scratch = b.optional(L1Pool.class);
+                if (scratch != null) {
+                    return b.onClose("L1 tier", L1Tier.ready(config, scratch));
+                }
+                GpuPart gpu = b.require(Root.class).gpu();
                 L1Tier l1 = b.onClose("L1 tier", openL1(config, gpu));
                 b.onStart("L1 pool preparation", () -> l1.startPreparation(gpu.regionStages(l1.pool()),
                         gpu.numaPlacement(l1.pool(), config.operator().numaPlacement())));
@@ -165,7 +184,7 @@ final class ServerParts {
     /** The GPU warm-up at each device's first REGISTER; built before the transfer modules, which run it after a REGISTER. */
     static final Part<GpuWarmups> GPU_WARMUPS = Part.of("GPU warm-ups", List.of(after("GPU backend",
             "a warm-up still running stops after its round and frees its scratch memory before the backend closes")), b -> {
-        GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(config(b), b.require(L1Tier.class).store(),
+        GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(ServerParts::openScratch, config(b), b.require(L1Tier.class).store(),
                 b.require(Root.class).gpu().backend()));
         b.status("gpu_warmups", warmups::status);
         return warmups;
@@ -175,38 +194,20 @@ final class ServerParts {
     static final Part<LookupHashLog> LOOKUP_HASH_QUEUE = Part.of("lookup-hash queue", List.of(),
             b -> config(b).diagnostics().lookupHashLogEnabled() ? new LookupHashLog() : null);
 
-    static final Part<DataModules> DATA = Part.of("data modules", List.of(after("GPU transfers in flight",
-            "the GPU transfers in flight drain after the modules close"), after("lookup state", "the modules take the leases"),
-            after("lookup-hash queue", "the lookup module queues each LOOKUP for the log"),
-            after("peers", "the modules follow their workers' liveness"), after("GPU warm-ups", "a REGISTER runs the GPU warm-up")), b -> {
-        Root root = b.require(Root.class);
-        DataModules data = DataModules.open(config(b), b.require(L1Tier.class), root.gpu(),
-                new DataModules.LookupState(b.require(LookupLeases.class), b.require(PrefetchResults.class),
-                        b.optional(LookupHashLog.class) == null ? LookupModule.Observer.NONE : b.require(LookupHashLog.class)),
-                new DataModules.WorkerEnds(b.require(Liveness.class), b.require(ReleaseThread.class), b.require(GpuWarmups.class)),
-                metrics(b), new DataModules.Supervision(root.agentErrors(), b::onClose));
-        b.offer(data.l2());
-        b.offer(data.lookup());
-        b.agent(Build.Role.HOUSEKEEPING, data.l2().evictionAgent());
-        b.onStart("L2 tier", data.l2()::start);
-        metrics(b).gauge(LookupCatalogue.ACTIVE_PREFETCH_JOBS, data.lookup()::pendingResults);
-        return data;
-    });
-
     /**
      * The lookup-hash log's writer (issue 49, fleet-and-operator-api.md §3.4) on lmcache-lookup-hashes: it reads the shapes the
      * transfer modules registered; closed before them, after writing what is still queued.
      */
-    static final Part<AgentRunner> LOOKUP_HASH_LOG = Part.of("lookup-hash log", List.of(after("data modules",
+    static final Part<AgentRunner> LOOKUP_HASH_LOG = Part.of("lookup-hash log", List.of(after("lookup module",
             "it reads the registered shapes"), after("lookup-hash queue", "it writes the queued LOOKUPs")), b -> {
         LookupHashLog queue = b.optional(LookupHashLog.class);
         if (queue == null) {
             return null;
         }
-        DataModules data = b.require(DataModules.class);
         AgentRunner runner = b.onClose("lookup-hash log", DiagnosticsParts.lookupHashWriter(config(b), queue, metrics(b),
-                data.lmcacheDriven() == null ? null : data.lmcacheDriven()::objectShapes,
-                data.engineDriven() == null ? null : data.engineDriven()::objectShapes, b.require(Root.class).agentErrors()));
+                b.find(LmcacheDrivenTransferModule.class).<ObjectShapes>map(module -> module::objectShapes).orElse(null),
+                b.find(EngineDrivenTransferModule.class).<ObjectShapes>map(module -> module::objectShapes).orElse(null),
+                b.require(Root.class).agentErrors()));
         b.onStart("lookup-hash log", runner::start);
         return runner;
     });
@@ -227,9 +228,9 @@ final class ServerParts {
      * adapter, {@code /cache/objects}. Opened after the stores, so it closes before them; opened before the request loop, so its
      * last events are flushed and it deregisters after the loop drains. Its threads start once HTTP serves (see {@link #VIEW}).
      */
-    static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("data modules", "its feed hears the stores; it closes before them"),
+    static final Part<FleetPart> FLEET = Part.of("fleet", List.of(after("lookup module", "its feed hears the stores; it closes before them"),
             after("events trace", "the trace records the batches until the last flush")), b -> {
-                L2Tier l2 = b.require(DataModules.class).l2();
+                L2Tier l2 = b.require(L2Tier.class);
                 FleetPart fleet = b.onClose("fleet", FleetPart.open(config(b), b.require(L1Tier.class).store(), l2.adapters(),
                         b.optional(EventsTrace.class), l2.warmPrefetches()));
                 fleet.bindMetrics(metrics(b));
@@ -240,19 +241,19 @@ final class ServerParts {
      * LMCache's HTTP KV bytes API (issue 49, {@code /api/kv/*}) over L1, in the layouts the LMCache-driven path registered; its
      * stores go through the store's reserve and commit, so the listeners hear them as any STORE. Routed by {@link #VIEW}.
      */
-    static final Part<KvBytesRoutes> KV_BYTES = Part.of("HTTP KV bytes API", List.of(after("data modules",
+    static final Part<KvBytesRoutes> KV_BYTES = Part.of("HTTP KV bytes API", List.of(after("lookup module",
             "it reads the registered layouts and writes the store")), b -> {
                 L1Tier l1 = b.require(L1Tier.class);
-                LmcacheDrivenTransferModule lmcacheDriven = b.require(DataModules.class).lmcacheDriven();
-                return new KvBytesRoutes(new KvBytes(l1.store(), l1.pool().segment()),
-                        lmcacheDriven == null ? null : lmcacheDriven::objectGroups, config(b).chunkSize(), l1.pool().bytes());
+                Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered = b.find(LmcacheDrivenTransferModule.class)
+                        .map(module -> module::objectGroups);
+                return new KvBytesRoutes(new KvBytes(l1.store(), l1.pool().segment()), registered, config(b).chunkSize(), l1.pool().bytes());
             });
 
     /**
      * The KV-event log (one incarnation per process: its start time in ns, as LMCache's) and its recorder, fed by L1's listener
      * list (after the L2 write-through, before the fleet's feed) and by the L2 adapters' listeners.
      */
-    static final Part<KvEventRecorder> KV_EVENT_RECORDER = Part.of("kv-event recorder", List.of(after("data modules",
+    static final Part<KvEventRecorder> KV_EVENT_RECORDER = Part.of("kv-event recorder", List.of(after("lookup module",
             "it hears the L1 store and the L2 adapters")), b -> {
         ServerConfig config = config(b);
         Instant now = Instant.now();
@@ -267,7 +268,7 @@ final class ServerParts {
     });
 
     /** The KV-event streams (SUBSCRIBE/POLL) over the log the recorder fills. */
-    static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("data modules", "it streams the recorder's log"),
+    static final Part<KvEventChannel> KV_EVENTS = Part.of("kv-event module", List.of(after("lookup module", "it streams the recorder's log"),
             after("kv-event recorder", "it streams the recorder's log")), b -> {
         ReplyQueue replies = b.offer(new ReplyQueue());
         KvEventRecorder recorder = b.require(KvEventRecorder.class);
@@ -280,7 +281,7 @@ final class ServerParts {
     });
 
     // built after the modules: the reaper runs over modules that are complete, and stops before they close
-    static final Part<Reaper> REAPER = Part.of("reaper", List.of(after("data modules", "the reaper runs over modules that are complete"),
+    static final Part<Reaper> REAPER = Part.of("reaper", List.of(after("lookup module", "the reaper runs over modules that are complete"),
             after("kv-event module", "a reaped instance's subscription ends")), b -> {
         ServerConfig config = config(b);
         Reaper reaper = new Reaper(targets(b), config.workerReapTimeoutNs(), config.workerRegistrationGraceNs(), config.workerDisconnectGraceNs(),
@@ -298,13 +299,13 @@ final class ServerParts {
     // runs on: lmcache-transfer-* (a failed STORE/RETRIEVE) or lmcache-request-loop (rejected during shutdown, over budget).
     // Isolated IPC (issue 47): each event handle is classified and answered in kind; --isolated-ipc only sets the warning
     static final Part<Dispatcher> DISPATCHER = Part.of("dispatcher", List.of(after("management", "it serves every module's ops"),
-            after("data modules", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
+            after("lookup module", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
         ServerConfig config = config(b);
-        DataModules data = b.require(DataModules.class);
         GpuBackend gpu = b.require(Root.class).gpu().backend();
         EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
-        return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), data.lookup(),
-                b.require(KvEventChannel.class).module(), data.lmcacheDriven(), data.engineDriven(), events), b.require(ReplyQueue.class),
+        return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), b.require(LookupModule.class),
+                b.require(KvEventChannel.class).module(), b.find(LmcacheDrivenTransferModule.class), b.find(EngineDrivenTransferModule.class),
+                events), b.require(ReplyQueue.class),
                 metrics(b), config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
     });
 
@@ -313,13 +314,10 @@ final class ServerParts {
     static final Part<AgentRunner> HOUSEKEEPING = Part.of("housekeeping", List.of(after("dispatcher", "the activity log reads its meters"),
             after("reaper", "it runs the reaper")), b -> {
         L1Tier l1 = b.require(L1Tier.class);
-        DataModules data = b.require(DataModules.class);
         Lookups lookups = b.require(Lookups.class);
         List<EvictionController.Sweeper> sweepers = new ArrayList<>(List.of(lookups.leases()::sweep, lookups.prefetchResults()::sweep,
                 RateLimitedLog::flushAll));
-        if (data.engineDriven() != null) {
-            sweepers.add(data.engineDriven()::sweep);
-        }
+        b.find(EngineDrivenTransferModule.class).ifPresent(module -> sweepers.add(module::sweep));
         Reaper reaper = b.require(Reaper.class);
         b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
         b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
@@ -343,7 +341,7 @@ final class ServerParts {
     // warm-up's run is made here (started and closed by its own part): the loop tells it of the first request
     static final Part<RequestLoop> LOOP = Part.of("request loop", List.of(after("HTTP", "the drain comes before the listeners close")), b -> {
         ServerConfig config = config(b);
-        WarmupRun warmup = b.offer(new WarmupRun(config, b.require(L1Tier.class)));
+        WarmupRun warmup = b.offer(new WarmupRun(ServerParts::openScratch, config, b.require(L1Tier.class)));
         RequestLoop loop = new RequestLoop(config.zmqEndpoint(), config.maxMessageBytes(), config.connections(),
                 new RequestLoop.Serving(b.require(Dispatcher.class), b.require(ReplyQueue.class), b.require(KvEventChannel.class).streams(),
                         warmup::firstRequest), b.require(PeerConnections.class), metrics(b));
@@ -380,12 +378,15 @@ final class ServerParts {
             after("fleet", "it routes the coordinator's calls"), after("HTTP KV bytes API", "it routes /api/kv/*")), b -> {
         ServerConfig config = config(b);
         Root root = b.require(Root.class);
-        DataModules data = b.require(DataModules.class);
         RequestLoop loop = b.require(RequestLoop.class);
         HttpListeners http = b.require(HttpListeners.class);
-        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), data.l2(), b.require(LookupLeases.class),
-                data.storageStatus()),
-                new ServerView.Modules(data.lookup(), data.lmcacheDriven(), data.engineDriven(), b.require(ManagementModule.class)),
+        // a storage_manager entry of /status, where LMCache's window commit shows
+        Map<String, Supplier<Map<String, Object>>> storageStatus = b.find(WindowCommit.class)
+                .<Map<String, Supplier<Map<String, Object>>>>map(commit -> Map.of("window_commit", commit::status)).orElse(Map.of());
+        ServerView view = new ServerView(config, metrics(b), new ServerView.Storage(b.require(L1Tier.class), b.require(L2Tier.class),
+                b.require(LookupLeases.class), storageStatus),
+                new ServerView.Modules(b.require(LookupModule.class), b.find(LmcacheDrivenTransferModule.class),
+                        b.find(EngineDrivenTransferModule.class), b.require(ManagementModule.class)),
                 new ServerView.Transport(loop, b.require(PeerConnections.class)), new ServerView.Device(root.gpu()::status, root.gpu().stageNames()),
                 new ServerView.Root(() -> root.closing().getAsBoolean() ? "shutting down" : root.agentErrors().fatalReason(), b.statuses()));
         root.gpu().bindMetrics(metrics(b));
@@ -394,7 +395,8 @@ final class ServerParts {
         KvBytesRoutes kvBytes = b.require(KvBytesRoutes.class);
         ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
                 new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
-                        data.testCompletions() == null ? null : data.testCompletions()::set), (api, guard) -> {
+                        b.require(DataParts.Basis.class).testCompletions().map(delay -> (ServerHttp.CompletionDelays) delay::set).orElse(null)),
+                        (api, guard) -> {
                             fleet.route(api, guard);
                             kvBytes.register(api, guard);
                         });
@@ -408,8 +410,30 @@ final class ServerParts {
 
     /** Every part of the server, in list order (the after-edges decide where they differ). */
     static final List<Part<?>> ALL = List.of(LOG_SUMMARIES, L1, GPU_BACKEND, CUDA_EVENTS, RELEASES, GPU_DRAIN, LOOKUPS, PEERS, GPU_WARMUPS,
-            LOOKUP_HASH_QUEUE, DATA, LOOKUP_HASH_LOG, KV_EVENT_RECORDER, EVENTS_TRACE, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT,
-            DISPATCHER, HOUSEKEEPING, HTTP, LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+            LOOKUP_HASH_QUEUE, DataParts.BASIS, DataParts.L2, DataParts.LMCACHE_DRIVEN, DataParts.ENGINE_DRIVEN, DataParts.LOOKUP,
+            LOOKUP_HASH_LOG, KV_EVENT_RECORDER, EVENTS_TRACE, FLEET, KV_BYTES, KV_EVENTS, REAPER, MANAGEMENT, DISPATCHER, HOUSEKEEPING, HTTP,
+            LOOP, KV_EVENT_STREAMS, WARMUP, VIEW);
+
+    /**
+     * The parts a warm-up's scratch server opens ({@link #openScratch}): those of {@link #ALL} a request runs through, from the
+     * store to the dispatcher, and nothing that reaches beyond the scratch memory or serves a door: no GPU backend, poller or
+     * drain (the server's own), no fleet, HTTP, housekeeping thread, request loop (the scratch server opens its own, on an
+     * in-process endpoint, halfway through its rounds), KV-event stream thread or nested warm-up. The order test compares it
+     * with {@link #ALL}.
+     */
+    static final List<Part<?>> SCRATCH = ALL.stream().filter(Set.of(L1, RELEASES, LOOKUPS, PEERS, GPU_WARMUPS, DataParts.BASIS,
+            DataParts.L2, DataParts.LMCACHE_DRIVEN, DataParts.ENGINE_DRIVEN, DataParts.LOOKUP, KV_EVENT_RECORDER, KV_EVENTS, REAPER, MANAGEMENT,
+            DISPATCHER)::contains).toList();
+
+    /**
+     * Opens {@link #SCRATCH} over a warm-up's scratch configuration (the warm-ups' {@link ScratchParts}): its L1 tier over
+     * {@code pool}, the worker's copy path from {@code copyPaths} (or its tensors), a host-only GPU part, agent errors of its own;
+     * concluded, never started (its store's regions are ready as they are, and it runs no agent thread).
+     */
+    static Assembly openScratch(ServerConfig config, ServerMetrics metrics, L1Pool pool, CopyPaths.Opener copyPaths) {
+        Root root = new Root(GpuPart.hostOnly(), new AgentErrors(), () -> false);
+        return Assembly.open(SCRATCH, Stream.of(config, metrics, root, pool, copyPaths).filter(Objects::nonNull).toArray()).conclude();
+    }
 
     private static ServerConfig config(Build b) {
         return b.require(ServerConfig.class);
@@ -421,7 +445,8 @@ final class ServerParts {
 
     /** The modules the reaper watches (those that are on), and the KV-event module: PINGs keep subscriptions alive. */
     private static List<InstanceLivenessTarget> targets(Build b) {
-        return Stream.concat(b.require(DataModules.class).livenessTargets().stream(), Stream.of(b.require(KvEventChannel.class).module())).toList();
+        return Stream.of(b.find(LmcacheDrivenTransferModule.class).stream(), b.find(EngineDrivenTransferModule.class).stream(),
+                Stream.of(b.require(KvEventChannel.class).module())).<InstanceLivenessTarget>flatMap(s -> s).toList();
     }
 
     /** The pool; the GPU backend, opened before it, is closed here when the pool cannot be made (later, it is a part). */
@@ -436,18 +461,20 @@ final class ServerParts {
 
     /** The start-up warm-up: opened with the parts, started after the pool's preparation, closed first. */
     static final class WarmupRun implements AutoCloseable {
+        private final ScratchParts parts;
         private final ServerConfig config;
         private final L1Tier l1;
         private volatile Warmup warmup;
 
-        WarmupRun(ServerConfig config, L1Tier l1) {
+        WarmupRun(ScratchParts parts, ServerConfig config, L1Tier l1) {
+            this.parts = parts;
             this.config = config;
             this.l1 = l1;
         }
 
         /** While the pool's first region is prepared: the request path on scratch memory, so the first requests run compiled code. */
         void start() {
-            warmup = Warmup.start(config, l1.pool().fileKey());
+            warmup = Warmup.start(parts, config, l1.pool().fileKey());
         }
 
         /**

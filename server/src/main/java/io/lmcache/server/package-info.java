@@ -130,9 +130,11 @@
  * <tr><td>{@code lmcache-test-completions} (only with {@code --test-hooks})</td><td>{@code transfer.CompletionDelay}: host
  *     copies' completions, delayed as a GPU's are</td><td>nothing</td><td>what a completion touches (commit, abort,
  *     unpin)</td><td>executor shutdown with the transfer modules</td></tr>
- * <tr><td>{@code lmcache-normal-N}, {@code lmcache-transfer-N} of the start-up warm-up</td><td>{@code warmup.ScratchServer}'s own dispatcher:
- *     the JIT warm-up's requests, on the starting thread's behalf</td><td>nothing shared</td><td>the scratch server's store,
- *     modules and reply queue only</td><td>closed by the warm-up (5 s bounded), before the server's own parts start</td></tr>
+ * <tr><td>{@code lmcache-normal-N}, {@code lmcache-transfer-N}, {@code lmcache-release-N} of a warm-up</td><td>the
+ *     dispatcher and release thread of {@code warmup.ScratchServer}'s own parts ({@code ServerParts.SCRATCH}): the JIT
+ *     warm-up's requests, on the starting thread's behalf, and its scratch worker's release</td><td>nothing shared</td><td>the
+ *     scratch server's store, modules and reply queue only</td><td>closed with the scratch server's parts (5 s bounded),
+ *     before the server's own parts start</td></tr>
  * <tr><td>{@code lmcache-warmup-loop}, and its connection monitor, health probe and JeroMQ threads</td><td>the scratch
  *     server's own {@code loop.RequestLoop} on a free loopback port, which the second half of the warm-up's requests reach
  *     from a DEALER on the starting thread, then on lmcache-warmup (so the ZeroMQ path is compiled too)</td><td>its own

@@ -25,9 +25,13 @@ class CompositionOrderTest {
     /**
      * The close order of the named parts on a host-only server, first closed first. Since the assembly, the GPU warm-ups
      * close after the transfer modules (they are opened before them: a REGISTER runs the warm-up through the constructor).
+     * Since the data modules are parts of their own, the L2 tier closes after the transfer modules (it opens before them, as it
+     * did inside the data modules, for the window commit they take): the dispatcher, the loop and housekeeping have stopped
+     * by then, so no module commits, flushes or loads through L2 any more, and L2's write-through of the last commits drains
+     * while L1 is open.
      */
     private static final List<String> CLOSE_ORDER = List.of("warm-up", "kv-event streams", "request loop (drain)", "Prometheus HTTP",
-            "HTTP API", "housekeeping", "dispatcher", "L2 tier", "engine-driven transfers", "lmcache-driven transfers", "GPU warm-ups",
+            "HTTP API", "housekeeping", "dispatcher", "engine-driven transfers", "lmcache-driven transfers", "L2 tier", "GPU warm-ups",
             "GPU transfers in flight", "release thread", "GPU backend", "L1 tier", "rate-limited log summaries");
 
     private static LmcacheServer server;
@@ -110,17 +114,20 @@ class CompositionOrderTest {
     void theDiagnosticsCloseAroundWhatFeedsThem() {
         closesBefore("fleet", "events trace", "the trace records the batches of the fleet's last flush, then its stop mark");
         closesBefore("lookup-hash log", "lmcache-driven transfers", "the writer reads the shapes the modules registered");
-        builtBefore("lookup-hash queue", "data modules", "the lookup module queues each LOOKUP for the log");
+        builtBefore("lookup-hash queue", "lookup module", "the lookup module queues each LOOKUP for the log");
     }
 
     @Test
     void theReaperIsBuiltAfterTheModules() {
-        builtBefore("data modules", "reaper", "the reaper runs over modules that are complete");
+        builtBefore("lmcache-driven transfers", "reaper", "the reaper runs over modules that are complete");
+        builtBefore("engine-driven transfers", "reaper", "the reaper runs over modules that are complete");
+        builtBefore("lookup module", "dispatcher", "the dispatcher serves every module's ops");
+        builtBefore("L2 tier", "lmcache-driven transfers", "the window commit the module takes writes through L2");
         builtBefore("kv-event module", "reaper", "a reaped instance's subscription ends");
         builtBefore("reaper", "management", "management reports the reaper's targets");
         builtBefore("L1 tier", "GPU backend", "the backend's closer unpins the pool");
-        builtBefore("release thread", "data modules", "the modules release workers' mappings through it");
-        builtBefore("GPU warm-ups", "data modules", "a REGISTER runs the GPU warm-up");
+        builtBefore("release thread", "lmcache-driven transfers", "the modules release workers' mappings through it");
+        builtBefore("GPU warm-ups", "lmcache-driven transfers", "a REGISTER runs the GPU warm-up");
     }
 
     @Test

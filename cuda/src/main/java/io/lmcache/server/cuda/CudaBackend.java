@@ -20,13 +20,15 @@ import org.slf4j.LoggerFactory;
 public final class CudaBackend implements GpuBackend {
     private static final Logger LOG = LoggerFactory.getLogger(CudaBackend.class);
     private final CudaDevices devices;
-    private final EventPoller poller = new EventPoller();
+    private final EventPoller poller;
     private final Tuning tuning;
     private volatile PinnedPool pinned;
     /** Contexts made for a failure reply's event because no GPU had one yet (no GPU worker had registered): 0 or 1. */
     private final LongAdder failuresWithoutContext = new LongAdder();
 
-    CudaBackend(CudaDevices devices, Tuning tuning) {
+    /** {@code eventsWake}: wakes the event poller's thread when a transfer is tracked (see {@link EventPoller}). */
+    CudaBackend(CudaDevices devices, Tuning tuning, Runnable eventsWake) {
+        this.poller = new EventPoller(eventsWake);
         this.devices = devices;
         this.tuning = tuning;
     }

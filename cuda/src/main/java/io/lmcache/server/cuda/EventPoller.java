@@ -66,7 +66,8 @@ public final class EventPoller implements AutoCloseable {
     private final List<Pending> snapshot = new ArrayList<>();
     private final List<Pending> finished = new ArrayList<>();
     private boolean closed;
-    private volatile Runnable wakeUp = () -> { };
+    /** What to call when a transfer is tracked (the runner's wake-up), so a parked poller sees it at once. */
+    private final Runnable wakeUp;
     /**
      * Short GPU work a handler hands this thread so it stays off the request's own path (an idle lane's context warm-up,
      * {@link CopyEngine#warm}), run at the start of the next pass. Bounded by its posters: one task per lane at a time.
@@ -78,10 +79,16 @@ public final class EventPoller implements AutoCloseable {
     private long taskFailures;
     private long lastTaskFailureLogNs;
 
-    public EventPoller() {}
+    /** A poller no thread waits on (the host-only backend's, tests). */
+    public EventPoller() {
+        this(() -> { });
+    }
 
-    /** What to call when a transfer is tracked (the runner's wake-up), so a parked poller sees it at once. */
-    public void wakeUpWith(Runnable wakeUp) {
+    /**
+     * {@code wakeUp}: runs when a transfer is tracked; the handle its runner binds its thread to, made before both (the server's
+     * {@code agent.Wake}), so nothing is wired after construction.
+     */
+    public EventPoller(Runnable wakeUp) {
         this.wakeUp = wakeUp;
     }
 
@@ -108,8 +115,12 @@ public final class EventPoller implements AutoCloseable {
      */
     private final CUhostFn stampAndWake = data -> {
         ((Reached) data).atNs = System.nanoTime();
-        wakeUp.run();
+        wakeRunner();
     };
+
+    private void wakeRunner() {
+        wakeUp.run();
+    }
 
     /** Runs {@code task} on this poller's thread at its next pass (woken now); the poster bounds how many wait. */
     void runSoon(Runnable task) {

@@ -18,10 +18,10 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
      * Opens the driver and lists the GPUs; throws {@link CudaException} (with the reason) when there is no usable GPU. Makes
      * no context: a GPU gets one at the first REGISTER of tensors on it (so before any REGISTER the server holds no device
      * memory anywhere), with the complete event its failure replies carry. The copy engines run with {@code tuning}'s
-     * {@code -Dlmcache.cuda.*} knobs.
+     * {@code -Dlmcache.cuda.*} knobs; {@code eventsWake} wakes the thread that polls the transfers' events when one is tracked.
      */
-    static GpuBackend open(Tuning tuning) {
-        return new CudaBackend(CudaDevices.open(tuning.stackLimitBytes()), tuning);
+    static GpuBackend open(Tuning tuning, Runnable eventsWake) {
+        return new CudaBackend(CudaDevices.open(tuning.stackLimitBytes()), tuning, eventsWake);
     }
 
     /** The host-only backend: nothing is CUDA, every counter is 0. */

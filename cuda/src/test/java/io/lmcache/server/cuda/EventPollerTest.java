@@ -11,9 +11,8 @@ import org.junit.jupiter.api.Test;
 class EventPollerTest {
     @Test
     void postedTasksRunAtTheNextPassInOrderAndWakeThePoller() {
-        EventPoller poller = new EventPoller();
         AtomicInteger wakes = new AtomicInteger();
-        poller.wakeUpWith(wakes::incrementAndGet);
+        EventPoller poller = new EventPoller(wakes::incrementAndGet);
         List<String> ran = new ArrayList<>();
         poller.runSoon(() -> ran.add("first"));
         poller.runSoon(() -> {

@@ -39,14 +39,15 @@ public final class CudaEventsAgent implements Agent {
         return "cuda-events";
     }
 
-    /** Builds the runner (the caller starts it); the poller's close (GpuBackend's) drains what is left on the closing thread. */
-    public static AgentRunner runner(EventPoller poller, AgentErrors errors, boolean hostFnWake) {
+    /**
+     * Builds the runner (the caller starts it); the poller's close (GpuBackend's) drains what is left on the closing thread.
+     * {@code wake}: the handle the poller was made with (it runs it when a transfer is tracked, on lmcache-transfer-*); the
+     * runner binds its thread to it.
+     */
+    public static AgentRunner runner(EventPoller poller, AgentErrors errors, boolean hostFnWake, Wake wake) {
         long busyParkNs = hostFnWake ? BUSY_PARK_WOKEN_NS : BUSY_PARK_NS;
         // runs on: lmcache-cuda-events (after each turn)
         IdleStrategy idle = workCount -> LockSupport.parkNanos(poller.pendingCount() > 0 ? busyParkNs : IDLE_PARK_NS);
-        AgentRunner runner = new AgentRunner(THREAD, new CudaEventsAgent(poller), idle, errors, CLOSE_TIMEOUT_NS);
-        // runs on: the thread that submitted the transfer (lmcache-transfer-*)
-        poller.wakeUpWith(runner::wake);
-        return runner;
+        return new AgentRunner(THREAD, new CudaEventsAgent(poller), idle, errors, CLOSE_TIMEOUT_NS, wake);
     }
 }

@@ -101,7 +101,11 @@ public final class Assembly implements AutoCloseable {
             return;
         }
         opened.add(part.name());
-        objects.add(object);
+        // a part may open what an earlier part made for it and offered (the warm-up's run, made by the request loop's part so
+        // the loop tells it of the first request): one object, found once by type
+        if (objects.stream().noneMatch(o -> o == object)) {
+            objects.add(object);
+        }
     }
 
     /** Freezes the wiring: from here on no part registers, offers or asks for anything. */

@@ -3,6 +3,7 @@ package io.lmcache.server.assembly;
 import io.lmcache.server.agent.Agent;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.Supplier;
 
 /**
@@ -16,6 +17,11 @@ public interface Build {
 
     /** As {@link #require}, or null when no part opened one (its part is switched off). */
     <T> T optional(Class<T> type);
+
+    /** As {@link #optional}, absent when no part opened one (a part the configuration switched off). */
+    default <T> Optional<T> find(Class<T> type) {
+        return Optional.ofNullable(optional(type));
+    }
 
     /** Every object of {@code type} the parts before this one opened or offered, in opening order. */
     <T> List<T> all(Class<T> type);

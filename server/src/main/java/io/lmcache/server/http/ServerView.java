@@ -21,6 +21,8 @@ import io.lmcache.server.tier.L2Tier;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -44,8 +46,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     private final LookupLeases leases;
     private final Map<String, Supplier<Map<String, Object>>> moreStorage;
     private final LookupModule lookup;
-    private final LmcacheDrivenTransferModule lmcacheDriven;
-    private final EngineDrivenTransferModule engineDriven;
+    private final Optional<LmcacheDrivenTransferModule> lmcacheDriven;
+    private final Optional<EngineDrivenTransferModule> engineDriven;
     private final ManagementModule management;
     private final PeerConnections connections;
     private final RequestLoop loop;
@@ -55,6 +57,8 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     /** Set once at start-up, before the HTTP servers start. */
     /** The parts' own {@code /status} blocks ({@code jit_warmup}, {@code gpu_warmups}): the assembly's. */
     private final Supplier<Map<String, Object>> partStatus;
+    /** The part blocks shown inside {@code jit_warmup} rather than under their own names. */
+    private static final Set<String> NESTED_PART_BLOCKS = Set.of("jit_warmup", "gpu_warmups");
 
     /**
      * What {@code storage_manager} shows: the two tiers, the LOOKUP leases on L1 objects, and more entries by name (the window
@@ -63,11 +67,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
     public record Storage(L1Tier l1, L2Tier l2, LookupLeases leases, Map<String, Supplier<Map<String, Object>>> more) {}
 
     /**
-     * The request modules whose state {@code /status} shows; {@code lmcacheDriven} and {@code engineDriven} are null when the
+     * The request modules whose state {@code /status} shows; {@code lmcacheDriven} and {@code engineDriven} are empty when the
      * transfer mode leaves them out.
      */
-    public record Modules(LookupModule lookup, LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven,
-            ManagementModule management) {}
+    public record Modules(LookupModule lookup, Optional<LmcacheDrivenTransferModule> lmcacheDriven,
+            Optional<EngineDrivenTransferModule> engineDriven, ManagementModule management) {}
 
     /** The ZeroMQ side: the request loop (the health check's heartbeat) and its connections. */
     public record Transport(RequestLoop loop, PeerConnections connections) {}
@@ -163,13 +167,11 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         status.put("active_sessions", leases.size());
         status.put("storage_manager", storageStatus());
         status.put("active_prefetch_jobs", lookup.pendingResults());
-        if (lmcacheDriven != null) {
-            lmcacheDriven.status(status, connections);
+        lmcacheDriven.ifPresent(module -> {
+            module.status(status, connections);
             status.put("request_path_cpu", loop.dispatchTimes().status());
-        }
-        if (engineDriven != null) {
-            engineDriven.status(status);
-        }
+        });
+        engineDriven.ifPresent(module -> module.status(status));
         status.put("worker_liveness", management.livenessStatus());
         Map<String, Object> kvEvents = management.kvEventsStatus();
         if (kvEvents != null) {
@@ -183,10 +185,12 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         Map<String, Object> jit = new LinkedHashMap<>(block(parts, "jit_warmup"));
         jit.put("gpu", block(parts, "gpu_warmups"));
         status.put("jit_warmup", jit);
-        Object eventsTrace = parts.get("events_trace"); // --trace-level events: the trace file and what it holds
-        if (eventsTrace != null) {
-            status.put("events_trace", eventsTrace);
-        }
+        // every other part's block under its own name (events_trace, ...): a new part's block needs no line here
+        parts.forEach((name, block) -> {
+            if (!NESTED_PART_BLOCKS.contains(name)) {
+                status.putIfAbsent(name, block);
+            }
+        });
         Map<String, Object> cuda = cudaStatus.get();
         if (cuda != null) {
             status.put("cuda", cuda);

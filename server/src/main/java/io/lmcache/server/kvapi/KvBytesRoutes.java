@@ -19,6 +19,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Semaphore;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -55,13 +56,14 @@ public final class KvBytesRoutes {
     }
 
     private final KvBytes bytes;
-    /** Per world size, the object groups of a registered instance of a model; null when this server has no LMCache-driven path. */
-    private final Function<String, Map<Integer, List<ObjectGroup>>> registered;
+    /** Per world size, the object groups of a registered instance of a model; empty when this server has no LMCache-driven path. */
+    private final Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered;
     private final int chunkSize;
     private final long maxStoreBytes;
 
     /** {@code maxStoreBytes}: the largest store body (the L1 pool: a larger one could never land). */
-    public KvBytesRoutes(KvBytes bytes, Function<String, Map<Integer, List<ObjectGroup>>> registered, int chunkSize, long maxStoreBytes) {
+    public KvBytesRoutes(KvBytes bytes, Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered, int chunkSize,
+            long maxStoreBytes) {
         this.bytes = bytes;
         this.registered = registered;
         this.chunkSize = chunkSize;
@@ -314,10 +316,10 @@ public final class KvBytesRoutes {
 
     /** The model's layout: LMCache's 503 without an engine, 400 for a model no worker registered or a layout v1 cannot carry. */
     private KvBytesLayout layout(String model) throws Refused {
-        if (registered == null) {
+        if (registered.isEmpty()) {
             throw new Refused(503, "engine not initialized");
         }
-        Map<Integer, List<ObjectGroup>> byWorldSize = registered.apply(model);
+        Map<Integer, List<ObjectGroup>> byWorldSize = registered.get().apply(model);
         if (byWorldSize.isEmpty()) {
             throw new Refused(400, "model_name '" + LogText.clip(model) + "' is not registered with this engine");
         }

@@ -32,7 +32,9 @@ public final class ReplyQueue {
     private final ConcurrentLinkedQueue<Outbound> queue = new ConcurrentLinkedQueue<>();
     private final AtomicBoolean wakePending = new AtomicBoolean();
     private volatile boolean consumerSleeping;
-    private volatile Waker waker = () -> {};
+    private static final Waker UNBOUND = () -> { };
+    /** The consumer's wake-up: given at construction, or bound once by the request loop that consumes this queue. */
+    private volatile Waker waker;
     private final long budgetBytes;
     private final AtomicLong queuedBytes = new AtomicLong();
     private final LongAdder dropped = new LongAdder();
@@ -43,11 +45,24 @@ public final class ReplyQueue {
     }
 
     public ReplyQueue(long budgetBytes) {
-        this.budgetBytes = budgetBytes;
+        this(budgetBytes, UNBOUND);
     }
 
-    public void setWaker(Waker waker) {
-        this.waker = waker;
+    /** {@code consumer}: wakes the consumer when it sleeps (a consumer known before the queue: tests). */
+    public ReplyQueue(long budgetBytes, Waker consumer) {
+        this.budgetBytes = budgetBytes;
+        this.waker = consumer;
+    }
+
+    /**
+     * The request loop's constructor: the loop is the queue's one consumer, made after the producers that take the queue
+     * (dispatcher, KV-event streams), so it binds its wake-up here, once, as a runner binds its thread to an {@code agent.Wake}.
+     */
+    void bind(Waker consumer) {
+        if (waker != UNBOUND) {
+            throw new IllegalStateException("a reply queue serves one consumer");
+        }
+        waker = consumer;
     }
 
     /** Producer side: any thread. False (the reply dropped and counted) when the queue is over its byte budget. */

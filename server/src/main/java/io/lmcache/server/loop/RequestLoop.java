@@ -86,7 +86,7 @@ public final class RequestLoop implements AutoCloseable {
 
     private final String endpoint;
     /** The loop thread's name, also in its log lines: the start-up warm-up's scratch loop has a name of its own. */
-    private String threadName = THREAD_NAME;
+    private final String threadName;
     private final Dispatcher dispatcher;
     private final ReplyQueue replies;
     private final RequestDecoder opDecoder = new RequestDecoder();
@@ -127,6 +127,13 @@ public final class RequestLoop implements AutoCloseable {
      */
     public RequestLoop(String endpoint, long maxMessageBytes, ConnectionSettings limits, Serving serving, PeerConnections connections,
             ServerMetrics metrics) {
+        this(THREAD_NAME, endpoint, maxMessageBytes, limits, serving, connections, metrics);
+    }
+
+    /** As the server's, its thread (and its log lines) named {@code threadName} instead of lmcache-request-loop (the warm-up's). */
+    public RequestLoop(String threadName, String endpoint, long maxMessageBytes, ConnectionSettings limits, Serving serving,
+            PeerConnections connections, ServerMetrics metrics) {
+        this.threadName = threadName;
         this.dispatcher = serving.dispatcher();
         this.replies = serving.replies();
         this.streams = serving.streams();
@@ -183,13 +190,8 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.setLinger(0);
         wakeSocket.connect(wakeEndpoint);
         // runs on: any thread that queues a reply (handler pools, completions)
-        replies.setWaker(this::wake);
+        replies.bind(this::wake);
         probe = new LoopbackProbe(this.endpoint);
-    }
-
-    /** Names the loop's thread (and its log lines) {@code name} instead of lmcache-request-loop; call before {@link #start}. */
-    public void setThreadName(String name) {
-        this.threadName = name;
     }
 
     /** {@code listener} hears, once and on the dying thread, that the ZeroMQ side can serve no more (see {@link TransportDeaths}). */

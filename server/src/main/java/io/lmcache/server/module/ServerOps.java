@@ -3,6 +3,7 @@ package io.lmcache.server.module;
 import io.lmcache.server.loop.FailureReplies;
 import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.protocol.Op;
+import java.util.Optional;
 
 /** The server's op table: every module's declarations, and the one list of ops this server does not serve. */
 public final class ServerOps {
@@ -11,20 +12,20 @@ public final class ServerOps {
     /**
      * Builds the table; throws (start-up fails) when an op has no entry.
      *
-     * @param lmcacheDriven null when {@code --supported-transfer-mode} leaves the mode out
-     * @param engineDriven null when {@code --supported-transfer-mode} leaves the mode out
+     * @param lmcacheDriven empty when {@code --supported-transfer-mode} leaves the mode out (its ops answered as disabled)
+     * @param engineDriven empty when {@code --supported-transfer-mode} leaves the mode out
      * @param events how STORE/RETRIEVE events are read and answered in kind, and where their failures get their event
      *     ({@link FailureReplies#withEvents} with the GPU backend, so that a GPU worker can open it; {@link FailureReplies#hostOnly()}
      *     on a server without CUDA)
      */
     public static OpTable table(ManagementModule management, LookupModule lookup, KvEventModule kvEvents,
-            LmcacheDrivenTransferModule lmcacheDriven, EngineDrivenTransferModule engineDriven, EventKinds events) {
+            Optional<LmcacheDrivenTransferModule> lmcacheDriven, Optional<EngineDrivenTransferModule> engineDriven, EventKinds events) {
         OpTable.Builder ops = OpTable.builder();
         management.declareOps(ops);
         lookup.declareOps(ops);
         kvEvents.declareOps(ops);
-        LmcacheDrivenOps.declare(lmcacheDriven != null ? ops.module(lmcacheDriven) : ops.disabled("lmcache_driven"), events);
-        EngineDrivenOps.declare(engineDriven != null ? ops.module(engineDriven) : ops.disabled("engine_driven"));
+        LmcacheDrivenOps.declare(lmcacheDriven.map(ops::module).orElseGet(() -> ops.disabled("lmcache_driven")), events);
+        EngineDrivenOps.declare(engineDriven.map(ops::module).orElseGet(() -> ops.disabled("engine_driven")));
         declareUnsupported(ops);
         return ops.build();
     }

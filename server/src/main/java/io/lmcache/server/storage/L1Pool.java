@@ -57,7 +57,7 @@ public final class L1Pool implements AutoCloseable {
     /** The /dev/shm file behind a shared pool: its path, its identity, and the channel and lock this process holds on it. */
     private record ShmFile(Path path, Object fileKey, FileChannel lockChannel, FileLock lock) {}
 
-    /** {@code file}: null for anonymous memory. */
+    /** {@code file}: null for anonymous memory; {@code arena}: null for memory another owner frees ({@link #over}). */
     private L1Pool(MemorySegment segment, Arena arena, long bytes, long regionBytes, ShmFile file) {
         this.segment = segment;
         this.arena = arena;
@@ -133,6 +133,15 @@ public final class L1Pool implements AutoCloseable {
             Files.deleteIfExists(path);
             throw e instanceof IOException io ? io : new IOException(e);
         }
+    }
+
+    /**
+     * A pool over {@code memory} its caller owns and frees after closing this pool (the warm-up's scratch servers: a few MiB
+     * off the heap, or pinned scratch memory), with every region ready as it is: nothing to prefault or pin. {@code fileKey}
+     * is the file a worker's REGISTER may never name (the real pool's; null: none).
+     */
+    public static L1Pool over(MemorySegment memory, long regionBytes, Object fileKey) {
+        return new L1Pool(memory, null, memory.byteSize(), regionBytes, fileKey == null ? null : new ShmFile(null, fileKey, null, null));
     }
 
     private static L1Pool openAnonymous(long bytes, long regionBytes) {
@@ -296,7 +305,9 @@ public final class L1Pool implements AutoCloseable {
     @Override
     public void close() {
         stopPreparation();
-        arena.close();
+        if (arena != null) {
+            arena.close();
+        }
         if (shmPath != null) {
             try {
                 Files.deleteIfExists(shmPath);

@@ -18,13 +18,29 @@ public final class L1Tier implements AutoCloseable {
     private final int prepareThreads;
 
     public L1Tier(ServerConfig config) {
+        this(config, L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode()));
+    }
+
+    private L1Tier(ServerConfig config, L1Pool pool) {
         prepareThreads = config.tuning().prepareThreads();
-        pool = L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode());
+        this.pool = pool;
         counters.lifecycle().sampleRate(config.operator().metricsSampleRate());
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
         store = new ObjectStore(allocator, pool.bytes(), config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(),
                 System::nanoTime, counters);
         store.setReadLockShare(config.tenants().readLockShare());
+    }
+
+    /**
+     * The tier over {@code pool} ({@link L1Pool#over}: the warm-up's scratch memory), every region ready at once: nothing is
+     * prefaulted, pinned or placed, and no preparation thread starts.
+     */
+    public static L1Tier ready(ServerConfig config, L1Pool pool) {
+        L1Tier tier = new L1Tier(config, pool);
+        for (int region = 0; region < pool.regionCount(); region++) {
+            tier.store.addReadyRegion(region);
+        }
+        return tier;
     }
 
     /** The eviction controller, whose ticks also run {@code sweepers}: an agent for the housekeeping thread to run. */

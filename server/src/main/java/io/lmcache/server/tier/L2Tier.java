@@ -107,12 +107,11 @@ public final class L2Tier implements AutoCloseable {
         storeController.fullAttentionOnly(settings.fullAttentionOnly());
         PrefetchContext prefetchContext = new PrefetchContext(adapters, store, pool, chunkSize, PrefixFold.LEADING_RUN,
                 settings.retainPrefetched(), metrics);
-        PrefetchController prefetchController = new PrefetchController(prefetchContext, shapes, settings.prefetchMaxInFlight(), wake,
-                System::nanoTime, settings.prefetchLoadTimeoutNs());
-        WarmPrefetches warm = new WarmPrefetches(prefetchContext, shapes, wake, System::nanoTime);
         List<L2Lru> lrus = targets.stream().map(L2EvictionController.Target::lru).toList();
-        // runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
-        prefetchController.touchWith(keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));
+        // touch runs on: a LOOKUP's thread (the covered prefix of lmcache.hint.engine_computed_tokens); each LRU is synchronized
+        PrefetchController prefetchController = new PrefetchController(prefetchContext, shapes, settings.prefetchMaxInFlight(), wake,
+                System::nanoTime, settings.prefetchLoadTimeoutNs(), keys -> lrus.forEach(lru -> lru.onKeysAccessed(keys)));
+        WarmPrefetches warm = new WarmPrefetches(prefetchContext, shapes, wake, System::nanoTime);
         runner[0] = new AgentRunner(THREAD, new CompositeAgent("l2-controllers", errors, List.of(storeController, prefetchController, warm)),
                 IdleStrategy.backoff(MAX_PARK_NS), errors, CLOSE_TIMEOUT_NS);
         adapters.forEach(adapter -> adapter.setCompletionSignals(CompletionSignals.all(wake)));

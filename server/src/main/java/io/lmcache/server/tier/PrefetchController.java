@@ -51,14 +51,21 @@ public final class PrefetchController implements Agent, L2Prefetcher {
     private final AtomicInteger runningCount = new AtomicInteger();
     private final AtomicInteger expiredRunningCount = new AtomicInteger();
     private final LongAdder completed = new LongAdder();
-    /** The adapters' LRU orders (those that evict), told of touched keys; set at start. */
-    private volatile Consumer<List<L2Key>> recency = keys -> { };
+    /** The adapters' LRU orders (those that evict), told of touched keys. */
+    private final Consumer<List<L2Key>> recency;
 
     PrefetchController(PrefetchContext ctx, ObjectShapes shapes, int maxInFlight, Runnable wake) {
         this(ctx, shapes, maxInFlight, wake, System::nanoTime, DEADLINE_NS);
     }
 
     PrefetchController(PrefetchContext ctx, ObjectShapes shapes, int maxInFlight, Runnable wake, LongSupplier nanoClock, long deadlineNs) {
+        this(ctx, shapes, maxInFlight, wake, nanoClock, deadlineNs, keys -> { });
+    }
+
+    /** {@code recency}: where {@link #touch} reports keys used (the L2 eviction LRUs; runs on a LOOKUP's thread). */
+    PrefetchController(PrefetchContext ctx, ObjectShapes shapes, int maxInFlight, Runnable wake, LongSupplier nanoClock, long deadlineNs,
+            Consumer<List<L2Key>> recency) {
+        this.recency = recency;
         this.ctx = ctx;
         this.shapes = shapes;
         this.maxInFlight = maxInFlight;
@@ -72,10 +79,6 @@ public final class PrefetchController implements Agent, L2Prefetcher {
         return "l2-prefetch";
     }
 
-    /** Where {@link #touch} reports keys used (the L2 eviction LRUs). */
-    void touchWith(Consumer<List<L2Key>> lrus) {
-        this.recency = lrus;
-    }
 
     /**
      * Runs on the LOOKUP's thread: the covered prefix's L2 keys in the registered layout (every rank and object group) are told

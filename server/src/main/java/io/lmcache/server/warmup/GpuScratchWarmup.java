@@ -46,20 +46,26 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     private final ServerConfig config;
     private final IntFunction<int[]> nextRegions;
     private final IntConsumer pinNow;
+    private final ScratchParts parts;
 
-    GpuScratchWarmup(ServerConfig config, IntFunction<int[]> nextRegions, IntConsumer pinNow) {
+    GpuScratchWarmup(ScratchParts parts, ServerConfig config, IntFunction<int[]> nextRegions, IntConsumer pinNow) {
+        this.parts = parts;
         this.config = config;
         this.nextRegions = nextRegions;
         this.pinNow = pinNow;
     }
 
-    /** The server's GPU warm-ups: off without CUDA; else each CUDA worker's device ({@code --gpu-warmup-budget-ms}, {@code --gpu-warmup-register-wait-ms}). */
-    public static GpuWarmups forServer(ServerConfig config, ObjectStore store, GpuBackend backend) {
+    /**
+     * The server's GPU warm-ups: off without CUDA; else each CUDA worker's device ({@code --gpu-warmup-budget-ms},
+     * {@code --gpu-warmup-register-wait-ms}), each on a scratch server opened through {@code parts} (the production parts the
+     * root gives).
+     */
+    public static GpuWarmups forServer(ScratchParts parts, ServerConfig config, ObjectStore store, GpuBackend backend) {
         if (!backend.available()) {
             return GpuWarmups.off();
         }
         return new GpuWarmups(config.operator().gpuWarmupBudgetNs(), config.operator().gpuWarmupRegisterWaitNs(), path -> path instanceof CudaCopyPath,
-                new GpuScratchWarmup(config, store::nextAllocationRegions, backend::pinNow));
+                new GpuScratchWarmup(parts, config, store::nextAllocationRegions, backend::pinNow));
     }
 
     @Override
@@ -95,7 +101,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         boolean settled = false;
         try {
             String[] why = new String[1];
-            ScratchServer server = ScratchServer.openGpu(config, layout, memory, cuda.engine(), storeFrom, why);
+            ScratchServer server = ScratchServer.openGpu(parts, config, layout, memory, cuda.engine(), storeFrom, why);
             if (server == null) {
                 settled = true; // no scratch transfer ran
                 return new GpuWarmups.Outcome(0, "skipped: " + why[0], 0);

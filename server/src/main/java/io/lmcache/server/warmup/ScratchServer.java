@@ -1,49 +1,40 @@
 package io.lmcache.server.warmup;
 
+import io.lmcache.server.assembly.Assembly;
+import io.lmcache.server.config.CommitSettings;
+import io.lmcache.server.config.DeviceMode;
+import io.lmcache.server.config.DiagnosticsSettings;
+import io.lmcache.server.config.FleetSettings;
+import io.lmcache.server.config.L2Settings;
+import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.events.KvEventLog;
-import io.lmcache.server.events.KvEventRecorder;
-import io.lmcache.server.liveness.Liveness;
+import io.lmcache.server.config.TransferMode;
+import io.lmcache.server.config.Tuning;
+import io.lmcache.server.cuda.CopyEngine;
+import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.loop.Dispatcher;
-import io.lmcache.server.loop.FailureReplies;
-import io.lmcache.server.loop.HandlerKind;
 import io.lmcache.server.loop.Inbound;
-import io.lmcache.server.loop.OpTable;
 import io.lmcache.server.loop.Outbound;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.loop.StreamControl;
 import io.lmcache.server.metrics.ServerMetrics;
-import io.lmcache.server.cuda.GpuBackend;
-import io.lmcache.server.module.EventKinds;
-import io.lmcache.server.module.LmcacheDrivenOps;
 import io.lmcache.server.module.LmcacheDrivenTransferModule;
-import io.lmcache.server.module.LookupLeases;
-import io.lmcache.server.module.LookupModule;
-import io.lmcache.server.module.PrefetchResults;
 import io.lmcache.server.peer.PeerConnections;
 import io.lmcache.server.peer.PeerId;
 import io.lmcache.server.protocol.DType;
 import io.lmcache.server.protocol.LayoutHints;
 import io.lmcache.server.protocol.Op;
-import io.lmcache.server.protocol.Reply;
-import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.TensorWrapper;
+import io.lmcache.server.storage.L1Pool;
+import io.lmcache.server.storage.L1Tier;
 import io.lmcache.server.storage.ObjectStore;
-import io.lmcache.server.storage.SlabAllocator;
-import io.lmcache.server.storage.StoreCounters;
-import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.DeviceTensors;
-import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.CudaCopyPath;
-import io.lmcache.server.transfer.ObjectGroupCatalog;
-import io.lmcache.server.transfer.SegmentMappings;
-import io.lmcache.server.transfer.ShmSegments;
 import java.io.IOException;
 import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -55,7 +46,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.EnumSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
@@ -65,11 +55,13 @@ import org.zeromq.SocketType;
 import org.zeromq.ZMQ;
 
 /**
- * A server of the warm-up's own, built from the same classes as the real one (dispatcher, decoder, lookup and lmcache-driven
- * transfer modules, object store, KV-event recorder, host copy path, reply encoder), so the JIT compiles the very methods the
- * first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders, which would stay
- * registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event log, its own
- * handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and deletes.
+ * A server of the warm-up's own, opened from the production parts themselves ({@link ScratchParts}: the root's
+ * {@code ServerParts.SCRATCH}, through the same assembly: L1 tier, release thread, lookup state, peers, the data parts,
+ * the KV-event recorder and module, reaper, management and the dispatcher with the server's op table), so the JIT compiles
+ * the very methods the first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders,
+ * which would stay registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event
+ * log, its own handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and
+ * deletes. Only its request loop is its own: opened halfway through the rounds, on an in-process endpoint ({@link #connect}).
  * The GPU warm-up's ({@link #openGpu}, issue 30) differs only in its memory and its worker's copy path: its pool is scratch
  * pinned host memory and its worker a {@code CudaCopyPath} over scratch device memory, on the device's real copy engine.
  */
@@ -89,6 +81,8 @@ final class ScratchServer implements AutoCloseable {
     private static final String PEER_NAME = "lmcache-warmup";
     private static final PeerId PEER = new PeerId(PEER_NAME.getBytes(StandardCharsets.US_ASCII));
     private static final String LOOP_THREAD = "lmcache-warmup-loop";
+    /** The scratch KV-event log's records: the scratch store's events go nowhere, a warm-up only runs the recorder. */
+    private static final int SCRATCH_EVENT_LOG = 1024;
 
     /**
      * The scratch worker's KV layout: {@code layers} NHD bf16 layers {@code [2, blocks, blockSize, heads, headSize]}, every
@@ -160,14 +154,13 @@ final class ScratchServer implements AutoCloseable {
     final int chunkSize;
     final int blockSize;
     final int blocksPerChunk;
-    private final Arena arena = Arena.ofShared();
+    private final Arena arena;
     private final Path segment;
+    /** The production parts of the root's scratch list (its L1 tier over the scratch memory), concluded and not started. */
+    private final Assembly parts;
     private final ObjectStore store;
     private final LmcacheDrivenTransferModule transfers;
-    private final LookupModule lookup;
-    private final LookupLeases leases;
-    private final PrefetchResults results;
-    private final ReplyQueue replies = new ReplyQueue();
+    private final ReplyQueue replies;
     private final Dispatcher dispatcher;
     private final ServerMetrics metrics;
     /** The host warm-up's own request loop and the scratch worker's DEALER on it; null: requests go straight to the dispatcher. */
@@ -176,69 +169,57 @@ final class ScratchServer implements AutoCloseable {
     private volatile boolean abandoned;
 
     /**
-     * {@code pool}: the scratch store's memory (null: a few MiB off the heap, the host warm-up's); {@code opener}: how the
-     * scratch worker's copy path is opened (null: from its tensors, the host warm-up's shared-memory segment).
+     * Opens {@code scratchParts} over {@code pool} (a few MiB off the heap in {@code arena}, the host warm-up's, which this
+     * server frees; or the GPU warm-up's pinned scratch memory, freed by its owner) and the scratch configuration;
+     * {@code opener}: how the scratch worker's copy path is opened (null: from its tensors, the host warm-up's shared-memory
+     * segment).
      */
-    private ScratchServer(ServerConfig config, Layout layout, MemorySegment pool, Object poolFileKey, CopyPaths.Opener opener,
+    private ScratchServer(ScratchParts scratchParts, ServerConfig config, Layout layout, L1Pool pool, CopyPaths.Opener opener, Arena arena,
             Path segment) {
         this.layout = layout;
         this.chunkSize = config.chunkSize();
         this.blockSize = layout.blockSize();
         this.blocksPerChunk = layout.blocksPerChunk();
+        this.arena = arena;
         this.segment = segment;
         metrics = ServerMetrics.scratch();
-        long poolBytes = layout.poolBytes();
-        MemorySegment memory = pool != null ? pool : arena.allocate(poolBytes, 4096);
-        SlabAllocator allocator = new SlabAllocator(poolBytes, layout.regionBytes());
-        store = new ObjectStore(allocator, poolBytes, config.evictionPolicy(), config.l1WriteTtlNs(), config.l1ReadTtlNs(), System::nanoTime,
-                new StoreCounters());
-        for (int r = 0; r < allocator.regionCount(); r++) {
-            store.addReadyRegion(r);
-        }
-        leases = new LookupLeases(store, config.l1ReadTtlNs(), System::nanoTime);
-        results = new PrefetchResults(config.l1ReadTtlNs(), System::nanoTime);
-        PeerConnections connections = new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1));
-        Liveness liveness = new Liveness(System::nanoTime, connections, TimeUnit.MINUTES.toNanos(1));
-        ObjectGroupCatalog catalog = new ObjectGroupCatalog(config.separateObjectGroups());
-        ShmSegments shm = new ShmSegments(false, poolFileKey, new SegmentMappings(new SegmentMappings.Caps(4, 1L << 30, 1 << 16)), metrics);
-        // the scratch worker's mappings are released on this thread: nothing else touches them
-        transfers = new LmcacheDrivenTransferModule(chunkSize, store, leases, metrics, liveness, new CopyPaths(shm, null, memory,
-                (what, release) -> {
-                    try {
-                        release.run();
-                    } catch (Exception e) {
-                        return false;
-                    }
-                    return true;
-                }, null, opener), catalog);
-        KvEventRecorder events = new KvEventRecorder(new KvEventLog(1024, chunkSize, System.nanoTime()), false);
-        events.attach(store);
-        lookup = new LookupModule(chunkSize, store, leases, results, metrics, catalog);
-        dispatcher = new Dispatcher(table(lookup, transfers, metrics), replies, metrics, 1, 1, 0);
+        parts = scratchParts.open(scratchConfig(config), metrics, pool, opener);
+        store = parts.get(L1Tier.class).store();
+        transfers = parts.get(LmcacheDrivenTransferModule.class);
+        replies = parts.get(ReplyQueue.class);
+        dispatcher = parts.get(Dispatcher.class);
     }
 
-    /** Only the ops the warm-up sends are served; every other op is "unsupported" (never sent). */
-    private static OpTable table(LookupModule lookup, LmcacheDrivenTransferModule transfers, ServerMetrics metrics) {
-        OpTable.Builder ops = OpTable.builder();
-        lookup.declareOps(ops);
-        LmcacheDrivenOps.declare(ops.module(transfers), new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), metrics, false));
-        // the scratch request loop's health probe PINGs it once a second: answered, as the real server's are
-        ops.op(Op.PING, HandlerKind.SYNC, RequestDecoder::ping, (request, peer) -> Reply.TRUE, Reply.TRUE);
-        EnumSet<Op> rest = EnumSet.allOf(Op.class);
-        for (Op op : Op.values()) {
-            if (ops.declared(op)) {
-                rest.remove(op);
-            }
-        }
-        ops.unsupported("not part of the warm-up", rest.toArray(Op[]::new));
-        return ops.build();
+    /**
+     * The scratch server's configuration, the server's but for what would reach beyond the scratch memory or take threads and
+     * memory a warm-up has no use for: the LMCache-driven mode only (its worker's), one handler thread per lane and no spinning,
+     * the host copies on the transfer thread, no layer-wise mode (the warm-up sends plain RETRIEVEs), no L2, no window commit, no fleet,
+     * no diagnostics, no test hooks, a small KV-event log.
+     */
+    static ServerConfig scratchConfig(ServerConfig c) {
+        OperatorSettings o = c.operator();
+        OperatorSettings operator = new OperatorSettings(o.shmMode(), o.shmMaxSegments(), o.shmMaxMappedBytes(), o.metricsSampleRate(),
+                o.serviceInstanceId(), false, 0, 0, 0, 0, 0, 1);
+        L2Settings l2 = new L2Settings(List.of(), List.of(), false, false, c.l2().prefetchMaxInFlight(), false, c.l2().prefetchLoadTimeoutNs(),
+                c.l2().admission());
+        Tuning t = c.tuning();
+        Tuning tuning = new Tuning(t.copyKernelBlocks(), t.stagingHalfBytes(), t.firstBatchBytes(), t.dmaHeadBytes(), t.storeDmaHeadMinPieceBytes(),
+                t.retrieveDmaHeadMinPieceBytes(), t.batchGrowth(), t.warmContext(), t.queryWorkerEvent(), t.hostFnWake(), 0, t.prepareThreads(),
+                t.stackLimitBytes());
+        return new ServerConfig(c.host(), c.port(), c.maxMessageBytes(), c.chunkSize(), c.separateObjectGroups(), 1, 1, 1,
+                TransferMode.LMCACHE_DRIVEN, "", false, c.l1SizeBytes(), c.l1RegionSizeBytes(), c.l1WriteTtlNs(), c.l1ReadTtlNs(),
+                c.evictionPolicy(), c.evictionTriggerWatermark(), c.evictionRatio(), c.workerReapTimeoutNs(), c.workerRegistrationGraceNs(),
+                c.workerDisconnectGraceNs(), c.httpHost(), c.httpPort(), "", c.prometheusPort(), c.instanceId(), c.hashAlgorithm(),
+                DeviceMode.HOST, List.of(), c.configFile(), false, l2, operator, c.connections(), SCRATCH_EVENT_LOG, CommitSettings.NEVER,
+                c.tenants(), c.isolatedIpc(), 0, FleetSettings.OFF, DiagnosticsSettings.OFF,
+                tuning);
     }
 
     /**
      * Opens the scratch server and registers its worker, or returns null when it cannot (no usable /dev/shm here: the warm-up
      * is then skipped, and {@code why[0]} says why).
      */
-    static ScratchServer open(ServerConfig config, Object poolFileKey, String[] why) {
+    static ScratchServer open(ScratchParts parts, ServerConfig config, Object poolFileKey, String[] why) {
         Layout layout = Layout.host(config.chunkSize());
         long tensorBytes = layout.tensorBytes();
         removeStaleSegments();
@@ -254,7 +235,16 @@ final class ScratchServer implements AutoCloseable {
             deleteQuietly(segment);
             return null;
         }
-        ScratchServer server = new ScratchServer(config, layout, null, poolFileKey, null, segment);
+        Arena arena = Arena.ofShared();
+        ScratchServer server;
+        try {
+            server = new ScratchServer(parts, config, layout, L1Pool.over(arena.allocate(layout.poolBytes(), 4096), layout.regionBytes(),
+                    poolFileKey), null, arena, segment);
+        } catch (RuntimeException | Error e) {
+            arena.close();
+            deleteQuietly(segment);
+            throw e;
+        }
         List<TensorWrapper> wrappers = new ArrayList<>();
         for (int layer = 0; layer < layout.layers(); layer++) {
             wrappers.add(new TensorWrapper.CpuShm("/" + segment.getFileName(), tensorBytes, DType.BFLOAT16, layout.shape(), layout.stride(), 0,
@@ -275,10 +265,9 @@ final class ScratchServer implements AutoCloseable {
     boolean connect(ServerConfig config, WarmupFrames frames, String[] why) {
         try {
             // in-process only (issue 45 N11): a TCP port, even on loopback, served any local peer until the warm-up ended
-            loop = new RequestLoop("inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12)), config.maxMessageBytes(),
-                    config.connections(), new RequestLoop.Serving(dispatcher, replies, StreamControl.NONE, null),
-                    new PeerConnections(System::nanoTime, TimeUnit.MINUTES.toNanos(1)), metrics);
-            loop.setThreadName(LOOP_THREAD);
+            String endpoint = "inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12));
+            loop = new RequestLoop(LOOP_THREAD, endpoint, config.maxMessageBytes(), config.connections(),
+                    new RequestLoop.Serving(dispatcher, replies, StreamControl.NONE, null), parts.get(PeerConnections.class), metrics);
             loop.start();
             for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
                 if (connected(attempt, frames)) {
@@ -314,6 +303,11 @@ final class ScratchServer implements AutoCloseable {
         }
     }
 
+    /** The production parts this server opened, in opening order. */
+    List<String> partsOpened() {
+        return parts.opened();
+    }
+
     /** Where the scratch request loop listens (tests: in-process only), or null before {@link #connect}. */
     String loopEndpoint() {
         return loop == null ? null : loop.endpoint();
@@ -345,12 +339,13 @@ final class ScratchServer implements AutoCloseable {
      * scratch memory: nothing is IPC-opened, the worker's handles are zeros that nothing reads). Null when the registration
      * is refused ({@code why[0]} says why).
      */
-    static ScratchServer openGpu(ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine, DeviceTensors storeFrom,
-            String[] why) {
+    static ScratchServer openGpu(ScratchParts parts, ServerConfig config, Layout layout, ScratchMemory memory, CopyEngine engine,
+            DeviceTensors storeFrom, String[] why) {
         // STOREs read a real worker's KV when given (aliases of its storages), else the scratch device memory; RETRIEVEs write scratch
         CopyPaths.Opener opener = wrappers -> storeFrom == null ? CudaCopyPath.scratch(memory.tensors(wrappers.size()), engine, memory)
                 : CudaCopyPath.readingWorker(storeFrom, memory.tensors(wrappers.size()), engine, memory);
-        ScratchServer server = new ScratchServer(config, layout, memory.hostSegment(), new Object(), opener, null);
+        ScratchServer server = new ScratchServer(parts, config, layout, L1Pool.over(memory.hostSegment(), layout.regionBytes(), null), opener,
+                null, null);
         return server.registered(gpuWrappers(layout, memory.device().uuid()), why);
     }
 
@@ -491,17 +486,15 @@ final class ScratchServer implements AutoCloseable {
     @Override
     public void close() {
         disconnect();
-        try {
-            dispatcher.close();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        transfers.close();
+        // the parts close last opened first: the dispatcher, the transfer module (its worker's mappings released), the store's tier
+        parts.close();
         store.clear(true);
         if (segment != null) {
             deleteQuietly(segment);
         }
-        arena.close();
+        if (arena != null) {
+            arena.close();
+        }
     }
 
     private static byte[] randomBytes(int count) {

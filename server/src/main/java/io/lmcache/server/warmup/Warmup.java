@@ -4,6 +4,7 @@ import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.agent.NamedThreads;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
@@ -45,10 +46,16 @@ public final class Warmup implements AutoCloseable {
      * @param zeromqRounds of the rounds, those whose requests took the ZeroMQ path (a client's DEALER to the scratch server's
      *     own request loop on a loopback port); the others went straight to its dispatcher
      * @param zeromqSkipped why no round took the ZeroMQ path (its loop could not be opened), or null
+     * @param scratchParts the production parts its scratch server opened ({@link ScratchParts}), in opening order; empty when
+     *     none was opened
      */
     public record Result(int rounds, int requested, long elapsedNs, long budgetNs, long openNs, String stoppedBy, int zeromqRounds,
-            String zeromqSkipped) {
-        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off", 0, null);
+            String zeromqSkipped, List<String> scratchParts) {
+        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off", 0, null, List.of());
+
+        public Result {
+            scratchParts = List.copyOf(scratchParts);
+        }
 
         public Map<String, Object> toMap() {
             Map<String, Object> out = new LinkedHashMap<>();
@@ -64,11 +71,14 @@ public final class Warmup implements AutoCloseable {
             out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
             out.put("scratch_open_ms", TimeUnit.NANOSECONDS.toMillis(openNs));
             out.put("stopped_by", stoppedBy);
+            if (!scratchParts.isEmpty()) {
+                out.put("scratch_parts", scratchParts);
+            }
             return out;
         }
 
         private Result timed(long elapsedNs, long openNs) {
-            return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped);
+            return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped, scratchParts);
         }
     }
 
@@ -88,9 +98,12 @@ public final class Warmup implements AutoCloseable {
         this.background = background;
     }
 
-    /** Runs the start-up warm-up alone, on this thread, and closes its scratch server; never throws (tests, tools). */
-    public static Result run(ServerConfig config, Object poolFileKey) {
-        try (Warmup warmup = start(config, poolFileKey, 0)) {
+    /**
+     * Runs the start-up warm-up alone, on this thread, and closes its scratch server (opened through {@code parts}); never
+     * throws (tests, tools).
+     */
+    public static Result run(ScratchParts parts, ServerConfig config, Object poolFileKey) {
+        try (Warmup warmup = start(parts, config, poolFileKey, 0)) {
             return warmup.startUp;
         }
     }
@@ -98,13 +111,14 @@ public final class Warmup implements AutoCloseable {
     /**
      * Runs the start-up warm-up on this thread (until its rounds are done or {@code --warmup-budget-ms} is spent) and, when
      * rounds are left and {@code --warmup-background-ms} allows, goes on with them on {@code lmcache-warmup} until they are
-     * done, that budget is spent or {@link #firstRequest} (or {@link #close}) stops them. Never throws.
+     * done, that budget is spent or {@link #firstRequest} (or {@link #close}) stops them. Its scratch server is opened through
+     * {@code parts}, the production parts the root gives. Never throws.
      */
-    public static Warmup start(ServerConfig config, Object poolFileKey) {
-        return start(config, poolFileKey, config.operator().warmupBackgroundNs());
+    public static Warmup start(ScratchParts parts, ServerConfig config, Object poolFileKey) {
+        return start(parts, config, poolFileKey, config.operator().warmupBackgroundNs());
     }
 
-    private static Warmup start(ServerConfig config, Object poolFileKey, long backgroundNs) {
+    private static Warmup start(ScratchParts parts, ServerConfig config, Object poolFileKey, long backgroundNs) {
         int iterations = config.operator().warmupIterations();
         long budgetNs = config.operator().warmupBudgetNs();
         if (iterations == 0 || budgetNs == 0) {
@@ -116,7 +130,7 @@ public final class Warmup implements AutoCloseable {
                     + " would share the cores and the default {} rounds cannot finish in the {} ms budget, so start-up would only be"
                     + " slower); --warmup-iterations with another count runs that many anyway", cores, SMALL_HOST_CORES, iterations,
                     TimeUnit.NANOSECONDS.toMillis(budgetNs));
-            return new Warmup(new Result(0, iterations, 0, budgetNs, 0, "small host: " + cores + " cores", 0, null), null);
+            return new Warmup(new Result(0, iterations, 0, budgetNs, 0, "small host: " + cores + " cores", 0, null, List.of()), null);
         }
         long startNs = System.nanoTime();
         String[] why = new String[1];
@@ -125,9 +139,9 @@ public final class Warmup implements AutoCloseable {
         Background background = null;
         ScratchServer server = null;
         try {
-            server = ScratchServer.open(config, poolFileKey, why);
+            server = ScratchServer.open(parts, config, poolFileKey, why);
             if (server == null) {
-                result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null);
+                result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null, List.of());
             } else {
                 openNs = System.nanoTime() - startNs;
                 Rounds rounds = new Rounds(server, config, iterations);
@@ -137,7 +151,7 @@ public final class Warmup implements AutoCloseable {
                 }
             }
         } catch (RuntimeException | Error e) {
-            result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null);
+            result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null, List.of());
         } finally {
             if (server != null && background == null) {
                 server.close();
@@ -241,7 +255,7 @@ public final class Warmup implements AutoCloseable {
                 // every background round through the scratch request loop (connected at once where the start-up's were not)
                 ended = rounds.run(startNs, budgetNs, 0, () -> stopReason);
             } catch (RuntimeException | Error e) {
-                ended = new Result(rounds.done(), 0, 0, budgetNs, 0, "failed: " + e, rounds.zeromqDone(), null);
+                ended = new Result(rounds.done(), 0, 0, budgetNs, 0, "failed: " + e, rounds.zeromqDone(), null, rounds.scratchParts());
             } finally {
                 server.close();
             }
@@ -377,7 +391,11 @@ public final class Warmup implements AutoCloseable {
         }
 
         private Result result(String stoppedBy, long budgetNs) {
-            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqDone(), zeromqSkipped);
+            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqDone(), zeromqSkipped, scratchParts());
+        }
+
+        List<String> scratchParts() {
+            return server.partsOpened();
         }
     }
 

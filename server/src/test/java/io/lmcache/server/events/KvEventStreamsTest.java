@@ -20,7 +20,10 @@ class KvEventStreamsTest {
     private static final int CHUNK = 4;
     private final AtomicLong clockNs = new AtomicLong(1_000_000_000L);
     private final KvEventLog log = new KvEventLog(64, CHUNK, 7);
-    private final ReplyQueue replies = new ReplyQueue();
+    /** What the socket thread's wake-ups drained (it drains the moment it is woken and sleeps again), and how many. */
+    private final List<byte[]> received = new ArrayList<>();
+    private final int[] wakes = new int[1];
+    private final ReplyQueue replies = new ReplyQueue(ReplyQueue.DEFAULT_BUDGET_BYTES, this::drainOnWake);
     private final KvEventStreams streams = new KvEventStreams(log, replies, clockNs::get, () -> { });
     private final byte[] uid = "u1".getBytes(StandardCharsets.US_ASCII);
     private int chunks;
@@ -114,19 +117,18 @@ class KvEventStreamsTest {
         assertEquals(2, streams.encodings());
     }
 
+    private void drainOnWake() {
+        wakes[0]++;
+        replies.awake();
+        for (Outbound reply; (reply = replies.poll()) != null; ) {
+            received.add(reply.payload());
+        }
+        replies.prepareToSleep();
+    }
+
     @Test
     void onePassWakesTheSocketThreadOnceHoweverManySubscribersItServes() {
         // a socket thread that drains the moment it is woken and sleeps again: each reply offered alone would wake it anew
-        int[] wakes = new int[1];
-        List<byte[]> received = new ArrayList<>();
-        replies.setWaker(() -> {
-            wakes[0]++;
-            replies.awake();
-            for (Outbound reply; (reply = replies.poll()) != null; ) {
-                received.add(reply.payload());
-            }
-            replies.prepareToSleep();
-        });
         for (int i = 0; i < 8; i++) {
             byte[] own = ("s" + i).getBytes(StandardCharsets.US_ASCII);
             streams.open(new Request.SubscribeKvEvents(10 + i, "m", 0, 100), new StreamTarget(new byte[] {9, (byte) i}, own, new byte[] {34}));

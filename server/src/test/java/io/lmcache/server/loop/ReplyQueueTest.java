@@ -60,9 +60,8 @@ class ReplyQueueTest {
 
     @Test
     void aBusyConsumerIsNeverWoken() {
-        ReplyQueue queue = new ReplyQueue();
         AtomicInteger wakes = new AtomicInteger();
-        queue.setWaker(wakes::incrementAndGet);
+        ReplyQueue queue = new ReplyQueue(ReplyQueue.DEFAULT_BUDGET_BYTES, wakes::incrementAndGet);
         for (int i = 0; i < 100; i++) {
             queue.offer(reply(0, i));
         }
@@ -71,9 +70,8 @@ class ReplyQueueTest {
 
     @Test
     void aConsumerWithRepliesWaitingDoesNotSleepAndIsNotWoken() {
-        ReplyQueue queue = new ReplyQueue();
         AtomicInteger wakes = new AtomicInteger();
-        queue.setWaker(wakes::incrementAndGet);
+        ReplyQueue queue = new ReplyQueue(ReplyQueue.DEFAULT_BUDGET_BYTES, wakes::incrementAndGet);
         queue.offer(reply(0, 0));
         assertFalse(queue.prepareToSleep(), "replies are waiting: do not block");
         queue.offer(reply(0, 1));
@@ -82,9 +80,8 @@ class ReplyQueueTest {
 
     @Test
     void aSleepingConsumerIsWokenOncePerSleep() {
-        ReplyQueue queue = new ReplyQueue();
         AtomicInteger wakes = new AtomicInteger();
-        queue.setWaker(wakes::incrementAndGet);
+        ReplyQueue queue = new ReplyQueue(ReplyQueue.DEFAULT_BUDGET_BYTES, wakes::incrementAndGet);
         assertTrue(queue.prepareToSleep(), "nothing queued: the consumer may block");
         queue.offer(reply(0, 0));
         queue.offer(reply(0, 1));
@@ -117,9 +114,8 @@ class ReplyQueueTest {
     void noReplyIsLostAndEachProducersOrderIsKeptUnderConcurrentProducers() throws Exception {
         int producers = 8;
         int perProducer = 20_000;
-        ReplyQueue queue = new ReplyQueue();
         Semaphore wake = new Semaphore(0);
-        queue.setWaker(wake::release);
+        ReplyQueue queue = new ReplyQueue(ReplyQueue.DEFAULT_BUDGET_BYTES, wake::release);
         CountDownLatch start = new CountDownLatch(1);
         List<Thread> threads = new ArrayList<>();
         for (int p = 0; p < producers; p++) {

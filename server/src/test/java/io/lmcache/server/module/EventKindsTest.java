@@ -20,6 +20,7 @@ import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -123,7 +124,7 @@ class EventKindsTest {
         LmcacheDrivenTransferModule module = TransferFailureEventsTest.liveModule(metrics);
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        Dispatcher dispatcher = new Dispatcher(ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), module, null,
+        Dispatcher dispatcher = new Dispatcher(ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), Optional.of(module), Optional.empty(),
                 new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), metrics, isolatedIpc)), replies, metrics, 1, 1, 0);
         dispatchers.add(dispatcher);
         return dispatcher;

@@ -29,6 +29,7 @@ import java.util.EnumSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
@@ -114,7 +115,7 @@ class ServerOpsTest {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
         EventKinds events = new EventKinds(GpuBackend.none(), FailureReplies.hostOnly(), new ServerMetrics(), false);
-        return ServerOps.table(management, lookup, kvEvents(), null, null, events);
+        return ServerOps.table(management, lookup, kvEvents(), Optional.empty(), Optional.empty(), events);
     }
 
     /** The KV-event module over a log of 8 records, incarnation 7. */

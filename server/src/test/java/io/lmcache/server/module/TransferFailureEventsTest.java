@@ -30,6 +30,7 @@ import java.util.EnumSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -144,7 +145,7 @@ class TransferFailureEventsTest {
     private OpTable serverTable(LmcacheDrivenTransferModule lmcacheDriven) {
         ManagementModule management = new ManagementModule(CHUNK_SIZE, null, List.of(), null, Map.of());
         LookupModule lookup = new LookupModule(CHUNK_SIZE, null, null, null, null, null);
-        return ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), lmcacheDriven, null,
+        return ServerOps.table(management, lookup, ServerOpsTest.kvEvents(), Optional.ofNullable(lmcacheDriven), Optional.empty(),
                 new EventKinds(GpuBackend.none(), failures, new ServerMetrics(), false));
     }
 

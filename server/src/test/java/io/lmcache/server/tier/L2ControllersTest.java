@@ -507,7 +507,7 @@ class L2ControllersTest {
         ObjectGroupCatalog catalog = new ObjectGroupCatalog(true);
         // a hybrid model: a full-attention group and a sliding window of 2 chunks; its LOOKUP folds in L1 alone
         catalog.publish("org/model", 1, new LookupGeometry(new int[] {-1, 2}, new GroupKind[] {GroupKind.ATTENTION, GroupKind.ATTENTION}));
-        lookups = (model, worldSize) -> catalog.lookupGeometry(model, worldSize).plain(); // as DataModules builds it
+        lookups = (model, worldSize) -> catalog.lookupGeometry(model, worldSize).plain(); // as the L2 tier part (DataParts) builds it
         MemoryAdapter adapter = new MemoryAdapter();
         StoreController controller = storeController(true, Long.MAX_VALUE, adapter);
         commit(0);

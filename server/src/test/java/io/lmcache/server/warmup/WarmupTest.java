@@ -30,6 +30,8 @@ import org.junit.jupiter.api.Test;
 /** The start-up JIT warm-up: it runs the request path on its scratch server, within its budget, and leaves nothing behind. */
 class WarmupTest {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** The production parts the server's own warm-ups open. */
+    private static final ScratchParts PARTS = LmcacheServer.scratchParts();
 
     private static ServerConfig config(String... extra) {
         List<String> args = new ArrayList<>(List.of("--host", "127.0.0.1", "--port", Integer.toString(ServerProcess.freePort()),
@@ -54,7 +56,7 @@ class WarmupTest {
     void everyRoundSucceedsWithoutALogLineAndTheScratchSegmentIsDeleted() throws IOException {
         long warningsBefore = LogCounters.warnings().sum();
         long errorsBefore = LogCounters.errors().sum();
-        Warmup.Result result = Warmup.run(config("--warmup-iterations", "60", "--warmup-budget-ms", "60000"), null);
+        Warmup.Result result = Warmup.run(PARTS, config("--warmup-iterations", "60", "--warmup-budget-ms", "60000"), null);
         assertEquals("done", result.stoppedBy(), result.toString());
         assertEquals(60, result.rounds());
         assertEquals(60, result.requested());
@@ -76,7 +78,7 @@ class WarmupTest {
         Files.write(dead, new byte[16]);
         Files.write(live, new byte[16]);
         try {
-            assertEquals("done", Warmup.run(config("--warmup-iterations", "1", "--warmup-budget-ms", "60000"), null).stoppedBy());
+            assertEquals("done", Warmup.run(PARTS, config("--warmup-iterations", "1", "--warmup-budget-ms", "60000"), null).stoppedBy());
             assertFalse(Files.exists(dead), "a dead server's scratch segment is deleted");
             assertTrue(Files.exists(live), "a live server's is kept");
         } finally {
@@ -92,7 +94,7 @@ class WarmupTest {
         assertFalse(Warmup.skippedOnSmallHost(OperatorSettings.DEFAULT_WARMUP_ITERATIONS, Warmup.SMALL_HOST_CORES));
         assertFalse(Warmup.skippedOnSmallHost(60, 2), "a count the operator gave runs on any host");
         int cores = Runtime.getRuntime().availableProcessors();
-        Warmup.Result defaults = Warmup.run(config(), null);
+        Warmup.Result defaults = Warmup.run(PARTS, config(), null);
         if (cores < Warmup.SMALL_HOST_CORES) {
             assertEquals("small host: " + cores + " cores", defaults.stoppedBy(), defaults.toString());
             assertEquals(0, defaults.rounds());
@@ -105,11 +107,11 @@ class WarmupTest {
 
     @Test
     void theBudgetEndsTheWarmupAndZeroIterationsTurnItOff() throws IOException {
-        Warmup.Result cut = Warmup.run(config("--warmup-iterations", "1000000", "--warmup-budget-ms", "1"), null);
+        Warmup.Result cut = Warmup.run(PARTS, config("--warmup-iterations", "1000000", "--warmup-budget-ms", "1"), null);
         assertEquals("budget", cut.stoppedBy(), cut.toString());
         assertTrue(cut.rounds() < 1_000_000);
         assertEquals(0, scratchSegments());
-        assertEquals(Warmup.Result.OFF, Warmup.run(config("--warmup-iterations", "0"), null));
+        assertEquals(Warmup.Result.OFF, Warmup.run(PARTS, config("--warmup-iterations", "0"), null));
         assertFalse((Boolean) Warmup.Result.OFF.toMap().get("ran"));
     }
 
@@ -117,7 +119,7 @@ class WarmupTest {
     void aReplyStillOutAtTheDeadlineEndsTheCallAndALateReplyIsSkipped() {
         ServerConfig config = config();
         String[] why = new String[1];
-        try (ScratchServer server = ScratchServer.open(config, null, why)) {
+        try (ScratchServer server = ScratchServer.open(PARTS, config, null, why)) {
             assertTrue(server != null, why[0]);
             WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
             assertTrue(server.connect(config, frames, why), why[0]);
