@@ -1,5 +1,7 @@
 package io.lmcache.server;
 
+import static io.lmcache.server.PartRoot.config;
+import static io.lmcache.server.PartRoot.metrics;
 import static io.lmcache.server.assembly.Part.after;
 
 import io.lmcache.server.assembly.Build;
@@ -86,7 +88,7 @@ final class DataParts {
         // dispatcher and the loop have stopped by then, so no STORE commits and no END_SESSION flushes any more
         L2Tier l2 = b.onClose("L2 tier", L2Tier.open(config.l2(), new L1Side(l1.store(), l1.pool().segment()), config.chunkSize(),
                 new ModelLayouts(basis.shapes(), StoreController.L2Lookups.of(basis.objectGroups())), metrics(b),
-                b.require(ServerParts.Root.class).agentErrors()));
+                b.require(PartRoot.class).agentErrors()));
         b.agent(Build.Role.HOUSEKEEPING, l2.evictionAgent());
         b.onStart("L2 tier", l2::start);
         windowCommit(config, l1, l2, basis.objectGroups(), metrics(b)).ifPresent(b::offer);
@@ -101,7 +103,7 @@ final class DataParts {
                 }
                 L1Tier l1 = b.require(L1Tier.class);
                 Basis basis = b.require(Basis.class);
-                CopyPaths paths = new CopyPaths(shmSegments(config, l1, metrics(b)), b.require(ServerParts.Root.class).gpu().backend(),
+                CopyPaths paths = new CopyPaths(shmSegments(config, l1, metrics(b)), b.require(PartRoot.class).gpu().backend(),
                         l1.pool().segment(), b.require(ReleaseThread.class), basis.testCompletions().orElse(null),
                         b.optional(CopyPaths.Opener.class), basis.hostCopies().orElse(null), b.require(GpuWarmups.class)::afterRegister);
                 LmcacheDrivenTransferModule module = new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), b.require(LookupLeases.class),
@@ -185,11 +187,4 @@ final class DataParts {
         return new ShmSegments(config.shmAllowAnyOwner(), l1.pool().fileKey(), new SegmentMappings(caps), metrics);
     }
 
-    private static ServerConfig config(Build b) {
-        return b.require(ServerConfig.class);
-    }
-
-    private static ServerMetrics metrics(Build b) {
-        return b.require(ServerMetrics.class);
-    }
 }

@@ -35,7 +35,7 @@ public final class LmcacheServer implements AutoCloseable {
                 Versions.commit()));
         metrics.showSaltsInClear(config.tenants().metricsClearSaltLabels());
         // its health check reads closed (runs on: lmcache-http-*)
-        assembly = Assembly.open(ServerParts.ALL, config, metrics, new ServerParts.Root(gpu, new AgentErrors(), () -> closed)).conclude();
+        assembly = Assembly.open(ServerParts.ALL, config, metrics, new PartRoot(gpu, new AgentErrors(), () -> closed)).conclude();
     }
 
     /** The {@code --hash-algorithm} chain every chunk key is hashed with (LMCache's {@code TokenHasher}). */

@@ -1,5 +1,7 @@
 package io.lmcache.server;
 
+import static io.lmcache.server.PartRoot.config;
+import static io.lmcache.server.PartRoot.metrics;
 import static io.lmcache.server.assembly.Part.after;
 
 import io.lmcache.server.agent.Agent;
@@ -73,7 +75,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
@@ -95,9 +96,6 @@ final class ServerParts {
     private static final long KV_EVENT_CLOSE_NS = TimeUnit.SECONDS.toNanos(2);
 
     private ServerParts() {}
-
-    /** What the root opens before the parts (the GPU, before the banner) and what only it knows (whether it is closing). */
-    record Root(GpuPart gpu, AgentErrors agentErrors, BooleanSupplier closing) {}
 
     /** What a LOOKUP leaves for later requests: the leases on its hits (for their RETRIEVE) and its prefetch results. */
     record Lookups(LookupLeases leases, PrefetchResults prefetchResults) {}
@@ -129,7 +127,7 @@ final class ServerParts {
                 if (scratch != null) {
                     return b.onClose("L1 tier", L1Tier.ready(config, scratch));
                 }
-                GpuPart gpu = b.require(Root.class).gpu();
+                GpuPart gpu = b.require(PartRoot.class).gpu();
                 L1Tier l1 = b.onClose("L1 tier", openL1(config, gpu));
                 b.onStart("L1 pool preparation", () -> l1.startPreparation(gpu.regionStages(l1.pool()),
                         gpu.numaPlacement(l1.pool(), config.operator().numaPlacement())));
@@ -137,14 +135,14 @@ final class ServerParts {
             });
 
     static final Part<AutoCloseable> GPU_BACKEND = Part.of("GPU backend", List.of(after("L1 tier", "the pool is unpinned before its memory goes")),
-            b -> b.onClose("GPU backend", b.require(Root.class).gpu().closer(b.require(L1Tier.class))));
+            b -> b.onClose("GPU backend", b.require(PartRoot.class).gpu().closer(b.require(L1Tier.class))));
 
     /** The runner of lmcache-cuda-events. */
     record CudaEvents(AgentRunner runner) {}
 
     /** lmcache-cuda-events; off without CUDA (no thread for nothing). */
     static final Part<CudaEvents> CUDA_EVENTS = Part.of("CUDA event poller", List.of(after("GPU backend", "it polls the backend's events")), b -> {
-        Root root = b.require(Root.class);
+        PartRoot root = b.require(PartRoot.class);
         AgentRunner runner = b.onClose("CUDA event poller", root.gpu().eventsRunner(root.agentErrors()));
         if (runner == null) {
             return null;
@@ -163,7 +161,7 @@ final class ServerParts {
 
     static final Part<AutoCloseable> GPU_DRAIN = Part.of("GPU transfers in flight", List.of(after("release thread",
             "the last GPU completions still give back what the release thread frees")),
-            b -> b.onClose("GPU transfers in flight", b.require(Root.class).gpu().drainer()));
+            b -> b.onClose("GPU transfers in flight", b.require(PartRoot.class).gpu().drainer()));
 
     static final Part<Lookups> LOOKUPS = Part.of("lookup state", List.of(after("L1 tier", "leases lock L1 objects")), b -> {
         ServerConfig config = config(b);
@@ -185,7 +183,7 @@ final class ServerParts {
     static final Part<GpuWarmups> GPU_WARMUPS = Part.of("GPU warm-ups", List.of(after("GPU backend",
             "a warm-up still running stops after its round and frees its scratch memory before the backend closes")), b -> {
         GpuWarmups warmups = b.onClose("GPU warm-ups", GpuScratchWarmup.forServer(ServerParts::openScratch, config(b), b.require(L1Tier.class).store(),
-                b.require(Root.class).gpu().backend()));
+                b.require(PartRoot.class).gpu().backend()));
         b.status("gpu_warmups", warmups::status);
         return warmups;
     });
@@ -207,7 +205,7 @@ final class ServerParts {
         AgentRunner runner = b.onClose("lookup-hash log", DiagnosticsParts.lookupHashWriter(config(b), queue, metrics(b),
                 b.find(LmcacheDrivenTransferModule.class).<ObjectShapes>map(module -> module::objectShapes).orElse(null),
                 b.find(EngineDrivenTransferModule.class).<ObjectShapes>map(module -> module::objectShapes).orElse(null),
-                b.require(Root.class).agentErrors()));
+                b.require(PartRoot.class).agentErrors()));
         b.onStart("lookup-hash log", runner::start);
         return runner;
     });
@@ -301,7 +299,7 @@ final class ServerParts {
     static final Part<Dispatcher> DISPATCHER = Part.of("dispatcher", List.of(after("management", "it serves every module's ops"),
             after("lookup module", "no handler runs on a closed module: the dispatcher closes before the modules")), b -> {
         ServerConfig config = config(b);
-        GpuBackend gpu = b.require(Root.class).gpu().backend();
+        GpuBackend gpu = b.require(PartRoot.class).gpu().backend();
         EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
         return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), b.require(LookupModule.class),
                 b.require(KvEventChannel.class).module(), b.find(LmcacheDrivenTransferModule.class), b.find(EngineDrivenTransferModule.class),
@@ -322,7 +320,7 @@ final class ServerParts {
         b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
         b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
                 reaper::trackedInstances, ACTIVITY_INTERVAL_NS));
-        AgentErrors errors = b.require(Root.class).agentErrors();
+        AgentErrors errors = b.require(PartRoot.class).agentErrors();
         List<Agent> agents = b.agents(Build.Role.HOUSEKEEPING);
         CudaEvents cudaEvents = b.optional(CudaEvents.class);
         errors.bindMeters(metrics(b), Stream.concat(agents.stream().map(Agent::roleName),
@@ -357,7 +355,7 @@ final class ServerParts {
         KvEventChannel channel = b.require(KvEventChannel.class);
         KvEventStreams streams = channel.streams();
         AgentRunner runner = b.onClose("kv-event streams", new AgentRunner("lmcache-kv-events", streams,
-                IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS), b.require(Root.class).agentErrors(), KV_EVENT_CLOSE_NS,
+                IdleStrategy.spinThenParkFor(streams::idleParkNs, KV_EVENT_PARK_NS), b.require(PartRoot.class).agentErrors(), KV_EVENT_CLOSE_NS,
                 channel.wake()));
         b.onStart("kv-event streams", runner::start);
         return runner;
@@ -377,7 +375,7 @@ final class ServerParts {
     static final Part<ServerView> VIEW = Part.of("status view", List.of(after("warm-up", "it shows every part's status"),
             after("fleet", "it routes the coordinator's calls"), after("HTTP KV bytes API", "it routes /api/kv/*")), b -> {
         ServerConfig config = config(b);
-        Root root = b.require(Root.class);
+        PartRoot root = b.require(PartRoot.class);
         RequestLoop loop = b.require(RequestLoop.class);
         HttpListeners http = b.require(HttpListeners.class);
         // a storage_manager entry of /status, where LMCache's window commit shows
@@ -431,17 +429,10 @@ final class ServerParts {
      * concluded, never started (its store's regions are ready as they are, and it runs no agent thread).
      */
     static Assembly openScratch(ServerConfig config, ServerMetrics metrics, L1Pool pool, CopyPaths.Opener copyPaths) {
-        Root root = new Root(GpuPart.hostOnly(), new AgentErrors(), () -> false);
+        PartRoot root = new PartRoot(GpuPart.hostOnly(), new AgentErrors(), () -> false);
         return Assembly.open(SCRATCH, Stream.of(config, metrics, root, pool, copyPaths).filter(Objects::nonNull).toArray()).conclude();
     }
 
-    private static ServerConfig config(Build b) {
-        return b.require(ServerConfig.class);
-    }
-
-    private static ServerMetrics metrics(Build b) {
-        return b.require(ServerMetrics.class);
-    }
 
     /** The modules the reaper watches (those that are on), and the KV-event module: PINGs keep subscriptions alive. */
     private static List<InstanceLivenessTarget> targets(Build b) {
