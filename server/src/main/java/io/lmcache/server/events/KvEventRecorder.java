@@ -74,14 +74,14 @@ public final class KvEventRecorder implements StoreListener {
      */
     @Override
     public void stored(Batch batch) {
-        if (batch.origin() instanceof ChunkStore(CacheKey key, byte[] chain, int perChunk)) {
+        if (batch.origin() instanceof ChunkStore(CacheKey key, byte[] chain, int perChunk, int firstChunk)) {
             boolean[] written = new boolean[batch.objects().length / perChunk];
             for (int j = 0; j < written.length; j++) {
                 for (int w = 0; w < perChunk; w++) {
                     written[j] |= batch.committed()[j * perChunk + w];
                 }
             }
-            recordStored(written, chain, 0, key);
+            recordStored(written, chain, firstChunk, key);
             return;
         }
         if (!(batch.origin() instanceof StoreRequest(TransferPlan plan, CacheKey key))) {

@@ -41,10 +41,22 @@ public final class KvBytes {
 
     private final ObjectStore store;
     private final MemorySegment pool;
+    private final KvBytesStream stream;
 
     public KvBytes(ObjectStore store, MemorySegment pool) {
         this.store = store;
         this.pool = pool;
+        this.stream = new KvBytesStream(store, pool);
+    }
+
+    /** The framed stream revision's store, over the same objects. */
+    KvBytesStream stream() {
+        return stream;
+    }
+
+    /** A retrieve's framed stream (the manifest, then a shard frame per pinned object); closing {@code retrieved} stays the caller's. */
+    KvBytesStream.Retrieval streamOf(String model, Retrieved retrieved, KvBytesLayout layout) {
+        return new KvBytesStream.Retrieval(model, retrieved, layout, pool);
     }
 
     /** The whole-chunk hashes of {@code tokens} (trailing tokens are ignored, as LMCache's). */
@@ -54,7 +66,7 @@ public final class KvBytes {
         return chunks == 0 ? new byte[0] : ChunkHashes.of(key, chunkSize, chunks);
     }
 
-    private static ChunkKey key(String model, String salt, int rank, byte[] hashes, int chunk) {
+    static ChunkKey key(String model, String salt, int rank, byte[] hashes, int chunk) {
         return new ChunkKey(model, salt, RequestTags.NONE, rank, GROUP, ChunkHash.unpack(hashes, chunk));
     }
 
@@ -207,6 +219,11 @@ public final class KvBytes {
 
         public long length() {
             return counts.doneChunks() * layout.chunkWireBytes();
+        }
+
+        /** Per chunk of the prefix, its objects by worker (pinned until {@link #close}). */
+        List<StoredObject[]> pinnedChunks() {
+            return pinned;
         }
 
         /** Writes the payload row by row (one token of every shard at a time: a row of the wire's D). */

@@ -11,6 +11,7 @@ import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.transfer.ObjectGroup;
+import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -18,6 +19,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Semaphore;
@@ -26,9 +28,12 @@ import java.util.function.Supplier;
 
 /**
  * The routes of LMCache's HTTP KV bytes API, raw v1 ({@code lmcache/v1/multiprocess/http_apis/kv_api.py@0f6d467d}, index id
- * 63013598693; fleet-and-operator-api.md §2.7 A): request and reply shapes, headers and status codes are LMCache's (errors as
- * FastAPI's {@code {"detail": ...}}). Unlike LMCache, which guards none of them, all three take the admin token as every mutation
- * does here (they read and write tenants' chunks), and every body is bounded by its declared length before a byte is read.
+ * 63013598693; fleet-and-operator-api.md §2.7 A) and the framed stream v1 ({@code kv_api.py@772fdcda} over {@code kv_protocol.py@9b3f101e};
+ * §2.7 B): request and reply shapes, headers and status codes are LMCache's (errors as FastAPI's {@code {"detail": ...}}). Both
+ * revisions answer on the same paths: a store is the stream's when its {@code Content-Type} is {@link KvFrames#MEDIA_TYPE}, a
+ * retrieve when its JSON names a {@code protocol_version} or its {@code Accept} names the stream type. Unlike LMCache, which
+ * guards none of them, all take the admin token as every mutation does here (they read and write tenants' chunks), and every body
+ * is bounded before a byte of it is read: by its declared length, and a stream's frames each by its manifest.
  */
 public final class KvBytesRoutes {
     static final String KV_CONTENT_TYPE = "application/x-lmcache-kv; v=1";
@@ -41,6 +46,9 @@ public final class KvBytesRoutes {
     static final int MAX_CONCURRENT = 4;
     /** vLLM's {@code _MAX_CACHE_SALT_LENGTH}, as the ZeroMQ path and {@code /cache/objects} bound a salt. */
     static final int MAX_SALT_CHARS = 128;
+    /** A stream store's framing on top of its chunks' bytes: the manifest's header and every chunk's ({@link KvBytesStream}). */
+    static final long STREAM_FRAMING_BYTES = 2L * KvFrames.MAX_HEADER_BYTES;
+    private static final String STREAM_TYPE = KvFrames.MEDIA_TYPE.substring(0, KvFrames.MEDIA_TYPE.indexOf(';'));
     private static final ObjectMapper JSON = new ObjectMapper();
     private final Semaphore concurrent = new Semaphore(MAX_CONCURRENT);
 
@@ -117,6 +125,9 @@ public final class KvBytesRoutes {
 
     private HttpApi.Response store(HttpExchange exchange) throws Refused, IOException {
         Headers headers = exchange.getRequestHeaders();
+        if (names(headers.getFirst("Content-Type"), STREAM_TYPE)) {
+            return streamStore(exchange);
+        }
         long declared = declaredLength(headers, maxStoreBytes);
         String model = headers.getFirst(MODEL_HEADER);
         if (model == null || model.isEmpty()) {
@@ -137,6 +148,82 @@ public final class KvBytesRoutes {
             // every reservation was given back: nothing of it landed
             throw new Refused(400, "the body ended before its declared length");
         }
+        return stored(counts);
+    }
+
+    /** Whether a {@code Content-Type} or {@code Accept} value names {@code type} (parameters and case aside). */
+    static boolean names(String header, String type) {
+        if (header == null) {
+            return false;
+        }
+        for (String range : header.split(",")) {
+            int semicolon = range.indexOf(';');
+            if ((semicolon < 0 ? range : range.substring(0, semicolon)).strip().toLowerCase(Locale.ROOT).equals(type)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The stream revision's store (LMCache {@code kv_api.store}, {@code kv_bytes.store_kv_bytes_by_tokens}): a {@code store_manifest}
+     * frame, checked whole (model, dtype, shape, size) before the first chunk is read, then the chunks, each landed as it arrives.
+     * A body may be chunked: its frames bound it, and a declared length is checked against the largest stream up front.
+     */
+    private HttpApi.Response streamStore(HttpExchange exchange) throws Refused, IOException {
+        String declared = exchange.getRequestHeaders().getFirst("Content-Length");
+        if (declared != null) {
+            declaredLength(exchange.getRequestHeaders(), maxStoreBytes + STREAM_FRAMING_BYTES);
+        }
+        try (InputStream body = new BufferedInputStream(exchange.getRequestBody(), 256 * 1024)) {
+            KvFrames.Reader frames = new KvFrames.Reader(body);
+            KvFrames.Frame first = frames.next(0, KvFrames.MAX_HEADER_BYTES);
+            if (first == null) {
+                throw new Refused(400, "KV store request body is missing a manifest frame");
+            }
+            Manifest manifest = manifest(first.header());
+            KvBytesLayout layout = layout(manifest.model);
+            int chunks = manifest.tokens.length / chunkSize;
+            if (chunks == 0) {
+                // LMCache answers before reading on: whatever follows is left unread
+                return unread(exchange, stored(new KvBytes.Counts(0, 0, 0, chunkSize)));
+            }
+            checkManifest(manifest, layout, chunks);
+            return stored(bytes.stream().store(manifest.model, manifest.tokens, manifest.salt, layout, frames));
+        } catch (KvFrames.FrameException e) {
+            throw new Refused(400, e.getMessage());
+        } catch (IOException e) {
+            throw new Refused(400, "the stream broke off: " + LogText.clip(String.valueOf(e.getMessage())));
+        }
+    }
+
+    /** A {@code store_manifest}'s fields (LMCache's {@code decode_store_manifest}). */
+    private record Manifest(String model, int[] tokens, String salt, int[] shape, String dtype) {}
+
+    private static Manifest manifest(KvFrames.Header header) throws KvFrames.FrameException, Refused {
+        header.requireType("store_manifest");
+        String model = checkModel(header.requireString("model_name"));
+        int[] tokens = header.requireIntList("tokens");
+        String salt = salt(header.optionalString("cache_salt"));
+        return new Manifest(model, tokens, salt, header.requireShape4("shape"), header.requireString("dtype"));
+    }
+
+    /** The manifest against the registered layout: its dtype and full shape, and a size the L1 pool could hold (413 as raw's). */
+    private void checkManifest(Manifest manifest, KvBytesLayout layout, int chunks) throws Refused {
+        String dtype = manifest.dtype.startsWith("torch.") ? manifest.dtype.substring("torch.".length()) : manifest.dtype;
+        if (!dtype.equals(layout.dtype().torchName())) {
+            throw new Refused(400, "payload dtype " + LogText.clip(manifest.dtype) + " does not match registered KV dtype " + layout.torchDtype());
+        }
+        int[] expected = layout.fullShape(chunks * chunkSize);
+        if (!Arrays.equals(manifest.shape, expected)) {
+            throw new Refused(400, "payload shape " + Arrays.toString(manifest.shape) + " does not match expected " + Arrays.toString(expected));
+        }
+        if ((long) chunks * layout.chunkWireBytes() > maxStoreBytes) {
+            throw new Refused(413, "the payload is larger than " + maxStoreBytes + " bytes");
+        }
+    }
+
+    private static HttpApi.Response stored(KvBytes.Counts counts) {
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("status", "ok");
         out.put("total_tokens", counts.totalTokens());
@@ -148,7 +235,15 @@ public final class KvBytesRoutes {
 
     private HttpApi.Response retrieve(HttpExchange exchange) throws Refused, IOException {
         Query query = query(exchange);
-        KvBytes.Retrieved retrieved = bytes.retrieve(query.model, query.tokens, query.salt, layout(query.model));
+        boolean stream = query.protocolVersion != null || names(exchange.getRequestHeaders().getFirst("Accept"), STREAM_TYPE);
+        if (stream && query.protocolVersion != null && query.protocolVersion != KvFrames.VERSION) {
+            throw new Refused(400, "unsupported KV protocol version " + query.protocolVersion + "; expected " + KvFrames.VERSION);
+        }
+        KvBytesLayout layout = layout(query.model);
+        KvBytes.Retrieved retrieved = bytes.retrieve(query.model, query.tokens, query.salt, layout);
+        if (stream) {
+            return streamed(query.model, retrieved, layout);
+        }
         KvBytes.Counts counts = retrieved.counts();
         Headers out = exchange.getResponseHeaders();
         out.set("X-LMCache-Hit-Tokens", Integer.toString(counts.doneTokens()));
@@ -178,6 +273,33 @@ public final class KvBytesRoutes {
         });
     }
 
+    /** The stream revision's retrieve: 200 and the manifest also on a miss; the pins held until the stream is written or dropped. */
+    private HttpApi.Response streamed(String model, KvBytes.Retrieved retrieved, KvBytesLayout layout) {
+        KvBytesStream.Retrieval stream;
+        try {
+            stream = bytes.streamOf(model, retrieved, layout);
+        } catch (RuntimeException e) {
+            retrieved.close();
+            throw e;
+        }
+        return HttpApi.Response.streamed(200, KvFrames.MEDIA_TYPE, new HttpApi.Streamed() {
+            @Override
+            public long length() {
+                return stream.length();
+            }
+
+            @Override
+            public void writeTo(OutputStream body) throws IOException {
+                stream.writeTo(body);
+            }
+
+            @Override
+            public void close() {
+                retrieved.close();
+            }
+        });
+    }
+
     private HttpApi.Response lookup(HttpExchange exchange) throws Refused, IOException {
         Query query = query(exchange);
         KvBytes.Counts counts = bytes.lookup(query.model, query.tokens, query.salt, layout(query.model));
@@ -189,14 +311,18 @@ public final class KvBytesRoutes {
         return HttpApi.Response.json(200, out);
     }
 
-    /** A retrieve's or lookup's JSON body ({@code {model_name, tokens, cache_salt: ""}}); pydantic's 422 when it does not fit. */
-    private record Query(String model, int[] tokens, String salt) {}
+    /**
+     * A retrieve's or lookup's JSON body ({@code {model_name, tokens, cache_salt: "", protocol_version}}, the last the stream
+     * revision's, null when absent); pydantic's 422 when it does not fit.
+     */
+    private record Query(String model, int[] tokens, String salt, Integer protocolVersion) {}
 
     private static Query query(HttpExchange exchange) throws Refused, IOException {
         declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
         String model = null;
         String salt = "";
         int[] tokens = null;
+        Integer protocolVersion = null;
         // parsed as it streams in: the token list goes straight into an int array, never a tree of nodes
         try (InputStream in = exchange.getRequestBody(); JsonParser parser = JSON.getFactory().createParser(in)) {
             if (parser.nextToken() != JsonToken.START_OBJECT) {
@@ -209,6 +335,7 @@ public final class KvBytesRoutes {
                     case "model_name" -> model = text(parser, value, field);
                     case "cache_salt" -> salt = text(parser, value, field);
                     case "tokens" -> tokens = tokens(parser, value);
+                    case "protocol_version" -> protocolVersion = integer(parser, value, field);
                     default -> parser.skipChildren();
                 }
             }
@@ -218,7 +345,7 @@ public final class KvBytesRoutes {
         if (model == null || tokens == null) {
             throw new Refused(422, "the body must be {\"model_name\": str, \"tokens\": [int], \"cache_salt\": str}");
         }
-        return new Query(checkModel(model), tokens, salt(salt));
+        return new Query(checkModel(model), tokens, salt(salt), protocolVersion);
     }
 
     private static String text(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
@@ -226,6 +353,13 @@ public final class KvBytesRoutes {
             throw new Refused(422, field + " must be a string");
         }
         return parser.getText();
+    }
+
+    private static int integer(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
+        if (value != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
+            throw new Refused(422, field + " must be an int");
+        }
+        return parser.getIntValue();
     }
 
     private static int[] tokens(JsonParser parser, JsonToken value) throws Refused, IOException {
