@@ -71,7 +71,7 @@ final class KvBytesStream {
                         + layout.chunkWireBytes());
             }
             headerBudget -= frame.headerLength();
-            landed[c] = storeChunk(model, salt, layout, hashes, c, origin, frames, row);
+            landed[c] = storeChunk(new Target(model, salt, layout, hashes, origin), c, frames, row);
         }
         int stored = 0;
         while (stored < chunks && landed[stored]) {
@@ -80,14 +80,17 @@ final class KvBytesStream {
         return new KvBytes.Counts(chunks * chunkSize, chunks, stored, chunkSize);
     }
 
+    /** What a stream stores into: the keys' parts, the layout, the hash chain, and the origin its commits name. */
+    private record Target(String model, String salt, KvBytesLayout layout, byte[] hashes, CacheKey origin) {}
+
     /** One chunk: reserve its shards, copy each token row's D into them, commit; whether every shard is stored now. */
-    private boolean storeChunk(String model, String salt, KvBytesLayout layout, byte[] hashes, int c, CacheKey origin,
-            KvFrames.Reader frames, byte[] row) throws FrameException, IOException {
+    private boolean storeChunk(Target target, int c, KvFrames.Reader frames, byte[] row) throws FrameException, IOException {
+        KvBytesLayout layout = target.layout();
         int ws = layout.worldSize();
         StoredObject[] reserved = new StoredObject[ws];
         boolean reservable = true;
         for (int w = 0; w < ws && reservable; w++) {
-            reserved[w] = store.reserve(KvBytes.key(model, salt, w, hashes, c), layout.objectBytes(), layout.format());
+            reserved[w] = store.reserve(KvBytes.key(target.model(), target.salt(), w, target.hashes(), c), layout.objectBytes(), layout.format());
             reservable = reserved[w] != ObjectStore.NO_MEMORY;
         }
         if (!reservable) {
@@ -109,7 +112,7 @@ final class KvBytesStream {
         for (int w = 0; w < ws; w++) {
             writes[w] = reserved[w] == ObjectStore.EXISTS ? null : reserved[w];
         }
-        boolean[] committed = store.commitEach(writes, new ChunkStore(origin, hashes, ws, c));
+        boolean[] committed = store.commitEach(writes, new ChunkStore(target.origin(), target.hashes(), ws, c));
         boolean landed = reservable;
         for (int w = 0; w < ws; w++) {
             landed &= reserved[w] == ObjectStore.EXISTS || committed[w];
