@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
@@ -66,6 +67,8 @@ class KvBytesStreamIT {
             assertEquals(2, reply.path("total_chunks").asInt());
             assertEquals(2, reply.path("stored_chunks").asInt(), text(stored));
             assertEquals(2 * CHUNK, reply.path("stored_tokens").asInt());
+            assertEquals(2, Http.metric(server, "lmcache_mp_kv_events_records_total", "kind", "stored"),
+                    "the store listeners heard each chunk's commit as a STORE: one KV-event record per chunk");
             assertEquals(2, worker.lookup(tokens, 2 * CHUNK, "zmq-lookup", 1, 1), "vLLM's LOOKUP hits the chunks stored by stream");
             worker.freeLookupLocks(tokens, 0, 2 * CHUNK, "zmq-lookup");
 
