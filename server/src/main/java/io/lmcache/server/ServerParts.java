@@ -244,7 +244,8 @@ final class ServerParts {
                 L1Tier l1 = b.require(L1Tier.class);
                 Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered = b.find(LmcacheDrivenTransferModule.class)
                         .map(module -> module::objectGroups);
-                return new KvBytesRoutes(new KvBytes(l1.store(), l1.pool().segment()), registered, config(b).chunkSize(), l1.pool().bytes());
+                return new KvBytesRoutes(new KvBytes(l1.store(), l1.pool().segment()), registered, config(b).chunkSize(), l1.pool().bytes(),
+                        metrics(b));
             });
 
     /**

@@ -9,6 +9,9 @@ import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.http.AdminGuard;
 import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.logging.LogText;
+import io.lmcache.server.logging.RateLimitedLog;
+import io.lmcache.server.metrics.ServerCatalogue;
+import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.transfer.ObjectGroup;
 import java.io.BufferedInputStream;
@@ -25,6 +28,7 @@ import java.util.Optional;
 import java.util.concurrent.Semaphore;
 import java.util.function.Function;
 import java.util.function.Supplier;
+import org.slf4j.LoggerFactory;
 
 /**
  * The routes of LMCache's HTTP KV bytes API, raw v1 ({@code lmcache/v1/multiprocess/http_apis/kv_api.py@0f6d467d}, index id
@@ -50,6 +54,9 @@ public final class KvBytesRoutes {
     static final long STREAM_FRAMING_BYTES = 2L * KvFrames.MAX_HEADER_BYTES;
     private static final String STREAM_TYPE = KvFrames.MEDIA_TYPE.substring(0, KvFrames.MEDIA_TYPE.indexOf(';'));
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final RateLimitedLog REFUSED = new RateLimitedLog(LoggerFactory.getLogger(KvBytesRoutes.class), "refused KV bytes requests", 10);
+    /** The statuses a refusal can have ({@link Refused}), declared so that a scrape shows them at zero. */
+    private static final int[] REFUSAL_STATUSES = {400, 411, 413, 422, 503};
     private final Semaphore concurrent = new Semaphore(MAX_CONCURRENT);
 
     /** A request LMCache answers with an error status; the message is its {@code detail}. */
@@ -68,14 +75,19 @@ public final class KvBytesRoutes {
     private final Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered;
     private final int chunkSize;
     private final long maxStoreBytes;
+    private final ServerMetrics metrics;
 
     /** {@code maxStoreBytes}: the largest store body (the L1 pool: a larger one could never land). */
     public KvBytesRoutes(KvBytes bytes, Optional<Function<String, Map<Integer, List<ObjectGroup>>>> registered, int chunkSize,
-            long maxStoreBytes) {
+            long maxStoreBytes, ServerMetrics metrics) {
         this.bytes = bytes;
         this.registered = registered;
         this.chunkSize = chunkSize;
         this.maxStoreBytes = maxStoreBytes;
+        this.metrics = metrics;
+        for (int status : REFUSAL_STATUSES) {
+            metrics.declare(ServerCatalogue.KV_API_REFUSED, Integer.toString(status));
+        }
     }
 
     public void register(HttpApi api, AdminGuard guard) {
@@ -108,6 +120,9 @@ public final class KvBytesRoutes {
         try {
             return handler.handle();
         } catch (Refused e) {
+            // a bad request is the client's: counted and logged rate-limited, never more than a reply
+            metrics.increment(ServerCatalogue.KV_API_REFUSED, Integer.toString(e.status));
+            REFUSED.warn("HTTP KV bytes API {} refused with {}: {}", exchange.getRequestURI().getPath(), e.status, LogText.clip(e.getMessage()));
             return unread(exchange, HttpApi.Response.json(e.status, Map.of("detail", e.getMessage())));
         } finally {
             concurrent.release();

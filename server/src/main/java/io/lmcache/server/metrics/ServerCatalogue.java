@@ -12,6 +12,8 @@ public enum ServerCatalogue implements CatalogueEntry {
             + " distinct values already", "label")),
     AGENT_ERRORS(counter("lmcache_mp.agent_errors", "failed turns of a background agent (it keeps running), by role", "role")),
     HTTP_REFUSED(counter("lmcache_mp.http_refused", "admin HTTP requests (mutations, /quota) refused, by reason", "reason")),
+    KV_API_REFUSED(counter("lmcache_mp.kv_api_refused",
+            "HTTP KV bytes API requests (raw and framed stream) refused after the admin guard, by HTTP status", "status")),
     TABLE_BYTES(gauge("lmcache_mp.table_bytes",
             "estimated heap bytes of a table that outlives requests (lookup results, leases, sessions), keys included, by table", "table")),
     TABLE_ENTRIES(gauge("lmcache_mp.table_entries", "entries of a table that outlives requests, by table", "table")),

@@ -149,6 +149,7 @@ class KvBytesStreamIT {
         assertStatus(400, send(storeRequest(server, concat(chunks[0], chunks[1]), false, TOKEN)), "no manifest first");
         assertStatus(400, send(storeRequest(server, concat(manifest, chunks[0], chunks[1], chunkFrame(2, payload(chunks[0]))), false, TOKEN)),
                 "a chunk more than the tokens have");
+        assertEquals(10, Http.metric(server, "lmcache_mp_kv_api_refused_total", "status", "400"), "each 400 counted once");
     }
 
     /** A full tensor's chunk frames: chunk c is {@code [planes x layers][chunk][D]} of tokens c*CHUNK.. of each row. */
