@@ -174,4 +174,31 @@ public record ServerConfig(
     private static double seconds(long ns) {
         return ns / 1e9;
     }
+
+    /**
+     * The warm-up's scratch server's configuration (warmup/ScratchServer): this one but for what would reach beyond the
+     * scratch memory or take threads and memory a warm-up has no use for: the LMCache-driven mode only (its worker's), one
+     * handler thread per lane and no spinning, the host copies on the transfer thread, no layer-wise mode (the warm-up sends
+     * plain RETRIEVEs), no L2, no window commit, no fleet, no diagnostics, no test hooks, a KV-event log of
+     * {@code kvEventLogCapacity}. Kept beside the components, so a new setting is switched off here, where it is added.
+     */
+    public ServerConfig forWarmup(int kvEventLogCapacity) {
+        ServerConfig c = this;
+        OperatorSettings o = c.operator();
+        OperatorSettings operator = new OperatorSettings(o.shmMode(), o.shmMaxSegments(), o.shmMaxMappedBytes(), o.metricsSampleRate(),
+                o.serviceInstanceId(), false, 0, 0, 0, 0, 0, 1);
+        L2Settings l2 = new L2Settings(List.of(), List.of(), false, false, c.l2().prefetchMaxInFlight(), false, c.l2().prefetchLoadTimeoutNs(),
+                c.l2().admission());
+        Tuning t = c.tuning();
+        Tuning tuning = new Tuning(t.copyKernelBlocks(), t.stagingHalfBytes(), t.firstBatchBytes(), t.dmaHeadBytes(), t.storeDmaHeadMinPieceBytes(),
+                t.retrieveDmaHeadMinPieceBytes(), t.batchGrowth(), t.warmContext(), t.queryWorkerEvent(), t.hostFnWake(), 0, t.prepareThreads(),
+                t.stackLimitBytes());
+        return new ServerConfig(c.host(), c.port(), c.maxMessageBytes(), c.chunkSize(), c.separateObjectGroups(), 1, 1, 1,
+                TransferMode.LMCACHE_DRIVEN, "", false, c.l1SizeBytes(), c.l1RegionSizeBytes(), c.l1WriteTtlNs(), c.l1ReadTtlNs(),
+                c.evictionPolicy(), c.evictionTriggerWatermark(), c.evictionRatio(), c.workerReapTimeoutNs(), c.workerRegistrationGraceNs(),
+                c.workerDisconnectGraceNs(), c.httpHost(), c.httpPort(), "", c.prometheusPort(), c.instanceId(), c.hashAlgorithm(),
+                DeviceMode.HOST, List.of(), c.configFile(), false, l2, operator, c.connections(), kvEventLogCapacity, CommitSettings.NEVER,
+                c.tenants(), c.isolatedIpc(), 0, FleetSettings.OFF, DiagnosticsSettings.OFF,
+                tuning);
+    }
 }

@@ -15,7 +15,7 @@ import io.lmcache.server.transfer.CopyPaths;
 @FunctionalInterface
 public interface ScratchParts {
     /**
-     * Opens the parts over {@code config} (see {@link ScratchServer#scratchConfig}) and their own {@code metrics}; the L1 tier
+     * Opens the parts over {@code config} (see {@link ServerConfig#forWarmup}) and their own {@code metrics}; the L1 tier
      * is {@code pool} (scratch memory, every region ready), and a worker's copy path opens through {@code copyPaths} (null: from
      * its tensors, as the server's).
      */

@@ -1,15 +1,7 @@
 package io.lmcache.server.warmup;
 
 import io.lmcache.server.assembly.Assembly;
-import io.lmcache.server.config.CommitSettings;
-import io.lmcache.server.config.DeviceMode;
-import io.lmcache.server.config.DiagnosticsSettings;
-import io.lmcache.server.config.FleetSettings;
-import io.lmcache.server.config.L2Settings;
-import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
-import io.lmcache.server.config.TransferMode;
-import io.lmcache.server.config.Tuning;
 import io.lmcache.server.cuda.CopyEngine;
 import io.lmcache.server.cuda.ScratchMemory;
 import io.lmcache.server.loop.Dispatcher;
@@ -183,37 +175,13 @@ final class ScratchServer implements AutoCloseable {
         this.arena = arena;
         this.segment = segment;
         metrics = ServerMetrics.scratch();
-        parts = scratchParts.open(scratchConfig(config), metrics, pool, opener);
+        parts = scratchParts.open(config.forWarmup(SCRATCH_EVENT_LOG), metrics, pool, opener);
         store = parts.get(L1Tier.class).store();
         transfers = parts.get(LmcacheDrivenTransferModule.class);
         replies = parts.get(ReplyQueue.class);
         dispatcher = parts.get(Dispatcher.class);
     }
 
-    /**
-     * The scratch server's configuration, the server's but for what would reach beyond the scratch memory or take threads and
-     * memory a warm-up has no use for: the LMCache-driven mode only (its worker's), one handler thread per lane and no spinning,
-     * the host copies on the transfer thread, no layer-wise mode (the warm-up sends plain RETRIEVEs), no L2, no window commit, no fleet,
-     * no diagnostics, no test hooks, a small KV-event log.
-     */
-    static ServerConfig scratchConfig(ServerConfig c) {
-        OperatorSettings o = c.operator();
-        OperatorSettings operator = new OperatorSettings(o.shmMode(), o.shmMaxSegments(), o.shmMaxMappedBytes(), o.metricsSampleRate(),
-                o.serviceInstanceId(), false, 0, 0, 0, 0, 0, 1);
-        L2Settings l2 = new L2Settings(List.of(), List.of(), false, false, c.l2().prefetchMaxInFlight(), false, c.l2().prefetchLoadTimeoutNs(),
-                c.l2().admission());
-        Tuning t = c.tuning();
-        Tuning tuning = new Tuning(t.copyKernelBlocks(), t.stagingHalfBytes(), t.firstBatchBytes(), t.dmaHeadBytes(), t.storeDmaHeadMinPieceBytes(),
-                t.retrieveDmaHeadMinPieceBytes(), t.batchGrowth(), t.warmContext(), t.queryWorkerEvent(), t.hostFnWake(), 0, t.prepareThreads(),
-                t.stackLimitBytes());
-        return new ServerConfig(c.host(), c.port(), c.maxMessageBytes(), c.chunkSize(), c.separateObjectGroups(), 1, 1, 1,
-                TransferMode.LMCACHE_DRIVEN, "", false, c.l1SizeBytes(), c.l1RegionSizeBytes(), c.l1WriteTtlNs(), c.l1ReadTtlNs(),
-                c.evictionPolicy(), c.evictionTriggerWatermark(), c.evictionRatio(), c.workerReapTimeoutNs(), c.workerRegistrationGraceNs(),
-                c.workerDisconnectGraceNs(), c.httpHost(), c.httpPort(), "", c.prometheusPort(), c.instanceId(), c.hashAlgorithm(),
-                DeviceMode.HOST, List.of(), c.configFile(), false, l2, operator, c.connections(), SCRATCH_EVENT_LOG, CommitSettings.NEVER,
-                c.tenants(), c.isolatedIpc(), 0, FleetSettings.OFF, DiagnosticsSettings.OFF,
-                tuning);
-    }
 
     /**
      * Opens the scratch server and registers its worker, or returns null when it cannot (no usable /dev/shm here: the warm-up
