@@ -94,7 +94,7 @@ public final class EventsTrace implements BatchRecorder, AutoCloseable {
     public synchronized Map<String, Object> status() {
         Map<String, Object> status = new LinkedHashMap<>();
         status.put("level", "events");
-        status.put("path", path.toString());
+        status.put("path", LogText.status(path)); // operator input: clipped like every echoed value
         status.put("bytes", bytes);
         status.put("records", records.sum());
         status.put("dropped_size_cap", sizeCapped.sum());
