@@ -20,14 +20,20 @@ import io.lettuce.core.protocol.ProtocolVersion;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.DefaultClientResources;
 import io.lettuce.core.resource.Delay;
+import io.lettuce.core.resource.NettyCustomizer;
 import io.lmcache.server.l2.L2SpecException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import io.netty.bootstrap.Bootstrap;
+import io.netty.buffer.ByteBufAllocator;
+import io.netty.channel.ChannelOption;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import reactor.core.Disposable;
@@ -49,6 +55,8 @@ final class RedisLink implements AutoCloseable {
     private static final long RETRY_MIN_NS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final long RETRY_MAX_NS = TimeUnit.SECONDS.toNanos(5);
     private static final long CLOSE_TIMEOUT_MS = 2_000;
+    /** Kept value buffers beyond the window's values on the wire: each connection's read buffer grows through them too. */
+    private static final int SPARE_BUFFERS = 2;
 
     /** Both connections, set together once both are open. */
     record Connections(StatefulConnection<String, LentBuffer> values, StatefulConnection<String, LentBuffer> control) {}
@@ -64,6 +72,8 @@ final class RedisLink implements AutoCloseable {
     private final RedisClient client;
     private final RedisClusterClient clusterClient;
     private final Disposable events;
+    private final ValueBuffers buffers;
+    private final ScheduledFuture<?> trim;
     private volatile Connections connections;
     private volatile boolean closed;
     /** Touched by one connect attempt at a time (each schedules the next). */
@@ -76,8 +86,12 @@ final class RedisLink implements AutoCloseable {
         this.scheduler = scheduler;
         this.failures = failures;
         int ioThreads = Math.clamp(Runtime.getRuntime().availableProcessors(), 2, 4);
+        this.buffers = new ValueBuffers(ByteBufAllocator.DEFAULT, spec.numWorkers() + SPARE_BUFFERS);
+        // runs on: the adapter's scheduler thread
+        this.trim = scheduler.scheduleWithFixedDelay(() -> buffers.trimIdle(System.nanoTime()), ValueBuffers.IDLE_NS,
+                ValueBuffers.IDLE_NS / 2, TimeUnit.NANOSECONDS);
         this.resources = DefaultClientResources.builder().ioThreadPoolSize(ioThreads).computationThreadPoolSize(2)
-                .threadFactoryProvider(pool -> threads)
+                .threadFactoryProvider(pool -> threads).nettyCustomizer(allocator(buffers))
                 .reconnectDelay(Delay.exponential(Duration.ofMillis(10), RECONNECT_MAX, 2, TimeUnit.MILLISECONDS)).build();
         // runs on: Lettuce's event bus (its computation threads)
         this.events = resources.eventBus().get().subscribe(reconnects::onEvent);
@@ -104,6 +118,21 @@ final class RedisLink implements AutoCloseable {
                     .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS).socketOptions(socket)
                     .timeoutOptions(TimeoutOptions.enabled(requestTimeout)).build());
         }
+    }
+
+    /** Lettuce sets Netty's default allocator on each connection's bootstrap, then calls this: the value buffers win. */
+    private static NettyCustomizer allocator(ValueBuffers buffers) {
+        return new NettyCustomizer() {
+            @Override
+            public void afterBootstrapInitialized(Bootstrap bootstrap) {
+                bootstrap.option(ChannelOption.ALLOCATOR, buffers);
+            }
+        };
+    }
+
+    /** The kept value buffers, for {@code /status}. */
+    Map<String, Object> bufferStatus() {
+        return buffers.status();
     }
 
     private static RedisURI uri(RedisSpec spec, RedisSpec.Endpoint node, Duration requestTimeout) {
@@ -340,5 +369,7 @@ final class RedisLink implements AutoCloseable {
             client.shutdown(Duration.ZERO, Duration.ofMillis(CLOSE_TIMEOUT_MS));
         }
         resources.shutdown(0, CLOSE_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        trim.cancel(false);
+        buffers.close();
     }
 }

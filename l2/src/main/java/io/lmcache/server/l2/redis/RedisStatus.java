@@ -59,6 +59,7 @@ final class RedisStatus {
         status.put("lookup_hits", counts.lookupHits());
         status.put("loaded_keys", counts.loadedKeys());
         status.put("load_misses", counts.loadMisses());
+        status.put("value_buffers", link.bufferStatus());
         status.put("failures", failures.total());
         status.put("failures_by_reason", failures.byReason());
         status.put("last_error", failures.lastError());

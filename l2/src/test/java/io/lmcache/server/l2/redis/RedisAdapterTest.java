@@ -91,6 +91,32 @@ class RedisAdapterTest {
                 "used_memory")), "INFO memory per node: " + adapter.status().get("node_memory"));
     }
 
+    /**
+     * Values of chunk-object size pass through kept Netty buffers (ValueBuffers): the second round's SETs and GETs reuse the
+     * first round's memory, and every byte still arrives where it belongs.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void largeValuesReuseKeptBuffersAndStayByteExact() throws Exception {
+        int large = 9 << 20;
+        L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"big\",\"num_workers\":2"));
+        awaitConnected(adapter);
+        for (int round = 0; round < 2; round++) {
+            List<L2Key> keys = keys(100 + 4 * round, 4);
+            List<MemorySegment> objects = driver.filled(100 + 4 * round, 4, large);
+            assertEquals(new StoreResult(true, 4L * large), store(adapter, keys, objects));
+            assertEquals(4, lookup(adapter, keys).popcount());
+            List<MemorySegment> buffers = driver.blank(4, large, (byte) 0);
+            assertEquals(4, load(adapter, keys, buffers).popcount());
+            for (int i = 0; i < 4; i++) {
+                assertArrayEquals(bytes(objects.get(i)), bytes(buffers.get(i)), "round " + round + ", key " + i);
+            }
+        }
+        Map<String, Object> kept = (Map<String, Object>) adapter.status().get("value_buffers");
+        assertTrue((Long) kept.get("reused_total") >= 4, "the second round's values took kept buffers: " + kept);
+        assertTrue((Integer) kept.get("kept") <= 4, "at most num_workers + 2 kept: " + kept);
+    }
+
     @Test
     void aValueOfAnotherSizeIsAMissAndItsBufferIsNeverWritten() throws Exception {
         L2Adapter adapter = driver.adapter(valkey(",\"key_prefix\":\"t2\""));
