@@ -1,12 +1,11 @@
 package io.lmcache.server.fleet;
 
-import com.fasterxml.jackson.core.JacksonException;
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.http.AdminGuard;
 import io.lmcache.server.http.HttpApi;
+import io.lmcache.server.http.JsonBody;
+import io.lmcache.server.http.JsonBody.Refused;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.tier.WarmPrefetches;
@@ -14,7 +13,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.Semaphore;
@@ -37,18 +35,9 @@ final class WarmPrefetchRoute {
     /** Submissions parsed at once: each may hold a body and its token array on the heap. */
     static final int MAX_CONCURRENT = 2;
     private static final int MAX_SALT_CHARS = EncodedKey.MAX_SALT_CHARS;
-    private static final ObjectMapper JSON = new ObjectMapper();
-
-    /** A request LMCache answers with an error status. */
-    private static final class Refused extends Exception {
-        private static final long serialVersionUID = 1L;
-        final int status;
-
-        Refused(int status, String message) {
-            super(message, null, false, false);
-            this.status = status;
-        }
-    }
+    /** LMCache's {@code key_resolver.py} answers a longer list with its InvalidRequest: 400. */
+    private static final JsonBody.IntList TOKEN_IDS = new JsonBody.IntList(MAX_TOKEN_IDS, 400,
+            "too many token_ids in a single request (limit=" + MAX_TOKEN_IDS + ")");
 
     /** A parsed submission. */
     private record Body(String model, int worldSize, int[] tokens, String salt) {}
@@ -137,7 +126,7 @@ final class WarmPrefetchRoute {
             };
         } catch (Refused e) {
             refused.increment();
-            return closing(exchange, detail(e.status, e.getMessage()));
+            return closing(exchange, detail(e.status(), e.getMessage()));
         } catch (IOException e) {
             refused.increment();
             return closing(exchange, detail(400, "the body could not be read"));
@@ -182,37 +171,29 @@ final class WarmPrefetchRoute {
     private static Body parse(HttpExchange exchange) throws Refused, IOException {
         byte[] bytes;
         try (InputStream in = exchange.getRequestBody()) {
-            bytes = in.readNBytes(MAX_BODY_BYTES + 1);
+            bytes = JsonBody.bounded(in, MAX_BODY_BYTES);
         }
-        if (bytes.length > MAX_BODY_BYTES) {
-            throw new Refused(413, "the body is larger than " + MAX_BODY_BYTES + " bytes");
-        }
+        return JsonBody.read(bytes, WarmPrefetchRoute::body);
+    }
+
+    private static Body body(JsonBody.Reader body) throws Refused, IOException {
         String model = null;
         String salt = "";
         String source = "l2";
         String target = "l1";
         int[] tokens = null;
         long worldSize = -1;
-        try (JsonParser parser = JSON.getFactory().createParser(bytes)) {
-            if (parser.nextToken() != JsonToken.START_OBJECT) {
-                throw new Refused(422, "the body must be a JSON object");
+        while (body.nextField()) {
+            switch (body.field()) {
+                case "model_name" -> model = body.text();
+                case "cache_salt" -> salt = body.text();
+                case "source_tier" -> source = body.text();
+                case "target_tier" -> target = body.text();
+                case "world_size" -> worldSize = body.integer("an integer >= 1");
+                case "token_ids" -> tokens = body.ints(TOKEN_IDS);
+                case "tags" -> tags(body);
+                default -> body.skip();
             }
-            while (parser.nextToken() == JsonToken.FIELD_NAME) {
-                String field = parser.currentName();
-                JsonToken value = parser.nextToken();
-                switch (field) {
-                    case "model_name" -> model = text(parser, value, field);
-                    case "cache_salt" -> salt = text(parser, value, field);
-                    case "source_tier" -> source = text(parser, value, field);
-                    case "target_tier" -> target = text(parser, value, field);
-                    case "world_size" -> worldSize = worldSize(parser, value);
-                    case "token_ids" -> tokens = tokens(parser, value);
-                    case "tags" -> tags(parser, value);
-                    default -> parser.skipChildren();
-                }
-            }
-        } catch (JacksonException e) {
-            throw new Refused(422, "the body is not JSON");
         }
         if (model == null || tokens == null || worldSize < 0) {
             throw new Refused(422, "the body must have model_name (str), world_size (int >= 1) and token_ids ([int])");
@@ -243,52 +224,17 @@ final class WarmPrefetchRoute {
         }
     }
 
-    private static String text(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
-        if (value != JsonToken.VALUE_STRING) {
-            throw new Refused(422, field + " must be a string");
-        }
-        return parser.getText();
-    }
-
-    private static long worldSize(JsonParser parser, JsonToken value) throws Refused, IOException {
-        if (value != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
-            throw new Refused(422, "world_size must be an integer >= 1");
-        }
-        return parser.getIntValue();
-    }
-
     /** LMCache's L2 adapters here keep no tags: a tagged prefetch is refused (§2.0), an empty object is none. */
-    private static void tags(JsonParser parser, JsonToken value) throws Refused, IOException {
-        if (value == JsonToken.VALUE_NULL) {
+    private static void tags(JsonBody.Reader body) throws Refused, IOException {
+        if (body.value() == JsonToken.VALUE_NULL) {
             return;
         }
-        if (value != JsonToken.START_OBJECT) {
+        if (body.value() != JsonToken.START_OBJECT) {
             throw new Refused(422, "tags must be an object");
         }
-        if (parser.nextToken() != JsonToken.END_OBJECT) {
+        if (body.nextToken() != JsonToken.END_OBJECT) {
             throw new Refused(400, "tags are not supported for L2 operations: no L2 adapter here keeps them");
         }
-    }
-
-    private static int[] tokens(JsonParser parser, JsonToken value) throws Refused, IOException {
-        if (value != JsonToken.START_ARRAY) {
-            throw new Refused(422, "token_ids must be a list of ints");
-        }
-        int[] tokens = new int[1024];
-        int n = 0;
-        for (JsonToken token = parser.nextToken(); token != JsonToken.END_ARRAY; token = parser.nextToken()) {
-            if (token != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
-                throw new Refused(422, "token_ids[" + n + "] is not an int");
-            }
-            if (n == MAX_TOKEN_IDS) {
-                throw new Refused(400, "too many token_ids in a single request (limit=" + MAX_TOKEN_IDS + ")");
-            }
-            if (n == tokens.length) {
-                tokens = Arrays.copyOf(tokens, Math.min(MAX_TOKEN_IDS, 2 * n));
-            }
-            tokens[n++] = parser.getIntValue();
-        }
-        return Arrays.copyOf(tokens, n);
     }
 
     private static HttpApi.Response detail(int status, String message) {

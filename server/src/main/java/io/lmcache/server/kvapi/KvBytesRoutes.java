@@ -1,13 +1,11 @@
 package io.lmcache.server.kvapi;
 
-import com.fasterxml.jackson.core.JacksonException;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpExchange;
 import io.lmcache.server.http.AdminGuard;
 import io.lmcache.server.http.HttpApi;
+import io.lmcache.server.http.JsonBody;
+import io.lmcache.server.http.JsonBody.Refused;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.metrics.ServerCatalogue;
@@ -53,22 +51,13 @@ public final class KvBytesRoutes {
     /** A stream store's framing on top of its chunks' bytes: the manifest's header and every chunk's ({@link KvBytesStream}). */
     static final long STREAM_FRAMING_BYTES = 2L * KvFrames.MAX_HEADER_BYTES;
     private static final String STREAM_TYPE = KvFrames.MEDIA_TYPE.substring(0, KvFrames.MEDIA_TYPE.indexOf(';'));
-    private static final ObjectMapper JSON = new ObjectMapper();
+    /** pydantic's answer to a list longer than the model's {@code max_length}: 422. */
+    private static final JsonBody.IntList TOKENS = new JsonBody.IntList(WireField.MAX_TOKENS, 422,
+            "tokens has more than " + WireField.MAX_TOKENS + " entries");
     private static final RateLimitedLog REFUSED = new RateLimitedLog(LoggerFactory.getLogger(KvBytesRoutes.class), "refused KV bytes requests", 10);
     /** The statuses a refusal can have ({@link Refused}), declared so that a scrape shows them at zero. */
     private static final int[] REFUSAL_STATUSES = {400, 411, 413, 422, 503};
     private final Semaphore concurrent = new Semaphore(MAX_CONCURRENT);
-
-    /** A request LMCache answers with an error status; the message is its {@code detail}. */
-    static final class Refused extends Exception {
-        private static final long serialVersionUID = 1L;
-        final int status;
-
-        Refused(int status, String message) {
-            super(message, null, false, false);
-            this.status = status;
-        }
-    }
 
     private final KvBytes bytes;
     /** Per world size, the object groups of a registered instance of a model; empty when this server has no LMCache-driven path. */
@@ -121,9 +110,9 @@ public final class KvBytesRoutes {
             return handler.handle();
         } catch (Refused e) {
             // a bad request is the client's: counted and logged rate-limited, never more than a reply
-            metrics.increment(ServerCatalogue.KV_API_REFUSED, Integer.toString(e.status));
-            REFUSED.warn("HTTP KV bytes API {} refused with {}: {}", exchange.getRequestURI().getPath(), e.status, LogText.clip(e.getMessage()));
-            return unread(exchange, HttpApi.Response.json(e.status, Map.of("detail", e.getMessage())));
+            metrics.increment(ServerCatalogue.KV_API_REFUSED, Integer.toString(e.status()));
+            REFUSED.warn("HTTP KV bytes API {} refused with {}: {}", exchange.getRequestURI().getPath(), e.status(), LogText.clip(e.getMessage()));
+            return unread(exchange, HttpApi.Response.json(e.status(), Map.of("detail", e.getMessage())));
         } finally {
             concurrent.release();
         }
@@ -334,68 +323,30 @@ public final class KvBytesRoutes {
 
     private static Query query(HttpExchange exchange) throws Refused, IOException {
         declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
+        // parsed as it streams in: the token list goes straight into an int array, never a tree of nodes
+        try (InputStream in = exchange.getRequestBody()) {
+            return JsonBody.read(in, KvBytesRoutes::queryFields);
+        }
+    }
+
+    private static Query queryFields(JsonBody.Reader body) throws Refused, IOException {
         String model = null;
         String salt = "";
         int[] tokens = null;
         Integer protocolVersion = null;
-        // parsed as it streams in: the token list goes straight into an int array, never a tree of nodes
-        try (InputStream in = exchange.getRequestBody(); JsonParser parser = JSON.getFactory().createParser(in)) {
-            if (parser.nextToken() != JsonToken.START_OBJECT) {
-                throw new Refused(422, "the body must be a JSON object");
+        while (body.nextField()) {
+            switch (body.field()) {
+                case "model_name" -> model = body.text();
+                case "cache_salt" -> salt = body.text();
+                case "tokens" -> tokens = body.ints(TOKENS);
+                case "protocol_version" -> protocolVersion = body.integer("an int");
+                default -> body.skip();
             }
-            while (parser.nextToken() == JsonToken.FIELD_NAME) {
-                String field = parser.currentName();
-                JsonToken value = parser.nextToken();
-                switch (field) {
-                    case "model_name" -> model = text(parser, value, field);
-                    case "cache_salt" -> salt = text(parser, value, field);
-                    case "tokens" -> tokens = tokens(parser, value);
-                    case "protocol_version" -> protocolVersion = integer(parser, value, field);
-                    default -> parser.skipChildren();
-                }
-            }
-        } catch (JacksonException e) {
-            throw new Refused(422, "the body is not JSON");
         }
         if (model == null || tokens == null) {
             throw new Refused(422, "the body must be {\"model_name\": str, \"tokens\": [int], \"cache_salt\": str}");
         }
         return new Query(checkModel(model), tokens, salt(salt), protocolVersion);
-    }
-
-    private static String text(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
-        if (value != JsonToken.VALUE_STRING) {
-            throw new Refused(422, field + " must be a string");
-        }
-        return parser.getText();
-    }
-
-    private static int integer(JsonParser parser, JsonToken value, String field) throws Refused, IOException {
-        if (value != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
-            throw new Refused(422, field + " must be an int");
-        }
-        return parser.getIntValue();
-    }
-
-    private static int[] tokens(JsonParser parser, JsonToken value) throws Refused, IOException {
-        if (value != JsonToken.START_ARRAY) {
-            throw new Refused(422, "tokens must be a list of ints");
-        }
-        int[] tokens = new int[1024];
-        int n = 0;
-        for (JsonToken token = parser.nextToken(); token != JsonToken.END_ARRAY; token = parser.nextToken()) {
-            if (token != JsonToken.VALUE_NUMBER_INT || parser.getNumberType() != JsonParser.NumberType.INT) {
-                throw new Refused(422, "tokens[" + n + "] is not an int");
-            }
-            if (n == WireField.MAX_TOKENS) {
-                throw new Refused(422, "tokens has more than " + WireField.MAX_TOKENS + " entries");
-            }
-            if (n == tokens.length) {
-                tokens = Arrays.copyOf(tokens, (int) Math.min(WireField.MAX_TOKENS, 2L * n));
-            }
-            tokens[n++] = parser.getIntValue();
-        }
-        return Arrays.copyOf(tokens, n);
     }
 
     /** The declared body length, checked against {@code max} before a byte is read (411 without one, 413 above it). */
