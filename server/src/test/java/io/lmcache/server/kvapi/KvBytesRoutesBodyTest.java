@@ -51,12 +51,9 @@ class KvBytesRoutesBodyTest {
         return metrics.declare(ServerCatalogue.KV_API_REFUSED, Integer.toString(status)).sum();
     }
 
+    /** {@code n} zeros as a JSON list. */
     private static String zeros(int n) {
-        StringBuilder list = new StringBuilder(2 * n + 2).append('[');
-        for (int i = 0; i < n; i++) {
-            list.append(i == 0 ? "0" : ",0");
-        }
-        return list.append(']').toString();
+        return "[" + "0,".repeat(n - 1) + "0]";
     }
 
     @Test
