@@ -42,6 +42,11 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     /** The GPU warm-up's time per device at its first REGISTER (issues 30, 52): it runs beside the reply and yields to transfers. */
     public static final long DEFAULT_GPU_WARMUP_BUDGET_MS = 500;
     /**
+     * The first REGISTER's reply waits for its GPU's warm-up up to the budget plus its grace (bench/RESULTS.md#gpu-fresh-server-against-warm:
+     * a worker that STOREs right after a reply that did not wait found the CUDA path cold).
+     */
+    public static final int DEFAULT_GPU_WARMUP_REGISTER_WAIT_MS = 1500;
+    /**
      * The start-up warm-up's rounds after {@code ready} on hosts of {@link Tuning#SPIN_MIN_CORES} cores or more: vLLM loads its
      * model between the sidecar's start and its workers' first REGISTER, and the rounds left over when the start-up budget ran
      * out run then, on a core nothing else needs. Smaller hosts need theirs for the engine's own start: off there.
@@ -61,7 +66,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     public static OperatorSettings defaults(String instanceId) {
         return new OperatorSettings(DEFAULT_SHM_MODE, defaultMaxSegments(maxMapCount()), DEFAULT_MAX_MAPPED_GB << 30, 0.01, instanceId, true,
                 DEFAULT_WARMUP_ITERATIONS, TimeUnit.MILLISECONDS.toNanos(DEFAULT_WARMUP_BUDGET_MS),
-                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), 0, 0, 0);
+                TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_BUDGET_MS), TimeUnit.MILLISECONDS.toNanos(DEFAULT_GPU_WARMUP_REGISTER_WAIT_MS), 0, 0);
     }
 
     static OperatorSettings validate(ServerOptions o, String serviceInstanceId, List<String> warnings) throws ConfigException {

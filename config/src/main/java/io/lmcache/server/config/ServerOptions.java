@@ -485,7 +485,7 @@ final class ServerOptions {
                     + " (default: ${DEFAULT-VALUE}).")
     String gpuWarmupBudgetMs;
 
-    @Option(names = "--gpu-warmup-register-wait-ms", paramLabel = "<ms>", defaultValue = "0",
+    @Option(names = "--gpu-warmup-register-wait-ms", paramLabel = "<ms>", defaultValue = "" + OperatorSettings.DEFAULT_GPU_WARMUP_REGISTER_WAIT_MS,
             description = "How long a GPU's first REGISTER reply may wait for that GPU's warm-up, in ms; 0: it never waits (the warm-up"
                     + " runs beside the reply and yields to the worker's first transfer; default: ${DEFAULT-VALUE}).")
     String gpuWarmupRegisterWaitMs;

@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
  * of its own (lmcache-gpu-warmup-DEVICE), that device's {@link Runner}; TP=8 registers eight workers on eight lanes at once and
  * so runs eight warm-ups side by side.
  *
- * <p>The REGISTER reply does not wait for it (issue 52; {@code --gpu-warmup-register-wait-ms} lets it, bounded): a worker
- * that sends its first STORE at once would otherwise wait the budget out. Instead the warm-up yields: its {@link Stop} turns
+ * <p>The REGISTER reply waits for it at most {@code --gpu-warmup-register-wait-ms} (by default the budget plus its grace: a
+ * worker that STOREs right after a reply that did not wait finds the path cold). Past the wait, or with 0, the warm-up yields: its {@link Stop} turns
  * true as soon as a worker registered on the device has copied through its path ({@link CopyPath#copied}), so a real
  * transfer shares the lanes with one scratch round at most, and the outcome says {@code yielded}. The pin of the first
  * regions the runner starts is not undone by a yield: the first STORE needs those regions pinned anyway. A warm-up that
