@@ -55,8 +55,6 @@ final class RedisLink implements AutoCloseable {
     private static final long RETRY_MIN_NS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final long RETRY_MAX_NS = TimeUnit.SECONDS.toNanos(5);
     private static final long CLOSE_TIMEOUT_MS = 2_000;
-    /** Kept value buffers beyond the window's values on the wire: each connection's read buffer grows through them too. */
-    private static final int SPARE_BUFFERS = 2;
 
     /** Both connections, set together once both are open. */
     record Connections(StatefulConnection<String, LentBuffer> values, StatefulConnection<String, LentBuffer> control) {}
@@ -86,7 +84,7 @@ final class RedisLink implements AutoCloseable {
         this.scheduler = scheduler;
         this.failures = failures;
         int ioThreads = Math.clamp(Runtime.getRuntime().availableProcessors(), 2, 4);
-        this.buffers = new ValueBuffers(ByteBufAllocator.DEFAULT, spec.numWorkers() + SPARE_BUFFERS);
+        this.buffers = new ValueBuffers(ByteBufAllocator.DEFAULT, spec.numWorkers());
         // runs on: the adapter's scheduler thread
         this.trim = scheduler.scheduleWithFixedDelay(() -> buffers.trimIdle(System.nanoTime()), ValueBuffers.IDLE_NS,
                 ValueBuffers.IDLE_NS / 2, TimeUnit.NANOSECONDS);

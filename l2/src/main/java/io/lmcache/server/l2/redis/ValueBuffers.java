@@ -22,10 +22,12 @@ import java.util.concurrent.atomic.LongAdder;
  * (bench/RESULTS.md#l2-tiers). Here a buffer that grows to {@link #LARGE_BYTES} or more takes a
  * kept one of its size class when there is one, and gives it back when Netty frees it.
  *
- * <p>Bounded: at most {@code keep} buffers are kept (the window lets {@code num_workers} values
- * be on the wire at once), each no larger than the largest value plus Netty's growth step, and a
- * kept buffer unused for {@link #IDLE_NS} is freed by {@link #trimIdle} (the adapter's scheduler
- * calls it). Small buffers, socket reads among them, stay with Netty's pooled allocator.
+ * <p>Bounded: at most {@code keep} buffers are kept ({@code num_workers}: the window lets that
+ * many values be on the wire at once, so a burst's buffers serve the next burst), each no larger
+ * than the largest value plus Netty's growth step, and a kept buffer unused for {@link #IDLE_NS}
+ * is freed by {@link #trimIdle} (the adapter's scheduler calls it). Direct memory thus peaks at
+ * about twice the window's values (those on the wire and as many kept) plus each connection's
+ * read buffer. Small buffers, socket reads among them, stay with Netty's pooled allocator.
  *
  * <p>Uses Netty's {@code CleanableDirectBuffer} (an internal interface of netty-common 4.2):
  * {@code UnpooledDirectByteBuf} grows through {@code allocateDirectBuffer(int)} and frees through
