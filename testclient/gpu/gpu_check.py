@@ -113,7 +113,8 @@ LAUNCHER_JVM_FLAGS = os.environ.get("LMCACHE_DEVICE_JVM_FLAGS", "-XX:+UseZGC -Xm
 
 
 class Server:
-    def __init__(self, java, classpath, out, pool_gb, extra=()):
+    def __init__(self, java, classpath, out, pool_gb, extra=(), device="cuda"):
+        """device: "host" serves CPU workers only (sglang_check.py's --dry-run-cpu, on a machine without a GPU)."""
         self.port, self.http = free_port(), free_port()
         self.log_path = os.path.join(out, f"server-{self.port}.log")
         blocks = os.environ.get("LMCACHE_COPY_BLOCKS")
@@ -124,7 +125,7 @@ class Server:
             props += ["-XX:AOTMode=auto", f"-XX:AOTCache={aot}"]
         extra = (*extra, *os.environ.get("LMCACHE_SERVER_ARGS", "").split())  # an A/B's server flags
         cmd = [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", *LAUNCHER_JVM_FLAGS, *props, "-cp", classpath,
-               "io.lmcache.server.Main", "--device", "cuda", "--host", "127.0.0.1", "--port", str(self.port),
+               "io.lmcache.server.Main", "--device", device, "--host", "127.0.0.1", "--port", str(self.port),
                "--http-host", "127.0.0.1", "--http-port", str(self.http), "--l1-size-gb", str(pool_gb), *extra]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 120

@@ -2,8 +2,9 @@
 # GPU tests and benchmark on the CUDA host. From the repository root, on this machine:
 #   testclient/gpu/prepare.sh
 # then on the device (the device tool's run, carrying .device):
-#   bash testclient/gpu/run-on-device.sh [test|isolated|layerwise|bench|memory|kvevents|cpucopy|fresh|qwen|all]
+#   bash testclient/gpu/run-on-device.sh [test|isolated|layerwise|sglang|bench|memory|kvevents|cpucopy|fresh|qwen|all]
 # layerwise (also part of test): layerwise_check.py, issue 47's layer-wise mode (--layerwise-batch; layerwise_tests.json).
+# sglang (also part of test): sglang_check.py, issue 47's SGLang-shaped CUDA pools on two TP ranks (sglang_tests.json).
 # isolated (also part of test): isolated_ipc_check.py, issue 47's isolated-IPC and VMM tests (isolated_ipc_tests.json).
 # Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
@@ -55,6 +56,11 @@ fi
 if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = layerwise ]; then
   # issue 47: LMCache's layer-wise mode, a worker waiting on each layer batch's pooled event
   python3 testclient/gpu/layerwise_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/layerwise_tests.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = sglang ]; then
+  # issue 47: SGLang's MP connector with its own pools (K then V per layer, page 0 the padding page) on two TP ranks
+  python3 testclient/gpu/sglang_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/sglang_tests.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
