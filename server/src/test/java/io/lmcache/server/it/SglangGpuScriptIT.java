@@ -25,6 +25,7 @@ class SglangGpuScriptIT {
     @Test
     void selfCheckFramesEqualTheCpuScenarios() {
         PythonClient.Result result = PythonClient.exec(List.of(PythonClient.python().toString(), SCRIPT.toString(), "--self-check"), 120);
+        System.out.println(result.output());
         assertEquals(0, result.exitCode(), result.output());
         assertTrue(result.output().contains("sglang self-check: ") && result.output().contains(" passed, 0 failed"), result.output());
     }
@@ -35,6 +36,7 @@ class SglangGpuScriptIT {
         String jar = System.getProperty("lmcache.server.jar", "server/target/lmcache-server.jar");  // its manifest names lib/*
         PythonClient.Result result = PythonClient.exec(List.of(PythonClient.python().toString(), SCRIPT.toString(), "--dry-run-cpu",
                 "--java", java, "--classpath", jar, "--out", out.toString()), 300);
+        System.out.println(result.output());
         assertEquals(0, result.exitCode(), result.output());
         assertTrue(result.output().contains(" failed") && result.output().contains("sglang: ")
                 && result.output().contains(", 0 failed"), result.output());
