@@ -39,6 +39,7 @@ import pickle
 import random
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,7 +49,7 @@ import torch  # noqa: E402
 
 import gpu_check as g  # noqa: E402  (Server, Client, Worker, check, RESULTS, pack/ext, CHUNK)
 from lmcache.v1.multiprocess.custom_types import CudaIPCWrapper as LegacyCudaIPCWrapper  # noqa: E402
-from lmcache.v1.platform.cuda.ipc_wrapper import CudaIPCWrapper  # noqa: E402
+from lmcache.v1.platform.devices.cuda.ipc_wrapper import CudaIPCWrapper  # noqa: E402
 
 PAGE = 16            # SGLang --page-size (docs/sglang.md's example)
 HEADS = 8            # num_kv_heads of one TP rank
@@ -60,9 +61,10 @@ MISSING = object()   # num_kv_readers not in the key (SGLang's IPCCacheEngineKey
 DRY = False          # --dry-run-cpu: shm pools and zero events against a server with --device host (no GPU)
 DEVICE = "cuda"
 SHM_SEGMENTS = []    # the dry run's segments, unlinked at the end
-# the module a wrapper is pickled from: SGLang's connector imports CudaIPCWrapper from custom_types; builds where that
-# module re-exports the platform class pickle the platform path. Rank 0 sends the one, rank 1 the other.
-WRAPPER_CLASSES = {"custom_types": LegacyCudaIPCWrapper, "platform": CudaIPCWrapper}
+# the module a wrapper is pickled from: SGLang's connector imports CudaIPCWrapper from custom_types, where builds of its time
+# define it; builds where that module re-exports the platform class pickle the platform's path (the newest:
+# lmcache.v1.platform.devices.cuda.ipc_wrapper, LMCache/LMCache#5282). Rank 0 sends the one, rank 1 the other.
+WRAPPER_CLASSES = {"custom_types": LegacyCudaIPCWrapper, "devices": CudaIPCWrapper}
 
 
 # --- frames (pure: checked by --self-check against the CPU scenario's bytes) ---------------------------------------------
@@ -266,7 +268,7 @@ def tp_ranks(server, rng):
     pages = 6 * 2 * per_chunk
     pid = os.getpid()
     ranks = [Rank(server, SglangPool(pages, DEVICE, 4700 + r, shm=DRY), MODEL, r, 2, pid + r * 1_000_000, module)
-             for r, module in enumerate(("custom_types", "platform"))]
+             for r, module in enumerate(WRAPPER_CLASSES)]
     for rank in ranks:
         size = rank.call("chunk_size")
         g.check(f"{rank.label}: GET_CHUNK_SIZE is a multiple of the page size", size == g.CHUNK and size % PAGE == 0, f"{size}")
@@ -427,18 +429,9 @@ def vllm_reads_sglang_object(server, tokens, original):
 def run(args):
     server = g.Server(args.java, args.classpath, args.out, 2, device="host" if DRY else "cuda")
     try:
-        rng = random.Random(47)
-        ranks = tp_ranks(server, rng) + [readers_and_null_pages(server, rng)]
-        for rank in ranks:
-            g.check(f"{rank.label}: UNREGISTER", rank.call("unregister", rank.instance) is None)
-        last = ranks[-1]
-        check_transfer(f"{last.label}: after UNREGISTER a STORE answers false with a valid event",
-                       last.store(last.key([5] * g.CHUNK, "sgl-gone"), list(range(1, 1 + g.CHUNK // PAGE))), False)
-        g.check(f"{last.label}: PING without an instance id after UNREGISTER", last.call("ping") is True)
-        closed = until(lambda: server.status().get("cuda", {}).get("open_ipc_mappings", 0) == 0)
-        status = server.status()
-        g.check("sglang: UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",
-                closed and status.get("registered_gpu_ids") == [], f"{status.get('registered_gpu_ids')} / {status.get('cuda')}")
+        checks(server)
+    except Exception:  # noqa: BLE001  (recorded, so sglang_tests.json is written whatever broke)
+        g.check("sglang: the run ended without an exception", False, traceback.format_exc()[-1500:])
     finally:
         server.stop()
         for segments in SHM_SEGMENTS:
@@ -448,6 +441,22 @@ def run(args):
     with open(os.path.join(args.out, "sglang_tests.json"), "w") as f:
         json.dump(g.RESULTS, f, indent=1)
     return 1 if failed else 0
+
+
+def checks(server):
+    """Every check, in order, on one server: the TP ranks, the world-1 rank, then UNREGISTER and after it."""
+    rng = random.Random(47)
+    ranks = tp_ranks(server, rng) + [readers_and_null_pages(server, rng)]
+    for rank in ranks:
+        g.check(f"{rank.label}: UNREGISTER", rank.call("unregister", rank.instance) is None)
+    last = ranks[-1]
+    check_transfer(f"{last.label}: after UNREGISTER a STORE answers false with a valid event",
+                   last.store(last.key([5] * g.CHUNK, "sgl-gone"), list(range(1, 1 + g.CHUNK // PAGE))), False)
+    g.check(f"{last.label}: PING without an instance id after UNREGISTER", last.call("ping") is True)
+    closed = until(lambda: server.status().get("cuda", {}).get("open_ipc_mappings", 0) == 0)
+    status = server.status()
+    g.check("sglang: UNREGISTER closed every mapping (no registered GPU ids, no IPC mapping open)",
+            closed and status.get("registered_gpu_ids") == [], f"{status.get('registered_gpu_ids')} / {status.get('cuda')}")
 
 
 # --- --self-check: no GPU, no server ------------------------------------------------------------------------------------
