@@ -20,11 +20,11 @@ layer's K then every layer's V (``_wrap_sglang_kv_caches``), and sends, per TP r
 Checks: the 6-frame REGISTER on two TP ranks (the server reads SGLang MHA with the page size); STORE of 2 chunks from flat
 page ids on both ranks; LOOKUP + QUERY per rank under one request id, each its own count; RETRIEVE with leading placeholder
 pages (page 0 never written) and a plain one into other pages, every layer's K and V equal on the GPU; a rank whose peer never
-stored gets 0; on a world-1 rank: num_kv_readers missing and 0 each take one read lock per hit chunk, which the one RETRIEVE
-gives back; the same prompt read back by a vLLM NHD worker (one object for both engines); a STORE naming page 0 and a RETRIEVE
-with page 0 after real pages answer false with valid events, store nothing and write nothing; a miss answers false with a
-valid event; PING without an instance id; UNREGISTER, after which a STORE answers false with a valid event, and every IPC
-mapping is closed.
+stored gets 0; an MLA rank ([size + page, 1, width] per layer) round-trips the same way; on a world-1 rank: num_kv_readers
+missing and 0 each take one read lock per hit chunk, which the one RETRIEVE gives back; the same prompt read back by a vLLM
+NHD worker (one object for both engines); a STORE naming page 0 and a RETRIEVE with page 0 after real pages answer false
+with valid events, store nothing and write nothing; a miss answers false with a valid event; PING without an instance id;
+UNREGISTER, after which a STORE answers false with a valid event, and every IPC mapping is closed.
 
   python3 sglang_check.py --java J --classpath CP --out DIR      # on the GPU host (run-on-device.sh sglang)
   python3 sglang_check.py --self-check                            # anywhere: the frames against the CPU scenario's bytes
@@ -55,6 +55,7 @@ PAGE = 16            # SGLang --page-size (docs/sglang.md's example)
 HEADS = 8            # num_kv_heads of one TP rank
 HEAD_DIM = 128
 LAYERS = 4
+MLA_WIDTH = 576      # kv_lora_rank 512 + qk_rope_head_dim 64 (DeepSeek V2/V3)
 SENTINEL = -3.5      # exact in bfloat16: "page still filled with it" means no element was written
 MODEL = "org/sglang-gpu##lmcache-kv-dtype-v1-0123456789abcdef0123456789abcdef"  # model_path, decorated as LMCache may
 MISSING = object()   # num_kv_readers not in the key (SGLang's IPCCacheEngineKey has no such field)
@@ -114,12 +115,13 @@ def wrapper_ext(tensor, handle, device_uuid, module="custom_types"):
 class SglangPool:
     """One TP rank's MHATokenToKVPool: ``layers`` K and ``layers`` V buffers ``[size + page, heads, head_dim]``, ``size =
     pages * page``; page 0 is the padding page, request pages are 1..pages. Random contents (the real pool starts zeroed
-    and is written by attention), so a misplaced copy shows."""
+    and is written by attention), so a misplaced copy shows. ``mla``: MLATokenToKVPool's one ``kv_buffer`` per layer
+    ``[size + page, 1, kv_lora_rank + qk_rope_head_dim]`` (what the connector gets as its K pools, with no V pools)."""
 
     def __init__(self, pages, device, seed, layers=LAYERS, page=PAGE, heads=HEADS, head_dim=HEAD_DIM, dtype=torch.bfloat16,
-                 shm=False):
-        self.page, self.layers, self.num_pages = page, layers, pages + 1
-        shape = (pages * page + page, heads, head_dim)
+                 shm=False, mla=False):
+        self.page, self.layers, self.num_pages, self.mla = page, layers, pages + 1, mla
+        shape = (pages * page + page, 1, MLA_WIDTH) if mla else (pages * page + page, heads, head_dim)
         self.segments = None
         if shm:  # --dry-run-cpu: each pool in its own POSIX shm segment, registered as a CPU worker's
             from lmcache_testclient.shm_kv import Segments
@@ -129,7 +131,7 @@ class SglangPool:
         else:
             alloc = lambda: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
         self.k = [alloc() for _ in range(layers)]
-        self.v = [alloc() for _ in range(layers)]
+        self.v = [] if mla else [alloc() for _ in range(layers)]
         gen = torch.Generator(device=device).manual_seed(seed)
         for t in self.tensors():
             t.copy_(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype))
@@ -138,7 +140,7 @@ class SglangPool:
         return kv_list(self.k, self.v)
 
     def name(self, i):
-        return f"{'KV'[i // self.layers]} layer {i % self.layers}"
+        return f"{'MLA' if self.mla else 'KV'[i // self.layers]} layer {i % self.layers}"
 
     def pages_of(self, i, pages):
         """Tensor i's pages as [len(pages), page, heads, head_dim] (a copy)."""
@@ -146,11 +148,11 @@ class SglangPool:
         return t.view(self.num_pages, self.page, *t.shape[1:])[torch.tensor(list(pages), device=t.device)]
 
     def snapshot(self, pages):
-        return [self.pages_of(i, pages).clone() for i in range(2 * self.layers)]
+        return [self.pages_of(i, pages).clone() for i in range(len(self.tensors()))]
 
     def differ(self, pages, expected):
         """The tensors whose pages differ from expected (a snapshot of as many pages): empty when every K and V is equal."""
-        return [self.name(i) for i in range(2 * self.layers) if not torch.equal(self.pages_of(i, pages), expected[i])]
+        return [self.name(i) for i in range(len(self.tensors())) if not torch.equal(self.pages_of(i, pages), expected[i])]
 
     def fill(self, pages, value):
         for t in self.tensors():
@@ -158,7 +160,7 @@ class SglangPool:
                 t[p * self.page:(p + 1) * self.page].fill_(value)
 
     def filled_with(self, pages, value):
-        return all(bool((self.pages_of(i, pages) == value).all()) for i in range(2 * self.layers))
+        return all(bool((self.pages_of(i, pages) == value).all()) for i in range(len(self.tensors())))
 
 
 # --- one SGLang TP rank on the GPU ---------------------------------------------------------------------------------------
@@ -169,7 +171,7 @@ class Rank:
     def __init__(self, server, pool, model, rank, tp, instance, module="custom_types"):
         self.client = g.Client(server.port)
         self.pool, self.model, self.rank, self.tp, self.instance, self.module = pool, model, rank, tp, instance, module
-        self.label = f"sglang rank {rank}/{tp}"
+        self.label = f"sglang {'MLA ' if pool.mla else ''}rank {rank}/{tp}"
         self.keep = []
 
     def call(self, op, *payloads):
@@ -408,6 +410,34 @@ def readers_and_null_pages(server, rng):
     return rank
 
 
+def mla_rank(server, rng):
+    """SGLang MLA on a world-1 rank: one [size + page, 1, width] pool per layer, the 6-frame REGISTER, STORE, LOOKUP, RETRIEVE
+    with placeholder pages, every layer byte-exact, page 0 untouched."""
+    per_chunk = g.CHUNK // PAGE
+    rank = Rank(server, SglangPool(5 * per_chunk, DEVICE, 4720, shm=DRY, mla=True), "org/sglang-mla-gpu", 0, 1,
+                os.getpid() + 4_000_000)
+    g.check(f"{rank.label}: REGISTER of {LAYERS} pools [slots, 1, {MLA_WIDTH}]", rank.register() is None)
+    layout = server.status()["cache_context_meta"].get(str(rank.instance), {}).get("kv_cache_layout", {})
+    group = (layout.get("kernel_groups") or [{}])[0]
+    g.check(f"{rank.label}: read as SGLang MLA, {LAYERS} layers", group.get("attention_backend") == "SGLANG_MLA"
+            and group.get("is_mla") is True and layout.get("num_layers") == LAYERS, json.dumps(layout)[:300])
+    tokens = [rng.randrange(150000) for _ in range(2 * g.CHUNK)]
+    source = list(range(1, 1 + 2 * per_chunk))
+    original = rank.pool.snapshot(source)
+    check_transfer(f"{rank.label}: STORE 2 chunks", rank.store(rank.key(tokens, "sgl-mla"), source), True)
+    rank.lookup(rank.key(tokens, "sgl-mla", lookup=True))
+    g.check(f"{rank.label}: QUERY = 2", rank.query("sgl-mla") == 2)
+    pad = 2
+    target = list(range(1 + 2 * per_chunk, 1 + 4 * per_chunk - pad))
+    rank.pool.fill([0], SENTINEL)
+    check_transfer(f"{rank.label}: RETRIEVE with {pad} placeholder pages", rank.retrieve(rank.key(tokens, "sgl-mla"), target, pad),
+                   True)
+    bad = rank.pool.differ(target, [o[pad:] for o in original])
+    g.check(f"{rank.label}: every layer byte-exact, page 0 untouched", not bad and rank.pool.filled_with([0], SENTINEL), f"{bad}")
+    rank.call("end_session", "sgl-mla")
+    return rank
+
+
 def vllm_reads_sglang_object(server, tokens, original):
     """The same prompt, model and world size read by a vLLM NHD worker of the same geometry: one object for both engines
     (docs/sglang.md: the stored bytes are LMCache's KV_2LTD for both). ``original``: the SGLang rank's stored pages."""
@@ -444,9 +474,9 @@ def run(args):
 
 
 def checks(server):
-    """Every check, in order, on one server: the TP ranks, the world-1 rank, then UNREGISTER and after it."""
+    """Every check, in order, on one server: the TP ranks, an MLA rank, the world-1 rank, then UNREGISTER and after it."""
     rng = random.Random(47)
-    ranks = tp_ranks(server, rng) + [readers_and_null_pages(server, rng)]
+    ranks = tp_ranks(server, rng) + [mla_rank(server, rng), readers_and_null_pages(server, rng)]
     for rank in ranks:
         g.check(f"{rank.label}: UNREGISTER", rank.call("unregister", rank.instance) is None)
     last = ranks[-1]
@@ -521,6 +551,9 @@ def self_check():
            len(tensors) == 4 and all(tuple(t.shape) == (2 * g.CHUNK + PAGE, 2, 8) and t.is_contiguous()
                                      and t.storage_offset() == 0 for t in tensors)
            and tensors[0] is pool.k[0] and tensors[2] is pool.v[0])
+    mla = SglangPool(pages=g.CHUNK // PAGE, device="cpu", seed=2, layers=3, mla=True)
+    expect("MLA pools: one [size + page, 1, width] per layer, no V pools", len(mla.tensors()) == 3 and mla.v == []
+           and all(tuple(t.shape) == (g.CHUNK + PAGE, 1, MLA_WIDTH) for t in mla.tensors()))
     handle = (0, b"\x02c" + bytes(64), tensors[0].untyped_storage().nbytes(), 512, b"/torch_1_2_3", 0, bytes(64), False)
     wrappers = [wrapper_ext(t, handle, "184cee46-72c4-7743-a092-b1281e71db2f", m) for t, m in zip(tensors[:2], WRAPPER_CLASSES)]
     reg = request_frames(0, "register", register_payloads(4242, wrappers, MODEL, 2, PAGE))
@@ -546,7 +579,7 @@ def self_check():
 
 
 def pool_names(pool):
-    return [pool.name(i) for i in range(2 * pool.layers)]
+    return [pool.name(i) for i in range(len(pool.tensors()))]
 
 
 def main(argv=None):
