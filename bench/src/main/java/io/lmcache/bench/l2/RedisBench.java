@@ -46,7 +46,13 @@ public final class RedisBench {
     private static final int LAYERS = 32;
     private static final String MODEL = "bench/redis-model";
     private static final int WARM_UP_CHUNKS = 2;
-    private static final long POLL_NS = 100_000;
+    /**
+     * QUERY_PREFETCH_STATUS every millisecond while a load runs: polled every 100 µs, the bench's requests took CPU from the
+     * load it timed on 2 cores (vLLM's scheduler asks once a step, tens of milliseconds).
+     */
+    private static final long POLL_NS = 1_000_000;
+    /** Before each timed turn: the previous turn's after-work (Redis freeing, the servers' GC) ends first, whoever goes next. */
+    private static final long SETTLE_MS = 1_000;
     private static final long WAIT_NS = TimeUnit.SECONDS.toNanos(120);
 
     private RedisBench() {}
@@ -57,7 +63,7 @@ public final class RedisBench {
             options.put(args[i].replaceFirst("^--", ""), args[i + 1]);
         }
         int chunks = Integer.parseInt(options.getOrDefault("chunks", "16"));
-        int rounds = Integer.parseInt(options.getOrDefault("rounds", "5"));
+        int rounds = Integer.parseInt(options.getOrDefault("rounds", "6")); // even: each order goes first as often
         // dbsize: the earlier completion signal, DBSIZE of every node each millisecond (for comparison with the notifications)
         boolean polled = options.getOrDefault("completion", "notify").equals("dbsize");
         Path results = Path.of(options.getOrDefault("results", "bench/RESULTS.md"));
@@ -169,6 +175,7 @@ public final class RedisBench {
         double writeS = 0;
         double setS = 0;
         for (int turn = 0; turn < 2; turn++) {
+            Thread.sleep(SETTLE_MS);
             if ((turn == 0) == adapterFirst) {
                 long before = polled ? keys(connection, s.cluster()) : sets.count();
                 check(s.writer().store(tokens, 0, chunks * CHUNK, blocks, "write-" + round), "STORE");
@@ -186,6 +193,7 @@ public final class RedisBench {
         double loadS = 0;
         double getS = 0;
         for (int turn = 0; turn < 2; turn++) {
+            Thread.sleep(SETTLE_MS);
             if ((turn == 0) == adapterFirst) {
                 String session = "prefetch-" + round;
                 long t0 = System.nanoTime();
@@ -346,10 +354,11 @@ public final class RedisBench {
                 + " failing it) against three redis-server masters (%s) on loopback, no persistence, `cluster-node-timeout` 60 s, every node"
                 + " flushed between rounds. Write-through: server A, from the STORE's reply (a prompt's copy into L1 took %.3f s) until %s."
                 + " Load: server B (its own L1,"
-                + " without the prompt) from the LOOKUP until QUERY_PREFETCH_STATUS answered %d, i.e. hashing, EXISTS per key, L1"
+                + " without the prompt) from the LOOKUP until QUERY_PREFETCH_STATUS (asked every millisecond) answered %d, i.e. hashing, EXISTS per key, L1"
                 + " reservations and GETs. Plain Lettuce: the same number of values of the same size, in the bench's JVM, all SETs sent then"
                 + " awaited, then all GETs (byte[] values, one cluster connection). Each round alternates which goes first, the adapter or"
-                + " the plain loop, both servers running throughout; each server and Redis share this machine's cores with the client.%n%n",
+                + " the plain loop, both servers running throughout, a 1 s pause before each timed turn; each server and Redis share this"
+                + " machine's cores with the client.%n%n",
                 chunks, objectBytes >> 20, total >> 20, rounds.size(), redisVersion(), f.l1StoreS(), f.polled() ? "the nodes' DBSIZE, asked every"
                 + " millisecond, counted every key (`--completion dbsize`)" : "Redis announced a SET of every key (keyspace notifications, no"
                 + " command sent while the values arrive; a key is set when its whole value has arrived)", chunks));
