@@ -60,10 +60,12 @@ final class ValueBuffers extends AbstractByteBufAllocator {
         if (!PlatformDependent.hasUnsafe()) {
             return small.directBuffer(initialCapacity, maxCapacity); // no recycling without Netty's unsafe buffers
         }
-        Growing buffer = new Growing(this, Math.min(initialCapacity, LARGE_BYTES - 1), maxCapacity);
-        if (initialCapacity >= LARGE_BYTES) {
-            buffer.capacity(initialCapacity); // through allocateDirectBuffer, so a kept buffer serves it
+        if (initialCapacity < LARGE_BYTES) {
+            return new Growing(this, initialCapacity, maxCapacity);
         }
+        // made empty, then grown: growing goes through allocateDirectBuffer, so a kept buffer serves it (nothing to copy over)
+        Growing buffer = new Growing(this, 0, maxCapacity);
+        buffer.capacity(initialCapacity);
         return buffer;
     }
 
