@@ -39,7 +39,7 @@ public record OperatorSettings(int shmMode, int shmMaxSegments, long shmMaxMappe
     /** Rounds of the warm-up by default: see bench/RESULTS.md#gpu-fresh-server-against-warm for the measurement behind it. */
     public static final int DEFAULT_WARMUP_ITERATIONS = 3000;
     public static final long DEFAULT_WARMUP_BUDGET_MS = 1000;
-    /** The GPU warm-up's time per device at its first REGISTER (issues 30, 52): it runs beside the reply and yields to transfers. */
+    /** The GPU warm-up's time per device at its first REGISTER (issues 30, 52); past the REGISTER's wait it yields to transfers. */
     public static final long DEFAULT_GPU_WARMUP_BUDGET_MS = 500;
     /**
      * The first REGISTER's reply waits for its GPU's warm-up up to the budget plus its grace (bench/RESULTS.md#gpu-fresh-server-against-warm:
