@@ -1,5 +1,6 @@
 package io.lmcache.server.kvapi;
 
+import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.RequestConfigs;
 import io.lmcache.server.protocol.RequestTags;
@@ -202,7 +203,7 @@ public final class KvBytes {
     }
 
     /** A retrieve's counts and its {@code [planes, layers, hit_tokens, D]} bytes, gathered from the pinned objects as they are written. */
-    public final class Retrieved implements AutoCloseable {
+    public final class Retrieved implements HttpApi.Streamed {
         private final Counts counts;
         private final KvBytesLayout layout;
         private List<StoredObject[]> pinned;
@@ -217,6 +218,7 @@ public final class KvBytes {
             return counts;
         }
 
+        @Override
         public long length() {
             return counts.doneChunks() * layout.chunkWireBytes();
         }
@@ -227,6 +229,7 @@ public final class KvBytes {
         }
 
         /** Writes the payload row by row (one token of every shard at a time: a row of the wire's D). */
+        @Override
         public void writeTo(OutputStream body) throws IOException {
             BufferedOutputStream out = new BufferedOutputStream(body, IO_BUFFER_BYTES);
             int shardBytes = Math.toIntExact(layout.shardRowBytes());

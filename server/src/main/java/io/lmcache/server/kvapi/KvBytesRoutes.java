@@ -15,7 +15,6 @@ import io.lmcache.server.transfer.ObjectGroup;
 import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -259,22 +258,7 @@ public final class KvBytesRoutes {
             return new HttpApi.Response(404, KV_CONTENT_TYPE, new byte[0]);
         }
         // the dispatcher writes the body after the headers and closes it (the objects' pins) sent or not
-        return HttpApi.Response.streamed(200, KV_CONTENT_TYPE, new HttpApi.Streamed() {
-            @Override
-            public long length() {
-                return retrieved.length();
-            }
-
-            @Override
-            public void writeTo(OutputStream body) throws IOException {
-                retrieved.writeTo(body);
-            }
-
-            @Override
-            public void close() {
-                retrieved.close();
-            }
-        });
+        return HttpApi.Response.streamed(200, KV_CONTENT_TYPE, retrieved);
     }
 
     /** The stream revision's retrieve: 200 and the manifest also on a miss; the pins held until the stream is written or dropped. */
@@ -286,22 +270,7 @@ public final class KvBytesRoutes {
             retrieved.close();
             throw e;
         }
-        return HttpApi.Response.streamed(200, KvFrames.MEDIA_TYPE, new HttpApi.Streamed() {
-            @Override
-            public long length() {
-                return stream.length();
-            }
-
-            @Override
-            public void writeTo(OutputStream body) throws IOException {
-                stream.writeTo(body);
-            }
-
-            @Override
-            public void close() {
-                retrieved.close();
-            }
-        });
+        return HttpApi.Response.streamed(200, KvFrames.MEDIA_TYPE, stream);
     }
 
     private HttpApi.Response lookup(HttpExchange exchange) throws Refused, IOException {

@@ -1,5 +1,6 @@
 package io.lmcache.server.kvapi;
 
+import io.lmcache.server.http.HttpApi;
 import io.lmcache.server.kvapi.KvFrames.Frame;
 import io.lmcache.server.kvapi.KvFrames.FrameException;
 import io.lmcache.server.protocol.CacheKey;
@@ -145,7 +146,7 @@ final class KvBytesStream {
     }
 
     /** A retrieve's stream: the manifest, then one shard frame per pinned object, chunk by chunk, worker by worker. */
-    static final class Retrieval {
+    static final class Retrieval implements HttpApi.Streamed {
         private final KvBytes.Retrieved retrieved;
         private final KvBytesLayout layout;
         private final MemorySegment pool;
@@ -190,11 +191,19 @@ final class KvBytesStream {
             return KvFrames.encodeHead("retrieve_shard", fields, layout.objectBytes());
         }
 
-        long length() {
+        @Override
+        public long length() {
             return length;
         }
 
-        void writeTo(OutputStream body) throws IOException {
+        /** The objects' pins go with the stream: released once it is written or dropped. */
+        @Override
+        public void close() {
+            retrieved.close();
+        }
+
+        @Override
+        public void writeTo(OutputStream body) throws IOException {
             BufferedOutputStream out = new BufferedOutputStream(body, COPY_BYTES);
             out.write(manifest);
             byte[] buffer = new byte[(int) Math.min(COPY_BYTES, layout.objectBytes())];
