@@ -37,7 +37,11 @@ import java.util.regex.Pattern;
  * Runs on the GPU host from a staged .device too (testclient/gpu/run-on-device.sh cpucopy): Java only.
  *
  * <p>Usage (bench/run-cpu-copy.sh): {@code CpuCopyBench [--rounds 10] [--warmup 3] [--workers 4] [--chunks 4]
- * [--baseline-threads <cores>] [--copy-threads auto,1] [--l1-size-gb 3] [--patterns consecutive,scattered] --out DIR}.
+ * [--baseline-threads <cores>] [--copy-threads auto,1] [--l1-size-gb 3] [--patterns consecutive,scattered] [--requests 1]
+ * --out DIR}. {@code --requests N}: in the several-workers phase each worker sends N requests back to back (other prefixes), and
+ * the baseline's threads copy their shares N times, so the figure is the workers' sustained bandwidth rather than one request's
+ * start and end. After each server variant its /status is kept as {@code status-<copy threads>.json} (the request path's and the
+ * handler's phase times, the copy runs per thread kind).
  */
 public final class CpuCopyBench {
     private static final int CHUNK = 256;
@@ -51,7 +55,7 @@ public final class CpuCopyBench {
     public static void main(String[] args) throws Exception {
         Map<String, String> options = parse(args);
         Settings settings = Settings.of(options);
-        Path out = Path.of(options.getOrDefault("out", "bench/results/cpu-copy"));
+        Path out = settings.out();
         Files.createDirectories(out);
         String machine = Machine.describe();
         System.out.println("# machine: " + machine);
@@ -86,7 +90,9 @@ public final class CpuCopyBench {
                     worker.fill(JavaWorker.range(0, 2 * settings.blocks()), 7 + w);
                 }
                 try (Plain plain = new Plain(arena, settings.requestBytes(), settings.workers, settings.baselineThreads)) {
-                    return new Run(settings, copyThreads, server, workers, plain).all(rounds);
+                    String verified = new Run(settings, copyThreads, server, workers, plain).all(rounds);
+                    Files.writeString(settings.out().resolve("status-" + copyThreads + ".json"), Http.get(server.httpBase() + "/status").body());
+                    return verified;
                 }
             } finally {
                 workers.forEach(JavaWorker::close);
@@ -95,15 +101,17 @@ public final class CpuCopyBench {
     }
 
     /** The run's settings, from the options. */
-    record Settings(int rounds, int warmup, int workers, int chunks, int baselineThreads, String copyThreads, String l1SizeGb,
-            List<String> patterns, List<String> serverArgs) {
+    record Settings(int rounds, int warmup, int workers, int requests, int chunks, int baselineThreads, String copyThreads, String l1SizeGb,
+            List<String> patterns, List<String> serverArgs, Path out) {
         static Settings of(Map<String, String> o) {
             return new Settings(Integer.parseInt(o.getOrDefault("rounds", "10")), Integer.parseInt(o.getOrDefault("warmup", "3")),
-                    Integer.parseInt(o.getOrDefault("workers", "4")), Integer.parseInt(o.getOrDefault("chunks", "4")),
+                    Integer.parseInt(o.getOrDefault("workers", "4")), Integer.parseInt(o.getOrDefault("requests", "1")),
+                    Integer.parseInt(o.getOrDefault("chunks", "4")),
                     Integer.parseInt(o.getOrDefault("baseline-threads", "" + Runtime.getRuntime().availableProcessors())),
                     o.getOrDefault("copy-threads", "auto,1"), o.getOrDefault("l1-size-gb", "3"),
                     List.of(o.getOrDefault("patterns", "consecutive,scattered").split(",")),
-                    o.containsKey("server-args") ? List.of(o.get("server-args").split(",")) : List.of());
+                    o.containsKey("server-args") ? List.of(o.get("server-args").split(",")) : List.of(),
+                    Path.of(o.getOrDefault("out", "bench/results/cpu-copy")));
         }
 
         int blocks() {
@@ -125,7 +133,7 @@ public final class CpuCopyBench {
                 int[][] blocks = blocks(pattern);
                 for (int r = -settings.warmup; r < settings.rounds; r++) {
                     Round round = round(pattern, r, blocks, prefix);
-                    prefix += settings.workers + 1;
+                    prefix += (long) settings.workers * settings.requests + 1;
                     if (r >= 0) {
                         rounds.add(round);
                         System.out.printf("copy threads %s, %s round %d: %s%n", copyThreads, pattern, r, round);
@@ -163,14 +171,19 @@ public final class CpuCopyBench {
             int[] ids = JavaWorker.tokens(prefix, tokens);
             double storeOne = gbps(bytes, timed(() -> check(first.store(ids, 0, tokens, blocks[0], "s" + prefix), "STORE")));
             double retrieveOne = gbps(bytes, timed(() -> check(first.retrieve(ids, 0, tokens, blocks[1], 0, "s" + prefix), "RETRIEVE")));
-            double plainMany = gbps(bytes * workers.size(), plain.many());
-            double storeMany = gbps(bytes * workers.size(), together(w -> {
-                int[] own = JavaWorker.tokens(prefix + 1 + w, tokens);
-                check(workers.get(w).store(own, 0, tokens, blocks[0], "m" + prefix + "-" + w), "STORE");
+            long manyBytes = bytes * workers.size() * settings.requests;
+            double plainMany = gbps(manyBytes, plain.many(settings.requests));
+            double storeMany = gbps(manyBytes, together(w -> {
+                for (int k = 0; k < settings.requests; k++) {
+                    int[] own = JavaWorker.tokens(prefix + 1 + (long) w * settings.requests + k, tokens);
+                    check(workers.get(w).store(own, 0, tokens, blocks[0], "m" + prefix + "-" + w + "-" + k), "STORE");
+                }
             }));
-            double retrieveMany = gbps(bytes * workers.size(), together(w -> {
-                int[] own = JavaWorker.tokens(prefix + 1 + w, tokens);
-                check(workers.get(w).retrieve(own, 0, tokens, blocks[1], 0, "m" + prefix + "-" + w), "RETRIEVE");
+            double retrieveMany = gbps(manyBytes, together(w -> {
+                for (int k = 0; k < settings.requests; k++) {
+                    int[] own = JavaWorker.tokens(prefix + 1 + (long) w * settings.requests + k, tokens);
+                    check(workers.get(w).retrieve(own, 0, tokens, blocks[1], 0, "m" + prefix + "-" + w + "-" + k), "RETRIEVE");
+                }
             }));
             first.client().call(20, TestClient.pack(p -> p.packBoolean(false))); // CLEAR: the next round writes memory used before
             return new Round(copyThreads, pattern, r, plainOne, storeOne, retrieveOne, plainMany, storeMany, retrieveMany);
@@ -298,8 +311,11 @@ public final class CpuCopyBench {
             return System.nanoTime() - startNs;
         }
 
-        /** Every worker's bytes over {@code threads} threads, each a contiguous share: nanoseconds from start to the last. */
-        long many() {
+        /**
+         * Every worker's bytes over {@code threads} threads, each copying its contiguous share {@code times} times: nanoseconds from
+         * start to the last.
+         */
+        long many(int times) {
             long total = bytes * workers;
             long share = (total / threads + 4095) & ~4095L;
             CountDownLatch go = new CountDownLatch(1);
@@ -315,7 +331,9 @@ public final class CpuCopyBench {
                     } catch (InterruptedException e) {
                         return;
                     }
-                    MemorySegment.copy(from, start, to, start, length);
+                    for (int k = 0; k < times; k++) {
+                        MemorySegment.copy(from, start, to, start, length);
+                    }
                     lastNs.accumulateAndGet(System.nanoTime(), Math::max);
                 });
                 list.add(thread);
@@ -344,7 +362,7 @@ public final class CpuCopyBench {
             if (!args[i].startsWith("--") || i + 1 >= args.length) {
                 throw new IllegalArgumentException("usage: CpuCopyBench [--rounds N] [--warmup N] [--workers N] [--chunks N]"
                         + " [--baseline-threads N] [--copy-threads auto,1] [--l1-size-gb G] [--patterns consecutive,scattered]"
-                        + " [--server-args --flag=value,...] --out DIR;"
+                        + " [--requests N] [--server-args --flag=value,...] --out DIR;"
                         + " got " + args[i]);
             }
             options.put(args[i].substring(2), args[++i]);
