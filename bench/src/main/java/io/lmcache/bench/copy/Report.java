@@ -17,7 +17,8 @@ final class Report {
                 .append(Machine.source()).append("  \nMachine: ").append(machine).append("  \nLoad averages before: ").append(load)
                 .append(".\n\n");
         md.append(String.format(Locale.ROOT, "Request: %d chunks of 256 tokens, 32 layers NHD [2, nb, 16, 8, 128] bf16 = %.0f MiB;"
-                + " %d workers at once, %d request(s) each back to back, against %d threads' plain copy of their %.0f MiB; servers with --cpu-copy-threads %s, one after another;"
+                + " %d workers at once, %d request(s) each back to back, against %d threads' plain copy of their %.0f MiB;"
+                + " servers with --cpu-copy-threads %s, one after another;"
                 + " %d rounds after %d"
                 + " untimed. GB/s = 10^9 B/s, medians of the rounds; ratio = median of the rounds' server ÷ plain (same round).%n%n",
                 s.chunks(), s.requestBytes() / 1048576.0, s.workers(), s.requests(), s.baselineThreads(),
