@@ -175,7 +175,7 @@ final class DataParts {
             threads = HostCopies.defaultThreads(Runtime.getRuntime().availableProcessors(), NumaTopology.read(Path.of("/sys")).nodeCount());
         }
         LOG.info("CPU workers' copies: {} thread(s), the transfer thread included", threads);
-        return HostCopies.start(threads, metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "transfer"),
+        return HostCopies.start(threads, config.tuning().hostRunBytes(), metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "transfer"),
                 metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "copy"));
     }
 

@@ -41,7 +41,7 @@ import java.util.regex.Pattern;
  * --out DIR}. {@code --requests N}: in the several-workers phase each worker sends N requests back to back (other prefixes), and
  * the baseline's threads copy their shares N times, so the figure is the workers' sustained bandwidth rather than one request's
  * start and end. After each server variant its /status is kept as {@code status-<copy threads>.json} (the request path's and the
- * handler's phase times, the copy runs per thread kind).
+ * handler's phase times, the copy runs per thread kind). {@code --server-java-opts -Da=1,-Db=2}: JVM options of the server.
  */
 public final class CpuCopyBench {
     private static final int CHUNK = 256;
@@ -77,7 +77,9 @@ public final class CpuCopyBench {
         List<String> flags = new ArrayList<>(List.of("--l1-size-gb", settings.l1SizeGb, "--device", "host", "--cpu-copy-threads", copyThreads,
                 "--worker-reap-timeout-seconds", "0"));
         flags.addAll(settings.serverArgs());
-        try (ServerProcess server = ServerProcess.start(Map.of(), flags.toArray(String[]::new));
+        // JAVA_TOOL_OPTIONS: the JVM of the server (started with java -jar) reads it, so -Dlmcache.* knobs reach it
+        Map<String, String> env = settings.serverJavaOpts().isEmpty() ? Map.of() : Map.of("JAVA_TOOL_OPTIONS", settings.serverJavaOpts());
+        try (ServerProcess server = ServerProcess.start(env, flags.toArray(String[]::new));
              Arena arena = Arena.ofShared()) {
             awaitPoolReady(server);
             List<JavaWorker> workers = new ArrayList<>();
@@ -102,7 +104,7 @@ public final class CpuCopyBench {
 
     /** The run's settings, from the options. */
     record Settings(int rounds, int warmup, int workers, int requests, int chunks, int baselineThreads, String copyThreads, String l1SizeGb,
-            List<String> patterns, List<String> serverArgs, Path out) {
+            List<String> patterns, List<String> serverArgs, String serverJavaOpts, Path out) {
         static Settings of(Map<String, String> o) {
             return new Settings(Integer.parseInt(o.getOrDefault("rounds", "10")), Integer.parseInt(o.getOrDefault("warmup", "3")),
                     Integer.parseInt(o.getOrDefault("workers", "4")), Integer.parseInt(o.getOrDefault("requests", "1")),
@@ -111,7 +113,7 @@ public final class CpuCopyBench {
                     o.getOrDefault("copy-threads", "auto,1"), o.getOrDefault("l1-size-gb", "3"),
                     List.of(o.getOrDefault("patterns", "consecutive,scattered").split(",")),
                     o.containsKey("server-args") ? List.of(o.get("server-args").split(",")) : List.of(),
-                    Path.of(o.getOrDefault("out", "bench/results/cpu-copy")));
+                    o.getOrDefault("server-java-opts", "").replace(',', ' ').strip(), Path.of(o.getOrDefault("out", "bench/results/cpu-copy")));
         }
 
         int blocks() {
@@ -362,7 +364,7 @@ public final class CpuCopyBench {
             if (!args[i].startsWith("--") || i + 1 >= args.length) {
                 throw new IllegalArgumentException("usage: CpuCopyBench [--rounds N] [--warmup N] [--workers N] [--chunks N]"
                         + " [--baseline-threads N] [--copy-threads auto,1] [--l1-size-gb G] [--patterns consecutive,scattered]"
-                        + " [--requests N] [--server-args --flag=value,...] --out DIR;"
+                        + " [--requests N] [--server-args --flag=value,...] [--server-java-opts -Dname=value,...] --out DIR;"
                         + " got " + args[i]);
             }
             options.put(args[i].substring(2), args[++i]);

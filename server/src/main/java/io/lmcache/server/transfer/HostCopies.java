@@ -14,19 +14,20 @@ import java.util.function.IntFunction;
 
 /**
  * The CPU workers' copy threads (issue 52), shared by every host-path copy of the server: one core's memcpy reaches a
- * fraction of a host's memory bandwidth, so a STORE's or RETRIEVE's pieces are cut into runs of about equal bytes
- * ({@link HostPieces}) that the transfer thread and up to {@code threads - 1} lmcache-copy-N threads copy at once. The
- * transfer thread copies too and returns only after every run landed, so the reply, and the commit before it, still
- * follow the last byte (the rule the GPU path keeps with its completion event).
+ * fraction of a host's memory bandwidth, so a STORE's or RETRIEVE's pieces are cut into runs of about {@code runBytes}
+ * ({@link HostPieces}) that the transfer thread and up to {@code threads - 1} lmcache-copy-N threads take one at a time until
+ * none is left. Runs are many more than threads so that a thread the scheduler sets aside (other lanes' transfer threads, the
+ * request loop, the clients) holds up one short run, not a share of the whole copy. The transfer thread copies too and
+ * returns only after every run landed, so the reply, and the commit before it, still follow the last byte (the rule the GPU
+ * path keeps with its completion event).
  *
  * <p>Bounded: a fixed set of threads made at start, and a bounded queue of tickets (a ticket asks one thread to help one
  * copy); a ticket that does not fit, or a pool already closed, leaves the runs to the transfer thread, which takes every
- * run nobody took. Copies of less than {@link #MIN_RUN_BYTES} a run stay on the transfer thread: waking a thread costs
- * more than they gain.
+ * run nobody took. Copies of less than two runs stay on the transfer thread: waking a thread costs more than they gain.
  */
 public final class HostCopies implements AutoCloseable {
-    /** The least bytes a run is worth handing to another thread. */
-    static final long MIN_RUN_BYTES = 1L << 20;
+    /** A copy is cut into at most this many runs per copying thread: enough to even out a thread set aside for a while. */
+    static final int MAX_RUNS_PER_THREAD = 64;
     /** Copying threads per NUMA node at most, by default: past that a node's memory bandwidth is spent. */
     static final int DEFAULT_THREADS_PER_NODE = 16;
     private static final long SPIN_NS = 20_000;
@@ -34,14 +35,16 @@ public final class HostCopies implements AutoCloseable {
     private static final Copy STOP = new Copy(null, null, null, false, 0);
 
     private final int threads;
+    private final long runBytes;
     private final LongAdder transferRuns;
     private final LongAdder helperRuns;
     private final BlockingQueue<Copy> tickets;
     private final List<Thread> helpers = new ArrayList<>();
     private volatile boolean closed;
 
-    private HostCopies(int threads, LongAdder transferRuns, LongAdder helperRuns) {
+    private HostCopies(int threads, long runBytes, LongAdder transferRuns, LongAdder helperRuns) {
         this.threads = threads;
+        this.runBytes = runBytes;
         this.transferRuns = transferRuns;
         this.helperRuns = helperRuns;
         this.tickets = new ArrayBlockingQueue<>(Math.max(1, threads * 64));
@@ -54,19 +57,28 @@ public final class HostCopies implements AutoCloseable {
     }
 
     /**
-     * {@code threads} copying threads in all, the transfer thread included (so {@code threads - 1} are started); the runs each
-     * kind of thread copied are counted in {@code transferRuns} and {@code helperRuns}.
+     * {@code threads} copying threads in all, the transfer thread included (so {@code threads - 1} are started), each copy cut
+     * into runs of about {@code runBytes} ({@code -Dlmcache.transfer.hostRunKiB}); the runs each kind of thread copied are
+     * counted in {@code transferRuns} and {@code helperRuns}.
      */
-    public static HostCopies start(int threads, LongAdder transferRuns, LongAdder helperRuns) {
+    public static HostCopies start(int threads, long runBytes, LongAdder transferRuns, LongAdder helperRuns) {
         if (threads < 1) {
             throw new IllegalArgumentException("copy threads must be at least 1, got " + threads);
         }
-        return new HostCopies(threads, transferRuns, helperRuns);
+        if (runBytes < 4096) {
+            throw new IllegalArgumentException("a run must be at least 4 KiB, got " + runBytes);
+        }
+        return new HostCopies(threads, runBytes, transferRuns, helperRuns);
     }
 
     /** Every copy on the transfer thread alone (no thread started, nothing counted): the warm-up's scratch server, tests. */
     public static HostCopies inline() {
-        return new HostCopies(1, new LongAdder(), new LongAdder());
+        return new HostCopies(1, Long.MAX_VALUE, new LongAdder(), new LongAdder());
+    }
+
+    /** How many runs a copy of {@code bytes} is cut into: one per {@code runBytes}, at most {@link #MAX_RUNS_PER_THREAD} a thread. */
+    int runs(long bytes) {
+        return threads == 1 ? 1 : (int) Math.min((long) threads * MAX_RUNS_PER_THREAD, Math.max(1, bytes / runBytes));
     }
 
     /**
@@ -87,15 +99,16 @@ public final class HostCopies implements AutoCloseable {
      * is rethrown here (as {@link IllegalStateException}, its cause the first failure) after every other run ended.
      */
     void copy(HostPieces pieces, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool) {
-        int runs = (int) Math.min(threads, Math.max(1, pieces.bytes() / MIN_RUN_BYTES));
+        int runs = runs(pieces.bytes());
         if (runs == 1 || closed) {
             pieces.copyGroup(0, 1, tensors, pool, toPool);
             transferRuns.increment();
             return;
         }
         Copy copy = new Copy(pieces, tensors, pool, toPool, runs);
-        for (int i = 1; i < runs && tickets.offer(copy); i++) {
-            // a ticket per helper wanted; those that did not fit are the transfer thread's runs
+        int helpersWanted = Math.min(threads - 1, runs - 1);
+        for (int i = 0; i < helpersWanted && tickets.offer(copy); i++) {
+            // a ticket per helper wanted; the runs of those that did not fit are the other threads'
         }
         transferRuns.add(copy.work());
         copy.await();

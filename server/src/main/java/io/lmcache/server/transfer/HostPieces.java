@@ -12,7 +12,8 @@ import java.util.function.IntFunction;
  * Every byte is copied by exactly one group, so the groups may run on different threads at once.
  */
 final class HostPieces implements PieceSink {
-    private static final int FIELDS = 5; // tensor, tensor offset, object offset, length, shape (0: plain)
+    private static final int FIELDS = 6; // tensor, tensor offset, object offset, length, shape (0: plain), start in the run
+    private static final int START = 5;
     private long[] pieces = new long[FIELDS * 64];
     private int count;
     private long bytes;
@@ -42,6 +43,7 @@ final class HostPieces implements PieceSink {
         pieces[at + 2] = objectOffset;
         pieces[at + 3] = length;
         pieces[at + 4] = shape;
+        pieces[at + START] = bytes;
         bytes += length;
     }
 
@@ -62,15 +64,19 @@ final class HostPieces implements PieceSink {
     }
 
     /**
-     * Copies group {@code group} of {@code groups} between the tensors and the pool, in the direction given. Walks from the
-     * first piece each time: a copy has at most some thousands of pieces and a group copies megabytes.
+     * Copies group {@code group} of {@code groups} between the tensors and the pool, in the direction given, from the piece its
+     * first byte falls in (found by bisection: a copy is cut into many more groups than it has threads, so each may be taken by
+     * whichever thread is free).
      */
     void copyGroup(int group, int groups, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool) {
         long from = groupStart(group, groups);
         long to = groupStart(group + 1, groups);
-        long start = 0;
-        for (int i = 0; i < count && start < to; i++) {
+        for (int i = pieceAt(from); i < count; i++) {
             int at = i * FIELDS;
+            long start = pieces[at + START];
+            if (start >= to) {
+                break;
+            }
             long length = pieces[at + 3];
             long end = start + length;
             long shape = pieces[at + 4];
@@ -83,8 +89,25 @@ final class HostPieces implements PieceSink {
                 long take = Math.min(end, to) - start - skip;
                 copy(tensors.apply((int) pieces[at]), pieces[at + 1] + skip, pool, pieces[at + 2] + skip, take, toPool);
             }
-            start = end;
         }
+    }
+
+    /**
+     * The index of the piece holding byte {@code offset} of the concatenated pieces (the last piece starting at or before it);
+     * 0 when none does. A head-major piece that holds it but starts before is skipped by its group (its first byte decides).
+     */
+    private int pieceAt(long offset) {
+        int low = 0;
+        int high = count - 1;
+        while (low < high) {
+            int mid = (low + high + 1) >>> 1;
+            if (pieces[mid * FIELDS + START] <= offset) {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        return low;
     }
 
     private static void copy(MemorySegment tensor, long tensorOffset, MemorySegment pool, long objectOffset, long length, boolean toPool) {

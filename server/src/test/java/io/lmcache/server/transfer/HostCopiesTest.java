@@ -27,6 +27,8 @@ class HostCopiesTest {
     private static final int TENSORS = 4;
     private static final long TENSOR_BYTES = 2L << 20;
     private static final long POOL_BYTES = 4 * TENSOR_BYTES;
+    /** Runs of 512 KiB: a copy of ~8 MiB is cut into ~15, several for each of the test's threads. */
+    private static final long RUN_BYTES = 512L << 10;
 
     /** Random pieces covering the tensors (lengths 4 KiB .. 388 KiB, unaligned ones too), some of them head-major. */
     private static HostPieces pieces(long seed, boolean withTransposed) {
@@ -97,17 +99,20 @@ class HostCopiesTest {
     void aCopySpreadOverSeveralThreadsLandsExactlyTheBytesOfOneThreadsCopy() {
         LongAdder transferRuns = new LongAdder();
         LongAdder helperRuns = new LongAdder();
-        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, transferRuns, helperRuns)) {
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, RUN_BYTES, transferRuns, helperRuns)) {
+            long expectedRuns = 0;
             for (boolean transposed : new boolean[] {false, true}) {
                 HostPieces pieces = pieces(transposed ? 2 : 1, transposed);
                 MemorySegment[] source = randomTensors(arena, 3);
                 byte[][] expected = storeAndRetrieve(HostCopies.inline(), pieces, source, arena);
                 byte[][] actual = storeAndRetrieve(copies, pieces, source, arena);
+                expectedRuns += 2 * (pieces.bytes() / RUN_BYTES);
+                assertTrue(pieces.bytes() / RUN_BYTES > 4, "more runs than threads: " + pieces.bytes());
                 for (int i = 0; i < expected.length; i++) {
                     assertArrayEquals(expected[i], actual[i], (i == 0 ? "the pool" : "tensor " + (i - 1)) + ", transposed " + transposed);
                 }
             }
-            assertEquals(4 * 4, transferRuns.sum() + helperRuns.sum(), "each of the 4 copies cut into 4 runs");
+            assertEquals(expectedRuns, transferRuns.sum() + helperRuns.sum(), "each of the 4 copies cut into one run per 512 KiB");
         }
     }
 
@@ -115,7 +120,7 @@ class HostCopiesTest {
     void severalTransferThreadsShareTheCopyThreadsAndEachGetsItsOwnBytes() throws Exception {
         LongAdder transferRuns = new LongAdder();
         LongAdder helperRuns = new LongAdder();
-        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(3, transferRuns, helperRuns)) {
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(3, RUN_BYTES, transferRuns, helperRuns)) {
             ExecutorService callers = Executors.newFixedThreadPool(4);
             try {
                 List<Future<Boolean>> results = new ArrayList<>();
@@ -149,7 +154,7 @@ class HostCopiesTest {
     void copyThreadsAreNamedBoundedAndJoinedAtCloseAfterWhichCopiesRunOnTheCaller() {
         LongAdder transferRuns = new LongAdder();
         int before = copyThreads().size();
-        HostCopies copies = HostCopies.start(5, transferRuns, new LongAdder());
+        HostCopies copies = HostCopies.start(5, RUN_BYTES, transferRuns, new LongAdder());
         assertEquals(before + 4, copyThreads().size(), "threads - 1 started: the transfer thread is the other copier");
         copies.close();
         assertEquals(before, copyThreads().size(), "every lmcache-copy-N thread left at close");
@@ -166,7 +171,7 @@ class HostCopiesTest {
 
     @Test
     void aRunThatFailsFailsTheCopyAfterTheOthersEnded() {
-        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, new LongAdder(), new LongAdder())) {
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, RUN_BYTES, new LongAdder(), new LongAdder())) {
             HostPieces pieces = new HostPieces();
             MemorySegment small = arena.allocate(1 << 20);
             MemorySegment big = arena.allocate(8L << 20);
@@ -175,6 +180,16 @@ class HostCopiesTest {
             MemorySegment pool = arena.allocate(16L << 20);
             assertThrows(RuntimeException.class, () -> copies.copy(pieces, i -> i == 0 ? small : big, pool, true));
         }
+    }
+
+    @Test
+    void aCopyIsCutIntoOneRunPerRunBytesAtMostSixtyFourAThread() {
+        try (HostCopies copies = HostCopies.start(4, 1L << 20, new LongAdder(), new LongAdder())) {
+            assertEquals(1, copies.runs(1L << 19), "less than a run stays whole");
+            assertEquals(128, copies.runs(128L << 20));
+            assertEquals(4 * HostCopies.MAX_RUNS_PER_THREAD, copies.runs(1L << 40), "bounded by the threads");
+        }
+        assertEquals(1, HostCopies.inline().runs(1L << 40), "one thread: one run");
     }
 
     @Test
