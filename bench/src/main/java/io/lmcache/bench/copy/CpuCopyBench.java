@@ -113,7 +113,7 @@ public final class CpuCopyBench {
                     o.getOrDefault("copy-threads", "auto,1"), o.getOrDefault("l1-size-gb", "3"),
                     List.of(o.getOrDefault("patterns", "consecutive,scattered").split(",")),
                     o.containsKey("server-args") ? List.of(o.get("server-args").split(",")) : List.of(),
-                    o.getOrDefault("server-java-opts", "").replace(',', ' ').strip(), Path.of(o.getOrDefault("out", "bench/results/cpu-copy")));
+                    o.getOrDefault("server-java-opts", "").replace(",-", " -").strip(), Path.of(o.getOrDefault("out", "bench/results/cpu-copy")));
         }
 
         int blocks() {
