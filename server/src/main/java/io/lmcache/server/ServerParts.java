@@ -78,6 +78,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The server's parts, in the one list {@link #ALL} the composition root opens (docs/assembly.md): each part names the parts it
@@ -86,6 +88,7 @@ import java.util.stream.Stream;
  * one more part here plus its own classes.
  */
 final class ServerParts {
+    private static final Logger LOG = LoggerFactory.getLogger(ServerParts.class);
     private static final long DRAIN_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
     /** A reaped worker's release (unmap, IPC close) that takes longer is logged and counted. */
     private static final long RELEASE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(10);
@@ -302,10 +305,13 @@ final class ServerParts {
         ServerConfig config = config(b);
         GpuBackend gpu = b.require(PartRoot.class).gpu().backend();
         EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
+        int lanes = config.transferLanes(gpu.available(), Runtime.getRuntime().availableProcessors());
+        LOG.info("transfer lanes: {}{}", lanes, config.maxGpuWorkers() > 0 ? "" : gpu.available() ? " (LMCache's default; --max-gpu-workers sets it)"
+                : " (no GPU: one per " + ServerConfig.CORES_PER_HOST_LANE + " cores; --max-gpu-workers sets it)");
         return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), b.require(LookupModule.class),
                 b.require(KvEventChannel.class).module(), b.find(LmcacheDrivenTransferModule.class), b.find(EngineDrivenTransferModule.class),
                 events), b.require(ReplyQueue.class),
-                metrics(b), config.maxCpuWorkers(), config.maxGpuWorkers(), config.tuning().transferSpinNs()));
+                metrics(b), config.maxCpuWorkers(), lanes, config.tuning().transferSpinNs()));
     });
 
     // runs on: lmcache-housekeeping (each eviction tick, the activity log); stops after the drain and before the modules it

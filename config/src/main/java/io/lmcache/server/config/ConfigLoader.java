@@ -228,8 +228,9 @@ public final class ConfigLoader {
         }
         // LMCache's pool holds 256 events (event_pool.py@192b94f7 EVENT_POOL_SIZE): a larger batch is one batch anyway
         int layerwiseBatch = intIn("--layerwise-batch", o.layerwiseBatch, 0, 256);
-        int maxWorkers = intIn("--max-workers", o.maxWorkers, 1, 1024);
-        int maxGpuWorkers = o.maxGpuWorkers == null ? maxWorkers : intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024);
+        int maxWorkers = o.maxWorkers == null ? 1 : intIn("--max-workers", o.maxWorkers, 1, 1024);
+        // 0: neither flag given, the lanes are chosen at start from whether a GPU serves (ServerConfig.transferLanes)
+        int maxGpuWorkers = o.maxGpuWorkers != null ? intIn("--max-gpu-workers", o.maxGpuWorkers, 1, 1024) : o.maxWorkers != null ? maxWorkers : 0;
         int maxCpuWorkers = o.maxCpuWorkers == null ? maxWorkers : intIn("--max-cpu-workers", o.maxCpuWorkers, 1, 1024);
         TransferMode transferMode = choice("--supported-transfer-mode", o.supportedTransferMode, TransferMode::parse);
         DeviceMode device = choice("--device", o.device, DeviceMode::parse);

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
  * @param shmAllowAnyOwner map CPU workers' segments of any owner, not only the server's own user's
  * @param workerDisconnectGraceNs 0 = disconnect reclaim off
  * @param httpPort 0 = HTTP frontend off
+ * @param maxGpuWorkers the transfer lanes ({@code --max-gpu-workers}); 0 = chosen at start ({@link #transferLanes})
  * @param prometheusPort 0 = metrics only on the HTTP port
  * @param httpAdminToken empty = no token (admin endpoints then accept loopback clients only)
  * @param testHooks tests only: endpoints that break the server on purpose
@@ -106,7 +107,7 @@ public record ServerConfig(
         out.put("isolated_ipc", isolatedIpc);
         out.put("layerwise_batch", layerwiseBatch);
         out.put("max_workers", maxWorkers);
-        out.put("max_gpu_workers", maxGpuWorkers);
+        out.put("max_gpu_workers", maxGpuWorkers == 0 ? "auto" : maxGpuWorkers);
         out.put("max_cpu_workers", maxCpuWorkers);
         out.put("supported_transfer_mode", supportedTransferMode.flagValue());
         out.put("shm_name", shmName);
@@ -173,6 +174,26 @@ public record ServerConfig(
 
     private static double seconds(long ns) {
         return ns / 1e9;
+    }
+
+    /** Transfer lanes when neither {@code --max-gpu-workers} nor {@code --max-workers} is given: as LMCache, where a GPU serves. */
+    public static final int LMCACHE_TRANSFER_LANES = 1;
+    /** Without a GPU, one lane per this many cores. */
+    public static final int CORES_PER_HOST_LANE = 4;
+    /** Without a GPU, at most this many lanes by default. */
+    public static final int MAX_DEFAULT_HOST_LANES = 8;
+
+    /**
+     * The transfer lanes a server starts with: {@code --max-gpu-workers} (or {@code --max-workers}) where given; else LMCache's
+     * one where a GPU serves, and without a GPU (every worker copies through shared memory with the server's copy threads) one
+     * per {@value #CORES_PER_HOST_LANE} cores, up to {@value #MAX_DEFAULT_HOST_LANES}, so that several CPU workers' copies
+     * overlap instead of taking turns (bench/RESULTS.md#cpu-copy-path: four lanes against one on 16 cores).
+     */
+    public int transferLanes(boolean gpu, int cores) {
+        if (maxGpuWorkers > 0) {
+            return maxGpuWorkers;
+        }
+        return gpu ? LMCACHE_TRANSFER_LANES : Math.max(1, Math.min(MAX_DEFAULT_HOST_LANES, cores / CORES_PER_HOST_LANE));
     }
 
     /**

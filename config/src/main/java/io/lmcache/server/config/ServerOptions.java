@@ -199,12 +199,14 @@ final class ServerOptions {
                     + " per <n> layers; plain RETRIEVE is refused. 0 = off (default: ${DEFAULT-VALUE}).")
     String layerwiseBatch;
 
-    @Option(names = "--max-workers", paramLabel = "<n>", defaultValue = "1",
-            description = "Threads per handler pool unless the two flags below say otherwise (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--max-workers", paramLabel = "<n>",
+            description = "Threads per handler pool unless the two flags below say otherwise (default: 1; the transfer lanes, when"
+                    + " neither flag is given and no GPU serves: one per 4 cores, up to 8).")
     String maxWorkers;
 
     @Option(names = "--max-gpu-workers", paramLabel = "<n>",
-            description = "Transfer lanes for STORE/RETRIEVE; one worker's transfers always stay on one lane, in order (default: --max-workers).")
+            description = "Transfer lanes for STORE/RETRIEVE; one worker's transfers always stay on one lane, in order (default:"
+                    + " --max-workers if given, else 1 where a GPU serves and one per 4 cores up to 8 without one).")
     String maxGpuWorkers;
 
     @Option(names = "--max-cpu-workers", paramLabel = "<n>",

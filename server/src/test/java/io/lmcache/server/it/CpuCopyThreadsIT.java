@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.JavaWorker;
 import io.lmcache.server.testing.ServerLogOnFailure;
@@ -14,13 +16,15 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * CPU workers' copies spread over several copy threads ({@code --cpu-copy-threads}, issue 52) keep the host path's rules:
  * workers storing and retrieving at once each get back exactly their bytes, and a LOOKUP from another connection sent
- * right after a STORE's reply, and the RETRIEVE after it, see every chunk (the reply follows the last run's copy).
+ * right after a STORE's reply, and the RETRIEVE after it, see every chunk (the reply follows the last run's copy); with one
+ * transfer lane and with several (each worker's copies then overlap the others').
  */
 @ExtendWith(ServerLogOnFailure.class)
 class CpuCopyThreadsIT {
@@ -32,9 +36,17 @@ class CpuCopyThreadsIT {
     private static final int WORKERS = 3;
     private static final int ROUNDS = 3;
 
-    @Test
-    void concurrentWorkersGetTheirOwnBytesAndARequestAfterTheReplySeesEveryChunk() throws Exception {
-        try (ServerProcess server = ServerProcess.start("--l1-size-gb", "0.25", "--cpu-copy-threads", "4")) {
+    @ParameterizedTest(name = "{0} transfer lane(s)")
+    @ValueSource(strings = {"auto", "3"})
+    void concurrentWorkersGetTheirOwnBytesAndARequestAfterTheReplySeesEveryChunk(String lanes) throws Exception {
+        // auto: without a GPU one lane per 4 cores (one on a small host); 3: the workers' copies overlap on their own lanes
+        List<String> flags = new ArrayList<>(List.of("--l1-size-gb", "0.25", "--cpu-copy-threads", "4"));
+        if (!lanes.equals("auto")) {
+            flags.addAll(List.of("--max-gpu-workers", lanes));
+        }
+        try (ServerProcess server = ServerProcess.start(flags.toArray(String[]::new))) {
+            JsonNode config = new ObjectMapper().readTree(Http.get(server.httpBase() + "/config").body());
+            assertEquals(lanes, config.findValue("max_gpu_workers").asText(), "/config says how the lanes were set");
             ExecutorService threads = Executors.newFixedThreadPool(WORKERS);
             try {
                 List<Future<?>> done = new ArrayList<>();
