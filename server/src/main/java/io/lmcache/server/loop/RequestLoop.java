@@ -109,6 +109,8 @@ public final class RequestLoop implements AutoCloseable {
     private final CountDownLatch terminated = new CountDownLatch(1);
     private volatile boolean accepting = true;
     private volatile boolean running = true;
+    /** Guarded by {@code wakeSocket}: the context is closed, so its wake socket is too. */
+    private boolean contextClosed;
     private volatile long drainDeadlineNs;
     private volatile long lastTurnNs = System.nanoTime();
     private Thread thread;
@@ -227,10 +229,23 @@ public final class RequestLoop implements AutoCloseable {
         frames.failNextAllocation();
     }
 
-    /** Any thread (serialized by the lock): one empty frame to the ROUTER; dropped if the socket is full. */
+    /**
+     * Any thread (serialized by the lock): one empty frame to the ROUTER; dropped if the socket is full, and nothing once the
+     * loop closed its context (a shutdown's wake that the loop, already leaving, outran; a reply queued after the loop died).
+     */
     private void wake() {
         synchronized (wakeSocket) {
-            wakeSocket.send(EMPTY, ZMQ.DONTWAIT);
+            if (!contextClosed) {
+                wakeSocket.send(EMPTY, ZMQ.DONTWAIT);
+            }
+        }
+    }
+
+    /** Closes the loop's ZeroMQ context under the wake lock, so no wake sends through a socket being closed. */
+    private void closeContext() {
+        synchronized (wakeSocket) {
+            contextClosed = true;
+            context.close();
         }
     }
 
@@ -301,7 +316,7 @@ public final class RequestLoop implements AutoCloseable {
             running = false;
             probe.close();
             monitor.close();
-            context.close();
+            closeContext();
             terminated.countDown();
             LOG.info("{} stopped", threadName);
         }
@@ -532,7 +547,7 @@ public final class RequestLoop implements AutoCloseable {
         if (thread == null) {
             running = false;
             probe.close();
-            context.close();
+            closeContext();
             return;
         }
         wake();
