@@ -305,13 +305,12 @@ final class ServerParts {
         ServerConfig config = config(b);
         GpuBackend gpu = b.require(PartRoot.class).gpu().backend();
         EventKinds events = new EventKinds(gpu, FailureReplies.withEvents(gpu::failureEvent), metrics(b), config.isolatedIpc());
-        int lanes = config.transferLanes(gpu.available(), Runtime.getRuntime().availableProcessors());
-        LOG.info("transfer lanes: {}{}", lanes, config.maxGpuWorkers() > 0 ? "" : gpu.available() ? " (LMCache's default; --max-gpu-workers sets it)"
-                : " (no GPU: one per " + ServerConfig.CORES_PER_HOST_LANE + " cores; --max-gpu-workers sets it)");
+        ServerConfig.Lanes lanes = config.transferLanes(gpu.available(), Runtime.getRuntime().availableProcessors());
+        LOG.info("transfer lanes: {} ({})", lanes.count(), lanes.why());
         return b.onClose("dispatcher", new Dispatcher(ServerOps.table(b.require(ManagementModule.class), b.require(LookupModule.class),
                 b.require(KvEventChannel.class).module(), b.find(LmcacheDrivenTransferModule.class), b.find(EngineDrivenTransferModule.class),
                 events), b.require(ReplyQueue.class),
-                metrics(b), config.maxCpuWorkers(), lanes, config.tuning().transferSpinNs()));
+                metrics(b), config.maxCpuWorkers(), lanes.count(), config.tuning().transferSpinNs()));
     });
 
     // runs on: lmcache-housekeeping (each eviction tick, the activity log); stops after the drain and before the modules it

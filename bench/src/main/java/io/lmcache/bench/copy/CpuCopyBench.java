@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
@@ -41,7 +42,9 @@ import java.util.regex.Pattern;
  * --out DIR}. {@code --requests N}: in the several-workers phase each worker sends N requests back to back (other prefixes), and
  * the baseline's threads copy their shares N times, so the figure is the workers' sustained bandwidth rather than one request's
  * start and end. After each server variant its /status is kept as {@code status-<copy threads>.json} (the request path's and the
- * handler's phase times, the copy runs per thread kind). {@code --server-java-opts -Da=1,-Db=2}: JVM options of the server.
+ * handler's phase times, the copy runs per thread kind), and {@code workers-<copy threads>.csv} has each worker's send and reply
+ * in every several-workers round, µs after the common start (how staggered the requests left and came back).
+ * {@code --server-java-opts -Da=1,-Db=2}: JVM options of the server.
  */
 public final class CpuCopyBench {
     private static final int CHUNK = 256;
@@ -50,7 +53,7 @@ public final class CpuCopyBench {
 
     /** One round's figures, GB/s (10^9 B/s); {@code nan} where not measured. */
     record Round(String copyThreads, String pattern, int round, double plainOne, double storeOne, double retrieveOne, double plainMany, double storeMany,
-            double retrieveMany) {}
+            double retrieveMany, double plainPieces) {}
 
     public static void main(String[] args) throws Exception {
         Map<String, String> options = parse(args);
@@ -92,7 +95,9 @@ public final class CpuCopyBench {
                     worker.fill(JavaWorker.range(0, 2 * settings.blocks()), 7 + w);
                 }
                 try (Plain plain = new Plain(arena, settings.requestBytes(), settings.workers, settings.baselineThreads)) {
-                    String verified = new Run(settings, copyThreads, server, workers, plain).all(rounds);
+                    List<String> trace = new ArrayList<>(List.of("pattern,round,op,worker,sent_us,replied_us"));
+                    String verified = new Run(settings, copyThreads, server, workers, plain, trace).all(rounds);
+                    Files.write(settings.out().resolve("workers-" + copyThreads + ".csv"), trace);
                     Files.writeString(settings.out().resolve("status-" + copyThreads + ".json"), Http.get(server.httpBase() + "/status").body());
                     return verified;
                 }
@@ -124,10 +129,19 @@ public final class CpuCopyBench {
         long requestBytes() {
             return 32L * 2 * blocks() * BLOCK * 8 * 128 * 2;
         }
+
+        /**
+         * The longest piece the server copies in one call for the pattern: a chunk's K (or V) of one layer when its blocks are
+         * consecutive in the tensor (16 blocks, 512 KiB, one pool object's span), one block (32 KiB) when they are scattered.
+         */
+        static long pieceBytes(String pattern) {
+            long block = (long) BLOCK * 8 * 128 * 2;
+            return pattern.equals("consecutive") ? block * (CHUNK / BLOCK) : block;
+        }
     }
 
     /** The timed rounds: per pattern, the warm-up rounds (untimed), then the measured ones. */
-    private record Run(Settings settings, String copyThreads, ServerProcess server, List<JavaWorker> workers, Plain plain) {
+    private record Run(Settings settings, String copyThreads, ServerProcess server, List<JavaWorker> workers, Plain plain, List<String> trace) {
         String all(List<Round> rounds) {
             StringBuilder verified = new StringBuilder();
             long prefix = 1;
@@ -174,21 +188,22 @@ public final class CpuCopyBench {
             double storeOne = gbps(bytes, timed(() -> check(first.store(ids, 0, tokens, blocks[0], "s" + prefix), "STORE")));
             double retrieveOne = gbps(bytes, timed(() -> check(first.retrieve(ids, 0, tokens, blocks[1], 0, "s" + prefix), "RETRIEVE")));
             long manyBytes = bytes * workers.size() * settings.requests;
-            double plainMany = gbps(manyBytes, plain.many(settings.requests));
-            double storeMany = gbps(manyBytes, together(w -> {
+            double plainMany = gbps(manyBytes, plain.many(settings.requests, Long.MAX_VALUE));
+            double plainPieces = gbps(manyBytes, plain.many(settings.requests, Settings.pieceBytes(pattern)));
+            double storeMany = gbps(manyBytes, together(pattern + "," + r + ",store", w -> {
                 for (int k = 0; k < settings.requests; k++) {
                     int[] own = JavaWorker.tokens(prefix + 1 + (long) w * settings.requests + k, tokens);
                     check(workers.get(w).store(own, 0, tokens, blocks[0], "m" + prefix + "-" + w + "-" + k), "STORE");
                 }
             }));
-            double retrieveMany = gbps(manyBytes, together(w -> {
+            double retrieveMany = gbps(manyBytes, together(pattern + "," + r + ",retrieve", w -> {
                 for (int k = 0; k < settings.requests; k++) {
                     int[] own = JavaWorker.tokens(prefix + 1 + (long) w * settings.requests + k, tokens);
                     check(workers.get(w).retrieve(own, 0, tokens, blocks[1], 0, "m" + prefix + "-" + w + "-" + k), "RETRIEVE");
                 }
             }));
             first.client().call(20, TestClient.pack(p -> p.packBoolean(false))); // CLEAR: the next round writes memory used before
-            return new Round(copyThreads, pattern, r, plainOne, storeOne, retrieveOne, plainMany, storeMany, retrieveMany);
+            return new Round(copyThreads, pattern, r, plainOne, storeOne, retrieveOne, plainMany, storeMany, retrieveMany, plainPieces);
         }
 
         /** After the warm-up: each worker's last RETRIEVE gave back exactly the bytes it stored. */
@@ -202,9 +217,11 @@ public final class CpuCopyBench {
         }
 
         /** Every worker's request at once (each on its own thread); nanoseconds from the start to the last reply. */
-        private long together(IntConsumer request) {
+        private long together(String label, IntConsumer request) {
             CountDownLatch go = new CountDownLatch(1);
             AtomicLong lastNs = new AtomicLong();
+            long[] sentNs = new long[workers.size()];
+            long[] repliedNs = new long[workers.size()];
             List<Thread> threads = new ArrayList<>();
             AtomicLong failures = new AtomicLong();
             for (int w = 0; w < workers.size(); w++) {
@@ -213,8 +230,10 @@ public final class CpuCopyBench {
                 Thread thread = NamedThreads.thread("bench-worker-" + w, true, () -> {
                     try {
                         go.await();
+                        sentNs[worker] = System.nanoTime();
                         request.accept(worker);
-                        lastNs.accumulateAndGet(System.nanoTime(), Math::max);
+                        repliedNs[worker] = System.nanoTime();
+                        lastNs.accumulateAndGet(repliedNs[worker], Math::max);
                     } catch (InterruptedException | RuntimeException | AssertionError e) {
                         failures.incrementAndGet();
                         e.printStackTrace();
@@ -231,6 +250,9 @@ public final class CpuCopyBench {
             }
             if (failures.get() > 0) {
                 throw new IllegalStateException(failures.get() + " concurrent request(s) failed");
+            }
+            for (int w = 0; w < workers.size(); w++) {
+                trace.add(String.format(Locale.ROOT, "%s,%d,%.1f,%.1f", label, w, (sentNs[w] - startNs) / 1e3, (repliedNs[w] - startNs) / 1e3));
             }
             return lastNs.get() - startNs;
         }
@@ -314,10 +336,11 @@ public final class CpuCopyBench {
         }
 
         /**
-         * Every worker's bytes over {@code threads} threads, each copying its contiguous share {@code times} times: nanoseconds from
-         * start to the last.
+         * Every worker's bytes over {@code threads} threads, each copying its contiguous share {@code times} times in calls of at most
+         * {@code pieceBytes}: nanoseconds from start to the last. One call per share is the host's best: the JVM's copy switches
+         * to non-temporal stores (no read of the destination lines first) from 2.5 MB a call, which a request's pieces never reach.
          */
-        long many(int times) {
+        long many(int times, long pieceBytes) {
             long total = bytes * workers;
             long share = (total / threads + 4095) & ~4095L;
             CountDownLatch go = new CountDownLatch(1);
@@ -334,7 +357,9 @@ public final class CpuCopyBench {
                         return;
                     }
                     for (int k = 0; k < times; k++) {
-                        MemorySegment.copy(from, start, to, start, length);
+                        for (long at = start; at < start + length; at += Math.min(pieceBytes, start + length - at)) {
+                            MemorySegment.copy(from, at, to, at, Math.min(pieceBytes, start + length - at));
+                        }
                     }
                     lastNs.accumulateAndGet(System.nanoTime(), Math::max);
                 });

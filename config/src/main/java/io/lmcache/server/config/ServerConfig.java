@@ -179,7 +179,7 @@ public record ServerConfig(
     /** Transfer lanes when neither {@code --max-gpu-workers} nor {@code --max-workers} is given: as LMCache, where a GPU serves. */
     public static final int LMCACHE_TRANSFER_LANES = 1;
     /** Without a GPU, one lane per this many cores. */
-    public static final int CORES_PER_HOST_LANE = 4;
+    static final int CORES_PER_HOST_LANE = 4;
     /** Without a GPU, at most this many lanes by default. */
     public static final int MAX_DEFAULT_HOST_LANES = 8;
 
@@ -189,12 +189,19 @@ public record ServerConfig(
      * per {@value #CORES_PER_HOST_LANE} cores, up to {@value #MAX_DEFAULT_HOST_LANES}, so that several CPU workers' copies
      * overlap instead of taking turns (bench/RESULTS.md#cpu-copy-path: four lanes against one on 16 cores).
      */
-    public int transferLanes(boolean gpu, int cores) {
+    public Lanes transferLanes(boolean gpu, int cores) {
         if (maxGpuWorkers > 0) {
-            return maxGpuWorkers;
+            return new Lanes(maxGpuWorkers, "as given");
         }
-        return gpu ? LMCACHE_TRANSFER_LANES : Math.max(1, Math.min(MAX_DEFAULT_HOST_LANES, cores / CORES_PER_HOST_LANE));
+        if (gpu) {
+            return new Lanes(LMCACHE_TRANSFER_LANES, "LMCache's default; --max-gpu-workers sets it");
+        }
+        return new Lanes(Math.max(1, Math.min(MAX_DEFAULT_HOST_LANES, cores / CORES_PER_HOST_LANE)),
+                "no GPU: one per " + CORES_PER_HOST_LANE + " cores, at most " + MAX_DEFAULT_HOST_LANES + "; --max-gpu-workers sets it");
     }
+
+    /** The transfer lanes a server starts with, and why that many (its start-up line says both). */
+    public record Lanes(int count, String why) {}
 
     /**
      * The warm-up's scratch server's configuration (warmup/ScratchServer): this one but for what would reach beyond the

@@ -60,7 +60,7 @@ class ConfigLoaderTest {
         assertEquals(256, c.chunkSize());
         assertEquals(1, c.maxWorkers());
         assertEquals(0, c.maxGpuWorkers(), "the transfer lanes are chosen at start");
-        assertEquals(1, c.transferLanes(true, 64), "LMCache's one where a GPU serves");
+        assertEquals(1, c.transferLanes(true, 64).count(), "LMCache's one where a GPU serves");
         assertEquals(1, c.maxCpuWorkers());
         assertEquals(EvictionPolicyName.LRU, c.evictionPolicy());
         assertEquals(0.8, c.evictionTriggerWatermark());
@@ -122,13 +122,13 @@ class ConfigLoaderTest {
     @Test
     void withoutAGpuTheDefaultLanesAreOnePerFourCoresUpToEightAndAGivenFlagWins() {
         ServerConfig c = run("--l1-size-gb", "1");
-        assertEquals(1, c.transferLanes(false, 2), "a small host: one");
-        assertEquals(4, c.transferLanes(false, 16));
-        assertEquals(8, c.transferLanes(false, 128), "at most eight");
+        assertEquals(1, c.transferLanes(false, 2).count(), "a small host: one");
+        assertEquals(4, c.transferLanes(false, 16).count());
+        assertEquals(8, c.transferLanes(false, 128).count(), "at most eight");
         assertEquals("auto", c.describe().get("max_gpu_workers"));
-        assertEquals(1, run("--l1-size-gb", "1", "--max-workers", "1").transferLanes(false, 16), "--max-workers given: as LMCache");
-        assertEquals(2, run("--l1-size-gb", "1", "--max-gpu-workers", "2").transferLanes(false, 16));
-        assertEquals(3, run("--l1-size-gb", "1", "--max-gpu-workers", "3").transferLanes(true, 16));
+        assertEquals(1, run("--l1-size-gb", "1", "--max-workers", "1").transferLanes(false, 16).count(), "--max-workers given: as LMCache");
+        assertEquals(2, run("--l1-size-gb", "1", "--max-gpu-workers", "2").transferLanes(false, 16).count());
+        assertEquals(3, run("--l1-size-gb", "1", "--max-gpu-workers", "3").transferLanes(true, 16).count());
     }
 
     @Test

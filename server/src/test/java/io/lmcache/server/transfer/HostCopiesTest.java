@@ -3,20 +3,26 @@ package io.lmcache.server.transfer;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.cuda.HeadTranspose;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * The CPU workers' copy threads: a copy spread over several threads lands exactly the bytes one thread's copy does, with
@@ -147,6 +153,59 @@ class HostCopiesTest {
                 callers.shutdown();
             }
             assertTrue(helperRuns.sum() > 0, "the copy threads took runs: " + helperRuns.sum());
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void aCopyWhoseHelpersAreHeldElsewhereIsFinishedByItsTransferThread() throws Exception {
+        LongAdder transferRuns = new LongAdder();
+        LongAdder helperRuns = new LongAdder();
+        CountDownLatch release = new CountDownLatch(1);
+        ExecutorService other = Executors.newSingleThreadExecutor();
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(3, RUN_BYTES, transferRuns, helperRuns)) {
+            // copy A: its transfer thread and both helpers stay inside their first run until released
+            HostPieces held = pieces(30, false);
+            MemorySegment[] heldSource = randomTensors(arena, 31);
+            MemorySegment heldPool = arena.allocate(POOL_BYTES, 4096);
+            Future<?> first = other.submit(() -> copies.copy(held, i -> {
+                awaitQuietly(release);
+                return heldSource[i];
+            }, heldPool, true));
+            await().atMost(Duration.ofSeconds(20)).until(() -> copyThreadsWaiting(release));
+            // copy B: its tickets wait in the queue behind A, so its transfer thread copies every run itself
+            HostPieces pieces = pieces(32, true);
+            MemorySegment[] source = randomTensors(arena, 33);
+            MemorySegment expected = arena.allocate(POOL_BYTES, 4096);
+            HostCopies.inline().copy(pieces, i -> source[i], expected, true);
+            MemorySegment pool = arena.allocate(POOL_BYTES, 4096);
+            long runs = copies.runs(pieces.bytes());
+            long before = transferRuns.sum();
+            copies.copy(pieces, i -> source[i], pool, true);
+            assertEquals(-1, pool.mismatch(expected), "every byte of B landed while the helpers were held");
+            assertEquals(runs, transferRuns.sum() - before, "B's transfer thread copied all " + runs + " runs");
+            release.countDown();
+            first.get(20, TimeUnit.SECONDS);
+            MemorySegment heldExpected = arena.allocate(POOL_BYTES, 4096);
+            HostCopies.inline().copy(held, i -> heldSource[i], heldExpected, true);
+            assertEquals(-1, heldPool.mismatch(heldExpected), "A landed too once its helpers went on");
+        } finally {
+            release.countDown();
+            other.shutdownNow();
+        }
+    }
+
+    /** Both copy threads are parked in the held copy (waiting on the latch). */
+    private static boolean copyThreadsWaiting(CountDownLatch release) {
+        return copyThreads().stream().filter(t -> t.getState() == Thread.State.WAITING || t.getState() == Thread.State.TIMED_WAITING)
+                .filter(t -> Arrays.stream(t.getStackTrace()).anyMatch(f -> f.getMethodName().equals("awaitQuietly"))).count() == 2;
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
