@@ -10,6 +10,11 @@ import io.lmcache.server.cuda.HeadTranspose;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -192,6 +197,31 @@ class HostCopiesTest {
         } finally {
             release.countDown();
             other.shutdownNow();
+        }
+    }
+
+    @Test
+    void aSegmentTruncatedUnderTheCopyFailsThatCopyAndTheThreadsGoOn() throws Exception {
+        // a worker may shrink its shm file at any time: the JVM's copy turns the SIGBUS into an InternalError, which fails
+        // the copy (HostCopyPath answers the request with a failure) instead of the process
+        Path file = Files.createTempFile(Path.of("/dev/shm"), "lmcache_test_truncated_", "");
+        try (Arena arena = Arena.ofShared(); HostCopies copies = HostCopies.start(4, RUN_BYTES, new LongAdder(), new LongAdder());
+             FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            channel.write(ByteBuffer.allocate(1), TENSOR_BYTES - 1);
+            MemorySegment mapped = channel.map(FileChannel.MapMode.READ_WRITE, 0, TENSOR_BYTES, arena);
+            mapped.fill((byte) 7);
+            channel.truncate(0);
+            HostPieces pieces = new HostPieces();
+            pieces.piece(0, 0, 0, TENSOR_BYTES);
+            MemorySegment pool = arena.allocate(POOL_BYTES, 4096);
+            IllegalStateException failed = assertThrows(IllegalStateException.class, () -> copies.copy(pieces, i -> mapped, pool, true));
+            assertTrue(failed.getCause() instanceof InternalError, "the fault, as the JVM reports it: " + failed.getCause());
+            HostPieces healthy = pieces(40, false);
+            MemorySegment[] source = randomTensors(arena, 41);
+            byte[][] expected = storeAndRetrieve(HostCopies.inline(), healthy, source, arena);
+            assertArrayEquals(expected[0], storeAndRetrieve(copies, healthy, source, arena)[0], "the next copy lands every byte");
+        } finally {
+            Files.deleteIfExists(file);
         }
     }
 
