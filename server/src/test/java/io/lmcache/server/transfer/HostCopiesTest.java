@@ -1,9 +1,9 @@
 package io.lmcache.server.transfer;
 
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.cuda.HeadTranspose;
@@ -32,7 +32,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * The CPU workers' copy threads: a copy spread over several threads lands exactly the bytes one thread's copy does, with
  * plain pieces cut at the runs' borders and head-major pieces whole; several transfer threads share the copy threads; the
- * threads are named, bounded and joined at close, after which copies still run (on the transfer thread).
+ * threads are named, bounded and joined at close, after which copies still run (on the transfer thread); a copy whose helpers
+ * are busy elsewhere lands on its transfer thread alone; a segment truncated under a copy fails that copy, not the threads.
  */
 class HostCopiesTest {
     private static final int TENSORS = 4;
@@ -177,7 +178,7 @@ class HostCopiesTest {
                 awaitQuietly(release);
                 return heldSource[i];
             }, heldPool, true));
-            await().atMost(Duration.ofSeconds(20)).until(() -> copyThreadsWaiting(release));
+            await().atMost(Duration.ofSeconds(20)).until(HostCopiesTest::copyThreadsHeld);
             // copy B: its tickets wait in the queue behind A, so its transfer thread copies every run itself
             HostPieces pieces = pieces(32, true);
             MemorySegment[] source = randomTensors(arena, 33);
@@ -225,8 +226,8 @@ class HostCopiesTest {
         }
     }
 
-    /** Both copy threads are parked in the held copy (waiting on the latch). */
-    private static boolean copyThreadsWaiting(CountDownLatch release) {
+    /** Both copy threads are parked in the held copy (waiting on its latch). */
+    private static boolean copyThreadsHeld() {
         return copyThreads().stream().filter(t -> t.getState() == Thread.State.WAITING || t.getState() == Thread.State.TIMED_WAITING)
                 .filter(t -> Arrays.stream(t.getStackTrace()).anyMatch(f -> f.getMethodName().equals("awaitQuietly"))).count() == 2;
     }
