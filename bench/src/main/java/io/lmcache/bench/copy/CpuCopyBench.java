@@ -49,6 +49,8 @@ import java.util.regex.Pattern;
 public final class CpuCopyBench {
     private static final int CHUNK = 256;
     private static final int BLOCK = 16;
+    /** One block's K (or V) in one layer: 16 tokens x 8 heads x 128 x bf16 = 32 KiB, the smallest piece the server copies. */
+    private static final long BLOCK_PIECE_BYTES = (long) BLOCK * 8 * 128 * 2;
     private static final String MODEL = "bench/cpu-copy";
 
     /** One round's figures, GB/s (10^9 B/s); {@code nan} where not measured. */
@@ -127,7 +129,7 @@ public final class CpuCopyBench {
 
         /** One request's bytes: 32 layers, K and V, 32 KiB a block piece. */
         long requestBytes() {
-            return 32L * 2 * blocks() * BLOCK * 8 * 128 * 2;
+            return 32L * 2 * blocks() * BLOCK_PIECE_BYTES;
         }
 
         /**
@@ -135,8 +137,7 @@ public final class CpuCopyBench {
          * consecutive in the tensor (16 blocks, 512 KiB, one pool object's span), one block (32 KiB) when they are scattered.
          */
         static long pieceBytes(String pattern) {
-            long block = (long) BLOCK * 8 * 128 * 2;
-            return pattern.equals("consecutive") ? block * (CHUNK / BLOCK) : block;
+            return pattern.equals("consecutive") ? BLOCK_PIECE_BYTES * (CHUNK / BLOCK) : BLOCK_PIECE_BYTES;
         }
     }
 

@@ -35,8 +35,9 @@ final class Report {
         md.append("\nBaselines: 1 worker against one thread's `MemorySegment.copy` of one contiguous shm buffer into another of the same"
                 + " size; several workers against ").append(s.baselineThreads()).append(" threads each copying a contiguous share of the"
                 + " workers' bytes in one call each, timed from one start to the last thread's end; \"plain in the request's piece size\":"
-                + " the same threads and shares, copied in calls of the longest piece the server copies for the pattern (512 KiB"
-                + " consecutive, 32 KiB scattered), which the JVM copies without the non-temporal stores it uses from 2.5 MB a call."
+                + " the same threads and shares, copied in calls of the longest piece the server copies for the pattern ("
+                + (CpuCopyBench.Settings.pieceBytes("consecutive") >> 10) + " KiB consecutive, " + (CpuCopyBench.Settings.pieceBytes("scattered") >> 10)
+                + " KiB scattered), which the JVM copies without the non-temporal stores it uses from 2.5 MB a call."
                 + " Server figures are end to end (request sent to reply"
                 + " received), so they hold the encoding, the ZeroMQ round trip and the planning too.\n\n");
         md.append("Checked: ").append(verified.strip()).append('\n');

@@ -177,11 +177,11 @@ public record ServerConfig(
     }
 
     /** Transfer lanes when neither {@code --max-gpu-workers} nor {@code --max-workers} is given: as LMCache, where a GPU serves. */
-    public static final int LMCACHE_TRANSFER_LANES = 1;
+    static final int LMCACHE_TRANSFER_LANES = 1;
     /** Without a GPU, one lane per this many cores. */
     static final int CORES_PER_HOST_LANE = 4;
     /** Without a GPU, at most this many lanes by default. */
-    public static final int MAX_DEFAULT_HOST_LANES = 8;
+    static final int MAX_DEFAULT_HOST_LANES = 8;
 
     /**
      * The transfer lanes a server starts with: {@code --max-gpu-workers} (or {@code --max-workers}) where given; else LMCache's

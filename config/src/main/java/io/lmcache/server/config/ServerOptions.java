@@ -201,12 +201,14 @@ final class ServerOptions {
 
     @Option(names = "--max-workers", paramLabel = "<n>",
             description = "Threads per handler pool unless the two flags below say otherwise (default: 1; the transfer lanes, when"
-                    + " neither flag is given and no GPU serves: one per 4 cores, up to 8).")
+                    + " neither flag is given and no GPU serves: one per " + ServerConfig.CORES_PER_HOST_LANE + " cores, up to "
+                    + ServerConfig.MAX_DEFAULT_HOST_LANES + ").")
     String maxWorkers;
 
     @Option(names = "--max-gpu-workers", paramLabel = "<n>",
             description = "Transfer lanes for STORE/RETRIEVE; one worker's transfers always stay on one lane, in order (default:"
-                    + " --max-workers if given, else 1 where a GPU serves and one per 4 cores up to 8 without one).")
+                    + " --max-workers if given, else " + ServerConfig.LMCACHE_TRANSFER_LANES + " where a GPU serves and one per "
+                    + ServerConfig.CORES_PER_HOST_LANE + " cores up to " + ServerConfig.MAX_DEFAULT_HOST_LANES + " without one).")
     String maxGpuWorkers;
 
     @Option(names = "--max-cpu-workers", paramLabel = "<n>",
