@@ -11,11 +11,17 @@ package io.lmcache.server.protocol;
  */
 final class Blake3Chain extends ChainBase implements TokenHashChain {
     private static final int ROOT_INPUT_BYTES = Long.BYTES + Integer.BYTES;
+    /**
+     * Hashed once per JVM, not once per chain (one per hashing thread): BLAKE3 of bytes runs branches the token path never
+     * takes, and a new thread's chain hashing its root after the JIT compiled the token path sent the compiled hash back to
+     * the interpreter at a fresh server's first requests (issue 52). Read only: {@link ChainBase} hands out copies.
+     */
+    private static final byte[] ROOT = rootHash();
 
     private final Blake3 blake3 = new Blake3();
 
     Blake3Chain() {
-        super(rootHash());
+        super(ROOT);
     }
 
     private static byte[] rootHash() {

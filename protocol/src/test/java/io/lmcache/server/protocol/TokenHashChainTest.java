@@ -223,6 +223,23 @@ class TokenHashChainTest {
     }
 
     @Test
+    void theBlake3RootIsSharedButNeverHandedOut() {
+        // the root is hashed once per JVM (issue 52) and lent to every chain: a caller scribbling on the root it was given, or a
+        // chain hashing its first chunk, must reach no other chain
+        byte[] expected = TokenHashChain.blake3().root();
+        TokenHashChain first = TokenHashChain.blake3();
+        byte[] given = first.root();
+        Arrays.fill(given, (byte) 0x55);
+        byte[] out = new byte[32];
+        first.chunk(first.root(), 0, new int[] {1, 2, 3}, 0, 3, out, 0);
+        assertArrayEquals(expected, TokenHashChain.blake3().root());
+        assertArrayEquals(expected, first.root());
+        byte[] again = new byte[32];
+        TokenHashChain.blake3().chunk(expected, 0, new int[] {1, 2, 3}, 0, 3, again, 0);
+        assertArrayEquals(out, again, "the first chunk hashes the same from any chain");
+    }
+
+    @Test
     void theSha256CborRootIsTheSeedAsACborTextString() throws Exception {
         // sha256_cbor("0"): the CBOR text string "0" is 0x61 0x30
         byte[] expected = MessageDigest.getInstance("SHA-256").digest(new byte[] {0x61, 0x30});

@@ -103,6 +103,21 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
     boolean copied();
 
     /**
+     * Loads and initializes every kind of path before the JIT warm-up compiles the request path (issue 52). With the host path
+     * the only one loaded, the JIT binds the module's calls on a {@code CopyPath} to it alone, and throws that code away when a
+     * first GPU worker's REGISTER loads {@link CudaCopyPath}: a fresh server's STOREs and RETRIEVEs then ran interpreted.
+     */
+    static void loadAll() {
+        for (Class<?> path : CopyPath.class.getPermittedSubclasses()) {
+            try {
+                Class.forName(path.getName(), true, path.getClassLoader());
+            } catch (ClassNotFoundException e) {
+                throw new IllegalStateException("a copy path's class cannot be loaded: " + path.getName(), e);
+            }
+        }
+    }
+
+    /**
      * Maps the registration's tensors and picks the path; throws when they cannot be served, after
      * handing whatever CUDA mappings it opened to {@code paths}' end-of-life queue (never closed on this thread).
      * Shared-memory tensors are opened by its shm rules and copied by its host copy threads; its test delay (null but with

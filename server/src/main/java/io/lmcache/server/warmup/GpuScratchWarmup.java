@@ -165,7 +165,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         int end = chunks * server.chunkSize;
         tokens[0] = round; // a new prefix: every chunk hash of this round is new
         String request = "gpu-warmup-" + round;
-        if (!transferOk(server.call(frames.store(tokens, end, blocks(0, count, reversed), request), latestNs))) {
+        if (!transferOk(server.call(frames.store(tokens, end, WarmupFrames.blocks(0, count, reversed), request), latestNs))) {
             return "a scratch STORE failed";
         }
         if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
@@ -173,7 +173,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         }
         server.call(frames.lookup(tokens, end, request), latestNs);
         server.call(frames.queryPrefetchStatus(request), latestNs);
-        int[] into = blocks(server.layout.maxChunks() * server.blocksPerChunk, count, reversed);
+        int[] into = WarmupFrames.blocks(server.layout.maxChunks() * server.blocksPerChunk, count, reversed);
         if (!transferOk(server.call(frames.retrieve(tokens, end, into, request), latestNs))) {
             return "a scratch RETRIEVE failed";
         }
@@ -183,15 +183,6 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         server.call(frames.endSession(request), latestNs);
         server.clear(); // the scratch pool holds two rounds' objects at most
         return null;
-    }
-
-    /** {@code count} block ids from {@code from}, ascending (one run of consecutive blocks) or descending (no run at all). */
-    private static int[] blocks(int from, int count, boolean reversed) {
-        int[] out = new int[count];
-        for (int i = 0; i < count; i++) {
-            out[i] = reversed ? from + count - 1 - i : from + i;
-        }
-        return out;
     }
 
     /** A STORE/RETRIEVE reply {@code (event, True)}. */

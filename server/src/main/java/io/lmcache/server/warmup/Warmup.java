@@ -3,6 +3,7 @@ package io.lmcache.server.warmup;
 import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.agent.NamedThreads;
+import io.lmcache.server.transfer.CopyPath;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -139,6 +140,7 @@ public final class Warmup implements AutoCloseable {
         Background background = null;
         ScratchServer server = null;
         try {
+            CopyPath.loadAll();
             server = ScratchServer.open(parts, config, poolFileKey, why);
             if (server == null) {
                 result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null, List.of());
@@ -289,9 +291,10 @@ public final class Warmup implements AutoCloseable {
     }
 
     /**
-     * 1, 2 and 4 chunks in turn, each round a new prompt (its chunk hashes all new), stored then retrieved into other blocks;
-     * a phase's first share of them straight to the dispatcher, the rest through the scratch request loop. Rounds are run by
-     * one thread at a time (the start-up's, then lmcache-warmup's); their counts are read by /status from any thread.
+     * 1, 2 and 4 chunks in turn, in consecutive and then in reversed blocks, each round a new prompt (its chunk hashes all
+     * new), stored then retrieved into other blocks; a phase's first share of them straight to the dispatcher, the rest through
+     * the scratch request loop. Rounds are run by one thread at a time (the start-up's, then lmcache-warmup's); their counts are
+     * read by /status from any thread.
      */
     private static final class Rounds {
         private final ScratchServer server;
@@ -370,11 +373,12 @@ public final class Warmup implements AutoCloseable {
         /** One round, its replies awaited until {@code deadlineNs}; null, or what failed. */
         private String round(long deadlineNs) {
             int chunks = 1 << (round % 3);
+            boolean reversed = (round / 3) % 2 == 1; // every chunk count with consecutive and with scattered blocks
             int end = chunks * server.chunkSize;
             tokens[0] = round; // a new prefix: every chunk hash of this round is new
             String request = "warmup-" + round;
-            int[] stored = blocks(0, chunks * server.blocksPerChunk);
-            int[] retrieved = blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk);
+            int[] stored = WarmupFrames.blocks(0, chunks * server.blocksPerChunk, reversed);
+            int[] retrieved = WarmupFrames.blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk, reversed);
             if (!transferOk(server.call(frames.store(tokens, end, stored, request), deadlineNs))) {
                 return "a scratch STORE failed";
             }
@@ -397,14 +401,6 @@ public final class Warmup implements AutoCloseable {
         List<String> scratchParts() {
             return server.partsOpened();
         }
-    }
-
-    private static int[] blocks(int from, int count) {
-        int[] out = new int[count];
-        for (int i = 0; i < count; i++) {
-            out[i] = from + i;
-        }
-        return out;
     }
 
     /** A STORE/RETRIEVE reply {@code (event, True)}. */

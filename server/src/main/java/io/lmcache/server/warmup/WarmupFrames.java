@@ -28,6 +28,19 @@ final class WarmupFrames {
         this.instanceId = instanceId;
     }
 
+    /**
+     * {@code count} block ids from {@code from}, ascending (one run of consecutive blocks) or descending (no run at all): vLLM
+     * hands out both, and a branch the warm-up never took sends the JIT's compiled code back to the interpreter when a real
+     * request first takes it.
+     */
+    static int[] blocks(int from, int count, boolean reversed) {
+        int[] out = new int[count];
+        for (int i = 0; i < count; i++) {
+            out[i] = reversed ? from + count - 1 - i : from + i;
+        }
+        return out;
+    }
+
     /** STORE of {@code tokens[0, end)} from {@code blocks} (worker 0 of 1). */
     Inbound store(int[] tokens, int end, int[] blocks, String requestId) {
         return inbound(Op.STORE, key(tokens, end, requestId, 0), instance(), blockList(blocks), event());
