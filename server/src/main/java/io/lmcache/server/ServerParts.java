@@ -39,6 +39,7 @@ import io.lmcache.server.liveness.ReleaseThread;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.loop.Dispatcher;
 import io.lmcache.server.loop.FailureReplies;
+import io.lmcache.server.loop.LaneStallWatch;
 import io.lmcache.server.loop.ReplyQueue;
 import io.lmcache.server.loop.RequestLoop;
 import io.lmcache.server.metrics.KvEventMetrics;
@@ -326,6 +327,7 @@ final class ServerParts {
         b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
         b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
                 reaper::trackedInstances, ACTIVITY_INTERVAL_NS));
+        b.agent(Build.Role.HOUSEKEEPING, new LaneStallWatch(b.require(Dispatcher.class), metrics(b)));
         AgentErrors errors = b.require(PartRoot.class).agentErrors();
         List<Agent> agents = b.agents(Build.Role.HOUSEKEEPING);
         CudaEvents cudaEvents = b.optional(CudaEvents.class);

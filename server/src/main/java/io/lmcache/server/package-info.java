@@ -72,7 +72,8 @@
  *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps,
  *     the rate-limited logs' "suppressed N" summaries, watermark eviction),
  *     {@code ActivityLog}, {@code liveness.Reaper} (the worker reaper), the release watchdog
- *     ({@code liveness.ReleaseThread.doWork}) and, with an evicting L2 adapter, {@code tier.L2EvictionController}</td>
+ *     ({@code liveness.ReleaseThread.doWork}), {@code loop.LaneStallWatch} (reads the transfer lanes' running tasks) and,
+ *     with an evicting L2 adapter, {@code tier.L2EvictionController}</td>
  *     <td>the agents' deadlines</td><td>the object store, leases, prefetch results, modules (under their locks);
  *     the end-of-life queue (enqueue only); metrics</td>
  *     <td>after the HTTP servers and before the dispatcher and the modules it sweeps and reaps (5 s bounded join)</td></tr>

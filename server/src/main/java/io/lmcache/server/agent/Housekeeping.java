@@ -5,7 +5,7 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The housekeeping thread, lmcache-housekeeping: eviction and the expiry sweeps, the activity log,
- * the worker reaper and the release watchdog, as one composite agent. Its agents are time-driven and cheap per turn,
+ * the worker reaper, the release watchdog and the transfer lanes' stall watch, as one composite agent. Its agents are time-driven and cheap per turn,
  * so an idle thread parks at most {@link #MAX_PARK_NS} between deadline checks.
  */
 public final class Housekeeping {

@@ -16,6 +16,7 @@ import io.lmcache.server.protocol.ReplyEncoder;
 import io.lmcache.server.protocol.Request;
 import io.lmcache.server.protocol.RequestDecoder;
 import java.util.EnumSet;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
@@ -328,6 +329,11 @@ public final class Dispatcher implements AutoCloseable {
         }
     }
 
+    /** The transfer lanes' requests that started at or before {@code startedBeforeNs} and still run ({@link LaneStallWatch}). */
+    public List<KeyedSerialExecutor.Running<PeerId>> transfersRunningSince(long startedBeforeNs) {
+        return transferLanes.runningSince(startedBeforeNs);
+    }
+
     @Override
     public void close() throws InterruptedException {
         for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool, backgroundPool}) {
@@ -336,6 +342,13 @@ public final class Dispatcher implements AutoCloseable {
         for (ExecutorService pool : new ExecutorService[] {normalPool, transferPool, backgroundPool}) {
             if (!pool.awaitTermination(5, TimeUnit.SECONDS)) {
                 LOG.warn("handler pool did not finish within 5 s; abandoning its tasks");
+                if (pool == transferPool) {
+                    // where the transfer lanes' requests wait: the one record a hang leaves when it ends with the server
+                    for (KeyedSerialExecutor.Running<PeerId> running : transfersRunningSince(System.nanoTime())) {
+                        LOG.warn("still running on {} for peer {}: {}", running.thread().getName(), LogText.clip(running.key()),
+                                LaneStallWatch.stack(running.thread()));
+                    }
+                }
                 pool.shutdownNow();
             }
         }

@@ -1,7 +1,9 @@
 package io.lmcache.server.loop;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executor;
 
@@ -42,6 +44,24 @@ public final class KeyedSerialExecutor<K> {
         }
     }
 
+    /** A task running on a lane: its key, the thread running it and when it started. */
+    public record Running<K>(K key, Thread thread, long startedNs) {}
+
+    /** The tasks that started at or before {@code startedBeforeNs} and are still running, one per lane at most. */
+    public List<Running<K>> runningSince(long startedBeforeNs) {
+        List<Running<K>> out = new ArrayList<>();
+        synchronized (lanes) {
+            for (Lane lane : lanes.values()) {
+                Thread thread = lane.runner;
+                long startedNs = lane.startedNs;
+                if (thread != null && startedNs - startedBeforeNs <= 0) {
+                    out.add(new Running<>(lane.key, thread, startedNs));
+                }
+            }
+        }
+        return out;
+    }
+
     /** Keys with queued or running work (tests check that idle lanes are dropped). */
     int activeLanes() {
         synchronized (lanes) {
@@ -52,6 +72,9 @@ public final class KeyedSerialExecutor<K> {
     private final class Lane implements Runnable {
         private final K key;
         private final ArrayDeque<Runnable> tasks = new ArrayDeque<>();
+        /** The thread running this lane's current task (null between tasks), and since when: read by {@link #runningSince}. */
+        private volatile Thread runner;
+        private volatile long startedNs;
 
         Lane(K key) {
             this.key = key;
@@ -68,12 +91,16 @@ public final class KeyedSerialExecutor<K> {
                         return;
                     }
                 }
+                startedNs = System.nanoTime();
+                runner = Thread.currentThread();
                 try {
                     next.run();
                 } catch (RuntimeException | Error e) {
                     // a task that throws must not strand the tasks queued behind it on this key: report it, go on
                     Thread thread = Thread.currentThread();
                     thread.getUncaughtExceptionHandler().uncaughtException(thread, e);
+                } finally {
+                    runner = null;
                 }
             }
         }

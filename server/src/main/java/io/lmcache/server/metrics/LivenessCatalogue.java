@@ -3,7 +3,7 @@ package io.lmcache.server.metrics;
 import static io.lmcache.server.metrics.MeterSpec.counter;
 import static io.lmcache.server.metrics.MeterSpec.gauge;
 
-/** The worker reaper's and the release thread's series. */
+/** The worker reaper's, the release thread's and the transfer lanes' stall watch's series. */
 public enum LivenessCatalogue implements CatalogueEntry {
     TRACKED_INSTANCES(gauge("lmcache_mp.tracked_instances", "worker instances the liveness targets track")),
     REAPED_WORKERS(counter("lmcache_mp.reaped_workers", "worker instances reaped, by reason", "reason")),
@@ -13,7 +13,9 @@ public enum LivenessCatalogue implements CatalogueEntry {
     RELEASE_COMPLETED(counter("lmcache_mp.release_completed", "native releases done (shm unmaps, CUDA IPC closes)")),
     RELEASE_DROPPED(counter("lmcache_mp.release_dropped", "native releases dropped: the end-of-life queue was full")),
     RELEASE_ABANDONED_CAP_HITS(counter("lmcache_mp.release_abandoned_cap_hits", "stuck releases waited on: the abandoned-thread cap was hit")),
-    RELEASE_PENDING(gauge("lmcache_mp.release_pending", "native releases queued or running"));
+    RELEASE_PENDING(gauge("lmcache_mp.release_pending", "native releases queued or running")),
+    TRANSFER_LANE_STALLS(counter("lmcache_mp.transfer_lane_stalls",
+            "requests still running on a transfer lane 30 s after they started (a call that does not return); each counted once"));
 
     private final MeterSpec spec;
 

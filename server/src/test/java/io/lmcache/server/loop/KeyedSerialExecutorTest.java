@@ -153,6 +153,28 @@ class KeyedSerialExecutorTest {
         assertEquals(0, lanes.activeLanes());
     }
 
+    @Test
+    void aRunningTaskIsReportedWithItsThreadAndStartUntilItEnds() throws Exception {
+        CountDownLatch gate = new CountDownLatch(1);
+        Thread[] runner = new Thread[1];
+        long beforeNs = System.nanoTime();
+        // runs on: a pool thread
+        lanes.execute("stuck", () -> {
+            runner[0] = Thread.currentThread();
+            awaitQuietly(gate);
+        });
+        lanes.execute("stuck", () -> {}); // queued behind it: not running, not reported
+        await().atMost(BOUND).until(() -> lanes.runningSince(System.nanoTime()).size() == 1);
+        KeyedSerialExecutor.Running<String> running = lanes.runningSince(System.nanoTime()).getFirst();
+        assertEquals("stuck", running.key());
+        assertEquals(runner[0], running.thread());
+        assertTrue(running.startedNs() - beforeNs >= 0, "started after it was queued");
+        assertEquals(List.of(), lanes.runningSince(beforeNs - 1), "nothing that started before it");
+        gate.countDown();
+        await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+        assertEquals(List.of(), lanes.runningSince(System.nanoTime()), "an idle lane reports nothing");
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await();
