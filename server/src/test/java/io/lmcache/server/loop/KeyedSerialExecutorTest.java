@@ -156,15 +156,18 @@ class KeyedSerialExecutorTest {
     @Test
     void aRunningTaskIsReportedWithItsThreadAndStartUntilItEnds() throws Exception {
         CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch started = new CountDownLatch(1);
         Thread[] runner = new Thread[1];
         long beforeNs = System.nanoTime();
         // runs on: a pool thread
         lanes.execute("stuck", () -> {
             runner[0] = Thread.currentThread();
+            started.countDown();
             awaitQuietly(gate);
         });
         lanes.execute("stuck", () -> {}); // queued behind it: not running, not reported
-        await().atMost(BOUND).until(() -> lanes.runningSince(System.nanoTime()).size() == 1);
+        assertTrue(started.await(BOUND.toSeconds(), TimeUnit.SECONDS));
+        assertEquals(1, lanes.runningSince(System.nanoTime()).size(), "the running task, not the one queued behind it");
         KeyedSerialExecutor.Running<String> running = lanes.runningSince(System.nanoTime()).getFirst();
         assertEquals("stuck", running.key());
         assertEquals(runner[0], running.thread());

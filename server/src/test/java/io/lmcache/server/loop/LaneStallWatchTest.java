@@ -1,11 +1,13 @@
 package io.lmcache.server.loop;
 
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.metrics.LivenessCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.peer.PeerId;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -54,6 +56,8 @@ class LaneStallWatchTest {
         waiting.start();
         try {
             assertTrue(deep.await(10, TimeUnit.SECONDS));
+            // past its countDown and parked in the await: the frames are then the ones a stalled lane shows
+            await().atMost(Duration.ofSeconds(10)).until(() -> waiting.getState() == Thread.State.WAITING);
             String stack = LaneStallWatch.stack(waiting);
             String[] frames = stack.split(" <- ");
             assertEquals(LaneStallWatch.MAX_FRAMES + 1, frames.length, stack);
