@@ -374,11 +374,12 @@ public final class Warmup implements AutoCloseable {
         private String round(long deadlineNs) {
             int chunks = 1 << (round % 3);
             boolean reversed = (round / 3) % 2 == 1; // every chunk count with consecutive and with scattered blocks
+            int count = chunks * server.blocksPerChunk;
             int end = chunks * server.chunkSize;
             tokens[0] = round; // a new prefix: every chunk hash of this round is new
             String request = "warmup-" + round;
-            int[] stored = WarmupFrames.blocks(0, chunks * server.blocksPerChunk, reversed);
-            int[] retrieved = WarmupFrames.blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, chunks * server.blocksPerChunk, reversed);
+            int[] stored = WarmupFrames.blocks(0, count, reversed);
+            int[] retrieved = WarmupFrames.blocks(ScratchServer.MAX_CHUNKS * server.blocksPerChunk, count, reversed);
             if (!transferOk(server.call(frames.store(tokens, end, stored, request), deadlineNs))) {
                 return "a scratch STORE failed";
             }
