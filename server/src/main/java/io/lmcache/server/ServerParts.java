@@ -327,7 +327,8 @@ final class ServerParts {
         b.agent(Build.Role.HOUSEKEEPING, l1.evictionController(config(b), sweepers));
         b.agent(Build.Role.HOUSEKEEPING, new ActivityLog(metrics(b), b.require(Dispatcher.class).meters(), l1.store(),
                 reaper::trackedInstances, ACTIVITY_INTERVAL_NS));
-        b.agent(Build.Role.HOUSEKEEPING, new LaneStallWatch(b.require(Dispatcher.class), metrics(b)));
+        b.agent(Build.Role.HOUSEKEEPING, new LaneStallWatch(b.require(Dispatcher.class), metrics(b),
+                TestHooks.laneDeadlineNs(config(b), LaneStallWatch.STALL_NS)));
         AgentErrors errors = b.require(PartRoot.class).agentErrors();
         List<Agent> agents = b.agents(Build.Role.HOUSEKEEPING);
         CudaEvents cudaEvents = b.optional(CudaEvents.class);
@@ -401,6 +402,7 @@ final class ServerParts {
         KvBytesRoutes kvBytes = b.require(KvBytesRoutes.class);
         ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
                 new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
+                        b.require(Dispatcher.class)::blockNextRegistration,
                         b.require(DataParts.Basis.class).testCompletions().map(delay -> (ServerHttp.CompletionDelays) delay::set).orElse(null)),
                         (api, guard) -> {
                             fleet.route(api, guard);

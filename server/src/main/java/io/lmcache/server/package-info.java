@@ -72,7 +72,8 @@
  *     {@code storage.EvictionController} (expiry, the lease/prefetch/engine-driven sweeps,
  *     the rate-limited logs' "suppressed N" summaries, watermark eviction),
  *     {@code ActivityLog}, {@code liveness.Reaper} (the worker reaper), the release watchdog
- *     ({@code liveness.ReleaseThread.doWork}), {@code loop.LaneStallWatch} (reads the transfer lanes' running tasks) and,
+ *     ({@code liveness.ReleaseThread.doWork}), {@code loop.LaneStallWatch} (the transfer lanes' deadline: reads their running
+ *     tasks, answers a stalled registration through the dispatcher) and,
  *     with an evicting L2 adapter, {@code tier.L2EvictionController}</td>
  *     <td>the agents' deadlines</td><td>the object store, leases, prefetch results, modules (under their locks);
  *     the end-of-life queue (enqueue only); metrics</td>
@@ -81,9 +82,10 @@
  *     WAIT_PREFETCH_STATUS, engine-driven PREPARE/COMMIT</td>
  *     <td>nothing long-lived</td><td>modules and the object store under their locks; the reply queue and its wake-up</td>
  *     <td>{@code Dispatcher.close}: executor shutdown, 5 s wait</td></tr>
- * <tr><td>{@code lmcache-transfer-N}</td><td>AFFINITY handlers, one lane per peer in order ({@code loop.KeyedSerialExecutor}):
- *     REGISTER_KV_CACHE, UNREGISTER_KV_CACHE (opening CUDA IPC handles can block in the driver), STORE, RETRIEVE;
- *     host-path copy completions</td>
+ * <tr><td>{@code lmcache-transfer-N}</td><td>AFFINITY and REGISTRATION handlers, one lane per peer in order
+ *     ({@code loop.KeyedSerialExecutor}): REGISTER_KV_CACHE, UNREGISTER_KV_CACHE (opening CUDA IPC handles can block in the
+ *     driver), STORE, RETRIEVE; host-path copy completions. A thread left in a stalled registration is abandoned and
+ *     replaced (at most 4 at once); it leaves when its call returns</td>
  *     <td>nothing long-lived</td><td>the pool memory it reserved, a worker's tensors through its copy path, a device's
  *     copy engine (lane lock), the CUDA event poller's pending list; the end-of-life queue (enqueue only)</td>
  *     <td>as lmcache-normal-N</td></tr>

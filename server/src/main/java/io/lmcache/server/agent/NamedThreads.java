@@ -45,7 +45,7 @@ public final class NamedThreads {
     }
 
     /** As {@link #fixedPool}, on a queue whose idle threads busy-wait for a task before parking. */
-    public static ExecutorService spinningPool(String prefix, int threads, SpinningTaskQueue queue) {
+    public static ThreadPoolExecutor spinningPool(String prefix, int threads, SpinningTaskQueue queue) {
         return new ThreadPoolExecutor(threads, threads, 0, TimeUnit.MILLISECONDS, queue, factory(prefix));
     }
 }

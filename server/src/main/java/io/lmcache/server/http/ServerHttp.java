@@ -43,10 +43,11 @@ public final class ServerHttp {
     }
 
     /**
-     * What {@code --test-hooks} breaks on purpose: the request loop, the release thread ({@code blockNextRelease}) and the host
-     * copies' completions ({@code delayCompletions}: delay in ns, STOREs to fail).
+     * What {@code --test-hooks} breaks on purpose: the request loop, the release thread ({@code blockNextRelease}), the transfer
+     * lanes ({@code blockNextRegistration}) and the host copies' completions ({@code delayCompletions}: delay in ns, STOREs to fail).
      */
-    public record HookTargets(RequestLoop loop, Runnable blockNextRelease, CompletionDelays delayCompletions) {}
+    public record HookTargets(RequestLoop loop, Runnable blockNextRelease, Runnable blockNextRegistration,
+            CompletionDelays delayCompletions) {}
 
     /** Host copies complete {@code delayNs} after their reply from now on, and the next {@code failStores} STOREs fail. */
     @FunctionalInterface
@@ -74,7 +75,8 @@ public final class ServerHttp {
         if (config.testHooks()) {
             // mutating like every other such route: POST, the same origin, and the admin token (or loopback without one)
             LOG.warn("TEST HOOKS ENABLED (--test-hooks): POST /test/halt-loop stops the request loop, POST /test/block-next-release"
-                    + " makes the next native release hang, POST /test/fail-next-frame-allocation kills JeroMQ's I/O thread (each as"
+                    + " makes the next native release hang, POST /test/block-next-registration the next REGISTER's handler, POST"
+                    + " /test/fail-next-frame-allocation kills JeroMQ's I/O thread (each as"
                     + " guarded as /cache/clear: same origin, the admin token or loopback)");
             // runs on: lmcache-http-* (a virtual thread of the API listener)
             api.route("/test/halt-loop", guard.postOnly(exchange -> {
@@ -89,6 +91,11 @@ public final class ServerHttp {
             // runs on: lmcache-http-*; the release thread picks the flag up
             api.route("/test/block-next-release", guard.postOnly(exchange -> {
                 hooks.blockNextRelease().run();
+                return HttpApi.Response.json(200, Map.of("armed", true));
+            }));
+            // runs on: lmcache-http-*; the next REGISTER, UNREGISTER or layer-wise event pool request picks the flag up
+            api.route("/test/block-next-registration", guard.postOnly(exchange -> {
+                hooks.blockNextRegistration().run();
                 return HttpApi.Response.json(200, Map.of("armed", true));
             }));
             // runs on: lmcache-http-*; host copies from now on complete delay_ms after their reply, the next fail_stores STOREs fail

@@ -5,6 +5,7 @@ import io.lmcache.server.agent.SpinningTaskQueue;
 import io.lmcache.server.logging.LogText;
 import io.lmcache.server.logging.RateLimitedLog;
 import io.lmcache.server.logging.RateLimitedLogs;
+import io.lmcache.server.metrics.LivenessCatalogue;
 import io.lmcache.server.metrics.PhaseTimes;
 import io.lmcache.server.metrics.RequestCatalogue;
 import io.lmcache.server.metrics.ServerMetrics;
@@ -18,9 +19,12 @@ import io.lmcache.server.protocol.RequestDecoder;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
@@ -41,12 +45,17 @@ public final class Dispatcher implements AutoCloseable {
      * lookup never holds up every other client's requests.
      */
     static final int QUICK_INLINE_MAX_PAYLOAD_BYTES = 16 * 1024;
+    /**
+     * Transfer threads left in stalled registrations at most (each replaced by a fresh one): past that a stalled registration
+     * is still answered, but its lane waits for it (a driver that strands this many calls strands the next ones too).
+     */
+    static final int MAX_ABANDONED_THREADS = 4;
 
     private final OpTable table;
     private final ReplyQueue replies;
     private final RequestMeters requests;
     private final ExecutorService normalPool;
-    private final ExecutorService transferPool;
+    private final ThreadPoolExecutor transferPool;
     private final ExecutorService backgroundPool;
     private final SpinningTaskQueue transferQueue;
     private final KeyedSerialExecutor<PeerId> transferLanes;
@@ -54,6 +63,10 @@ public final class Dispatcher implements AutoCloseable {
     /** The payload bytes of the requests in {@link #inflight}: the request loop stops reading above a bound. */
     private final AtomicLong inflightBytes = new AtomicLong();
     private final LongAdder overBudgetRequests;
+    private final LongAdder deadlineAnswers;
+    private final LongAdder abandonCapHits;
+    /** Test hook ({@code --test-hooks}): the next registration blocks before its handler until released or interrupted. */
+    private volatile CountDownLatch blockNextRegistration;
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
     private final PhaseTimes<RequestPhase> times = new PhaseTimes<>(RequestPhase.class);
@@ -76,6 +89,8 @@ public final class Dispatcher implements AutoCloseable {
         this.replies = replies;
         this.requests = new RequestMeters(metrics);
         overBudgetRequests = metrics.declare(RequestCatalogue.REQUESTS_OVER_FRAME_BUDGET);
+        deadlineAnswers = metrics.declare(LivenessCatalogue.TRANSFER_LANE_DEADLINE_ANSWERS);
+        abandonCapHits = metrics.declare(LivenessCatalogue.TRANSFER_LANE_ABANDON_CAP_HITS);
         for (Op op : Op.values()) {
             if (table.entry(op) instanceof OpEntry.Handled<?> h && h.kind() == HandlerKind.QUICK) {
                 requests.countInline(op);
@@ -84,7 +99,8 @@ public final class Dispatcher implements AutoCloseable {
         this.normalPool = NamedThreads.fixedPool("lmcache-normal", cpuWorkers);
         this.transferQueue = new SpinningTaskQueue(transferSpinNs);
         this.transferPool = NamedThreads.spinningPool("lmcache-transfer", transferWorkers, transferQueue);
-        this.transferLanes = new KeyedSerialExecutor<>(transferPool);
+        this.transferLanes = new KeyedSerialExecutor<>(transferPool, this::spareTransferThreads);
+        metrics.gauge(LivenessCatalogue.TRANSFER_THREADS_ABANDONED, transferLanes::abandonedRunning);
         this.backgroundPool = NamedThreads.fixedPool("lmcache-background", 1);
     }
 
@@ -171,7 +187,7 @@ public final class Dispatcher implements AutoCloseable {
                 }
                 case NORMAL -> runNormal(in, entry);
                 // runs on: lmcache-transfer-* (the peer's lane)
-                case AFFINITY -> transferLanes.execute(in.peer(), () -> run(in, entry));
+                case AFFINITY, REGISTRATION -> transferLanes.execute(in.peer(), new LaneRequest<>(in, entry));
                 // runs on: lmcache-background-*
                 case BACKGROUND -> backgroundPool.execute(() -> run(in, entry));
             }
@@ -219,6 +235,11 @@ public final class Dispatcher implements AutoCloseable {
     }
 
     private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry) {
+        run(in, entry, null);
+    }
+
+    /** {@code answered}: null, or claimed by whichever answers first, this run or the lane deadline ({@link #answerStalled}). */
+    private <R extends Request> void run(Inbound in, OpEntry.Handled<R> entry, AtomicBoolean answered) {
         Op op = in.op();
         long lapNs = lap(op, RequestPhase.QUEUE, in.receivedNs());
         if (timed(op)) {
@@ -238,18 +259,21 @@ public final class Dispatcher implements AutoCloseable {
             requests.badRequest(op, e);
             BAD_REQUEST_LINES.of(e.reason().label()).warn("bad {} request from peer {} ({}): {}; answering with its failure value",
                     op.wireName(), LogText.clip(in.peer()), e.reason().label(), LogText.message(e.getMessage()));
-            reply(in, entry);
+            reply(in, entry.failure().get(), entry, answered);
             return;
         } catch (RuntimeException e) {
             requests.handlerError(op);
             HANDLER_FAILURE_LINES.error("decoder failed on a {} request from peer {}; answering with its failure value", op.wireName(),
                     LogText.clip(in.peer()), e);
-            reply(in, entry);
+            reply(in, entry.failure().get(), entry, answered);
             return;
         }
         lapNs = lap(op, RequestPhase.DECODE, lapNs);
         Reply result;
         try {
+            if (entry.kind() == HandlerKind.REGISTRATION) {
+                blockIfArmed();
+            }
             result = entry.handler().handle(request, in.peer(), partials(in));
             if (result == null) {
                 throw new IllegalStateException("handler returned null");
@@ -261,8 +285,80 @@ public final class Dispatcher implements AutoCloseable {
             result = entry.failure().get();
         }
         lapNs = lap(op, RequestPhase.HANDLE, lapNs);
-        reply(in, result, entry);
+        reply(in, result, entry, answered);
         lap(op, RequestPhase.REPLY, lapNs);
+    }
+
+    /** A request on a peer's transfer lane, answered once: by its run, or by the lane deadline if it is a registration. */
+    private final class LaneRequest<R extends Request> implements Runnable {
+        private final Inbound in;
+        private final OpEntry.Handled<R> entry;
+        private final AtomicBoolean answered = new AtomicBoolean();
+
+        LaneRequest(Inbound in, OpEntry.Handled<R> entry) {
+            this.in = in;
+            this.entry = entry;
+        }
+
+        @Override
+        public void run() {
+            Dispatcher.this.run(in, entry, answered);
+        }
+    }
+
+    /**
+     * Runs on: lmcache-housekeeping ({@link LaneStallWatch}, once per stalled request). A registration still running is
+     * answered now with its failure value and its lane goes on without it on a fresh thread; what it does if it ever returns
+     * stands (a REGISTER then takes effect: the client, answered, goes on as if it had), but it is not answered again. True
+     * when it was answered here; false for a STORE or RETRIEVE, whose copy must end before its reply.
+     */
+    public boolean answerStalled(KeyedSerialExecutor.Running<PeerId> running) {
+        if (!(running.task() instanceof LaneRequest<?> request) || request.entry.kind() != HandlerKind.REGISTRATION
+                || !request.answered.compareAndSet(false, true)) {
+            return false;
+        }
+        deadlineAnswers.increment();
+        reply(request.in, request.entry.failure().get(), request.entry);
+        if (transferLanes.abandonedRunning() < MAX_ABANDONED_THREADS) {
+            transferLanes.abandon(running);
+        } else {
+            abandonCapHits.increment();
+            LOG.error("{} transfer threads are stuck in registrations already: the lane of peer {} waits for its stalled {}",
+                    MAX_ABANDONED_THREADS, LogText.clip(running.key()), request.in.op().wireName());
+        }
+        return true;
+    }
+
+    /** +1: a lane's thread was abandoned, the pool grows by one to keep its size; -1: it came back. */
+    private void spareTransferThreads(int delta) {
+        synchronized (transferPool) {
+            int threads = transferPool.getMaximumPoolSize() + delta;
+            if (delta > 0) {
+                transferPool.setMaximumPoolSize(threads);
+                transferPool.setCorePoolSize(threads);
+            } else {
+                transferPool.setCorePoolSize(threads);
+                transferPool.setMaximumPoolSize(threads);
+            }
+        }
+    }
+
+    /** Test hook ({@code --test-hooks}): the next registration's handler blocks, as a call stuck in the CUDA driver would. */
+    public void blockNextRegistration() {
+        blockNextRegistration = new CountDownLatch(1);
+    }
+
+    private void blockIfArmed() {
+        CountDownLatch block = blockNextRegistration;
+        if (block != null) {
+            blockNextRegistration = null;
+            try {
+                block.await(); // never counted down: only the pool's shutdown (an interrupt) ends it
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("test hook: the blocked registration was interrupted by the shutdown", e);
+            }
+        }
     }
 
     /**
@@ -294,6 +390,12 @@ public final class Dispatcher implements AutoCloseable {
     /** Answers with the entry's failure value (STORE/RETRIEVE: on a CUDA host, an event the worker can open). */
     private void reply(Inbound in, OpEntry.Handled<?> entry) {
         reply(in, entry.failure().get(), entry);
+    }
+
+    private void reply(Inbound in, Reply reply, OpEntry.Handled<?> entry, AtomicBoolean answered) {
+        if (answered == null || answered.compareAndSet(false, true)) {
+            reply(in, reply, entry);
+        }
     }
 
     private void reply(Inbound in, Reply reply, OpEntry.Handled<?> entry) {

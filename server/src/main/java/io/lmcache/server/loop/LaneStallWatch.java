@@ -12,15 +12,19 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.LongFunction;
+import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Says so when a request has run on a peer's transfer lane for {@link #STALL_NS}: a REGISTER's CUDA IPC opening, like a
- * close, can block in the driver, and the peer's later requests wait behind it (a REGISTER of a raw-wrapper worker was never
- * answered in one GPU test run, 2026-12-06, with no record of where it waited). Each such request is counted once
- * ({@code lmcache_mp_transfer_lane_stalls_total}) and logged, rate-limited, with its thread's stack, so the next one shows
- * where it waits. It only reports: a thread stuck in native code cannot be taken back. Runs on: lmcache-housekeeping.
+ * The transfer lanes' deadline: a request still running on a peer's lane {@link #STALL_NS} after it started. A REGISTER's
+ * CUDA IPC opening, like a close, can block in the driver, and the peer's later requests wait behind it (a REGISTER of a
+ * raw-wrapper worker was never answered in one GPU test run, 2026-12-06, with no record of where it waited). Each such
+ * request is counted once ({@code lmcache_mp_transfer_lane_stalls_total}) and logged, rate-limited, with its thread's
+ * stack, so it shows where it waits. A registration ({@link HandlerKind#REGISTRATION}) is then answered with its failure
+ * value and its lane goes on on a fresh thread ({@link Dispatcher#answerStalled}): a thread stuck in native code cannot be
+ * taken back, but the client need not wait for it. A STORE or RETRIEVE is only reported: its reply must follow its copy.
+ * Runs on: lmcache-housekeeping.
  */
 public final class LaneStallWatch implements Agent {
     /** Far beyond any request's normal time (a REGISTER opens its handles in tens of milliseconds), short of a client's patience. */
@@ -32,6 +36,8 @@ public final class LaneStallWatch implements Agent {
     private static final RateLimitedLog STALL_LINES = new RateLimitedLog(LOG, "transfer lane stalls", 10);
 
     private final LongFunction<List<KeyedSerialExecutor.Running<PeerId>>> runningSince;
+    /** Answers a stalled request if its op allows (true), freeing its lane. */
+    private final Predicate<KeyedSerialExecutor.Running<PeerId>> answer;
     private final LongAdder stalls;
     private final long stallNs;
     private final long intervalNs;
@@ -39,14 +45,15 @@ public final class LaneStallWatch implements Agent {
     private final Set<KeyedSerialExecutor.Running<PeerId>> reported = new HashSet<>();
     private long nextCheckNs = System.nanoTime();
 
-    /** Over the dispatcher's transfer lanes, with the production times. */
-    public LaneStallWatch(Dispatcher dispatcher, ServerMetrics metrics) {
-        this(dispatcher::transfersRunningSince, metrics, STALL_NS, CHECK_INTERVAL_NS);
+    /** Over the dispatcher's transfer lanes, with a deadline of {@code stallNs} ({@link #STALL_NS}; a test server's may be shorter). */
+    public LaneStallWatch(Dispatcher dispatcher, ServerMetrics metrics, long stallNs) {
+        this(dispatcher::transfersRunningSince, dispatcher::answerStalled, metrics, stallNs, CHECK_INTERVAL_NS);
     }
 
-    LaneStallWatch(LongFunction<List<KeyedSerialExecutor.Running<PeerId>>> runningSince, ServerMetrics metrics, long stallNs,
-            long intervalNs) {
+    LaneStallWatch(LongFunction<List<KeyedSerialExecutor.Running<PeerId>>> runningSince,
+            Predicate<KeyedSerialExecutor.Running<PeerId>> answer, ServerMetrics metrics, long stallNs, long intervalNs) {
         this.runningSince = runningSince;
+        this.answer = answer;
         this.stalls = metrics.declare(LivenessCatalogue.TRANSFER_LANE_STALLS);
         this.stallNs = stallNs;
         this.intervalNs = intervalNs;
@@ -66,9 +73,13 @@ public final class LaneStallWatch implements Agent {
             if (reported.add(running)) {
                 found++;
                 stalls.increment();
-                STALL_LINES.warn("a request of peer {} has run for {} s on {} and its later requests wait behind it (a call that does"
-                        + " not return, e.g. in the CUDA driver?); where it is: {}", LogText.clip(running.key()),
-                        TimeUnit.NANOSECONDS.toSeconds(nowNs - running.startedNs()), running.thread().getName(), stack(running.thread()));
+                String stack = stack(running.thread());
+                boolean answered = answer.test(running);
+                STALL_LINES.warn("a request of peer {} has run for {} s on {} (a call that does not return, e.g. in the CUDA driver?); {};"
+                        + " where it is: {}", LogText.clip(running.key()), TimeUnit.NANOSECONDS.toSeconds(nowNs - running.startedNs()),
+                        running.thread().getName(), answered ? "a registration: answered with its failure value, the peer's later"
+                        + " requests go on without it" : "its reply must follow its copy: the peer's later requests wait behind it",
+                        stack);
             }
         }
         return found;

@@ -232,7 +232,7 @@ class DashboardQueriesIT {
         }
         assertEquals(Set.of("LmcacheServerDown", "LmcacheServerAbsent", "LmcacheL1StoreAllocationFailures",
                 "LmcacheL2PrefetchAllocationFailures", "LmcacheHandlerErrors", "LmcacheL1PoolFull", "LmcacheL1PoolNotReady",
-                "LmcacheWorkersReaped", "LmcacheTransferFailures"), alerts);
+                "LmcacheWorkersReaped", "LmcacheTransferFailures", "LmcacheTransferThreadsStuck"), alerts);
     }
 
     @Test

@@ -178,6 +178,77 @@ class KeyedSerialExecutorTest {
         assertEquals(List.of(), lanes.runningSince(System.nanoTime()), "an idle lane reports nothing");
     }
 
+    @Test
+    void anAbandonedLaneGoesOnInOrderOnAFreshThreadAndItsThreadLeavesWhenItsTaskReturns() throws Exception {
+        List<Integer> spare = Collections.synchronizedList(new ArrayList<>());
+        ExecutorService single = Executors.newFixedThreadPool(2); // one for the stuck task, one for the fresh lane
+        KeyedSerialExecutor<String> lanes = new KeyedSerialExecutor<>(single, spare::add);
+        try {
+            CountDownLatch gate = new CountDownLatch(1);
+            CountDownLatch started = new CountDownLatch(1);
+            List<Integer> ran = Collections.synchronizedList(new ArrayList<>());
+            List<Thread> threads = Collections.synchronizedList(new ArrayList<>());
+            // runs on: a pool thread, until the gate opens (a call that does not return)
+            lanes.execute("peer", () -> {
+                threads.add(Thread.currentThread());
+                started.countDown();
+                awaitQuietly(gate);
+                ran.add(0);
+            });
+            CountDownLatch queuedMayEnd = new CountDownLatch(1);
+            for (int i = 1; i <= 3; i++) {
+                int sequence = i;
+                // runs on: the fresh lane's thread once the first is abandoned
+                lanes.execute("peer", () -> {
+                    threads.add(Thread.currentThread());
+                    ran.add(sequence);
+                    if (sequence == 3) {
+                        awaitQuietly(queuedMayEnd);
+                    }
+                });
+            }
+            assertTrue(started.await(BOUND.toSeconds(), TimeUnit.SECONDS));
+            KeyedSerialExecutor.Running<String> stuck = lanes.runningSince(System.nanoTime()).getFirst();
+            assertTrue(lanes.abandon(stuck));
+            assertEquals(List.of(1), spare, "the pool is told it lent a thread");
+            assertEquals(1, lanes.abandonedRunning());
+            await().atMost(BOUND).until(() -> ran.size() == 3);
+            assertEquals(List.of(1, 2, 3), ran, "the queued tasks ran in order while the first still ran");
+            assertTrue(threads.get(1) != threads.get(0), "on another thread");
+            assertTrue(lanes.runningSince(System.nanoTime()).contains(stuck), "the abandoned task is still reported while it runs");
+            assertEquals(false, lanes.abandon(stuck), "abandoned once only");
+            queuedMayEnd.countDown();
+            lanes.execute("peer", () -> ran.add(4));
+            await().atMost(BOUND).until(() -> ran.size() == 4);
+
+            gate.countDown();
+            await().atMost(BOUND).until(() -> lanes.abandonedRunning() == 0);
+            assertEquals(List.of(1, 2, 3, 4, 0), ran, "the abandoned task's late end runs nothing of the lane's");
+            assertEquals(List.of(1, -1), spare, "and gives the thread back");
+            await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+            assertEquals(List.of(), lanes.runningSince(System.nanoTime()));
+        } finally {
+            single.shutdownNow();
+        }
+    }
+
+    @Test
+    void aTaskThatEndedIsNotAbandoned() throws Exception {
+        CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch started = new CountDownLatch(1);
+        // runs on: a pool thread
+        lanes.execute("k", () -> {
+            started.countDown();
+            awaitQuietly(gate);
+        });
+        assertTrue(started.await(BOUND.toSeconds(), TimeUnit.SECONDS));
+        KeyedSerialExecutor.Running<String> running = lanes.runningSince(System.nanoTime()).getFirst();
+        gate.countDown();
+        await().atMost(BOUND).until(() -> lanes.activeLanes() == 0);
+        assertEquals(false, lanes.abandon(running));
+        assertEquals(0, lanes.abandonedRunning());
+    }
+
     private static void awaitQuietly(CountDownLatch latch) {
         try {
             latch.await();

@@ -14,15 +14,17 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
-/** The transfer lanes' stall watch: a request past its time is counted once while it runs, a new one again. */
+/** The transfer lanes' stall watch: a request past its time is counted and offered to the deadline once while it runs, a new one again. */
 class LaneStallWatchTest {
+    private static final Runnable NOTHING = () -> { };
     private final ServerMetrics metrics = new ServerMetrics();
     private final List<KeyedSerialExecutor.Running<PeerId>> running = new ArrayList<>();
     private final long[] askedSince = new long[1];
+    private final List<KeyedSerialExecutor.Running<PeerId>> answered = new ArrayList<>();
     private final LaneStallWatch watch = new LaneStallWatch(since -> {
         askedSince[0] = since;
         return running.stream().filter(task -> task.startedNs() - since <= 0).toList();
-    }, metrics, 1_000_000, 0);
+    }, answered::add, metrics, 1_000_000, 0);
 
     private long stalls() {
         return metrics.declare(LivenessCatalogue.TRANSFER_LANE_STALLS).sum();
@@ -33,19 +35,21 @@ class LaneStallWatchTest {
         assertEquals(0, watch.doWork());
         assertEquals(0, stalls(), "declared at 0");
         PeerId peer = new PeerId(new byte[] {1, 2});
-        running.add(new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() + 60_000_000_000L));
+        running.add(new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() + 60_000_000_000L, NOTHING));
         assertEquals(0, watch.doWork(), "a request younger than the stall time is not one");
-        running.set(0, new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() - 5_000_000));
+        running.set(0, new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() - 5_000_000, NOTHING));
         assertEquals(1, watch.doWork());
         assertEquals(0, watch.doWork(), "the same request, still running: not counted again");
         assertEquals(1, stalls());
         assertTrue(System.nanoTime() - askedSince[0] >= 1_000_000, "asks for the requests older than the stall time");
-        running.set(0, new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() - 5_000_000));
+        running.set(0, new KeyedSerialExecutor.Running<>(peer, Thread.currentThread(), System.nanoTime() - 5_000_000, NOTHING));
         assertEquals(1, watch.doWork(), "the lane's next stalled request");
         assertEquals(2, stalls());
         running.clear();
         assertEquals(0, watch.doWork());
         assertEquals(2, stalls());
+        assertEquals(2, answered.size(), "each stalled request is offered to the deadline's answer once");
+        assertTrue(answered.get(0) != answered.get(1));
     }
 
     @Test

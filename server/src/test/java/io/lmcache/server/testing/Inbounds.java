@@ -13,8 +13,13 @@ public final class Inbounds {
 
     /** {@code [identity, uid, op, payloads...]}: the uid and the op id as msgpack ints. */
     public static Inbound of(Op op, int uid, byte[]... payloads) {
+        return from(IDENTITY, op, uid, payloads);
+    }
+
+    /** As {@link #of}, from the peer whose ROUTER identity is {@code identity}. */
+    public static Inbound from(byte[] identity, Op op, int uid, byte[]... payloads) {
         byte[][] frames = new byte[Inbound.FIRST_PAYLOAD + payloads.length][];
-        frames[0] = IDENTITY.clone();
+        frames[0] = identity.clone();
         frames[1] = pack(p -> p.packInt(uid));
         frames[2] = pack(p -> p.packInt(op.id()));
         System.arraycopy(payloads, 0, frames, Inbound.FIRST_PAYLOAD, payloads.length);
