@@ -103,7 +103,8 @@ public final class KeyedSerialExecutor<K> {
             try {
                 pool.execute(fresh);
             } catch (RuntimeException e) {
-                // shutting down: the queued tasks are dropped with the pool's own
+                // the pool shut down: its queued tasks are dropped with the pool's own (the server's deadline runs on the
+                // housekeeping thread, which stops before the dispatcher's pools do)
                 synchronized (lanes) {
                     lanes.remove(running.key(), fresh);
                 }
