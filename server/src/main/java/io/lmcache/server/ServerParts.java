@@ -402,7 +402,7 @@ final class ServerParts {
         KvBytesRoutes kvBytes = b.require(KvBytesRoutes.class);
         ServerHttp.route(http.api(), http.prometheus(), view, metrics(b), config,
                 new ServerHttp.HookTargets(loop, b.require(ReleaseThread.class)::blockNextRelease,
-                        b.require(Dispatcher.class)::blockNextRegistration,
+                        b.find(LmcacheDrivenTransferModule.class).<Runnable>map(module -> module::blockNextRegister).orElse(null),
                         b.require(DataParts.Basis.class).testCompletions().map(delay -> (ServerHttp.CompletionDelays) delay::set).orElse(null)),
                         (api, guard) -> {
                             fleet.route(api, guard);

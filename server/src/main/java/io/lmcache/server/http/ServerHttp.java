@@ -43,8 +43,9 @@ public final class ServerHttp {
     }
 
     /**
-     * What {@code --test-hooks} breaks on purpose: the request loop, the release thread ({@code blockNextRelease}), the transfer
-     * lanes ({@code blockNextRegistration}) and the host copies' completions ({@code delayCompletions}: delay in ns, STOREs to fail).
+     * What {@code --test-hooks} breaks on purpose: the request loop, the release thread ({@code blockNextRelease}), a REGISTER
+     * ({@code blockNextRegistration}; null without the lmcache-driven transfer mode) and the host copies' completions
+     * ({@code delayCompletions}: delay in ns, STOREs to fail).
      */
     public record HookTargets(RequestLoop loop, Runnable blockNextRelease, Runnable blockNextRegistration,
             CompletionDelays delayCompletions) {}
@@ -93,8 +94,11 @@ public final class ServerHttp {
                 hooks.blockNextRelease().run();
                 return HttpApi.Response.json(200, Map.of("armed", true));
             }));
-            // runs on: lmcache-http-*; the next REGISTER, UNREGISTER or layer-wise event pool request picks the flag up
+            // runs on: lmcache-http-*; the next REGISTER picks the flag up (none without the lmcache-driven transfer mode)
             api.route("/test/block-next-registration", guard.postOnly(exchange -> {
+                if (hooks.blockNextRegistration() == null) {
+                    return HttpApi.Response.json(409, Map.of("detail", "no REGISTER to block: the lmcache_driven transfer mode is off"));
+                }
                 hooks.blockNextRegistration().run();
                 return HttpApi.Response.json(200, Map.of("armed", true));
             }));

@@ -19,7 +19,6 @@ import io.lmcache.server.protocol.RequestDecoder;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -65,8 +64,6 @@ public final class Dispatcher implements AutoCloseable {
     private final LongAdder overBudgetRequests;
     private final LongAdder deadlineAnswers;
     private final LongAdder abandonCapHits;
-    /** Test hook ({@code --test-hooks}): the next registration blocks before its handler until released or interrupted. */
-    private volatile CountDownLatch blockNextRegistration;
     /** Requests handed to the CPU pool and not finished: a QUICK request runs inline only when there are none. */
     private final AtomicInteger normalPending = new AtomicInteger();
     private final PhaseTimes<RequestPhase> times = new PhaseTimes<>(RequestPhase.class);
@@ -271,9 +268,6 @@ public final class Dispatcher implements AutoCloseable {
         lapNs = lap(op, RequestPhase.DECODE, lapNs);
         Reply result;
         try {
-            if (entry.kind() == HandlerKind.REGISTRATION) {
-                blockIfArmed();
-            }
             result = entry.handler().handle(request, in.peer(), partials(in));
             if (result == null) {
                 throw new IllegalStateException("handler returned null");
@@ -339,24 +333,6 @@ public final class Dispatcher implements AutoCloseable {
             } else {
                 transferPool.setCorePoolSize(threads);
                 transferPool.setMaximumPoolSize(threads);
-            }
-        }
-    }
-
-    /** Test hook ({@code --test-hooks}): the next registration's handler blocks, as a call stuck in the CUDA driver would. */
-    public void blockNextRegistration() {
-        blockNextRegistration = new CountDownLatch(1);
-    }
-
-    private void blockIfArmed() {
-        CountDownLatch block = blockNextRegistration;
-        if (block != null) {
-            blockNextRegistration = null;
-            try {
-                block.await(); // never counted down: only the pool's shutdown (an interrupt) ends it
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException("test hook: the blocked registration was interrupted by the shutdown", e);
             }
         }
     }

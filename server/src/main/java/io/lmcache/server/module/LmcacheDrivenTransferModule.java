@@ -54,6 +54,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -102,6 +103,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     private final RegistrationFailures failedRegistrations = new RegistrationFailures();
     /** {@code --commit-policy}: each STORE's extent for END_SESSION's window commit; null when off. */
     private final WindowCommit windowCommit;
+    /** Test hook ({@code --test-hooks}, {@link #blockNextRegister}): the next REGISTER waits on it. */
+    private volatile CountDownLatch blockNextRegister;
 
     /**
      * What this module tells the lookup side: registrations' object groups to {@code catalog}, each STORE's extent to
@@ -149,6 +152,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
 
     /** Runs on the peer's transfer lane: opening CUDA IPC handles may block in the driver. */
     public Reply register(Request.RegisterKvCache request, PeerId peer) {
+        blockIfArmed();
         long id = request.instanceId();
         InstanceContext existing = instances.traffic(id, peer);
         if (existing != null && existing.wrappers().equals(request.kvCaches()) && existing.worldSize() == request.worldSize()
@@ -193,6 +197,28 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             REGISTER_FAILED.warn("after the REGISTER of instance {}: {} (the registration stands)", id, LogText.message(e.toString()));
         }
         return Reply.NONE;
+    }
+
+    /**
+     * Test hook ({@code --test-hooks}): the next REGISTER blocks in its handler, as a call stuck in the CUDA driver would (the
+     * transfer lanes' deadline answers it). Here, not in the dispatcher: a branch there that the warm-up never takes would
+     * throw the compiled request path away at the first REGISTER.
+     */
+    public void blockNextRegister() {
+        blockNextRegister = new CountDownLatch(1);
+    }
+
+    private void blockIfArmed() {
+        CountDownLatch block = blockNextRegister;
+        if (block != null) {
+            blockNextRegister = null;
+            try {
+                block.await(); // never counted down: only the transfer pool's shutdown (an interrupt) ends it
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("test hook: the blocked REGISTER was interrupted by the shutdown", e);
+            }
+        }
     }
 
     private InstanceContext createContext(Request.RegisterKvCache request) throws LayoutException {

@@ -26,6 +26,8 @@ import org.slf4j.LoggerFactory;
 public final class Warmup implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Warmup.class);
     private static final byte[] TRANSFER_OK_TAIL = {(byte) 0xc3};
+    /** A round's requests: STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION and a worker's heartbeat PING. */
+    static final int REQUESTS_PER_ROUND = 6;
 
     /**
      * The share of the rounds (and of the budget) that go straight to the scratch dispatcher before the rest take the ZeroMQ
@@ -63,7 +65,7 @@ public final class Warmup implements AutoCloseable {
             out.put("ran", rounds > 0);
             out.put("iterations", rounds);
             out.put("iterations_requested", requested);
-            out.put("requests", 5L * rounds);
+            out.put("requests", (long) REQUESTS_PER_ROUND * rounds);
             out.put("zeromq_iterations", zeromqRounds);
             if (zeromqSkipped != null) {
                 out.put("zeromq_skipped", zeromqSkipped);
@@ -164,7 +166,7 @@ public final class Warmup implements AutoCloseable {
         }
         Result done = result.timed(System.nanoTime() - startNs, openNs);
         LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}{}",
-                done.rounds(), iterations, 5L * done.rounds(), done.zeromqRounds(),
+                done.rounds(), iterations, (long) REQUESTS_PER_ROUND * done.rounds(), done.zeromqRounds(),
                 done.zeromqSkipped() == null ? "" : ": " + done.zeromqSkipped(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()),
                 TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
                 background == null ? "" : "; the other rounds go on in the background until the first request, for "
@@ -389,6 +391,7 @@ public final class Warmup implements AutoCloseable {
                 return "a scratch RETRIEVE failed";
             }
             server.call(frames.endSession(request), deadlineNs);
+            server.call(frames.ping(), deadlineNs);
             if (server.storedObjects() > ScratchServer.MAX_CHUNKS) {
                 server.clear();
             }

@@ -60,6 +60,11 @@ final class WarmupFrames {
         return inbound(Op.QUERY_PREFETCH_STATUS, packString(requestId));
     }
 
+    /** The worker's heartbeat: PING with its instance id. Its reply, True, is the one Bool the other requests never answer. */
+    Inbound ping() {
+        return inbound(Op.PING, instance());
+    }
+
     /** END_SESSION as the newest client sends it: the request id and a nil. */
     Inbound endSession(String requestId) {
         return inbound(Op.END_SESSION, packString(requestId), new byte[] {(byte) 0xc0});

@@ -210,7 +210,7 @@ class WarmupTest {
             JsonNode warmup = status.path("jit_warmup");
             assertTrue(warmup.path("ran").asBoolean(), warmup.toString());
             assertEquals(40, warmup.path("iterations").asInt());
-            assertEquals(200, warmup.path("requests").asInt());
+            assertEquals(40 * Warmup.REQUESTS_PER_ROUND, warmup.path("requests").asInt());
             assertEquals(20, warmup.path("zeromq_iterations").asInt(), "the second half through the scratch request loop");
             assertEquals("done", warmup.path("stopped_by").asText());
             assertTrue(warmup.path("background").isMissingNode(), "all rounds done before ready: none left for the background");
