@@ -82,7 +82,7 @@
  *     WAIT_PREFETCH_STATUS, engine-driven PREPARE/COMMIT</td>
  *     <td>nothing long-lived</td><td>modules and the object store under their locks; the reply queue and its wake-up</td>
  *     <td>{@code Dispatcher.close}: executor shutdown, 5 s wait</td></tr>
- * <tr><td>{@code lmcache-transfer-N}</td><td>AFFINITY and REGISTRATION handlers, one lane per peer in order
+ * <tr><td>{@code lmcache-transfer-N}</td><td>AFFINITY handlers, one lane per peer in order
  *     ({@code loop.KeyedSerialExecutor}): REGISTER_KV_CACHE, UNREGISTER_KV_CACHE (opening CUDA IPC handles can block in the
  *     driver), STORE, RETRIEVE; host-path copy completions. A thread left in a stalled registration is abandoned and
  *     replaced (at most 4 at once); it leaves when its call returns</td>

@@ -184,7 +184,7 @@ public final class Dispatcher implements AutoCloseable {
                 }
                 case NORMAL -> runNormal(in, entry);
                 // runs on: lmcache-transfer-* (the peer's lane)
-                case AFFINITY, REGISTRATION -> transferLanes.execute(in.peer(), new LaneRequest<>(in, entry));
+                case AFFINITY -> transferLanes.execute(in.peer(), new LaneRequest<>(in, entry));
                 // runs on: lmcache-background-*
                 case BACKGROUND -> backgroundPool.execute(() -> run(in, entry));
             }
@@ -307,7 +307,7 @@ public final class Dispatcher implements AutoCloseable {
      * when it was answered here; false for a STORE or RETRIEVE, whose copy must end before its reply.
      */
     public boolean answerStalled(KeyedSerialExecutor.Running<PeerId> running) {
-        if (!(running.task() instanceof LaneRequest<?> request) || request.entry.kind() != HandlerKind.REGISTRATION
+        if (!(running.task() instanceof LaneRequest<?> request) || !request.entry.answeredAtDeadline()
                 || !request.answered.compareAndSet(false, true)) {
             return false;
         }

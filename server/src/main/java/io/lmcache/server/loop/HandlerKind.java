@@ -16,13 +16,6 @@ public enum HandlerKind {
     /** The transfer pool ({@code --max-gpu-workers}), FIFO per peer identity. */
     AFFINITY,
     /**
-     * As {@link #AFFINITY} (a worker's REGISTER stays ordered before its STOREs), for ops whose reply promises nothing the
-     * server must have done: one still running at the lane deadline ({@link LaneStallWatch}) is answered with its failure
-     * value and the peer's later requests go on without it. Opening CUDA IPC handles can block in the driver, and a worker
-     * waits 300 s for its REGISTER, then vLLM fails to start; a STORE's or RETRIEVE's copy is never answered early.
-     */
-    REGISTRATION,
-    /**
      * A thread of its own, FIFO: reads of up to a page of a log (KV-event polls, a MiB or two each), which on the CPU pool made
      * every LOOKUP queued behind them wait (issue 45, N6). A peer that floods it delays only other such reads.
      */

@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
  * CUDA IPC opening, like a close, can block in the driver, and the peer's later requests wait behind it (a REGISTER of a
  * raw-wrapper worker was never answered in one GPU test run, 2026-12-06, with no record of where it waited). Each such
  * request is counted once ({@code lmcache_mp_transfer_lane_stalls_total}) and logged, rate-limited, with its thread's
- * stack, so it shows where it waits. A registration ({@link HandlerKind#REGISTRATION}) is then answered with its failure
+ * stack, so it shows where it waits. A registration ({@link OpEntry.Handled#answeredAtDeadline}) is then answered with its failure
  * value and its lane goes on on a fresh thread ({@link Dispatcher#answerStalled}): a thread stuck in native code cannot be
  * taken back, but the client need not wait for it. A STORE or RETRIEVE is only reported: its reply must follow its copy.
  * Runs on: lmcache-housekeeping.

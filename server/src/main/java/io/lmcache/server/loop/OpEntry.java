@@ -19,9 +19,20 @@ public sealed interface OpEntry {
      * @param handler answers the request; an exception is answered with {@code failure}
      * @param failure what the waiting client gets when the request cannot be served (protocol doc §11),
      *     asked for each such request (STORE/RETRIEVE's comes from the GPU backend); never throws
+     * @param answeredAtDeadline a registration ({@link OpTable.Builder#registration}): on a peer's transfer lane, its reply
+     *     promises nothing the server must have done, so one still running at the lanes' deadline ({@link LaneStallWatch})
+     *     is answered with {@code failure} and the peer's later requests go on without it. Opening CUDA IPC handles can block
+     *     in the driver, and a worker waits 300 s for its REGISTER, then vLLM fails to start; a STORE's or RETRIEVE's reply
+     *     must follow its copy. Read only by the deadline: a branch on it in the request path, never taken by the warm-up,
+     *     would throw that path's compiled code away at the first REGISTER.
      */
     record Handled<R extends Request>(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
-            Supplier<Reply> failure) implements OpEntry {
+            Supplier<Reply> failure, boolean answeredAtDeadline) implements OpEntry {
+        /** An op that is not a registration. */
+        public Handled(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler, Supplier<Reply> failure) {
+            this(op, kind, decoder, handler, failure, false);
+        }
+
         /** The most payload frames any client version sends ({@link Op#maxPayloads}); more are counted and ignored. */
         public int maxPayloads() {
             return op.maxPayloads();

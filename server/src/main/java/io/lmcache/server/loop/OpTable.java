@@ -69,6 +69,16 @@ public final class OpTable {
                     Objects.requireNonNull(handler), Objects.requireNonNull(failure)));
         }
 
+        /**
+         * Declares a registration: its handler runs on the peer's transfer lane ({@link HandlerKind#AFFINITY}), and one still
+         * running at the lanes' deadline is answered with {@code failure} ({@link OpEntry.Handled#answeredAtDeadline}).
+         */
+        public <R extends Request> Builder registration(Op op, PayloadDecoder<R> decoder, RequestHandler<? super R> handler, Reply failure) {
+            requireDecoded(op);
+            return put(new OpEntry.Handled<>(op, HandlerKind.AFFINITY, Objects.requireNonNull(decoder), Objects.requireNonNull(handler),
+                    constant(failure), true));
+        }
+
         /** Declares an op answered with a stream of replies ({@link OpEntry.Streamed}). */
         public <R extends Request> Builder streamed(Op op, PayloadDecoder<R> decoder, StreamHandler<? super R> handler) {
             requireDecoded(op);
@@ -162,6 +172,17 @@ public final class OpTable {
             M live = module;
             RequestHandler<R> bound = live != null ? new PartialsOp<>(live, handler) : new DisabledOp<>(op, disabledMode, constant(failure));
             builder.op(op, kind, decoder, bound, failure);
+            return this;
+        }
+
+        /** A registration ({@link Builder#registration}): on the peer's transfer lane, answered at the lanes' deadline. */
+        public <R extends Request> ModuleOps<M> registration(Op op, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
+                Reply failure) {
+            M live = module;
+            RequestHandler<R> bound = live != null
+                    ? (request, peer) -> handler.handle(live, request, peer)
+                    : new DisabledOp<>(op, disabledMode, constant(failure));
+            builder.registration(op, decoder, bound, failure);
             return this;
         }
 

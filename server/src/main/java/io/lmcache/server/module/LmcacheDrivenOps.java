@@ -20,10 +20,10 @@ public final class LmcacheDrivenOps {
      */
     public static void declare(OpTable.ModuleOps<LmcacheDrivenTransferModule> ops, EventKinds events) {
         FailureReplies failures = events.failures();
-        // runs on: lmcache-transfer-* (AFFINITY, REGISTRATION: the worker's lane), every handler and failure value below; a
-        // registration still running at the lane deadline is answered with its failure value (a late return is not answered)
-        ops.op(Op.REGISTER_KV_CACHE, HandlerKind.REGISTRATION, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
-        ops.op(Op.UNREGISTER_KV_CACHE, HandlerKind.REGISTRATION, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
+        // runs on: lmcache-transfer-* (AFFINITY: the worker's lane), every handler and failure value below; a registration still
+        // running at the lanes' deadline is answered with its failure value (a late return is not answered again)
+        ops.registration(Op.REGISTER_KV_CACHE, RequestDecoder::registerKvCache, LmcacheDrivenTransferModule::register, Reply.NONE);
+        ops.registration(Op.UNREGISTER_KV_CACHE, RequestDecoder::unregisterKvCache, (m, r, peer) -> m.unregister(r), Reply.NONE);
         // every event handle is classified first and the reply's event is in the request's format (EventKinds: isolated IPC)
         ops.op(Op.STORE, HandlerKind.AFFINITY, RequestDecoder::store,
                 (m, r, peer) -> events.serve("store", r.eventHandle(), () -> m.store(r, peer)), failures::transferFailure);
@@ -31,7 +31,7 @@ public final class LmcacheDrivenOps {
                 (m, r, peer) -> events.serve("retrieve", r.eventHandle(), () -> m.retrieve(r, peer)), failures::transferFailure);
         // vLLM's layer-wise connector (--layerwise-batch; docs/sglang.md): the pool on the worker's lane (making it may block in
         // the driver), RETRIEVE_LAYERWISE's batch frames queued as its copies are enqueued, then its last frame; never left waiting
-        ops.op(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, HandlerKind.REGISTRATION, RequestDecoder::registerLayerwiseEventPool,
+        ops.registration(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, RequestDecoder::registerLayerwiseEventPool,
                 LmcacheDrivenTransferModule::registerLayerwiseEventPool, LmcacheDrivenTransferModule.LAYERWISE_OFF);
         ops.partialsOp(Op.RETRIEVE_LAYERWISE, HandlerKind.AFFINITY, RequestDecoder::retrieveLayerwise,
                 LmcacheDrivenTransferModule::retrieveLayerwise, LmcacheDrivenTransferModule.LAYERWISE_MISS);

@@ -55,7 +55,7 @@ class LaneDeadlineTest {
 
     private OpTable table() {
         OpTable.Builder b = OpTable.builder()
-                .op(Op.UNREGISTER_KV_CACHE, HandlerKind.REGISTRATION, RequestDecoder::unregisterKvCache, this::handle, Reply.FALSE)
+                .registration(Op.UNREGISTER_KV_CACHE, RequestDecoder::unregisterKvCache, this::handle, Reply.FALSE)
                 .op(Op.END_SESSION, HandlerKind.AFFINITY, RequestDecoder::endSession, this::handle, Reply.FALSE);
         Set<Op> declared = EnumSet.of(Op.UNREGISTER_KV_CACHE, Op.END_SESSION);
         b.unsupported("not under test", EnumSet.complementOf(EnumSet.copyOf(declared)).toArray(Op[]::new));

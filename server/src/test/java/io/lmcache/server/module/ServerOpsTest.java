@@ -56,8 +56,8 @@ class ServerOpsTest {
      * the host-only backend's: on a CUDA host it carries the GPU's complete event instead (TransferFailureEventsTest).
      */
     private static final List<Fact> OLD_FACTS = List.of(
-            served(Op.REGISTER_KV_CACHE, HandlerKind.REGISTRATION, 7, ""),
-            served(Op.UNREGISTER_KV_CACHE, HandlerKind.REGISTRATION, 1, ""),
+            served(Op.REGISTER_KV_CACHE, HandlerKind.AFFINITY, 7, ""),
+            served(Op.UNREGISTER_KV_CACHE, HandlerKind.AFFINITY, 1, ""),
             unsupported(Op.REGISTER_Q_CACHE),
             unsupported(Op.UNREGISTER_Q_CACHE),
             unsupported(Op.STORE_Q),
@@ -91,7 +91,7 @@ class ServerOpsTest {
             unsupported(Op.CB_PROTOCOL_HANDSHAKE),
             served(Op.POLL_KV_EVENTS, HandlerKind.BACKGROUND, 3, POLL_FAILED_HEX),
             streamed(Op.SUBSCRIBE_KV_EVENTS),
-            served(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, HandlerKind.REGISTRATION, 1, "920090"),
+            served(Op.REGISTER_LAYERWISE_IPC_EVENT_POOL, HandlerKind.AFFINITY, 1, "920090"),
             served(Op.RETRIEVE_LAYERWISE, HandlerKind.AFFINITY, 5, "93c400c3c2"));
 
     private record Fact(Op op, boolean served, HandlerKind kind, int maxPayloads, String failureHex) {}
@@ -122,6 +122,19 @@ class ServerOpsTest {
     static KvEventModule kvEvents() {
         KvEventRecorder recorder = new KvEventRecorder(new KvEventLog(8, CHUNK_SIZE, 7), false);
         return new KvEventModule(recorder, new KvEventStreams(recorder.log(), new ReplyQueue(), System::nanoTime, () -> { }));
+    }
+
+    @Test
+    void onlyTheRegistrationsAreAnsweredAtTheLanesDeadline() {
+        Set<Op> answered = EnumSet.noneOf(Op.class);
+        for (Op op : Op.values()) {
+            if (table.entry(op) instanceof OpEntry.Handled<?> handled && handled.answeredAtDeadline()) {
+                answered.add(op);
+                assertEquals(HandlerKind.AFFINITY, handled.kind(), op + " runs on the worker's lane");
+            }
+        }
+        assertEquals(EnumSet.of(Op.REGISTER_KV_CACHE, Op.UNREGISTER_KV_CACHE, Op.REGISTER_LAYERWISE_IPC_EVENT_POOL), answered,
+                "a STORE's or RETRIEVE's reply must follow its copy: never answered early");
     }
 
     @Test
