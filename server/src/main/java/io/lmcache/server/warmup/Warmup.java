@@ -41,7 +41,7 @@ public final class Warmup implements AutoCloseable {
     /**
      * What ran, for {@code /status} ({@code jit_warmup}) and the start-up log.
      *
-     * @param rounds rounds done (each: STORE, LOOKUP, QUERY_PREFETCH_STATUS, RETRIEVE, END_SESSION)
+     * @param rounds rounds done (each: {@link #REQUESTS_PER_ROUND} requests)
      * @param requested rounds asked for ({@code --warmup-iterations}; 0: off)
      * @param elapsedNs wall time of the warm-up, the scratch server's opening and closing included
      * @param stoppedBy "done", "budget" (the time budget ran out first), "off", "small host: N cores" (skipped), or why it
