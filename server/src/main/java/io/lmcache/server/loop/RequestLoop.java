@@ -558,10 +558,16 @@ public final class RequestLoop implements AutoCloseable {
         }
     }
 
-    /** Stops at once, without draining (tests that simulate a wedged loop). */
+    /**
+     * Stops at once, without draining, woken so it need not wait out its receive: tests that simulate a wedged loop, and the
+     * warm-up's scratch loop, which has no client left waiting when it stops. A drain there took branches a loop in service
+     * never takes (not accepting) and threw away the compiled loop code the server's own loop was about to run
+     * ({@code -Xlog:deoptimization}: bench/results/vm-2026-12-06-first-connection-traps/).
+     */
     public void halt() throws InterruptedException {
         running = false;
         if (thread != null) {
+            wake();
             terminated.await(5, TimeUnit.SECONDS);
         }
     }

@@ -63,8 +63,6 @@ final class ScratchServer implements AutoCloseable {
     private static final String SEGMENT_PREFIX = "lmcache_warmup_";
     /** The host warm-up's largest round (4 chunks) stored and then retrieved into other blocks. */
     static final int MAX_CHUNKS = 4;
-    /** How long closing waits for the scratch request loop to stop. */
-    private static final long CLOSE_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(2);
     /** The DEALER's first round trip; a socket that gets no reply by then is replaced, at most {@link #PROBE_SOCKETS} in all. */
     private static final long PROBE_TIMEOUT_NS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final int PROBE_SOCKETS = 3;
@@ -293,7 +291,7 @@ final class ScratchServer implements AutoCloseable {
         }
         if (loop != null) {
             try {
-                loop.shutdown(CLOSE_TIMEOUT_NS);
+                loop.halt(); // its client, closed above, waits for nothing: no drain (RequestLoop.halt says why)
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
