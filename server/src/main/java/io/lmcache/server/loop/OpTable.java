@@ -64,9 +64,7 @@ public final class OpTable {
         /** Declares an op this server serves, whose failure value is made for each failure (it must never throw). */
         public <R extends Request> Builder op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
                 Supplier<Reply> failure) {
-            requireDecoded(op);
-            return put(new OpEntry.Handled<>(op, Objects.requireNonNull(kind), Objects.requireNonNull(decoder),
-                    Objects.requireNonNull(handler), Objects.requireNonNull(failure)));
+            return handled(op, kind, decoder, handler, failure, false);
         }
 
         /**
@@ -74,9 +72,14 @@ public final class OpTable {
          * running at the lanes' deadline is answered with {@code failure} ({@link OpEntry.Handled#answeredAtDeadline}).
          */
         public <R extends Request> Builder registration(Op op, PayloadDecoder<R> decoder, RequestHandler<? super R> handler, Reply failure) {
+            return handled(op, HandlerKind.AFFINITY, decoder, handler, constant(failure), true);
+        }
+
+        private <R extends Request> Builder handled(Op op, HandlerKind kind, PayloadDecoder<R> decoder, RequestHandler<? super R> handler,
+                Supplier<Reply> failure, boolean answeredAtDeadline) {
             requireDecoded(op);
-            return put(new OpEntry.Handled<>(op, HandlerKind.AFFINITY, Objects.requireNonNull(decoder), Objects.requireNonNull(handler),
-                    constant(failure), true));
+            return put(new OpEntry.Handled<>(op, Objects.requireNonNull(kind), Objects.requireNonNull(decoder),
+                    Objects.requireNonNull(handler), Objects.requireNonNull(failure), answeredAtDeadline));
         }
 
         /** Declares an op answered with a stream of replies ({@link OpEntry.Streamed}). */
@@ -178,23 +181,21 @@ public final class OpTable {
         /** A registration ({@link Builder#registration}): on the peer's transfer lane, answered at the lanes' deadline. */
         public <R extends Request> ModuleOps<M> registration(Op op, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
                 Reply failure) {
-            M live = module;
-            RequestHandler<R> bound = live != null
-                    ? (request, peer) -> handler.handle(live, request, peer)
-                    : new DisabledOp<>(op, disabledMode, constant(failure));
-            builder.registration(op, decoder, bound, failure);
+            builder.registration(op, decoder, bind(op, handler, constant(failure)), failure);
             return this;
         }
 
         /** An op whose failure value is made for each failure (STORE/RETRIEVE: the GPU backend's event); it must never throw. */
         public <R extends Request> ModuleOps<M> op(Op op, HandlerKind kind, PayloadDecoder<R> decoder, ModuleHandler<M, ? super R> handler,
                 Supplier<Reply> failure) {
-            M live = module;
-            RequestHandler<R> bound = live != null
-                    ? (request, peer) -> handler.handle(live, request, peer)
-                    : new DisabledOp<>(op, disabledMode, failure);
-            builder.op(op, kind, decoder, bound, failure);
+            builder.op(op, kind, decoder, bind(op, handler, failure), failure);
             return this;
+        }
+
+        /** {@code handler} on the live module, or, when the module is disabled, its failure value and a warning. */
+        private <R extends Request> RequestHandler<R> bind(Op op, ModuleHandler<M, ? super R> handler, Supplier<Reply> failure) {
+            M live = module;
+            return live != null ? (request, peer) -> handler.handle(live, request, peer) : new DisabledOp<>(op, disabledMode, failure);
         }
     }
 
