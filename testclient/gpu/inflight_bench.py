@@ -414,10 +414,14 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
     first = 0 if count_first else 1
     before = phases_before = gpu_before = subs_before = None  # set at the first counted round
+    reused_before = hashes_before = lookups = 0
     for rep in range(repeats + first):
         if rep == first:  # the first round warms the JIT and the driver: counted from the second on (unless count_first)
             before = latency_totals(server)
             phases_before = submit_cpu(server)
+            status = server.status()
+            reused_before = status.get("token_ids_reused", 0)
+            hashes_before = status.get("chunk_hashes_reused", 0)
             gpu_before = {op: server.gpu_copy(op) for op in ("store", "retrieve")}
             subs_before = subscribers.pool.stats() if subscribers and subscribers.pool else None
         for count in (counts if rep % 2 == 0 else counts[::-1]):
@@ -434,6 +438,8 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
             deadline = time.time() + 5
             while lookup(tokens, len(tokens), f"{rid}-l{time.time()}") != chunks:  # QUERY counts chunks
                 assert time.time() < deadline, "the stored chunks never became visible to LOOKUP"
+                lookups += rep >= first
+            lookups += (rep >= first) * (1 + lookup_first)
             r = one(w, "retrieve", tokens, dst, rid)
             if rep >= first:
                 for op, t in (("store", s), ("retrieve", r)):
@@ -451,6 +457,13 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         subscribers.set(0, None)
     after = latency_totals(server)
     phases_after = submit_cpu(server)
+    # token ids copied from a recently decoded key (the decoder's memo) over the counted rounds, per id sent: every key but
+    # each round's first LOOKUP (lookup_first) or STORE (without) can be copied, so 1.0 is all of them
+    status = server.status()
+    reused = status.get("token_ids_reused", 0) - reused_before
+    hashes_reused = status.get("chunk_hashes_reused", 0) - hashes_before
+    keys_sent = (lookups + 2 * repeats * len(counts)) * chunks * chunk
+    first_keys = repeats * len(counts) * chunks * chunk
     # each op's raw baseline of its own bytes (STORE: device to host, RETRIEVE: host to device), measured once when equal
     if nbytes["store"] == nbytes["retrieve"]:
         raw = raw_copy_gbps(nbytes["store"])
@@ -463,6 +476,9 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
            "lookup_first": lookup_first, "keep_objects": keep_objects,
            "request_bytes": nbytes["store"], "store_bytes": nbytes["store"], "retrieve_bytes": nbytes["retrieve"],
            "fresh_server_first_requests": repeats if count_first else None,
+           "token_ids_reused": reused / (keys_sent - first_keys) if keys_sent > first_keys else None,
+           # chunk hashes copied from a remembered chain per chunk of the counted STOREs and RETRIEVEs (LOOKUPs reuse too)
+           "chunk_hashes_reused_per_transfer_chunk": hashes_reused / (2 * chunks * repeats * len(counts)),
            "raw_d2h_gbps": raw["d2h"], "raw_h2d_gbps": raw["h2d"],
            **{k: v for k, v in raw.items() if k.startswith("wall_")}}
     base = counts[0]

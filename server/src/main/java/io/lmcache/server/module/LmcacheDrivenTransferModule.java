@@ -489,30 +489,30 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             failures.fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
             return context.copyPath().failure(Direction.FROM_POOL);
         }
-        StoredObject[] pinned = ChunkObjects.pinAll(store, request.key(), plan);
-        if (pinned == null) {
-            failures.fail("retrieve", "not_found", null);
-            metrics.declare(L1Catalogue.READ_FAILURE_CHUNKS, "l1_retrieve", "not_found", metrics.label("model_name", context.modelName()))
-                    .add(plan.range().count());
-            return context.copyPath().failure(Direction.FROM_POOL);
-        }
+        // each chunk's objects are pinned as its pieces go out: the GPU copies the first chunks meanwhile
+        ChunkObjects.Pinning pinning = new ChunkObjects.Pinning(store, request.key(), plan);
         long startNs = times.lap(false, HandlerPhase.OBJECTS, plannedNs);
         TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
                 request.key().workerId(), request.key().cacheSalt());
         CopyPath.Copied copied = context.copyPath().copy(Direction.FROM_POOL,
-                sink -> GroupPieces.emit(plan, pinned, skipTokens, chunkSize, sink), request.eventHandle(), lease,
+                sink -> GroupPieces.emitPinning(plan, pinning, skipTokens, chunkSize, sink), request.eventHandle(), lease,
                 (ok, bytes, error, finishedNs) -> {
-                    // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path)
-                    ChunkObjects.unpinAll(store, pinned, ok);
-                    meter.finished(ok, bytes, plan.range().count());
+                    // runs on: this lmcache-transfer-* thread (host path) or lmcache-cuda-events (CUDA path), after the emission
+                    ChunkObjects.unpinAll(store, pinning.objects(), ok);
+                    meter.finished(ok && pinning.allFound(), bytes, plan.range().count());
                     if (!ok) {
                         failures.fail("retrieve", "copy_failed", "RETRIEVE for instance " + request.instanceId() + " " + error);
                     }
                 });
+        if (!pinning.allFound()) {
+            failures.fail("retrieve", "not_found", null);
+            metrics.declare(L1Catalogue.READ_FAILURE_CHUNKS, "l1_retrieve", "not_found", metrics.label("model_name", context.modelName()))
+                    .add(plan.range().count());
+        }
         enqueueFailed("retrieve", request.instanceId(), copied);
         times.lap(false, HandlerPhase.COPY, startNs);
         times.done(false);
-        return new Reply.Transfer(copied.eventHandle(), copied.accepted());
+        return new Reply.Transfer(copied.eventHandle(), copied.accepted() && pinning.allFound());
     }
 
     /** Tells the copy path a transfer starts, and how long its first piece is (the first kernel group's first chunk). */

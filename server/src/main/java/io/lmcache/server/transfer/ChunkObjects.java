@@ -91,8 +91,41 @@ public final class ChunkObjects {
      * lock's TTL): LMCache's client may send this RETRIEVE the moment it has that reply, and the read must see the write.
      */
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
-        StoredObject[] pinned = new StoredObject[plan.objectCount()];
+        Pinning pinning = new Pinning(store, key, plan);
         for (int j = 0; j < plan.range().count(); j++) {
+            if (!pinning.pin(j)) {
+                unpinAll(store, pinning.objects(), false);
+                return null;
+            }
+        }
+        return pinning.objects();
+    }
+
+    /**
+     * A RETRIEVE's objects, pinned chunk by chunk while its pieces are emitted ({@link GroupPieces#emitPinning}), so that the
+     * store's lookups of the later chunks overlap the copies of those before them instead of preceding the first copy (128
+     * pins took ~46 µs of a Qwen-like 64-chunk RETRIEVE before it on the H100, bench/RESULTS.md#gpu-hybrid-models). Stops at
+     * the first chunk with an object missing: the RETRIEVE then answers false, so the worker recomputes those tokens and
+     * overwrites what was copied before. Pins as {@link #pinAll} does (a chunk still being written is waited for). Written by
+     * the emitting thread only; read once the copy has been submitted (or by its completion, which the copy path runs after
+     * the emission).
+     */
+    public static final class Pinning {
+        private final ObjectStore store;
+        private final CacheKey key;
+        private final TransferPlan plan;
+        private final StoredObject[] objects;
+        private boolean allFound = true;
+
+        public Pinning(ObjectStore store, CacheKey key, TransferPlan plan) {
+            this.store = store;
+            this.key = key;
+            this.plan = plan;
+            this.objects = new StoredObject[plan.objectCount()];
+        }
+
+        /** Pins the range's {@code j}-th chunk's objects; false when one is missing (those before it in the chunk stay pinned). */
+        boolean pin(int j) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
                 if (!part.moves(j)) {
@@ -101,13 +134,23 @@ public final class ChunkObjects {
                 StoredObject object = store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.objectBytes(),
                         part.format(), Long.MAX_VALUE);
                 if (object == null) {
-                    unpinAll(store, pinned, false);
-                    return null;
+                    allFound = false;
+                    return false;
                 }
-                pinned[plan.objectIndex(j, g)] = object;
+                objects[plan.objectIndex(j, g)] = object;
             }
+            return true;
         }
-        return pinned;
+
+        /** The pinned objects so far (null where a group does not move a chunk or a chunk was not reached), indexed as the plan's. */
+        public StoredObject[] objects() {
+            return objects;
+        }
+
+        /** Whether every chunk's objects were found and pinned. */
+        public boolean allFound() {
+            return allFound;
+        }
     }
 
     public static void abortAll(ObjectStore store, StoredObject[] reserved) {

@@ -32,6 +32,19 @@ public final class GroupPieces {
     }
 
     /**
+     * A RETRIEVE's pieces, each chunk's objects pinned just before its pieces go out: the copy engine copies the first chunks
+     * while the later ones are looked up. Ends before the first chunk with an object missing (nothing of it is copied).
+     */
+    public static void emitPinning(TransferPlan plan, ChunkObjects.Pinning pinning, int skipTokens, int chunkSize, PieceSink sink) {
+        for (int j = 0; j < plan.range().count(); j++) {
+            if (!pinning.pin(j)) {
+                return;
+            }
+            emitChunk(plan, pinning.objects(), j, skipTokens, chunkSize, sink);
+        }
+    }
+
+    /**
      * A layer-wise RETRIEVE's pieces of layer batch {@code batch}: those layers of every chunk and object group, so the batch's
      * event covers exactly them (LMCache's layer-major loop, {@code lmcache_driven_transfer_layerwise.py@1565d9a3}).
      */

@@ -152,7 +152,32 @@ class L1TierIT {
             int[] target = JavaWorker.range(48, 32);
             assertTrue(worker.retrieve(tokens, 0, 2 * CHUNK, target, 0, "back"));
             assertArrayEquals(worker.read(JavaWorker.range(0, 32)), worker.read(target), "their bytes come back");
-            assertFalse(worker.retrieve(tokens, 0, 3 * CHUNK, target, 0, "all"), "the third chunk was not stored");
+            // a RETRIEVE pins each chunk as its pieces go out: the first two are copied before the third is found missing, and
+            // the reply is false with every pin given back
+            double notFound = Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "retrieve", "reason", "not_found");
+            int[] three = JavaWorker.range(48, 48);
+            worker.fill(three, 6);
+            byte[] untouched = worker.read(JavaWorker.range(80, 16));
+            assertFalse(worker.retrieve(tokens, 0, 3 * CHUNK, three, 0, "all"), "the third chunk was not stored");
+            assertEquals(notFound + 1, Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "retrieve", "reason", "not_found"));
+            assertEquals(0, storageLong(server, "pinned_count"), "no pin outlives the failed RETRIEVE");
+            assertArrayEquals(worker.read(JavaWorker.range(0, 32)), worker.read(JavaWorker.range(48, 32)),
+                    "the chunks before the missing one were copied as they were pinned");
+            assertArrayEquals(untouched, worker.read(JavaWorker.range(80, 16)), "the missing chunk's blocks are not written");
+            // a prefix whose first chunk is missing copies nothing
+            int[] first = JavaWorker.range(48, 16);
+            byte[] before = worker.read(first);
+            assertFalse(worker.retrieve(JavaWorker.tokens(78, CHUNK), 0, CHUNK, first, 0, "never-stored"));
+            assertArrayEquals(before, worker.read(first));
+            assertEquals(notFound + 2, Http.metric(server, "lmcache_mp_transfer_failures_total", "op", "retrieve", "reason", "not_found"));
+        }
+    }
+
+    private static long storageLong(ServerProcess server, String field) {
+        try {
+            return JSON.readTree(Http.get(server.httpBase() + "/status").body()).get("storage_manager").get("l1_manager").get(field).asLong();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
