@@ -42,46 +42,21 @@ public final class ChunkObjects {
      * chunk without room: a later one could never be a prefix hit. Written by the emitting thread only; read once the copy
      * has been submitted (or by its completion, which the copy path runs after the emission).
      */
-    public static final class Reserving {
-        private final ObjectStore store;
-        private final CacheKey key;
-        private final TransferPlan plan;
-        private final StoredObject[] objects;
-        private boolean allFit = true;
-
+    public static final class Reserving extends ByChunk {
         public Reserving(ObjectStore store, CacheKey key, TransferPlan plan) {
-            this.store = store;
-            this.key = key;
-            this.plan = plan;
-            this.objects = new StoredObject[plan.objectCount()];
+            super(store, key, plan);
         }
 
-        /** Reserves the range's {@code j}-th chunk's objects; false when one had no room (those before it in the chunk stay). */
-        boolean reserve(int j) {
-            for (int g = 0; g < plan.parts().size(); g++) {
-                TransferPlan.GroupPart part = plan.parts().get(g);
-                if (!part.moves(j)) {
-                    continue;
-                }
-                StoredObject object = ChunkObjects.reserve(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(),
-                        part.format());
-                if (object == ObjectStore.NO_MEMORY) {
-                    allFit = false;
-                    return false;
-                }
-                objects[plan.objectIndex(j, g)] = object == ObjectStore.EXISTS ? null : object;
-            }
-            return true;
-        }
-
-        /** The reserved objects so far (null where a chunk is stored already or was not reached), indexed as the plan's. */
-        public StoredObject[] objects() {
-            return objects;
+        @Override
+        StoredObject takeOne(int j, TransferPlan.GroupPart part) {
+            StoredObject object = ChunkObjects.reserve(store, key, plan.hashes(), plan.chunk(j), part.objectGroup(), part.objectBytes(),
+                    part.format());
+            return object == ObjectStore.NO_MEMORY ? null : object;
         }
 
         /** Whether every chunk reached found room. */
         public boolean allFit() {
-            return allFit;
+            return complete;
         }
     }
 
@@ -93,7 +68,7 @@ public final class ChunkObjects {
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
         Pinning pinning = new Pinning(store, key, plan);
         for (int j = 0; j < plan.range().count(); j++) {
-            if (!pinning.pin(j)) {
+            if (!pinning.take(j)) {
                 unpinAll(store, pinning.objects(), false);
                 return null;
             }
@@ -110,46 +85,67 @@ public final class ChunkObjects {
      * the emitting thread only; read once the copy has been submitted (or by its completion, which the copy path runs after
      * the emission).
      */
-    public static final class Pinning {
-        private final ObjectStore store;
-        private final CacheKey key;
-        private final TransferPlan plan;
-        private final StoredObject[] objects;
-        private boolean allFound = true;
-
+    public static final class Pinning extends ByChunk {
         public Pinning(ObjectStore store, CacheKey key, TransferPlan plan) {
+            super(store, key, plan);
+        }
+
+        @Override
+        StoredObject takeOne(int j, TransferPlan.GroupPart part) {
+            return store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.objectBytes(), part.format(),
+                    Long.MAX_VALUE);
+        }
+
+        /** Whether every chunk's objects were found and pinned. */
+        public boolean allFound() {
+            return complete;
+        }
+    }
+
+    /**
+     * A transfer's objects taken chunk by chunk as its pieces are emitted ({@link Reserving}, {@link Pinning}): indexed as the
+     * plan's, null where a group does not move a chunk, where the chunk is stored already (a reservation) or was not reached.
+     */
+    public abstract static sealed class ByChunk permits Reserving, Pinning {
+        final ObjectStore store;
+        final CacheKey key;
+        final TransferPlan plan;
+        private final StoredObject[] objects;
+        boolean complete = true;
+
+        ByChunk(ObjectStore store, CacheKey key, TransferPlan plan) {
             this.store = store;
             this.key = key;
             this.plan = plan;
             this.objects = new StoredObject[plan.objectCount()];
         }
 
-        /** Pins the range's {@code j}-th chunk's objects; false when one is missing (those before it in the chunk stay pinned). */
-        boolean pin(int j) {
+        /**
+         * Takes (reserves, pins) the range's {@code j}-th chunk's objects, group by group; false at the first that could not be
+         * taken (no room, missing), those before it in the chunk kept.
+         */
+        final boolean take(int j) {
             for (int g = 0; g < plan.parts().size(); g++) {
                 TransferPlan.GroupPart part = plan.parts().get(g);
                 if (!part.moves(j)) {
                     continue;
                 }
-                StoredObject object = store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.objectBytes(),
-                        part.format(), Long.MAX_VALUE);
+                StoredObject object = takeOne(j, part);
                 if (object == null) {
-                    allFound = false;
+                    complete = false;
                     return false;
                 }
-                objects[plan.objectIndex(j, g)] = object;
+                objects[plan.objectIndex(j, g)] = object == ObjectStore.EXISTS ? null : object;
             }
             return true;
         }
 
-        /** The pinned objects so far (null where a group does not move a chunk or a chunk was not reached), indexed as the plan's. */
+        /** One (chunk, group) object: the object, {@link ObjectStore#EXISTS} (nothing to write) or null (the chunk stops). */
+        abstract StoredObject takeOne(int j, TransferPlan.GroupPart part);
+
+        /** The objects taken so far. */
         public StoredObject[] objects() {
             return objects;
-        }
-
-        /** Whether every chunk's objects were found and pinned. */
-        public boolean allFound() {
-            return allFound;
         }
     }
 

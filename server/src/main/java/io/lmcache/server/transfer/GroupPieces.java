@@ -23,7 +23,7 @@ public final class GroupPieces {
      */
     public static void emitReserving(TransferPlan plan, ChunkObjects.Reserving reserving, int chunkSize, PieceSink sink) {
         for (int j = 0; j < plan.range().count(); j++) {
-            boolean fit = reserving.reserve(j);
+            boolean fit = reserving.take(j);
             emitChunk(plan, reserving.objects(), j, 0, chunkSize, sink);
             if (!fit) {
                 return;
@@ -37,7 +37,7 @@ public final class GroupPieces {
      */
     public static void emitPinning(TransferPlan plan, ChunkObjects.Pinning pinning, int skipTokens, int chunkSize, PieceSink sink) {
         for (int j = 0; j < plan.range().count(); j++) {
-            if (!pinning.pin(j)) {
+            if (!pinning.take(j)) {
                 return;
             }
             emitChunk(plan, pinning.objects(), j, skipTokens, chunkSize, sink);
