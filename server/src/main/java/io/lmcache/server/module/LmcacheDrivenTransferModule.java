@@ -489,8 +489,9 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             failures.fail("retrieve", "bad_skip", "RETRIEVE with skip_first_n_tokens " + request.skipFirstNTokens());
             return context.copyPath().failure(Direction.FROM_POOL);
         }
-        // each chunk's objects are pinned as its pieces go out: the GPU copies the first chunks meanwhile
-        ChunkObjects.Pinning pinning = new ChunkObjects.Pinning(store, request.key(), plan);
+        // each chunk's objects are pinned as its pieces go out (the GPU copies the first chunks meanwhile), or all first while
+        // a write is in flight that a pin may have to wait for
+        ChunkObjects.Pinning pinning = ChunkObjects.Pinning.forRetrieve(store, request.key(), plan);
         long startNs = times.lap(false, HandlerPhase.OBJECTS, plannedNs);
         TransferMetrics.InFlight meter = metrics.transfers().retrieve(context.copyPath().device(), context.instanceId(), context.modelName(),
                 request.key().workerId(), request.key().cacheSalt());

@@ -326,6 +326,19 @@ public final class ObjectStore {
         }
     }
 
+    /**
+     * Whether any object is being written (a STORE's copy, an L2 load, an engine's fill): while none is, no {@link #pinReady}
+     * can have a write to wait for that began before this call.
+     */
+    public boolean writesInFlight() {
+        lock.lock();
+        try {
+            return deadlines.writeLockedCount() > 0;
+        } finally {
+            unlock();
+        }
+    }
+
     /** {@link #pinReady} without waiting for a write in flight. */
     public StoredObject pinReady(ChunkKey key, long bytes, int format) {
         return pinReady(key, bytes, format, 0);

@@ -66,7 +66,7 @@ public final class ChunkObjects {
      * lock's TTL): LMCache's client may send this RETRIEVE the moment it has that reply, and the read must see the write.
      */
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
-        Pinning pinning = new Pinning(store, key, plan);
+        Pinning pinning = new Pinning(store, key, plan, Long.MAX_VALUE);
         for (int j = 0; j < plan.range().count(); j++) {
             if (!pinning.take(j)) {
                 unpinAll(store, pinning.objects(), false);
@@ -81,19 +81,49 @@ public final class ChunkObjects {
      * store's lookups of the later chunks overlap the copies of those before them instead of preceding the first copy (128
      * pins took ~46 µs of a Qwen-like 64-chunk RETRIEVE before it on the H100, bench/RESULTS.md#gpu-hybrid-models). Stops at
      * the first chunk with an object missing: the RETRIEVE then answers false, so the worker recomputes those tokens and
-     * overwrites what was copied before. Pins as {@link #pinAll} does (a chunk still being written is waited for). Written by
-     * the emitting thread only; read once the copy has been submitted (or by its completion, which the copy path runs after
-     * the emission).
+     * overwrites what was copied before. Written by the emitting thread only; read once the copy has been submitted (or by its
+     * completion, which the copy path runs after the emission).
      */
     public static final class Pinning extends ByChunk {
-        public Pinning(ObjectStore store, CacheKey key, TransferPlan plan) {
+        private final long fillWaitNs;
+        private int ahead;
+
+        private Pinning(ObjectStore store, CacheKey key, TransferPlan plan, long fillWaitNs) {
             super(store, key, plan);
+            this.fillWaitNs = fillWaitNs;
+        }
+
+        /**
+         * A RETRIEVE's pins. The emission runs inside the copy call, which on a GPU holds the device's retrieve lane, so a pin
+         * there never waits for a write in flight (a write may last until its TTL: every RETRIEVE of the GPU would wait behind
+         * it). With no write in flight now, none it should wait for can begin later: a STORE answered before this RETRIEVE came
+         * has ended its writes, and a chunk another writer reserves from here on is one this request may miss. Otherwise every
+         * chunk is pinned now, outside the lane, waiting for its write as {@link #pinAll} does (a RETRIEVE sent the moment a
+         * STORE's reply came must see that STORE's chunks).
+         */
+        public static Pinning forRetrieve(ObjectStore store, CacheKey key, TransferPlan plan) {
+            if (!store.writesInFlight()) {
+                return new Pinning(store, key, plan, 0);
+            }
+            Pinning now = new Pinning(store, key, plan, Long.MAX_VALUE);
+            while (now.ahead < plan.range().count() && now.take(now.ahead)) {
+                now.ahead++;
+            }
+            return now;
+        }
+
+        /** The range's {@code j}-th chunk's objects, pinned now unless they were ahead; false when one is missing. */
+        boolean pin(int j) {
+            if (j < ahead) {
+                return true;
+            }
+            return complete && take(j);
         }
 
         @Override
         StoredObject takeOne(int j, TransferPlan.GroupPart part) {
             return store.pinReady(chunkKey(key, plan.hashes(), plan.chunk(j), part.objectGroup()), part.objectBytes(), part.format(),
-                    Long.MAX_VALUE);
+                    fillWaitNs);
         }
 
         /** Whether every chunk's objects were found and pinned. */

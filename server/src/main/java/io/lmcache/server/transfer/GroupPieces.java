@@ -37,7 +37,7 @@ public final class GroupPieces {
      */
     public static void emitPinning(TransferPlan plan, ChunkObjects.Pinning pinning, int skipTokens, int chunkSize, PieceSink sink) {
         for (int j = 0; j < plan.range().count(); j++) {
-            if (!pinning.take(j)) {
+            if (!pinning.pin(j)) {
                 return;
             }
             emitChunk(plan, pinning.objects(), j, skipTokens, chunkSize, sink);

@@ -8,6 +8,7 @@ package io.lmcache.server.transfer;
  * overlap the rest's hashing): its PLAN holds no hashing but what the memo gave, its COPY the hashing and reservations, and
  * its OBJECTS what follows the call (the rest of the chain after a chunk without room, the window commit's note). A per-chunk
  * RETRIEVE pins each chunk's objects inside its copy call in the same way ({@link GroupPieces#emitPinning}): its OBJECTS is
- * empty and its COPY holds the pins (a layer-wise RETRIEVE still pins them all first).
+ * empty and its COPY holds the pins; while a write is in flight, and in layer-wise mode, its OBJECTS holds them all, pinned
+ * first.
  */
 public enum HandlerPhase { PLAN, OBJECTS, COPY }
