@@ -95,9 +95,10 @@ def latency_totals(server):
 
 def submit_cpu(server):
     """The server's per-phase seconds of its handlers (/status transfer_handler_cpu: plan, objects, copy) and of the
-    GPU submits within the copy (cuda.submit_cpu: open, enqueue, export), per op."""
+    GPU submits within the copy (cuda.submit_cpu: open, enqueue, export), per op; under "memo", the decoder's and the hash
+    chain's reuse counters (token_ids_reused, chunk_hashes_reused), from the same /status read."""
     status = server.status()
-    phases = {}
+    phases = {"memo": {k: status.get(k, 0) for k in ("token_ids_reused", "chunk_hashes_reused")}}
     for op in ("store", "retrieve"):
         handler = status.get("transfer_handler_cpu", {}).get(op, {})
         submit = status.get("cuda", {}).get("submit_cpu", {}).get(op, {})
@@ -414,14 +415,11 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     handler = {c: {op: [0.0, 0.0] for op in ("store", "retrieve")} for c in counts}
     first = 0 if count_first else 1
     before = phases_before = gpu_before = subs_before = None  # set at the first counted round
-    reused_before = hashes_before = lookups = 0
+    lookups = 0
     for rep in range(repeats + first):
         if rep == first:  # the first round warms the JIT and the driver: counted from the second on (unless count_first)
             before = latency_totals(server)
             phases_before = submit_cpu(server)
-            status = server.status()
-            reused_before = status.get("token_ids_reused", 0)
-            hashes_before = status.get("chunk_hashes_reused", 0)
             gpu_before = {op: server.gpu_copy(op) for op in ("store", "retrieve")}
             subs_before = subscribers.pool.stats() if subscribers and subscribers.pool else None
         for count in (counts if rep % 2 == 0 else counts[::-1]):
@@ -459,9 +457,7 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     phases_after = submit_cpu(server)
     # token ids copied from a recently decoded key (the decoder's memo) over the counted rounds, per id sent: every key but
     # each round's first LOOKUP (lookup_first) or STORE (without) can be copied, so 1.0 is all of them
-    status = server.status()
-    reused = status.get("token_ids_reused", 0) - reused_before
-    hashes_reused = status.get("chunk_hashes_reused", 0) - hashes_before
+    reused, hashes_reused = (phases_after["memo"][k] - phases_before["memo"][k] for k in ("token_ids_reused", "chunk_hashes_reused"))
     keys_sent = (lookups + 2 * repeats * len(counts)) * chunks * chunk
     first_keys = repeats * len(counts) * chunks * chunk
     # each op's raw baseline of its own bytes (STORE: device to host, RETRIEVE: host to device), measured once when equal

@@ -66,12 +66,10 @@ public final class ChunkObjects {
      * lock's TTL): LMCache's client may send this RETRIEVE the moment it has that reply, and the read must see the write.
      */
     public static StoredObject[] pinAll(ObjectStore store, CacheKey key, TransferPlan plan) {
-        Pinning pinning = new Pinning(store, key, plan, Long.MAX_VALUE);
-        for (int j = 0; j < plan.range().count(); j++) {
-            if (!pinning.take(j)) {
-                unpinAll(store, pinning.objects(), false);
-                return null;
-            }
+        Pinning pinning = Pinning.ahead(store, key, plan);
+        if (!pinning.allFound()) {
+            unpinAll(store, pinning.objects(), false);
+            return null;
         }
         return pinning.objects();
     }
@@ -102,9 +100,11 @@ public final class ChunkObjects {
          * STORE's reply came must see that STORE's chunks).
          */
         public static Pinning forRetrieve(ObjectStore store, CacheKey key, TransferPlan plan) {
-            if (!store.writesInFlight()) {
-                return new Pinning(store, key, plan, 0);
-            }
+            return store.writesInFlight() ? ahead(store, key, plan) : new Pinning(store, key, plan, 0);
+        }
+
+        /** Every chunk pinned now, each write in flight waited for, up to the first chunk with an object missing. */
+        private static Pinning ahead(ObjectStore store, CacheKey key, TransferPlan plan) {
             Pinning now = new Pinning(store, key, plan, Long.MAX_VALUE);
             while (now.ahead < plan.range().count() && now.take(now.ahead)) {
                 now.ahead++;
