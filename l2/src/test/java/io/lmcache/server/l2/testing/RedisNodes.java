@@ -28,6 +28,8 @@ public final class RedisNodes implements AutoCloseable {
     private static final String SERVER = "redis-server";
     private static final long START_TIMEOUT_MS = 15_000;
 
+    /** How many times {@link #startAll} starts a node again on another port when its port was taken meanwhile. */
+    private static final int BIND_RETRIES = 3;
     /** Every port {@link #freePort} has returned in this JVM (a few per test class). */
     private static final Set<Integer> ISSUED_PORTS = ConcurrentHashMap.newKeySet();
 
@@ -82,9 +84,25 @@ public final class RedisNodes implements AutoCloseable {
         return nodes;
     }
 
+    /**
+     * Starts every node on its new port. A port found free when chosen can be taken before its node binds it (another test's
+     * outgoing connection landed on a cluster bus port, port + 10000, once in CI): such a node is started again on another
+     * port, at most {@link #BIND_RETRIES} times. Only here, before any node's port is known to a client or a cluster.
+     */
     private void startAll() {
         for (int i = 0; i < ports.length; i++) {
-            start(i);
+            for (int attempt = 0; ; attempt++) {
+                try {
+                    start(i);
+                    break;
+                } catch (IllegalStateException e) {
+                    if (attempt >= BIND_RETRIES || !String.valueOf(e.getMessage()).contains("Address already in use")) {
+                        throw e;
+                    }
+                    processes[i].destroyForcibly();
+                    ports[i] = freePort();
+                }
+            }
         }
     }
 
