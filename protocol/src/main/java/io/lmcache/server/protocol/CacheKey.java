@@ -8,6 +8,8 @@ package io.lmcache.server.protocol;
  * {@code request_configs} entries (of which only the load controls are kept: {@link RequestConfigs}) are not part of it.
  *
  * @param workerId the kv rank, or {@link #NO_WORKER} (msgpack nil) for a scheduler LOOKUP
+ * @param tokenIds read-only: the decoder hands every request of the same token ids one array ({@link IntArrayMemo}), and the
+ *     chunk-hash memo keeps it by reference; nothing writes it
  * @param numKvReaders how many workers will RETRIEVE each object; 0 = an older client without the field
  */
 public record CacheKey(

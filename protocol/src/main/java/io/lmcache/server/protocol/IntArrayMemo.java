@@ -14,9 +14,15 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Direct-mapped and lock-free: {@link #SLOTS} slots indexed by a fingerprint of the array's first {@link #KEY_BYTES} bytes
  * (so a longer array of the same prefix meets its shorter self); a newer array replaces the slot's. Each entry keeps its own
- * copy of the bytes and values (nothing a request holds is aliased) and, every {@link #STRIDE} elements, the byte offset
- * where the element starts, so a partial match reuses every whole stride before the first differing byte. At most {@link
- * #MAX_VALUES} values an entry: at most ~9.5 MiB in all. Arrays shorter than {@link #MIN_VALUES} are not memoized.
+ * copy of the bytes and, every {@link #STRIDE} elements, the byte offset where the element starts, so a partial match reuses
+ * every whole stride before the first differing byte. At most {@link #MAX_VALUES} values an entry: at most ~9.5 MiB in all.
+ * Arrays shorter than {@link #MIN_VALUES} are not memoized.
+ *
+ * <p><b>Shared, read-only arrays.</b> An array remembered whole is the array the request that decoded it got, and a later
+ * frame of exactly the same array gets that same instance ({@link #whole}): no allocation, no copy, and a later memo of the
+ * same tokens (the chunk-hash memo) recognizes it by identity instead of comparing 139 KiB again. So every array this memo
+ * hands out is read-only: nothing may write a decoded key's token ids ({@code CacheKey#tokenIds}). {@link #shares} tells
+ * whether an array is one of them.
  */
 public final class IntArrayMemo {
     static final int SLOTS = 16;
@@ -33,12 +39,43 @@ public final class IntArrayMemo {
         static final Reused NONE = new Reused(0, 0);
     }
 
+    /** A remembered array whose bytes a frame repeats exactly: the array itself (shared, read-only) and the bytes it takes. */
+    record Whole(int[] values, int bytes) {}
+
     private final AtomicReferenceArray<Entry> slots = new AtomicReferenceArray<>(SLOTS);
     private final LongAdder reusedValues = new LongAdder();
 
     /** Whether an array of {@code count} elements is worth memoizing. */
     static boolean applies(int count) {
         return count >= MIN_VALUES;
+    }
+
+    /**
+     * The remembered array itself when the frame's array of {@code count} elements from {@code frame[start]} is exactly one
+     * (the same count, the same bytes); null otherwise. The array is shared with every request that decoded the same bytes.
+     */
+    Whole whole(byte[] frame, int start, int end, int count) {
+        if (end - start < KEY_BYTES) {
+            return null;
+        }
+        Entry entry = slots.get(slot(frame, start));
+        if (entry == null || entry.values.length != count || entry.encoded.length > end - start
+                || !Arrays.equals(frame, start, start + entry.encoded.length, entry.encoded, 0, entry.encoded.length)) {
+            return null;
+        }
+        reusedValues.add(count);
+        return new Whole(entry.values, entry.encoded.length);
+    }
+
+    /** Whether {@code values} is an array this memo holds (and so may have handed to several requests): read-only. */
+    public boolean shares(int[] values) {
+        for (int i = 0; i < SLOTS; i++) {
+            Entry entry = slots.get(i);
+            if (entry != null && entry.values == values) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -80,7 +117,8 @@ public final class IntArrayMemo {
 
     /**
      * Remembers an array decoded from {@code frame[start, end)}: {@code values} and {@code offsets} as filled by the reader (at
-     * most {@link #MAX_VALUES} of them kept), unless it is what the slot holds already.
+     * most {@link #MAX_VALUES} of them kept), unless it is what the slot holds already. {@code values} itself is kept when it
+     * is kept whole, so the request that decoded it shares it with later ones: the caller hands it out read-only.
      */
     void remember(byte[] frame, int start, int end, int[] values, int[] offsets) {
         int kept = Math.min(values.length, MAX_VALUES);
@@ -91,7 +129,7 @@ public final class IntArrayMemo {
                 && Arrays.equals(old.encoded, 0, bytes, frame, start, start + bytes)) {
             return;
         }
-        slots.set(slot, new Entry(Arrays.copyOfRange(frame, start, start + bytes), Arrays.copyOf(values, kept),
+        slots.set(slot, new Entry(Arrays.copyOfRange(frame, start, start + bytes), kept == values.length ? values : Arrays.copyOf(values, kept),
                 Arrays.copyOf(offsets, kept / STRIDE + 1)));
     }
 

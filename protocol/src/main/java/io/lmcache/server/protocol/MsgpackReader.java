@@ -268,30 +268,41 @@ public final class MsgpackReader {
     }
 
     /**
-     * As {@link #readIntArray(String)}, for arrays that repeat across requests (a key's token ids): the leading elements whose
-     * bytes a recent array of {@code memo} shares are copied from it, the rest decoded, and the array remembered.
+     * As {@link #readIntArray(String)}, for arrays that repeat across requests (a key's token ids): an array whose bytes
+     * {@code memo} remembers whole is that remembered array (shared and read-only, {@link IntArrayMemo}); otherwise the leading
+     * elements whose bytes a recent array shares are copied from it, the rest decoded, and the array remembered.
      */
     public int[] readIntArray(WireField field, IntArrayMemo memo) throws ProtocolException {
         String what = field.wireName();
         int count = readArrayHeader(field);
-        int[] values = new int[count];
         if (!IntArrayMemo.applies(count)) {
+            int[] values = new int[count];
             readInts(what, values, 0, null, position());
             return values;
         }
-        int[] offsets = new int[count / IntArrayMemo.STRIDE + 1];
         int start = position();
-        IntArrayMemo.Reused reused = memo.reuse(frame, start, frameLength, count, values, offsets);
-        try {
-            skipBytes(reused.bytes());
-        } catch (IOException e) {
-            throw malformed(what, e);
+        IntArrayMemo.Whole whole = memo.whole(frame, start, frameLength, count);
+        if (whole != null) {
+            skip(what, whole.bytes());
+            return whole.values();
         }
+        int[] values = new int[count];
+        int[] offsets = new int[count / IntArrayMemo.STRIDE + 1];
+        IntArrayMemo.Reused reused = memo.reuse(frame, start, frameLength, count, values, offsets);
+        skip(what, reused.bytes());
         readInts(what, values, reused.elements(), offsets, start);
         if (reused.elements() < count) {
             memo.remember(frame, start, position(), values, offsets);
         }
         return values;
+    }
+
+    private void skip(String what, int bytes) throws ProtocolException {
+        try {
+            skipBytes(bytes);
+        } catch (IOException e) {
+            throw malformed(what, e);
+        }
     }
 
     /**
@@ -319,11 +330,7 @@ public final class MsgpackReader {
             values[i++] = (int) value;
             at += size;
         }
-        try {
-            skipBytes(at - start);
-        } catch (IOException e) {
-            throw malformed(what, e);
-        }
+        skip(what, at - start);
         for (; i < count; i++) {
             if (offsets != null && (i & (IntArrayMemo.STRIDE - 1)) == 0) {
                 offsets[i / IntArrayMemo.STRIDE] = position() - arrayStart;

@@ -43,6 +43,14 @@ public final class RequestDecoder {
         return TOKEN_IDS.reusedValues();
     }
 
+    /**
+     * Whether {@code tokenIds} is an array the decoder hands to every request of the same token ids (read-only, {@link
+     * IntArrayMemo}): a memo of the same tokens may keep it by reference and know it again by identity.
+     */
+    public static boolean sharesTokenIds(int[] tokenIds) {
+        return TOKEN_IDS.shares(tokenIds);
+    }
+
     /** The {@link WireField}s the last request decoded with a payload read, one bit per ordinal (the generated limits test). */
     long fieldsRead() {
         return payloads.fieldsRead();

@@ -2,7 +2,11 @@ package io.lmcache.server.protocol;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.util.Arrays;
@@ -42,12 +46,23 @@ class IntArrayMemoTest {
     }
 
     @Test
-    void theSameArrayAgainIsCopiedWhole() throws Exception {
+    void theSameArrayAgainIsTheFirstRequestsArrayShared() throws Exception {
         int[] prompt = tokens(1, 4_000);
-        assertArrayEquals(prompt, viaMemo(frame(prompt)));
+        int[] first = viaMemo(frame(prompt));
+        assertArrayEquals(prompt, first);
         assertEquals(0, memo.reusedValues());
-        assertArrayEquals(prompt, viaMemo(frame(prompt)));
+        assertTrue(memo.shares(first), "a whole array is remembered as the request got it");
+        int[] again = viaMemo(frame(prompt));
+        assertSame(first, again, "the same bytes again: the same read-only instance, no allocation and no copy");
         assertEquals(4_000, memo.reusedValues());
+        // a longer array of the same prefix is its own array, copied in part and then remembered in the slot's place
+        int[] longer = Arrays.copyOf(prompt, 4_100);
+        int[] third = viaMemo(frame(longer));
+        assertNotSame(first, third);
+        assertArrayEquals(longer, third);
+        assertFalse(memo.shares(first), "replaced in its slot: no longer handed out");
+        assertTrue(memo.shares(third));
+        assertFalse(memo.shares(prompt.clone()), "an equal array that is not the memo's own");
     }
 
     @Test

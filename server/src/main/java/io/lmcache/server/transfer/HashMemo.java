@@ -1,5 +1,6 @@
 package io.lmcache.server.transfer;
 
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.storage.ChunkHash;
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -14,19 +15,18 @@ import java.util.concurrent.atomic.LongAdder;
  * Qwen-like RETRIEVE's ~560 µs plan on the H200, bench/RESULTS.md#gpu-hybrid-models); comparing and copying the same tokens costs a few µs.
  *
  * <p>Direct-mapped and lock-free: {@link #SLOTS} slots indexed by a fingerprint of the first chunk's tokens; a newer chain
- * replaces the slot's. Each entry holds its own copy of the tokens it covers (a request's array is never aliased, so no
- * later write to it can make an entry lie) and at most {@link #MAX_TOKENS} of them: at most ~17 MiB in all.
+ * replaces the slot's. Each entry covers at most {@link #MAX_TOKENS} tokens (at most ~17 MiB in all) and holds its own copy
+ * of them, so no later write to a request's array can make it lie, unless the array is one the decoder shares between the
+ * requests of the same token ids ({@link RequestDecoder#sharesTokenIds}), read-only by that contract: then the entry keeps
+ * it by reference and a later request holding the same array matches by identity, without comparing its tokens (a
+ * Qwen-like prompt's 139 KiB, twice per request: once to reuse, once to remember).
  */
 final class HashMemo {
     static final int SLOTS = 64;
     static final int MAX_TOKENS = 1 << 16;
 
-    /** One chain: the tokens of its {@code chunks} whole chunks and their hashes, for one chain instance and chunk size. */
-    private record Entry(Object chain, int chunkSize, int[] tokens, byte[] hashes) {
-        int chunks() {
-            return tokens.length / chunkSize;
-        }
-    }
+    /** One chain: {@code tokens} (at least its {@code chunks} whole chunks) and their hashes, for one chain instance and chunk size. */
+    private record Entry(Object chain, int chunkSize, int[] tokens, int chunks, byte[] hashes) {}
 
     private final AtomicReferenceArray<Entry> slots = new AtomicReferenceArray<>(SLOTS);
     private final LongAdder reusedChunks = new LongAdder();
@@ -41,12 +41,10 @@ final class HashMemo {
             return fromChunk;
         }
         Entry entry = slots.get(slot(tokens, chunkSize));
-        if (entry == null || entry.chain != chain || entry.chunkSize != chunkSize || entry.chunks() <= fromChunk) {
+        if (entry == null || entry.chain != chain || entry.chunkSize != chunkSize || entry.chunks <= fromChunk) {
             return fromChunk;
         }
-        int limit = Math.min(toChunk, entry.chunks()) * chunkSize;
-        int differ = Arrays.mismatch(entry.tokens, 0, limit, tokens, 0, limit);
-        int common = (differ < 0 ? limit : differ) / chunkSize;
+        int common = commonChunks(entry, tokens, Math.min(toChunk, entry.chunks));
         if (common <= fromChunk) {
             return fromChunk;
         }
@@ -63,11 +61,21 @@ final class HashMemo {
         }
         int slot = slot(tokens, chunkSize);
         Entry old = slots.get(slot);
-        if (old != null && old.chain == chain && old.chunkSize == chunkSize && old.chunks() >= kept
-                && Arrays.equals(old.tokens, 0, kept * chunkSize, tokens, 0, kept * chunkSize)) {
+        if (old != null && old.chain == chain && old.chunkSize == chunkSize && old.chunks >= kept && commonChunks(old, tokens, kept) == kept) {
             return; // it knows this chain as far already: no copy
         }
-        slots.set(slot, new Entry(chain, chunkSize, Arrays.copyOf(tokens, kept * chunkSize), Arrays.copyOf(hashes, ChunkHash.BYTES * kept)));
+        int[] own = RequestDecoder.sharesTokenIds(tokens) ? tokens : Arrays.copyOf(tokens, kept * chunkSize);
+        slots.set(slot, new Entry(chain, chunkSize, own, kept, Arrays.copyOf(hashes, ChunkHash.BYTES * kept)));
+    }
+
+    /** How many of the first {@code chunks} chunks of {@code entry} {@code tokens} has the same: all of them for the entry's own array. */
+    private static int commonChunks(Entry entry, int[] tokens, int chunks) {
+        if (entry.tokens == tokens) {
+            return chunks;
+        }
+        int limit = chunks * entry.chunkSize;
+        int differ = Arrays.mismatch(entry.tokens, 0, limit, tokens, 0, limit);
+        return (differ < 0 ? limit : differ) / entry.chunkSize;
     }
 
     /** Chunk hashes taken from the memo instead of computed, since start. */

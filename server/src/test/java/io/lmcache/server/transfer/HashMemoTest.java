@@ -2,15 +2,19 @@ package io.lmcache.server.transfer;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.lmcache.server.protocol.CacheKey;
 import io.lmcache.server.protocol.RequestConfigs;
+import io.lmcache.server.protocol.RequestDecoder;
 import io.lmcache.server.protocol.TokenHashChain;
 import io.lmcache.server.storage.ChunkHash;
 import java.util.Arrays;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
 
 /** The memo gives exactly the hashes the chain computes, and only for the whole leading chunks whose tokens agree. */
 class HashMemoTest {
@@ -111,6 +115,47 @@ class HashMemoTest {
         TokenHashChain.blake3().hashChunks(prompt, chunkSize, 0, chunks, hashes);
         memo.remember(CHAIN, prompt, chunkSize, chunks, hashes);
         assertEquals(HashMemo.MAX_TOKENS / chunkSize, memo.reuse(CHAIN, prompt, chunkSize, 0, chunks, new byte[ChunkHash.BYTES * chunks]));
+    }
+
+    /** A scheduler LOOKUP's key of {@code tokens} as LMCache's client frames it, through the server's decoder. */
+    private static int[] decodedTokenIds(int[] tokens) throws Exception {
+        try (MessageBufferPacker packer = MessagePack.newDefaultBufferPacker()) {
+            packer.packMapHeader(4);
+            packer.packString("model_name").packString("memo-model");
+            packer.packString("world_size").packInt(1);
+            packer.packString("worker_id").packNil();
+            packer.packString("token_ids").packArrayHeader(tokens.length);
+            for (int token : tokens) {
+                packer.packInt(token);
+            }
+            byte[] key = packer.toByteArray();
+            return new RequestDecoder().lookup(new byte[][] {key, {1}}, 0, 2).key().tokenIds();
+        }
+    }
+
+    @Test
+    void anArrayTheDecoderSharesIsKeptByReferenceAndMatchedByIdentity() throws Exception {
+        HashMemo memo = new HashMemo();
+        int[] prompt = tokens(9, 32 * CHUNK);
+        int[] shared = decodedTokenIds(prompt);
+        assertTrue(RequestDecoder.sharesTokenIds(shared), "a long key's token ids are the decoder's shared array");
+        assertSame(shared, decodedTokenIds(prompt), "every request of the same tokens holds that one array");
+        memo.remember(CHAIN, shared, CHUNK, 32, direct(prompt, 32));
+        int[] reused = new int[1];
+        assertArrayEquals(direct(prompt, 32), viaMemo(memo, shared, 32, reused));
+        assertEquals(32, reused[0]);
+        // white box, against the read-only contract on purpose: a write to the shared array after it was remembered shows
+        // the entry holds that array (not a copy) and matches it by identity (not by comparing its tokens)
+        shared[20 * CHUNK] ^= 1;
+        assertEquals(32, memo.reuse(CHAIN, shared, CHUNK, 0, 32, new byte[ChunkHash.BYTES * 32]), "identity: no comparison");
+        assertEquals(20, memo.reuse(CHAIN, prompt, CHUNK, 0, 32, new byte[ChunkHash.BYTES * 32]), "compared with the entry's array");
+        // an array the decoder does not share is copied: a later write to it leaves the entry as it was
+        int[] own = tokens(10, 8 * CHUNK);
+        int[] before = own.clone();
+        memo.remember(CHAIN, own, CHUNK, 8, direct(before, 8));
+        own[3 * CHUNK] ^= 1;
+        assertEquals(8, memo.reuse(CHAIN, before, CHUNK, 0, 8, new byte[ChunkHash.BYTES * 8]));
+        assertEquals(3, memo.reuse(CHAIN, own, CHUNK, 0, 8, new byte[ChunkHash.BYTES * 8]));
     }
 
     @Test
