@@ -21,6 +21,14 @@ BUSY_CYCLES = 2_000_000
 RETRIEVE_BUSY_CYCLES = 10 * BUSY_CYCLES
 
 
+def busy_cycles(chunks):
+    """The busy kernel before a STORE of `chunks`: it must outlast the server's emission of the STORE's pieces (its reply
+    comes after the last one, ~1 ms at 64 chunks on an H100 host just booted), or the copy ends before the LOOKUP that
+    follows the reply arrives and the test meets no write in flight (0 of 1 000 at 64 chunks on 2026-12-06; 1–996 before,
+    host by host). ~1 ms up to 16 chunks, ~4 ms at 64."""
+    return BUSY_CYCLES * max(1, chunks // 16)
+
+
 def store_no_wait(g, w, tokens, start, end, blocks, request, busy, cycles=BUSY_CYCLES):
     """STORE as the adapter sends it: the worker's event recorded after queued work; returns (server event, ok)."""
     if busy:
@@ -40,7 +48,8 @@ def lookups_right_after_stores(g, server, chunks, repeats):
     misses, pending_handles = [], []
     for i in range(repeats):
         tokens = [rng.randrange(150000) for _ in range(chunks * g.CHUNK)]
-        handle, ok = store_no_wait(g, w, tokens, 0, chunks * g.CHUNK, blocks, f"v{chunks}-{i}", busy=(i % 2 == 0))
+        handle, ok = store_no_wait(g, w, tokens, 0, chunks * g.CHUNK, blocks, f"v{chunks}-{i}", busy=(i % 2 == 0),
+                                   cycles=busy_cycles(chunks))
         hits = scheduler.lookup(tokens, chunks * g.CHUNK, f"v{chunks}-{i}-next") if ok else None
         scheduler.client.call("end_session", f"v{chunks}-{i}-next", None)  # the request ends: its read locks go
         if not ok or hits != chunks:
