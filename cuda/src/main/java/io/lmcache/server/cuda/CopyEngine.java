@@ -88,6 +88,22 @@ public final class CopyEngine implements AutoCloseable {
     private final LongAdder[] gpuNanos = {new LongAdder(), new LongAdder()};
     private final LongAdder[] copiedBytes = {new LongAdder(), new LongAdder()};
     private final SubmitTimes submitTimes = new SubmitTimes();
+    /** Workers' events opened on the poller's thread while their handlers plan ({@link #warm}). */
+    private final OpenedAhead<CUevent> openedAhead = new OpenedAhead<>(new OpenedAhead.Driver<>() {
+        @Override
+        public CUevent open(byte[] handle) {
+            device.makeCurrent();
+            CUevent event = new CUevent();
+            Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(handle)), "cuIpcOpenEventHandle(worker event, ahead)");
+            return event;
+        }
+
+        @Override
+        public void destroy(CUevent event) {
+            device.makeCurrent();
+            JCudaDriver.cuEventDestroy(event);
+        }
+    }, System::nanoTime);
 
     CopyEngine(CudaDevice device, EventPoller poller, PinnedPool pool, Tuning tuning) {
         this.device = device;
@@ -144,14 +160,31 @@ public final class CopyEngine implements AutoCloseable {
      * poller's thread, not made here. With transfers in flight the lane's kernels keep the context. Any thread; takes
      * no lane lock.
      */
-    public void warm(Direction direction, long firstPieceBytes) {
+    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
+        openAhead(lane, clientEvent);
         boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= lane.headMinPieceBytes;
         if (!tuning.warmContext() || headStarts || lane.inFlight.get() > 0) {
             return;
         }
         if (lane.warmPosted.compareAndSet(false, true)) {
             poller.runSoon(() -> launchWarm(lane, direction));
+        }
+    }
+
+    /**
+     * Posts the open of the worker's event to the poller's thread when the lane is idle (a request alone in flight waits for
+     * the open; behind other transfers it is hidden anyway), so it overlaps the handler's planning ({@link OpenedAhead}).
+     * Only a CUDA event's 64 non-zero bytes: an isolated-IPC request's semaphore payload and a CPU stub's zeros open nothing.
+     */
+    private void openAhead(Lane lane, byte[] clientEvent) {
+        if (!tuning.openEventAhead() || lane.inFlight.get() > 0 || clientEvent.length != EventHandle.CUDA_EVENT_BYTES
+                || Transfer.isZero(clientEvent)) {
+            return;
+        }
+        Runnable open = openedAhead.post(clientEvent);
+        if (open != null) {
+            poller.runSoon(open);
         }
     }
 
@@ -216,7 +249,7 @@ public final class CopyEngine implements AutoCloseable {
         long startNs = System.nanoTime();
         boolean counted = memory == pool;
         boolean timeline = clientEvent.length == EventHandle.TIMELINE_BYTES; // classified (and refused when malformed) by the handler
-        Transfer transfer = new Transfer(direction, lane, tensors, memory, kernels, clientEvent, timer());
+        Transfer transfer = new Transfer(direction, lane, tensors, memory, kernels, new WorkerEvent(clientEvent, openedAhead), timer());
         String error = null;
         boolean nothingToStore = false;
         try {
@@ -273,7 +306,7 @@ public final class CopyEngine implements AutoCloseable {
             submitTimes.add(direction, SubmitTimes.Phase.ENQUEUE, enqueuedNs - startNs - transfer.openNs);
             submitTimes.add(direction, SubmitTimes.Phase.EXPORT, System.nanoTime() - enqueuedNs);
             submitTimes.add(direction, SubmitTimes.Phase.FIRST_COPY, (transfer.firstCopyNs == 0 ? enqueuedNs : transfer.firstCopyNs) - startNs);
-            submitTimes.submitted(direction, transfer.headBytesCopied);
+            submitTimes.submitted(direction, transfer.headBytesCopied, transfer.openedAhead);
         }
         return new Submitted(handle, accepted, error);
     }
@@ -390,6 +423,7 @@ public final class CopyEngine implements AutoCloseable {
         }
         JCudaDriver.cuStreamSynchronize(warmStream);
         JCudaDriver.cuStreamDestroy(warmStream);
+        openedAhead.close();
         synchronized (idleTimers) {
             for (CUevent[] pair : idleTimers) {
                 JCudaDriver.cuEventDestroy(pair[0]);

@@ -24,12 +24,15 @@ final class SubmitTimes {
     private final LongAdder[] headBytes = new LongAdder[Direction.values().length];
     /** Empty kernels launched ahead of a transfer on an idle lane (see {@code CopyEngine.warm}). */
     private final LongAdder[] warmLaunches = new LongAdder[Direction.values().length];
+    /** Transfers whose worker event the poller had opened while the handler planned ({@link OpenedAhead}). */
+    private final LongAdder[] openedAhead = new LongAdder[Direction.values().length];
 
     SubmitTimes() {
         for (int d = 0; d < submits.length; d++) {
             submits[d] = new LongAdder();
             headBytes[d] = new LongAdder();
             warmLaunches[d] = new LongAdder();
+            openedAhead[d] = new LongAdder();
             for (int p = 0; p < Phase.values().length; p++) {
                 nanos[d][p] = new LongAdder();
             }
@@ -40,27 +43,35 @@ final class SubmitTimes {
         nanos[direction.ordinal()][phase.ordinal()].add(elapsedNs);
     }
 
-    void submitted(Direction direction, long dmaHeadBytes) {
+    void submitted(Direction direction, long dmaHeadBytes, boolean eventOpenedAhead) {
         submits[direction.ordinal()].increment();
         headBytes[direction.ordinal()].add(dmaHeadBytes);
+        if (eventOpenedAhead) {
+            openedAhead[direction.ordinal()].increment();
+        }
     }
 
     void warmed(Direction direction) {
         warmLaunches[direction.ordinal()].increment();
     }
 
-    /** Per direction: submits, the seconds of each phase, and the bytes the batched-copy head moved and the warm-up launches, summed. */
+    /**
+     * Per direction: submits, the seconds of each phase, and the bytes the batched-copy head moved, the warm-up launches and
+     * the worker events opened ahead, summed.
+     */
     static Map<String, Object> status(Iterable<SubmitTimes> engines) {
         Map<String, Object> out = new LinkedHashMap<>();
         for (Direction direction : Direction.values()) {
             long count = 0;
             long head = 0;
             long warms = 0;
+            long ahead = 0;
             long[] phaseNanos = new long[Phase.values().length];
             for (SubmitTimes times : engines) {
                 count += times.submits[direction.ordinal()].sum();
                 head += times.headBytes[direction.ordinal()].sum();
                 warms += times.warmLaunches[direction.ordinal()].sum();
+                ahead += times.openedAhead[direction.ordinal()].sum();
                 for (Phase phase : Phase.values()) {
                     phaseNanos[phase.ordinal()] += times.nanos[direction.ordinal()][phase.ordinal()].sum();
                 }
@@ -72,6 +83,7 @@ final class SubmitTimes {
             }
             entry.put("dma_head_bytes", head);
             entry.put("warm_launches", warms);
+            entry.put("events_opened_ahead", ahead);
             out.put(direction == Direction.TO_POOL ? "store" : "retrieve", entry);
         }
         return out;

@@ -31,7 +31,11 @@ final class Transfer implements PieceStream.Target {
     private final CUfunction kernel;
     /** {@link HeadTranspose#KERNEL}; null when the loaded PTX lacks it (then no layout emits head-major pieces). */
     private final CUfunction transposing;
+    /** Where the worker's event may wait, opened while the handler planned ({@link CopyEngine#warm}). */
+    private final OpenedAhead<CUevent> ahead;
     CUevent opened;
+    /** Whether {@link #opened} was opened ahead (counted in /status). */
+    boolean openedAhead;
     boolean started;
     long openNs;
     long firstCopyNs;
@@ -40,8 +44,9 @@ final class Transfer implements PieceStream.Target {
     /** What the head moved (for /status: whether runs of consecutive blocks took the batched copies). */
     long headBytesCopied;
 
-    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PoolMemory pool, CUfunction[] kernels, byte[] clientEvent,
+    Transfer(Direction direction, Lane lane, DeviceTensors tensors, PoolMemory pool, CUfunction[] kernels, WorkerEvent workerEvent,
             CUevent[] timer) {
+        this.ahead = workerEvent.ahead();
         this.direction = direction;
         this.pool = pool;
         this.kernel = kernels[0];
@@ -49,7 +54,7 @@ final class Transfer implements PieceStream.Target {
         this.lane = lane;
         this.tensors = tensors;
         this.bases = tensors.storageAddresses();
-        this.clientEvent = clientEvent;
+        this.clientEvent = workerEvent.handle();
         this.timer = timer;
     }
 
@@ -63,8 +68,13 @@ final class Transfer implements PieceStream.Target {
             // isolated IPC: the worker's slot must reach its sequence before either stream touches its blocks
             tensors.device().semaphores().await(timeline, lane.kernelStream, lane.dmaStream);
         } else if (!isZero(clientEvent)) {
-            CUevent event = new CUevent();
-            Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
+            CUevent event = ahead.take(clientEvent);
+            if (event == null) {
+                event = new CUevent();
+                Cu.check(JCudaDriver.cuIpcOpenEventHandle(event, Cu.eventHandle(clientEvent)), "cuIpcOpenEventHandle(worker event)");
+            } else {
+                openedAhead = true;
+            }
             opened = event; // from here on the poller destroys it with the transfer's event
             if (!completeAlready(opened)) {
                 Cu.check(JCudaDriver.cuStreamWaitEvent(lane.kernelStream, opened, 0), "cuStreamWaitEvent(worker event)");
@@ -236,7 +246,7 @@ final class Transfer implements PieceStream.Target {
         Cu.check(JCudaDriver.cuEventRecord(lane.fences[slot], lane.kernelStream), "cuEventRecord(descriptor fence)");
     }
 
-    private static boolean isZero(byte[] bytes) {
+    static boolean isZero(byte[] bytes) {
         for (byte b : bytes) {
             if (b != 0) {
                 return false;

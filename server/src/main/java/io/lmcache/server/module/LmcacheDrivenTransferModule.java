@@ -260,7 +260,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
-            warm(context, Direction.TO_POOL, request.blockIds()); // the GPU's context switch overlaps the planning below
+            // the GPU's context switch and the worker event's open overlap the planning below
+            warm(context, Direction.TO_POOL, request.blockIds(), request.eventHandle());
             TransferPlan plan = plan(context, request.key(), request.blockIds(), true);
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
@@ -316,7 +317,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
-            warm(context, Direction.FROM_POOL, request.blockIds());
+            warm(context, Direction.FROM_POOL, request.blockIds(), request.eventHandle());
             TransferPlan plan = plan(context, key, request.blockIds(), false, request.skipFirstNTokens());
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
@@ -435,7 +436,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             return layerwiseRefused("retrieve_layerwise", "malformed_event", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
                     + " answered as a miss: " + bad.reason(), LAYERWISE_MISS);
         }
-        warm(context, Direction.FROM_POOL, request.blockIds()); // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
+        warm(context, Direction.FROM_POOL, request.blockIds(), request.eventHandle()); // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
         TransferPlan plan = plan(context, request.key(), request.blockIds(), false, request.skipFirstNTokens());
         int skip = plan == null ? -1 : NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
         if (skip < 0) {
@@ -516,11 +517,14 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         return new Reply.Transfer(copied.eventHandle(), copied.accepted() && pinning.allFound());
     }
 
-    /** Tells the copy path a transfer starts, and how long its first piece is (the first kernel group's first chunk). */
-    private static void warm(InstanceContext context, Direction direction, int[][] blockIds) {
+    /**
+     * Tells the copy path a transfer starts, how long its first piece is (the first kernel group's first chunk) and which event
+     * the worker recorded.
+     */
+    private static void warm(InstanceContext context, Direction direction, int[][] blockIds, byte[] clientEvent) {
         KernelGroup first = context.geometry().kernels().getFirst();
         int[] ids = blockIds.length > first.index() ? blockIds[first.index()] : null;
-        context.copyPath().warm(direction, PiecePlanner.firstPieceBytes(first, ids));
+        context.copyPath().warm(direction, PiecePlanner.firstPieceBytes(first, ids), clientEvent);
     }
 
     private void enqueueFailed(String op, long instanceId, CopyPath.Copied copied) {
