@@ -4,6 +4,7 @@ import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongSupplier;
 
@@ -69,6 +70,7 @@ final class OpenedAhead<E> {
     private final Driver<E> driver;
     private final LongSupplier clockNs;
     private final Map<Key, Slot<E>> slots = new ConcurrentHashMap<>();
+    private final AtomicBoolean sweepPosted = new AtomicBoolean();
 
     /** {@code clockNs}: {@link System#nanoTime} (tests pass their own). */
     OpenedAhead(Driver<E> driver, LongSupplier clockNs) {
@@ -78,11 +80,15 @@ final class OpenedAhead<E> {
 
     /**
      * Handler thread: the task that opens {@code handle} (for the poller's thread to run), or null when no open is posted
-     * (one for the same handle is waiting, or {@link #MAX_SLOTS} are).
+     * (one for the same handle is waiting); when {@link #MAX_SLOTS} wait, a task that only sweeps, or null while one is posted.
      */
     Runnable post(byte[] handle) {
         if (slots.size() >= MAX_SLOTS) {
-            return null;
+            // full of events nobody took: only an open sweeps, so one sweep is posted instead (one at a time)
+            return sweepPosted.compareAndSet(false, true) ? () -> {
+                sweepPosted.set(false);
+                sweep();
+            } : null;
         }
         Key key = new Key(handle.clone());
         Slot<E> slot = new Slot<>(key, clockNs.getAsLong());

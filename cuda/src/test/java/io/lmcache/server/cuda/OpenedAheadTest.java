@@ -121,7 +121,7 @@ class OpenedAheadTest {
     }
 
     @Test
-    void atMostMaxSlotsWaitAndOneHandleWaitsOnce() {
+    void atMostMaxSlotsWaitOneHandleWaitsOnceAndAFullTableIsSwept() {
         assertNotNull(ahead.post(handle(9)));
         assertNull(ahead.post(handle(9)), "the same handle is already on its way");
         for (int i = 1; i < OpenedAhead.MAX_SLOTS; i++) {
@@ -130,8 +130,16 @@ class OpenedAheadTest {
             h[2] = (byte) (i >> 8);
             assertNotNull(ahead.post(h));
         }
-        assertNull(ahead.post(handle(10)), "past the bound a transfer opens its own");
-        assertEquals(OpenedAhead.MAX_SLOTS, ahead.waiting());
+        Runnable sweepOnly = ahead.post(handle(10));
+        assertNotNull(sweepOnly, "past the bound: a sweep, not an open");
+        assertNull(ahead.post(handle(11)), "one sweep at a time");
+        sweepOnly.run();
+        assertEquals(OpenedAhead.MAX_SLOTS, ahead.waiting(), "none was old enough to go");
+        assertEquals(List.of(), driver.opened);
+        nowNs.addAndGet(OpenedAhead.UNCLAIMED_NS + 1);
+        ahead.post(handle(12)).run();
+        assertEquals(0, ahead.waiting(), "a full table of events nobody took empties once they are old");
+        assertNotNull(ahead.post(handle(13)), "and takes opens again");
     }
 
     @Test
