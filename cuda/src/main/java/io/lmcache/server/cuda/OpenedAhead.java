@@ -1,6 +1,6 @@
 package io.lmcache.server.cuda;
 
-import java.util.Arrays;
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -10,11 +10,12 @@ import java.util.function.LongSupplier;
 
 /**
  * Worker events opened before their transfer needs them (issue 52). A transfer's first copy waits for the worker's event,
- * which the lane thread used to open itself ({@code cuIpcOpenEventHandle}, 20–50 µs of driver time on the H100 host,
- * bench/RESULTS.md#gpu-hybrid-models) between the handler's planning and that copy, in series with a request alone in
- * flight. Now a handler that starts a transfer on an idle lane {@linkplain #post posts} the open to the event poller's thread,
- * so it runs while the handler plans; the transfer {@linkplain #take takes} the opened event, waits for an open under way,
- * or opens the event itself when the poller has not begun it (or could not open it).
+ * which the lane thread used to open itself ({@code cuIpcOpenEventHandle}: a RETRIEVE's open phase of 25–41 µs at 64
+ * Qwen-like chunks on an H100 host, 7–20 with this class, bench/RESULTS.md#gpu-hybrid-models) between the handler's
+ * planning and that copy, in series with a request alone in flight. Now a handler that starts a transfer on an idle lane
+ * {@linkplain #post posts} the open to the event poller's thread, so it runs while the handler plans; the transfer
+ * {@linkplain #take takes} the opened event, waits for an open under way, or opens the event itself when the poller has
+ * not begun it (or could not open it).
  *
  * <p>An event that no transfer takes (its request was refused after it started, or a STORE had nothing to copy) is
  * destroyed by the poller's next open after {@link #UNCLAIMED_NS}, or when the engine closes. At most {@link #MAX_SLOTS}
@@ -42,34 +43,24 @@ final class OpenedAhead<E> {
     /** Taken before the poller began (the transfer opens its own), or swept: the poller's task does nothing. */
     private static final int GONE = 4;
 
-    /** A handle's bytes as a map key. */
-    private record Key(byte[] handle) {
-        @Override
-        public boolean equals(Object other) {
-            return other instanceof Key key && Arrays.equals(handle, key.handle);
-        }
-
-        @Override
-        public int hashCode() {
-            return Arrays.hashCode(handle);
-        }
-    }
-
     private static final class Slot<E> {
-        final Key key;
+        /** The handle's bytes as a map key: one char per byte. */
+        final String key;
+        final byte[] handle;
         final long postedNs;
         final AtomicInteger state = new AtomicInteger(QUEUED);
         volatile E event;
 
-        Slot(Key key, long postedNs) {
-            this.key = key;
+        Slot(byte[] handle, long postedNs) {
+            this.key = key(handle);
+            this.handle = handle;
             this.postedNs = postedNs;
         }
     }
 
     private final Driver<E> driver;
     private final LongSupplier clockNs;
-    private final Map<Key, Slot<E>> slots = new ConcurrentHashMap<>();
+    private final Map<String, Slot<E>> slots = new ConcurrentHashMap<>();
     private final AtomicBoolean sweepPosted = new AtomicBoolean();
 
     /** {@code clockNs}: {@link System#nanoTime} (tests pass their own). */
@@ -90,9 +81,8 @@ final class OpenedAhead<E> {
                 sweep();
             } : null;
         }
-        Key key = new Key(handle.clone());
-        Slot<E> slot = new Slot<>(key, clockNs.getAsLong());
-        if (slots.putIfAbsent(key, slot) != null) {
+        Slot<E> slot = new Slot<>(handle.clone(), clockNs.getAsLong());
+        if (slots.putIfAbsent(slot.key, slot) != null) {
             return null;
         }
         return () -> open(slot);
@@ -105,7 +95,7 @@ final class OpenedAhead<E> {
             return;
         }
         try {
-            slot.event = driver.open(slot.key.handle());
+            slot.event = driver.open(slot.handle);
             slot.state.set(OPEN);
         } catch (RuntimeException e) {
             // the transfer opens the handle itself and reports the driver's refusal as it always did
@@ -122,7 +112,7 @@ final class OpenedAhead<E> {
         if (slots.isEmpty()) {
             return null;
         }
-        Slot<E> slot = slots.remove(new Key(handle));
+        Slot<E> slot = slots.remove(key(handle));
         if (slot == null || slot.state.compareAndSet(QUEUED, GONE)) {
             return null;
         }
@@ -157,6 +147,10 @@ final class OpenedAhead<E> {
     /** Handles waiting (tests). */
     int waiting() {
         return slots.size();
+    }
+
+    private static String key(byte[] handle) {
+        return new String(handle, StandardCharsets.ISO_8859_1);
     }
 
     private void drop(Slot<E> slot) {

@@ -12,8 +12,9 @@ import jcuda.driver.JCudaDriver;
 
 /**
  * One submit's GPU side (a {@link CopyEngine} makes one per transfer, under the lane's lock), fed
- * batch by batch by the lane's {@link PieceStream}. It starts at its first copy: opens the worker's
- * event, has the streams wait for it unless it fired already, and starts the GPU timer there, so a
+ * batch by batch by the lane's {@link PieceStream}. It starts at its first copy: takes the worker's
+ * event as the event poller opened it while the handler planned ({@link OpenedAhead}) or opens it, has the streams wait
+ * for it unless it fired already, and starts the GPU timer there, so a
  * STORE with nothing to copy touches nothing. On an idle lane the first batches (up to
  * {@code Tuning.dmaHeadBytes}) go as batched copies straight between the worker's blocks and
  * the pool; after that a STORE gathers each batch into a staging half once that half's previous
