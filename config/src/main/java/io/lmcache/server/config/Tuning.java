@@ -28,7 +28,8 @@ import java.util.function.UnaryOperator;
  * @param warmContext launch an empty kernel as a kernel-first transfer starts, so the GPU switches context meanwhile
  * @param queryWorkerEvent ask the host whether the worker's event fired before making the streams wait for it
  * @param hostFnWake a host function at each transfer's end wakes the event poller (else its poll finds the completion)
- * @param openEventAhead the event poller opens the worker's event while the handler plans a transfer on an idle lane
+ * @param openEventAheadChunks a transfer on an idle lane of at least this many chunks has its worker's event opened by the
+ *     event poller while the handler plans; 0 = never (shorter plans do not cover the open: bench/RESULTS.md#gpu-hybrid-models)
  * @param transferSpinNs how long an idle transfer thread busy-waits before it parks; 0 = never spins
  * @param hostRunBytes a CPU worker's copy is cut into runs of about this many bytes, which the copy threads take one at a time
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
@@ -39,7 +40,7 @@ import java.util.function.UnaryOperator;
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
         long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
-        boolean openEventAhead, long transferSpinNs, long hostRunBytes, int prepareThreads, long stackLimitBytes) {
+        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, int prepareThreads, long stackLimitBytes) {
     /**
      * The knobs by name, in component order: each names its {@code -D} property (what {@link #describe} shows, and tests
      * walk), so a reader or a refusal never counts positions.
@@ -55,7 +56,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         WARM_CONTEXT("lmcache.cuda.warmContext"),
         QUERY_WORKER_EVENT("lmcache.cuda.queryWorkerEvent"),
         HOST_FN_WAKE("lmcache.cuda.hostFnWake"),
-        OPEN_EVENT_AHEAD("lmcache.cuda.openEventAhead"),
+        OPEN_EVENT_AHEAD_CHUNKS("lmcache.cuda.openEventAheadChunks"),
         SPIN_US("lmcache.transfer.spinUs"),
         HOST_RUN_KIB("lmcache.transfer.hostRunKiB"),
         PREPARE_THREADS("lmcache.l1.prepareThreads"),
@@ -126,7 +127,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.flag(Knob.WARM_CONTEXT),
                 in.flag(Knob.QUERY_WORKER_EVENT),
                 in.flag(Knob.HOST_FN_WAKE),
-                in.flag(Knob.OPEN_EVENT_AHEAD),
+                (int) in.number(Knob.OPEN_EVENT_AHEAD_CHUNKS, 16, 0, 1 << 20),
                 TimeUnit.MICROSECONDS.toNanos(in.number(Knob.SPIN_US, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)),
                 in.number(Knob.HOST_RUN_KIB, 1024, 4, 1 << 20) * KIB,
                 (int) in.number(Knob.PREPARE_THREADS, 0, 0, 1024),
@@ -146,7 +147,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         values.put(Knob.WARM_CONTEXT, warmContext);
         values.put(Knob.QUERY_WORKER_EVENT, queryWorkerEvent);
         values.put(Knob.HOST_FN_WAKE, hostFnWake);
-        values.put(Knob.OPEN_EVENT_AHEAD, openEventAhead);
+        values.put(Knob.OPEN_EVENT_AHEAD_CHUNKS, openEventAheadChunks);
         values.put(Knob.SPIN_US, TimeUnit.NANOSECONDS.toMicros(transferSpinNs));
         values.put(Knob.HOST_RUN_KIB, hostRunBytes / KIB);
         values.put(Knob.PREPARE_THREADS, prepareThreads);

@@ -157,29 +157,28 @@ public final class CopyEngine implements AutoCloseable {
      * (bench/RESULTS.md#gpu-one-request-in-flight): transfers of scattered blocks gained up to 4 % of the line rate on
      * average, but warming every transfer made those of consecutive blocks slower (their DMA head needs no kernel; the
      * launch itself took ~40 µs of the handler's CPU), so only the former warm, and the launch is posted to the event
-     * poller's thread, not made here. With transfers in flight the lane's kernels keep the context. Any thread; takes
-     * no lane lock.
+     * poller's thread, not made here. With transfers in flight the lane's kernels keep the context. Before that, for a
+     * transfer of {@code chunks} chunks, the open of the worker's event ({@link #openAhead}; the order measured). Any thread;
+     * takes no lane lock.
      */
-    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent) {
+    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent, int chunks) {
         Lane lane = direction == Direction.TO_POOL ? store : retrieve;
-        openAhead(lane, clientEvent);
+        openAhead(lane, clientEvent, chunks);
         boolean headStarts = lane.head != null && tuning.dmaHeadBytes() > 0 && firstPieceBytes >= lane.headMinPieceBytes;
-        if (!tuning.warmContext() || headStarts || lane.inFlight.get() > 0) {
-            return;
-        }
-        if (lane.warmPosted.compareAndSet(false, true)) {
+        if (tuning.warmContext() && !headStarts && lane.inFlight.get() == 0 && lane.warmPosted.compareAndSet(false, true)) {
             poller.runSoon(() -> launchWarm(lane, direction));
         }
     }
 
     /**
      * Posts the open of the worker's event to the poller's thread when the lane is idle (a request alone in flight waits for
-     * the open; behind other transfers it is hidden anyway), so it overlaps the handler's planning ({@link OpenedAhead}).
-     * Only a CUDA event's 64 non-zero bytes: an isolated-IPC request's semaphore payload and a CPU stub's zeros open nothing.
+     * the open; behind other transfers it is hidden anyway) and the transfer spans {@link Tuning#openEventAheadChunks} chunks
+     * or more, so it overlaps the handler's planning ({@link OpenedAhead}). A shorter plan does not cover the poller's wake-up
+     * and the open: one- and four-chunk requests gained nothing, and on a slow host a one-chunk STORE of scattered blocks lost
+     * (bench/RESULTS.md#gpu-hybrid-models).
      */
-    private void openAhead(Lane lane, byte[] clientEvent) {
-        if (!tuning.openEventAhead() || lane.inFlight.get() > 0 || clientEvent.length != EventHandle.CUDA_EVENT_BYTES
-                || Transfer.isZero(clientEvent)) {
+    private void openAhead(Lane lane, byte[] clientEvent, int chunks) {
+        if (lane.inFlight.get() > 0 || !OpenedAhead.applies(tuning.openEventAheadChunks(), chunks, clientEvent)) {
             return;
         }
         Runnable open = openedAhead.post(clientEvent);

@@ -1,5 +1,6 @@
 package io.lmcache.server.cuda;
 
+import io.lmcache.server.protocol.EventHandle;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -67,6 +68,14 @@ final class OpenedAhead<E> {
     OpenedAhead(Driver<E> driver, LongSupplier clockNs) {
         this.driver = driver;
         this.clockNs = clockNs;
+    }
+
+    /**
+     * Whether a transfer of {@code chunks} chunks has its event opened ahead under a bound of {@code minChunks} (0: never):
+     * only a CUDA event's 64 non-zero bytes, as an isolated-IPC request's semaphore payload and a CPU stub's zeros open nothing.
+     */
+    static boolean applies(int minChunks, int chunks, byte[] clientEvent) {
+        return minChunks > 0 && chunks >= minChunks && clientEvent.length == EventHandle.CUDA_EVENT_BYTES && !Transfer.isZero(clientEvent);
     }
 
     /**

@@ -1,10 +1,13 @@
 package io.lmcache.server.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.lmcache.server.protocol.EventHandle;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -149,6 +152,17 @@ class OpenedAheadTest {
         ahead.close();
         assertEquals(driver.opened, driver.destroyed);
         assertEquals(0, ahead.waiting());
+    }
+
+    @Test
+    void onlyLongTransfersWithACudaEventHaveItOpenedAhead() {
+        assertTrue(OpenedAhead.applies(16, 16, handle(14)));
+        assertTrue(OpenedAhead.applies(16, 64, handle(14)));
+        assertFalse(OpenedAhead.applies(16, 15, handle(14)), "a short plan does not cover the open");
+        assertFalse(OpenedAhead.applies(0, 64, handle(14)), "0 turns it off");
+        assertFalse(OpenedAhead.applies(16, 64, new byte[64]), "a CPU stub's zeros: no event");
+        assertFalse(OpenedAhead.applies(16, 64, new byte[EventHandle.TIMELINE_BYTES]), "an isolated-IPC payload is no CUDA event");
+        assertFalse(OpenedAhead.applies(16, 64, new byte[0]), "the newest clients' no event");
     }
 
     @Test

@@ -261,7 +261,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             }
             InstanceContext context = lease.context();
             // the GPU's context switch and the worker event's open overlap the planning below
-            warm(context, Direction.TO_POOL, request.blockIds(), request.eventHandle());
+            warm(context, Direction.TO_POOL, request.key(), request.blockIds(), request.eventHandle());
             TransferPlan plan = plan(context, request.key(), request.blockIds(), true);
             if (plan == null) {
                 return context.copyPath().failure(Direction.TO_POOL);
@@ -317,7 +317,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
                 return failure(request.instanceId());
             }
             InstanceContext context = lease.context();
-            warm(context, Direction.FROM_POOL, request.blockIds(), request.eventHandle());
+            warm(context, Direction.FROM_POOL, request.key(), request.blockIds(), request.eventHandle());
             TransferPlan plan = plan(context, key, request.blockIds(), false, request.skipFirstNTokens());
             if (plan == null) {
                 return context.copyPath().failure(Direction.FROM_POOL);
@@ -436,7 +436,8 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
             return layerwiseRefused("retrieve_layerwise", "malformed_event", "RETRIEVE_LAYERWISE for instance " + request.instanceId()
                     + " answered as a miss: " + bad.reason(), LAYERWISE_MISS);
         }
-        warm(context, Direction.FROM_POOL, request.blockIds(), request.eventHandle()); // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
+        // as a per-chunk RETRIEVE: the GPU's context switch overlaps the plan
+        warm(context, Direction.FROM_POOL, request.key(), request.blockIds(), request.eventHandle());
         TransferPlan plan = plan(context, request.key(), request.blockIds(), false, request.skipFirstNTokens());
         int skip = plan == null ? -1 : NullPages.retrieveSkip(context.geometry(), request.blockIds(), request.skipFirstNTokens());
         if (skip < 0) {
@@ -518,13 +519,14 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
     }
 
     /**
-     * Tells the copy path a transfer starts, how long its first piece is (the first kernel group's first chunk) and which event
-     * the worker recorded.
+     * Tells the copy path a transfer starts, how long its first piece is (the first kernel group's first chunk), which event
+     * the worker recorded and how many chunks the key spans (0 when its range is bad: the plan refuses it next).
      */
-    private static void warm(InstanceContext context, Direction direction, int[][] blockIds, byte[] clientEvent) {
+    private void warm(InstanceContext context, Direction direction, CacheKey key, int[][] blockIds, byte[] clientEvent) {
         KernelGroup first = context.geometry().kernels().getFirst();
         int[] ids = blockIds.length > first.index() ? blockIds[first.index()] : null;
-        context.copyPath().warm(direction, PiecePlanner.firstPieceBytes(first, ids), clientEvent);
+        ChunkRange range = ChunkRange.of(key, chunkSize, new String[1]);
+        context.copyPath().warm(direction, PiecePlanner.firstPieceBytes(first, ids), clientEvent, range == null ? 0 : range.count());
     }
 
     private void enqueueFailed(String op, long instanceId, CopyPath.Copied copied) {

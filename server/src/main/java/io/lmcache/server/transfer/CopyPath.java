@@ -76,11 +76,11 @@ public sealed interface CopyPath permits HostCopyPath, CudaCopyPath, DelayedCopy
 
     /**
      * Called as a handler starts a transfer, before it plans, with the length of its first piece (see
-     * {@link PiecePlanner#firstPieceBytes}) and the worker's event handle: lets the path get its device ready (on CUDA, the
-     * GPU's switch to this process's context when the first copy needs a kernel, and the open of the worker's event; nothing
-     * on the host path). Never throws.
+     * {@link PiecePlanner#firstPieceBytes}), the worker's event handle and the chunks it spans: lets the path get its device
+     * ready (on CUDA, the GPU's switch to this process's context when the first copy needs a kernel, and the open of the
+     * worker's event for a long transfer; nothing on the host path). Never throws.
      */
-    void warm(Direction direction, long firstPieceBytes, byte[] clientEvent);
+    void warm(Direction direction, long firstPieceBytes, byte[] clientEvent, int chunks);
 
     /** The reply to a transfer refused before any copy: on CUDA a valid recorded event on the instance's GPU. */
     Reply failure(Direction direction);

@@ -162,9 +162,9 @@ public final class CudaCopyPath implements CopyPath {
     }
 
     @Override
-    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent) {
+    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent, int chunks) {
         try {
-            engine.warm(direction, firstPieceBytes, clientEvent);
+            engine.warm(direction, firstPieceBytes, clientEvent, chunks);
         } catch (RuntimeException e) {
             // only a head start is lost: the transfer that follows runs (and reports) on the same GPU anyway
             WARM_FAILURE_LINES.warn("cannot launch the context warm-up on GPU {}: {}", tensors.device().ordinal(), e.getMessage());

@@ -30,8 +30,8 @@ final class DelayedCopyPath implements CopyPath {
     }
 
     @Override
-    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent) {
-        host.warm(direction, firstPieceBytes, clientEvent);
+    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent, int chunks) {
+        host.warm(direction, firstPieceBytes, clientEvent, chunks);
     }
 
     @Override

@@ -49,7 +49,7 @@ public final class HostCopyPath implements CopyPath {
     }
 
     @Override
-    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent) {
+    public void warm(Direction direction, long firstPieceBytes, byte[] clientEvent, int chunks) {
         // the host path copies on this thread: nothing to get ready
     }
 
