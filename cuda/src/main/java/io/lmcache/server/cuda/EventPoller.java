@@ -70,7 +70,8 @@ public final class EventPoller implements AutoCloseable {
     private final Runnable wakeUp;
     /**
      * Short GPU work a handler hands this thread so it stays off the request's own path (an idle lane's context warm-up,
-     * {@link CopyEngine#warm}), run at the start of the next pass. Bounded by its posters: one task per lane at a time.
+     * {@link CopyEngine#warm}, and the open of a worker's event, {@link OpenedAhead}), run at the start of the next pass.
+     * Bounded by its posters: one warm-up per lane at a time, at most {@link OpenedAhead#MAX_SLOTS} opens and one sweep.
      */
     private final ConcurrentLinkedQueue<Runnable> soon = new ConcurrentLinkedQueue<>();
     private static final long TASK_FAILURE_LOG_INTERVAL_NS = TimeUnit.MINUTES.toNanos(1);
