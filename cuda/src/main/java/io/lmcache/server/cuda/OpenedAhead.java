@@ -75,7 +75,7 @@ final class OpenedAhead<E> {
      * only a CUDA event's 64 non-zero bytes, as an isolated-IPC request's semaphore payload and a CPU stub's zeros open nothing.
      */
     static boolean applies(int minChunks, int chunks, byte[] clientEvent) {
-        return minChunks > 0 && chunks >= minChunks && clientEvent.length == EventHandle.CUDA_EVENT_BYTES && !Transfer.isZero(clientEvent);
+        return minChunks > 0 && chunks >= minChunks && EventHandle.classify(clientEvent) instanceof EventHandle.CudaEvent event && !event.none();
     }
 
     /**

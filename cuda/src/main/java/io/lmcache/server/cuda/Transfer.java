@@ -247,7 +247,7 @@ final class Transfer implements PieceStream.Target {
         Cu.check(JCudaDriver.cuEventRecord(lane.fences[slot], lane.kernelStream), "cuEventRecord(descriptor fence)");
     }
 
-    static boolean isZero(byte[] bytes) {
+    private static boolean isZero(byte[] bytes) {
         for (byte b : bytes) {
             if (b != 0) {
                 return false;
