@@ -65,6 +65,17 @@ public final class ReplyQueue {
         waker = consumer;
     }
 
+    /**
+     * The request loop, its context closed: the queue may take another consumer (the warm-up's scratch server moves its loop
+     * from loopback TCP to in-process before ready, with no request in flight). A wake meanwhile goes to the closed loop, which
+     * ignores it.
+     */
+    void unbind(Waker consumer) {
+        if (waker == consumer) {
+            waker = UNBOUND;
+        }
+    }
+
     /** Producer side: any thread. False (the reply dropped and counted) when the queue is over its byte budget. */
     public boolean offer(Outbound reply) {
         boolean queued = offerQuietly(reply);

@@ -97,6 +97,8 @@ public final class RequestLoop implements AutoCloseable {
     private final PeerConnections connections;
     private final ConnectionMonitor monitor;
     private final LoopbackProbe probe;
+    /** The reply queue's wake-up of this loop, bound while the loop's context is open. */
+    private final ReplyQueue.Waker waker = this::wake;
     private final ReplyDrops drops;
     private final FrameBudget frames;
     private final TransportDeaths deaths;
@@ -192,7 +194,7 @@ public final class RequestLoop implements AutoCloseable {
         wakeSocket.setLinger(0);
         wakeSocket.connect(wakeEndpoint);
         // runs on: any thread that queues a reply (handler pools, completions)
-        replies.bind(this::wake);
+        replies.bind(waker);
         probe = new LoopbackProbe(this.endpoint);
     }
 
@@ -247,15 +249,17 @@ public final class RequestLoop implements AutoCloseable {
             contextClosed = true;
             context.close();
         }
+        replies.unbind(waker);
     }
 
     private static final byte[] EMPTY = new byte[0];
 
     /**
-     * A socket of this loop's own ZeroMQ context, for a client of an {@code inproc://} endpoint (which only sockets of the same
-     * context can reach: the warm-up's scratch loop, issue 45 N11). The caller closes it before {@link #shutdown}.
+     * A socket of this loop's own ZeroMQ context, for the warm-up's client of its scratch loop (an {@code inproc://} endpoint
+     * only sockets of the same context can reach, issue 45 N11, or loopback TCP before ready). The caller closes it before
+     * {@link #shutdown}.
      */
-    public ZMQ.Socket inprocSocket(SocketType type) {
+    public ZMQ.Socket clientSocket(SocketType type) {
         return context.createSocket(type);
     }
 

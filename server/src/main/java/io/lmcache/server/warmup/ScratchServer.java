@@ -53,7 +53,8 @@ import org.zeromq.ZMQ;
  * the very methods the first requests run, and sharing nothing with it: its own metrics registry (without the JVM binders,
  * which would stay registered), its own object store over a few MiB of memory off the heap (never the pool), its own KV-event
  * log, its own handler threads, and a worker whose KV tensors are one small segment in /dev/shm that this server creates and
- * deletes. Only its request loop is its own: opened halfway through the rounds, on an in-process endpoint ({@link #connect}).
+ * deletes. Only its request loop is its own: opened halfway through the rounds, on loopback TCP before ready and in-process
+ * after ({@link Listen}, {@link #connect}).
  * The GPU warm-up's ({@link #openGpu}, issue 30) differs only in its memory and its worker's copy path: its pool is scratch
  * pinned host memory and its worker a {@code CudaCopyPath} over scratch device memory, on the device's real copy engine.
  */
@@ -71,6 +72,13 @@ final class ScratchServer implements AutoCloseable {
     private static final String PEER_NAME = "lmcache-warmup";
     private static final PeerId PEER = new PeerId(PEER_NAME.getBytes(StandardCharsets.US_ASCII));
     private static final String LOOP_THREAD = "lmcache-warmup-loop";
+    /**
+     * The scratch loops' first-request hook: a loop without one never took that branch, and the server's compiled loop was
+     * thrown away at its first real request (the in-process loop of the rounds after ready takes it before ready).
+     */
+    private static final Runnable NO_HOOK = () -> { };
+    /** Calls through the loopback loop per connection: 3 000 rounds of 6 open about 280 connections, ~100 in the 1 s budget. */
+    private static final int CALLS_PER_CONNECTION = 64;
     /** The scratch KV-event log's records: the scratch store's events go nowhere, a warm-up only runs the recorder. */
     private static final int SCRATCH_EVENT_LOG = 1024;
 
@@ -156,6 +164,15 @@ final class ScratchServer implements AutoCloseable {
     /** The host warm-up's own request loop and the scratch worker's DEALER on it; null: requests go straight to the dispatcher. */
     private RequestLoop loop;
     private ZMQ.Socket client;
+    private Listen listen;
+    /** Frames for a fresh DEALER's first request. */
+    private WarmupFrames probeFrames;
+    /** DEALERs made so far: each has an identity of its own (the ROUTER ignores a new peer with the identity of one not yet gone). */
+    private int sockets;
+    private int callsOnConnection;
+    private String loopLost;
+    /** Connections the scratch worker made over loopback TCP and kept (any thread reads it; only the warm-up's writes). */
+    private volatile int loopbackConnections;
     private volatile boolean abandoned;
 
     /**
@@ -219,33 +236,80 @@ final class ScratchServer implements AutoCloseable {
         return server.registered(wrappers, why);
     }
 
+    /** Where the scratch request loop listens. */
+    enum Listen {
+        /**
+         * A free port on {@code 127.0.0.1}, before ready only: the start-up's rounds. JeroMQ's TCP engines (the stream engine,
+         * the ZMTP decoder and encoder, the frame budget's allocations, heartbeats, the handshake of each connection) and the
+         * loop's metadata branch run only on TCP; an in-process pipe bypasses them, and a fresh server then ran them
+         * interpreted for its first real requests (bench/journal/2026-12-06-tcp-engine-warm-up.md). The real ROUTER is
+         * bound before the warm-up starts, so a peer reaching this one meanwhile reaches nothing it could not already: a
+         * scratch server of synthetic data, with the production limits.
+         */
+        LOOPBACK_TCP,
+        /** An {@code inproc://} endpoint of a random name, which no peer can reach (issue 45 N11): the rounds after ready. */
+        IN_PROCESS
+    }
+
     /**
-     * Puts a request loop of the scratch server's own on an {@code inproc://} endpoint of a random name, which only sockets of
-     * the loop's own ZeroMQ context reach (no peer can: issue 45 N11), and connects the scratch worker to it as a client does
-     * (a DEALER with the worker's identity), so the warm-up's requests also take the ZeroMQ path: the request loop's receive,
-     * envelope checks and reply sends, which a fresh server would otherwise interpret for its first requests (JeroMQ's TCP
-     * engines are not on an in-process path: the first connections warm them). The next requests take that path; false (they go on straight to the
-     * dispatcher) when it cannot be opened, and {@code why[0]} says why. Call with no request in flight: from here on the
-     * loop takes the replies off the queue.
+     * Puts a request loop of the scratch server's own on {@code listen}'s endpoint and connects the scratch worker to it as a
+     * client does (a DEALER with the worker's identity), so the warm-up's requests also take the ZeroMQ path: the request
+     * loop's receive, envelope checks and reply sends, which a fresh server would otherwise interpret for its first requests.
+     * A loop already open is halted first. The next requests take that path; false (they go on straight to the dispatcher)
+     * when it cannot be opened, and {@code why[0]} says why. Call with no request in flight: from here on the loop takes the
+     * replies off the queue.
      */
-    boolean connect(ServerConfig config, WarmupFrames frames, String[] why) {
+    boolean connect(ServerConfig config, WarmupFrames frames, Listen listen, String[] why) {
+        disconnect();
+        this.listen = listen;
+        this.probeFrames = frames;
+        String where = listen == Listen.LOOPBACK_TCP ? "loopback" : "in-process";
         try {
-            // in-process only (issue 45 N11): a TCP port, even on loopback, served any local peer until the warm-up ended
-            String endpoint = "inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12));
+            String endpoint = listen == Listen.LOOPBACK_TCP ? "tcp://127.0.0.1:*"
+                    : "inproc://lmcache-warmup-" + HexFormat.of().formatHex(randomBytes(12));
             loop = new RequestLoop(LOOP_THREAD, endpoint, config.maxMessageBytes(), config.connections(),
-                    new RequestLoop.Serving(dispatcher, replies, StreamControl.NONE, null), parts.get(PeerConnections.class), metrics);
+                    new RequestLoop.Serving(dispatcher, replies, StreamControl.NONE, NO_HOOK), parts.get(PeerConnections.class), metrics);
             loop.start();
-            for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
-                if (connected(attempt, frames)) {
-                    return true;
-                }
+            if (freshClient(frames)) {
+                loopLost = null;
+                return true;
             }
-            why[0] = "no reply through the in-process request loop on " + PROBE_SOCKETS + " fresh sockets";
+            why[0] = "no reply through the " + where + " request loop on " + PROBE_SOCKETS + " fresh sockets";
         } catch (RuntimeException e) {
-            why[0] = "no in-process request loop: " + e;
+            why[0] = "no " + where + " request loop: " + e;
         }
         disconnect();
         return false;
+    }
+
+    /** The loop's client replaced by a fresh DEALER (a new connection, on TCP a new handshake); false when none answered. */
+    private boolean freshClient(WarmupFrames frames) {
+        if (client != null) {
+            client.close();
+            client = null;
+        }
+        for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
+            if (connected(frames)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * On loopback TCP, a new connection every {@link #CALLS_PER_CONNECTION} calls, so the handshake and the listener's accept
+     * are in the profiles C2 compiles from: with one connection they were not, and the compiled engine was thrown away at
+     * the first real connection (the server's own health probe's, at ready). None answering ends the ZeroMQ path.
+     */
+    private void nextConnection() {
+        if (listen == Listen.LOOPBACK_TCP && ++callsOnConnection >= CALLS_PER_CONNECTION) {
+            callsOnConnection = 0;
+            if (!freshClient(probeFrames)) {
+                loopLost = "no reply through the loopback request loop on " + PROBE_SOCKETS + " fresh sockets; the rest went straight"
+                        + " to the dispatcher";
+                disconnect();
+            }
+        }
     }
 
     /**
@@ -253,14 +317,18 @@ final class ScratchServer implements AutoCloseable {
      * not yet seen go), kept when a QUERY_PREFETCH_STATUS through it is answered: a fresh JeroMQ DEALER is now and then born
      * sending nothing (one in a few hundred here, see the tests' TestClient), and its rounds would all wait out the budget.
      */
-    private boolean connected(int attempt, WarmupFrames frames) {
-        client = loop.inprocSocket(SocketType.DEALER);
-        client.setIdentity(attempt == 0 ? PEER.bytes() : (PEER_NAME + "-" + attempt).getBytes(StandardCharsets.US_ASCII));
+    private boolean connected(WarmupFrames frames) {
+        client = loop.clientSocket(SocketType.DEALER);
+        int n = sockets++;
+        client.setIdentity(n == 0 ? PEER.bytes() : (PEER_NAME + "-" + n).getBytes(StandardCharsets.US_ASCII));
         client.setLinger(0);
         client.setReceiveTimeOut(RECEIVE_POLL_MS);
         client.connect(loop.endpoint());
         try {
-            call(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + PROBE_TIMEOUT_NS);
+            callThroughZeroMq(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + PROBE_TIMEOUT_NS);
+            if (listen == Listen.LOOPBACK_TCP) {
+                loopbackConnections++;
+            }
             return true;
         } catch (NoReply e) {
             client.close();
@@ -274,9 +342,24 @@ final class ScratchServer implements AutoCloseable {
         return parts.opened();
     }
 
-    /** Where the scratch request loop listens (tests: in-process only), or null before {@link #connect}. */
+    /** Where the scratch request loop listens, or null before {@link #connect} (or once a fresh DEALER got no answer). */
     String loopEndpoint() {
         return loop == null ? null : loop.endpoint();
+    }
+
+    /** Why the scratch request loop was given up after it had served (a fresh DEALER got no answer), or null. */
+    String loopLost() {
+        return loopLost;
+    }
+
+    /** Connections made over loopback TCP, each answered ({@link Listen#LOOPBACK_TCP}). */
+    int loopbackConnections() {
+        return loopbackConnections;
+    }
+
+    /** Whether requests take the scratch request loop (else they go straight to the dispatcher). */
+    boolean throughLoop() {
+        return client != null;
     }
 
     /** Ends every wait for a reply now (any thread): the warm-up is told to stop, and a round under way must not hold it. */
@@ -368,7 +451,9 @@ final class ScratchServer implements AutoCloseable {
      */
     byte[] call(Inbound request, long deadlineNs) {
         if (client != null) {
-            return callThroughZeroMq(request, deadlineNs);
+            byte[] payload = callThroughZeroMq(request, deadlineNs);
+            nextConnection();
+            return payload;
         }
         dispatcher.dispatch(request);
         while (true) {

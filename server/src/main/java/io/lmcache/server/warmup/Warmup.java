@@ -47,14 +47,16 @@ public final class Warmup implements AutoCloseable {
      * @param stoppedBy "done", "budget" (the time budget ran out first), "off", "small host: N cores" (skipped), or why it
      *     stopped early
      * @param zeromqRounds of the rounds, those whose requests took the ZeroMQ path (a client's DEALER to the scratch server's
-     *     own request loop on a loopback port); the others went straight to its dispatcher
+     *     own request loop: on loopback TCP before ready, in-process after); the others went straight to its dispatcher
      * @param zeromqSkipped why no round took the ZeroMQ path (its loop could not be opened), or null
+     * @param loopbackConnections connections the scratch worker made to that loop over loopback TCP (before ready, a new one
+     *     every {@code ScratchServer.CALLS_PER_CONNECTION} requests, so the first real connections find their handshake compiled)
      * @param scratchParts the production parts its scratch server opened ({@link ScratchParts}), in opening order; empty when
      *     none was opened
      */
     public record Result(int rounds, int requested, long elapsedNs, long budgetNs, long openNs, String stoppedBy, int zeromqRounds,
-            String zeromqSkipped, List<String> scratchParts) {
-        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off", 0, null, List.of());
+            String zeromqSkipped, int loopbackConnections, List<String> scratchParts) {
+        public static final Result OFF = new Result(0, 0, 0, 0, 0, "off", 0, null, 0, List.of());
 
         public Result {
             scratchParts = List.copyOf(scratchParts);
@@ -70,6 +72,7 @@ public final class Warmup implements AutoCloseable {
             if (zeromqSkipped != null) {
                 out.put("zeromq_skipped", zeromqSkipped);
             }
+            out.put("zeromq_loopback_connections", loopbackConnections);
             out.put("ms", TimeUnit.NANOSECONDS.toMillis(elapsedNs));
             out.put("budget_ms", TimeUnit.NANOSECONDS.toMillis(budgetNs));
             out.put("scratch_open_ms", TimeUnit.NANOSECONDS.toMillis(openNs));
@@ -81,7 +84,8 @@ public final class Warmup implements AutoCloseable {
         }
 
         private Result timed(long elapsedNs, long openNs) {
-            return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped, scratchParts);
+            return new Result(rounds, requested, elapsedNs, budgetNs, openNs, stoppedBy, zeromqRounds, zeromqSkipped, loopbackConnections,
+                    scratchParts);
         }
     }
 
@@ -133,7 +137,8 @@ public final class Warmup implements AutoCloseable {
                     + " would share the cores and the default {} rounds cannot finish in the {} ms budget, so start-up would only be"
                     + " slower); --warmup-iterations with another count runs that many anyway", cores, SMALL_HOST_CORES, iterations,
                     TimeUnit.NANOSECONDS.toMillis(budgetNs));
-            return new Warmup(new Result(0, iterations, 0, budgetNs, 0, "small host: " + cores + " cores", 0, null, List.of()), null);
+            return new Warmup(new Result(0, iterations, 0, budgetNs, 0, "small host: " + cores + " cores", 0, null, 0, List.of()),
+                    null);
         }
         long startNs = System.nanoTime();
         String[] why = new String[1];
@@ -145,17 +150,18 @@ public final class Warmup implements AutoCloseable {
             CopyPath.loadAll();
             server = ScratchServer.open(parts, config, poolFileKey, why);
             if (server == null) {
-                result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null, List.of());
+                result = new Result(0, iterations, 0, budgetNs, 0, "skipped: " + why[0], 0, null, 0, List.of());
             } else {
                 openNs = System.nanoTime() - startNs;
                 Rounds rounds = new Rounds(server, config, iterations);
-                result = rounds.run(startNs, budgetNs, DIRECT_SHARE, () -> null);
+                result = rounds.run(startNs, budgetNs, DIRECT_SHARE, ScratchServer.Listen.LOOPBACK_TCP, () -> null);
                 if (backgroundNs > 0 && result.stoppedBy().equals("budget")) {
+                    rounds.leaveLoopback();
                     background = new Background(server, rounds, backgroundNs);
                 }
             }
         } catch (RuntimeException | Error e) {
-            result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null, List.of());
+            result = new Result(0, iterations, 0, budgetNs, 0, "failed: " + e, 0, null, 0, List.of());
         } finally {
             if (server != null && background == null) {
                 server.close();
@@ -165,8 +171,9 @@ public final class Warmup implements AutoCloseable {
             background = null;
         }
         Result done = result.timed(System.nanoTime() - startNs, openNs);
-        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ{}) in {} ms ({} ms to open it), {}{}",
-                done.rounds(), iterations, (long) REQUESTS_PER_ROUND * done.rounds(), done.zeromqRounds(),
+        LOG.info("JIT warm-up: {} of {} rounds ({} requests on a scratch store, {} rounds through ZeroMQ on {} loopback connections{}) in {}"
+                + " ms ({} ms to open it), {}{}",
+                done.rounds(), iterations, (long) REQUESTS_PER_ROUND * done.rounds(), done.zeromqRounds(), done.loopbackConnections(),
                 done.zeromqSkipped() == null ? "" : ": " + done.zeromqSkipped(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()),
                 TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
                 background == null ? "" : "; the other rounds go on in the background until the first request, for "
@@ -180,6 +187,11 @@ public final class Warmup implements AutoCloseable {
      */
     static boolean skippedOnSmallHost(int iterations, int cores) {
         return cores < SMALL_HOST_CORES && iterations == OperatorSettings.DEFAULT_WARMUP_ITERATIONS;
+    }
+
+    /** Where the background rounds' scratch request loop listens, or null (tests: never on TCP after ready). */
+    String backgroundLoopEndpoint() {
+        return background == null ? null : background.server.loopEndpoint();
     }
 
     /** What ran before {@code ready}. */
@@ -257,9 +269,10 @@ public final class Warmup implements AutoCloseable {
             Result ended;
             try {
                 // every background round through the scratch request loop (connected at once where the start-up's were not)
-                ended = rounds.run(startNs, budgetNs, 0, () -> stopReason);
+                ended = rounds.run(startNs, budgetNs, 0, ScratchServer.Listen.IN_PROCESS, () -> stopReason);
             } catch (RuntimeException | Error e) {
-                ended = new Result(rounds.done(), 0, 0, budgetNs, 0, "failed: " + e, rounds.zeromqDone(), null, rounds.scratchParts());
+                ended = new Result(rounds.done(), 0, 0, budgetNs, 0, "failed: " + e, rounds.zeromqDone(), null, server.loopbackConnections(),
+                        rounds.scratchParts());
             } finally {
                 server.close();
             }
@@ -305,7 +318,8 @@ public final class Warmup implements AutoCloseable {
         private final WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
         private final int[] tokens;
         private volatile int round;
-        private volatile int zeromqFrom = -1;
+        private volatile int zeromqRounds;
+        private boolean connectTried;
         private String zeromqSkipped;
 
         Rounds(ScratchServer server, ServerConfig config, int iterations) {
@@ -324,15 +338,15 @@ public final class Warmup implements AutoCloseable {
         }
 
         int zeromqDone() {
-            int from = zeromqFrom;
-            return from < 0 ? 0 : round - from;
+            return zeromqRounds;
         }
 
         /**
          * Rounds until all are done, {@code budgetNs} from {@code startNs} is spent or {@code stop} names a reason; the first
-         * {@code directShare} of the phase's rounds (and of its budget) go straight to the dispatcher.
+         * {@code directShare} of the phase's rounds (and of its budget) go straight to the dispatcher, the rest through a
+         * scratch request loop on {@code listen}'s endpoint.
          */
-        Result run(long startNs, long budgetNs, double directShare, Supplier<String> stop) {
+        Result run(long startNs, long budgetNs, double directShare, ScratchServer.Listen listen, Supplier<String> stop) {
             int phaseStart = round;
             while (round < iterations) {
                 String stopped = stop.get();
@@ -343,10 +357,11 @@ public final class Warmup implements AutoCloseable {
                 if (nowNs - startNs >= budgetNs) {
                     return result("budget", budgetNs);
                 }
-                if (zeromqFrom < 0 && zeromqSkipped == null && (round - phaseStart >= (iterations - phaseStart) * directShare
+                if (!connectTried && (round - phaseStart >= (iterations - phaseStart) * directShare
                         || nowNs - startNs >= budgetNs * directShare)) {
-                    connect();
+                    connect(listen);
                 }
+                boolean throughLoop = server.throughLoop();
                 String failed;
                 try {
                     failed = round(startNs + budgetNs);
@@ -358,17 +373,31 @@ public final class Warmup implements AutoCloseable {
                 if (failed != null) {
                     return result(failed, budgetNs);
                 }
+                if (throughLoop) {
+                    zeromqRounds++;
+                }
                 round++;
             }
             return result("done", budgetNs);
         }
 
-        private void connect() {
+        private void connect(ScratchServer.Listen listen) {
+            connectTried = true;
             String[] why = new String[1];
-            if (server.connect(config, frames, why)) {
-                zeromqFrom = round;
-            } else {
+            if (!server.connect(config, frames, listen, why)) {
                 zeromqSkipped = why[0];
+            }
+        }
+
+        /**
+         * Before ready, with rounds left for the background: a scratch loop on loopback TCP is replaced by an in-process one,
+         * so no port of the warm-up's outlives ready (issue 45 N11); the background's rounds connect in-process at once.
+         */
+        void leaveLoopback() {
+            if (server.throughLoop()) {
+                connect(ScratchServer.Listen.IN_PROCESS);
+            } else {
+                connectTried = zeromqSkipped != null;
             }
         }
 
@@ -399,7 +428,9 @@ public final class Warmup implements AutoCloseable {
         }
 
         private Result result(String stoppedBy, long budgetNs) {
-            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqDone(), zeromqSkipped, scratchParts());
+            String skipped = zeromqSkipped != null ? zeromqSkipped : server.loopLost();
+            return new Result(round, iterations, 0, budgetNs, 0, stoppedBy, zeromqDone(), skipped, server.loopbackConnections(),
+                    scratchParts());
         }
 
         List<String> scratchParts() {

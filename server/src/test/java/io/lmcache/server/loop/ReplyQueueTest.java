@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
@@ -56,6 +57,24 @@ class ReplyQueueTest {
         }
         assertNull(queue.poll());
         assertTrue(queue.isEmpty());
+    }
+
+    @Test
+    void aConsumerThatLetGoIsReplacedAndOnlyItCanLetGo() {
+        ReplyQueue queue = new ReplyQueue();
+        AtomicInteger first = new AtomicInteger();
+        AtomicInteger second = new AtomicInteger();
+        ReplyQueue.Waker firstWaker = first::incrementAndGet;
+        ReplyQueue.Waker secondWaker = second::incrementAndGet;
+        queue.bind(firstWaker);
+        queue.unbind(secondWaker);
+        assertThrows(IllegalStateException.class, () -> queue.bind(secondWaker), "another consumer cannot unbind the bound one");
+        queue.unbind(firstWaker);
+        queue.bind(secondWaker);
+        assertTrue(queue.prepareToSleep());
+        queue.offer(reply(0, 0));
+        assertEquals(0, first.get(), "the consumer that let go is not woken");
+        assertEquals(1, second.get(), "its successor is");
     }
 
     @Test

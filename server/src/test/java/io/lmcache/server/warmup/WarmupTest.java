@@ -62,6 +62,9 @@ class WarmupTest {
         assertEquals(60, result.requested());
         assertEquals(30, result.zeromqRounds(), "the second half took the ZeroMQ path, a client's DEALER to a request loop");
         assertEquals(null, result.zeromqSkipped());
+        // 30 rounds of 6 requests over loopback TCP, a fresh connection after each 64: the handshake is in the JIT's profiles
+        assertEquals(1 + Warmup.REQUESTS_PER_ROUND * 30 / 64, result.loopbackConnections(), result.toString());
+        assertEquals(result.loopbackConnections(), result.toMap().get("zeromq_loopback_connections"));
         assertFalse(Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.isAlive() && t.getName().equals("lmcache-warmup-loop")),
                 "the scratch request loop is stopped");
         // a failure path (a refused STORE, a bad frame) would have logged through the server's own rate-limited logs
@@ -122,8 +125,11 @@ class WarmupTest {
         try (ScratchServer server = ScratchServer.open(PARTS, config, null, why)) {
             assertTrue(server != null, why[0]);
             WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
-            assertTrue(server.connect(config, frames, why), why[0]);
+            assertTrue(server.connect(config, frames, ScratchServer.Listen.LOOPBACK_TCP, why), why[0]);
+            assertTrue(server.loopEndpoint().startsWith("tcp://127.0.0.1:"), server.loopEndpoint());
+            assertTrue(server.connect(config, frames, ScratchServer.Listen.IN_PROCESS, why), why[0]);
             assertTrue(server.loopEndpoint().startsWith("inproc://"), "no peer can reach the scratch loop: " + server.loopEndpoint());
+            assertEquals(1, server.loopbackConnections(), "the loopback loop's connection, then the in-process one");
             int[] tokens = new int[server.chunkSize];
             long pastNs = System.nanoTime() - 1;
             ScratchServer.NoReply missed = assertThrows(ScratchServer.NoReply.class,
@@ -167,6 +173,21 @@ class WarmupTest {
             JsonNode status = JSON.readTree(Http.get("http://127.0.0.1:" + config.httpPort() + "/status").body());
             assertEquals(0, status.path("storage_manager").path("l1_manager").path("total_object_count").asInt());
             assertEquals(1, status.path("kv_events").path("next_seq").asLong(), "nothing of the scratch store's reached the real event log");
+        }
+    }
+
+    @Test
+    void theStartUpsLoopbackLoopIsGoneAtReadyAndTheBackgroundGoesInProcess() {
+        ServerConfig config = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "2000", "--warmup-background-ms", "60000");
+        try (Warmup warmup = Warmup.start(PARTS, config, null)) {
+            Warmup.Result startUp = warmup.startUp();
+            assertEquals("budget", startUp.stoppedBy(), startUp.toString());
+            assertTrue(startUp.zeromqRounds() > 0 && startUp.loopbackConnections() > 0, "the start-up's second half over TCP: " + startUp);
+            // issue 45 N11: no port of the warm-up's outlives ready
+            assertTrue(warmup.backgroundLoopEndpoint().startsWith("inproc://"), warmup.backgroundLoopEndpoint());
+            await().atMost(Duration.ofSeconds(30)).until(() -> ((Number) ((Map<?, ?>) warmup.status().get("background"))
+                    .get("zeromq_iterations")).intValue() >= 5);
+            assertEquals(startUp.loopbackConnections(), warmup.status().get("zeromq_loopback_connections"));
         }
     }
 
