@@ -64,7 +64,10 @@ final class ScratchServer implements AutoCloseable {
     private static final String SEGMENT_PREFIX = "lmcache_warmup_";
     /** The host warm-up's largest round (4 chunks) stored and then retrieved into other blocks. */
     static final int MAX_CHUNKS = 4;
-    /** The DEALER's first round trip; a socket that gets no reply by then is replaced, at most {@link #PROBE_SOCKETS} in all. */
+    /**
+     * The first DEALER's first round trip; a socket that gets no reply by then is replaced by one that waits four times as
+     * long, at most {@link #PROBE_SOCKETS} in all.
+     */
     private static final long PROBE_TIMEOUT_NS = TimeUnit.MILLISECONDS.toNanos(250);
     private static final int PROBE_SOCKETS = 3;
     /** How often a wait for a reply through ZeroMQ looks at its deadline and at {@link #abandon}. */
@@ -289,7 +292,9 @@ final class ScratchServer implements AutoCloseable {
             client = null;
         }
         for (int attempt = 0; attempt < PROBE_SOCKETS; attempt++) {
-            if (connected(frames)) {
+            // each attempt waits four times longer: a silent DEALER costs the first wait, a slow host's cold first round trip
+            // over TCP (a loaded 2-core CI host) still gets an answer
+            if (connected(frames, PROBE_TIMEOUT_NS << (2 * attempt))) {
                 return true;
             }
         }
@@ -317,7 +322,7 @@ final class ScratchServer implements AutoCloseable {
      * not yet seen go), kept when a QUERY_PREFETCH_STATUS through it is answered: a fresh JeroMQ DEALER is now and then born
      * sending nothing (one in a few hundred here, see the tests' TestClient), and its rounds would all wait out the budget.
      */
-    private boolean connected(WarmupFrames frames) {
+    private boolean connected(WarmupFrames frames, long timeoutNs) {
         client = loop.clientSocket(SocketType.DEALER);
         int n = sockets++;
         client.setIdentity(n == 0 ? PEER.bytes() : (PEER_NAME + "-" + n).getBytes(StandardCharsets.US_ASCII));
@@ -325,7 +330,7 @@ final class ScratchServer implements AutoCloseable {
         client.setReceiveTimeOut(RECEIVE_POLL_MS);
         client.connect(loop.endpoint());
         try {
-            callThroughZeroMq(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + PROBE_TIMEOUT_NS);
+            callThroughZeroMq(frames.queryPrefetchStatus("warmup-probe"), System.nanoTime() + timeoutNs);
             if (listen == Listen.LOOPBACK_TCP) {
                 loopbackConnections++;
             }
