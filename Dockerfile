@@ -6,6 +6,8 @@
 
 FROM maven:3.9-eclipse-temurin-25 AS build
 WORKDIR /src
+# a C compiler for the CPU path's native copy (server/src/main/c/build.sh; without one the server copies in Java)
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 # dependencies first, so a code change does not download them again; every module of pom.xml's <modules> needs its
 # pom here (the reactor refuses a missing one), the server's modules their sources (DockerfileCoverageIT holds both)
 COPY pom.xml ./

@@ -34,6 +34,7 @@ import io.lmcache.server.transfer.HostCopies;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
+import io.lmcache.server.transfer.StreamingCopy;
 import io.lmcache.server.warmup.GpuWarmups;
 import java.nio.file.Path;
 import java.util.List;
@@ -174,8 +175,10 @@ final class DataParts {
         if (threads == 0) {
             threads = HostCopies.defaultThreads(Runtime.getRuntime().availableProcessors(), NumaTopology.read(Path.of("/sys")).nodeCount());
         }
-        LOG.info("CPU workers' copies: {} thread(s), the transfer thread included", threads);
-        return HostCopies.start(threads, config.tuning().hostRunBytes(), metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "transfer"),
+        StreamingCopy.Load streaming = config.tuning().nativeHostCopy() ? StreamingCopy.load()
+                : new StreamingCopy.Absent("-Dlmcache.transfer.nativeCopy=false");
+        LOG.info("CPU workers' copies: {} thread(s), the transfer thread included; {}", threads, streaming.describe());
+        return HostCopies.start(threads, config.tuning().hostRunBytes(), streaming, metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "transfer"),
                 metrics.declare(TransferCatalogue.HOST_COPY_RUNS, "copy"));
     }
 

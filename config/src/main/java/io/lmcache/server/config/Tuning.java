@@ -32,6 +32,8 @@ import java.util.function.UnaryOperator;
  *     event poller while the handler plans; 0 = never (shorter plans do not cover the open: bench/RESULTS.md#gpu-hybrid-models)
  * @param transferSpinNs how long an idle transfer thread busy-waits before it parks; 0 = never spins
  * @param hostRunBytes a CPU worker's copy is cut into runs of about this many bytes, which the copy threads take one at a time
+ * @param nativeHostCopy a CPU worker's copies use the native library's non-temporal stores where it loads (else
+ *     {@code MemorySegment.copy}: write-allocate reads cost a third of a many-core host's bandwidth, bench/RESULTS.md#cpu-copy-path)
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
  * @param stackLimitBytes when positive, each CUDA context's per-thread stack limit ({@code CU_LIMIT_STACK_SIZE}, set as
  *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory (256 by default:
@@ -40,7 +42,7 @@ import java.util.function.UnaryOperator;
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
         long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
-        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, int prepareThreads, long stackLimitBytes) {
+        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, boolean nativeHostCopy, int prepareThreads, long stackLimitBytes) {
     /**
      * The knobs by name, in component order: each names its {@code -D} property (what {@link #describe} shows, and tests
      * walk), so a reader or a refusal never counts positions.
@@ -59,6 +61,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         OPEN_EVENT_AHEAD_CHUNKS("lmcache.cuda.openEventAheadChunks"),
         SPIN_US("lmcache.transfer.spinUs"),
         HOST_RUN_KIB("lmcache.transfer.hostRunKiB"),
+        NATIVE_HOST_COPY("lmcache.transfer.nativeCopy"),
         PREPARE_THREADS("lmcache.l1.prepareThreads"),
         STACK_LIMIT_BYTES("lmcache.cuda.stackLimitBytes");
 
@@ -130,6 +133,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 (int) in.number(Knob.OPEN_EVENT_AHEAD_CHUNKS, 16, 0, 1 << 20),
                 TimeUnit.MICROSECONDS.toNanos(in.number(Knob.SPIN_US, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)),
                 in.number(Knob.HOST_RUN_KIB, 1024, 4, 1 << 20) * KIB,
+                in.flag(Knob.NATIVE_HOST_COPY),
                 (int) in.number(Knob.PREPARE_THREADS, 0, 0, 1024),
                 in.number(Knob.STACK_LIMIT_BYTES, 256, 0, 1L << 20));
     }
@@ -150,6 +154,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         values.put(Knob.OPEN_EVENT_AHEAD_CHUNKS, openEventAheadChunks);
         values.put(Knob.SPIN_US, TimeUnit.NANOSECONDS.toMicros(transferSpinNs));
         values.put(Knob.HOST_RUN_KIB, hostRunBytes / KIB);
+        values.put(Knob.NATIVE_HOST_COPY, nativeHostCopy);
         values.put(Knob.PREPARE_THREADS, prepareThreads);
         values.put(Knob.STACK_LIMIT_BYTES, stackLimitBytes);
         Map<String, Object> out = new LinkedHashMap<>();

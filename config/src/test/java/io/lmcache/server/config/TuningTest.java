@@ -30,8 +30,8 @@ class TuningTest {
     @Test
     void theDefaultsAreTheOnesTheOwnersHadBeforeTheRecord() throws ConfigException {
         Tuning small = with(Map.of(), 2);
-        assertEquals(new Tuning(8, 32L << 20, 2048L << 10, 16384L << 10, 128L << 10, 256L << 10, 2, true, true, true, 16, 0, 1024L << 10, 0,
-                256), small);
+        assertEquals(new Tuning(8, 32L << 20, 2048L << 10, 16384L << 10, 128L << 10, 256L << 10, 2, true, true, true, 16, 0, 1024L << 10, true,
+                0, 256), small);
         assertEquals(TimeUnit.MICROSECONDS.toNanos(Tuning.BIG_HOST_SPIN_US), with(Map.of(), Tuning.SPIN_MIN_CORES).transferSpinNs(),
                 "hosts with cores to spare spin");
         assertEquals(small, Tuning.defaults());
@@ -46,6 +46,7 @@ class TuningTest {
         given.put("lmcache.transfer.spinUs", " 1000000 ");
         given.put("lmcache.l1.prepareThreads", "3");
         given.put("lmcache.transfer.hostRunKiB", "256");
+        given.put("lmcache.transfer.nativeCopy", "FALSE");
         given.put("lmcache.cuda.storeDmaHeadMinPieceKiB", "64");
         given.put("lmcache.cuda.retrieveDmaHeadMinPieceKiB", "512");
         Tuning tuning = with(given, 64);
@@ -55,6 +56,7 @@ class TuningTest {
         assertEquals(TimeUnit.SECONDS.toNanos(1), tuning.transferSpinNs());
         assertEquals(3, tuning.prepareThreads());
         assertEquals(256L << 10, tuning.hostRunBytes());
+        assertFalse(tuning.nativeHostCopy());
         assertEquals(64L << 10, tuning.storeDmaHeadMinPieceBytes(), "each direction its own threshold");
         assertEquals(512L << 10, tuning.retrieveDmaHeadMinPieceBytes());
         assertEquals(64L, tuning.describe().get("lmcache.cuda.stagingMiB"));

@@ -613,6 +613,7 @@ public final class LmcacheDrivenTransferModule implements InstanceLivenessTarget
         status.put("transfer_handler_cpu", times.status());
         status.put("store_commit_delay", metrics.transfers().commitDelayStatus());
         status.put("shm_mappings", shmSegments.mappings().status());
+        status.put("cpu_copy", copyPaths.hostCopies().status());
     }
 
     // --- liveness ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import io.lmcache.server.agent.NamedThreads;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -32,19 +33,23 @@ public final class HostCopies implements AutoCloseable {
     static final int DEFAULT_THREADS_PER_NODE = 16;
     private static final long SPIN_NS = 20_000;
     private static final long JOIN_NS = TimeUnit.SECONDS.toNanos(5);
-    private static final Copy STOP = new Copy(null, null, null, false, 0);
+    private static final Copy STOP = new Copy(null, null, null, false, 0, PieceCopy.JAVA);
 
     private final int threads;
     private final long runBytes;
+    private final StreamingCopy.Load copies;
+    private final PieceCopy copier;
     private final LongAdder transferRuns;
     private final LongAdder helperRuns;
     private final BlockingQueue<Copy> tickets;
     private final List<Thread> helpers = new ArrayList<>();
     private volatile boolean closed;
 
-    private HostCopies(int threads, long runBytes, LongAdder transferRuns, LongAdder helperRuns) {
+    private HostCopies(int threads, long runBytes, StreamingCopy.Load copies, LongAdder transferRuns, LongAdder helperRuns) {
         this.threads = threads;
         this.runBytes = runBytes;
+        this.copies = copies;
+        this.copier = copies instanceof StreamingCopy.Loaded(StreamingCopy streaming, int bits) ? streaming : PieceCopy.JAVA;
         this.transferRuns = transferRuns;
         this.helperRuns = helperRuns;
         this.tickets = new ArrayBlockingQueue<>(Math.max(1, threads * 64));
@@ -58,22 +63,23 @@ public final class HostCopies implements AutoCloseable {
 
     /**
      * {@code threads} copying threads in all, the transfer thread included (so {@code threads - 1} are started), each copy cut
-     * into runs of about {@code runBytes} ({@code -Dlmcache.transfer.hostRunKiB}); the runs each kind of thread copied are
-     * counted in {@code transferRuns} and {@code helperRuns}.
+     * into runs of about {@code runBytes} ({@code -Dlmcache.transfer.hostRunKiB}), each piece copied by the native streaming
+     * copy where {@code copies} loaded it, else by {@code MemorySegment.copy}; the runs each kind of thread copied are counted in
+     * {@code transferRuns} and {@code helperRuns}.
      */
-    public static HostCopies start(int threads, long runBytes, LongAdder transferRuns, LongAdder helperRuns) {
+    public static HostCopies start(int threads, long runBytes, StreamingCopy.Load copies, LongAdder transferRuns, LongAdder helperRuns) {
         if (threads < 1) {
             throw new IllegalArgumentException("copy threads must be at least 1, got " + threads);
         }
         if (runBytes < 4096) {
             throw new IllegalArgumentException("a run must be at least 4 KiB, got " + runBytes);
         }
-        return new HostCopies(threads, runBytes, transferRuns, helperRuns);
+        return new HostCopies(threads, runBytes, copies, transferRuns, helperRuns);
     }
 
-    /** Every copy on the transfer thread alone (no thread started, nothing counted): the warm-up's scratch server, tests. */
+    /** Every copy on the transfer thread alone, by {@code MemorySegment.copy} (no thread started, nothing counted): the warm-up's scratch server, tests. */
     public static HostCopies inline() {
-        return new HostCopies(1, Long.MAX_VALUE, new LongAdder(), new LongAdder());
+        return new HostCopies(1, Long.MAX_VALUE, new StreamingCopy.Absent("inline"), new LongAdder(), new LongAdder());
     }
 
     /** How many runs a copy of {@code bytes} is cut into: one per {@code runBytes}, at most {@link #MAX_RUNS_PER_THREAD} a thread. */
@@ -89,6 +95,14 @@ public final class HostCopies implements AutoCloseable {
         return Math.max(1, Math.min(cores, DEFAULT_THREADS_PER_NODE * Math.max(1, numaNodes)));
     }
 
+    /**
+     * {@code /status} {@code cpu_copy}: the copying threads (the transfer thread included) and how a piece is copied
+     * ({@code native non-temporal stores (256-bit)}, or {@code MemorySegment.copy} and why).
+     */
+    public Map<String, Object> status() {
+        return Map.of("threads", threads, "copy", copies.describe());
+    }
+
     /** Copying threads in all, the transfer thread included. */
     public int threads() {
         return threads;
@@ -101,11 +115,11 @@ public final class HostCopies implements AutoCloseable {
     void copy(HostPieces pieces, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool) {
         int runs = runs(pieces.bytes());
         if (runs == 1 || closed) {
-            pieces.copyGroup(0, 1, tensors, pool, toPool);
+            pieces.copyGroup(0, 1, tensors, pool, toPool, copier);
             transferRuns.increment();
             return;
         }
-        Copy copy = new Copy(pieces, tensors, pool, toPool, runs);
+        Copy copy = new Copy(pieces, tensors, pool, toPool, runs, copier);
         int helpersWanted = Math.min(threads - 1, runs - 1);
         for (int i = 0; i < helpersWanted && tickets.offer(copy); i++) {
             // a ticket per helper wanted; the runs of those that did not fit are the other threads'
@@ -161,17 +175,19 @@ public final class HostCopies implements AutoCloseable {
         private final MemorySegment pool;
         private final boolean toPool;
         private final int runs;
+    private final PieceCopy copier;
         private final AtomicInteger next = new AtomicInteger();
         private final AtomicInteger done = new AtomicInteger();
         private final Thread owner = Thread.currentThread();
         private volatile Throwable failure;
 
-        Copy(HostPieces pieces, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool, int runs) {
+        Copy(HostPieces pieces, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool, int runs, PieceCopy copier) {
             this.pieces = pieces;
             this.tensors = tensors;
             this.pool = pool;
             this.toPool = toPool;
             this.runs = runs;
+            this.copier = copier;
         }
 
         /** Copies runs until none is left to take; returns how many this thread copied. */
@@ -181,7 +197,7 @@ public final class HostCopies implements AutoCloseable {
             while ((run = next.getAndIncrement()) < runs) {
                 copied++;
                 try {
-                    pieces.copyGroup(run, runs, tensors, pool, toPool);
+                    pieces.copyGroup(run, runs, tensors, pool, toPool, copier);
                 } catch (RuntimeException | Error e) {
                     if (failure == null) {
                         failure = e;

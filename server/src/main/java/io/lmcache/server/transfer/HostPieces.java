@@ -68,7 +68,9 @@ final class HostPieces implements PieceSink {
      * first byte falls in (found by bisection: a copy is cut into many more groups than it has threads, so each may be taken by
      * whichever thread is free).
      */
-    void copyGroup(int group, int groups, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool) {
+    void copyGroup(int group, int groups, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool, PieceCopy copier) {
+        Move move = toPool ? (tensor, tensorOffset, objectOffset, length) -> copier.copy(tensor, tensorOffset, pool, objectOffset, length)
+                : (tensor, tensorOffset, objectOffset, length) -> copier.copy(pool, objectOffset, tensor, tensorOffset, length);
         long from = groupStart(group, groups);
         long to = groupStart(group + 1, groups);
         for (int i = pieceAt(from); i < count; i++) {
@@ -82,14 +84,20 @@ final class HostPieces implements PieceSink {
             long shape = pieces[at + 4];
             if (shape != 0) {
                 if (start >= from) {
-                    transpose(tensors.apply((int) pieces[at]), pieces[at + 1], pool, pieces[at + 2], length, shape, toPool);
+                    transpose(move, tensors.apply((int) pieces[at]), pieces[at + 1], pieces[at + 2], length, shape);
                 }
             } else if (end > from) {
                 long skip = Math.max(0, from - start);
                 long take = Math.min(end, to) - start - skip;
-                copy(tensors.apply((int) pieces[at]), pieces[at + 1] + skip, pool, pieces[at + 2] + skip, take, toPool);
+                move.move(tensors.apply((int) pieces[at]), pieces[at + 1] + skip, pieces[at + 2] + skip, take);
             }
         }
+    }
+
+    /** One piece's bytes between a tensor and the pool, in the copy's direction. */
+    @FunctionalInterface
+    private interface Move {
+        void move(MemorySegment tensor, long tensorOffset, long objectOffset, long length);
     }
 
     /**
@@ -110,21 +118,12 @@ final class HostPieces implements PieceSink {
         return low;
     }
 
-    private static void copy(MemorySegment tensor, long tensorOffset, MemorySegment pool, long objectOffset, long length, boolean toPool) {
-        if (toPool) {
-            MemorySegment.copy(tensor, tensorOffset, pool, objectOffset, length);
-        } else {
-            MemorySegment.copy(pool, objectOffset, tensor, tensorOffset, length);
-        }
-    }
-
     /** A head-major piece, row by row into (or out of) the object's token-major order, as the GPU kernel maps it. */
-    private static void transpose(MemorySegment tensor, long tensorOffset, MemorySegment pool, long objectOffset, long length, long shape,
-            boolean toPool) {
+    private static void transpose(Move move, MemorySegment tensor, long tensorOffset, long objectOffset, long length, long shape) {
         long rowBytes = HeadTranspose.rowBytes(shape);
         long rows = length / rowBytes;
         for (long row = 0; row < rows; row++) {
-            copy(tensor, tensorOffset + HeadTranspose.tensorRowOffset(shape, row), pool, objectOffset + row * rowBytes, rowBytes, toPool);
+            move.move(tensor, tensorOffset + HeadTranspose.tensorRowOffset(shape, row), objectOffset + row * rowBytes, rowBytes);
         }
     }
 }

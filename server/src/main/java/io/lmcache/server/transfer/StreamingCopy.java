@@ -1,0 +1,159 @@
+package io.lmcache.server.transfer;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Locale;
+
+/**
+ * The CPU path's copy with non-temporal stores, from {@code liblmcache_hostcopy.so} (server/src/main/c): an ordinary store reads
+ * each destination line before writing it, so on a many-core host a copy moves a third more memory than it needs; the JVM
+ * writes without that read only in copies of 2.5 MB a call, and a KV piece is 32-512 KiB (bench/RESULTS.md#cpu-copy-path).
+ *
+ * <p>Guarded: a worker may truncate its shm segment while the server copies from or into it. The library arms a per-thread
+ * jump buffer around each copy and its SIGBUS handler returns the copy as failed ({@link #copy} then throws, as
+ * {@code MemorySegment.copy} throws {@link InternalError} on the same fault); every other SIGBUS goes to the JVM's handler, which
+ * the library chains to. One per JVM (the handler is the process's): {@link #load} loads and checks it once.
+ *
+ * <p>Both segments are passed to the call as segments, so the linker keeps their arenas alive until it returns: a mapping
+ * released meanwhile waits for the copy, never unmaps under it.
+ */
+public final class StreamingCopy implements PieceCopy {
+    static final String RESOURCE = "/native/linux-x86_64/liblmcache_hostcopy.so";
+    /** Shorter copies (a head-major piece's rows) stay in Java: the call costs more than the reads it saves (the library's own bar). */
+    static final long STREAM_MIN_BYTES = 4096;
+    /** What {@link #load} found: the copy, or why the server copies in Java. */
+    public sealed interface Load permits Loaded, Absent {
+        /** For the start-up log line and {@code /status}: {@code "native, AVX2 non-temporal stores"} or why not. */
+        String describe();
+    }
+
+    /** The library loaded and copied its self-test correctly. */
+    public record Loaded(StreamingCopy copy, int vectorBits) implements Load {
+        @Override
+        public String describe() {
+            return "native non-temporal stores (" + vectorBits + "-bit)";
+        }
+    }
+
+    /** The library is not there or did not work; the server copies with {@code MemorySegment.copy}. */
+    public record Absent(String why) implements Load {
+        @Override
+        public String describe() {
+            return "MemorySegment.copy (" + why + ")";
+        }
+    }
+
+    private static Load loaded;
+
+    private final MethodHandle copy;
+
+    private StreamingCopy(MethodHandle copy) {
+        this.copy = copy;
+    }
+
+    /** The library, loaded (and its SIGBUS handler installed) on the first call; later calls give the same answer. */
+    public static synchronized Load load() {
+        if (loaded == null) {
+            loaded = tryLoad();
+        }
+        return loaded;
+    }
+
+    private static Load tryLoad() {
+        String platform = System.getProperty("os.name", "") + "/" + System.getProperty("os.arch", "");
+        if (!platform.toLowerCase(Locale.ROOT).equals("linux/amd64")) {
+            return new Absent("no library for " + platform);
+        }
+        try (InputStream in = StreamingCopy.class.getResourceAsStream(RESOURCE)) {
+            if (in == null) {
+                return new Absent("not built: no C compiler when the server was built (server/src/main/c/build.sh)");
+            }
+            return link(extract(in));
+        } catch (IOException | RuntimeException e) {
+            return new Absent("could not load " + RESOURCE + ": " + e);
+        }
+    }
+
+    /** Into a directory of this user's alone, made for it and gone once loaded (the mapping stays). */
+    private static Path extract(InputStream in) throws IOException {
+        Path dir = Files.createTempDirectory("lmcache-native-", PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        Path file = dir.resolve("liblmcache_hostcopy.so");
+        try (var out = Files.newOutputStream(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
+            in.transferTo(out);
+        }
+        return file;
+    }
+
+    private static Load link(Path file) throws IOException {
+        try {
+            Linker linker = Linker.nativeLinker();
+            SymbolLookup library = SymbolLookup.libraryLookup(file, Arena.global());
+            MethodHandle install = linker.downcallHandle(library.findOrThrow("lmc_install"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
+            MethodHandle width = linker.downcallHandle(library.findOrThrow("lmc_vector_width"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
+            MethodHandle copy = linker.downcallHandle(library.findOrThrow("lmc_copy"),
+                    FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+            if ((int) install.invokeExact() != 0) {
+                return new Absent("lmc_install failed (sigaction)");
+            }
+            StreamingCopy streaming = new StreamingCopy(copy);
+            String wrong = streaming.selfTest();
+            return wrong == null ? new Loaded(streaming, (int) width.invokeExact()) : new Absent(wrong);
+        } catch (Throwable e) {
+            return new Absent("could not link " + file.getFileName() + ": " + e);
+        } finally {
+            Files.deleteIfExists(file);
+            Files.deleteIfExists(file.getParent());
+        }
+    }
+
+    /** Copies a patterned buffer at an odd offset, across the streaming threshold; null when the bytes came out alike. */
+    private String selfTest() {
+        try (Arena arena = Arena.ofConfined()) {
+            int bytes = 300_001;
+            MemorySegment from = arena.allocate(bytes + 64, 64).asSlice(3, bytes);
+            MemorySegment to = arena.allocate(bytes + 64, 64).asSlice(17, bytes);
+            for (int i = 0; i < bytes; i++) {
+                from.set(ValueLayout.JAVA_BYTE, i, (byte) (i * 31 + 7));
+            }
+            copy(from, 0, to, 0, bytes);
+            return to.mismatch(from) == -1 ? null : "the self-test's bytes differed at " + to.mismatch(from);
+        }
+    }
+
+    /**
+     * Copies {@code length} bytes; throws {@link IllegalStateException} when a page of either side raised SIGBUS (a shm segment
+     * truncated under the copy), after which some of the bytes may have been copied. Heap segments and copies under
+     * {@link #STREAM_MIN_BYTES} go by {@code MemorySegment.copy} (the library takes addresses).
+     */
+    @Override
+    public void copy(MemorySegment from, long fromOffset, MemorySegment to, long toOffset, long length) {
+        if (length < STREAM_MIN_BYTES || !from.isNative() || !to.isNative()) {
+            MemorySegment.copy(from, fromOffset, to, toOffset, length);
+            return;
+        }
+        // sliced: bounds checked here, as MemorySegment.copy checks them
+        MemorySegment source = from.asSlice(fromOffset, length);
+        MemorySegment target = to.asSlice(toOffset, length);
+        int failed;
+        try {
+            failed = (int) copy.invokeExact(target, source, length);
+        } catch (Throwable e) {
+            throw new IllegalStateException("the native copy could not be called: " + e, e);
+        }
+        if (failed != 0) {
+            throw new IllegalStateException("a page of the copy raised SIGBUS (a shared-memory segment truncated under it)");
+        }
+    }
+}
