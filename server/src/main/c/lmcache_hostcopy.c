@@ -118,10 +118,13 @@ int lmc_vector_width(void) {
 }
 
 /*
- * Copies n bytes from src to dst (not overlapping), then fences, so the bytes are visible to every thread before whatever the
- * caller stores next. Returns 0, or -1 when a page of either side raised SIGBUS (some bytes may have been copied).
+ * Copies count pieces, each three int64 in pieces: destination address, source address, length (no piece overlaps
+ * another's destination or its own source), then fences, so the bytes are visible to every thread before whatever the
+ * caller stores next. Returns 0, or -1 when a page of either side raised SIGBUS (some pieces may have been copied, or part
+ * of one). anchor is not read: the caller passes the pool's segment there, so the JVM keeps its memory mapped meanwhile.
  */
-int lmc_copy(void *dst, const void *src, int64_t n) {
+int lmc_copy_pieces(const void *anchor, const int64_t *pieces, int32_t count) {
+    (void) anchor;
     sigjmp_buf env;
     if (sigsetjmp(env, 0) != 0) {
         _mm_sfence();
@@ -129,7 +132,9 @@ int lmc_copy(void *dst, const void *src, int64_t n) {
     }
     armed = &env;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    copy((char *) dst, (const char *) src, (size_t) n);
+    for (int32_t i = 0; i < count; i++) {
+        copy((char *) (intptr_t) pieces[3 * i], (const char *) (intptr_t) pieces[3 * i + 1], (size_t) pieces[3 * i + 2]);
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     armed = NULL;
     _mm_sfence();

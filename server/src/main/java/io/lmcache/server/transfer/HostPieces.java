@@ -69,8 +69,9 @@ final class HostPieces implements PieceSink {
      * whichever thread is free).
      */
     void copyGroup(int group, int groups, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool, PieceCopy copier) {
-        Move move = toPool ? (tensor, tensorOffset, objectOffset, length) -> copier.copy(tensor, tensorOffset, pool, objectOffset, length)
-                : (tensor, tensorOffset, objectOffset, length) -> copier.copy(pool, objectOffset, tensor, tensorOffset, length);
+        PieceCopy.Batch batch = copier.batch(pool);
+        Move move = toPool ? (tensor, tensorOffset, objectOffset, length) -> batch.copy(tensor, tensorOffset, pool, objectOffset, length)
+                : (tensor, tensorOffset, objectOffset, length) -> batch.copy(pool, objectOffset, tensor, tensorOffset, length);
         long from = groupStart(group, groups);
         long to = groupStart(group + 1, groups);
         for (int i = pieceAt(from); i < count; i++) {
@@ -92,6 +93,7 @@ final class HostPieces implements PieceSink {
                 move.move(tensors.apply((int) pieces[at]), pieces[at + 1] + skip, pieces[at + 2] + skip, take);
             }
         }
+        batch.flush();
     }
 
     /** One piece's bytes between a tensor and the pool, in the copy's direction. */

@@ -15,6 +15,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Locale;
+import java.util.Objects;
 
 /**
  * The CPU path's copy with non-temporal stores, from {@code liblmcache_hostcopy.so} (server/src/main/c): an ordinary store reads
@@ -26,8 +27,8 @@ import java.util.Locale;
  * {@code MemorySegment.copy} throws {@link InternalError} on the same fault); every other SIGBUS goes to the JVM's handler, which
  * the library chains to. One per JVM (the handler is the process's): {@link #load} loads and checks it once.
  *
- * <p>Both segments are passed to the call as segments, so the linker keeps their arenas alive until it returns: a mapping
- * released meanwhile waits for the copy, never unmaps under it.
+ * <p>The pool's segment is passed to each call, so the linker keeps its arena alive until it returns; a worker's tensors are
+ * released only after the last transfer that uses them ended (the release thread), so they outlive the copy too.
  */
 public final class StreamingCopy implements PieceCopy {
     static final String RESOURCE = "/native/linux-x86_64/liblmcache_hostcopy.so";
@@ -56,6 +57,13 @@ public final class StreamingCopy implements PieceCopy {
     }
 
     private static Load loaded;
+
+    /** Pieces per native call at most: a run of 1 MiB holds 32 blocks of 32 KiB, a transposed one more. */
+    private static final int MAX_PIECES = 256;
+    private static final long PIECE_BYTES = 3 * Long.BYTES;
+    /** Each copying thread's descriptor buffer (freed with the thread: its arena is automatic). */
+    private static final ThreadLocal<MemorySegment> PIECES =
+            ThreadLocal.withInitial(() -> Arena.ofAuto().allocate(MAX_PIECES * PIECE_BYTES, Long.BYTES));
 
     private final MethodHandle copy;
 
@@ -102,8 +110,8 @@ public final class StreamingCopy implements PieceCopy {
             SymbolLookup library = SymbolLookup.libraryLookup(file, Arena.global());
             MethodHandle install = linker.downcallHandle(library.findOrThrow("lmc_install"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
             MethodHandle width = linker.downcallHandle(library.findOrThrow("lmc_vector_width"), FunctionDescriptor.of(ValueLayout.JAVA_INT));
-            MethodHandle copy = linker.downcallHandle(library.findOrThrow("lmc_copy"),
-                    FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+            MethodHandle copy = linker.downcallHandle(library.findOrThrow("lmc_copy_pieces"),
+                    FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
             if ((int) install.invokeExact() != 0) {
                 return new Absent("lmc_install failed (sigaction)");
             }
@@ -133,27 +141,75 @@ public final class StreamingCopy implements PieceCopy {
     }
 
     /**
-     * Copies {@code length} bytes; throws {@link IllegalStateException} when a page of either side raised SIGBUS (a shm segment
-     * truncated under the copy), after which some of the bytes may have been copied. Heap segments and copies under
-     * {@link #STREAM_MIN_BYTES} go by {@code MemorySegment.copy} (the library takes addresses).
+     * Copies {@code length} bytes at once (a batch of one; the tests', the self-test's); see {@link NativeBatch#copy}.
      */
-    @Override
     public void copy(MemorySegment from, long fromOffset, MemorySegment to, long toOffset, long length) {
-        if (length < STREAM_MIN_BYTES || !from.isNative() || !to.isNative()) {
-            MemorySegment.copy(from, fromOffset, to, toOffset, length);
-            return;
+        Batch batch = batch(to.isNative() ? to : from);
+        batch.copy(from, fromOffset, to, toOffset, length);
+        batch.flush();
+    }
+
+    @Override
+    public Batch batch(MemorySegment pool) {
+        return new NativeBatch(pool, PIECES.get());
+    }
+
+    /**
+     * A run's pieces, held in this thread's descriptor buffer and copied by one call per {@link #MAX_PIECES} and at the flush:
+     * one jump buffer armed and one acquire of the pool's arena per call, not per piece (sixteen threads acquiring that one
+     * arena per 32 KiB piece would contend on its counter).
+     */
+    private final class NativeBatch implements Batch {
+        private final MemorySegment pool;
+        private final MemorySegment pieces;
+        private int count;
+
+        NativeBatch(MemorySegment pool, MemorySegment pieces) {
+            this.pool = pool;
+            this.pieces = pieces;
         }
-        // sliced: bounds checked here, as MemorySegment.copy checks them
-        MemorySegment source = from.asSlice(fromOffset, length);
-        MemorySegment target = to.asSlice(toOffset, length);
-        int failed;
-        try {
-            failed = (int) copy.invokeExact(target, source, length);
-        } catch (Throwable e) {
-            throw new IllegalStateException("the native copy could not be called: " + e, e);
+
+        /**
+         * Holds the piece (its bounds checked now, as {@code MemorySegment.copy} checks them); copies under
+         * {@link #STREAM_MIN_BYTES} and heap segments go by {@code MemorySegment.copy} at once (the library takes addresses).
+         */
+        @Override
+        public void copy(MemorySegment from, long fromOffset, MemorySegment to, long toOffset, long length) {
+            if (length < STREAM_MIN_BYTES || !from.isNative() || !to.isNative()) {
+                MemorySegment.copy(from, fromOffset, to, toOffset, length);
+                return;
+            }
+            Objects.checkFromIndexSize(fromOffset, length, from.byteSize());
+            Objects.checkFromIndexSize(toOffset, length, to.byteSize());
+            long at = count++ * PIECE_BYTES;
+            pieces.set(ValueLayout.JAVA_LONG, at, to.address() + toOffset);
+            pieces.set(ValueLayout.JAVA_LONG, at + Long.BYTES, from.address() + fromOffset);
+            pieces.set(ValueLayout.JAVA_LONG, at + 2 * Long.BYTES, length);
+            if (count == MAX_PIECES) {
+                flush();
+            }
         }
-        if (failed != 0) {
-            throw new IllegalStateException("a page of the copy raised SIGBUS (a shared-memory segment truncated under it)");
+
+        /**
+         * Copies the held pieces; throws {@link IllegalStateException} when a page of either side raised SIGBUS (a shm segment
+         * truncated under the copy), after which some of the bytes may have been copied.
+         */
+        @Override
+        public void flush() {
+            if (count == 0) {
+                return;
+            }
+            int pieceCount = count;
+            count = 0;
+            int failed;
+            try {
+                failed = (int) copy.invokeExact(pool, pieces, pieceCount);
+            } catch (Throwable e) {
+                throw new IllegalStateException("the native copy could not be called: " + e, e);
+            }
+            if (failed != 0) {
+                throw new IllegalStateException("a page of the copy raised SIGBUS (a shared-memory segment truncated under it)");
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -75,6 +76,31 @@ class StreamingCopyTest {
     }
 
     @Test
+    void aBatchOfMorePiecesThanOneCallHoldsLandsEachPieceWhereItBelongs() {
+        StreamingCopy copy = loaded();
+        try (Arena arena = Arena.ofConfined()) {
+            int pieces = 600; // more than two calls' worth: the batch flushes when full and at the end
+            MemorySegment from = arena.allocate(pieces * 8192L, 4096);
+            for (long i = 0; i < from.byteSize(); i += 8) {
+                from.set(ValueLayout.JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
+            }
+            MemorySegment to = arena.allocate(pieces * 8192L, 4096);
+            MemorySegment expected = arena.allocate(pieces * 8192L, 4096);
+            PieceCopy.Batch batch = copy.batch(to);
+            for (int i = 0; i < pieces; i++) {
+                // backwards, so each piece's place in the batch differs from its place in memory; 100 bytes and 4 KiB+ both
+                long length = i % 7 == 0 ? 100 : 4096 + i;
+                long fromAt = (pieces - 1 - i) * 8192L;
+                long toAt = i * 8192L + (i % 3);
+                batch.copy(from, fromAt, to, toAt, length);
+                MemorySegment.copy(from, fromAt, expected, toAt, length);
+            }
+            batch.flush();
+            assertEquals(-1, to.mismatch(expected));
+        }
+    }
+
+    @Test
     void aSegmentTruncatedUnderTheCopyFailsItEachTimeAndTheJvmsOwnFaultsStillBecomeInternalErrors() throws Exception {
         StreamingCopy copy = loaded();
         Path file = Files.createTempFile(Path.of("/dev/shm"), "lmcache_test_streaming_", "");
@@ -104,7 +130,7 @@ class StreamingCopyTest {
     }
 
     /** This thread's blocked signals, as the kernel reports them ({@code SigBlk}: hex mask). */
-    private static String blockedSignals() throws java.io.IOException {
+    private static String blockedSignals() throws IOException {
         return Files.readAllLines(Path.of("/proc/thread-self/status")).stream().filter(line -> line.startsWith("SigBlk:")).findFirst()
                 .orElseThrow();
     }
