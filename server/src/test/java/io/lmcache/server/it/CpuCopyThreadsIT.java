@@ -24,7 +24,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * CPU workers' copies spread over several copy threads ({@code --cpu-copy-threads}, issue 52) keep the host path's rules:
  * workers storing and retrieving at once each get back exactly their bytes, and a LOOKUP from another connection sent
  * right after a STORE's reply, and the RETRIEVE after it, see every chunk (the reply follows the last run's copy); with one
- * transfer lane and with several (each worker's copies then overlap the others').
+ * transfer lane and with several (each worker's copies then overlap the others'); the pieces go through the native
+ * non-temporal copy ({@code transfer.StreamingCopy}, {@code /status} {@code cpu_copy}).
  */
 @ExtendWith(ServerLogOnFailure.class)
 class CpuCopyThreadsIT {
@@ -47,6 +48,10 @@ class CpuCopyThreadsIT {
         try (ServerProcess server = ServerProcess.start(flags.toArray(String[]::new))) {
             JsonNode config = new ObjectMapper().readTree(Http.get(server.httpBase() + "/config").body());
             assertEquals(lanes, config.findValue("max_gpu_workers").asText(), "/config says how the lanes were set");
+            JsonNode cpuCopy = new ObjectMapper().readTree(Http.get(server.httpBase() + "/status").body()).get("cpu_copy");
+            assertEquals(4, cpuCopy.get("threads").asInt(), cpuCopy.toString());
+            // the build made the native copy (CI requires a C compiler): the pieces go through it, the rules below still hold
+            assertTrue(cpuCopy.get("copy").asText().startsWith("native non-temporal stores"), cpuCopy.toString());
             ExecutorService threads = Executors.newFixedThreadPool(WORKERS);
             try {
                 List<Future<?>> done = new ArrayList<>();
