@@ -19,7 +19,8 @@ import java.util.Objects;
 
 /**
  * The CPU path's copy with non-temporal stores, from {@code liblmcache_hostcopy.so} (server/src/main/c): an ordinary store reads
- * each destination line before writing it, so on a many-core host a copy moves a third more memory than it needs; the JVM
+ * each destination line before writing it, so a copy costs three bytes of memory traffic per byte instead of two, which on a
+ * many-core host is the limit; the JVM
  * writes without that read only in copies of 2.5 MB a call, and a KV piece is 32-512 KiB (bench/RESULTS.md#cpu-copy-path).
  *
  * <p>Guarded: a worker may truncate its shm segment while the server copies from or into it. The library arms a per-thread
@@ -36,7 +37,7 @@ public final class StreamingCopy implements PieceCopy {
     static final long STREAM_MIN_BYTES = 4096;
     /** What {@link #load} found: the copy, or why the server copies in Java. */
     public sealed interface Load permits Loaded, Absent {
-        /** For the start-up log line and {@code /status}: {@code "native, AVX2 non-temporal stores"} or why not. */
+        /** For the start-up log line and {@code /status}: {@code "native non-temporal stores (256-bit)"}, or why not. */
         String describe();
     }
 
@@ -100,6 +101,10 @@ public final class StreamingCopy implements PieceCopy {
         Path file = dir.resolve("liblmcache_hostcopy.so");
         try (var out = Files.newOutputStream(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
             in.transferTo(out);
+        } catch (IOException e) {
+            Files.deleteIfExists(file);
+            Files.deleteIfExists(dir);
+            throw e;
         }
         return file;
     }
