@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds liblmcache_hostcopy.so (the CPU path's guarded non-temporal copies) into $1/native/linux-x86_64/, where the
-# server finds it on its class path. Maven runs this in the compile phase. No C compiler, or not x86-64: says so and
-# exits 0; the server then copies in Java (slower on hosts with many cores, see docs/internals.md). LMCACHE_REQUIRE_NATIVE=1
-# (CI) makes that a failure.
+# server finds it on its class path; Maven runs this in the process-classes phase (server/pom.xml). No C compiler, or not
+# x86-64: says so and exits 0; the server then copies in Java (slower on hosts with many cores, see docs/internals.md).
+# LMCACHE_REQUIRE_NATIVE=1 (CI) makes that a failure.
 set -euo pipefail
 out="$1/native/linux-x86_64"
 src="$(dirname "${BASH_SOURCE[0]}")/lmcache_hostcopy.c"

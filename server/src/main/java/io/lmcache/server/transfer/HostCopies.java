@@ -79,7 +79,7 @@ public final class HostCopies implements AutoCloseable {
 
     /** Every copy on the transfer thread alone, by {@code MemorySegment.copy} (no thread started, nothing counted): the warm-up's scratch server, tests. */
     public static HostCopies inline() {
-        return new HostCopies(1, Long.MAX_VALUE, new StreamingCopy.Absent("inline"), new LongAdder(), new LongAdder());
+        return new HostCopies(1, Long.MAX_VALUE, new StreamingCopy.Absent("one thread's inline copies"), new LongAdder(), new LongAdder());
     }
 
     /** How many runs a copy of {@code bytes} is cut into: one per {@code runBytes}, at most {@link #MAX_RUNS_PER_THREAD} a thread. */
