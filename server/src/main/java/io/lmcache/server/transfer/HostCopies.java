@@ -49,7 +49,7 @@ public final class HostCopies implements AutoCloseable {
         this.threads = threads;
         this.runBytes = runBytes;
         this.copies = copies;
-        this.copier = copies instanceof StreamingCopy.Loaded(StreamingCopy streaming, int bits) ? streaming : PieceCopy.JAVA;
+        this.copier = copies.copier();
         this.transferRuns = transferRuns;
         this.helperRuns = helperRuns;
         this.tickets = new ArrayBlockingQueue<>(Math.max(1, threads * 64));

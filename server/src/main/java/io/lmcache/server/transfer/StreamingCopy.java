@@ -39,6 +39,9 @@ public final class StreamingCopy implements PieceCopy {
     public sealed interface Load permits Loaded, Absent {
         /** For the start-up log line and {@code /status}: {@code "native non-temporal stores (256-bit)"}, or why not. */
         String describe();
+
+        /** How each piece is copied: the native copy where it loaded, else {@link PieceCopy#JAVA}. */
+        PieceCopy copier();
     }
 
     /** The library loaded and copied its self-test correctly. */
@@ -47,6 +50,11 @@ public final class StreamingCopy implements PieceCopy {
         public String describe() {
             return "native non-temporal stores (" + vectorBits + "-bit)";
         }
+
+        @Override
+        public PieceCopy copier() {
+            return copy;
+        }
     }
 
     /** The library is not there or did not work; the server copies with {@code MemorySegment.copy}. */
@@ -54,6 +62,11 @@ public final class StreamingCopy implements PieceCopy {
         @Override
         public String describe() {
             return "MemorySegment.copy (" + why + ")";
+        }
+
+        @Override
+        public PieceCopy copier() {
+            return PieceCopy.JAVA;
         }
     }
 
