@@ -38,7 +38,6 @@ public final class HostCopies implements AutoCloseable {
     private final int threads;
     private final long runBytes;
     private final StreamingCopy.Load copies;
-    private final PieceCopy copier;
     private final LongAdder transferRuns;
     private final LongAdder helperRuns;
     private final BlockingQueue<Copy> tickets;
@@ -49,7 +48,6 @@ public final class HostCopies implements AutoCloseable {
         this.threads = threads;
         this.runBytes = runBytes;
         this.copies = copies;
-        this.copier = copies.copier();
         this.transferRuns = transferRuns;
         this.helperRuns = helperRuns;
         this.tickets = new ArrayBlockingQueue<>(Math.max(1, threads * 64));
@@ -115,11 +113,11 @@ public final class HostCopies implements AutoCloseable {
     void copy(HostPieces pieces, IntFunction<MemorySegment> tensors, MemorySegment pool, boolean toPool) {
         int runs = runs(pieces.bytes());
         if (runs == 1 || closed) {
-            pieces.copyGroup(0, 1, tensors, pool, toPool, copier);
+            pieces.copyGroup(0, 1, tensors, pool, toPool, copies.copier());
             transferRuns.increment();
             return;
         }
-        Copy copy = new Copy(pieces, tensors, pool, toPool, runs, copier);
+        Copy copy = new Copy(pieces, tensors, pool, toPool, runs, copies.copier());
         int helpersWanted = Math.min(threads - 1, runs - 1);
         for (int i = 0; i < helpersWanted && tickets.offer(copy); i++) {
             // a ticket per helper wanted; the runs of those that did not fit are the other threads'
