@@ -49,7 +49,7 @@ static void on_sigbus(int sig, siginfo_t *info, void *context) {
 }
 
 /* 64-byte-aligned dst, n a multiple of 128 */
-__attribute__((target("avx2"))) static void stream_avx2(char *dst, const char *src, size_t n) {
+__attribute__((target("avx2"))) static void stream_avx2_run(char *dst, const char *src, size_t n) {
     for (size_t i = 0; i < n; i += 128) {
         __m256i a = _mm256_loadu_si256((const __m256i *) (src + i));
         __m256i b = _mm256_loadu_si256((const __m256i *) (src + i + 32));
@@ -60,6 +60,38 @@ __attribute__((target("avx2"))) static void stream_avx2(char *dst, const char *s
         _mm256_stream_si256((__m256i *) (dst + i + 64), c);
         _mm256_stream_si256((__m256i *) (dst + i + 96), d);
     }
+}
+
+/*
+ * Four 4 KiB blocks at a time, 128 bytes of each per step, the source prefetched two steps ahead: with one straight
+ * stream a thread, sixteen threads fell short of the host's copy; four streams a thread keep more reads in flight
+ * (glibc's large_memcpy_4x has the same shape). Figures: bench/journal/2026-12-06-native-streaming-copy.md.
+ */
+#define BLOCK 4096
+__attribute__((target("avx2"))) static void stream_avx2(char *dst, const char *src, size_t n) {
+    size_t quads = n & ~(size_t) (4 * BLOCK - 1);
+    for (size_t q = 0; q < quads; q += 4 * BLOCK) {
+        for (size_t i = q; i < q + BLOCK; i += 128) {
+            __m256i v[16];
+            for (int b = 0; b < 4; b++) {
+                const char *s = src + i + b * BLOCK;
+                _mm_prefetch(s + 256, _MM_HINT_T0);
+                _mm_prefetch(s + 320, _MM_HINT_T0);
+                v[4 * b] = _mm256_loadu_si256((const __m256i *) s);
+                v[4 * b + 1] = _mm256_loadu_si256((const __m256i *) (s + 32));
+                v[4 * b + 2] = _mm256_loadu_si256((const __m256i *) (s + 64));
+                v[4 * b + 3] = _mm256_loadu_si256((const __m256i *) (s + 96));
+            }
+            for (int b = 0; b < 4; b++) {
+                char *d = dst + i + b * BLOCK;
+                _mm256_stream_si256((__m256i *) d, v[4 * b]);
+                _mm256_stream_si256((__m256i *) (d + 32), v[4 * b + 1]);
+                _mm256_stream_si256((__m256i *) (d + 64), v[4 * b + 2]);
+                _mm256_stream_si256((__m256i *) (d + 96), v[4 * b + 3]);
+            }
+        }
+    }
+    stream_avx2_run(dst + quads, src + quads, n - quads);
 }
 
 static void stream_sse2(char *dst, const char *src, size_t n) {
