@@ -65,7 +65,7 @@ __attribute__((target("avx2"))) static void stream_avx2_run(char *dst, const cha
 /*
  * Four 4 KiB blocks at a time, 128 bytes of each per step, the source prefetched two steps ahead: with one straight
  * stream a thread, sixteen threads fell short of the host's copy; four streams a thread keep more reads in flight
- * (glibc's large_memcpy_4x has the same shape). Figures: bench/journal/2026-12-06-native-streaming-copy.md.
+ * (glibc's large_memcpy_4x has the same shape). Figures: bench/journal/2026-12-07-four-block-native-copy.md.
  */
 #define BLOCK 4096
 __attribute__((target("avx2"))) static void stream_avx2(char *dst, const char *src, size_t n) {
