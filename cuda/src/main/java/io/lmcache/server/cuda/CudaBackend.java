@@ -79,6 +79,12 @@ public final class CudaBackend implements GpuBackend {
     }
 
     @Override
+    public boolean awaitPoolPinned(long deadlineNs) {
+        PinnedPool pool = pinned;
+        return pool == null || pool.awaitSwept(deadlineNs);
+    }
+
+    @Override
     public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
         return DeviceTensors.open(devices, wrappers, release);
     }

@@ -49,6 +49,12 @@ public sealed interface GpuBackend extends AutoCloseable permits CudaBackend, No
      */
     void pinNow(int region);
 
+    /**
+     * Waits until the pool's background pinning, started by the first GPU registration, has ended, or until {@code deadlineNs}
+     * (System.nanoTime) at the latest; whether it has. True where nothing is being pinned (no CUDA, no pinned pool).
+     */
+    boolean awaitPoolPinned(long deadlineNs);
+
     /** Opens a worker's CUDA IPC tensors; throws {@link CudaException} (with the reason) when it cannot. */
     DeviceTensors open(List<TensorWrapper> wrappers, Executor release);
 

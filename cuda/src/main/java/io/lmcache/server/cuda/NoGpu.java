@@ -48,6 +48,11 @@ public final class NoGpu implements GpuBackend {
     }
 
     @Override
+    public boolean awaitPoolPinned(long deadlineNs) {
+        return true; // nothing is pinned without CUDA
+    }
+
+    @Override
     public DeviceTensors open(List<TensorWrapper> wrappers, Executor release) {
         throw new CudaException(REFUSED);
     }

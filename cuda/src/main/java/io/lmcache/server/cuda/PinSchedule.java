@@ -1,6 +1,7 @@
 package io.lmcache.server.cuda;
 
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -217,6 +218,33 @@ public final class PinSchedule {
             return State.WAITING;
         }
         return sweepsRunning.get() > 0 ? State.PINNING : State.DONE;
+    }
+
+    /**
+     * Waits until the background sweeps have ended (each region recorded at the start pinned, failed or left at a stop), or
+     * until {@code deadlineNs} (System.nanoTime) at the latest; whether they have. False before the first registration.
+     * For the GPU warm-up: while the sweeps run, each {@code cuMemHostRegister} holds the driver, and the warm-up's own
+     * driver calls mostly wait behind them.
+     */
+    public boolean awaitSwept(long deadlineNs) {
+        List<Thread> sweeps;
+        synchronized (this) {
+            if (pinner == null) {
+                return false;
+            }
+            sweeps = List.copyOf(threads);
+        }
+        try {
+            for (Thread sweep : sweeps) {
+                if (!sweep.join(Duration.ofNanos(Math.max(0, deadlineNs - System.nanoTime())))) {
+                    return false;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        return true;
     }
 
     /** The first pinning failure, or "". */

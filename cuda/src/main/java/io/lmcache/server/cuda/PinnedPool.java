@@ -124,6 +124,14 @@ public final class PinnedPool implements PoolMemory, AutoCloseable {
         return schedule.isPinned(region);
     }
 
+    /**
+     * Waits for the background pinning of the regions prepared by the first registration, until {@code deadlineNs} at the
+     * latest ({@link PinSchedule#awaitSwept}).
+     */
+    public boolean awaitSwept(long deadlineNs) {
+        return schedule.awaitSwept(deadlineNs);
+    }
+
     public int regions() {
         return schedule.regions();
     }

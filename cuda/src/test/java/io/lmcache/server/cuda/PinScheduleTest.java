@@ -119,6 +119,32 @@ class PinScheduleTest {
     }
 
     @Test
+    void awaitSweptSaysWhetherTheBackgroundPinningHasEnded() throws InterruptedException {
+        PinSchedule schedule = new PinSchedule(4, 2);
+        for (int region = 0; region < 4; region++) {
+            schedule.prepared(region, slice());
+        }
+        assertFalse(schedule.awaitSwept(System.nanoTime() + TimeUnit.SECONDS.toNanos(1)), "no pinning before the first registration");
+        CountDownLatch release = new CountDownLatch(1);
+        assertTrue(schedule.start((region, slice) -> {
+            try {
+                release.await(1, TimeUnit.MINUTES); // every pin held until released
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            pinnedRegions.add(region);
+        }));
+        assertFalse(schedule.awaitSwept(System.nanoTime()), "a deadline already past: the sweeps are still pinning");
+        assertFalse(schedule.awaitSwept(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(50)), "still held at the deadline");
+        assertEquals(PinSchedule.State.PINNING, schedule.state());
+        release.countDown();
+        assertTrue(schedule.awaitSwept(System.nanoTime() + TimeUnit.SECONDS.toNanos(30)));
+        assertEquals(PinSchedule.State.DONE, schedule.state(), "awaitSwept returned only once every sweep had ended");
+        assertEquals(List.of(0, 1, 2, 3), pinnedRegions.stream().sorted().toList());
+        schedule.stop();
+    }
+
+    @Test
     void aStoppedScheduleNeverStarts() {
         PinSchedule schedule = new PinSchedule(2, 1);
         schedule.prepared(0, slice());

@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntConsumer;
 import java.util.function.IntFunction;
+import java.util.function.LongPredicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,6 +40,8 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     private static final byte TRANSFER_OK_TAIL = (byte) 0xc3;
     /** Regions pinned ahead: a first STORE of 64 chunks of 32 MiB spans two 1 GiB regions. */
     static final int FIRST_REGIONS = 2;
+    /** How often the wait for the pool's pinning looks at the warm-up's {@link GpuWarmups.Stop}. */
+    private static final long POOL_WAIT_SLICE_NS = TimeUnit.MILLISECONDS.toNanos(10);
     /** How long a scratch transfer's completion may take before the warm-up gives up on it. */
     private static final long SETTLE_NS = TimeUnit.SECONDS.toNanos(2);
     private static final int MAX_ROUNDS = 100_000;
@@ -46,13 +49,16 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     private final ServerConfig config;
     private final IntFunction<int[]> nextRegions;
     private final IntConsumer pinNow;
+    private final LongPredicate poolPinned;
     private final ScratchParts parts;
 
-    GpuScratchWarmup(ScratchParts parts, ServerConfig config, IntFunction<int[]> nextRegions, IntConsumer pinNow) {
+    /** {@code poolPinned}: waits for the pool's background pinning until a deadline, and says whether it ended. */
+    GpuScratchWarmup(ScratchParts parts, ServerConfig config, IntFunction<int[]> nextRegions, IntConsumer pinNow, LongPredicate poolPinned) {
         this.parts = parts;
         this.config = config;
         this.nextRegions = nextRegions;
         this.pinNow = pinNow;
+        this.poolPinned = poolPinned;
     }
 
     /**
@@ -65,7 +71,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             return GpuWarmups.off();
         }
         return new GpuWarmups(config.operator().gpuWarmupBudgetNs(), config.operator().gpuWarmupRegisterWaitNs(), path -> path instanceof CudaCopyPath,
-                new GpuScratchWarmup(parts, config, store::nextAllocationRegions, backend::pinNow));
+                new GpuScratchWarmup(parts, config, store::nextAllocationRegions, backend::pinNow, backend::awaitPoolPinned));
     }
 
     @Override
@@ -83,15 +89,16 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         }
         int pinned = pins.await(deadlineNs + GpuWarmups.GRACE_NS / 2);
         String stoppedBy = pins.error() == null ? rounds.stoppedBy() : rounds.stoppedBy() + "; pinning ahead: " + pins.error();
-        return new GpuWarmups.Outcome(rounds.rounds(), stoppedBy, pinned);
+        return new GpuWarmups.Outcome(rounds.rounds(), stoppedBy, pinned, rounds.poolWaitMs());
     }
 
     /**
-     * The rounds get the whole budget from when the scratch server is open: on the H200 its opening (pinned scratch memory
-     * while the first regions are pinned beside it) took 0.4–0.55 s, most of a 500 ms budget, and left 0–80 rounds. They end
-     * by {@code latestNs} whatever the budget. Their STOREs read the registering worker's own KV (the first bytes of its
-     * storages, under a lease on its registration so an UNREGISTER cannot unmap them meanwhile) where its storages are large
-     * enough, else scratch device memory; nothing of the worker's is ever written.
+     * The rounds get the whole budget from when the scratch server is open and the pool's background pinning has ended: the
+     * opening (pinned scratch memory while the first regions are pinned beside it) can take most of a 500 ms budget, and
+     * rounds beside the pinning mostly wait ({@link #awaitPoolPinned}). They end by {@code latestNs} whatever the budget.
+     * Their STOREs read the registering worker's own KV (the first bytes of its storages, under a lease on its registration
+     * so an UNREGISTER cannot unmap them meanwhile) where its storages are large enough, else scratch device memory; nothing
+     * of the worker's is ever written.
      */
     private GpuWarmups.Outcome scratchRounds(InstanceContext worker, CudaCopyPath cuda, long budgetNs, long latestNs, GpuWarmups.Stop stop) {
         ScratchServer.Layout layout = ScratchServer.Layout.gpu(config.chunkSize());
@@ -108,7 +115,11 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             }
             try {
                 long openedNs = System.nanoTime();
-                return rounds(server, openedNs + Math.min(budgetNs, Math.max(0, latestNs - openedNs)), latestNs, stop);
+                awaitPoolPinned(poolPinned, latestNs - budgetNs, stop); // a whole budget is left before the latest end, as before
+                long startNs = System.nanoTime();
+                long deadlineNs = startNs + Math.min(budgetNs, Math.max(0, latestNs - startNs));
+                GpuWarmups.Outcome ran = rounds(server, deadlineNs, latestNs, stop);
+                return new GpuWarmups.Outcome(ran.rounds(), ran.stoppedBy(), 0, TimeUnit.NANOSECONDS.toMillis(startNs - openedNs));
             } finally {
                 settled = server.awaitSettled(System.nanoTime() + SETTLE_NS);
                 server.close();
@@ -124,6 +135,20 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
                         + " allocated and instance {}'s registration leased (the GPU may still use them)", cuda.cudaDevice().ordinal(),
                         TimeUnit.NANOSECONDS.toSeconds(SETTLE_NS), (memory.hostBytes() + memory.deviceBytes()) >> 10, worker.instanceId());
             }
+        }
+    }
+
+    /**
+     * Waits until the pool's background pinning (every prepared region, on several threads from the first REGISTER on) has
+     * ended, a worker's transfer comes or {@code untilNs}: each {@code cuMemHostRegister} holds the driver meanwhile, so
+     * rounds beside the sweep mostly wait for it and a budget counted from the opening was spent on waiting (on an H100 host
+     * the rounds that started soonest after the REGISTER ran fewest, bench/journal/2026-12-07-four-block-native-copy.md). The
+     * latest end of the warm-up, and so of the REGISTER reply's wait, does not move.
+     */
+    static void awaitPoolPinned(LongPredicate poolPinned, long untilNs, GpuWarmups.Stop stop) {
+        long now = System.nanoTime();
+        while (!stop.requested() && untilNs - now > 0 && !poolPinned.test(Math.min(untilNs, now + POOL_WAIT_SLICE_NS))) {
+            now = System.nanoTime();
         }
     }
 

@@ -58,8 +58,14 @@ public final class GpuWarmups implements AutoCloseable {
      * @param rounds STORE+RETRIEVE rounds through the copy path on scratch memory
      * @param stoppedBy "budget", "done", "stopping", "yielded" (set by {@link GpuWarmups}), or why it stopped early
      * @param regionsPinned pool regions pinned ahead of the first STOREs
+     * @param poolWaitMs how long the rounds waited for the pool's background pinning to end before they started
      */
-    public record Outcome(int rounds, String stoppedBy, int regionsPinned) {
+    public record Outcome(int rounds, String stoppedBy, int regionsPinned, long poolWaitMs) {
+        /** An outcome whose rounds did not wait for the pool's pinning. */
+        public Outcome(int rounds, String stoppedBy, int regionsPinned) {
+            this(rounds, stoppedBy, regionsPinned, 0);
+        }
+
         /** Whether it ran as meant: to its budget, to the end of its rounds, until the server stopped or a worker's transfer came. */
         public boolean ok() {
             return stoppedBy.equals("budget") || stoppedBy.equals("done") || stoppedBy.equals("stopping") || stoppedBy.equals(YIELDED);
@@ -105,6 +111,7 @@ public final class GpuWarmups implements AutoCloseable {
             out.put("ms", elapsedNs < 0 ? TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) : TimeUnit.NANOSECONDS.toMillis(elapsedNs));
             out.put("stopped_by", outcome == null ? "" : outcome.stoppedBy());
             out.put("regions_pinned", outcome == null ? 0 : outcome.regionsPinned());
+            out.put("pool_pin_wait_ms", outcome == null ? 0 : outcome.poolWaitMs());
             return out;
         }
     }
@@ -224,7 +231,7 @@ public final class GpuWarmups implements AutoCloseable {
             if (ran != null) {
                 // a runner stopped by a worker's transfer says "stopping" (all it was told): the task knows it yielded
                 outcome = ran.stoppedBy().equals("stopping") && task.yielded && !stopping
-                        ? new Outcome(ran.rounds(), YIELDED, ran.regionsPinned()) : ran;
+                        ? new Outcome(ran.rounds(), YIELDED, ran.regionsPinned(), ran.poolWaitMs()) : ran;
             }
         } catch (Throwable t) {
             outcome = new Outcome(0, "failed: " + t, 0);
@@ -241,9 +248,9 @@ public final class GpuWarmups implements AutoCloseable {
         }
         // one line per device (each warms once): INFO when it ran as meant, WARN when not (the GPU path then starts cold, as before)
         String line = "GPU warm-up on {}: {} rounds (STORE and RETRIEVE through the CUDA copy path into scratch memory) in {} ms, {} pool"
-                + " region(s) pinned ahead of the first STOREs, stopped by: {}";
+                + " region(s) pinned ahead of the first STOREs, {} ms waiting for the pool's pinning, stopped by: {}";
         Object[] values = {task.device, outcome.rounds(), TimeUnit.NANOSECONDS.toMillis(task.elapsedNs), outcome.regionsPinned(),
-            outcome.stoppedBy()};
+            outcome.poolWaitMs(), outcome.stoppedBy()};
         if (outcome.ok()) {
             LOG.info(line, values);
         } else {

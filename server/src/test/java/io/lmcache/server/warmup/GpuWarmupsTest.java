@@ -82,7 +82,7 @@ class GpuWarmupsTest {
             assertEquals(BUDGET_NS, budgetNs, "the runner gets the budget");
             assertEquals(1L, worker.instanceId(), "the runner gets the registration that started it");
             release.await(1, TimeUnit.MINUTES); // a warm-up still running when the REGISTER replies
-            return new GpuWarmups.Outcome(7, "budget", 2);
+            return new GpuWarmups.Outcome(7, "budget", 2, 42);
         });
         assertEquals("idle", gpu.status().get("state"), "no GPU REGISTER yet");
         LmcacheDrivenTransferModule transfers = module(gpu);
@@ -96,6 +96,7 @@ class GpuWarmupsTest {
         assertEquals("done", device.get("state"));
         assertEquals(7, device.get("rounds"));
         assertEquals(2, device.get("regions_pinned"));
+        assertEquals(42L, device.get("pool_pin_wait_ms"), "how long the rounds waited for the pool's pinning");
         assertEquals("budget", device.get("stopped_by"));
         assertEquals(1, runs.get(), "one warm-up per device");
         Map<String, Object> status = gpu.status();
@@ -209,6 +210,27 @@ class GpuWarmupsTest {
         assertTrue(new GpuWarmups.Outcome(1, "budget", 0).ok());
         assertTrue(new GpuWarmups.Outcome(1, "yielded", 0).ok());
         assertFalse(new GpuWarmups.Outcome(1, "budget; pinning ahead: region 3: refused", 0).ok(), "a pin that failed counts");
+    }
+
+    @Test
+    void theRoundsWaitForThePoolsPinningUntilItEndsAWorkerComesOrTheirLatestStart() {
+        AtomicInteger asked = new AtomicInteger();
+        long untilNs = System.nanoTime() + TimeUnit.MINUTES.toNanos(1);
+        GpuScratchWarmup.awaitPoolPinned(deadlineNs -> {
+            assertTrue(deadlineNs - untilNs <= 0, "never asked to wait past the latest start");
+            return asked.incrementAndGet() == 3; // the pinning ends at the third look
+        }, untilNs, () -> false);
+        assertEquals(3, asked.get(), "waited until the pinning ended");
+        asked.set(0);
+        AtomicInteger looks = new AtomicInteger();
+        GpuScratchWarmup.awaitPoolPinned(deadlineNs -> {
+            asked.incrementAndGet();
+            return false;
+        }, untilNs, () -> looks.incrementAndGet() > 2);
+        assertEquals(2, asked.get(), "a worker's transfer ends the wait at the next look");
+        asked.set(0);
+        GpuScratchWarmup.awaitPoolPinned(deadlineNs -> asked.incrementAndGet() < 0, System.nanoTime() - 1, () -> false);
+        assertEquals(0, asked.get(), "no wait once the latest start has passed");
     }
 
     @Test
