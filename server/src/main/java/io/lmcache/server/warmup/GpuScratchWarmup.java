@@ -115,7 +115,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             }
             try {
                 long openedNs = System.nanoTime();
-                awaitPoolPinned(poolPinned, latestNs - budgetNs, stop); // a whole budget is left before the latest end, as before
+                awaitPoolPinned(poolPinned, latestNs - budgetNs, stop); // at the latest, a whole budget stays before latestNs
                 long startNs = System.nanoTime();
                 long deadlineNs = startNs + Math.min(budgetNs, Math.max(0, latestNs - startNs));
                 GpuWarmups.Outcome ran = rounds(server, deadlineNs, latestNs, stop);
