@@ -234,9 +234,14 @@ public final class PinSchedule {
             }
             sweeps = List.copyOf(threads);
         }
+        return joinAll(sweeps, deadlineNs);
+    }
+
+    /** Joins each thread until {@code deadlineNs} at the latest; whether all have ended (false when interrupted). */
+    private static boolean joinAll(List<Thread> threads, long deadlineNs) {
         try {
-            for (Thread sweep : sweeps) {
-                if (!sweep.join(Duration.ofNanos(Math.max(0, deadlineNs - System.nanoTime())))) {
+            for (Thread thread : threads) {
+                if (!thread.join(Duration.ofNanos(Math.max(0, deadlineNs - System.nanoTime())))) {
                     return false;
                 }
             }
@@ -259,14 +264,6 @@ public final class PinSchedule {
             stopping = true;
             running = List.copyOf(threads);
         }
-        long deadlineNs = System.nanoTime() + STOP_TIMEOUT_NS;
-        for (Thread thread : running) {
-            try {
-                thread.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadlineNs - System.nanoTime())));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            }
-        }
+        joinAll(running, System.nanoTime() + STOP_TIMEOUT_NS);
     }
 }
