@@ -507,9 +507,10 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
         seconds, count = (a - b for a, b in zip(after[op], before[op]))
         row[f"{op}_handler_us"] = 1e6 * seconds / count if count else None
         a, b = phases_after.get(op, {}), phases_before.get(op, {})
-        for phase in ("queue", "decode", "handle", "reply", "plan", "objects", "copy", "open", "enqueue", "export", "first_copy"):
+        for phase in ("queue", "decode", "handle", "reply", "send", "plan", "objects", "copy", "open", "enqueue", "export",
+                      "first_copy"):
             count_key = ("requests" if phase in ("plan", "objects", "copy") else
-                         "path_requests" if phase in ("queue", "decode", "handle", "reply") else "submits")
+                         "path_requests" if phase in ("queue", "decode", "handle", "reply", "send") else "submits")
             count_ = a.get(count_key, 0) - b.get(count_key, 0)
             key_ = f"{phase}_seconds"
             row[f"{op}_{phase}_us"] = 1e6 * (a.get(key_, 0) - b.get(key_, 0)) / count_ if count_ else None
@@ -658,12 +659,12 @@ def main():
         json.dump(report, f, indent=1)
     print(f"{'chunks':>6} {'blocks':>11} {'store/raw':>9} {'retr/raw':>9} {'st/wall':>7} {'rt/wall':>7} {'store ms':>9} {'retr ms':>9}"
           f" {'st hdl us':>9} {'rt hdl us':>9}"
-          "  store queue/decode/[plan/obj/copy(open/enq/exp; first copy)]/reply us   retrieve (same)")
+          "  store queue/decode/[plan/obj/copy(open/enq/exp; first copy)]/reply/send us   retrieve (same)")
     for r in rows:
         def us(op, ph):
             return f"{r.get(f'{op}_{ph}_us') or 0:.0f}"
         phases = "  ".join(f"{us(op, 'queue')}/{us(op, 'decode')}/[{us(op, 'plan')}/{us(op, 'objects')}/{us(op, 'copy')}"
-                           f"({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')}; first {us(op, 'first_copy')})]/{us(op, 'reply')}"
+                           f"({us(op, 'open')}/{us(op, 'enqueue')}/{us(op, 'export')}; first {us(op, 'first_copy')})]/{us(op, 'reply')}/{us(op, 'send')}"
                            for op in ("store", "retrieve"))
         print(f"{r['chunks']:>6} {r['blocks']:>11} {r['store_vs_raw']:>9.2f} {r['retrieve_vs_raw']:>9.2f} {r['store_vs_raw_wall']:>7.2f}"
               f" {r['retrieve_vs_raw_wall']:>7.2f} {r['store_ms_best']:>9.2f}"

@@ -107,6 +107,10 @@ def fresh_fields(warm, fresh, ops=("store", "retrieve")):
         warm[f"fresh_{op}_handler_us"] = fresh.get(f"{op}_handler_us")
         warm[f"fresh_{op}_handler_p50_us"] = fresh.get(f"{op}_handler_p50_us")
         warm[f"fresh_{op}_handler_samples"] = fresh.get(f"{op}_handler_samples")
+        # the reply's wait for the socket thread (request_path_cpu send) and the worker's send-to-reply: outside the
+        # handler, where a fresh server's one-chunk requests lost their time (bench/journal/2026-12-07-pin-sweep-wait.md)
+        warm[f"fresh_{op}_send_us"] = fresh.get(f"{op}_send_us")
+        warm[f"fresh_{op}_worker_reply_us_median"] = fresh.get(f"{op}_worker_reply_us_median")
         w_p50 = warm.get(f"{op}_handler_p50_us")
         warm[f"fresh_{op}_handler_p50_vs_warm"] = fresh[f"{op}_handler_p50_us"] / w_p50 if w_p50 and fresh.get(f"{op}_handler_p50_us") else None
         if fresh.get(f"{op}_floor_ms"):
@@ -124,7 +128,7 @@ def table(rows):
     head = (f"{'chunks':>6} {'blocks':>11} | {'st raw/req':>10} {'st floor/req':>12} {'rt raw/req':>10} {'rt floor/req':>12} |"
             f" {'fresh st/warm':>13} {'fresh rt/warm':>13} {'fresh st floor/req':>18} {'fresh rt floor/req':>18} |"
             f" {'st hdl us':>9} {'rt hdl us':>9} {'fresh st hdl':>12} {'fresh rt hdl':>12} | {'st hdl p50':>10} {'fresh st p50':>12}"
-            f" {'÷ warm':>6} {'(n)':>5}")
+            f" {'÷ warm':>6} {'(n)':>5} | {'st reply us':>11} {'fresh':>6} {'st send us':>10} {'fresh':>6}")
     lines = [head]
     for r in rows:
         lines.append(
@@ -135,7 +139,9 @@ def table(rows):
             f" {_fmt(r.get('store_handler_us'), '.0f'):>9} {_fmt(r.get('retrieve_handler_us'), '.0f'):>9}"
             f" {_fmt(r.get('fresh_store_handler_us'), '.0f'):>12} {_fmt(r.get('fresh_retrieve_handler_us'), '.0f'):>12} |"
             f" {_fmt(r.get('store_handler_p50_us'), '.0f'):>10} {_fmt(r.get('fresh_store_handler_p50_us'), '.0f'):>12}"
-            f" {_fmt(r.get('fresh_store_handler_p50_vs_warm')):>6} {_fmt(r.get('fresh_store_handler_samples'), 'd'):>5}")
+            f" {_fmt(r.get('fresh_store_handler_p50_vs_warm')):>6} {_fmt(r.get('fresh_store_handler_samples'), 'd'):>5} |"
+            f" {_fmt(r.get('store_worker_reply_us_median'), '.0f'):>11} {_fmt(r.get('fresh_store_worker_reply_us_median'), '.0f'):>6}"
+            f" {_fmt(r.get('store_send_us'), '.0f'):>10} {_fmt(r.get('fresh_store_send_us'), '.0f'):>6}")
     return "\n".join(lines)
 
 

@@ -383,8 +383,9 @@ public final class Dispatcher implements AutoCloseable {
             HANDLER_FAILURE_LINES.error("cannot encode the {} reply; sending the failure value", in.op().wireName(), e);
             payload = CODEC.get().encoder.encode(entry.failure().get());
         }
-        replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload));
-        long nanos = System.nanoTime() - in.receivedNs();
+        long queuedNs = System.nanoTime();
+        replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload, timed(in.op()) ? in.op() : null, queuedNs));
+        long nanos = queuedNs - in.receivedNs();
         requests.latency(in.op(), nanos);
         if (timed(in.op())) {
             times.recent(in.op() == Op.STORE, nanos);

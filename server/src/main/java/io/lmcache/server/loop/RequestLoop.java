@@ -408,6 +408,9 @@ public final class RequestLoop implements AutoCloseable {
             router.send(reply.op(), ZMQ.SNDMORE);
             router.base().send(new PeerReplyBytes.Tracked(reply.payload(), unsentBytes, peer, unsent, bytes), 0);
         }
+        if (reply.timed() != null) {
+            dispatcher.times().lap(reply.timed() == Op.STORE, RequestPhase.SEND, reply.queuedNs());
+        }
     }
 
     /** A reply over the peer's share of unread bytes, or over all peers' bound: dropped; a peer over its share is disconnected. */

@@ -105,9 +105,13 @@ class HttpApiIT {
                 assertEquals(1, afterStore.get(times).get("store").get("requests").asInt(), times + ": the STORE was timed");
                 assertEquals(0, afterStore.get(times).get("retrieve").get("requests").asInt(), times);
             }
-            for (String phase : List.of("queue", "decode", "handle", "reply")) {
+            for (String phase : List.of("queue", "decode", "handle", "reply", "send")) {
                 assertTrue(afterStore.get("request_path_cpu").get("store").get(phase + "_seconds").asDouble() >= 0, phase);
             }
+            // the STORE's reply waited in the reply queue until the socket thread sent it: timed once it went out
+            await().atMost(Duration.ofSeconds(5)).until(() -> json(Http.get(base + "/status")).get("request_path_cpu").get("store")
+                    .get("send_seconds").asDouble() > 0);
+            assertEquals(0.0, afterStore.get("request_path_cpu").get("retrieve").get("send_seconds").asDouble(), "no RETRIEVE was sent");
             HttpResponse<String> cleared = Http.post(base + "/cache/clear", "{\"tier\": \"l1\"}");
             assertEquals(200, cleared.statusCode());
             assertEquals("ok", json(cleared).get("status").asText());
