@@ -152,7 +152,8 @@ class SweepWithSubscribersTest(unittest.TestCase):
                 cuda.get_device_properties = lambda i: type("P", (), {"name": "cpu"})()
                 inflight_bench.MODELS["cpu"] = (lambda srv, c, scatter, rng, seed: self.make(stack, srv, c, seed), CHUNK)
                 sys.argv = ["inflight_bench.py", "--java", "java", "--classpath", "cp", "--out", out, "--repeats", "2", "--chunks", "1,2",
-                            "--pattern", "consecutive", "--warmup", "0", "--model", "cpu", "--no-floor", "--subscribers", "0,2"]
+                            "--pattern", "consecutive", "--warmup", "0", "--model", "cpu", "--no-floor", "--subscribers", "0,2",
+                            "--aot-cache", "none"]
                 printed = io.StringIO()
                 with redirect_stdout(printed):
                     self.assertEqual(inflight_bench.main(), 0)
