@@ -136,11 +136,13 @@ def one(worker, op, tokens, blocks, rid):
         event = bytes(64) if os.environ.get("LMCACHE_BENCH_NO_WORKER_EVENT") == "1" else worker.event()
     frames = request_frames(worker, op, tokens, blocks, rid, event)
     torch.cuda.synchronize()
+    t0_ns = time.monotonic_ns()  # the clock of the server's System.nanoTime: its request timeline lines up with these
     t0 = time.perf_counter()
     worker.client.dealer.send(frames)
     sent = time.perf_counter()
     reply = worker.client.dealer.recv()
     replied = time.perf_counter()
+    replied_ns = time.monotonic_ns()
     handle, ok = unpack(reply[2])
     if TIMELINE:
         waiting = TIMELINE[0].import_event(bytes(handle))
@@ -153,7 +155,8 @@ def one(worker, op, tokens, blocks, rid):
     done = time.perf_counter()
     assert ok, f"{op} of {len(tokens)} tokens failed"
     # where the worker's clock went: sending, until the reply is in, opening the server's event, until it completes
-    return {"total": done - t0, "send": sent - t0, "reply": replied - sent, "open": opened - replied, "wait": done - opened}
+    return {"total": done - t0, "send": sent - t0, "reply": replied - sent, "open": opened - replied, "wait": done - opened,
+            "sent_ns": t0_ns, "replied_ns": replied_ns}
 
 
 def raw_wall_ms(nbytes, repeats=30, idle_s=0.005):
@@ -481,8 +484,9 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     # each op's handler p50 over this cell's last requests (issue 30: a fresh server's first 100 STOREs against warm ones),
     # from the server's ring of recent request times (/status request_path_cpu.<op>.recent_us), read once, after them:
     # reads between requests idle the transfer threads into parking and slow what they measure
+    status = server.status()
     for op in ("store", "retrieve"):
-        recent = server.status().get("request_path_cpu", {}).get(op, {}).get("recent_us", []) if len(counts) == 1 else []
+        recent = status.get("request_path_cpu", {}).get(op, {}).get("recent_us", []) if len(counts) == 1 else []
         samples = recent[-min(repeats, 100):] if recent else []
         row[f"{op}_handler_p50_us"] = statistics.median(samples) if samples else None
         row[f"{op}_handler_samples"] = len(samples)
@@ -491,6 +495,10 @@ def sweep(server, chunks, scatter, repeats, seed, model="plain", count_first=Fal
     # a fresh server's request figures are its first FRESH_RATIO_REQUESTS (the acceptance's "first 20 requests"), its
     # handler p50 of all it ran (run 100 for "the first 100 STOREs")
     first_n = FRESH_RATIO_REQUESTS if count_first else None
+    # where the counted requests' wall time went: the server's timelines lined up with the worker's clock
+    for op in ("store", "retrieve"):
+        timeline = status.get("request_path_cpu", {}).get(op, {}).get("recent_timeline_ns", []) if len(counts) == 1 else []
+        row.update(inflight_floor.path_split(op, splits[base][op][:first_n], timeline))
     for op, raw_rate in (("store", raw["d2h"]), ("retrieve", raw["h2d"])):
         figures = request_figures(times[base][op][:first_n], splits[base][op][:first_n])
         best = figures["ms_best"] / 1e3
@@ -671,6 +679,7 @@ def main():
               f" {r['retrieve_ms_best']:>9.2f} {r['store_handler_us'] or 0:>9.0f} {r['retrieve_handler_us'] or 0:>9.0f}  {phases}")
     print()
     print(inflight_floor.table(rows))
+    print(inflight_floor.path_table(rows))
     if len(counts) > 1 or max(counts) > 0:
         print()
         print(f"KV-event subscribers (ratio: request time with that many / with {counts[0]}, best/median; records per subscriber"

@@ -10,6 +10,7 @@ floor / request says how close a request comes to what no server can beat; raw /
 messaging out. Fresh: the first --fresh-requests requests of a server just started (one fresh server per cell), against
 the same cell warm.
 """
+import bisect
 import functools
 import os
 import statistics
@@ -111,6 +112,8 @@ def fresh_fields(warm, fresh, ops=("store", "retrieve")):
         # handler, where a fresh server's one-chunk requests lost their time (bench/journal/2026-12-07-pin-sweep-wait.md)
         warm[f"fresh_{op}_send_us"] = fresh.get(f"{op}_send_us")
         warm[f"fresh_{op}_worker_reply_us_median"] = fresh.get(f"{op}_worker_reply_us_median")
+        for key in [k for k in fresh if k.startswith(f"{op}_path_")]:
+            warm[f"fresh_{key}"] = fresh[key]
         w_p50 = warm.get(f"{op}_handler_p50_us")
         warm[f"fresh_{op}_handler_p50_vs_warm"] = fresh[f"{op}_handler_p50_us"] / w_p50 if w_p50 and fresh.get(f"{op}_handler_p50_us") else None
         if fresh.get(f"{op}_floor_ms"):
@@ -142,6 +145,45 @@ def table(rows):
             f" {_fmt(r.get('fresh_store_handler_p50_vs_warm')):>6} {_fmt(r.get('fresh_store_handler_samples'), 'd'):>5} |"
             f" {_fmt(r.get('store_worker_reply_us_median'), '.0f'):>11} {_fmt(r.get('fresh_store_worker_reply_us_median'), '.0f'):>6}"
             f" {_fmt(r.get('store_send_us'), '.0f'):>10} {_fmt(r.get('fresh_store_send_us'), '.0f'):>6}")
+    return "\n".join(lines)
+
+
+PATH_PARTS = ("in", "handler", "send", "out")
+
+
+def path_split(op, splits, timeline):
+    """Where one op's requests spent their wall time, from the worker's send (sent_ns) to its reply in (replied_ns), on the
+    clock of the server's timelines (/status request_path_cpu.<op>.recent_timeline_ns: [received, queued, sent] per
+    request, CLOCK_MONOTONIC on both sides of one host): in (worker send to the socket thread's receive: the worker's
+    ZeroMQ, the wire, JeroMQ's I/O thread, the socket thread's wake-up), handler (receive to reply queued), send (the
+    reply's wait for the socket thread) and out (the socket thread's send to the worker's receive). Medians in µs over the
+    requests whose timeline was found (the server keeps the last 128 per op); {op}_path_matched says how many."""
+    entries = sorted(timeline)
+    parts = {part: [] for part in PATH_PARTS}
+    for t in splits:
+        i = bisect.bisect_left(entries, [t["sent_ns"]])
+        if i == len(entries) or entries[i][0] > t["replied_ns"]:
+            continue
+        received, queued, sent = entries[i]
+        for part, ns in zip(PATH_PARTS, (received - t["sent_ns"], queued - received, sent - queued, t["replied_ns"] - sent)):
+            parts[part].append(ns / 1e3)
+    out = {f"{op}_path_matched": len(parts["in"])}
+    for part, values in parts.items():
+        out[f"{op}_path_{part}_us_median"] = statistics.median(values) if values else None
+    return out
+
+
+def path_table(rows):
+    """One line per cell: the medians of path_split, warm and fresh, per op."""
+    cols = " ".join(f"{p:>7}" for p in PATH_PARTS)
+    lines = [f"{'chunks':>6} {'blocks':>11} {'op':>8} | warm {cols} {'(n)':>4} | fresh {cols} {'(n)':>4}"]
+    for r in rows:
+        for op in ("store", "retrieve"):
+            cells = []
+            for prefix in ("", "fresh_"):
+                values = " ".join(f"{_fmt(r.get(f'{prefix}{op}_path_{p}_us_median'), '.0f'):>7}" for p in PATH_PARTS)
+                cells.append(f"{values} {_fmt(r.get(f'{prefix}{op}_path_matched'), 'd'):>4}")
+            lines.append(f"{r['chunks']:>6} {r['blocks']:>11} {op:>8} |      {cells[0]} |       {cells[1]}")
     return "\n".join(lines)
 
 

@@ -34,6 +34,26 @@ class FloorTest(unittest.TestCase):
         self.assertEqual(warm["fresh_store_handler_us"], 400.0)
         self.assertNotIn("fresh_retrieve_floor_vs_request_median", warm)
 
+    def test_path_split_lines_the_server_timeline_up_with_the_worker_clock(self):
+        splits = [{"sent_ns": 1_000_000, "replied_ns": 1_900_000}, {"sent_ns": 5_000_000, "replied_ns": 5_700_000},
+                  {"sent_ns": 9_000_000, "replied_ns": 9_100_000}]  # the third has no server entry in its window
+        timeline = [[5_100_000, 5_400_000, 5_450_000], [1_200_000, 1_500_000, 1_600_000], [20_000_000, 20_000_001, 20_000_002]]
+        out = f.path_split("store", splits, timeline)
+        self.assertEqual(out["store_path_matched"], 2)
+        self.assertAlmostEqual(out["store_path_in_us_median"], 150.0)  # 200 and 100 µs
+        self.assertAlmostEqual(out["store_path_handler_us_median"], 300.0)
+        self.assertAlmostEqual(out["store_path_send_us_median"], 75.0)  # 100 and 50
+        self.assertAlmostEqual(out["store_path_out_us_median"], 275.0)  # 300 and 250
+        warm = {"store_ms_median": 1.0, "retrieve_ms_median": 1.0, **f.path_split("retrieve", [], [])}
+        f.fresh_fields(warm, {"store_ms_median": 1.0, "store_ms_best": 1.0, "retrieve_ms_median": 1.0, "retrieve_ms_best": 1.0,
+                              "store_handler_p50_us": None, "retrieve_handler_p50_us": None, **out})
+        self.assertEqual(warm["fresh_store_path_matched"], 2)
+        self.assertIsNone(warm["retrieve_path_in_us_median"])
+        lines = f.path_table([{**warm, "chunks": 1, "blocks": "consecutive"}]).splitlines()
+        self.assertEqual(len(lines), 3)
+        self.assertIn("150", lines[1])
+        self.assertIn("-", lines[2])
+
     def test_floor_uses_the_ops_own_bytes_where_given(self):
         row = {"request_bytes": 8 << 20, "retrieve_bytes": 2 << 20, "retrieve_ms_best": 1.0, "retrieve_ms_median": 1.0}
         f.floor_fields(row, "retrieve", 50.0, {"best_us": 10.0, "median_us": 20.0})

@@ -384,7 +384,8 @@ public final class Dispatcher implements AutoCloseable {
             payload = CODEC.get().encoder.encode(entry.failure().get());
         }
         long queuedNs = System.nanoTime();
-        replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload, timed(in.op()) ? in.op() : null, queuedNs));
+        replies.offer(new Outbound(in.identity(), in.uid(), in.opFrame(), payload, timed(in.op()) ? in.op() : null, in.receivedNs(),
+                queuedNs));
         long nanos = queuedNs - in.receivedNs();
         requests.latency(in.op(), nanos);
         if (timed(in.op())) {

@@ -409,7 +409,9 @@ public final class RequestLoop implements AutoCloseable {
             router.base().send(new PeerReplyBytes.Tracked(reply.payload(), unsentBytes, peer, unsent, bytes), 0);
         }
         if (reply.timed() != null) {
-            dispatcher.times().lap(reply.timed() == Op.STORE, RequestPhase.SEND, reply.queuedNs());
+            boolean store = reply.timed() == Op.STORE;
+            long sentNs = dispatcher.times().lap(store, RequestPhase.SEND, reply.queuedNs());
+            dispatcher.times().sent(store, reply.receivedNs(), reply.queuedNs(), sentNs);
         }
     }
 

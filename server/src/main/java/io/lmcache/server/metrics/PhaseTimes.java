@@ -1,5 +1,6 @@
 package io.lmcache.server.metrics;
 
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -24,6 +25,16 @@ public final class PhaseTimes<P extends Enum<P>> {
     public static final int RECENT = 128;
     private final AtomicLongArray[] recentNanos = {new AtomicLongArray(RECENT), new AtomicLongArray(RECENT)};
     private final AtomicLong[] recentCount = {new AtomicLong(), new AtomicLong()};
+    /**
+     * The last {@link #RECENT} requests' timelines per op: when the socket thread received each, when its reply was queued
+     * and when the socket thread handed it to JeroMQ, in {@link System#nanoTime} (CLOCK_MONOTONIC on Linux, the clock of a
+     * Python worker's {@code time.monotonic_ns()} on the same host). The benchmark lines them up with its own send and receive
+     * times to split a request's wall time into the way in, the handler, the reply's wait and the way out: a fresh server's
+     * one-chunk requests lost their time outside the handler (bench/journal/2026-12-07-pin-sweep-wait.md). One writer, the
+     * socket thread.
+     */
+    private final AtomicLongArray[] timelines = {new AtomicLongArray(3 * RECENT), new AtomicLongArray(3 * RECENT)};
+    private final AtomicLong[] timelineCount = {new AtomicLong(), new AtomicLong()};
 
     public PhaseTimes(Class<P> phaseType) {
         phases = phaseType.getEnumConstants();
@@ -53,6 +64,33 @@ public final class PhaseTimes<P extends Enum<P>> {
         recentNanos[op].set((int) (recentCount[op].getAndIncrement() % RECENT), nanos);
     }
 
+    /** The socket thread handed a request's reply to JeroMQ at {@code sentNs} (kept among the last {@link #RECENT}). */
+    public void sent(boolean store, long receivedNs, long queuedNs, long sentNs) {
+        int op = store ? 0 : 1;
+        long count = timelineCount[op].get();
+        int slot = 3 * (int) (count % RECENT);
+        timelines[op].set(slot, receivedNs);
+        timelines[op].set(slot + 1, queuedNs);
+        timelines[op].set(slot + 2, sentNs);
+        timelineCount[op].set(count + 1);
+    }
+
+    /**
+     * The last timelines, oldest first, each {@code [received, queued, sent]} in ns; without the slots the writer may have
+     * been overwriting meanwhile (those of requests {@link #RECENT} before the count read after the copy).
+     */
+    private long[][] recentTimelines(int op) {
+        long count = timelineCount[op].get();
+        long first = Math.max(0, count - RECENT);
+        long[][] copy = new long[(int) (count - first)][];
+        for (long i = first; i < count; i++) {
+            int slot = 3 * (int) (i % RECENT);
+            copy[(int) (i - first)] = new long[] {timelines[op].get(slot), timelines[op].get(slot + 1), timelines[op].get(slot + 2)};
+        }
+        long valid = Math.max(first, timelineCount[op].get() - RECENT + 1);
+        return Arrays.copyOfRange(copy, (int) (Math.min(valid, count) - first), copy.length);
+    }
+
     /** The last requests' times in µs, oldest first (fewer than {@link #RECENT} until that many ran). */
     private long[] recentMicros(int op) {
         long count = recentCount[op].get();
@@ -74,6 +112,9 @@ public final class PhaseTimes<P extends Enum<P>> {
             }
             if (recentCount[op].get() > 0) {
                 entry.put("recent_us", recentMicros(op));
+            }
+            if (timelineCount[op].get() > 0) {
+                entry.put("recent_timeline_ns", recentTimelines(op));
             }
             out.put(op == 0 ? "store" : "retrieve", entry);
         }

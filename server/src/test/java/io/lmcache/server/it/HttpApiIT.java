@@ -112,6 +112,11 @@ class HttpApiIT {
             await().atMost(Duration.ofSeconds(5)).until(() -> json(Http.get(base + "/status")).get("request_path_cpu").get("store")
                     .get("send_seconds").asDouble() > 0);
             assertEquals(0.0, afterStore.get("request_path_cpu").get("retrieve").get("send_seconds").asDouble(), "no RETRIEVE was sent");
+            // and its timeline: received, reply queued, reply sent, in that order
+            JsonNode timeline = json(Http.get(base + "/status")).get("request_path_cpu").get("store").get("recent_timeline_ns");
+            assertEquals(1, timeline.size(), "one STORE sent");
+            assertTrue(timeline.get(0).get(0).asLong() < timeline.get(0).get(1).asLong()
+                    && timeline.get(0).get(1).asLong() <= timeline.get(0).get(2).asLong(), timeline.toString());
             HttpResponse<String> cleared = Http.post(base + "/cache/clear", "{\"tier\": \"l1\"}");
             assertEquals(200, cleared.statusCode());
             assertEquals("ok", json(cleared).get("status").asText());
