@@ -204,9 +204,16 @@ public record ServerConfig(
     public record Lanes(int count, String why) {}
 
     /**
+     * How long the scratch server's idle transfer threads spin (none where the server's do not): short, so the warm-up's
+     * requests find them both spinning and parked, as a worker's do. With no spin the first real request on a spinning server
+     * found the lanes' wait compiled without it and threw that code away (bench/journal/2026-12-07-request-timelines.md).
+     */
+    static final long WARMUP_SPIN_NS = 50_000;
+
+    /**
      * The warm-up's scratch server's configuration (warmup/ScratchServer): this one but for what would reach beyond the
      * scratch memory or take threads and memory a warm-up has no use for: the LMCache-driven mode only (its worker's), one
-     * handler thread per lane and no spinning, the host copies on the transfer thread, no layer-wise mode (the warm-up sends
+     * handler thread per lane spinning at most {@link #WARMUP_SPIN_NS}, the host copies on the transfer thread, no layer-wise mode (the warm-up sends
      * plain RETRIEVEs), no L2, no window commit, no fleet, no diagnostics, no test hooks, a KV-event log of
      * {@code kvEventLogCapacity}. Kept beside the components, so a new setting is switched off here, where it is added.
      */
@@ -220,7 +227,7 @@ public record ServerConfig(
         Tuning t = c.tuning();
         Tuning tuning = new Tuning(t.copyKernelBlocks(), t.stagingHalfBytes(), t.firstBatchBytes(), t.dmaHeadBytes(), t.storeDmaHeadMinPieceBytes(),
                 t.retrieveDmaHeadMinPieceBytes(), t.batchGrowth(), t.warmContext(), t.queryWorkerEvent(), t.hostFnWake(),
-                t.openEventAheadChunks(), 0, t.hostRunBytes(), t.nativeHostCopy(),
+                t.openEventAheadChunks(), Math.min(t.transferSpinNs(), WARMUP_SPIN_NS), t.hostRunBytes(), t.nativeHostCopy(),
                 t.prepareThreads(), t.stackLimitBytes());
         return new ServerConfig(c.host(), c.port(), c.maxMessageBytes(), c.chunkSize(), c.separateObjectGroups(), 1, 1, 1,
                 TransferMode.LMCACHE_DRIVEN, "", false, c.l1SizeBytes(), c.l1RegionSizeBytes(), c.l1WriteTtlNs(), c.l1ReadTtlNs(),

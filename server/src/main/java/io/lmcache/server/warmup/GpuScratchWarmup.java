@@ -30,7 +30,8 @@ import org.slf4j.LoggerFactory;
  * memory ({@link ScratchMemory}: allocated in this server's context, freed afterwards), until the budget is spent or a worker's
  * transfer comes ({@link GpuWarmups.Stop}): the copy path's
  * Java, the engine's lanes, batched-copy head and staging kernel, events, the completions and commits on lmcache-cuda-events.
- * Rounds alternate 1 and 2 chunks, consecutive blocks (the batched-copy head) and blocks in reverse order (the kernel).
+ * Rounds alternate 1 and 2 chunks, consecutive blocks (the batched-copy head) and blocks in reverse order (the kernel), and
+ * a LOOKUP after the STORE's commit or while its copy is still running.
  * </ul>
  * No worker's memory is written and no live pool object is touched; the scratch memory is freed only once every scratch
  * transfer's completion ran (else it is kept: the GPU might still write it).
@@ -45,6 +46,8 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     /** How long a scratch transfer's completion may take before the warm-up gives up on it. */
     private static final long SETTLE_NS = TimeUnit.SECONDS.toNanos(2);
     private static final int MAX_ROUNDS = 100_000;
+    /** What the grace keeps back for settling and closing the scratch server after the rounds' latest end. */
+    static final long CLOSE_NS = TimeUnit.MILLISECONDS.toNanos(100);
 
     private final ServerConfig config;
     private final IntFunction<int[]> nextRegions;
@@ -83,19 +86,20 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         GpuWarmups.Outcome rounds;
         try {
             rounds = stop.requested() ? new GpuWarmups.Outcome(0, "stopping", 0)
-                    : scratchRounds(worker, cuda, budgetNs, deadlineNs + GpuWarmups.GRACE_NS / 2, stop);
+                    : scratchRounds(worker, cuda, budgetNs, deadlineNs + GpuWarmups.GRACE_NS - CLOSE_NS, stop);
         } catch (RuntimeException | Error e) {
             rounds = new GpuWarmups.Outcome(0, "failed: " + e, 0);
         }
-        int pinned = pins.await(deadlineNs + GpuWarmups.GRACE_NS / 2);
+        int pinned = pins.await(deadlineNs + GpuWarmups.GRACE_NS - CLOSE_NS);
         String stoppedBy = pins.error() == null ? rounds.stoppedBy() : rounds.stoppedBy() + "; pinning ahead: " + pins.error();
         return new GpuWarmups.Outcome(rounds.rounds(), stoppedBy, pinned, rounds.poolWaitMs());
     }
 
     /**
-     * The rounds get the whole budget from when the scratch server is open and the pool's background pinning has ended: the
-     * opening (pinned scratch memory while the first regions are pinned beside it) can take most of a 500 ms budget, and
-     * rounds beside the pinning mostly wait ({@link #awaitPoolPinned}). They end by {@code latestNs} whatever the budget.
+     * The rounds get the whole budget from when the scratch server is open, the pool's background pinning has ended and
+     * their first round is done: the opening (pinned scratch memory while the first regions are pinned beside it) can take
+     * most of a 500 ms budget, rounds beside the pinning mostly wait ({@link #awaitPoolPinned}), and the first round pays the
+     * device's one-time costs. They end by {@code latestNs} whatever the budget.
      * Their STOREs read the registering worker's own KV (the first bytes of its storages, under a lease on its registration
      * so an UNREGISTER cannot unmap them meanwhile) where its storages are large enough, else scratch device memory; nothing
      * of the worker's is ever written.
@@ -117,8 +121,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
                 long openedNs = System.nanoTime();
                 awaitPoolPinned(poolPinned, latestNs - budgetNs, stop); // at the latest, a whole budget stays before latestNs
                 long startNs = System.nanoTime();
-                long deadlineNs = startNs + Math.min(budgetNs, Math.max(0, latestNs - startNs));
-                GpuWarmups.Outcome ran = rounds(server, deadlineNs, latestNs, stop);
+                GpuWarmups.Outcome ran = rounds(server, budgetNs, latestNs, stop);
                 return new GpuWarmups.Outcome(ran.rounds(), ran.stoppedBy(), 0, TimeUnit.NANOSECONDS.toMillis(startNs - openedNs));
             } finally {
                 settled = server.awaitSettled(System.nanoTime() + SETTLE_NS);
@@ -153,10 +156,14 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     }
 
     /**
-     * Rounds until the budget ({@code deadlineNs}) is spent; each waits for its STORE's commit and its RETRIEVE's completion
-     * before going on, and for a reply until {@code latestNs} at the latest.
+     * Rounds until {@code budgetNs} after the first round's end is spent, or {@code latestNs}; each waits for its STORE's commit
+     * and its RETRIEVE's completion before going on, and for a reply until {@code latestNs} at the latest. The budget starts
+     * after the first round because that round pays the device's one-time costs (the first kernel's load and launch): on a
+     * host that had just booted it took over 300 ms, and a budget counted from before it left no round at all
+     * (bench/journal/2026-12-07-request-timelines.md).
      */
-    private static GpuWarmups.Outcome rounds(ScratchServer server, long deadlineNs, long latestNs, GpuWarmups.Stop stop) {
+    private static GpuWarmups.Outcome rounds(ScratchServer server, long budgetNs, long latestNs, GpuWarmups.Stop stop) {
+        long deadlineNs = latestNs;
         ScratchServer.Layout layout = server.layout;
         WarmupFrames frames = new WarmupFrames(ScratchServer.MODEL, ScratchServer.INSTANCE_ID);
         int chunkSize = server.chunkSize;
@@ -179,6 +186,9 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             if (failed != null) {
                 return new GpuWarmups.Outcome(round, failed, 0);
             }
+            if (round == 0) {
+                deadlineNs = Math.min(latestNs, System.nanoTime() + budgetNs);
+            }
         }
     }
 
@@ -186,6 +196,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     private static String round(ScratchServer server, WarmupFrames frames, int[] tokens, int round, long latestNs) {
         int chunks = 1 + round % 2;
         boolean reversed = (round / 2) % 2 == 1;
+        boolean lookupWhileWriting = (round / 4) % 2 == 1;
         int count = chunks * server.blocksPerChunk;
         int end = chunks * server.chunkSize;
         tokens[0] = round; // a new prefix: every chunk hash of this round is new
@@ -193,10 +204,19 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
         if (!transferOk(server.call(frames.store(tokens, end, WarmupFrames.blocks(0, count, reversed), request), latestNs))) {
             return "a scratch STORE failed";
         }
+        if (lookupWhileWriting) {
+            // as vLLM's scheduler asks while the copy is still on the GPU: the LOOKUP watches the fills it hits, their
+            // commits end its wait, and the RETRIEVE takes its own locks; without these rounds a fresh server's first
+            // real LOOKUP threw away the compiled commit and lookup code (bench/journal/2026-12-07-request-timelines.md)
+            server.call(frames.lookup(tokens, end, request), latestNs);
+            server.call(frames.queryPrefetchStatus(request), latestNs);
+        }
         if (!server.awaitSettled(System.nanoTime() + SETTLE_NS)) {
             return "a scratch STORE did not complete";
         }
-        server.call(frames.lookup(tokens, end, request), latestNs);
+        if (!lookupWhileWriting) {
+            server.call(frames.lookup(tokens, end, request), latestNs);
+        }
         server.call(frames.queryPrefetchStatus(request), latestNs);
         int[] into = WarmupFrames.blocks(server.layout.maxChunks() * server.blocksPerChunk, count, reversed);
         if (!transferOk(server.call(frames.retrieve(tokens, end, into, request), latestNs))) {
