@@ -560,6 +560,9 @@ def main():
                    help="a fresh server's first requests wait until the pool's background pinning is done (an A/B: what the"
                         " pin sweep beside them costs)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
+    p.add_argument("--cells-reversed", action="store_true",
+                   help="run the cells in reverse order (e.g. 1 scattered before 1 consecutive): the first cell's fresh server is"
+                        " the first of the sweep, on a host that may have just booted")
     p.add_argument("--model", choices=tuple(MODELS), default="plain",
                    help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout; qwen-like: Mamba state pages"
                         " and full attention at --chunk-size 544 (qwen_worker)")
@@ -594,6 +597,8 @@ def main():
     if args.scattered and "scattered" not in patterns:
         patterns.append("scattered")
     cells = [(int(c), pat == "scattered") for c in args.chunks.split(",") for pat in patterns]
+    if args.cells_reversed:  # the last cell first: tells a cell's layout from its place in the sweep (the first fresh server)
+        cells.reverse()
     echo = None if args.no_floor else inflight_floor.EchoFloor()
     chunk = MODELS[args.model][1]
     extra = ("--max-gpu-workers", "2") + (("--chunk-size", str(chunk)) if chunk != CHUNK else ())

@@ -36,6 +36,27 @@ class ConfigLoaderTest {
     }
 
     @Test
+    void theWarmupsLanesSpinBrieflyAndOnlyWhereTheServersDo() {
+        String previous = System.getProperty("lmcache.transfer.spinUs");
+        try {
+            System.setProperty("lmcache.transfer.spinUs", "5000");
+            ServerConfig spinning = run("--l1-size-gb", "1");
+            assertEquals(TimeUnit.MILLISECONDS.toNanos(5), spinning.tuning().transferSpinNs());
+            assertEquals(ServerConfig.WARMUP_SPIN_NS, spinning.forWarmup(16).tuning().transferSpinNs(), "short: found both spinning and parked");
+            System.setProperty("lmcache.transfer.spinUs", "20");
+            assertEquals(TimeUnit.MICROSECONDS.toNanos(20), run("--l1-size-gb", "1").forWarmup(16).tuning().transferSpinNs(), "never longer");
+            System.setProperty("lmcache.transfer.spinUs", "0");
+            assertEquals(0, run("--l1-size-gb", "1").forWarmup(16).tuning().transferSpinNs(), "no spin where the server's lanes do not");
+        } finally {
+            if (previous == null) {
+                System.clearProperty("lmcache.transfer.spinUs");
+            } else {
+                System.setProperty("lmcache.transfer.spinUs", previous);
+            }
+        }
+    }
+
+    @Test
     void layerwiseBatchIsLmcachesLayerwiseMode() {
         assertEquals(0, run("--l1-size-gb", "1").layerwiseBatch(), "off by default, as LMCache's");
         assertEquals(4, run("--l1-size-gb", "1", "--layerwise-batch", "4").layerwiseBatch());

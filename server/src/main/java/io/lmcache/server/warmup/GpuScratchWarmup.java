@@ -11,6 +11,7 @@ import io.lmcache.server.transfer.InstanceContext;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntConsumer;
 import java.util.function.IntFunction;
 import java.util.function.LongPredicate;
@@ -150,8 +151,16 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
      */
     static void awaitPoolPinned(LongPredicate poolPinned, long untilNs, GpuWarmups.Stop stop) {
         long now = System.nanoTime();
-        while (!stop.requested() && untilNs - now > 0 && !poolPinned.test(Math.min(untilNs, now + POOL_WAIT_SLICE_NS))) {
+        while (!stop.requested() && untilNs - now > 0) {
+            long sliceEndNs = Math.min(untilNs, now + POOL_WAIT_SLICE_NS);
+            if (poolPinned.test(sliceEndNs)) {
+                return;
+            }
             now = System.nanoTime();
+            if (sliceEndNs - now > 0) { // answered before its deadline, the sweep not ended (none begun yet): no busy loop
+                LockSupport.parkNanos(sliceEndNs - now);
+                now = System.nanoTime();
+            }
         }
     }
 

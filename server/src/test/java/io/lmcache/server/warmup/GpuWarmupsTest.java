@@ -231,6 +231,11 @@ class GpuWarmupsTest {
         asked.set(0);
         GpuScratchWarmup.awaitPoolPinned(deadlineNs -> asked.incrementAndGet() < 0, System.nanoTime() - 1, () -> false);
         assertEquals(0, asked.get(), "no wait once the latest start has passed");
+        // a pinning not begun answers false at once: the wait looks once per slice (10 ms) instead of spinning on it
+        asked.set(0);
+        GpuScratchWarmup.awaitPoolPinned(deadlineNs -> asked.incrementAndGet() < 0, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100),
+                () -> false);
+        assertTrue(asked.get() >= 1 && asked.get() <= 20, "about one look per slice, not a spin: " + asked.get());
     }
 
     @Test
