@@ -561,8 +561,8 @@ def main():
                         " pin sweep beside them costs)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
     p.add_argument("--cells-reversed", action="store_true",
-                   help="run the cells in reverse order (e.g. 1 scattered before 1 consecutive): the first cell's fresh server is"
-                        " the first of the sweep, on a host that may have just booted")
+                   help="run the cells in reverse order (with --chunks 1: scattered before consecutive): the first cell's fresh"
+                        " server is the sweep's first, on a host that may have just booted")
     p.add_argument("--model", choices=tuple(MODELS), default="plain",
                    help="plain: Llama-8B shapes; gemma-like: hybrid_check's two-group hybrid layout; qwen-like: Mamba state pages"
                         " and full attention at --chunk-size 544 (qwen_worker)")

@@ -29,9 +29,9 @@ public final class PhaseTimes<P extends Enum<P>> {
      * The last {@link #RECENT} requests' timelines per op: when the socket thread received each, when its reply was queued
      * and when the socket thread handed it to JeroMQ, in {@link System#nanoTime} (CLOCK_MONOTONIC on Linux, the clock of a
      * Python worker's {@code time.monotonic_ns()} on the same host). The benchmark lines them up with its own send and receive
-     * times to split a request's wall time into the way in, the handler, the reply's wait and the way out: a fresh server's
-     * one-chunk requests lost their time outside the handler (bench/journal/2026-12-07-pin-sweep-wait.md). One writer, the
-     * socket thread.
+     * times to split a request's wall time into the way in, the handler, the reply's wait and the way out (it found a fresh
+     * server's one-chunk gap in the handler, not the socket thread: bench/journal/2026-12-07-request-timelines.md). One
+     * writer, the socket thread.
      */
     private final AtomicLongArray[] timelines = {new AtomicLongArray(3 * RECENT), new AtomicLongArray(3 * RECENT)};
     private final AtomicLong[] timelineCount = {new AtomicLong(), new AtomicLong()};
