@@ -128,6 +128,12 @@ def request_frames(worker, op, tokens, blocks, rid, event=bytes(64)):
     return [pack(uid), pack(OP[op])] + [pack(p) for p in payloads]
 
 
+def utc_now():
+    """The wall clock, as nvidia-smi's samples print it (UTC, milliseconds)."""
+    now = time.time()
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}"
+
+
 def one(worker, op, tokens, blocks, rid):
     """Seconds from sending one prebuilt request to its event being complete in the worker."""
     if TIMELINE:
@@ -613,9 +619,12 @@ def main():
             if args.fresh_idle_s > 0:  # as a pod's vLLM loads its model before its workers REGISTER
                 time.sleep(args.fresh_idle_s)
             try:
+                began = utc_now()
                 fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
                                                  count_first=True, floor=echo, after_pinned=args.fresh_after_pinned,
                                                  lookup_first=args.lookup_first)
+                # wall-clock bounds of the cell's requests: run-on-device.sh fresh samples the GPU's clocks beside them
+                log(f"fresh cell {chunks} {'scattered' if scatter else 'consecutive'}: {began} to {utc_now()} UTC")
                 log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
                 log("fresh server's warm-ups: " + json.dumps(fresh_server.status().get("jit_warmup")))
             finally:
