@@ -214,9 +214,10 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
             return "a scratch STORE failed";
         }
         if (lookupWhileWriting) {
-            // as vLLM's scheduler asks while the copy is still on the GPU: the LOOKUP watches the fills it hits, their
-            // commits end its wait, and the RETRIEVE takes its own locks; without these rounds a fresh server's first
-            // real LOOKUP threw away the compiled commit and lookup code (bench/journal/2026-12-07-request-timelines.md)
+            // as vLLM's scheduler asks while the copy is still on the GPU: the LOOKUP finds the chunks being written,
+            // leaves its result pending (the QUERY answers None) and runs again from their commit on lmcache-cuda-events;
+            // without these rounds a fresh server's first real LOOKUP threw away the compiled commit and lookup code
+            // (bench/journal/2026-12-07-request-timelines.md)
             server.call(frames.lookup(tokens, end, request), latestNs);
             server.call(frames.queryPrefetchStatus(request), latestNs);
         }
