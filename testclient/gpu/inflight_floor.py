@@ -108,8 +108,9 @@ def fresh_fields(warm, fresh, ops=("store", "retrieve")):
         warm[f"fresh_{op}_handler_us"] = fresh.get(f"{op}_handler_us")
         warm[f"fresh_{op}_handler_p50_us"] = fresh.get(f"{op}_handler_p50_us")
         warm[f"fresh_{op}_handler_samples"] = fresh.get(f"{op}_handler_samples")
-        # the reply's wait for the socket thread (request_path_cpu send) and the worker's send-to-reply: outside the
-        # handler, where a fresh server's one-chunk requests lost their time (bench/journal/2026-12-07-pin-sweep-wait.md)
+        # the reply's wait for the socket thread (request_path_cpu send), the worker's send-to-reply and the path split:
+        # where outside or inside the handler a fresh server's requests lose their time (the handler, at one chunk:
+        # bench/journal/2026-12-07-request-timelines.md)
         warm[f"fresh_{op}_send_us"] = fresh.get(f"{op}_send_us")
         warm[f"fresh_{op}_worker_reply_us_median"] = fresh.get(f"{op}_worker_reply_us_median")
         for key in [k for k in fresh if k.startswith(f"{op}_path_")]:

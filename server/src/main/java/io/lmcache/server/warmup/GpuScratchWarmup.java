@@ -48,7 +48,7 @@ public final class GpuScratchWarmup implements GpuWarmups.Runner {
     private static final long SETTLE_NS = TimeUnit.SECONDS.toNanos(2);
     private static final int MAX_ROUNDS = 100_000;
     /** What the grace keeps back for settling and closing the scratch server after the rounds' latest end. */
-    static final long CLOSE_NS = TimeUnit.MILLISECONDS.toNanos(100);
+    private static final long CLOSE_NS = TimeUnit.MILLISECONDS.toNanos(100);
 
     private final ServerConfig config;
     private final IntFunction<int[]> nextRegions;
