@@ -203,6 +203,25 @@ class L1TierIT {
         }
     }
 
+    /** A worker's REGISTER leaves one thread preparing what is left of the pool: its requests follow at once. */
+    @Test
+    void aRegisteredWorkerLeavesOnePreparationThread() throws Exception {
+        try (ServerProcess server = ServerProcess.start(Map.of("JAVA_TOOL_OPTIONS", "-Dlmcache.l1.prepareThreads=2"), "--l1-size-gb", "2");
+             JavaWorker worker = new JavaWorker(server.endpoint(), 13, "prepare/model", GEOMETRY)) {
+            JsonNode before = poolPreparation(server);
+            assertEquals(2, before.get("threads").asInt(), before.toString());
+            assertEquals(2, before.get("threads_now").asInt(), "before any REGISTER every thread prepares: " + before);
+            worker.register();
+            JsonNode after = poolPreparation(server);
+            assertEquals(2, after.get("threads").asInt(), after.toString());
+            assertEquals(1, after.get("threads_now").asInt(), "the REGISTER capped the preparation (it replied after): " + after);
+            assertTrue(worker.store(prefix(7), 0, CHUNK, CHUNK_BLOCKS, "after-register"), "the pool serves meanwhile");
+            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
+                    .until(() -> poolPreparation(server).get("regions_prepared").asLong() == poolPreparation(server).get("regions_total").asLong());
+            assertEquals("", poolPreparation(server).get("error").asText(), "the one thread left prepared the rest");
+        }
+    }
+
     private static long statusLong(ServerProcess server, String field) {
         try {
             return JSON.readTree(Http.get(server.httpBase() + "/status").body()).get(field).asLong();
