@@ -394,6 +394,19 @@ def wait_pinned(server, timeout_s=120):
     raise RuntimeError("the pool's pinning did not finish in %d s" % timeout_s)
 
 
+def wait_prepared(server, timeout_s=120):
+    """Until the L1 pool's preparation has ended (every region prefaulted and pinned). From a worker's REGISTER on it goes on
+    with one thread (-Dlmcache.l1.registeredPrepareThreads), so it may outlast the warm server's warm-up: a warm server is
+    one whose pool is ready. Returns the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        prep = server.status()["storage_manager"]["l1_managers"]["default"]["pool_preparation"]
+        if prep["regions_prepared"] >= prep["regions_total"]:
+            return time.perf_counter() - t0
+        time.sleep(0.1)
+    raise RuntimeError("the pool's preparation did not end in %d s" % timeout_s)
+
+
 FRESH_RATIO_REQUESTS = 20
 
 
@@ -633,6 +646,7 @@ def main():
         pool = None
         try:
             warm_up(server, args.warmup, chunk)
+            log(f"warm server: waited {wait_prepared(server):.2f} s for the pool's preparation after its warm-up")
             floor = messaging_floor(server, chunk=chunk)
             if max(counts) > 0:
                 events = server.status().get("kv_events", {})
