@@ -579,6 +579,9 @@ def main():
                    help="a fresh server's first requests wait until the pool's background pinning is done (an A/B: what the"
                         " pin sweep beside them costs)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
+    p.add_argument("--pool-gb", type=float, default=12,
+                   help="every server's --l1-size-gb: a small pool is prepared before a fresh server's first request, a large one"
+                        " still is as it comes (bench/journal/2026-12-07-pool-preparation-beside-requests.md)")
     p.add_argument("--cells-reversed", action="store_true",
                    help="run the cells in reverse order (with --chunks 1: scattered before consecutive): the first cell's fresh"
                         " server is the sweep's first, on a host that may have just booted")
@@ -627,7 +630,7 @@ def main():
     try:
         # a fresh server per cell first (its own JVM: what a pod roll-out gives), then one server warmed up for all cells
         for chunks, scatter in cells if args.fresh_requests > 0 else []:
-            fresh_server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+            fresh_server = Server(args.java, args.classpath, args.out, args.pool_gb, extra=extra)
             aot_used.append(fresh_server.status().get("aot_cache", {}).get("used"))
             if args.fresh_idle_s > 0:  # as a pod's vLLM loads its model before its workers REGISTER
                 time.sleep(args.fresh_idle_s)
@@ -642,7 +645,7 @@ def main():
                 log("fresh server's warm-ups: " + json.dumps(fresh_server.status().get("jit_warmup")))
             finally:
                 fresh_server.stop()
-        server = Server(args.java, args.classpath, args.out, 12, extra=extra)
+        server = Server(args.java, args.classpath, args.out, args.pool_gb, extra=extra)
         pool = None
         try:
             warm_up(server, args.warmup, chunk)

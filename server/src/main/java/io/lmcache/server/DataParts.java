@@ -107,8 +107,8 @@ final class DataParts {
                 L1Tier l1 = b.require(L1Tier.class);
                 Basis basis = b.require(Basis.class);
                 GpuWarmups warmups = b.require(GpuWarmups.class);
-                // a worker's requests follow its REGISTER at once: the pool's preparation gives up its cores first, then the
-                // device's warm-up runs (and the reply may wait for it)
+                // a worker's requests follow its REGISTER at once: the pool's preparation gives up its cores first (where
+                // -Dlmcache.l1.registeredPrepareThreads says so), then the device's warm-up runs (and the reply may wait for it)
                 Consumer<InstanceContext> afterRegister = worker -> {
                     l1.workerRegistered();
                     warmups.afterRegister(worker);

@@ -35,10 +35,11 @@ import java.util.function.UnaryOperator;
  * @param nativeHostCopy a CPU worker's copies use the native library's non-temporal stores where it loads (else
  *     {@code MemorySegment.copy}: write-allocate reads cost a third of a many-core host's bandwidth, bench/RESULTS.md#cpu-copy-path)
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
- * @param registeredPrepareThreads the preparation's threads once a worker has registered (the others stop after the region
- *     in hand), so what is left of it does not take the cores and the driver from the first requests: with eight threads
- *     still prefaulting and pinning, a fresh server's first one-chunk requests ran up to 5x slower
- *     (bench/journal/2026-12-07-pool-preparation-beside-requests.md)
+ * @param registeredPrepareThreads when positive, the preparation's threads once a worker has registered (the others stop
+ *     after the region in hand), so what is left of it leaves the cores to the first requests; 0 = every thread goes on.
+ *     A fresh server's first requests ran beside eight preparation threads, several times slower than warm ones; whether
+ *     fewer threads help has not been measured (one thread pins regions, under the driver's lock, over a longer time:
+ *     bench/journal/2026-12-07-pool-preparation-beside-requests.md), so it is off by default
  * @param stackLimitBytes when positive, each CUDA context's per-thread stack limit ({@code CU_LIMIT_STACK_SIZE}, set as
  *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory (256 by default:
  *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md#gpu-device-memory); 0 = the
@@ -141,7 +142,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.number(Knob.HOST_RUN_KIB, 1024, 4, 1 << 20) * KIB,
                 in.flag(Knob.NATIVE_HOST_COPY),
                 (int) in.number(Knob.PREPARE_THREADS, 0, 0, 1024),
-                (int) in.number(Knob.REGISTERED_PREPARE_THREADS, 1, 1, 1024),
+                (int) in.number(Knob.REGISTERED_PREPARE_THREADS, 0, 0, 1024),
                 in.number(Knob.STACK_LIMIT_BYTES, 256, 0, 1L << 20));
     }
 

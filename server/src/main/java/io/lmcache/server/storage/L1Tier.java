@@ -16,7 +16,7 @@ public final class L1Tier implements AutoCloseable {
     private final StoreCounters counters = new StoreCounters();
     /** {@code -Dlmcache.l1.prepareThreads} (0: chosen from the cores and the pages). */
     private final int prepareThreads;
-    /** {@code -Dlmcache.l1.registeredPrepareThreads}: the preparation's threads once a worker has registered. */
+    /** {@code -Dlmcache.l1.registeredPrepareThreads}: the preparation's threads once a worker has registered (0: all go on). */
     private final int registeredPrepareThreads;
 
     public L1Tier(ServerConfig config) {
@@ -76,10 +76,13 @@ public final class L1Tier implements AutoCloseable {
 
     /**
      * A worker registered: its requests follow at once, so what is left of the pool's preparation goes on with
-     * {@code -Dlmcache.l1.registeredPrepareThreads} threads. Runs on: the REGISTER's lane (every REGISTER; idempotent).
+     * {@code -Dlmcache.l1.registeredPrepareThreads} threads where that is set (0, the default: every thread goes on). Runs
+     * on: the REGISTER's lane (every REGISTER; idempotent).
      */
     public void workerRegistered() {
-        pool.yieldPreparation(registeredPrepareThreads);
+        if (registeredPrepareThreads > 0) {
+            pool.yieldPreparation(registeredPrepareThreads);
+        }
     }
 
     /** Stops preparing regions (before a pinning backend goes away). */

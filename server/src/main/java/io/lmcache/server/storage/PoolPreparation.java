@@ -19,10 +19,10 @@ import org.slf4j.LoggerFactory;
  * handed over. Several threads take regions in turn: one thread ran at 1.4–1.8 GiB/s on the GPU host,
  * where the kernel's page zeroing and the driver's page pinning of different regions run in
  * parallel; a 200 GB pool took over two minutes. Regions are taken in order, so the first ones are
- * ready within moments whatever the pool's size. Once a worker has registered, what is left goes on with fewer threads
- * ({@link #yieldTo}): a fresh server whose worker connects at once served its first requests beside eight threads
- * prefaulting and pinning, several times slower than warm ones. The first failure stops every thread; the server serves with the
- * regions ready by then.
+ * ready within moments whatever the pool's size. Where {@code -Dlmcache.l1.registeredPrepareThreads} is set, what is left
+ * once a worker has registered goes on with that many threads ({@link #yieldTo}): a fresh server whose worker connects at
+ * once served its first requests beside eight threads prefaulting and pinning, several times slower than warm ones. The
+ * first failure stops every thread; the server serves with the regions ready by then.
  */
 final class PoolPreparation {
     private static final Logger LOG = LoggerFactory.getLogger(PoolPreparation.class);

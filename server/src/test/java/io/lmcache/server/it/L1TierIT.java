@@ -42,6 +42,9 @@ class L1TierIT {
         try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "1");
              JavaWorker worker = new JavaWorker(server.endpoint(), 11, "fill/model", GEOMETRY)) {
             worker.register();
+            JsonNode preparation = poolPreparation(server);
+            assertEquals(preparation.get("threads").asInt(), preparation.get("threads_now").asInt(),
+                    "by default every preparation thread goes on after a REGISTER: " + preparation);
             worker.fill(CHUNK_BLOCKS, 1);
             double heapBefore = Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
             int chunks = (int) ((4L << 30) / GEOMETRY.chunkObjectBytes(CHUNK));
@@ -203,10 +206,11 @@ class L1TierIT {
         }
     }
 
-    /** A worker's REGISTER leaves one thread preparing what is left of the pool: its requests follow at once. */
+    /** With -Dlmcache.l1.registeredPrepareThreads=1, a worker's REGISTER leaves one thread preparing what is left of the pool. */
     @Test
     void aRegisteredWorkerLeavesOnePreparationThread() throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of("JAVA_TOOL_OPTIONS", "-Dlmcache.l1.prepareThreads=2"), "--l1-size-gb", "2");
+        try (ServerProcess server = ServerProcess.start(Map.of("JAVA_TOOL_OPTIONS",
+                "-Dlmcache.l1.prepareThreads=2 -Dlmcache.l1.registeredPrepareThreads=1"), "--l1-size-gb", "2");
              JavaWorker worker = new JavaWorker(server.endpoint(), 13, "prepare/model", GEOMETRY)) {
             JsonNode before = poolPreparation(server);
             assertEquals(2, before.get("threads").asInt(), before.toString());
