@@ -395,9 +395,9 @@ def wait_pinned(server, timeout_s=120):
 
 
 def wait_prepared(server, timeout_s=120):
-    """Until the L1 pool's preparation has ended (every region prefaulted and pinned). From a worker's REGISTER on it goes on
-    with one thread (-Dlmcache.l1.registeredPrepareThreads), so it may outlast the warm server's warm-up: a warm server is
-    one whose pool is ready. Returns the seconds waited."""
+    """Until the L1 pool's preparation has ended (every region prefaulted and pinned): a warm server is one whose pool is
+    ready, and the preparation may outlast the warm-up (a large pool, or -Dlmcache.l1.registeredPrepareThreads leaving
+    fewer threads from a worker's REGISTER on). Returns the seconds waited."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
         prep = server.status()["storage_manager"]["l1_managers"]["default"]["pool_preparation"]

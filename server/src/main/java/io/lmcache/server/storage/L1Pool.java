@@ -261,7 +261,7 @@ public final class L1Pool implements AutoCloseable {
         return running == null ? 0 : running.threadCount();
     }
 
-    /** Threads preparing the pool now: as many as started, fewer once a worker registered ({@link #yieldPreparation}). */
+    /** Threads allowed to go on preparing the pool: as many as started, fewer once capped ({@link #yieldPreparation}). */
     public int preparationThreadsNow() {
         PoolPreparation running = preparation;
         return running == null ? 0 : running.threadsNow();

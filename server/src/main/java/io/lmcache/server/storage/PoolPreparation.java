@@ -168,10 +168,11 @@ final class PoolPreparation {
     }
 
     /**
-     * From now on at most {@code threads} (at least 1) go on preparing; the others stop after the region in hand. A worker's
-     * first REGISTER calls it: its requests follow at once, and the preparation's threads, in the kernel zeroing pages and in
-     * the driver pinning them, took the cores and the driver's lock from them. What is left is then prepared more slowly, but
-     * regions are taken in order and handed over as they are ready, so the pool only grows later. Idempotent; any thread.
+     * From now on at most {@code threads} (at least 1) go on preparing; the others stop after the region in hand. Where
+     * {@code -Dlmcache.l1.registeredPrepareThreads} is set, a worker's REGISTER calls it: its requests follow at once, and
+     * the preparation's threads zero pages in the kernel and pin them in the driver beside them. What is left is then
+     * prepared more slowly, but regions are taken in order and handed over as they are ready, so the pool only grows later.
+     * Idempotent (a later call never raises the cap); any thread.
      */
     synchronized void yieldTo(int threads) {
         int cap = Math.max(1, threads);
@@ -185,7 +186,7 @@ final class PoolPreparation {
         }
     }
 
-    /** The threads preparing now: those started, fewer once a worker registered ({@link #yieldTo}). */
+    /** The threads allowed to go on preparing: those started, fewer once capped ({@link #yieldTo}); the same after the end. */
     int threadsNow() {
         return Math.min(threadCount(), threadCap);
     }
