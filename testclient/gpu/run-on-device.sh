@@ -115,15 +115,25 @@ if [ "$mode" = fresh ]; then
   # the reply and yields to that STORE. LMCACHE_FRESH_ARGS replaces the sweep's arguments; every fresh server's /status
   # jit_warmup (the GPU warm-up's state, rounds, yields) is in the log. LMCACHE_SERVER_ARGS (gpu_check.Server) adds server
   # flags, e.g. '--gpu-warmup-register-wait-ms 1500' (the REGISTER reply waits for the warm-up, as before issue 52) for the A/B.
-  # the GPU's power state and clocks every 250 ms beside the sweep (its log has each fresh cell's wall-clock bounds): the
-  # first cell of a sweep, the first GPU work after the AOT training, was its slowest (bench/journal/2026-12-07-request-timelines.md)
+  # the GPU's power state and clocks every 250 ms beside the sweep (its log has each fresh cell's wall-clock bounds): in a
+  # sweep's first cell the SM clock rose from idle only 0.1-0.3 s into it (bench/journal/2026-12-07-pool-preparation-beside-requests.md)
   nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 250 \
     > "$out/gpu-clocks.csv" 2>&1 &
   clocks_pid=$!
+  # the pool's preparation (prefault, pinning) ran beside every fresh cell's first requests on the H100 hosts
+  # (bench/journal/2026-12-07-pool-preparation-beside-requests.md): the host's CPU and page cache every second, and whether
+  # /dev/shm and anonymous memory get huge pages here (what sets the preparation's rate)
+  { grep -H . /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/shmem_enabled; grep ' /dev/shm ' /proc/mounts; } \
+    > "$out/host-memory.txt" 2>&1
+  vmstat_pid=
+  if command -v vmstat > /dev/null; then
+    vmstat -t 1 > "$out/vmstat.txt" 2>&1 &
+    vmstat_pid=$!
+  fi
   python3 testclient/gpu/inflight_bench.py --java "$java" --classpath "$cp" ${LMCACHE_FRESH_ARGS:---repeats 20 --chunks 1,4,16,64 \
     --warmup 1500 --fresh-requests 100 --scattered --fresh-idle-s 0} --out "$out/inflight-fresh" 2>&1 | tee "$out/inflight_fresh.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-  kill "$clocks_pid" 2>/dev/null
+  kill "$clocks_pid" $vmstat_pid 2>/dev/null
 fi
 if [ "$mode" = qwen ]; then
   # issue 52: the Qwen-like (Mamba/GDN) hybrid one in flight at 4 and 64 chunks against its raw copy and floor (bench/RESULTS.md
