@@ -158,10 +158,13 @@ def path_split(op, splits, timeline):
     request, CLOCK_MONOTONIC on both sides of one host): in (worker send to the socket thread's receive: the worker's
     ZeroMQ, the wire, JeroMQ's I/O thread, the socket thread's wake-up), handler (receive to reply queued), send (the
     reply's wait for the socket thread) and out (the socket thread's send to the worker's receive). Medians in µs over the
-    requests whose timeline was found (the server keeps the last 128 per op); {op}_path_matched says how many."""
+    requests whose timeline was found (the server keeps the last 128 per op) and whose worker timed them; {op}_path_matched
+    says how many."""
     entries = sorted(timeline)
     parts = {part: [] for part in PATH_PARTS}
     for t in splits:
+        if "sent_ns" not in t:  # a worker that records no send and reply times (the CPU model's): nothing to line up
+            continue
         i = bisect.bisect_left(entries, [t["sent_ns"]])
         if i == len(entries) or entries[i][0] > t["replied_ns"]:
             continue
