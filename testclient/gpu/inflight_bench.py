@@ -383,28 +383,30 @@ def subscriber_deltas(before, after):
             for b, a in zip(before, after)]
 
 
-def wait_pinned(server, timeout_s=120):
-    """Until the pool's background pinning (started by the first REGISTER) has finished: a fresh server's first requests
-    then run without the pin sweep beside them (the A/B of --fresh-after-pinned). Returns the seconds waited."""
+def wait_status(server, done, what, timeout_s=120):
+    """Until done(/status) holds; the seconds waited. Raises when `what` has not ended in timeout_s."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
-        if server.status()["cuda"]["pool_pinning"].get("state") == "done":
+        if done(server.status()):
             return time.perf_counter() - t0
         time.sleep(0.05)
-    raise RuntimeError("the pool's pinning did not finish in %d s" % timeout_s)
+    raise RuntimeError("%s did not end in %d s" % (what, timeout_s))
 
 
-def wait_prepared(server, timeout_s=120):
+def wait_pinned(server):
+    """Until the pool's background pinning (started by the first REGISTER) has finished: a fresh server's first requests
+    then run without the pin sweep beside them (the A/B of --fresh-after-pinned). Returns the seconds waited."""
+    return wait_status(server, lambda s: s["cuda"]["pool_pinning"].get("state") == "done", "the pool's pinning")
+
+
+def wait_prepared(server):
     """Until the L1 pool's preparation has ended (every region prefaulted and pinned): a warm server is one whose pool is
     ready, and the preparation may outlast the warm-up (a large pool, or -Dlmcache.l1.registeredPrepareThreads leaving
     fewer threads from a worker's REGISTER on). Returns the seconds waited."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout_s:
-        prep = server.status()["storage_manager"]["l1_managers"]["default"]["pool_preparation"]
-        if prep["regions_prepared"] >= prep["regions_total"]:
-            return time.perf_counter() - t0
-        time.sleep(0.1)
-    raise RuntimeError("the pool's preparation did not end in %d s" % timeout_s)
+    def prepared(status):
+        prep = status["storage_manager"]["l1_managers"]["default"]["pool_preparation"]
+        return prep["regions_prepared"] >= prep["regions_total"]
+    return wait_status(server, prepared, "the pool's preparation")
 
 
 FRESH_RATIO_REQUESTS = 20

@@ -220,8 +220,10 @@ class L1TierIT {
             assertEquals(2, after.get("threads").asInt(), after.toString());
             assertEquals(1, after.get("threads_now").asInt(), "the REGISTER capped the preparation (it replied after): " + after);
             assertTrue(worker.store(prefix(7), 0, CHUNK, CHUNK_BLOCKS, "after-register"), "the pool serves meanwhile");
-            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
-                    .until(() -> poolPreparation(server).get("regions_prepared").asLong() == poolPreparation(server).get("regions_total").asLong());
+            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> {
+                JsonNode now = poolPreparation(server);
+                return now.get("regions_prepared").asLong() == now.get("regions_total").asLong();
+            });
             assertEquals("", poolPreparation(server).get("error").asText(), "the one thread left prepared the rest");
         }
     }
