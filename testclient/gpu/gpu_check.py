@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -116,8 +117,13 @@ LAUNCHER_JVM_FLAGS = os.environ.get(
 
 
 class Server:
-    def __init__(self, java, classpath, out, pool_gb, extra=(), device="cuda"):
-        """device: "host" serves CPU workers only (sglang_check.py's --dry-run-cpu, on a machine without a GPU)."""
+    def __init__(self, java, classpath, out, pool_gb, extra=(), device="cuda", until="prepared"):
+        """device: "host" serves CPU workers only (sglang_check.py's --dry-run-cpu, on a machine without a GPU). until: what
+        the constructor waits for, "prepared" (every region of the pool prefaulted: no preparation beside the first
+        requests) or "ready" (GET /healthcheck answers 200, the server's own ready: it serves, and some of its pool is
+        ready; the rest is prefaulted beside whatever comes next, as for a worker that connects the moment it may)."""
+        if until not in ("prepared", "ready"):
+            raise ValueError(f"until: prepared or ready, not {until!r}")
         self.port, self.http = free_port(), free_port()
         self.log_path = os.path.join(out, f"server-{self.port}.log")
         blocks = os.environ.get("LMCACHE_COPY_BLOCKS")
@@ -136,19 +142,29 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {open(self.log_path).read()[-3000:]}")
             try:
-                status = self.status()
-                prep = status["storage_manager"]["l1_manager"]["pool_preparation"]
-                if prep["regions_prepared"] == prep["regions_total"]:
-                    log(f"server ready on {self.port}: {prep['regions_total']} regions prefaulted (pinned from the first REGISTER on)")
-                    return
+                if until == "prepared" or self.healthy():
+                    prep = self.status()["storage_manager"]["l1_manager"]["pool_preparation"]
+                    self.regions_at_ready = (prep["regions_prepared"], prep["regions_total"])
+                    if until == "ready" or prep["regions_prepared"] == prep["regions_total"]:
+                        log(f"server ready on {self.port}: {prep['regions_prepared']} of {prep['regions_total']} regions prefaulted"
+                            + (" (healthy: the rest beside the first requests)" if until == "ready" else " (pinned from the first REGISTER on)"))
+                        return
             except OSError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.02 if until == "ready" else 0.2)  # "ready": the worker connects at once
         raise RuntimeError("server did not get ready: " + open(self.log_path).read()[-3000:])
 
     def status(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/status", timeout=5) as r:
             return json.loads(r.read())
+
+    def healthy(self):
+        """Whether GET /healthcheck answers 200 (503 while, among others, no L1 memory is ready yet)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/healthcheck", timeout=5) as r:
+                return r.status == 200
+        except urllib.error.HTTPError:
+            return False
 
     def metric(self, name, labels=""):
         """The value of one sample; labels are label pairs it must carry, e.g. 'op="store"'."""

@@ -582,8 +582,11 @@ def main():
                         " pin sweep beside them costs)")
     p.add_argument("--scattered", action="store_true", help="measure scattered blocks too, whatever --pattern says")
     p.add_argument("--pool-gb", type=float, default=12,
-                   help="every server's --l1-size-gb: a small pool is prepared before a fresh server's first request, a large one"
-                        " still is as it comes (bench/journal/2026-12-07-pool-preparation-beside-requests.md)")
+                   help="every server's --l1-size-gb (12 GiB: ~2.4 s of prefault at 4 KiB pages on the H100 hosts)")
+    p.add_argument("--fresh-connect", choices=("ready", "prepared"), default="ready",
+                   help="when a fresh server's worker connects: ready (default, the acceptance's 'at once': GET /healthcheck"
+                        " answers 200, and the rest of the pool is prefaulted beside the first requests) or prepared (every"
+                        " region prefaulted first, as every fresh sweep did before 2026-12-07's fifteenth session)")
     p.add_argument("--cells-reversed", action="store_true",
                    help="run the cells in reverse order (with --chunks 1: scattered before consecutive): the first cell's fresh"
                         " server is the sweep's first, on a host that may have just booted")
@@ -632,7 +635,7 @@ def main():
     try:
         # a fresh server per cell first (its own JVM: what a pod roll-out gives), then one server warmed up for all cells
         for chunks, scatter in cells if args.fresh_requests > 0 else []:
-            fresh_server = Server(args.java, args.classpath, args.out, args.pool_gb, extra=extra)
+            fresh_server = Server(args.java, args.classpath, args.out, args.pool_gb, extra=extra, until=args.fresh_connect)
             aot_used.append(fresh_server.status().get("aot_cache", {}).get("used"))
             if args.fresh_idle_s > 0:  # as a pod's vLLM loads its model before its workers REGISTER
                 time.sleep(args.fresh_idle_s)
@@ -641,8 +644,12 @@ def main():
                 fresh[(chunks, scatter)] = sweep(fresh_server, chunks, scatter, args.fresh_requests, 100 + chunks, args.model,
                                                  count_first=True, floor=echo, after_pinned=args.fresh_after_pinned,
                                                  lookup_first=args.lookup_first)
+                # how much of the pool was still to prefault when the worker connected (0 with --fresh-connect prepared)
+                fresh[(chunks, scatter)]["regions_left_at_connect"] = fresh_server.regions_at_ready[1] - fresh_server.regions_at_ready[0]
                 # wall-clock bounds of the cell's requests: run-on-device.sh fresh samples the GPU's clocks beside them
-                log(f"fresh cell {chunks} {'scattered' if scatter else 'consecutive'}: {began} to {utc_now()} UTC")
+                log(f"fresh cell {chunks} {'scattered' if scatter else 'consecutive'}: {began} to {utc_now()} UTC,"
+                    f" {fresh[(chunks, scatter)]['regions_left_at_connect']} of {fresh_server.regions_at_ready[1]} regions left to"
+                    " prefault at connect")
                 log("fresh: " + json.dumps(fresh[(chunks, scatter)]))
                 log("fresh server's warm-ups: " + json.dumps(fresh_server.status().get("jit_warmup")))
             finally:

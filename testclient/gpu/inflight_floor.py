@@ -100,6 +100,7 @@ def fresh_fields(warm, fresh, ops=("store", "retrieve")):
     """Copies a fresh server's figures of the same cell into the warm row: fresh_{op}_ms_median, fresh_{op}_vs_raw (median
     request against the raw copy) and fresh_{op}_vs_warm (warm median ÷ fresh median: 1.0 when the first requests are as fast
     as later ones; the acceptance asks ≥ 0.9), and the fresh handler time."""
+    warm["fresh_regions_left_at_connect"] = fresh.get("regions_left_at_connect")
     for op in ops:
         f_med, w_med = fresh[f"{op}_ms_median"], warm[f"{op}_ms_median"]
         warm[f"fresh_{op}_ms_median"] = f_med

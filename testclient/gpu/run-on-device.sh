@@ -111,8 +111,8 @@ if [ "$mode" = cpucopy ]; then
 fi
 if [ "$mode" = fresh ]; then
   # issue 52: fresh ÷ warm one in flight with the worker registering the moment the fresh server is ready (--fresh-idle-s 0,
-  # no model load between) and sending its first STORE right after the REGISTER reply: the GPU warm-up at REGISTER runs beside
-  # the reply and yields to that STORE. LMCACHE_FRESH_ARGS replaces the sweep's arguments; every fresh server's /status
+  # no model load between; --fresh-connect ready: GET /healthcheck answers 200, the rest of the pool still being prefaulted)
+  # and sending its first STORE right after the REGISTER reply. LMCACHE_FRESH_ARGS replaces the sweep's arguments; every fresh server's /status
   # jit_warmup (the GPU warm-up's state, rounds, yields) is in the log. LMCACHE_SERVER_ARGS (gpu_check.Server) adds server
   # flags, e.g. '--gpu-warmup-register-wait-ms 1500' (the REGISTER reply waits for the warm-up, as before issue 52) for the A/B.
   # the GPU's power state and clocks every 250 ms beside the sweep (its log has each fresh cell's wall-clock bounds): in a
@@ -120,7 +120,7 @@ if [ "$mode" = fresh ]; then
   nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 250 \
     > "$out/gpu-clocks.csv" 2>&1 &
   clocks_pid=$!
-  # the pool's preparation (prefault, pinning) ran beside every fresh cell's first requests on the H100 hosts
+  # the pool's preparation (prefault, pinning) beside a fresh cell's first requests
   # (bench/journal/2026-12-07-pool-preparation-beside-requests.md): the host's CPU and page cache every second, and whether
   # /dev/shm and anonymous memory get huge pages here (what sets the preparation's rate)
   { grep -H . /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/shmem_enabled; grep ' /dev/shm ' /proc/mounts; } \
