@@ -401,8 +401,7 @@ def wait_pinned(server):
 
 def wait_prepared(server):
     """Until the L1 pool's preparation has ended (every region prefaulted and pinned): a warm server is one whose pool is
-    ready, and the preparation may outlast the warm-up (a large pool, or -Dlmcache.l1.registeredPrepareThreads leaving
-    fewer threads from a worker's REGISTER on). Returns the seconds waited."""
+    ready, and the preparation may outlast the warm-up (a large pool). Returns the seconds waited."""
     def prepared(status):
         prep = status["storage_manager"]["l1_managers"]["default"]["pool_preparation"]
         return prep["regions_prepared"] >= prep["regions_total"]

@@ -31,7 +31,6 @@ import io.lmcache.server.tier.StoreController;
 import io.lmcache.server.transfer.CompletionDelay;
 import io.lmcache.server.transfer.CopyPaths;
 import io.lmcache.server.transfer.HostCopies;
-import io.lmcache.server.transfer.InstanceContext;
 import io.lmcache.server.transfer.ObjectGroupCatalog;
 import io.lmcache.server.transfer.SegmentMappings;
 import io.lmcache.server.transfer.ShmSegments;
@@ -40,7 +39,6 @@ import io.lmcache.server.warmup.GpuWarmups;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Optional;
-import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -106,16 +104,9 @@ final class DataParts {
                 }
                 L1Tier l1 = b.require(L1Tier.class);
                 Basis basis = b.require(Basis.class);
-                GpuWarmups warmups = b.require(GpuWarmups.class);
-                // a worker's requests follow its REGISTER at once: the pool's preparation gives up its cores first (where
-                // -Dlmcache.l1.registeredPrepareThreads says so), then the device's warm-up runs (and the reply may wait for it)
-                Consumer<InstanceContext> afterRegister = worker -> {
-                    l1.workerRegistered();
-                    warmups.afterRegister(worker);
-                };
                 CopyPaths paths = new CopyPaths(shmSegments(config, l1, metrics(b)), b.require(PartRoot.class).gpu().backend(),
                         l1.pool().segment(), b.require(ReleaseThread.class), basis.testCompletions().orElse(null),
-                        b.optional(CopyPaths.Opener.class), basis.hostCopies().orElse(null), afterRegister);
+                        b.optional(CopyPaths.Opener.class), basis.hostCopies().orElse(null), b.require(GpuWarmups.class)::afterRegister);
                 LmcacheDrivenTransferModule module = new LmcacheDrivenTransferModule(config.chunkSize(), l1.store(), b.require(LookupLeases.class),
                         metrics(b), b.require(Liveness.class), paths,
                         new LmcacheDrivenTransferModule.LookupSide(basis.objectGroups(), b.optional(WindowCommit.class),

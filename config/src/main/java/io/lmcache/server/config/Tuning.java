@@ -35,11 +35,6 @@ import java.util.function.UnaryOperator;
  * @param nativeHostCopy a CPU worker's copies use the native library's non-temporal stores where it loads (else
  *     {@code MemorySegment.copy}: write-allocate reads cost a third of a many-core host's bandwidth, bench/RESULTS.md#cpu-copy-path)
  * @param prepareThreads the L1 pool preparation's threads; 0 = chosen from the cores and the pages
- * @param registeredPrepareThreads when positive, the preparation's threads once a worker has registered (the others stop
- *     after the region in hand), so what is left of it leaves the cores to the first requests; 0 = every thread goes on.
- *     A fresh server's first requests ran beside eight preparation threads, several times slower than warm ones; whether
- *     fewer threads help has not been measured (one thread pins regions, under the driver's lock, over a longer time:
- *     bench/journal/2026-12-07-pool-preparation-beside-requests.md), so it is off by default
  * @param stackLimitBytes when positive, each CUDA context's per-thread stack limit ({@code CU_LIMIT_STACK_SIZE}, set as
  *     the context is made: the copy kernel uses no local memory), so the driver reserves less device memory (256 by default:
  *     an H200's context held ~520 MiB at the driver's 1 KiB, ~322 MiB at 256 B; bench/RESULTS.md#gpu-device-memory); 0 = the
@@ -47,8 +42,7 @@ import java.util.function.UnaryOperator;
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
         long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
-        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, boolean nativeHostCopy, int prepareThreads, int registeredPrepareThreads,
-        long stackLimitBytes) {
+        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, boolean nativeHostCopy, int prepareThreads, long stackLimitBytes) {
     /**
      * The knobs by name, in component order: each names its {@code -D} property (what {@link #describe} shows, and tests
      * walk), so a reader or a refusal never counts positions.
@@ -69,7 +63,6 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         HOST_RUN_KIB("lmcache.transfer.hostRunKiB"),
         NATIVE_HOST_COPY("lmcache.transfer.nativeCopy"),
         PREPARE_THREADS("lmcache.l1.prepareThreads"),
-        REGISTERED_PREPARE_THREADS("lmcache.l1.registeredPrepareThreads"),
         STACK_LIMIT_BYTES("lmcache.cuda.stackLimitBytes");
 
         private final String property;
@@ -142,7 +135,6 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.number(Knob.HOST_RUN_KIB, 1024, 4, 1 << 20) * KIB,
                 in.flag(Knob.NATIVE_HOST_COPY),
                 (int) in.number(Knob.PREPARE_THREADS, 0, 0, 1024),
-                (int) in.number(Knob.REGISTERED_PREPARE_THREADS, 0, 0, 1024),
                 in.number(Knob.STACK_LIMIT_BYTES, 256, 0, 1L << 20));
     }
 
@@ -164,7 +156,6 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         values.put(Knob.HOST_RUN_KIB, hostRunBytes / KIB);
         values.put(Knob.NATIVE_HOST_COPY, nativeHostCopy);
         values.put(Knob.PREPARE_THREADS, prepareThreads);
-        values.put(Knob.REGISTERED_PREPARE_THREADS, registeredPrepareThreads);
         values.put(Knob.STACK_LIMIT_BYTES, stackLimitBytes);
         Map<String, Object> out = new LinkedHashMap<>();
         values.forEach((knob, value) -> out.put(knob.property(), value)); // EnumMap: component order

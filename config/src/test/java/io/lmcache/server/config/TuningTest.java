@@ -31,7 +31,7 @@ class TuningTest {
     void theDefaultsAreTheOnesTheOwnersHadBeforeTheRecord() throws ConfigException {
         Tuning small = with(Map.of(), 2);
         assertEquals(new Tuning(8, 32L << 20, 2048L << 10, 16384L << 10, 128L << 10, 256L << 10, 2, true, true, true, 16, 0, 1024L << 10, true,
-                0, 0, 256), small);
+                0, 256), small);
         assertEquals(TimeUnit.MICROSECONDS.toNanos(Tuning.BIG_HOST_SPIN_US), with(Map.of(), Tuning.SPIN_MIN_CORES).transferSpinNs(),
                 "hosts with cores to spare spin");
         assertEquals(small, Tuning.defaults());
@@ -45,7 +45,6 @@ class TuningTest {
         given.put("lmcache.cuda.hostFnWake", "false");
         given.put("lmcache.transfer.spinUs", " 1000000 ");
         given.put("lmcache.l1.prepareThreads", "3");
-        given.put("lmcache.l1.registeredPrepareThreads", "4");
         given.put("lmcache.transfer.hostRunKiB", "256");
         given.put("lmcache.transfer.nativeCopy", "FALSE");
         given.put("lmcache.cuda.storeDmaHeadMinPieceKiB", "64");
@@ -56,7 +55,6 @@ class TuningTest {
         assertFalse(tuning.hostFnWake());
         assertEquals(TimeUnit.SECONDS.toNanos(1), tuning.transferSpinNs());
         assertEquals(3, tuning.prepareThreads());
-        assertEquals(4, tuning.registeredPrepareThreads());
         assertEquals(256L << 10, tuning.hostRunBytes());
         assertFalse(tuning.nativeHostCopy());
         assertEquals(64L << 10, tuning.storeDmaHeadMinPieceBytes(), "each direction its own threshold");

@@ -232,7 +232,6 @@ public final class ServerView implements ServerRoutes.Server, HealthCheck {
         preparation.put("progress_ratio", (double) pool.preparedRegions() / pool.regionCount());
         preparation.put("stages", preparationStages);
         preparation.put("threads", pool.preparationThreads());
-        preparation.put("threads_now", pool.preparationThreadsNow());
         preparation.put("huge_pages", pool.preparationHugePages());
         preparation.put("error", LogText.statusValues(pool.preparationError()));
         preparation.put("numa", pool.numaStatus());

@@ -261,23 +261,6 @@ public final class L1Pool implements AutoCloseable {
         return running == null ? 0 : running.threadCount();
     }
 
-    /** Threads allowed to go on preparing the pool: as many as started, fewer once capped ({@link #yieldPreparation}). */
-    public int preparationThreadsNow() {
-        PoolPreparation running = preparation;
-        return running == null ? 0 : running.threadsNow();
-    }
-
-    /**
-     * From now on at most {@code threads} go on preparing the pool (see {@code PoolPreparation.yieldTo}); nothing before the
-     * preparation starts or without one.
-     */
-    public void yieldPreparation(int threads) {
-        PoolPreparation running = preparation;
-        if (running != null) {
-            running.yieldTo(threads);
-        }
-    }
-
     /** Whether the host backs this pool with huge pages when asked (what the thread count was chosen by). */
     public boolean preparationHugePages() {
         PoolPreparation running = preparation;

@@ -16,8 +16,6 @@ public final class L1Tier implements AutoCloseable {
     private final StoreCounters counters = new StoreCounters();
     /** {@code -Dlmcache.l1.prepareThreads} (0: chosen from the cores and the pages). */
     private final int prepareThreads;
-    /** {@code -Dlmcache.l1.registeredPrepareThreads}: the preparation's threads once a worker has registered (0: all go on). */
-    private final int registeredPrepareThreads;
 
     public L1Tier(ServerConfig config) {
         this(config, L1Pool.open(config.shmName(), config.l1SizeBytes(), config.l1RegionSizeBytes(), config.operator().shmMode()));
@@ -25,7 +23,6 @@ public final class L1Tier implements AutoCloseable {
 
     private L1Tier(ServerConfig config, L1Pool pool) {
         prepareThreads = config.tuning().prepareThreads();
-        registeredPrepareThreads = config.tuning().registeredPrepareThreads();
         this.pool = pool;
         counters.lifecycle().sampleRate(config.operator().metricsSampleRate());
         SlabAllocator allocator = new SlabAllocator(pool.bytes(), pool.regionBytes());
@@ -72,17 +69,6 @@ public final class L1Tier implements AutoCloseable {
 
     public StoreCounters counters() {
         return counters;
-    }
-
-    /**
-     * A worker registered: its requests follow at once, so what is left of the pool's preparation goes on with
-     * {@code -Dlmcache.l1.registeredPrepareThreads} threads where that is set (0, the default: every thread goes on). Runs
-     * on: the REGISTER's lane (every REGISTER; idempotent).
-     */
-    public void workerRegistered() {
-        if (registeredPrepareThreads > 0) {
-            pool.yieldPreparation(registeredPrepareThreads);
-        }
     }
 
     /** Stops preparing regions (before a pinning backend goes away). */

@@ -19,10 +19,8 @@ import org.slf4j.LoggerFactory;
  * handed over. Several threads take regions in turn: one thread ran at 1.4–1.8 GiB/s on the GPU host,
  * where the kernel's page zeroing and the driver's page pinning of different regions run in
  * parallel; a 200 GB pool took over two minutes. Regions are taken in order, so the first ones are
- * ready within moments whatever the pool's size. Where {@code -Dlmcache.l1.registeredPrepareThreads} is set, what is left
- * once a worker has registered goes on with that many threads ({@link #yieldTo}): a fresh server whose worker connects at
- * once served its first requests beside eight threads prefaulting and pinning, several times slower than warm ones. The
- * first failure stops every thread; the server serves with the regions ready by then.
+ * ready within moments whatever the pool's size. The first failure stops every thread; the server
+ * serves with the regions ready by then.
  */
 final class PoolPreparation {
     private static final Logger LOG = LoggerFactory.getLogger(PoolPreparation.class);
@@ -44,8 +42,6 @@ final class PoolPreparation {
     private final LongAdder[] stageNanos;
     private final List<Thread> threads = new ArrayList<>();
     private volatile boolean stopping;
-    /** Threads with an index at or above this stop after the region in hand ({@link #yieldTo}). */
-    private volatile int threadCap = Integer.MAX_VALUE;
     private volatile String error = "";
     private volatile boolean populateWorks = true;
     private long startNs;
@@ -87,9 +83,8 @@ final class PoolPreparation {
         startNs = System.nanoTime();
         int count = threadCount();
         for (int i = 0; i < count; i++) {
-            int index = i;
-            // runs on: lmcache-pool-prepare-N (one-shot; stops by the stopping flag or the cap after the region in hand)
-            Thread thread = NamedThreads.thread("lmcache-pool-prepare-" + i, true, () -> work(index));
+            // runs on: lmcache-pool-prepare-N (one-shot; stops by the stopping flag after the region in hand)
+            Thread thread = NamedThreads.thread("lmcache-pool-prepare-" + i, true, this::work);
             threads.add(thread);
             thread.start();
         }
@@ -97,8 +92,8 @@ final class PoolPreparation {
                 plan.hugePages() ? ", huge pages" : ", 4 KiB pages (no huge pages for this pool on this host)");
     }
 
-    private void work(int index) {
-        while (!stopping && index < threadCap) {
+    private void work() {
+        while (!stopping) {
             int region = nextRegion.getAndIncrement();
             if (region >= regionCount) {
                 return;
@@ -165,30 +160,6 @@ final class PoolPreparation {
         for (long offset = 0; offset < slice.byteSize(); offset += PAGE) {
             slice.set(ValueLayout.JAVA_BYTE, offset, (byte) 0);
         }
-    }
-
-    /**
-     * From now on at most {@code threads} (at least 1) go on preparing; the others stop after the region in hand. Where
-     * {@code -Dlmcache.l1.registeredPrepareThreads} is set, a worker's REGISTER calls it: its requests follow at once, and
-     * the preparation's threads zero pages in the kernel and pin them in the driver beside them. What is left is then
-     * prepared more slowly, but regions are taken in order and handed over as they are ready, so the pool only grows later.
-     * Idempotent (a later call never raises the cap); any thread.
-     */
-    synchronized void yieldTo(int threads) {
-        int cap = Math.max(1, threads);
-        if (cap < threadCap) {
-            threadCap = cap;
-            int left = regionCount - prepared.get();
-            if (left > 0 && cap < threadCount()) {
-                LOG.info("L1 pool preparation: a worker registered with {} of {} regions left: going on with {} of {} thread(s)"
-                        + " (-Dlmcache.l1.registeredPrepareThreads)", left, regionCount, cap, threadCount());
-            }
-        }
-    }
-
-    /** The threads allowed to go on preparing: those started, fewer once capped ({@link #yieldTo}); the same after the end. */
-    int threadsNow() {
-        return Math.min(threadCount(), threadCap);
     }
 
     /** The threads that actually run: never more than there are regions. */

@@ -42,9 +42,6 @@ class L1TierIT {
         try (ServerProcess server = ServerProcess.start(Map.of(), "--l1-size-gb", "1");
              JavaWorker worker = new JavaWorker(server.endpoint(), 11, "fill/model", GEOMETRY)) {
             worker.register();
-            JsonNode preparation = poolPreparation(server);
-            assertEquals(preparation.get("threads").asInt(), preparation.get("threads_now").asInt(),
-                    "by default every preparation thread goes on after a REGISTER: " + preparation);
             worker.fill(CHUNK_BLOCKS, 1);
             double heapBefore = Http.metric(server, "jvm_memory_used_bytes", "area", "heap");
             int chunks = (int) ((4L << 30) / GEOMETRY.chunkObjectBytes(CHUNK));
@@ -203,28 +200,6 @@ class L1TierIT {
             assertEquals("", prepared.get("error").asText());
             assertTrue(prepared.get("threads").asInt() >= 1, "threads preparing: " + prepared);
             assertTrue(prepared.get("huge_pages").isBoolean(), "whether the host gives this pool huge pages: " + prepared);
-        }
-    }
-
-    /** With -Dlmcache.l1.registeredPrepareThreads=1, a worker's REGISTER leaves one thread preparing what is left of the pool. */
-    @Test
-    void aRegisteredWorkerLeavesOnePreparationThread() throws Exception {
-        try (ServerProcess server = ServerProcess.start(Map.of("JAVA_TOOL_OPTIONS",
-                "-Dlmcache.l1.prepareThreads=2 -Dlmcache.l1.registeredPrepareThreads=1"), "--l1-size-gb", "2");
-             JavaWorker worker = new JavaWorker(server.endpoint(), 13, "prepare/model", GEOMETRY)) {
-            JsonNode before = poolPreparation(server);
-            assertEquals(2, before.get("threads").asInt(), before.toString());
-            assertEquals(2, before.get("threads_now").asInt(), "before any REGISTER every thread prepares: " + before);
-            worker.register();
-            JsonNode after = poolPreparation(server);
-            assertEquals(2, after.get("threads").asInt(), after.toString());
-            assertEquals(1, after.get("threads_now").asInt(), "the REGISTER capped the preparation (it replied after): " + after);
-            assertTrue(worker.store(prefix(7), 0, CHUNK, CHUNK_BLOCKS, "after-register"), "the pool serves meanwhile");
-            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100)).until(() -> {
-                JsonNode now = poolPreparation(server);
-                return now.get("regions_prepared").asLong() == now.get("regions_total").asLong();
-            });
-            assertEquals("", poolPreparation(server).get("error").asText(), "the one thread left prepared the rest");
         }
     }
 

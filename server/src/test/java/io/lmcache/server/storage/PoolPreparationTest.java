@@ -9,7 +9,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -81,46 +80,6 @@ class PoolPreparationTest {
             assertEquals(ready.size(), preparation.prepared());
             // the others stop after the regions in hand (2 ms each here): far fewer than all were prepared
             assertTrue(preparation.prepared() < regions - 3, "prepared " + preparation.prepared());
-        }
-    }
-
-    @Test
-    void afterAWorkerRegisteredOneThreadPreparesWhatIsLeft() {
-        try (Arena arena = Arena.ofShared()) {
-            int regions = 300;
-            MemorySegment pool = arena.allocate(regions * REGION, 4096);
-            Map<Integer, String> preparedBy = new ConcurrentHashMap<>();
-            L1Pool.RegionStage stage = new L1Pool.RegionStage() {
-                @Override
-                public String name() {
-                    return "record";
-                }
-
-                @Override
-                public void prepare(int region, MemorySegment slice) throws InterruptedException {
-                    Thread.sleep(1);
-                    preparedBy.put(region, Thread.currentThread().getName());
-                }
-            };
-            PoolPreparation preparation = new PoolPreparation(r -> pool.asSlice(r * REGION, REGION), regions, regions * REGION, REGION,
-                    List.of(stage), r -> { }, new PoolPreparation.Plan(4, false));
-            preparation.start();
-            await().atMost(Duration.ofSeconds(10)).until(() -> preparation.prepared() >= 20);
-            assertEquals(4, preparation.threadsNow());
-            preparation.yieldTo(1);
-            int preparedAtYield = preparation.prepared();
-            assertEquals(1, preparation.threadsNow());
-            await().atMost(Duration.ofSeconds(20)).until(() -> preparation.prepared() == regions);
-            preparation.stop();
-            assertEquals(regions, preparedBy.size(), "the one thread left prepares every region that was left");
-            // the others stop after the region in hand (4 at most, and one taken as the cap was set)
-            for (int region = preparedAtYield + 8; region < regions; region++) {
-                assertEquals("lmcache-pool-prepare-0", preparedBy.get(region), "region " + region);
-            }
-            assertTrue(preparedBy.entrySet().stream().anyMatch(e -> e.getKey() < preparedAtYield && !e.getValue().endsWith("-0")),
-                    "before the REGISTER every thread prepared: " + preparedBy);
-            preparation.yieldTo(3);
-            assertEquals(1, preparation.threadsNow(), "a later REGISTER never raises the cap");
         }
     }
 
