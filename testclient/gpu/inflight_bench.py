@@ -47,7 +47,9 @@ Every server starts with the ahead-of-time cache, as bin/lmcache-server and the 
 (the default) first trains one for this runtime and these jars (gpu_check.train_aot_cache: AotTraining's CPU rounds through
 aot-launch.sh, ~11 s on the H200 host) into --out; the JSON's aot_cache says whether each fresh server's JVM used it.
 --aot-cache none starts without one (what fresh servers measured before 2026-12-01 late: fresh/warm 0.74-0.84 at one chunk);
---fresh-after-pinned makes a fresh server's first request wait until the pool's background pinning is done.
+--fresh-after-pinned makes a fresh server's first request wait until the pool's background pinning is done. A fresh
+server's worker connects when GET /healthcheck answers 200 (--fresh-connect ready, the default), the rest of the pool being
+prefaulted beside its first requests; --fresh-connect prepared waits for the whole prefault first, as every sweep did before.
 
 LMCACHE_JAVA_OPTS reaches the server's JVM (for example a JFR recording or an A/B property), LMCACHE_BENCH_TAG names
 the JSON, LMCACHE_BENCH_TRANSPORT=zmtp uses the pure-Python client instead of libzmq, LMCACHE_BENCH_NO_WORKER_EVENT=1
