@@ -89,7 +89,7 @@ def attributable(smi, pid):
 
 
 def numa_check(status, label):
-    numa = status["storage_manager"]["l1_manager"]["pool_preparation"].get("numa", {})
+    numa = g.pool_preparation(status).get("numa", {})
     nodes = sorted(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n.startswith("node") and n[4:].isdigit()) \
         if os.path.isdir("/sys/devices/system/node") else []
     g.log(f"[{label}] NUMA: host nodes {nodes}; server: {json.dumps({k: v for k, v in numa.items() if k != 'region_nodes'})}")

@@ -116,6 +116,11 @@ LAUNCHER_JVM_FLAGS = os.environ.get(
     " -XX:CompileCommand=CompileThresholdScaling,io.lmcache.server.transfer.*::*,0.1").split()
 
 
+def pool_preparation(status):
+    """The L1 pool's preparation in a /status document (regions_prepared, regions_total, threads, numa, ...)."""
+    return status["storage_manager"]["l1_manager"]["pool_preparation"]
+
+
 class Server:
     def __init__(self, java, classpath, out, pool_gb, extra=(), device="cuda", until="prepared"):
         """device: "host" serves CPU workers only (sglang_check.py's --dry-run-cpu, on a machine without a GPU). until: what
@@ -143,7 +148,7 @@ class Server:
                 raise RuntimeError(f"server exited: {open(self.log_path).read()[-3000:]}")
             try:
                 if until == "prepared" or self.healthy():
-                    prep = self.status()["storage_manager"]["l1_manager"]["pool_preparation"]
+                    prep = pool_preparation(self.status())
                     self.regions_at_ready = (prep["regions_prepared"], prep["regions_total"])
                     if until == "ready" or prep["regions_prepared"] == prep["regions_total"]:
                         log(f"server ready on {self.port}: {prep['regions_prepared']} of {prep['regions_total']} regions prefaulted"

@@ -405,7 +405,7 @@ def wait_prepared(server):
     """Until the L1 pool's preparation has ended (every region prefaulted and pinned): a warm server is one whose pool is
     ready, and the preparation may outlast the warm-up (a large pool). Returns the seconds waited."""
     def prepared(status):
-        prep = status["storage_manager"]["l1_managers"]["default"]["pool_preparation"]
+        prep = gpu_check.pool_preparation(status)
         return prep["regions_prepared"] >= prep["regions_total"]
     return wait_status(server, prepared, "the pool's preparation")
 

@@ -32,7 +32,7 @@ class ServerWaitTest(unittest.TestCase):
         prepared, total = server.regions_at_ready
         self.assertGreater(total, 1)
         self.assertEqual(prepared, total)
-        prep = server.status()["storage_manager"]["l1_manager"]["pool_preparation"]
+        prep = gpu_check.pool_preparation(server.status())
         self.assertEqual(prep["regions_prepared"], prep["regions_total"])
 
     def test_ready_returns_once_the_server_is_healthy_before_the_pool_is_prefaulted(self):

@@ -169,7 +169,7 @@ def main():
     report = {"gpus": [torch.cuda.get_device_name(i) for i in range(tp)], "command": " ".join(sys.argv),
               "java_opts": os.environ.get("LMCACHE_JAVA_OPTS", ""), "row": row, "ranks": ranks,
               "device_memory": status["cuda"].get("device_memory"),
-              "numa": status["storage_manager"]["l1_manager"]["pool_preparation"].get("numa")}
+              "numa": g.pool_preparation(status).get("numa")}
     with open(os.path.join(args.out, f"tp{tp}-{os.environ.get('LMCACHE_BENCH_TAG', 'run')}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(row, indent=1))
