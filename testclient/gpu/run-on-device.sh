@@ -33,7 +33,8 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.txt"
 df -h /dev/shm | tail -1
 java=.device/jre/bin/java
-cp='.device/lib/*'
+# LMCACHE_DEVICE_CLASSPATH replaces the jars' classpath (an A/B: an older build's jars ahead of .device/lib)
+cp=${LMCACHE_DEVICE_CLASSPATH:-'.device/lib/*'}
 if [ "${LMCACHE_BUILD_PTX:-0}" = 1 ]; then
   ptx_dir="$out/ptx/io/lmcache/server/cuda"
   mkdir -p "$ptx_dir"

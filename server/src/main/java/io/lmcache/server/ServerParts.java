@@ -372,7 +372,7 @@ final class ServerParts {
 
     /** The start-up JIT warm-up on scratch memory while the pool's first region is prepared; closed first of all. */
     static final Part<WarmupRun> WARMUP = Part.of("warm-up", List.of(after("kv-event streams", "the warm-up stops before anything it uses"),
-            after("request loop", "rounds left over go on until the first request")), b -> {
+            after("request loop", "rounds left over go on until the first request past a client's start")), b -> {
         WarmupRun run = b.require(WarmupRun.class);
         b.onClose("warm-up", run);
         b.onStart("warm-up", run::start);
@@ -479,7 +479,7 @@ final class ServerParts {
         }
 
         /**
-         * The request loop's first request (on lmcache-request-loop, once): the background rounds stop. The loop serves only
+         * The request loop's first request past a client's start (on lmcache-request-loop, once): the background rounds stop. The loop serves only
          * after every start step, so the warm-up has started by then.
          */
         void firstRequest() {

@@ -93,6 +93,22 @@ public enum Op {
         return maxPayloads;
     }
 
+    /**
+     * Whether a client sends this op while it starts, before its engine asks for any KV (protocol doc §1): the scheduler's
+     * and every worker's GET_CHUNK_SIZE, the worker's GET_EXPERIMENTAL, then its registration (the layer-wise event pool's
+     * ask after it), a DEALER's NOOP probe, the heartbeat PINGs, a KV-event subscriber's SUBSCRIBE. A vLLM worker sends its
+     * GET_CHUNK_SIZE before it loads its model (its KV connector is made in {@code init_device}, before {@code load_model}:
+     * {@code vllm/v1/worker/gpu_worker.py}), and a REGISTER waits for the GPU warm-up; the start-up warm-up's background
+     * rounds go on beside these and stop at the first request of any other op.
+     */
+    public boolean sentAtClientStart() {
+        return switch (this) {
+            case GET_CHUNK_SIZE, GET_EXPERIMENTAL, NOOP, PING, REGISTER_KV_CACHE, REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT,
+                    REGISTER_LAYERWISE_IPC_EVENT_POOL, SUBSCRIBE_KV_EVENTS -> true;
+            default -> false;
+        };
+    }
+
     /** The frozen legacy id; 0 for an op that only has a name. */
     public int id() {
         return id;

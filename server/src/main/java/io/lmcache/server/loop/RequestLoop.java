@@ -120,8 +120,9 @@ public final class RequestLoop implements AutoCloseable {
     /**
      * What the loop serves with: the dispatcher its requests go to, the queue its replies come from, where control frames
      * ({@code [uid, b"", command]}) and peers a reply could not reach are reported ({@link StreamControl#NONE}: no streams), and
-     * {@code firstRequest}, which runs once on the loop's thread when the first message from a peer (not the loop's own health
-     * probe) arrives, before it is read further (must not block; null: nothing).
+     * {@code firstRequest}, which runs once on the loop's thread when the first request from a peer (not the loop's own health
+     * probe) of an op that clients do not send while they start ({@link Op#sentAtClientStart}) arrives, before it is
+     * dispatched (must not block; null: nothing). A message without a known op does not run it.
      */
     public record Serving(Dispatcher dispatcher, ReplyQueue replies, StreamControl streams, Runnable firstRequest) {}
 
@@ -459,7 +460,7 @@ public final class RequestLoop implements AutoCloseable {
         return data;
     }
 
-    /** Runs at the first peer's message, then null; read and cleared on the loop's thread only. */
+    /** Runs at a peer's first request past its start, then null; read and cleared on the loop's thread only. */
     private Runnable firstRequest;
     private String pendingAddress;
     /** The connection of the message being read (its metadata's peer address); the loop's thread only. */
@@ -502,11 +503,6 @@ public final class RequestLoop implements AutoCloseable {
                 connections.seen(peer, pendingAddress);
                 monitor.identified(pendingAddress, peer);
             }
-            if (firstRequest != null) {
-                Runnable hook = firstRequest;
-                firstRequest = null;
-                hook.run();
-            }
         }
         if (dropped > 0) {
             EXTRA_FRAME_LINES.warn("request with {} frames: the {} beyond {} were dropped", count + dropped, dropped, MAX_FRAMES);
@@ -537,6 +533,11 @@ public final class RequestLoop implements AutoCloseable {
         }
         if (op == Op.REGISTER_KV_CACHE || op == Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT) {
             monitor.registered(lastAddress); // part of the connection cap is kept for workers that register
+        }
+        if (firstRequest != null && !op.sentAtClientStart() && !probe.isProbe(first)) {
+            Runnable hook = firstRequest;
+            firstRequest = null;
+            hook.run();
         }
         Inbound inbound = new Inbound(frames, count, op, System.nanoTime());
         if (overBudget) {

@@ -176,7 +176,7 @@ public final class Warmup implements AutoCloseable {
                 done.rounds(), iterations, (long) REQUESTS_PER_ROUND * done.rounds(), done.zeromqRounds(), done.loopbackConnections(),
                 done.zeromqSkipped() == null ? "" : ": " + done.zeromqSkipped(), TimeUnit.NANOSECONDS.toMillis(done.elapsedNs()),
                 TimeUnit.NANOSECONDS.toMillis(done.openNs()), done.stoppedBy(),
-                background == null ? "" : "; the other rounds go on in the background until the first request, for "
+                background == null ? "" : "; the other rounds go on in the background until the first request past a client's start, for "
                         + TimeUnit.NANOSECONDS.toMillis(backgroundNs) + " ms at most");
         return new Warmup(done, background);
     }
@@ -200,8 +200,10 @@ public final class Warmup implements AutoCloseable {
     }
 
     /**
-     * The server's first request has arrived (any thread, never blocks): the background rounds stop after the one under way,
-     * so they take no core from the requests. Runs on: lmcache-request-loop, once.
+     * The server's first request past a client's start has arrived ({@code Op#sentAtClientStart}: not a GET_CHUNK_SIZE, a
+     * REGISTER waiting for the GPU warm-up and the like, which come while vLLM loads its model): the background rounds stop
+     * after the one under way, so they take no core from the requests (any thread, never blocks). Runs on:
+     * lmcache-request-loop, once.
      */
     public void firstRequest() {
         if (background != null) {

@@ -1,6 +1,5 @@
 package io.lmcache.server.warmup;
 
-import java.util.ArrayList;
 import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -14,6 +13,7 @@ import io.lmcache.server.config.ConfigLoader;
 import io.lmcache.server.config.OperatorSettings;
 import io.lmcache.server.config.ServerConfig;
 import io.lmcache.server.logging.LogCounters;
+import io.lmcache.server.protocol.Op;
 import io.lmcache.server.testing.Http;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
@@ -21,6 +21,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -151,7 +152,7 @@ class WarmupTest {
     }
 
     @Test
-    void theRoundsLeftAtReadyGoOnInTheBackgroundUntilTheFirstRequest() throws Exception {
+    void theRoundsLeftAtReadyGoOnInTheBackgroundUntilTheFirstRequestPastAClientsStart() throws Exception {
         ServerConfig config = config("--warmup-iterations", "1000000", "--warmup-budget-ms", "100", "--warmup-background-ms", "60000");
         try (LmcacheServer server = LmcacheServer.start(config)) {
             JsonNode started = jitWarmup(config);
@@ -163,6 +164,14 @@ class WarmupTest {
             assertEquals(atReady, running.path("iterations").asInt(), "the start-up's own count stays what ran before ready");
             assertTrue(threadAlive("lmcache-warmup"), "the background rounds' thread");
             try (TestClient client = new TestClient(config.zmqEndpoint())) {
+                // a vLLM scheduler's and worker's start (the DEALER's NOOP probe above): the rounds go on beside it
+                assertEquals("cd0100", client.call(Op.GET_CHUNK_SIZE.id()).payloadHex());
+                assertTrue(client.call(Op.GET_EXPERIMENTAL.id()).payload() != null, "the GET_EXPERIMENTAL reply");
+                int afterStart = jitWarmup(config).path("background").path("zeromq_iterations").asInt();
+                await().atMost(Duration.ofSeconds(30)).until(() -> jitWarmup(config).path("background").path("zeromq_iterations").asInt()
+                        > afterStart);
+                assertTrue(jitWarmup(config).path("background").path("running").asBoolean(), "a client's start does not stop the rounds");
+                client.call(Op.QUERY_PREFETCH_STATUS.id(), TestClient.pack(p -> p.packString("first-lookup")));
                 await().atMost(Duration.ofSeconds(10)).until(() -> !jitWarmup(config).path("background").path("running").asBoolean());
             }
             JsonNode background = jitWarmup(config).path("background");
