@@ -479,8 +479,8 @@ final class ServerParts {
         }
 
         /**
-         * The request loop's first request past a client's start (on lmcache-request-loop, once): the background rounds stop. The loop serves only
-         * after every start step, so the warm-up has started by then.
+         * The request loop's first request past a client's start (on lmcache-request-loop, once): the background rounds
+         * stop. The loop serves only after every start step, so the warm-up has started by then.
          */
         void firstRequest() {
             Warmup w = warmup;

@@ -200,9 +200,9 @@ public final class Warmup implements AutoCloseable {
     }
 
     /**
-     * The server's first request past a client's start has arrived ({@code Op#sentAtClientStart}: not a GET_CHUNK_SIZE, a
-     * REGISTER waiting for the GPU warm-up and the like, which come while vLLM loads its model): the background rounds stop
-     * after the one under way, so they take no core from the requests (any thread, never blocks). Runs on:
+     * The server's first request past a client's start has arrived ({@code Op#sentAtClientStart}: not a worker's
+     * GET_CHUNK_SIZE, sent before vLLM loads its model, nor its REGISTER, which waits for the GPU warm-up): the background
+     * rounds stop after the one under way, so they take no core from the requests (any thread, never blocks). Runs on:
      * lmcache-request-loop, once.
      */
     public void firstRequest() {
