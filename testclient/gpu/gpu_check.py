@@ -112,8 +112,8 @@ def train_aot_cache(java, classpath, path):
 # most of all) are the launcher's; LMCACHE_DEVICE_JVM_FLAGS replaces them for an A/B (e.g. "-Xmx2g": G1, as before)
 LAUNCHER_JVM_FLAGS = os.environ.get(
     "LMCACHE_DEVICE_JVM_FLAGS", "-XX:+UseZGC -Xms256m -Xmx1g -XX:MaxDirectMemorySize=1g -XX:CompileCommand=quiet"
-    " -XX:CompileCommand=CompileThresholdScaling,io.lmcache.server.cuda.*::*,0.1"
-    " -XX:CompileCommand=CompileThresholdScaling,io.lmcache.server.transfer.*::*,0.1").split()
+    " -XX:CompileCommand=CompileThresholdScaling,io.lmcache.*::*,0.1"
+    " -XX:CompileCommand=CompileThresholdScaling,zmq.*::*,0.1").split()
 
 
 def pool_preparation(status):

@@ -17,8 +17,9 @@ import org.slf4j.LoggerFactory;
  * The JIT warm-up at start-up (issue 30): while the pool's first region is being prepared, runs the request path a fresh
  * server would otherwise interpret for its first hundreds of requests (a worker's STORE, the scheduler's LOOKUP and
  * QUERY_PREFETCH_STATUS, the RETRIEVE, END_SESSION: decode, chunk hashing, planning, reservations, the host copy, the
- * KV-event commit, lookup and lock, the reply's encoding; in the second half of the rounds also the ZeroMQ path: JeroMQ's
- * engines and the request loop) on a {@link ScratchServer}, until C2 has compiled it. JDK 25's
+ * KV-event commit, lookup and lock, the reply's encoding; in the second half of the rounds, or the last nine tenths where
+ * rounds may go on in the background, also the ZeroMQ path: JeroMQ's engines and the request loop) on a {@link ScratchServer},
+ * until C2 has compiled it. JDK 25's
  * ahead-of-time cache keeps no compiled code (JEP 515 only its profiles), so this is what makes the first requests fast.
  * Nothing real is touched: the scratch server has its own metrics, store, memory, event log and threads, and is closed before
  * the server is ready. Rounds run until {@code --warmup-iterations} are done or the time budget is spent.
@@ -37,6 +38,15 @@ public final class Warmup implements AutoCloseable {
      * (bench/RESULTS.md#gpu-fresh-server-against-warm).
      */
     private static final double DIRECT_SHARE = 0.5;
+
+    /**
+     * The direct share where the rounds left over at ready go on in the background: those run every handler in-process a
+     * thousand times and more before a worker's first STORE, but none of them takes JeroMQ's TCP engine (no port of the
+     * warm-up's outlives ready, issue 45 N11), so the start-up gives nine tenths of its budget to the loopback loop. At half,
+     * the 45–121 rounds through TCP on a 16-core host left the engine's decoder and session in C1's profiling code for the
+     * first worker's requests, with the launcher's lowered compile thresholds too (bench/journal/2026-12-07-tcp-share-and-jit-thresholds.md).
+     */
+    private static final double DIRECT_SHARE_WITH_BACKGROUND = 0.1;
 
     /**
      * What ran, for {@code /status} ({@code jit_warmup}) and the start-up log.
@@ -154,7 +164,8 @@ public final class Warmup implements AutoCloseable {
             } else {
                 openNs = System.nanoTime() - startNs;
                 Rounds rounds = new Rounds(server, config, iterations);
-                result = rounds.run(startNs, budgetNs, DIRECT_SHARE, ScratchServer.Listen.LOOPBACK_TCP, () -> null);
+                double directShare = backgroundNs > 0 ? DIRECT_SHARE_WITH_BACKGROUND : DIRECT_SHARE;
+                result = rounds.run(startNs, budgetNs, directShare, ScratchServer.Listen.LOOPBACK_TCP, () -> null);
                 if (backgroundNs > 0 && result.stoppedBy().equals("budget")) {
                     rounds.leaveLoopback();
                     background = new Background(server, rounds, backgroundNs);

@@ -233,7 +233,8 @@ class WarmupTest {
 
     @Test
     void aServerThatWarmedUpSaysSoAndHasCountedNothing() throws Exception {
-        ServerConfig config = config("--warmup-iterations", "40", "--warmup-budget-ms", "60000");
+        // the background allowed (as on a host of 8 cores or more), though these rounds all end before ready
+        ServerConfig config = config("--warmup-iterations", "40", "--warmup-budget-ms", "60000", "--warmup-background-ms", "60000");
         try (LmcacheServer server = LmcacheServer.start(config)) {
             String base = "http://127.0.0.1:" + config.httpPort();
             JsonNode status = JSON.readTree(Http.get(base + "/status").body());
@@ -241,7 +242,9 @@ class WarmupTest {
             assertTrue(warmup.path("ran").asBoolean(), warmup.toString());
             assertEquals(40, warmup.path("iterations").asInt());
             assertEquals(40 * Warmup.REQUESTS_PER_ROUND, warmup.path("requests").asInt());
-            assertEquals(20, warmup.path("zeromq_iterations").asInt(), "the second half through the scratch request loop");
+            // where rounds may go on in the background (in-process), nine tenths of the start-up's take loopback TCP: JeroMQ's
+            // TCP engine has no other warm-up (the half-and-half split without a background: everyRoundSucceeds...)
+            assertEquals(36, warmup.path("zeromq_iterations").asInt(), "the last nine tenths through the scratch request loop");
             assertEquals("done", warmup.path("stopped_by").asText());
             assertTrue(warmup.path("background").isMissingNode(), "all rounds done before ready: none left for the background");
             // the GPU warm-up runs at a GPU's first REGISTER only: none on a host-only server, and /status says so
