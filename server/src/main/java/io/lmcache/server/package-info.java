@@ -139,8 +139,9 @@
  *     scratch server's store, modules and reply queue only</td><td>closed with the scratch server's parts (5 s bounded),
  *     before the server's own parts start</td></tr>
  * <tr><td>{@code lmcache-warmup-loop}, and its connection monitor, health probe and JeroMQ threads</td><td>the scratch
- *     server's own {@code loop.RequestLoop} on a free loopback port, which the second half of the warm-up's requests reach
- *     from a DEALER on the starting thread, then on lmcache-warmup (so the ZeroMQ path is compiled too)</td><td>its own
+ *     server's own {@code loop.RequestLoop} on a free loopback port (in-process after ready), which the second half of the
+ *     warm-up's requests (the last nine tenths where rounds may go on in the background) reach from a DEALER on the
+ *     starting thread, then on lmcache-warmup (so the ZeroMQ path is compiled too)</td><td>its own
  *     ROUTER and ZeroMQ context</td><td>the scratch dispatcher and reply queue only</td><td>shut down by the warm-up before
  *     the scratch dispatcher closes</td></tr>
  * <tr><td>{@code lmcache-warmup} (one-shot daemon)</td><td>{@code warmup.Warmup}: the start-up warm-up's rounds left over at
