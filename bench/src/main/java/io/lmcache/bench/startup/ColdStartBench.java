@@ -55,6 +55,34 @@ public final class ColdStartBench {
         }
     }
 
+    /**
+     * The variants with {@code --warmup-iterations count} added where they run the warm-up (none names a count), or as they
+     * are when {@code count} is null: the server skips its default count on a host of fewer than 4 cores, which gives every
+     * warm-up variant the same server ({@link #checkWarmupRan} refuses such a run).
+     */
+    static List<Variant> withIterations(List<Variant> variants, String count) {
+        if (count == null) {
+            return variants;
+        }
+        return variants.stream().map(v -> v.args().contains("--warmup-iterations") ? v : new Variant(v.label() + ", `--warmup-iterations "
+                + count + "`", v.cache(), v.expectAot(), concat(v.args(), List.of("--warmup-iterations", count)), v.idleMs())).toList();
+    }
+
+    private static List<String> concat(List<String> a, List<String> b) {
+        List<String> all = new ArrayList<>(a);
+        all.addAll(b);
+        return all;
+    }
+
+    /** Fails a launch whose variant runs the warm-up while the server says none ran (a small host's skip, say), rather than measure it. */
+    static void checkWarmupRan(Variant variant, JsonNode warmup) {
+        boolean off = variant.args().contains("--warmup-iterations") && variant.args().get(variant.args().indexOf("--warmup-iterations") + 1).equals("0");
+        if (!off && !warmup.path("ran").asBoolean()) {
+            throw new IllegalStateException("the JIT warm-up did not run (" + warmup.path("stopped_by").asText() + ") for \"" + variant.label()
+                    + "\": on a host of fewer than 4 cores give --warmup-iterations, e.g. 3001");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         Map<String, String> options = new HashMap<>();
         for (int i = 0; i + 1 < args.length; i += 2) {
@@ -71,7 +99,7 @@ public final class ColdStartBench {
         String compare = options.getOrDefault("compare", "aot");
         long idleMs = Long.parseLong(options.getOrDefault("idle-ms", "10000"));
         String idle = idleMs / 1000.0 + " s idle before the worker connects";
-        List<Variant> variants = switch (compare) {
+        List<Variant> variants = withIterations(switch (compare) {
             case "warmup" -> List.of(new Variant("warm-up off", cache, true, List.of("--warmup-iterations", "0")),
                     new Variant("warm-up on (defaults)", cache, true, List.of()),
                     new Variant("warm-up on, `--warmup-budget-ms 5000`", cache, true, List.of("--warmup-budget-ms", "5000")));
@@ -80,7 +108,7 @@ public final class ColdStartBench {
             case "aot" -> List.of(new Variant("without", Path.of("/nonexistent/lmcache-server.aot"), false, List.of("--warmup-iterations", "0")),
                     new Variant("with", cache, true, List.of("--warmup-iterations", "0")));
             default -> throw new IllegalArgumentException("--compare must be aot, warmup or background, got " + compare);
-        };
+        }, options.get("warmup-iterations"));
         String machine = Machine.describe();
         String load = Machine.loadAverages();
         Machine.CpuSample cpuBefore = Machine.CpuSample.take(ProcessHandle.current().pid());
@@ -169,7 +197,9 @@ public final class ColdStartBench {
             int[] blocks = JavaWorker.range(0, CHUNK_TOKENS / GEOMETRY.blockSize());
             worker.fill(blocks, run);
             List<Sample> fresh = measure(worker, status, blocks, 0, requests);
-            String warmupStatus = status(status).path("jit_warmup").toString();
+            JsonNode warmupNode = status(status).path("jit_warmup");
+            checkWarmupRan(variant, warmupNode);
+            String warmupStatus = warmupNode.toString();
             for (int i = 0; i < warmup; i++) {
                 store(worker, blocks, requests + i);
                 retrieve(worker, requests + i);
