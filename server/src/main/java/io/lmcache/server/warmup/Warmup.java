@@ -42,9 +42,10 @@ public final class Warmup implements AutoCloseable {
     /**
      * The direct share where the rounds left over at ready go on in the background: those run every handler in-process a
      * thousand times and more before a worker's first STORE, but none of them takes JeroMQ's TCP engine (no port of the
-     * warm-up's outlives ready, issue 45 N11), so the start-up gives nine tenths of its budget to the loopback loop. At half,
-     * the 45–121 rounds through TCP on a 16-core host left the engine's decoder and session in C1's profiling code for the
-     * first worker's requests, with the launcher's lowered compile thresholds too (bench/journal/2026-12-07-tcp-share-and-jit-thresholds.md).
+     * warm-up's outlives ready, issue 45 N11), so the start-up gives nine tenths of its budget to the loopback loop. The
+     * launcher's lowered compile thresholds cost start-up rounds: at half, with them, 26–33 rounds went through TCP in a 2 s
+     * budget on the 2-core VM and the engine's receive path was still partly in C1's profiling code at a worker's first
+     * request; at nine tenths 54–83 (bench/journal/2026-12-07-tcp-share-and-jit-thresholds.md).
      */
     private static final double DIRECT_SHARE_WITH_BACKGROUND = 0.1;
 
