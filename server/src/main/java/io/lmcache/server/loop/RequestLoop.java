@@ -492,7 +492,8 @@ public final class RequestLoop implements AutoCloseable {
         if (count == 2 && Arrays.equals(first, wakeIdentity)) {
             return;
         }
-        if (probe.isProbe(first)) {
+        boolean fromProbe = probe.isProbe(first);
+        if (fromProbe) {
             if (pendingAddress != null) {
                 connections.internal(pendingAddress);
                 monitor.identified(pendingAddress, new PeerId(first)); // its reply bytes are forgotten when it closes
@@ -534,7 +535,7 @@ public final class RequestLoop implements AutoCloseable {
         if (op == Op.REGISTER_KV_CACHE || op == Op.REGISTER_KV_CACHE_ENGINE_DRIVEN_CONTEXT) {
             monitor.registered(lastAddress); // part of the connection cap is kept for workers that register
         }
-        if (firstRequest != null && !op.sentAtClientStart() && !probe.isProbe(first)) {
+        if (firstRequest != null && !op.sentAtClientStart() && !fromProbe) {
             Runnable hook = firstRequest;
             firstRequest = null;
             hook.run();
