@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.function.ToDoubleFunction;
+import java.util.stream.Stream;
 
 /**
  * The JIT's cold start (issue 30), with and without the ahead-of-time cache: a fresh server through
@@ -65,13 +66,8 @@ public final class ColdStartBench {
             return variants;
         }
         return variants.stream().map(v -> v.args().contains("--warmup-iterations") ? v : new Variant(v.label() + ", `--warmup-iterations "
-                + count + "`", v.cache(), v.expectAot(), concat(v.args(), List.of("--warmup-iterations", count)), v.idleMs())).toList();
-    }
-
-    private static List<String> concat(List<String> a, List<String> b) {
-        List<String> all = new ArrayList<>(a);
-        all.addAll(b);
-        return all;
+                + count + "`", v.cache(), v.expectAot(), Stream.concat(v.args().stream(), Stream.of("--warmup-iterations", count)).toList(),
+                v.idleMs())).toList();
     }
 
     /** Fails a launch whose variant runs the warm-up while the server says none ran (a small host's skip, say), rather than measure it. */
