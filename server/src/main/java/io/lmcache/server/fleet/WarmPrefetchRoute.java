@@ -10,7 +10,6 @@ import io.lmcache.server.logging.LogText;
 import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.tier.WarmPrefetches;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
@@ -169,11 +168,7 @@ final class WarmPrefetchRoute {
      * a value the service refuses 400. The token list is read straight into an int array, never a tree of nodes.
      */
     private static Body parse(HttpExchange exchange) throws Refused, IOException {
-        byte[] bytes;
-        try (InputStream in = exchange.getRequestBody()) {
-            bytes = JsonBody.bounded(in, MAX_BODY_BYTES);
-        }
-        return JsonBody.read(bytes, WarmPrefetchRoute::body);
+        return JsonBody.read(JsonBody.bounded(exchange.getRequestBody(), MAX_BODY_BYTES), WarmPrefetchRoute::body);
     }
 
     private static Body body(JsonBody.Reader body) throws Refused, IOException {

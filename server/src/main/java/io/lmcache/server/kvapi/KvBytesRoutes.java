@@ -14,7 +14,6 @@ import io.lmcache.server.protocol.WireField;
 import io.lmcache.server.transfer.ObjectGroup;
 import java.io.BufferedInputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -89,7 +88,10 @@ public final class KvBytesRoutes {
         HttpApi.Response handle() throws Refused, IOException;
     }
 
-    /** POST only; the guard's answer first, so that nothing of a refused request is read. */
+    /**
+     * POST only; the guard's answer first, so that nothing of a refused request is parsed. What a refusal leaves unread of the
+     * body, {@link HttpApi} swallows within bounds before it answers; so the handlers never close the body themselves.
+     */
     private HttpApi.Response post(String method, HttpExchange exchange, Supplier<HttpApi.Response> guard, Handler handler)
             throws IOException {
         if (!method.equals("POST")) {
@@ -97,13 +99,13 @@ public final class KvBytesRoutes {
         }
         HttpApi.Response denied = guard.get();
         if (denied != null) {
-            return unread(exchange, denied);
+            return denied;
         }
         try {
             concurrent.acquire();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return unread(exchange, HttpApi.Response.json(503, Map.of("detail", "shutting down")));
+            return HttpApi.Response.json(503, Map.of("detail", "shutting down"));
         }
         try {
             return handler.handle();
@@ -111,19 +113,10 @@ public final class KvBytesRoutes {
             // a bad request is the client's: counted and logged rate-limited, never more than a reply
             metrics.increment(ServerCatalogue.KV_API_REFUSED, Integer.toString(e.status()));
             REFUSED.warn("HTTP KV bytes API {} refused with {}: {}", exchange.getRequestURI().getPath(), e.status(), LogText.clip(e.getMessage()));
-            return unread(exchange, HttpApi.Response.json(e.status(), Map.of("detail", e.getMessage())));
+            return HttpApi.Response.json(e.status(), Map.of("detail", e.getMessage()));
         } finally {
             concurrent.release();
         }
-    }
-
-    /**
-     * A refusal whose body may be unread ends the connection ({@code Connection: close}): the server drains only a little of what
-     * is left, and a client that reused the connection would meet the rest of a large body, or a reset.
-     */
-    private static HttpApi.Response unread(HttpExchange exchange, HttpApi.Response response) {
-        exchange.getResponseHeaders().set("Connection", "close");
-        return response;
     }
 
     private HttpApi.Response store(HttpExchange exchange) throws Refused, IOException {
@@ -145,8 +138,8 @@ public final class KvBytesRoutes {
                     + " whole chunks x " + layout.worldSize() + " shards x " + layout.objectBytes() + " bytes)");
         }
         KvBytes.Counts counts;
-        try (InputStream body = exchange.getRequestBody()) {
-            counts = bytes.store(model, tokens, salt, layout, body);
+        try {
+            counts = bytes.store(model, tokens, salt, layout, exchange.getRequestBody());
         } catch (IOException e) {
             // every reservation was given back: nothing of it landed
             throw new Refused(400, "the body ended before its declared length");
@@ -178,8 +171,8 @@ public final class KvBytesRoutes {
         if (declared != null) {
             declaredLength(exchange.getRequestHeaders(), maxStoreBytes + STREAM_FRAMING_BYTES);
         }
-        try (InputStream body = new BufferedInputStream(exchange.getRequestBody(), 256 * 1024)) {
-            KvFrames.Reader frames = new KvFrames.Reader(body);
+        try {
+            KvFrames.Reader frames = new KvFrames.Reader(new BufferedInputStream(exchange.getRequestBody(), 256 * 1024));
             KvFrames.Frame first = frames.next(0, KvFrames.MAX_HEADER_BYTES);
             if (first == null) {
                 throw new Refused(400, "KV store request body is missing a manifest frame");
@@ -188,8 +181,8 @@ public final class KvBytesRoutes {
             KvBytesLayout layout = layout(manifest.model);
             int chunks = manifest.tokens.length / chunkSize;
             if (chunks == 0) {
-                // LMCache answers before reading on: whatever follows is left unread
-                return unread(exchange, stored(new KvBytes.Counts(0, 0, 0, chunkSize)));
+                // LMCache answers before reading on: whatever follows is left unread (HttpApi swallows it, bounded)
+                return stored(new KvBytes.Counts(0, 0, 0, chunkSize));
             }
             checkManifest(manifest, layout, chunks);
             return stored(bytes.stream().store(manifest.model, manifest.tokens, manifest.salt, layout, frames));
@@ -293,9 +286,7 @@ public final class KvBytesRoutes {
     private static Query query(HttpExchange exchange) throws Refused, IOException {
         declaredLength(exchange.getRequestHeaders(), MAX_JSON_BYTES);
         // parsed as it streams in: the token list goes straight into an int array, never a tree of nodes
-        try (InputStream in = exchange.getRequestBody()) {
-            return JsonBody.read(in, KvBytesRoutes::queryFields);
-        }
+        return JsonBody.read(exchange.getRequestBody(), KvBytesRoutes::queryFields);
     }
 
     private static Query queryFields(JsonBody.Reader body) throws Refused, IOException {
