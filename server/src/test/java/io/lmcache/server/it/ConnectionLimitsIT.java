@@ -23,7 +23,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.hamcrest.Matchers;
@@ -147,8 +149,6 @@ class ConnectionLimitsIT {
         try (ServerProcess server = ServerProcess.start("--max-connections", "32", "--connection-stall-timeout-seconds", "20");
              JavaWorker worker = new JavaWorker(server.endpoint(), 32, "cap/model", GEOMETRY)) {
             worker.register();
-            double openBefore = metric(server, "lmcache_mp_zeromq_connections_open");
-            assertTrue(openBefore >= 2 && openBefore <= 4, "the health probe and the worker: " + openBefore);
             List<Socket> idle = new ArrayList<>();
             try {
                 for (int i = 0; i < 40; i++) {
@@ -157,14 +157,19 @@ class ConnectionLimitsIT {
                     idle.add(socket);
                 }
                 // an eighth of the cap (4) is kept for workers that register: the worker has, so unregistered connections may
-                // hold 28; the 3 let in beyond are closed when they do not register in time, the rest refused at once
-                double admitted = 29 - openBefore;
-                double refused = 40 - admitted;
-                await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(100))
-                        .until(() -> metric(server, "lmcache_mp_zeromq_connections_refused_total", "reason", "over_cap") == refused);
+                // hold 28 (the health probe's among them); the ones let in beyond are closed when they do not register in time,
+                // the rest refused at once. What each got is read from the sockets once the cap holds, not derived from the
+                // count before them: the health probe's DEALER may be replaced in between (a PING late by a second)
+                Set<Socket> refusedSockets = new HashSet<>();
+                await().atMost(Duration.ofSeconds(15)).pollInterval(Duration.ofMillis(200)).until(() -> {
+                    idle.stream().filter(socket -> !refusedSockets.contains(socket) && closedByServer(socket)).forEach(refusedSockets::add);
+                    return metric(server, "lmcache_mp_zeromq_connections_open") == 29
+                            && metric(server, "lmcache_mp_zeromq_connections_refused_total", "reason", "over_cap") == refusedSockets.size();
+                });
+                double refused = refusedSockets.size();
+                double admitted = 40 - refused;
+                assertTrue(admitted >= 25 && admitted <= 27, "28 less the probe's and any other unregistered connection: " + admitted);
                 assertDegraded(server, "connection cap");
-                assertEquals(29.0, metric(server, "lmcache_mp_zeromq_connections_open"), "the cap holds, less the workers' part");
-                assertEquals((long) refused, idle.stream().filter(ConnectionLimitsIT::closedByServer).count(), "the refused ones are closed");
                 assertEquals(0.0, metric(server, "lmcache_mp_zeromq_accept_failures_total"));
                 assertTrue(worker.ping(), "a worker connected before the cap was reached keeps working");
                 storeAndRetrieveByteExact(worker, 9);
@@ -205,10 +210,10 @@ class ConnectionLimitsIT {
         assertTrue(cpuNs < TimeUnit.MILLISECONDS.toNanos(900), "server CPU time " + cpuNs / 1e6 + " ms in 3 s");
     }
 
-    /** True when the server closed this socket (end of stream or reset), read within 100 ms. */
+    /** True when the server closed this socket (end of stream or reset), read within 20 ms. */
     private static boolean closedByServer(Socket socket) {
         try {
-            socket.setSoTimeout(100);
+            socket.setSoTimeout(20);
             InputStream in = socket.getInputStream();
             byte[] buffer = new byte[256];
             while (in.read(buffer) >= 0) {
