@@ -136,6 +136,18 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         }
     }
 
+    /**
+     * Runs on: the request loop's thread, when the health probe's first message names its connection. The probe is the server's
+     * own: let in at the part of the cap kept for workers (a fresh DEALER while unregistered peers hold the rest), it is not
+     * closed for not registering, which would leave the health check reporting the ZeroMQ side dead while workers are served.
+     */
+    void internal(String address) {
+        Open connection = address == null ? null : open.get(address);
+        if (connection != null) {
+            connection.internal = true;
+        }
+    }
+
     /** Runs on: the request loop's thread, when a REGISTER arrives over the connection from {@code address}. */
     void registered(String address) {
         Open connection = address == null ? null : open.get(address);
@@ -305,7 +317,8 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         long quietLimitNs = midFrameStall ? Math.min(stallTimeoutNs, MID_FRAME_QUIET_NS) : stallTimeoutNs;
         for (Map.Entry<String, Open> entry : open.entrySet()) {
             Open connection = entry.getValue();
-            if (connection.registerByNs != 0 && !connection.registered && !connection.shut && nowNs - connection.registerByNs > 0) {
+            if (connection.registerByNs != 0 && !connection.registered && !connection.internal && !connection.shut
+                    && nowNs - connection.registerByNs > 0) {
                 connection.shut = true;
                 shut(connection.channel);
                 lastRefusedNs = nowNs;
@@ -376,6 +389,8 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
         volatile PeerId identity;
         /** It has sent a REGISTER (the request loop's thread sets it). */
         volatile boolean registered;
+        /** The health probe's (the request loop's thread sets it). */
+        volatile boolean internal;
         /** 0, or when it must have registered by (it came in at the registered peers' part of the cap). */
         long registerByNs;
 

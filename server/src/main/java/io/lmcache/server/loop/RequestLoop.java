@@ -496,6 +496,7 @@ public final class RequestLoop implements AutoCloseable {
         if (fromProbe) {
             if (pendingAddress != null) {
                 connections.internal(pendingAddress);
+                monitor.internal(pendingAddress);
                 monitor.identified(pendingAddress, new PeerId(first)); // its reply bytes are forgotten when it closes
             }
         } else {
