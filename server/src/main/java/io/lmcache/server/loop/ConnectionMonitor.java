@@ -31,7 +31,8 @@ import zmq.io.Metadata;
  *     engine then reads the end of the stream and tears it down as usual), counted and logged at a
  *     limited rate; connections already open keep working. An eighth of the cap is kept for workers:
  *     connections that have not sent a REGISTER fill at most the rest, and one let into that eighth is
- *     closed (counted as refused) unless it registers within {@link #REGISTER_GRACE_NS}, so live
+ *     closed (counted as refused) unless it registers within {@link #REGISTER_GRACE_NS} or is the
+ *     server's own health probe ({@link #internal}), so live
  *     connections that never register cannot lock new workers out (issue 45, N8);
  * <li>when {@code accept} fails for want of descriptors it drains the backlog ({@link AcceptDrain}),
  *     so JeroMQ's accept loop does not spin;
@@ -139,7 +140,7 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
     /**
      * Runs on: the request loop's thread, when the health probe's first message names its connection. The probe is the server's
      * own: let in at the part of the cap kept for workers (a fresh DEALER while unregistered peers hold the rest), it is not
-     * closed for not registering, which would leave the health check reporting the ZeroMQ side dead while workers are served.
+     * closed for not registering, which would leave the health check saying its PING went unanswered instead of naming the cap.
      */
     void internal(String address) {
         Open connection = address == null ? null : open.get(address);
