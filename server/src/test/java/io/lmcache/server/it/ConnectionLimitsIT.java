@@ -13,11 +13,9 @@ import io.lmcache.server.testing.ServerLogOnFailure;
 import io.lmcache.server.testing.ServerProcess;
 import io.lmcache.server.testing.TestClient;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -212,19 +210,7 @@ class ConnectionLimitsIT {
 
     /** True when the server closed this socket (end of stream or reset), read within 20 ms. */
     private static boolean closedByServer(Socket socket) {
-        try {
-            socket.setSoTimeout(20);
-            InputStream in = socket.getInputStream();
-            byte[] buffer = new byte[256];
-            while (in.read(buffer) >= 0) {
-                // a greeting the server sent before it closed
-            }
-            return true;
-        } catch (SocketTimeoutException e) {
-            return false;
-        } catch (IOException e) {
-            return true;
-        }
+        return RawZmtpPeer.closedByServer(socket, Duration.ofMillis(20));
     }
 
     /** utime + stime of the whole process, from /proc (clock ticks of 10 ms). */

@@ -7,9 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import io.lmcache.server.config.ConnectionSettings;
 import io.lmcache.server.metrics.ServerMetrics;
 import io.lmcache.server.peer.PeerConnections;
-import java.io.IOException;
+import io.lmcache.server.testing.RawZmtpPeer;
 import java.net.InetSocketAddress;
-import java.net.SocketTimeoutException;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
@@ -64,13 +63,8 @@ class ConnectionMonitorTest {
         }
     }
 
-    /** True when the far end shut this connection (end of stream), false while it stays open (nothing to read within 100 ms). */
-    private static boolean closedByServer(SocketChannel client) throws IOException {
-        client.socket().setSoTimeout(100);
-        try {
-            return client.socket().getInputStream().read() < 0;
-        } catch (SocketTimeoutException e) {
-            return false;
-        }
+    /** True when the far end shut this connection (end of stream or reset), false while it stays open (nothing within 100 ms). */
+    private static boolean closedByServer(SocketChannel client) {
+        return RawZmtpPeer.closedByServer(client.socket(), Duration.ofMillis(100));
     }
 }

@@ -152,12 +152,17 @@ public final class RawZmtpPeer implements AutoCloseable {
      * {@code timeout}, false if the connection was still open then.
      */
     public boolean closedByServer(Duration timeout) {
+        return closedByServer(socket, timeout);
+    }
+
+    /** {@link #closedByServer(Duration)} for any client socket (a reset is a close too). */
+    public static boolean closedByServer(Socket socket, Duration timeout) {
         try {
             socket.setSoTimeout((int) timeout.toMillis());
             InputStream in = socket.getInputStream();
             byte[] buffer = new byte[4096];
             while (in.read(buffer) >= 0) {
-                // the server's greeting and READY
+                // whatever the server sent before it closed (a greeting, READY)
             }
             return true;
         } catch (SocketTimeoutException e) {
