@@ -227,7 +227,7 @@ public record ServerConfig(
         Tuning t = c.tuning();
         Tuning tuning = new Tuning(t.copyKernelBlocks(), t.stagingHalfBytes(), t.firstBatchBytes(), t.dmaHeadBytes(), t.storeDmaHeadMinPieceBytes(),
                 t.retrieveDmaHeadMinPieceBytes(), t.batchGrowth(), t.warmContext(), t.queryWorkerEvent(), t.hostFnWake(),
-                t.openEventAheadChunks(), Math.min(t.transferSpinNs(), WARMUP_SPIN_NS), t.hostRunBytes(), t.nativeHostCopy(),
+                t.openEventAheadChunks(), t.stageInPoolOrder(), Math.min(t.transferSpinNs(), WARMUP_SPIN_NS), t.hostRunBytes(), t.nativeHostCopy(),
                 t.prepareThreads(), t.stackLimitBytes());
         return new ServerConfig(c.host(), c.port(), c.maxMessageBytes(), c.chunkSize(), c.separateObjectGroups(), 1, 1, 1,
                 TransferMode.LMCACHE_DRIVEN, "", false, c.l1SizeBytes(), c.l1RegionSizeBytes(), c.l1WriteTtlNs(), c.l1ReadTtlNs(),

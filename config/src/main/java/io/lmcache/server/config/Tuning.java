@@ -30,6 +30,8 @@ import java.util.function.UnaryOperator;
  * @param hostFnWake a host function at each transfer's end wakes the event poller (else its poll finds the completion)
  * @param openEventAheadChunks a transfer on an idle lane of at least this many chunks has its worker's event opened by the
  *     event poller while the handler plans; 0 = never (shorter plans do not cover the open: bench/RESULTS.md#gpu-hybrid-models)
+ * @param stageInPoolOrder a staging batch lays its pieces out in pool order, so a hybrid model's objects of one group go as one
+ *     DMA run instead of one run each (off by default until a GPU test run with it on passes: bench/RESULTS.md#gpu-hybrid-models)
  * @param transferSpinNs how long an idle transfer thread busy-waits before it parks; 0 = never spins
  * @param hostRunBytes a CPU worker's copy is cut into runs of about this many bytes, which the copy threads take one at a time
  * @param nativeHostCopy a CPU worker's copies use the native library's non-temporal stores where it loads (else
@@ -42,7 +44,8 @@ import java.util.function.UnaryOperator;
  */
 public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatchBytes, long dmaHeadBytes, long storeDmaHeadMinPieceBytes,
         long retrieveDmaHeadMinPieceBytes, int batchGrowth, boolean warmContext, boolean queryWorkerEvent, boolean hostFnWake,
-        int openEventAheadChunks, long transferSpinNs, long hostRunBytes, boolean nativeHostCopy, int prepareThreads, long stackLimitBytes) {
+        int openEventAheadChunks, boolean stageInPoolOrder, long transferSpinNs, long hostRunBytes, boolean nativeHostCopy, int prepareThreads,
+        long stackLimitBytes) {
     /**
      * The knobs by name, in component order: each names its {@code -D} property (what {@link #describe} shows, and tests
      * walk), so a reader or a refusal never counts positions.
@@ -59,6 +62,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         QUERY_WORKER_EVENT("lmcache.cuda.queryWorkerEvent"),
         HOST_FN_WAKE("lmcache.cuda.hostFnWake"),
         OPEN_EVENT_AHEAD_CHUNKS("lmcache.cuda.openEventAheadChunks"),
+        STAGE_IN_POOL_ORDER("lmcache.cuda.stageInPoolOrder"),
         SPIN_US("lmcache.transfer.spinUs"),
         HOST_RUN_KIB("lmcache.transfer.hostRunKiB"),
         NATIVE_HOST_COPY("lmcache.transfer.nativeCopy"),
@@ -131,6 +135,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
                 in.flag(Knob.QUERY_WORKER_EVENT),
                 in.flag(Knob.HOST_FN_WAKE),
                 (int) in.number(Knob.OPEN_EVENT_AHEAD_CHUNKS, 16, 0, 1 << 20),
+                in.flag(Knob.STAGE_IN_POOL_ORDER, false),
                 TimeUnit.MICROSECONDS.toNanos(in.number(Knob.SPIN_US, cores >= SPIN_MIN_CORES ? BIG_HOST_SPIN_US : 0, 0, 10_000_000)),
                 in.number(Knob.HOST_RUN_KIB, 1024, 4, 1 << 20) * KIB,
                 in.flag(Knob.NATIVE_HOST_COPY),
@@ -152,6 +157,7 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         values.put(Knob.QUERY_WORKER_EVENT, queryWorkerEvent);
         values.put(Knob.HOST_FN_WAKE, hostFnWake);
         values.put(Knob.OPEN_EVENT_AHEAD_CHUNKS, openEventAheadChunks);
+        values.put(Knob.STAGE_IN_POOL_ORDER, stageInPoolOrder);
         values.put(Knob.SPIN_US, TimeUnit.NANOSECONDS.toMicros(transferSpinNs));
         values.put(Knob.HOST_RUN_KIB, hostRunBytes / KIB);
         values.put(Knob.NATIVE_HOST_COPY, nativeHostCopy);
@@ -183,9 +189,13 @@ public record Tuning(int copyKernelBlocks, long stagingHalfBytes, long firstBatc
         }
 
         boolean flag(Knob knob) throws ConfigException {
+            return flag(knob, true);
+        }
+
+        boolean flag(Knob knob, boolean defaultValue) throws ConfigException {
             String text = properties.apply(knob.property());
             if (text == null) {
-                return true;
+                return defaultValue;
             }
             return switch (text.strip().toLowerCase(Locale.ROOT)) {
                 case "true" -> true;

@@ -30,8 +30,8 @@ class TuningTest {
     @Test
     void theDefaultsAreTheOnesTheOwnersHadBeforeTheRecord() throws ConfigException {
         Tuning small = with(Map.of(), 2);
-        assertEquals(new Tuning(8, 32L << 20, 2048L << 10, 16384L << 10, 128L << 10, 256L << 10, 2, true, true, true, 16, 0, 1024L << 10, true,
-                0, 256), small);
+        assertEquals(new Tuning(8, 32L << 20, 2048L << 10, 16384L << 10, 128L << 10, 256L << 10, 2, true, true, true, 16, false, 0, 1024L << 10,
+                true, 0, 256), small);
         assertEquals(TimeUnit.MICROSECONDS.toNanos(Tuning.BIG_HOST_SPIN_US), with(Map.of(), Tuning.SPIN_MIN_CORES).transferSpinNs(),
                 "hosts with cores to spare spin");
         assertEquals(small, Tuning.defaults());

@@ -50,7 +50,7 @@ final class Lane {
     final CUdeviceptr[] deviceViews = new CUdeviceptr[RING_SLOTS];
     final CUevent[] fences = new CUevent[RING_SLOTS];
     final boolean[] used = new boolean[RING_SLOTS];
-    final StagedBatch batch = new StagedBatch(SLOT_DESCRIPTORS);
+    final StagedBatch batch;
     final PieceStream stream;
     /** The engine's knobs: the staging size, the kernel's blocks, the DMA head. */
     final Tuning tuning;
@@ -72,6 +72,7 @@ final class Lane {
         this.tuning = tuning;
         this.headMinPieceBytes = direction == Direction.TO_POOL ? tuning.storeDmaHeadMinPieceBytes() : tuning.retrieveDmaHeadMinPieceBytes();
         this.stream = new PieceStream(tuning.stagingHalfBytes(), SLOT_DESCRIPTORS, tuning.batchGrowth());
+        this.batch = new StagedBatch(SLOT_DESCRIPTORS, tuning.stageInPoolOrder());
         for (CUstream stream : new CUstream[] {kernelStream, dmaStream, watchStream}) {
             Cu.check(JCudaDriver.cuStreamCreateWithPriority(stream, CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
                     "cuStreamCreateWithPriority");

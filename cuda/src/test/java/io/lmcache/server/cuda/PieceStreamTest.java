@@ -26,7 +26,7 @@ class PieceStreamTest {
         final List<Integer> addedWhenDirect = new ArrayList<>();
 
         Recorder(int maxPieces, long halfBytes) {
-            this.batch = new StagedBatch(maxPieces);
+            this.batch = new StagedBatch(maxPieces, false);
             this.halfBytes = halfBytes;
         }
 

@@ -129,14 +129,30 @@ class GpuDescriptorsTest {
     }
 
     private static Pieces plan(KvLayout layout, int[] blocks, int skip) {
+        return plan(layout, blocks, skip, false);
+    }
+
+    /** The planner's pieces, or with {@code reversed} the same pieces last first (out of pool order, as a hybrid chunk's groups). */
+    private static Pieces plan(KvLayout layout, int[] blocks, int skip, boolean reversed) {
         Pieces pieces = new Pieces();
         PiecePlanner.chunk(layout, blocks, 0, blocks.length, skip, POOL, PieceSink.of(pieces::add));
-        return pieces;
+        if (!reversed) {
+            return pieces;
+        }
+        Pieces out = new Pieces();
+        for (int i = pieces.count() - 1; i >= 0; i--) {
+            out.add(pieces.tensor(i), pieces.tensorOffset(i), pieces.poolOffset(i), pieces.length(i), pieces.shape(i));
+        }
+        return out;
     }
 
     /** The staged batch and kernel model of one direction, then the DMA runs between staging and pool. */
     private static StagedBatch run(Memory memory, Pieces pieces, Direction direction) {
-        StagedBatch batch = new StagedBatch(4096);
+        return run(memory, pieces, direction, false);
+    }
+
+    private static StagedBatch run(Memory memory, Pieces pieces, Direction direction, boolean poolOrder) {
+        StagedBatch batch = new StagedBatch(4096, poolOrder);
         int next = batch.fill(pieces, 0, memory.bases, direction, new StagedBatch.Buffer(STAGING, STAGING), 1L << 30);
         assertEquals(pieces.count(), next, "one batch");
         boolean toPool = direction == Direction.TO_POOL;
@@ -160,13 +176,21 @@ class GpuDescriptorsTest {
     }
 
     private static void roundTrip(boolean fused, KvLayout layout) {
+        roundTrip(fused, layout, false, false);
+    }
+
+    /** {@code reversed}: the pieces come last first; {@code poolOrder}: the batch stages them in pool order ({@code -Dlmcache.cuda.stageInPoolOrder}). */
+    private static void roundTrip(boolean fused, KvLayout layout, boolean reversed, boolean poolOrder) {
         int[] blocks = {5, 6, 1, 2}; // runs of adjacent blocks and a jump
         Memory memory = filled(fused, layout);
-        Pieces pieces = plan(layout, blocks, 0);
+        Pieces pieces = plan(layout, blocks, 0, reversed);
         for (int i = 0; i < pieces.count(); i++) {
             assertTrue(pieces.shape(i) != 0, "every piece of a head-major layout has a shape");
         }
-        StagedBatch batch = run(memory, pieces, Direction.TO_POOL);
+        StagedBatch batch = run(memory, pieces, Direction.TO_POOL, poolOrder);
+        if (reversed) {
+            assertEquals(poolOrder ? 1 : pieces.count(), batch.runCount(), "in pool order the object is one run, else a run a piece");
+        }
         assertTrue(batch.transposes(), "the batch needs the transposing kernel");
         int objectBytes = (int) layout.objectBytes(CHUNK);
         byte[] object = Arrays.copyOfRange(memory.bytes, POOL, POOL + objectBytes);
@@ -177,7 +201,7 @@ class GpuDescriptorsTest {
         for (int layer = 0; layer < LAYERS; layer++) {
             Arrays.fill(memory.bytes, (int) memory.bases[layer], (int) (memory.bases[layer] + tensorBytes(layout)), (byte) 0);
         }
-        run(memory, plan(layout, target, 5), Direction.FROM_POOL);
+        run(memory, plan(layout, target, 5, reversed), Direction.FROM_POOL, poolOrder);
         for (int layer = 0; layer < LAYERS; layer++) {
             for (int plane = 0; plane < 2; plane++) {
                 for (int k = 0; k < target.length; k++) {
@@ -204,6 +228,15 @@ class GpuDescriptorsTest {
         assertTrue(layout.transposes());
         assertEquals(HS * 2, layout.rowBytes(), "16-byte rows: the kernel's wide path");
         roundTrip(false, layout);
+    }
+
+    /** Pieces out of pool order, staged in pool order (one DMA run) or as they came: the same object, the same blocks back. */
+    @Test
+    void piecesOutOfPoolOrderGatherTheSameObjectStagedEitherWay() throws Exception {
+        KvLayout layout = LayoutDetector.detect(LayoutDetectorTest.layers(LAYERS, 2, BLOCKS, HEADS, BS, HS), new LayoutHints("HND", 0, 0, 0),
+                CHUNK);
+        roundTrip(false, layout, true, true);
+        roundTrip(false, layout, true, false);
     }
 
     @Test
