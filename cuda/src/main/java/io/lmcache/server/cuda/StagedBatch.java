@@ -76,9 +76,8 @@ public final class StagedBatch {
      * first batch starts the link early, larger ones keep the kernel launches few. Descriptors are
      * {@code {src, dst, bytes}} with absolute addresses (the direction decides which side is the staging buffer), in the
      * order the pieces came; with {@code poolOrder} the pieces sit in the buffer in pool order, so pool-adjacent pieces make
-     * one run. Runs are
-     * {@code {poolOffset, stagingOffset, bytes}}, each contiguous on both sides and inside one pool region (regions are
-     * registered one by one).
+     * one run. Runs are {@code {poolOffset, stagingOffset, bytes}}, each contiguous on both sides and inside one pool region
+     * (regions are registered one by one).
      */
     public int fill(Pieces pieces, int from, long[] tensorBases, Direction direction, Buffer staging, long batchBytes,
             long regionBytes) {
