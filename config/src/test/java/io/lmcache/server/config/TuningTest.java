@@ -49,6 +49,7 @@ class TuningTest {
         given.put("lmcache.transfer.nativeCopy", "FALSE");
         given.put("lmcache.cuda.storeDmaHeadMinPieceKiB", "64");
         given.put("lmcache.cuda.retrieveDmaHeadMinPieceKiB", "512");
+        given.put("lmcache.cuda.stageInPoolOrder", " True ");
         Tuning tuning = with(given, 64);
         assertEquals(64L << 20, tuning.stagingHalfBytes());
         assertEquals(0, tuning.dmaHeadBytes());
@@ -59,6 +60,8 @@ class TuningTest {
         assertFalse(tuning.nativeHostCopy());
         assertEquals(64L << 10, tuning.storeDmaHeadMinPieceBytes(), "each direction its own threshold");
         assertEquals(512L << 10, tuning.retrieveDmaHeadMinPieceBytes());
+        assertTrue(tuning.stageInPoolOrder(), "a flag whose default is off reads on");
+        assertEquals(true, tuning.describe().get("lmcache.cuda.stageInPoolOrder"));
         assertEquals(64L, tuning.describe().get("lmcache.cuda.stagingMiB"));
         assertEquals(1_000_000L, tuning.describe().get("lmcache.transfer.spinUs"));
     }
