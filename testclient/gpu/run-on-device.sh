@@ -6,7 +6,8 @@
 # layerwise (also part of test): layerwise_check.py, issue 47's layer-wise mode (--layerwise-batch; layerwise_tests.json).
 # sglang (also part of test): sglang_check.py, issue 47's SGLang-shaped CUDA pools on two TP ranks (sglang_tests.json).
 # isolated (also part of test): isolated_ipc_check.py, issue 47's isolated-IPC and VMM tests (isolated_ipc_tests.json).
-# Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs).
+# Results land in $OUT (gpu_tests.json, gpu_bench-*.json, kernel_probe.json, the server logs; after a failed test step the
+# tails of the server logs in failed-step-logs.txt).
 # kvevents (issue 28; not part of all): the Java benchmarks KvEventStoreBench (STORE round trips with 0 and 8
 # subscribe_kv_events subscribers, alternating in every round) and RequestLatencyBench (PING/LOOKUP against the server and
 # a bare JeroMQ echo; --subscribers 8: every server case also with 8 acking subscribers in a python3 child process while a
@@ -45,24 +46,33 @@ if [ "${LMCACHE_BUILD_PTX:-0}" = 1 ]; then
   cp="$out/ptx:$cp"
 fi
 rc=0
+# The tails of the servers' logs after a failed step, in a file callers keep: a GPU call's script usually drops
+# *server*.log to stay within what comes back, and on 2026-12-08 that left a failure without its cause.
+keep_server_log_tails() {
+  local f
+  for f in "$out"/server-*.log; do
+    [ -f "$f" ] && { echo "== $f ($1)"; tail -n 400 "$f"; }
+  done >> "$out/failed-step-logs.txt"
+}
 if [ "$mode" = test ] || [ "$mode" = all ]; then
   python3 testclient/gpu/gpu_check.py test --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/gpu_tests.log"
   rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || keep_server_log_tails gpu_check
 fi
 if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = isolated ]; then
   # issue 47: isolated IPC (timeline-semaphore events, the §2.6 ordering test) and VMM (cuMem) registration and release
   python3 testclient/gpu/isolated_ipc_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/isolated_ipc_tests.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; keep_server_log_tails isolated; }
 fi
 if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = layerwise ]; then
   # issue 47: LMCache's layer-wise mode, a worker waiting on each layer batch's pooled event
   python3 testclient/gpu/layerwise_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/layerwise_tests.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; keep_server_log_tails layerwise; }
 fi
 if [ "$mode" = test ] || [ "$mode" = all ] || [ "$mode" = sglang ]; then
   # issue 47: SGLang's MP connector with its own pools (K then V per layer, page 0 the padding page) on two TP ranks
   python3 testclient/gpu/sglang_check.py --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/sglang_tests.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; keep_server_log_tails sglang; }
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   python3 testclient/gpu/gpu_check.py bench --java "$java" --classpath "$cp" --out "$out" 2>&1 | tee "$out/gpu_bench.log" || rc=1
