@@ -139,11 +139,13 @@ public final class ConnectionMonitor implements zmq.ZMQ.EventConsummer, AutoClos
 
     /**
      * Runs on: the request loop's thread, when the health probe's first message names its connection. The probe is the server's
-     * own: let in at the part of the cap kept for workers (a fresh DEALER while unregistered peers hold the rest), it is not
-     * closed for not registering, which would leave the health check saying its PING went unanswered instead of naming the cap.
+     * own: {@link PeerConnections} does not count it as a client, and let in at the part of the cap kept for workers (a fresh
+     * DEALER while unregistered peers hold the rest), it is not closed for not registering, which would leave the health check
+     * saying its PING went unanswered instead of naming the cap.
      */
     void internal(String address) {
-        Open connection = address == null ? null : open.get(address);
+        connections.internal(address);
+        Open connection = open.get(address);
         if (connection != null) {
             connection.internal = true;
         }

@@ -495,7 +495,6 @@ public final class RequestLoop implements AutoCloseable {
         boolean fromProbe = probe.isProbe(first);
         if (fromProbe) {
             if (pendingAddress != null) {
-                connections.internal(pendingAddress);
                 monitor.internal(pendingAddress);
                 monitor.identified(pendingAddress, new PeerId(first)); // its reply bytes are forgotten when it closes
             }

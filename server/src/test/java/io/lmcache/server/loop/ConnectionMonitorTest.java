@@ -50,6 +50,7 @@ class ConnectionMonitorTest {
             }
             assertEquals(1.0, metrics.count(OVER_CAP, "reason", "over_cap"), "the 17th, at once");
             assertEquals(16, monitor.openConnections());
+            assertEquals(15, peers.openConnections(), "told to PeerConnections, the probe is the server's own, not a client");
             SocketChannel strangerClient = stranger;
             await().atMost(Duration.ofSeconds(10)).until(() -> closedByServer(strangerClient));
             // the stranger's close and the probe's would fall due within microseconds of each other: a sweep apart at most
